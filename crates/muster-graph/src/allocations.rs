@@ -1,0 +1,472 @@
+//! The graph with its allocations and reservations: every operation that changes who holds what.
+//! Each operation either completes or leaves the state exactly as it was.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::builder::NodeSpec;
+use crate::error::{GraphError, InputError};
+use crate::graph::{AllocId, Graph, NodeId, Span, VertexId};
+use crate::jobspec::GroupRequest;
+use crate::matcher::{Demand, Placement, Policy, Window, placed_units};
+
+/// "Runs until cancelled": the end of an allocation without a duration.
+pub const FOREVER: i64 = i64::MAX;
+
+/// One member of an allocation and where it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub index: u32,
+    pub node: NodeId,
+    /// Device vertices held by this member (empty for reservations).
+    pub devices: Vec<VertexId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    pub id: AllocId,
+    pub request: GroupRequest,
+    /// Per member, by resource index.
+    pub per_member: Vec<u64>,
+    pub members: Vec<Member>,
+    pub start: i64,
+    pub end: i64,
+    pub reserved: bool,
+    /// The topology domain the group was confined to, if any (grow stays inside it).
+    pub domain: Option<VertexId>,
+}
+
+/// The result of a match request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MatchOutcome {
+    /// Placed now.
+    Allocated(AllocId),
+    /// Reserved to start at `at`.
+    Reserved { id: AllocId, at: i64 },
+    /// Does not fit now (and no reservation was asked for); the reason names the shortfall.
+    Busy(String),
+    /// Could never fit on this cluster, even empty.
+    Unsatisfiable(String),
+}
+
+/// Summary counts for `stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub nodes: usize,
+    pub schedulable_nodes: usize,
+    pub vertices: usize,
+    pub allocations: usize,
+    pub reservations: usize,
+    /// (resource name, capacity, free), formatted.
+    pub resources: Vec<(String, String, String)>,
+}
+
+/// A member placement given back on import: which node, and optionally which device ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedMember {
+    pub index: u32,
+    pub node: String,
+    pub devices: Vec<String>,
+}
+
+/// The resource graph and everything allocated or reserved on it.
+#[derive(Debug, Clone)]
+pub struct ResourceGraph {
+    pub graph: Graph,
+    allocations: BTreeMap<AllocId, Allocation>,
+    next_id: AllocId,
+    pub policy: Policy,
+}
+
+impl ResourceGraph {
+    pub fn new(graph: Graph, policy: Policy) -> Self {
+        Self { graph, allocations: BTreeMap::new(), next_id: 1, policy }
+    }
+
+    pub fn allocation(&self, id: AllocId) -> Result<&Allocation, GraphError> {
+        self.allocations.get(&id).ok_or(GraphError::UnknownAllocation(id))
+    }
+
+    pub fn allocations(&self) -> impl Iterator<Item = &Allocation> {
+        self.allocations.values()
+    }
+
+    fn end_of(now: i64, req: &GroupRequest) -> i64 {
+        req.duration.map_or(FOREVER, |d| now.saturating_add(d as i64))
+    }
+
+    /// Places every member now, or nothing.
+    pub fn allocate(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
+        self.match_request(req, now, false)
+    }
+
+    /// Places every member now, or reserves the earliest time the whole group will fit.
+    pub fn allocate_orelse_reserve(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
+        self.match_request(req, now, true)
+    }
+
+    /// Checks whether the group could ever fit on this cluster when empty. Changes nothing.
+    pub fn satisfiability(&self, req: &GroupRequest) -> Result<(), String> {
+        let d = Demand::resolve(&self.graph, req).map_err(|u| u.0)?;
+        let policy = req.policy.unwrap_or(self.policy);
+        let (p, _) = self.graph.search(&d, Window::Empty, policy, None);
+        if d.max_units > 0 && placed_units(&p) >= d.min_units {
+            Ok(())
+        } else {
+            Err(self.graph.explain_unsatisfiable(&d))
+        }
+    }
+
+    fn match_request(&mut self, req: &GroupRequest, now: i64, reserve: bool) -> MatchOutcome {
+        let d = match Demand::resolve(&self.graph, req) {
+            Ok(d) => d,
+            Err(u) => return MatchOutcome::Unsatisfiable(u.0),
+        };
+        let policy = req.policy.unwrap_or(self.policy);
+        let end = Self::end_of(now, req);
+        let (p, domain) = self.graph.search(&d, Window::Now { now, end }, policy, None);
+        if placed_units(&p) >= d.min_units && d.max_units > 0 {
+            let id = self.take_id();
+            let alloc = self.commit(id, &d, &p, now, end, false, domain);
+            self.allocations.insert(id, alloc);
+            return MatchOutcome::Allocated(id);
+        }
+        if let Err(reason) = self.satisfiability(req) {
+            return MatchOutcome::Unsatisfiable(reason);
+        }
+        if !reserve {
+            return MatchOutcome::Busy(self.busy_reason(&d));
+        }
+        for t in self.candidate_times(now) {
+            let w_end = Self::end_of(t, req);
+            let (p, domain) = self.graph.search(&d, Window::Future { start: t, end: w_end }, policy, None);
+            if placed_units(&p) >= d.min_units {
+                let id = self.take_id();
+                let alloc = self.commit(id, &d, &p, t, w_end, true, domain);
+                self.allocations.insert(id, alloc);
+                return MatchOutcome::Reserved { id, at: t };
+            }
+        }
+        MatchOutcome::Busy(format!(
+            "{}; no future start found because some allocations run without a duration",
+            self.busy_reason(&d)
+        ))
+    }
+
+    fn busy_reason(&self, d: &Demand) -> String {
+        let (_, free) = self.graph.totals();
+        for (i, &q) in d.per_member.iter().enumerate() {
+            let need = q.saturating_mul(u64::from(d.members(d.min_units)));
+            if need > free[i] {
+                let id = crate::resources::ResourceId(i as u16);
+                return format!(
+                    "needs {} {} in all, {} is free",
+                    self.graph.resources.format(id, need),
+                    self.graph.resources.def(id).name,
+                    self.graph.resources.format(id, free[i])
+                );
+            }
+        }
+        "enough is free in total but not on the nodes (or in the one domain) the group needs".to_string()
+    }
+
+    /// Times after `now` when capacity is given back, ascending: the possible reservation starts.
+    fn candidate_times(&self, now: i64) -> Vec<i64> {
+        let times: BTreeSet<i64> = self
+            .allocations
+            .values()
+            .map(|a| a.end)
+            .filter(|&e| e > now && e != FOREVER)
+            .collect();
+        times.into_iter().collect()
+    }
+
+    fn take_id(&mut self) -> AllocId {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Writes a placement into the graph. Cannot fail: the search proved it fits.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(&mut self, id: AllocId, d: &Demand, p: &Placement, start: i64, end: i64, reserved: bool, domain: Option<VertexId>) -> Allocation {
+        let mut members = Vec::new();
+        let mut index = 0;
+        for &(n, units) in p {
+            let count = d.members(units);
+            for _ in 0..count {
+                members.push(Member { index, node: n, devices: Vec::new() });
+                index += 1;
+            }
+        }
+        let mut alloc = Allocation {
+            id,
+            request: d.request.clone(),
+            per_member: d.per_member.clone(),
+            members,
+            start,
+            end,
+            reserved,
+            domain,
+        };
+        let nodes: BTreeSet<NodeId> = p.iter().map(|&(n, _)| n).collect();
+        for n in nodes {
+            self.apply_node(&mut alloc, n);
+        }
+        alloc
+    }
+
+    /// Amounts allocation `a` holds on node `n` for `members` members.
+    fn amounts_on(&self, a: &Allocation, n: NodeId, members: u64) -> Vec<u64> {
+        if a.request.exclusive {
+            self.graph.node(n).capacity.clone()
+        } else {
+            a.per_member.iter().map(|q| q * members).collect()
+        }
+    }
+
+    /// Brings node `n`'s span, free amounts and devices in line with `a`'s members on it.
+    fn apply_node(&mut self, a: &mut Allocation, n: NodeId) {
+        let on_node: Vec<usize> = a.members.iter().enumerate().filter(|(_, m)| m.node == n).map(|(i, _)| i).collect();
+        let amounts = if on_node.is_empty() { None } else { Some(self.amounts_on(a, n, on_node.len() as u64)) };
+        let device_resources: Vec<usize> = (0..a.per_member.len()).filter(|&i| self.graph.is_device(i)).collect();
+        let node = self.graph.node_mut(n);
+        // Give back what the allocation held here, then take what it holds now.
+        if let Some(pos) = node.spans.iter().position(|s| s.alloc == a.id) {
+            let old = node.spans.swap_remove(pos);
+            if !old.reserved {
+                for (f, o) in node.free.iter_mut().zip(&old.amounts) {
+                    *f += o;
+                }
+            }
+        }
+        if let Some(amounts) = amounts {
+            if !a.reserved {
+                for (f, o) in node.free.iter_mut().zip(&amounts) {
+                    *f -= o;
+                }
+                // Devices: members keep what they hold; new members take free ones.
+                for &mi in &on_node {
+                    for &r in &device_resources {
+                        let want = a.per_member[r] as usize;
+                        let have = a.members[mi].devices.iter().filter(|v| node.devices.iter().any(|s| s.vertex == **v && s.resource.index() == r)).count();
+                        for slot in node.devices.iter_mut().filter(|s| s.resource.index() == r && s.holder.is_none()).take(want.saturating_sub(have)) {
+                            slot.holder = Some(a.id);
+                            a.members[mi].devices.push(slot.vertex);
+                        }
+                    }
+                }
+            }
+            node.spans.push(Span { alloc: a.id, start: a.start, end: a.end, amounts, reserved: a.reserved });
+        }
+        let held: BTreeSet<VertexId> = a.members.iter().filter(|m| m.node == n).flat_map(|m| m.devices.iter().copied()).collect();
+        for slot in node.devices.iter_mut().filter(|s| s.holder == Some(a.id)) {
+            if !held.contains(&slot.vertex) {
+                slot.holder = None;
+            }
+        }
+        self.graph.refresh_node(n);
+    }
+
+    /// Releases everything an allocation or reservation holds.
+    pub fn cancel(&mut self, id: AllocId) -> Result<Allocation, GraphError> {
+        let mut alloc = self.allocations.remove(&id).ok_or(GraphError::UnknownAllocation(id))?;
+        let members = std::mem::take(&mut alloc.members);
+        for n in members.iter().map(|m| m.node).collect::<BTreeSet<_>>() {
+            self.apply_node(&mut alloc, n);
+        }
+        alloc.members = members;
+        Ok(alloc)
+    }
+
+    /// Releases some members (shrink). Releasing all of them is a cancel.
+    pub fn shrink(&mut self, id: AllocId, members: &[u32]) -> Result<(), GraphError> {
+        let alloc = self.allocation(id)?;
+        if alloc.reserved {
+            return Err(GraphError::NotAllocated(id));
+        }
+        for &m in members {
+            if !alloc.members.iter().any(|x| x.index == m) {
+                return Err(GraphError::UnknownMember { alloc: id, member: m });
+            }
+        }
+        let mut alloc = self.allocations.remove(&id).expect("checked above");
+        let nodes: BTreeSet<NodeId> = alloc.members.iter().filter(|x| members.contains(&x.index)).map(|x| x.node).collect();
+        alloc.members.retain(|x| !members.contains(&x.index));
+        for n in nodes {
+            self.apply_node(&mut alloc, n);
+        }
+        if !alloc.members.is_empty() {
+            self.allocations.insert(id, alloc);
+        }
+        Ok(())
+    }
+
+    /// Adds `count` members to a running allocation, all or none, within its domain if it has one.
+    /// Returns the new members' indices, or None if they do not fit now.
+    pub fn grow(&mut self, id: AllocId, count: u32, now: i64) -> Result<Option<Vec<u32>>, GraphError> {
+        let alloc = self.allocation(id)?;
+        if alloc.reserved {
+            return Err(GraphError::NotAllocated(id));
+        }
+        let wanted = alloc.members.len() as u32 + count;
+        if wanted > alloc.request.max_members {
+            return Err(GraphError::TooManyMembers { alloc: id, wanted, max: alloc.request.max_members });
+        }
+        let mut extra = alloc.request.clone();
+        extra.min_members = count;
+        extra.max_members = count;
+        let d = Demand::resolve(&self.graph, &extra).map_err(|u| GraphError::UnknownResource(u.0))?;
+        let policy = extra.policy.unwrap_or(self.policy);
+        let (p, _) = self.graph.search(&d, Window::Now { now, end: alloc.end }, policy, alloc.domain);
+        if placed_units(&p) < d.min_units {
+            return Ok(None);
+        }
+        let mut alloc = self.allocations.remove(&id).expect("checked above");
+        let first = alloc.members.iter().map(|m| m.index + 1).max().unwrap_or(0);
+        let mut index = first;
+        for &(n, units) in &p {
+            for _ in 0..d.members(units) {
+                alloc.members.push(Member { index, node: n, devices: Vec::new() });
+                index += 1;
+            }
+        }
+        let nodes: BTreeSet<NodeId> = p.iter().map(|&(n, _)| n).collect();
+        for n in nodes {
+            self.apply_node(&mut alloc, n);
+        }
+        self.allocations.insert(id, alloc);
+        Ok(Some((first..index).collect()))
+    }
+
+    /// Records an allocation that already exists (pods running at restart) under its old id.
+    /// Checks capacity and device availability first; on error nothing changes.
+    pub fn import(&mut self, id: AllocId, req: &GroupRequest, members: &[ImportedMember], start: i64) -> Result<(), GraphError> {
+        if self.allocations.contains_key(&id) {
+            return Err(GraphError::DuplicateAllocation(id));
+        }
+        let d = Demand::resolve(&self.graph, req).map_err(|u| GraphError::UnknownResource(u.0))?;
+        let mut resolved = Vec::new();
+        let mut per_node: BTreeMap<NodeId, u64> = BTreeMap::new();
+        for m in members {
+            let n = self.graph.node_id(&m.node)?;
+            let mut devices = Vec::new();
+            for dev in &m.devices {
+                let node = self.graph.node(n);
+                let slot = node
+                    .devices
+                    .iter()
+                    .find(|s| self.graph.vertex(s.vertex).meta.name == *dev && s.holder.is_none() && !devices.contains(&s.vertex))
+                    .ok_or_else(|| GraphError::DeviceUnavailable { node: m.node.clone(), resource: "device".into(), device: dev.clone() })?;
+                devices.push(slot.vertex);
+            }
+            *per_node.entry(n).or_default() += 1;
+            resolved.push(Member { index: m.index, node: n, devices });
+        }
+        let end = Self::end_of(start, req);
+        let mut alloc = Allocation {
+            id,
+            request: req.clone(),
+            per_member: d.per_member.clone(),
+            members: resolved,
+            start,
+            end,
+            reserved: false,
+            domain: None,
+        };
+        for (&n, &count) in &per_node {
+            let need = self.amounts_on(&alloc, n, count);
+            let node = self.graph.node(n);
+            for (i, (&want, &free)) in need.iter().zip(&node.free).enumerate() {
+                if want > free {
+                    let rid = crate::resources::ResourceId(i as u16);
+                    return Err(GraphError::Insufficient {
+                        node: node.name.clone(),
+                        resource: self.graph.resources.def(rid).name.clone(),
+                        free: self.graph.resources.format(rid, free),
+                        needed: self.graph.resources.format(rid, want),
+                    });
+                }
+            }
+        }
+        for n in per_node.into_keys() {
+            self.apply_node(&mut alloc, n);
+        }
+        self.next_id = self.next_id.max(id + 1);
+        self.allocations.insert(id, alloc);
+        Ok(())
+    }
+
+    /// Adds a node while allocations exist.
+    pub fn add_node(&mut self, spec: &NodeSpec) -> Result<NodeId, GraphError> {
+        let n = self
+            .graph
+            .insert_node(spec)
+            .map_err(|m| GraphError::Input(InputError::new("add node", format!("node {}", spec.name), m)))?;
+        self.graph.rebuild_index();
+        Ok(n)
+    }
+
+    /// Removes a node. Members placed on it are dropped from their allocations (they are gone);
+    /// returns the affected (allocation, member indices) so the caller can shrink or requeue.
+    pub fn remove_node(&mut self, name: &str) -> Result<Vec<(AllocId, Vec<u32>)>, GraphError> {
+        let n = self.graph.node_id(name)?;
+        let mut affected = Vec::new();
+        for a in self.allocations.values() {
+            let lost: Vec<u32> = a.members.iter().filter(|m| m.node == n).map(|m| m.index).collect();
+            if !lost.is_empty() {
+                affected.push((a.id, lost));
+            }
+        }
+        for (id, lost) in &affected {
+            let mut alloc = self.allocations.remove(id).expect("listed above");
+            alloc.members.retain(|m| !lost.contains(&m.index));
+            self.apply_node(&mut alloc, n);
+            if !alloc.members.is_empty() {
+                self.allocations.insert(*id, alloc);
+            }
+        }
+        let node = self.graph.node_mut(n);
+        node.removed = true;
+        let vertex = node.vertex;
+        self.graph.node_by_name.remove(name);
+        if let Some(parent) = self.graph.vertex(vertex).parent {
+            self.graph.vertices[parent.0 as usize].children.retain(|&c| c != vertex);
+        }
+        self.graph.rebuild_index();
+        Ok(affected)
+    }
+
+    /// Cordons (true) or uncordons a node. Running allocations are untouched.
+    pub fn set_unschedulable(&mut self, name: &str, unschedulable: bool) -> Result<(), GraphError> {
+        let n = self.graph.node_id(name)?;
+        self.graph.node_mut(n).unschedulable = unschedulable;
+        self.graph.refresh_node(n);
+        Ok(())
+    }
+
+    /// Marks a node up or down (not ready). Running allocations are untouched.
+    pub fn set_up(&mut self, name: &str, up: bool) -> Result<(), GraphError> {
+        let n = self.graph.node_id(name)?;
+        self.graph.node_mut(n).up = up;
+        self.graph.refresh_node(n);
+        Ok(())
+    }
+
+    pub fn stat(&self) -> Stat {
+        let (cap, free) = self.graph.totals();
+        let resources = self
+            .graph
+            .resources
+            .iter()
+            .map(|(id, def)| (def.name.clone(), self.graph.resources.format(id, cap[id.index()]), self.graph.resources.format(id, free[id.index()])))
+            .collect();
+        Stat {
+            nodes: self.graph.live_nodes().count(),
+            schedulable_nodes: self.graph.live_nodes().filter(|(_, n)| n.schedulable()).count(),
+            vertices: self.graph.vertices.len(),
+            allocations: self.allocations.values().filter(|a| !a.reserved).count(),
+            reservations: self.allocations.values().filter(|a| a.reserved).count(),
+            resources,
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Growing a graph node by node: used by the cluster description, by `add node`, and by tests.
+
+use std::collections::BTreeMap;
+
+use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, Vertex, VertexId, VertexMeta};
+use crate::resources::{self, ResourceKind, ResourceTable};
+
+/// JGF property naming the Kubernetes resource a leaf vertex stands for.
+pub const PROP_RESOURCE: &str = "muster.dev/resource";
+/// JGF property marking a leaf as a discrete device (value "device") rather than pooled capacity.
+pub const PROP_KIND: &str = "muster.dev/kind";
+
+/// One node as the cluster description or a node watcher sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeSpec {
+    pub name: String,
+    /// Topology domains above the node, outermost first: (level, domain name).
+    pub topology: Vec<(String, String)>,
+    /// Pooled capacity in base units, by Kubernetes resource name.
+    pub pooled: Vec<(String, u64)>,
+    /// Discrete devices, by resource name: how many.
+    pub devices: Vec<(String, u32)>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+}
+
+fn meta(vtype: &str, basename: &str, name: &str, id: i64, uniq_id: u64) -> VertexMeta {
+    VertexMeta {
+        vtype: vtype.to_string(),
+        basename: basename.to_string(),
+        name: name.to_string(),
+        id,
+        uniq_id,
+        rank: -1,
+        exclusive: false,
+        unit: String::new(),
+        size: 1,
+        properties: BTreeMap::new(),
+    }
+}
+
+/// The vertex type used for a resource leaf: the part after the domain (`nvidia.com/gpu` -> `gpu`).
+pub fn leaf_type(resource: &str) -> &str {
+    resource.rsplit('/').next().unwrap_or(resource)
+}
+
+impl Graph {
+    /// A graph with only its root (type `cluster`).
+    pub fn empty(cluster_name: &str) -> Self {
+        let root = Vertex { meta: meta("cluster", cluster_name, cluster_name, 0, 0), role: Role::Domain, parent: None, children: vec![] };
+        Graph::from_parts(ResourceTable::default(), vec![root], VertexId(0), vec![])
+    }
+
+    fn push_vertex(&mut self, mut meta: VertexMeta, role: Role, parent: VertexId) -> VertexId {
+        let id = VertexId(self.vertices.len() as u32);
+        meta.uniq_id = u64::from(id.0);
+        self.vertices.push(Vertex { meta, role, parent: Some(parent), children: vec![] });
+        self.vertices[parent.0 as usize].children.push(id);
+        id
+    }
+
+    /// The topology vertex `name` of type `level` under `parent`, created if missing.
+    fn domain_vertex(&mut self, parent: VertexId, level: &str, name: &str) -> Result<VertexId, String> {
+        if let Some(&v) = self.domain_child.get(&(parent, name.to_string())) {
+            let found = &self.vertex(v).meta.vtype;
+            if found != level {
+                return Err(format!("domain {name:?} is a {found} and cannot also be a {level}"));
+            }
+            return Ok(v);
+        }
+        let id = self.levels_count(level);
+        let v = self.push_vertex(meta(level, name, name, id, 0), Role::Domain, parent);
+        self.domain_child.insert((parent, name.to_string()), v);
+        Ok(v)
+    }
+
+    fn levels_count(&self, level: &str) -> i64 {
+        self.domain_child.values().filter(|v| self.vertex(**v).meta.vtype == level).count() as i64
+    }
+
+    /// Adds a node's vertices without rebuilding the matching index; callers rebuild once after a
+    /// batch. On error nothing was added.
+    pub(crate) fn insert_node(&mut self, spec: &NodeSpec) -> Result<NodeId, String> {
+        if spec.name.is_empty() {
+            return Err("node name is empty".to_string());
+        }
+        if self.node_by_name.contains_key(&spec.name) {
+            return Err(format!("a node named {:?} already exists; node names must be unique", spec.name));
+        }
+        // Validate everything before the first change, so a refusal leaves the graph as it was.
+        let mut resources = Vec::new();
+        for (name, amount) in &spec.pooled {
+            resources.push((name.as_str(), resources::unit_of(name)?, ResourceKind::Pooled, *amount));
+        }
+        for (name, count) in &spec.devices {
+            resources.push((name.as_str(), resources::unit_of(name)?, ResourceKind::Device, u64::from(*count)));
+        }
+        for (i, (name, ..)) in resources.iter().enumerate() {
+            if resources[..i].iter().any(|(n, ..)| n == name) {
+                return Err(format!("resource {name:?} is listed twice"));
+            }
+            if let Some(id) = self.resources.get(name) {
+                let kind = self.resources.def(id).kind;
+                if kind != resources[i].2 {
+                    return Err(format!("resource {name:?} is pooled on some nodes and a device on others; pick one"));
+                }
+            }
+        }
+        let mut existing = Some(self.root);
+        for (level, name) in &spec.topology {
+            existing = existing.and_then(|p| self.domain_child.get(&(p, name.clone())).copied());
+            if let Some(v) = existing
+                && self.vertex(v).meta.vtype != *level
+            {
+                return Err(format!("domain {name:?} is a {} and cannot also be a {level}", self.vertex(v).meta.vtype));
+            }
+        }
+        let mut parent = self.root;
+        for (level, name) in &spec.topology {
+            parent = self.domain_vertex(parent, level, name)?;
+        }
+        let node_id = NodeId(self.nodes.len() as u32);
+        let node_index = self.nodes.len() as i64;
+        let vertex = self.push_vertex(meta("node", &spec.name, &spec.name, node_index, 0), Role::Node(node_id), parent);
+        let r_before = self.resources.len();
+        let mut node = Node {
+            name: spec.name.clone(),
+            vertex,
+            domain: self.root_domain,
+            labels: spec.labels.clone(),
+            taints: spec.taints.clone(),
+            unschedulable: spec.unschedulable,
+            up: true,
+            removed: false,
+            capacity: vec![0; r_before],
+            free: vec![0; r_before],
+            devices: vec![],
+            spans: vec![],
+        };
+        for (name, unit, kind, amount) in resources {
+            let rid = self.ensure_resource(name, unit, kind)?;
+            node.capacity.resize(self.resources.len(), 0);
+            node.free.resize(self.resources.len(), 0);
+            node.capacity[rid.index()] = amount;
+            node.free[rid.index()] = amount;
+            let vtype = leaf_type(name);
+            let mut m = meta(vtype, vtype, vtype, 0, 0);
+            m.properties.insert(PROP_RESOURCE.to_string(), name.to_string());
+            match kind {
+                ResourceKind::Pooled => {
+                    m.name = format!("{vtype}0");
+                    m.size = amount;
+                    m.unit = unit.jgf_name().to_string();
+                    self.push_vertex(m, Role::Pooled { node: node_id, resource: rid, amount }, vertex);
+                }
+                ResourceKind::Device => {
+                    m.properties.insert(PROP_KIND.to_string(), "device".to_string());
+                    for i in 0..amount {
+                        let mut dm = m.clone();
+                        dm.id = i as i64;
+                        dm.name = format!("{vtype}{i}");
+                        let dv = self.push_vertex(dm, Role::Device { node: node_id, resource: rid }, vertex);
+                        node.devices.push(DeviceSlot { resource: rid, vertex: dv, holder: None });
+                    }
+                }
+            }
+        }
+        self.node_by_name.insert(spec.name.clone(), node_id);
+        self.nodes.push(node);
+        Ok(node_id)
+    }
+}

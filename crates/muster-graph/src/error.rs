@@ -1,0 +1,60 @@
+//! Errors: input errors name the file, the path to the field and what is allowed; operation errors
+//! say which allocation, member or node was wrong.
+
+/// A refused input document (cluster description, JGF, jobspec, command).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {path}: {message}")]
+pub struct InputError {
+    /// The file (or `<stdin>`) the input came from.
+    pub file: String,
+    /// Where in the document: `nodeClasses[2].capacity.cpu`, `graph.nodes[7]`, or `.` for the whole.
+    pub path: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl InputError {
+    pub fn new(file: &str, path: impl Into<String>, message: impl Into<String>) -> Self {
+        let path = path.into();
+        Self { file: file.to_string(), path: if path.is_empty() { ".".to_string() } else { path }, message: message.into() }
+    }
+
+    /// Parses `text` as YAML (a superset of JSON) into `T`, reporting the path of a bad field.
+    pub fn parse_yaml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, Self> {
+        let de = serde_yaml_ng::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            Self::new(file, if path == "." { String::new() } else { path }, inner)
+        })
+    }
+}
+
+/// Why an operation on the graph was refused. The graph is unchanged after any of these.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("no allocation with id {0}")]
+    UnknownAllocation(u64),
+    #[error("allocation id {0} is already in use")]
+    DuplicateAllocation(u64),
+    #[error("no node named {0:?}")]
+    UnknownNode(String),
+    #[error("a node named {0:?} already exists")]
+    DuplicateNode(String),
+    #[error("allocation {alloc} has no member {member}")]
+    UnknownMember { alloc: u64, member: u32 },
+    #[error("allocation {0} is a reservation; only running allocations can shrink, grow or be imported")]
+    NotAllocated(u64),
+    #[error("allocation {alloc} would have {wanted} members; its group allows at most {max}")]
+    TooManyMembers { alloc: u64, wanted: u32, max: u32 },
+    #[error("node {node:?} has {free} {resource} free, {needed} is needed")]
+    Insufficient { node: String, resource: String, free: String, needed: String },
+    #[error("node {node:?} has no free device {device:?} of {resource}")]
+    DeviceUnavailable { node: String, resource: String, device: String },
+    #[error("resource {0:?} does not exist in this graph")]
+    UnknownResource(String),
+    #[error("no topology level {0:?} in this graph")]
+    UnknownLevel(String),
+}

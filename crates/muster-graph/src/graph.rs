@@ -1,0 +1,441 @@
+//! The resource graph: a containment tree of vertices (cluster > zone > ... > node > resources)
+//! plus an index for matching: per-node amounts and per-domain aggregates that let a search skip
+//! whole subtrees where no single node could host a member.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::GraphError;
+use crate::resources::{ResourceId, ResourceKind, ResourceTable};
+
+/// Index of a vertex in the graph's arena. Stable for the vertex's lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VertexId(pub u32);
+
+/// Index of a node in the graph's node arena. Stable; removed nodes leave a tombstone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+/// Index of a matching domain (a real topology vertex or a virtual fan-out group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DomainId(pub u32);
+
+/// Allocation ids are assigned by the graph and may be given back by an import.
+pub type AllocId = u64;
+
+/// The JGF attributes of a vertex, kept as given so export is lossless.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VertexMeta {
+    pub vtype: String,
+    pub basename: String,
+    pub name: String,
+    pub id: i64,
+    pub uniq_id: u64,
+    pub rank: i64,
+    pub exclusive: bool,
+    pub unit: String,
+    pub size: u64,
+    pub properties: BTreeMap<String, String>,
+}
+
+/// What a vertex means to the matcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A topology level above nodes (cluster, zone, block, rack, ...).
+    Domain,
+    Node(NodeId),
+    /// A leaf under a node adding `amount` of a pooled resource.
+    Pooled { node: NodeId, resource: ResourceId, amount: u64 },
+    /// A leaf under a node that is one discrete device.
+    Device { node: NodeId, resource: ResourceId },
+    /// Structure under a node with no capacity of its own (socket, numa).
+    Container,
+}
+
+#[derive(Debug, Clone)]
+pub struct Vertex {
+    pub meta: VertexMeta,
+    pub role: Role,
+    pub parent: Option<VertexId>,
+    pub children: Vec<VertexId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "NoSchedule" => Some(Self::NoSchedule),
+            "PreferNoSchedule" => Some(Self::PreferNoSchedule),
+            "NoExecute" => Some(Self::NoExecute),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSchedule => "NoSchedule",
+            Self::PreferNoSchedule => "PreferNoSchedule",
+            Self::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// A device under a node and which allocation holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSlot {
+    pub resource: ResourceId,
+    pub vertex: VertexId,
+    pub holder: Option<AllocId>,
+}
+
+/// An allocation's or reservation's use of one node over a time window `[start, end)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    pub alloc: AllocId,
+    pub start: i64,
+    pub end: i64,
+    /// Amounts by resource index; devices counted.
+    pub amounts: Vec<u64>,
+    /// True for a reservation: it does not reduce `free` until it becomes an allocation.
+    pub reserved: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: String,
+    pub vertex: VertexId,
+    pub domain: DomainId,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub up: bool,
+    pub removed: bool,
+    /// Capacity by resource index (devices counted).
+    pub capacity: Vec<u64>,
+    /// Capacity minus running allocations.
+    pub free: Vec<u64>,
+    pub devices: Vec<DeviceSlot>,
+    pub spans: Vec<Span>,
+}
+
+impl Node {
+    /// Takes new placements: present, up and not cordoned.
+    pub fn schedulable(&self) -> bool {
+        self.up && !self.unschedulable && !self.removed
+    }
+
+    pub fn has_reservations(&self) -> bool {
+        self.spans.iter().any(|s| s.reserved)
+    }
+
+    /// Has no running allocation at all (for exclusive placements).
+    pub fn idle(&self) -> bool {
+        self.free == self.capacity
+    }
+}
+
+/// A matching domain: aggregates over the nodes below it, for pruning.
+#[derive(Debug, Clone)]
+pub struct Domain {
+    /// The topology vertex, or None for a virtual group that only bounds fan-out.
+    pub vertex: Option<VertexId>,
+    pub parent: Option<DomainId>,
+    pub child_domains: Vec<DomainId>,
+    pub child_nodes: Vec<NodeId>,
+    /// Sum of schedulable nodes' free amounts.
+    pub sum_free: Vec<u64>,
+    /// Largest free amount of each resource on any one schedulable node.
+    pub max_free: Vec<u64>,
+    /// Largest capacity of each resource on any one node, schedulable or not.
+    pub max_cap: Vec<u64>,
+    /// Sum of all nodes' capacity.
+    pub sum_cap: Vec<u64>,
+}
+
+/// Largest number of children a domain has before virtual groups are put under it, so that
+/// recomputing a maximum after an allocation touches at most this many entries per level.
+const FAN_OUT: usize = 32;
+
+/// The whole graph. Operations that change it live in `matcher` and `planner`.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    pub resources: ResourceTable,
+    pub vertices: Vec<Vertex>,
+    pub root: VertexId,
+    pub nodes: Vec<Node>,
+    pub node_by_name: HashMap<String, NodeId>,
+    pub domains: Vec<Domain>,
+    pub root_domain: DomainId,
+    /// Topology vertices by level name (vertex type), in tree order.
+    pub levels: BTreeMap<String, Vec<VertexId>>,
+    /// The domain of each topology vertex.
+    pub domain_of_vertex: HashMap<VertexId, DomainId>,
+    /// Topology vertices by (parent, name), so inserting a node finds its rack without a scan.
+    pub domain_child: HashMap<(VertexId, String), VertexId>,
+}
+
+impl Graph {
+    /// Builds the index over a vertex tree. `vertices[root]` is the root; every vertex with role
+    /// `Node` must have an entry in `nodes` pointing back at it.
+    pub fn from_parts(resources: ResourceTable, vertices: Vec<Vertex>, root: VertexId, nodes: Vec<Node>) -> Self {
+        let node_by_name = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), NodeId(i as u32))).collect();
+        let domain_child = vertices
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.role == Role::Domain)
+            .filter_map(|(i, v)| v.parent.map(|p| ((p, v.meta.name.clone()), VertexId(i as u32))))
+            .collect();
+        let mut g = Graph {
+            resources,
+            vertices,
+            root,
+            nodes,
+            node_by_name,
+            domains: Vec::new(),
+            root_domain: DomainId(0),
+            levels: BTreeMap::new(),
+            domain_of_vertex: HashMap::new(),
+            domain_child,
+        };
+        g.rebuild_index();
+        g
+    }
+
+    pub fn vertex(&self, id: VertexId) -> &Vertex {
+        &self.vertices[id.0 as usize]
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0 as usize]
+    }
+
+    pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[id.0 as usize]
+    }
+
+    pub fn domain(&self, id: DomainId) -> &Domain {
+        &self.domains[id.0 as usize]
+    }
+
+    pub fn node_id(&self, name: &str) -> Result<NodeId, GraphError> {
+        self.node_by_name.get(name).copied().ok_or_else(|| GraphError::UnknownNode(name.to_string()))
+    }
+
+    /// Nodes that exist (not removed), in id order.
+    pub fn live_nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        self.nodes.iter().enumerate().filter(|(_, n)| !n.removed).map(|(i, n)| (NodeId(i as u32), n))
+    }
+
+    /// The containment path of a vertex, as JGF writes it: `/cluster0/rack1/node3`.
+    pub fn path_of(&self, id: VertexId) -> String {
+        let mut names = Vec::new();
+        let mut cur = Some(id);
+        while let Some(v) = cur {
+            names.push(self.vertex(v).meta.name.as_str());
+            cur = self.vertex(v).parent;
+        }
+        names.reverse();
+        format!("/{}", names.join("/"))
+    }
+
+    /// The topology vertex of level `level` that contains `node`, if any.
+    pub fn ancestor_at_level(&self, node: NodeId, level: &str) -> Option<VertexId> {
+        let mut cur = self.vertex(self.node(node).vertex).parent;
+        while let Some(v) = cur {
+            if self.vertex(v).meta.vtype == level {
+                return Some(v);
+            }
+            cur = self.vertex(v).parent;
+        }
+        None
+    }
+
+    /// Recomputes domains and aggregates from the vertex tree. Linear in the graph's size; called
+    /// after structural changes (build, add or remove nodes), never per allocation.
+    pub fn rebuild_index(&mut self) {
+        self.domains.clear();
+        self.levels.clear();
+        self.domain_of_vertex.clear();
+        let root = self.root;
+        self.root_domain = self.build_domain(root, None);
+        self.recompute_subtree(self.root_domain);
+    }
+
+    fn recompute_subtree(&mut self, id: DomainId) {
+        for c in self.domain(id).child_domains.clone() {
+            self.recompute_subtree(c);
+        }
+        self.recompute_domain(id);
+    }
+
+    fn build_domain(&mut self, vertex: VertexId, parent: Option<DomainId>) -> DomainId {
+        let id = self.push_domain(Some(vertex), parent);
+        self.domain_of_vertex.insert(vertex, id);
+        self.levels.entry(self.vertex(vertex).meta.vtype.clone()).or_default().push(vertex);
+        let mut child_domains = Vec::new();
+        let mut child_nodes = Vec::new();
+        for c in self.vertex(vertex).children.clone() {
+            match self.vertex(c).role {
+                Role::Domain => child_domains.push(self.build_domain(c, Some(id))),
+                Role::Node(n) if !self.node(n).removed => child_nodes.push(n),
+                _ => {}
+            }
+        }
+        self.attach_children(id, child_domains, child_nodes);
+        id
+    }
+
+    fn push_domain(&mut self, vertex: Option<VertexId>, parent: Option<DomainId>) -> DomainId {
+        let r = self.resources.len();
+        let id = DomainId(self.domains.len() as u32);
+        self.domains.push(Domain {
+            vertex,
+            parent,
+            child_domains: Vec::new(),
+            child_nodes: Vec::new(),
+            sum_free: vec![0; r],
+            max_free: vec![0; r],
+            max_cap: vec![0; r],
+            sum_cap: vec![0; r],
+        });
+        id
+    }
+
+    /// Puts children under `id`, splitting them into virtual groups of at most FAN_OUT.
+    fn attach_children(&mut self, id: DomainId, mut child_domains: Vec<DomainId>, child_nodes: Vec<NodeId>) {
+        if child_domains.len() + child_nodes.len() <= FAN_OUT {
+            for &n in &child_nodes {
+                self.nodes[n.0 as usize].domain = id;
+            }
+            for &d in &child_domains {
+                self.domains[d.0 as usize].parent = Some(id);
+            }
+            let dom = &mut self.domains[id.0 as usize];
+            dom.child_domains = child_domains;
+            dom.child_nodes = child_nodes;
+            return;
+        }
+        // Nodes go into virtual groups (kept ahead of the real domains, as nodes are when the
+        // fan-out is small), then real and virtual domains share the fan-out.
+        let mut node_groups = Vec::new();
+        for chunk in child_nodes.chunks(FAN_OUT) {
+            let v = self.push_domain(None, Some(id));
+            for &n in chunk {
+                self.nodes[n.0 as usize].domain = v;
+            }
+            self.domains[v.0 as usize].child_nodes = chunk.to_vec();
+            node_groups.push(v);
+        }
+        node_groups.append(&mut child_domains);
+        let mut child_domains = node_groups;
+        while child_domains.len() > FAN_OUT {
+            let mut grouped = Vec::new();
+            for chunk in child_domains.chunks(FAN_OUT) {
+                let v = self.push_domain(None, Some(id));
+                for &d in chunk {
+                    self.domains[d.0 as usize].parent = Some(v);
+                }
+                self.domains[v.0 as usize].child_domains = chunk.to_vec();
+                grouped.push(v);
+            }
+            child_domains = grouped;
+        }
+        for &d in &child_domains {
+            self.domains[d.0 as usize].parent = Some(id);
+        }
+        self.domains[id.0 as usize].child_domains = child_domains;
+    }
+
+    /// Recomputes one domain's aggregates from its direct children.
+    fn recompute_domain(&mut self, id: DomainId) {
+        let r = self.resources.len();
+        let mut sum_free = vec![0u64; r];
+        let mut max_free = vec![0u64; r];
+        let mut max_cap = vec![0u64; r];
+        let mut sum_cap = vec![0u64; r];
+        let dom = &self.domains[id.0 as usize];
+        for &n in &dom.child_nodes {
+            let node = &self.nodes[n.0 as usize];
+            let live = node.schedulable();
+            for i in 0..r {
+                let cap = node.capacity.get(i).copied().unwrap_or(0);
+                let free = if live { node.free.get(i).copied().unwrap_or(0) } else { 0 };
+                sum_free[i] += free;
+                max_free[i] = max_free[i].max(free);
+                max_cap[i] = max_cap[i].max(cap);
+                sum_cap[i] += cap;
+            }
+        }
+        for &c in &dom.child_domains {
+            let child = &self.domains[c.0 as usize];
+            for i in 0..r {
+                sum_free[i] += child.sum_free[i];
+                max_free[i] = max_free[i].max(child.max_free[i]);
+                max_cap[i] = max_cap[i].max(child.max_cap[i]);
+                sum_cap[i] += child.sum_cap[i];
+            }
+        }
+        let dom = &mut self.domains[id.0 as usize];
+        dom.sum_free = sum_free;
+        dom.max_free = max_free;
+        dom.max_cap = max_cap;
+        dom.sum_cap = sum_cap;
+    }
+
+    /// Refreshes the aggregates on the path from a node to the root after its free amounts or
+    /// schedulability changed.
+    pub fn refresh_node(&mut self, node: NodeId) {
+        let mut cur = Some(self.node(node).domain);
+        while let Some(d) = cur {
+            self.recompute_domain(d);
+            cur = self.domain(d).parent;
+        }
+    }
+
+    /// Adds a resource type after build (a new node brings an extended resource): every per-node
+    /// and per-domain vector grows by one.
+    pub fn ensure_resource(
+        &mut self,
+        name: &str,
+        unit: crate::quantity::Unit,
+        kind: ResourceKind,
+    ) -> Result<ResourceId, String> {
+        let before = self.resources.len();
+        let id = self.resources.intern(name, unit, kind)?;
+        if self.resources.len() > before {
+            for n in &mut self.nodes {
+                n.capacity.push(0);
+                n.free.push(0);
+                for s in &mut n.spans {
+                    s.amounts.push(0);
+                }
+            }
+            for d in &mut self.domains {
+                d.sum_free.push(0);
+                d.max_free.push(0);
+                d.max_cap.push(0);
+                d.sum_cap.push(0);
+            }
+        }
+        Ok(id)
+    }
+
+    /// Total capacity and free amounts of the cluster, by resource (free counts only schedulable
+    /// nodes).
+    pub fn totals(&self) -> (&[u64], &[u64]) {
+        let d = self.domain(self.root_domain);
+        (&d.sum_cap, &d.sum_free)
+    }
+}

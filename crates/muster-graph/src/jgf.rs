@@ -1,0 +1,409 @@
+//! JSON Graph Format, as Fluxion reads and writes it: import (Fluxion's own graphs and muster's),
+//! export, and allocations as JGF subgraphs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::allocations::Allocation;
+use crate::builder::{PROP_KIND, PROP_RESOURCE};
+use crate::error::InputError;
+use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, TaintEffect, Vertex, VertexId, VertexMeta};
+use crate::resources::{self, ResourceKind, ResourceTable};
+
+/// Node vertex properties that carry node state rather than labels.
+const PROP_TAINTS: &str = "muster.dev/taints";
+const PROP_UNSCHEDULABLE: &str = "muster.dev/unschedulable";
+const PROP_DOWN: &str = "muster.dev/down";
+/// Largest graph accepted, in vertices.
+pub const MAX_VERTICES: usize = 20_000_000;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Doc {
+    graph: DocGraph,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct DocGraph {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    directed: Option<bool>,
+    nodes: Vec<DocNode>,
+    #[serde(default)]
+    edges: Vec<DocEdge>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct DocNode {
+    id: String,
+    metadata: DocMeta,
+}
+
+fn minus_one() -> i64 {
+    -1
+}
+fn one() -> u64 {
+    1
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct DocMeta {
+    #[serde(rename = "type")]
+    vtype: String,
+    basename: String,
+    name: String,
+    #[serde(default)]
+    id: i64,
+    #[serde(default)]
+    uniq_id: u64,
+    #[serde(default = "minus_one")]
+    rank: i64,
+    #[serde(default)]
+    exclusive: bool,
+    #[serde(default)]
+    unit: String,
+    #[serde(default = "one")]
+    size: u64,
+    #[serde(default)]
+    paths: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    properties: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct DocEdge {
+    source: String,
+    target: String,
+    #[serde(default)]
+    metadata: serde_json::Value,
+}
+
+/// True for a containment edge in either of Fluxion's spellings.
+fn is_containment(meta: &serde_json::Value) -> bool {
+    meta.is_null()
+        || meta.get("subsystem").and_then(|s| s.as_str()) == Some("containment")
+        || meta.get("name").and_then(|n| n.get("containment")).is_some()
+}
+
+fn memory_multiplier(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "B" => 1,
+        "KB" => 1 << 10,
+        "MB" => 1 << 20,
+        "" | "GB" => 1 << 30,
+        "TB" => 1 << 40,
+        _ => return None,
+    })
+}
+
+/// What a leaf vertex under a node stands for: (resource name, kind, amount).
+fn classify_leaf(meta: &VertexMeta) -> Result<(String, ResourceKind, u64), String> {
+    if let Some(name) = meta.properties.get(PROP_RESOURCE) {
+        resources::unit_of(name)?;
+        let kind = if meta.properties.get(PROP_KIND).map(String::as_str) == Some("device") {
+            ResourceKind::Device
+        } else {
+            ResourceKind::Pooled
+        };
+        let amount = if kind == ResourceKind::Device { 1 } else { meta.size };
+        return Ok((name.clone(), kind, amount));
+    }
+    match meta.vtype.as_str() {
+        "core" => Ok(("cpu".into(), ResourceKind::Pooled, meta.size.saturating_mul(1000))),
+        "memory" => {
+            let m = memory_multiplier(&meta.unit)
+                .ok_or_else(|| format!("memory unit {:?}: allowed B, KB, MB, GB (default), TB", meta.unit))?;
+            Ok(("memory".into(), ResourceKind::Pooled, meta.size.saturating_mul(m)))
+        }
+        "gpu" => Ok(("nvidia.com/gpu".into(), ResourceKind::Device, 1)),
+        other => Err(format!(
+            "unknown resource type {other:?} under a node; allowed: core, memory, gpu, or a vertex with \
+             property {PROP_RESOURCE:?} naming a Kubernetes resource"
+        )),
+    }
+}
+
+fn node_state_from_properties(props: &BTreeMap<String, String>) -> Result<(BTreeMap<String, String>, Vec<Taint>, bool, bool), String> {
+    let mut labels = props.clone();
+    let mut taints = Vec::new();
+    if let Some(list) = labels.remove(PROP_TAINTS) {
+        for t in list.split(',').filter(|s| !s.is_empty()) {
+            let (kv, effect) = t.rsplit_once(':').ok_or_else(|| format!("taint {t:?}: write key=value:Effect"))?;
+            let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+            let effect = TaintEffect::parse(effect).ok_or_else(|| format!("taint effect {effect:?}: allowed NoSchedule, PreferNoSchedule, NoExecute"))?;
+            taints.push(Taint { key: key.to_string(), value: value.to_string(), effect });
+        }
+    }
+    let flag = |labels: &mut BTreeMap<String, String>, key: &str| labels.remove(key).is_some_and(|v| v == "true");
+    let unschedulable = flag(&mut labels, PROP_UNSCHEDULABLE);
+    let down = flag(&mut labels, PROP_DOWN);
+    Ok((labels, taints, unschedulable, !down))
+}
+
+fn to_vertex_meta(m: DocMeta) -> VertexMeta {
+    VertexMeta {
+        vtype: m.vtype,
+        basename: m.basename,
+        name: m.name,
+        id: m.id,
+        uniq_id: m.uniq_id,
+        rank: m.rank,
+        exclusive: m.exclusive,
+        unit: m.unit,
+        size: m.size,
+        properties: m.properties,
+    }
+}
+
+/// Reads a JGF document into a graph. Errors name the file and the vertex or edge at fault.
+pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let doc: Doc = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        InputError::new(file, if path == "." { String::new() } else { path }, e.into_inner().to_string())
+    })?;
+    let err = |path: String, msg: String| InputError::new(file, path, msg);
+    let n = doc.graph.nodes.len();
+    if n == 0 {
+        return Err(err("graph.nodes".into(), "the graph has no vertices".into()));
+    }
+    if n > MAX_VERTICES {
+        return Err(err("graph.nodes".into(), format!("{n} vertices; at most {MAX_VERTICES} are accepted")));
+    }
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
+    for (i, v) in doc.graph.nodes.iter().enumerate() {
+        if index.insert(v.id.as_str(), i).is_some() {
+            return Err(err(format!("graph.nodes[{i}].id"), format!("duplicate vertex id {:?}; ids must be unique", v.id)));
+        }
+        if v.metadata.size == 0 && v.metadata.vtype != "cluster" {
+            return Err(err(format!("graph.nodes[{i}].metadata.size"), "size 0; sizes must be at least 1".into()));
+        }
+    }
+    let mut parent: Vec<Option<usize>> = vec![None; n];
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, e) in doc.graph.edges.iter().enumerate() {
+        let at = format!("graph.edges[{i}]");
+        let (Some(&s), Some(&t)) = (index.get(e.source.as_str()), index.get(e.target.as_str())) else {
+            return Err(err(at, format!("dangling edge {:?} -> {:?}: both ends must be vertex ids", e.source, e.target)));
+        };
+        if !is_containment(&e.metadata) {
+            continue;
+        }
+        if s == t {
+            return Err(err(at, format!("vertex {:?} contains itself (a cycle)", e.source)));
+        }
+        if parent[t].is_some() {
+            return Err(err(at, format!("vertex {:?} has two containment parents; the graph must be a tree", e.target)));
+        }
+        parent[t] = Some(s);
+        children[s].push(t);
+    }
+    let roots: Vec<usize> = (0..n).filter(|&i| parent[i].is_none()).collect();
+    if roots.len() != 1 {
+        let what = if roots.is_empty() { "no root (every vertex has a parent: a cycle)".to_string() } else { format!("{} roots; exactly one is allowed", roots.len()) };
+        return Err(err("graph.edges".into(), what));
+    }
+    if doc.graph.nodes[roots[0]].metadata.vtype == "node" {
+        return Err(err(format!("graph.nodes[{}]", roots[0]), "the root is a node; it must be a cluster (or another level) containing nodes".into()));
+    }
+    // Depth-first order from the root becomes the arena order, so ids follow the tree.
+    let mut order = Vec::with_capacity(n);
+    let mut stack = vec![roots[0]];
+    while let Some(v) = stack.pop() {
+        order.push(v);
+        stack.extend(children[v].iter().rev());
+    }
+    if order.len() != n {
+        let stray = (0..n).find(|i| !order.contains(i)).unwrap_or(0);
+        return Err(err(format!("graph.nodes[{stray}]"), "not reachable from the root: the containment edges form a cycle".into()));
+    }
+    let new_id: HashMap<usize, u32> = order.iter().enumerate().map(|(k, &old)| (old, k as u32)).collect();
+    let mut metas: Vec<Option<DocMeta>> = doc.graph.nodes.into_iter().map(|v| Some(v.metadata)).collect();
+    let mut vertices: Vec<Vertex> = Vec::with_capacity(n);
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut table = ResourceTable::default();
+    let mut owner: Vec<Option<NodeId>> = vec![None; n];
+    let mut seen_names = BTreeSet::new();
+    let mut uniq = BTreeSet::new();
+    for &old in &order {
+        let meta = metas[old].take().expect("each vertex visited once");
+        let at = format!("graph.nodes[{old}]");
+        if !uniq.insert(meta.uniq_id) && meta.uniq_id != 0 {
+            return Err(err(format!("{at}.metadata.uniq_id"), format!("duplicate uniq_id {}", meta.uniq_id)));
+        }
+        let paths = meta.paths.clone();
+        let vmeta = to_vertex_meta(meta);
+        let p = parent[old];
+        let under_node = p.and_then(|p| owner[p]);
+        let role = if vmeta.vtype == "node" {
+            if under_node.is_some() {
+                return Err(err(at, "a node inside another node".into()));
+            }
+            let nid = NodeId(nodes.len() as u32);
+            if !seen_names.insert(vmeta.name.clone()) {
+                return Err(err(format!("{at}.metadata.name"), format!("duplicate node name {:?}", vmeta.name)));
+            }
+            let (labels, taints, unschedulable, up) = node_state_from_properties(&vmeta.properties).map_err(|m| err(format!("{at}.metadata.properties"), m))?;
+            nodes.push(Node {
+                name: vmeta.name.clone(),
+                vertex: VertexId(new_id[&old]),
+                domain: crate::graph::DomainId(0),
+                labels,
+                taints,
+                unschedulable,
+                up,
+                removed: false,
+                capacity: vec![],
+                free: vec![],
+                devices: vec![],
+                spans: vec![],
+            });
+            owner[old] = Some(nid);
+            Role::Node(nid)
+        } else if let Some(nid) = under_node {
+            owner[old] = Some(nid);
+            if children[old].is_empty() {
+                let (name, kind, amount) = classify_leaf(&vmeta).map_err(|m| err(format!("{at}.metadata.type"), m))?;
+                let unit = resources::unit_of(&name).map_err(|m| err(at.clone(), m))?;
+                let rid = table.intern(&name, unit, kind).map_err(|m| err(at.clone(), m))?;
+                let node = &mut nodes[nid.0 as usize];
+                node.capacity.resize(table.len(), 0);
+                node.capacity[rid.index()] = node.capacity[rid.index()].saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
+                match kind {
+                    ResourceKind::Pooled => Role::Pooled { node: nid, resource: rid, amount },
+                    ResourceKind::Device => {
+                        node.devices.push(DeviceSlot { resource: rid, vertex: VertexId(new_id[&old]), holder: None });
+                        Role::Device { node: nid, resource: rid }
+                    }
+                }
+            } else {
+                Role::Container
+            }
+        } else {
+            Role::Domain
+        };
+        let vid = VertexId(new_id[&old]);
+        let vparent = p.map(|p| VertexId(new_id[&p]));
+        let vchildren = children[old].iter().map(|c| VertexId(new_id[c])).collect();
+        vertices.push(Vertex { meta: vmeta, role, parent: vparent, children: vchildren });
+        if let Some(path) = paths.get("containment") {
+            let mut names = vec![vertices[vid.0 as usize].meta.name.clone()];
+            let mut cur = vparent;
+            while let Some(v) = cur {
+                names.push(vertices[v.0 as usize].meta.name.clone());
+                cur = vertices[v.0 as usize].parent;
+            }
+            names.reverse();
+            let derived = format!("/{}", names.join("/"));
+            if *path != derived {
+                return Err(err(format!("{at}.metadata.paths.containment"), format!("{path:?} disagrees with the edges, which place it at {derived:?}")));
+            }
+        }
+    }
+    for node in &mut nodes {
+        node.capacity.resize(table.len(), 0);
+        node.free = node.capacity.clone();
+    }
+    Ok(Graph::from_parts(table, vertices, VertexId(0), nodes))
+}
+
+fn doc_meta(g: &Graph, v: VertexId, size: Option<u64>) -> DocMeta {
+    let vx = g.vertex(v);
+    let m = &vx.meta;
+    let mut properties = m.properties.clone();
+    if let Role::Node(n) = vx.role {
+        let node = g.node(n);
+        properties.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if !node.taints.is_empty() {
+            let list: Vec<String> = node.taints.iter().map(|t| format!("{}={}:{}", t.key, t.value, t.effect.as_str())).collect();
+            properties.insert(PROP_TAINTS.into(), list.join(","));
+        }
+        if node.unschedulable {
+            properties.insert(PROP_UNSCHEDULABLE.into(), "true".into());
+        }
+        if !node.up {
+            properties.insert(PROP_DOWN.into(), "true".into());
+        }
+    }
+    DocMeta {
+        vtype: m.vtype.clone(),
+        basename: m.basename.clone(),
+        name: m.name.clone(),
+        id: m.id,
+        uniq_id: m.uniq_id,
+        rank: m.rank,
+        exclusive: m.exclusive,
+        unit: m.unit.clone(),
+        size: size.unwrap_or(m.size),
+        paths: BTreeMap::from([("containment".to_string(), g.path_of(v))]),
+        properties,
+    }
+}
+
+fn edge(g: &Graph, parent: VertexId, child: VertexId) -> DocEdge {
+    DocEdge {
+        source: g.vertex(parent).meta.uniq_id.to_string(),
+        target: g.vertex(child).meta.uniq_id.to_string(),
+        metadata: serde_json::json!({"name": {"containment": "contains"}}),
+    }
+}
+
+fn render(nodes: Vec<DocNode>, edges: Vec<DocEdge>) -> String {
+    let doc = Doc { graph: DocGraph { directed: Some(true), nodes, edges } };
+    serde_json::to_string_pretty(&doc).expect("JGF documents always serialize")
+}
+
+/// Writes the whole graph (removed nodes left out) as JGF.
+pub fn export(g: &Graph) -> String {
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    let mut stack = vec![g.root];
+    while let Some(v) = stack.pop() {
+        nodes.push(DocNode { id: g.vertex(v).meta.uniq_id.to_string(), metadata: doc_meta(g, v, None) });
+        for &c in g.vertex(v).children.iter().rev() {
+            edges.push(edge(g, v, c));
+            stack.push(c);
+        }
+    }
+    render(nodes, edges)
+}
+
+/// Writes an allocation as a JGF subgraph: the paths to its nodes, and under each node the
+/// amounts and devices the allocation holds there.
+pub fn export_allocation(g: &Graph, a: &Allocation) -> String {
+    let mut keep: BTreeMap<VertexId, Option<u64>> = BTreeMap::new();
+    let mut per_node: BTreeMap<NodeId, u64> = BTreeMap::new();
+    for m in &a.members {
+        *per_node.entry(m.node).or_default() += 1;
+        for &d in &m.devices {
+            keep.insert(d, None);
+        }
+    }
+    for (&n, &count) in &per_node {
+        let node = g.node(n);
+        let mut cur = Some(node.vertex);
+        while let Some(v) = cur {
+            keep.entry(v).or_insert(None);
+            cur = g.vertex(v).parent;
+        }
+        let mut shown = BTreeSet::new();
+        for &c in &g.vertex(node.vertex).children {
+            if let Role::Pooled { resource, .. } = g.vertex(c).role
+                && a.per_member[resource.index()] > 0
+                && shown.insert(resource)
+            {
+                keep.insert(c, Some(a.per_member[resource.index()] * count));
+            }
+        }
+    }
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    for (&v, &size) in &keep {
+        nodes.push(DocNode { id: g.vertex(v).meta.uniq_id.to_string(), metadata: doc_meta(g, v, size) });
+        if let Some(p) = g.vertex(v).parent
+            && keep.contains_key(&p)
+        {
+            edges.push(edge(g, p, v));
+        }
+    }
+    render(nodes, edges)
+}

@@ -1,0 +1,493 @@
+//! What a group asks for: the Kubernetes-shaped group form, and Flux jobspec version 1, both turned
+//! into one `GroupRequest`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::error::InputError;
+use crate::filter::{NodeFilter, NodeSelectorTerm, Toleration};
+use crate::matcher::Policy;
+use crate::resources;
+
+/// Most members one group may ask for.
+pub const MAX_MEMBERS: u32 = 1_000_000;
+/// Longest duration a group may declare: ten years, in seconds.
+pub const MAX_DURATION: u64 = 10 * 365 * 24 * 3600;
+
+/// Whether a topology constraint must hold or is only preferred.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConstraintMode {
+    Required,
+    Preferred,
+}
+
+/// All members within one domain of `level` (rack, block, zone, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyConstraint {
+    pub level: String,
+    pub mode: ConstraintMode,
+}
+
+/// A group of identical members to place all at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRequest {
+    pub name: String,
+    pub min_members: u32,
+    pub max_members: u32,
+    /// Per member, in base units, by Kubernetes resource name.
+    pub requests: Vec<(String, u64)>,
+    pub filter: NodeFilter,
+    /// Exactly this many members on each node used, each node distinct (Flux `node > slot`).
+    pub members_per_node: Option<u32>,
+    /// Whole nodes: nothing else may run beside the group on a node it uses.
+    pub exclusive: bool,
+    pub topology: Option<TopologyConstraint>,
+    /// Expected run time in seconds; None means until cancelled.
+    pub duration: Option<u64>,
+    /// Overrides the matcher's default policy for this group.
+    pub policy: Option<Policy>,
+}
+
+impl GroupRequest {
+    /// A rigid group of `members` with the given per-member requests, no constraints.
+    pub fn simple(name: &str, members: u32, requests: &[(&str, u64)]) -> Self {
+        Self {
+            name: name.to_string(),
+            min_members: members,
+            max_members: members,
+            requests: requests.iter().map(|(r, a)| (r.to_string(), *a)).collect(),
+            filter: NodeFilter::default(),
+            members_per_node: None,
+            exclusive: false,
+            topology: None,
+            duration: None,
+            policy: None,
+        }
+    }
+}
+
+/// A count: an integer or a min/max range.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Count {
+    Exact(i64),
+    Range {
+        min: i64,
+        #[serde(default)]
+        max: Option<i64>,
+        #[serde(default)]
+        operator: Option<String>,
+        #[serde(default)]
+        operand: Option<i64>,
+    },
+}
+
+impl Count {
+    /// Returns (min, max) after range checks; `path` names the field in errors.
+    fn bounds(&self, file: &str, path: &str) -> Result<(u32, u32), InputError> {
+        let check = |v: i64, what: &str| {
+            if v < 1 || v > i64::from(MAX_MEMBERS) {
+                Err(InputError::new(file, path, format!("{what} {v} is out of range; allowed 1..={MAX_MEMBERS}")))
+            } else {
+                Ok(v as u32)
+            }
+        };
+        match self {
+            Count::Exact(n) => {
+                let n = check(*n, "count")?;
+                Ok((n, n))
+            }
+            Count::Range { min, max, operator, operand } => {
+                if operator.as_deref().is_some_and(|o| o != "+") || operand.is_some_and(|o| o != 1) {
+                    return Err(InputError::new(file, path, "only operator \"+\" with operand 1 is supported"));
+                }
+                let lo = check(*min, "min")?;
+                let hi = check(max.unwrap_or(*min), "max")?;
+                if hi < lo {
+                    return Err(InputError::new(file, path, format!("max {hi} is below min {lo}")));
+                }
+                Ok((lo, hi))
+            }
+        }
+    }
+}
+
+/// The Kubernetes-shaped group form.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GroupForm {
+    name: String,
+    members: Count,
+    resources: BTreeMap<String, serde_yaml_ng::Value>,
+    #[serde(default)]
+    node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    affinity: Vec<NodeSelectorTerm>,
+    #[serde(default)]
+    tolerations: Vec<Toleration>,
+    #[serde(default)]
+    topology: Option<TopologyConstraint>,
+    #[serde(default)]
+    duration: Option<i64>,
+    #[serde(default)]
+    policy: Option<Policy>,
+}
+
+/// Flux jobspec version 1.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FluxJobspec {
+    version: i64,
+    resources: Vec<FluxResource>,
+    /// Accepted and ignored: muster runs what the pods say.
+    #[serde(default, rename = "tasks")]
+    _tasks: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    attributes: Option<FluxAttributes>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FluxResource {
+    #[serde(rename = "type")]
+    rtype: String,
+    count: Count,
+    #[serde(default)]
+    with: Vec<FluxResource>,
+    #[serde(default)]
+    label: Option<String>,
+    #[serde(default)]
+    exclusive: Option<bool>,
+    #[serde(default)]
+    unit: Option<String>,
+    /// Accepted and ignored: ids are for Flux's own bookkeeping.
+    #[serde(default, rename = "id")]
+    _id: Option<serde_yaml_ng::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct FluxAttributes {
+    #[serde(default)]
+    system: Option<FluxSystem>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct FluxSystem {
+    #[serde(default)]
+    duration: Option<f64>,
+}
+
+fn check_duration(file: &str, path: &str, seconds: f64) -> Result<Option<u64>, InputError> {
+    if !seconds.is_finite() || seconds < 0.0 || seconds > MAX_DURATION as f64 {
+        return Err(InputError::new(file, path, format!("{seconds} is out of range; allowed 0..={MAX_DURATION} seconds (0 = unlimited)")));
+    }
+    Ok(if seconds == 0.0 { None } else { Some(seconds.ceil() as u64) })
+}
+
+/// Parses a group request: Flux jobspec when the document has `version`, else the group form.
+pub fn parse(file: &str, text: &str) -> Result<GroupRequest, InputError> {
+    let doc: serde_yaml_ng::Value = InputError::parse_yaml(file, text)?;
+    let is_flux = doc.as_mapping().is_some_and(|m| m.contains_key("version"));
+    if is_flux {
+        let spec: FluxJobspec = InputError::parse_yaml(file, text)?;
+        from_flux(file, &spec)
+    } else {
+        let form: GroupForm = InputError::parse_yaml(file, text)?;
+        from_form(file, &form)
+    }
+}
+
+fn parse_requests(
+    file: &str,
+    path: &str,
+    resources: &BTreeMap<String, serde_yaml_ng::Value>,
+) -> Result<Vec<(String, u64)>, InputError> {
+    let mut out = Vec::new();
+    for (name, value) in resources {
+        let p = format!("{path}.{name}");
+        let unit = resources::unit_of(name).map_err(|m| InputError::new(file, &p, m))?;
+        let text = match value {
+            serde_yaml_ng::Value::String(s) => s.clone(),
+            serde_yaml_ng::Value::Number(n) => n.to_string(),
+            _ => return Err(InputError::new(file, &p, "must be a quantity such as 2 or 2Gi")),
+        };
+        let amount = resources::parse_amount(unit, &text).map_err(|e| InputError::new(file, &p, e.to_string()))?;
+        if amount > 0 {
+            out.push((name.clone(), amount));
+        }
+    }
+    Ok(out)
+}
+
+fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
+    if form.name.is_empty() {
+        return Err(InputError::new(file, "name", "a group needs a name"));
+    }
+    let (min_members, max_members) = form.members.bounds(file, "members")?;
+    let requests = parse_requests(file, "resources", &form.resources)?;
+    for (ti, term) in form.affinity.iter().enumerate() {
+        for (ei, e) in term.match_expressions.iter().enumerate() {
+            e.validate().map_err(|m| InputError::new(file, format!("affinity[{ti}].matchExpressions[{ei}]"), m))?;
+        }
+    }
+    let duration = match form.duration {
+        Some(d) => check_duration(file, "duration", d as f64)?,
+        None => None,
+    };
+    Ok(GroupRequest {
+        name: form.name.clone(),
+        min_members,
+        max_members,
+        requests,
+        filter: NodeFilter {
+            node_selector: form.node_selector.clone(),
+            affinity: form.affinity.clone(),
+            tolerations: form.tolerations.clone(),
+        },
+        members_per_node: None,
+        exclusive: false,
+        topology: form.topology.clone(),
+        duration,
+        policy: form.policy,
+    })
+}
+
+/// Flux resource types that are topology levels above nodes.
+fn is_level(rtype: &str) -> bool {
+    !matches!(rtype, "node" | "slot" | "core" | "gpu" | "memory" | "socket")
+        && resources::unit_of(rtype).is_err()
+}
+
+/// The shape found while walking a Flux resource tree.
+#[derive(Default)]
+struct FluxShape {
+    level: Option<String>,
+    nodes: Option<((u32, u32), bool)>,
+    slot: Option<(u32, u32)>,
+    slot_is_whole_node: bool,
+    exclusive: bool,
+    requests: BTreeMap<String, u64>,
+}
+
+fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError> {
+    if spec.version != 1 {
+        return Err(InputError::new(file, "version", format!("version {} is not supported; only 1", spec.version)));
+    }
+    if spec.resources.len() != 1 {
+        return Err(InputError::new(file, "resources", "exactly one top-level resource is supported (one slot shape per group)"));
+    }
+    let mut shape = FluxShape::default();
+    walk_flux(file, "resources[0]", &spec.resources[0], &mut shape, 1, false)?;
+    let Some(slot) = shape.slot else {
+        return Err(InputError::new(file, "resources", "no slot: a jobspec needs one slot, the unit that becomes one member"));
+    };
+    let (min_members, max_members, members_per_node) = match shape.nodes {
+        Some(((lo, hi), true)) => {
+            if slot.0 != slot.1 {
+                return Err(InputError::new(file, "resources", "a slot under a node must have a fixed count"));
+            }
+            let per = slot.0;
+            let total = |n: u32| n.checked_mul(per).filter(|t| *t <= MAX_MEMBERS);
+            let (Some(a), Some(b)) = (total(lo), total(hi)) else {
+                return Err(InputError::new(file, "resources", format!("more than {MAX_MEMBERS} members in all")));
+            };
+            (a, b, Some(per))
+        }
+        _ => (slot.0, slot.1, if shape.slot_is_whole_node { Some(1) } else { None }),
+    };
+    let duration = match spec.attributes.as_ref().and_then(|a| a.system.as_ref()).and_then(|s| s.duration) {
+        Some(d) => check_duration(file, "attributes.system.duration", d)?,
+        None => None,
+    };
+    Ok(GroupRequest {
+        name: shape_name(spec),
+        min_members,
+        max_members,
+        requests: shape.requests.into_iter().filter(|(_, a)| *a > 0).collect(),
+        filter: NodeFilter::default(),
+        members_per_node,
+        exclusive: shape.exclusive || shape.slot_is_whole_node,
+        topology: shape.level.map(|level| TopologyConstraint { level, mode: ConstraintMode::Required }),
+        duration,
+        policy: None,
+    })
+}
+
+fn shape_name(spec: &FluxJobspec) -> String {
+    fn find_label(r: &FluxResource) -> Option<String> {
+        r.label.clone().or_else(|| r.with.iter().find_map(find_label))
+    }
+    spec.resources.first().and_then(find_label).unwrap_or_else(|| "jobspec".to_string())
+}
+
+/// Walks one resource; `mult` is how many of it each member gets (sockets multiply cores).
+fn walk_flux(
+    file: &str,
+    path: &str,
+    r: &FluxResource,
+    shape: &mut FluxShape,
+    mult: u64,
+    in_slot: bool,
+) -> Result<(), InputError> {
+    let count_path = format!("{path}.count");
+    let (lo, hi) = r.count.bounds(file, &count_path)?;
+    let children = |shape: &mut FluxShape, mult: u64, in_slot: bool| -> Result<(), InputError> {
+        for (i, c) in r.with.iter().enumerate() {
+            walk_flux(file, &format!("{path}.with[{i}]"), c, shape, mult, in_slot)?;
+        }
+        Ok(())
+    };
+    match r.rtype.as_str() {
+        "slot" => {
+            if in_slot || shape.slot.is_some() {
+                return Err(InputError::new(file, path, "only one slot is supported, and slots do not nest"));
+            }
+            if r.with.is_empty() {
+                return Err(InputError::new(file, format!("{path}.with"), "a slot must say what each member gets"));
+            }
+            shape.slot = Some((lo, hi));
+            children(shape, 1, true)
+        }
+        "node" if in_slot => {
+            if lo != 1 || hi != 1 {
+                return Err(InputError::new(file, count_path, "a node inside a slot must have count 1 (one whole node per member)"));
+            }
+            shape.slot_is_whole_node = true;
+            children(shape, mult, true)
+        }
+        "node" => {
+            if shape.nodes.is_some() {
+                return Err(InputError::new(file, path, "only one node level is supported"));
+            }
+            if r.with.iter().all(|c| c.rtype != "slot") {
+                return Err(InputError::new(file, format!("{path}.with"), "a node must contain the slot"));
+            }
+            shape.nodes = Some(((lo, hi), true));
+            shape.exclusive |= r.exclusive.unwrap_or(false);
+            children(shape, mult, false)
+        }
+        "socket" if in_slot => {
+            if lo != hi {
+                return Err(InputError::new(file, count_path, "counts inside a slot must be fixed"));
+            }
+            children(shape, mult * u64::from(lo), true)
+        }
+        t if in_slot => {
+            if lo != hi {
+                return Err(InputError::new(file, count_path, "counts inside a slot must be fixed"));
+            }
+            if !r.with.is_empty() {
+                return Err(InputError::new(file, format!("{path}.with"), format!("{t} cannot contain other resources")));
+            }
+            let n = u64::from(lo) * mult;
+            let (name, amount) = match t {
+                "core" => ("cpu".to_string(), n * 1000),
+                "gpu" => ("nvidia.com/gpu".to_string(), n),
+                "memory" => ("memory".to_string(), n * memory_unit(file, path, r.unit.as_deref())?),
+                other => match resources::unit_of(other) {
+                    Ok(_) => (other.to_string(), n),
+                    Err(m) => {
+                        return Err(InputError::new(
+                            file,
+                            format!("{path}.type"),
+                            format!("{m}; Flux types core, gpu, memory and socket are accepted too"),
+                        ));
+                    }
+                },
+            };
+            let slot = shape.requests.entry(name).or_insert(0);
+            *slot = slot.saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
+            Ok(())
+        }
+        t if is_level(t) && !in_slot => {
+            if lo != 1 || hi != 1 {
+                return Err(InputError::new(
+                    file,
+                    count_path,
+                    format!("a group is placed within one {t}; its count must be 1"),
+                ));
+            }
+            shape.level = Some(t.to_string());
+            children(shape, mult, false)
+        }
+        t => Err(InputError::new(
+            file,
+            format!("{path}.type"),
+            format!("{t:?} cannot appear here; outside a slot use topology levels (cluster, zone, rack, ...) or node"),
+        )),
+    }
+}
+
+fn memory_unit(file: &str, path: &str, unit: Option<&str>) -> Result<u64, InputError> {
+    Ok(match unit.unwrap_or("GB") {
+        "B" => 1,
+        "KB" => 1 << 10,
+        "MB" => 1 << 20,
+        "GB" => 1 << 30,
+        "TB" => 1 << 40,
+        other => {
+            return Err(InputError::new(file, format!("{path}.unit"), format!("{other:?}: allowed B, KB, MB, GB (default), TB")));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_form_parses() {
+        let g = parse(
+            "g.yaml",
+            "name: train\nmembers: {min: 4, max: 8}\nresources: {cpu: 2, memory: 2Gi, nvidia.com/gpu: 1}\n\
+             topology: {level: rack, mode: required}\nduration: 600\n",
+        )
+        .unwrap();
+        assert_eq!((g.min_members, g.max_members), (4, 8));
+        assert!(g.requests.contains(&("cpu".to_string(), 2000)));
+        assert!(g.requests.contains(&("memory".to_string(), 2 << 30)));
+        assert_eq!(g.duration, Some(600));
+        assert_eq!(g.topology.unwrap().mode, ConstraintMode::Required);
+    }
+
+    #[test]
+    fn flux_node_slot_core() {
+        let text = "version: 1\nresources:\n  - type: rack\n    count: 1\n    with:\n      - type: node\n        count: 2\n        with:\n          - type: slot\n            count: 4\n            label: task\n            with:\n              - type: core\n                count: 2\n              - type: memory\n                count: 1\n              - type: gpu\n                count: 1\nattributes:\n  system:\n    duration: 3600\n";
+        let g = parse("j.yaml", text).unwrap();
+        assert_eq!((g.min_members, g.max_members, g.members_per_node), (8, 8, Some(4)));
+        assert_eq!(g.topology.as_ref().unwrap().level, "rack");
+        assert_eq!(g.duration, Some(3600));
+        assert!(g.requests.contains(&("cpu".to_string(), 2000)));
+        assert!(g.requests.contains(&("memory".to_string(), 1 << 30)));
+        assert!(g.requests.contains(&("nvidia.com/gpu".to_string(), 1)));
+    }
+
+    #[test]
+    fn flux_slot_range_and_whole_nodes() {
+        let g = parse("j", "version: 1\nresources:\n  - type: slot\n    count: {min: 2, max: 6}\n    with:\n      - type: core\n        count: 1\n").unwrap();
+        assert_eq!((g.min_members, g.max_members), (2, 6));
+        let g = parse("j", "version: 1\nresources:\n  - type: slot\n    count: 3\n    with:\n      - type: node\n        count: 1\n").unwrap();
+        assert!(g.exclusive);
+        assert_eq!(g.members_per_node, Some(1));
+    }
+
+    #[test]
+    fn errors_name_file_path_and_rule() {
+        let e = parse("bad.yaml", "name: x\nmembers: 0\nresources: {cpu: 1}\n").unwrap_err();
+        assert_eq!((e.file.as_str(), e.path.as_str()), ("bad.yaml", "members"));
+        assert!(e.message.contains("allowed 1..="), "{e}");
+        let e = parse("bad.yaml", "name: x\nmembers: 2\nresources: {gpu: 1}\n").unwrap_err();
+        assert_eq!(e.path, "resources.gpu");
+        let e = parse("bad.yaml", "name: x\nmembers: 2\nresources: {cpu: -1}\n").unwrap_err();
+        assert!(e.message.contains("negative"), "{e}");
+        let e = parse("bad.yaml", "name: x\nmembers: 99999999999\nresources: {cpu: 1}\n").unwrap_err();
+        assert_eq!(e.path, "members");
+        let e = parse("j", "version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: widget\n        count: 1\n").unwrap_err();
+        assert_eq!(e.path, "resources[0].with[0].type");
+        let e = parse("j", "name: x\nmembers: 1\nresources: {cpu: 1}\ncolour: red\n").unwrap_err();
+        assert!(e.message.contains("colour"), "{e}");
+    }
+}

@@ -1,0 +1,525 @@
+//! Choosing nodes for a group: policies over the graph's index, for one time window.
+//!
+//! A search never changes the graph; it returns how many placement units go on which node, or
+//! fewer than the group's minimum, and the caller commits or gives up. That is what makes every
+//! match all-or-nothing.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use serde::Deserialize;
+
+use crate::graph::{DomainId, Graph, NodeId, VertexId};
+use crate::jobspec::{ConstraintMode, GroupRequest};
+use crate::resources::ResourceKind;
+
+/// How to choose among nodes that fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// First nodes in tree order (lowest ids first) that fit.
+    #[default]
+    First,
+    /// Highest ids first.
+    HighId,
+    /// Fewest nodes: the nodes that can take the most members first (Fluxion's lonode).
+    Pack,
+    /// Most nodes: one member per node, on the least allocated nodes first (Fluxion's hinode).
+    Spread,
+    /// The smallest topology domain (rack, then block, zone, cluster) that fits the whole group,
+    /// packed within it.
+    Locality,
+    /// Nodes with the least free amount of the group's scarcest resource first.
+    BestFit,
+}
+
+impl Policy {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "first" | "low" | "lowid" | "first-fit" => Self::First,
+            "high" | "highid" | "high-id" => Self::HighId,
+            "pack" | "lonode" => Self::Pack,
+            "spread" | "hinode" => Self::Spread,
+            "locality" => Self::Locality,
+            "best-fit" | "bestfit" => Self::BestFit,
+            _ => return None,
+        })
+    }
+
+    pub const NAMES: &'static str = "first, high-id, pack, spread, locality, best-fit";
+}
+
+/// The time window a search is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// From now for `end - now` seconds, against current free amounts (and reservations).
+    Now { now: i64, end: i64 },
+    /// A future window `[start, end)`, against running allocations' expected ends.
+    Future { start: i64, end: i64 },
+    /// The empty cluster, every node counted (satisfiability).
+    Empty,
+}
+
+/// A group request resolved against one graph's resource table.
+#[derive(Debug, Clone)]
+pub struct Demand<'a> {
+    pub request: &'a GroupRequest,
+    /// Per member, by resource index.
+    pub per_member: Vec<u64>,
+    /// Members per placement unit (Flux `node > slot[M]`), else 1.
+    pub unit_size: u32,
+    /// Units per node at most.
+    pub units_per_node: u32,
+    pub min_units: u32,
+    pub max_units: u32,
+}
+
+/// Why a demand cannot be resolved against this graph at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsatisfiable(pub String);
+
+impl<'a> Demand<'a> {
+    pub fn resolve(graph: &Graph, request: &'a GroupRequest) -> Result<Self, Unsatisfiable> {
+        let mut per_member = vec![0u64; graph.resources.len()];
+        for (name, amount) in &request.requests {
+            let Some(id) = graph.resources.get(name) else {
+                return Err(Unsatisfiable(format!("no node in this cluster has any {name}")));
+            };
+            per_member[id.index()] = *amount;
+        }
+        if let Some(pods) = graph.resources.get("pods")
+            && per_member[pods.index()] == 0
+        {
+            per_member[pods.index()] = 1;
+        }
+        if let Some(t) = &request.topology
+            && !graph.levels.contains_key(&t.level)
+        {
+            let known: Vec<_> = graph.levels.keys().filter(|l| *l != "cluster").collect();
+            return Err(Unsatisfiable(format!("no topology level {:?} in this cluster (levels: {known:?})", t.level)));
+        }
+        let (unit_size, units_per_node) = match request.members_per_node {
+            Some(m) => (m.max(1), 1),
+            None if request.exclusive => (1, 1),
+            None => (1, u32::MAX),
+        };
+        Ok(Self {
+            request,
+            per_member,
+            unit_size,
+            units_per_node,
+            min_units: request.min_members.div_ceil(unit_size),
+            max_units: request.max_members / unit_size,
+        })
+    }
+
+    pub fn members(&self, units: u32) -> u32 {
+        units * self.unit_size
+    }
+}
+
+/// A search result: placement units per node, in the order chosen.
+pub type Placement = Vec<(NodeId, u32)>;
+
+impl Graph {
+    /// Units of `demand` node `n` can take in `window`; `buf` is scratch space.
+    pub fn node_units(&self, n: NodeId, d: &Demand, window: Window, buf: &mut Vec<u64>) -> u32 {
+        let node = self.node(n);
+        if node.removed || (window != Window::Empty && !node.schedulable()) || !d.request.filter.admits(node) {
+            return 0;
+        }
+        let avail: &[u64] = match window {
+            Window::Empty => &node.capacity,
+            Window::Now { .. } if !node.has_reservations() => &node.free,
+            Window::Now { now, end } => {
+                self.window_avail(n, now, end, buf);
+                buf
+            }
+            Window::Future { start, end } => {
+                self.window_avail(n, start, end, buf);
+                buf
+            }
+        };
+        if d.request.exclusive && avail != node.capacity.as_slice() {
+            return 0;
+        }
+        let mut members = u64::MAX;
+        for (i, &q) in d.per_member.iter().enumerate() {
+            if q > 0 {
+                members = members.min(avail.get(i).copied().unwrap_or(0) / q);
+            }
+        }
+        let units = (members.min(u64::from(u32::MAX)) as u32) / d.unit_size;
+        units.min(d.units_per_node)
+    }
+
+    /// Capacity of node `n` left over the window `[start, end)`: capacity minus the peak of the
+    /// spans (allocations and reservations) overlapping it.
+    pub fn window_avail(&self, n: NodeId, start: i64, end: i64, out: &mut Vec<u64>) {
+        let node = self.node(n);
+        out.clear();
+        out.extend_from_slice(&node.capacity);
+        let mut peak = vec![0u64; out.len()];
+        let points = std::iter::once(start).chain(node.spans.iter().map(|s| s.start).filter(|&p| p > start && p < end));
+        for p in points {
+            for (i, pk) in peak.iter_mut().enumerate() {
+                let used: u64 = node.spans.iter().filter(|s| s.start <= p && p < s.end).map(|s| s.amounts[i]).sum();
+                *pk = (*pk).max(used);
+            }
+        }
+        for (o, p) in out.iter_mut().zip(peak) {
+            *o = o.saturating_sub(p);
+        }
+    }
+
+    /// Upper bound on units any one node in domain `dom` can take.
+    fn domain_unit_bound(&self, dom: DomainId, d: &Demand, window: Window) -> u32 {
+        let agg = self.domain(dom);
+        let maxes = match window {
+            Window::Now { .. } => &agg.max_free,
+            Window::Future { .. } | Window::Empty => &agg.max_cap,
+        };
+        let mut members = u64::MAX;
+        for (i, &q) in d.per_member.iter().enumerate() {
+            if q > 0 {
+                members = members.min(maxes[i] / q);
+            }
+        }
+        ((members.min(u64::from(u32::MAX)) as u32) / d.unit_size).min(d.units_per_node)
+    }
+
+    /// Upper bound on units the whole domain can take, from its sums.
+    fn domain_total_bound(&self, dom: DomainId, d: &Demand, window: Window) -> u64 {
+        let agg = self.domain(dom);
+        let sums = match window {
+            Window::Now { .. } => &agg.sum_free,
+            Window::Future { .. } | Window::Empty => &agg.sum_cap,
+        };
+        let mut members = u64::MAX;
+        for (i, &q) in d.per_member.iter().enumerate() {
+            if q > 0 {
+                members = members.min(sums[i] / q);
+            }
+        }
+        members / u64::from(d.unit_size)
+    }
+
+    /// Visits nodes under `scope` in tree order (or reversed), skipping domains where no node can
+    /// take one unit. `visit` returns false to stop.
+    fn walk_nodes(&self, scope: DomainId, d: &Demand, window: Window, reverse: bool, visit: &mut dyn FnMut(NodeId) -> bool) -> bool {
+        if self.domain_unit_bound(scope, d, window) == 0 {
+            return true;
+        }
+        let dom = self.domain(scope);
+        let nodes_then_domains = |g: &Self, visit: &mut dyn FnMut(NodeId) -> bool| -> bool {
+            for &n in &dom.child_nodes {
+                if !visit(n) {
+                    return false;
+                }
+            }
+            for &c in &dom.child_domains {
+                if !g.walk_nodes(c, d, window, reverse, visit) {
+                    return false;
+                }
+            }
+            true
+        };
+        if !reverse {
+            return nodes_then_domains(self, visit);
+        }
+        for &c in dom.child_domains.iter().rev() {
+            if !self.walk_nodes(c, d, window, reverse, visit) {
+                return false;
+            }
+        }
+        for &n in dom.child_nodes.iter().rev() {
+            if !visit(n) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Nodes under `scope` with at least one unit free, with their unit counts.
+    fn candidates(&self, scope: DomainId, d: &Demand, window: Window) -> Vec<(NodeId, u32)> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        self.walk_nodes(scope, d, window, false, &mut |n| {
+            let u = self.node_units(n, d, window, &mut buf);
+            if u > 0 {
+                out.push((n, u));
+            }
+            true
+        });
+        out
+    }
+
+    /// Takes units in tree order until `d.max_units` are placed.
+    fn select_in_order(&self, scope: DomainId, d: &Demand, window: Window, reverse: bool) -> Placement {
+        let mut placed = Vec::new();
+        let mut left = d.max_units;
+        let mut buf = Vec::new();
+        self.walk_nodes(scope, d, window, reverse, &mut |n| {
+            let u = self.node_units(n, d, window, &mut buf).min(left);
+            if u > 0 {
+                placed.push((n, u));
+                left -= u;
+            }
+            left > 0
+        });
+        placed
+    }
+
+    /// Takes the nodes that can hold the most units first: a best-first search where a domain's
+    /// key is an upper bound on any of its nodes, so a node popped is the true next largest.
+    fn select_pack(&self, scope: DomainId, d: &Demand, window: Window) -> Placement {
+        #[derive(PartialEq, Eq, PartialOrd, Ord)]
+        enum Item {
+            Domain(Reverse<DomainId>),
+            Node(Reverse<NodeId>),
+        }
+        let mut heap = BinaryHeap::new();
+        let mut buf = Vec::new();
+        heap.push((self.domain_unit_bound(scope, d, window), Item::Domain(Reverse(scope))));
+        let mut placed = Vec::new();
+        let mut left = d.max_units;
+        while left > 0 {
+            let Some((bound, item)) = heap.pop() else { break };
+            if bound == 0 {
+                break;
+            }
+            match item {
+                Item::Node(Reverse(n)) => {
+                    let u = bound.min(left);
+                    placed.push((n, u));
+                    left -= u;
+                }
+                Item::Domain(Reverse(dom)) => {
+                    let agg = self.domain(dom);
+                    for &n in &agg.child_nodes {
+                        let u = self.node_units(n, d, window, &mut buf);
+                        if u > 0 {
+                            heap.push((u, Item::Node(Reverse(n))));
+                        }
+                    }
+                    for &c in &agg.child_domains {
+                        let b = self.domain_unit_bound(c, d, window);
+                        if b > 0 {
+                            heap.push((b, Item::Domain(Reverse(c))));
+                        }
+                    }
+                }
+            }
+        }
+        placed
+    }
+
+    /// One unit per node per round, least allocated nodes first, until placed.
+    fn select_spread(&self, scope: DomainId, d: &Demand, window: Window) -> Placement {
+        let mut cands = self.candidates(scope, d, window);
+        let score = |n: NodeId| -> u64 {
+            // Free share summed over requested resources, in parts per million.
+            let node = self.node(n);
+            d.per_member
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| **q > 0)
+                .map(|(i, _)| node.free[i].saturating_mul(1_000_000) / node.capacity[i].max(1))
+                .sum()
+        };
+        cands.sort_by_key(|&(n, _)| (Reverse(score(n)), n));
+        let mut taken = vec![0u32; cands.len()];
+        let mut left = d.max_units;
+        while left > 0 {
+            let mut progressed = false;
+            for (i, &(_, cap)) in cands.iter().enumerate() {
+                if left > 0 && taken[i] < cap {
+                    taken[i] += 1;
+                    left -= 1;
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        cands.iter().zip(taken).filter(|(_, t)| *t > 0).map(|(&(n, _), t)| (n, t)).collect()
+    }
+
+    /// Tightest nodes first on the group's scarcest resource, to keep large holes for large groups.
+    fn select_best_fit(&self, scope: DomainId, d: &Demand, window: Window) -> Placement {
+        let (_, sum_free) = self.totals();
+        let scarcest = d
+            .per_member
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| **q > 0)
+            .max_by_key(|&(i, q)| (u128::from(*q) << 64) / u128::from(sum_free[i].max(1)))
+            .map(|(i, _)| i);
+        let mut cands = self.candidates(scope, d, window);
+        if let Some(s) = scarcest {
+            cands.sort_by_key(|&(n, _)| (self.node(n).free[s], n));
+        }
+        take_in_order(cands, d.max_units)
+    }
+
+    /// The domains of `level` under the root, with their matching domain ids.
+    fn level_domains(&self, level: &str) -> Vec<(VertexId, DomainId)> {
+        self.levels
+            .get(level)
+            .map(|vs| vs.iter().filter_map(|v| self.domain_of_vertex.get(v).map(|&d| (*v, d))).collect())
+            .unwrap_or_default()
+    }
+
+    /// Level names ordered innermost (closest to nodes) first.
+    fn levels_innermost_first(&self) -> Vec<String> {
+        let depth = |v: VertexId| {
+            let mut n = 0;
+            let mut cur = self.vertex(v).parent;
+            while let Some(p) = cur {
+                n += 1;
+                cur = self.vertex(p).parent;
+            }
+            n
+        };
+        let mut levels: Vec<(usize, String)> = self
+            .levels
+            .iter()
+            .filter_map(|(name, vs)| vs.first().map(|&v| (depth(v), name.clone())))
+            .collect();
+        levels.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        levels.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// Runs `policy` within `scope`, without topology handling.
+    fn select_flat(&self, scope: DomainId, d: &Demand, window: Window, policy: Policy) -> Placement {
+        match policy {
+            Policy::First => self.select_in_order(scope, d, window, false),
+            Policy::HighId => self.select_in_order(scope, d, window, true),
+            Policy::Pack | Policy::Locality => self.select_pack(scope, d, window),
+            Policy::Spread => self.select_spread(scope, d, window),
+            Policy::BestFit => self.select_best_fit(scope, d, window),
+        }
+    }
+
+    /// The domain of `level` that fits the whole group most tightly, packed within it.
+    fn select_tightest_domain(&self, level: &str, d: &Demand, window: Window) -> Option<(VertexId, Placement)> {
+        let mut best: Option<(u64, VertexId, DomainId)> = None;
+        for (v, dom) in self.level_domains(level) {
+            if self.domain_total_bound(dom, d, window) < u64::from(d.max_units) {
+                continue;
+            }
+            let total: u64 = self.candidates(dom, d, window).iter().map(|&(_, u)| u64::from(u)).sum();
+            if total >= u64::from(d.max_units) && best.is_none_or(|(t, ..)| total < t) {
+                best = Some((total, v, dom));
+            }
+        }
+        best.map(|(_, v, dom)| (v, self.select_pack(dom, d, window)))
+    }
+
+    /// Searches for a placement of `d` in `window`. Returns the placement (possibly below the
+    /// minimum, which means no fit) and the topology domain it was confined to.
+    pub fn search(&self, d: &Demand, window: Window, policy: Policy, within: Option<VertexId>) -> (Placement, Option<VertexId>) {
+        if d.max_units == 0 {
+            return (Vec::new(), None);
+        }
+        if let Some(v) = within {
+            let dom = self.domain_of_vertex[&v];
+            return (self.select_flat(dom, d, window, policy), Some(v));
+        }
+        let enough = |p: &Placement| placed_units(p) >= d.min_units;
+        if let Some(t) = &d.request.topology {
+            let mut best: Option<(Placement, VertexId)> = None;
+            if policy == Policy::Locality
+                && let Some((v, p)) = self.select_tightest_domain(&t.level, d, window)
+            {
+                return (p, Some(v));
+            }
+            for (v, dom) in self.level_domains(&t.level) {
+                if self.domain_total_bound(dom, d, window) < u64::from(d.min_units) {
+                    continue;
+                }
+                let p = self.select_flat(dom, d, window, policy);
+                if placed_units(&p) >= d.max_units {
+                    return (p, Some(v));
+                }
+                if enough(&p) && best.as_ref().is_none_or(|(b, _)| placed_units(&p) > placed_units(b)) {
+                    best = Some((p, v));
+                }
+            }
+            if let Some((p, v)) = best {
+                return (p, Some(v));
+            }
+            if t.mode == ConstraintMode::Required {
+                return (Vec::new(), None);
+            }
+        } else if policy == Policy::Locality {
+            for level in self.levels_innermost_first() {
+                if let Some((v, p)) = self.select_tightest_domain(&level, d, window) {
+                    return (p, Some(v).filter(|_| level != "cluster"));
+                }
+            }
+        }
+        (self.select_flat(self.root_domain, d, window, policy), None)
+    }
+
+    /// Explains why `d` could never be placed, even on the empty cluster.
+    pub fn explain_unsatisfiable(&self, d: &Demand) -> String {
+        let req = d.request;
+        let mut buf = Vec::new();
+        let admitted = self.live_nodes().filter(|(_, n)| req.filter.admits(n)).count();
+        if admitted == 0 {
+            return "no node matches the group's node selector, affinity and tolerations".to_string();
+        }
+        for (i, &q) in d.per_member.iter().enumerate() {
+            let id = crate::resources::ResourceId(i as u16);
+            let largest = self.live_nodes().filter(|(_, n)| req.filter.admits(n)).map(|(_, n)| n.capacity[i]).max().unwrap_or(0);
+            let need = q * u64::from(d.unit_size);
+            if need > largest {
+                let what = if d.unit_size > 1 { format!("{} members per node", d.unit_size) } else { "each member".to_string() };
+                return format!(
+                    "{what} needs {} {}; the largest matching node has {}",
+                    self.resources.format(id, need),
+                    self.resources.def(id).name,
+                    self.resources.format(id, largest)
+                );
+            }
+        }
+        let needed = d.min_units;
+        let unit_word = if d.unit_size > 1 { format!("groups of {} members", d.unit_size) } else { "members".to_string() };
+        if let Some(t) = req.topology.as_ref().filter(|t| t.mode == ConstraintMode::Required) {
+            let largest = self
+                .level_domains(&t.level)
+                .into_iter()
+                .map(|(_, dom)| self.candidates(dom, d, Window::Empty).iter().map(|&(_, u)| u64::from(u)).sum::<u64>())
+                .max()
+                .unwrap_or(0);
+            return format!("needs {needed} {unit_word} in one {}; the largest {} holds {largest}", t.level, t.level);
+        }
+        let total: u64 = self.live_nodes().map(|(n, _)| u64::from(self.node_units(n, d, Window::Empty, &mut buf))).sum();
+        format!("needs {needed} {unit_word}; the whole cluster holds {total} when empty")
+    }
+
+    /// Which resource ids are devices.
+    pub fn is_device(&self, i: usize) -> bool {
+        self.resources.def(crate::resources::ResourceId(i as u16)).kind == ResourceKind::Device
+    }
+}
+
+/// Units in a placement.
+pub fn placed_units(p: &Placement) -> u32 {
+    p.iter().map(|&(_, u)| u).sum()
+}
+
+fn take_in_order(cands: Vec<(NodeId, u32)>, mut left: u32) -> Placement {
+    let mut out = Vec::new();
+    for (n, u) in cands {
+        if left == 0 {
+            break;
+        }
+        let t = u.min(left);
+        out.push((n, t));
+        left -= t;
+    }
+    out
+}

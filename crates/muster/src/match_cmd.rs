@@ -1,0 +1,252 @@
+//! `muster match`: load a graph, then run matcher commands from stdin, one per line, printing
+//! kubectl-style results. Scriptable like Fluxion's resource-query.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use muster_graph::cluster::ClusterDescription;
+use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, jgf, jobspec};
+
+use crate::cluster_cmd::read;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Cluster description (YAML) or JGF (JSON) file.
+    graph: PathBuf,
+    /// Default match policy: first, high-id, pack, spread, locality, best-fit.
+    #[arg(short = 'P', long, default_value = "first", value_parser = parse_policy)]
+    policy: Policy,
+    /// Print each command before its output (useful when reading from a file).
+    #[arg(long)]
+    echo: bool,
+}
+
+fn parse_policy(s: &str) -> Result<Policy, String> {
+    Policy::parse(s).ok_or_else(|| format!("unknown policy {s:?}; allowed: {}", Policy::NAMES))
+}
+
+const HELP: &str = "\
+commands (one per line; # starts a comment):
+  match allocate FILE                 place every member now, or nothing
+  match allocate_orelse_reserve FILE  place now, or reserve the earliest start
+  match satisfiability FILE           could it ever fit on the empty cluster?
+  cancel ID                           release an allocation or reservation
+  shrink ID MEMBER...                 release some members (partial cancel)
+  grow ID COUNT                       add COUNT members, all or none
+  import ID FILE NODE[:DEV+DEV]...    record a running allocation (member i on the i-th node)
+  info ID                             members, nodes and devices of an allocation
+  jgf ID                              an allocation as JGF
+  node add FILE                       add the nodes of a cluster description
+  node remove|cordon|uncordon|down|up NAME
+  time [T]                            show or set the clock (seconds)
+  stat                                nodes, allocations and free capacity
+  export                              the whole graph as JGF
+  help | quit";
+
+struct Session {
+    rg: ResourceGraph,
+    now: i64,
+}
+
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let (name, text) = read(&args.graph)?;
+    let started = Instant::now();
+    let graph = muster_graph::load_graph(&name, &text)?;
+    eprintln!("loaded {} nodes, {} vertices in {:.1?}", graph.live_nodes().count(), graph.vertices.len(), started.elapsed());
+    let mut s = Session { rg: ResourceGraph::new(graph, args.policy), now: 0 };
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut failed = false;
+    for line in stdin.lock().lines() {
+        let line = line.context("reading commands from stdin")?;
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if args.echo {
+            writeln!(out, "> {line}")?;
+        }
+        if line == "quit" || line == "exit" {
+            break;
+        }
+        if let Err(e) = s.execute(line, &mut out) {
+            failed = true;
+            writeln!(out, "error: {e:#}")?;
+        }
+        out.flush()?;
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn parse_id(s: Option<&&str>) -> Result<u64> {
+    let s = s.ok_or_else(|| anyhow!("missing allocation id"))?;
+    s.parse().map_err(|_| anyhow!("{s:?} is not an allocation id; ids are positive integers"))
+}
+
+impl Session {
+    fn load_request(&self, file: &str) -> Result<GroupRequest> {
+        let (name, text) = read(Path::new(file))?;
+        Ok(jobspec::parse(&name, &text)?)
+    }
+
+    fn execute(&mut self, line: &str, out: &mut impl Write) -> Result<()> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["help"] => writeln!(out, "{HELP}")?,
+            ["match", op, file] => self.do_match(op, file, out)?,
+            ["cancel", id] => {
+                let a = self.rg.cancel(parse_id(Some(id))?)?;
+                writeln!(out, "cancelled {} ({} members released)", a.id, a.members.len())?;
+            }
+            ["shrink", id, members @ ..] if !members.is_empty() => {
+                let id = parse_id(Some(id))?;
+                let members = members
+                    .iter()
+                    .map(|m| m.parse::<u32>().map_err(|_| anyhow!("{m:?} is not a member index")))
+                    .collect::<Result<Vec<_>>>()?;
+                self.rg.shrink(id, &members)?;
+                writeln!(out, "shrunk {id}: released members {members:?}")?;
+            }
+            ["grow", id, count] => {
+                let id = parse_id(Some(id))?;
+                let count: u32 = count.parse().map_err(|_| anyhow!("{count:?} is not a member count"))?;
+                match self.rg.grow(id, count, self.now)? {
+                    Some(added) => {
+                        writeln!(out, "grew {id}: added members {added:?}")?;
+                        self.print_members(id, Some(&added), out)?;
+                    }
+                    None => writeln!(out, "busy: {count} more members of {id} do not fit now")?,
+                }
+            }
+            ["import", id, file, nodes @ ..] if !nodes.is_empty() => {
+                let id = parse_id(Some(id))?;
+                let req = self.load_request(file)?;
+                let members: Vec<ImportedMember> = nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, spec)| {
+                        let (node, devs) = spec.split_once(':').unwrap_or((spec, ""));
+                        ImportedMember {
+                            index: i as u32,
+                            node: node.to_string(),
+                            devices: devs.split('+').filter(|d| !d.is_empty()).map(str::to_string).collect(),
+                        }
+                    })
+                    .collect();
+                self.rg.import(id, &req, &members, self.now)?;
+                writeln!(out, "imported {id}: {} members", members.len())?;
+            }
+            ["info", id] => self.print_members(parse_id(Some(id))?, None, out)?,
+            ["jgf", id] => {
+                let a = self.rg.allocation(parse_id(Some(id))?)?;
+                writeln!(out, "{}", jgf::export_allocation(&self.rg.graph, a))?;
+            }
+            ["node", "add", file] => {
+                let (name, text) = read(Path::new(file))?;
+                let desc = ClusterDescription::parse(&name, &text)?;
+                let nodes = desc.expand(&name)?;
+                // Check every name first so a duplicate adds nothing.
+                for n in &nodes {
+                    if self.rg.graph.node_by_name.contains_key(&n.spec.name) {
+                        bail!("{name}: node {:?} already exists; nothing was added", n.spec.name);
+                    }
+                }
+                for n in &nodes {
+                    self.rg.add_node(&n.spec)?;
+                }
+                writeln!(out, "added {} nodes", nodes.len())?;
+            }
+            ["node", verb, name] => {
+                match *verb {
+                    "remove" => {
+                        let affected = self.rg.remove_node(name)?;
+                        for (id, members) in &affected {
+                            writeln!(out, "allocation {id} lost members {members:?}")?;
+                        }
+                    }
+                    "cordon" => self.rg.set_unschedulable(name, true)?,
+                    "uncordon" => self.rg.set_unschedulable(name, false)?,
+                    "down" => self.rg.set_up(name, false)?,
+                    "up" => self.rg.set_up(name, true)?,
+                    other => bail!("unknown node action {other:?}; allowed: add, remove, cordon, uncordon, down, up"),
+                }
+                writeln!(out, "node {name} {verb}")?;
+            }
+            ["time"] => writeln!(out, "time {}", self.now)?,
+            ["time", t] => {
+                let t: i64 = t.parse().map_err(|_| anyhow!("{t:?} is not a time in seconds"))?;
+                if t < self.now {
+                    bail!("time {t} is before the current time {}; the clock only moves forward", self.now);
+                }
+                self.now = t;
+                writeln!(out, "time {t}")?;
+            }
+            ["stat"] => {
+                let st = self.rg.stat();
+                writeln!(
+                    out,
+                    "nodes: {} ({} schedulable)   vertices: {}   allocations: {}   reservations: {}",
+                    st.nodes, st.schedulable_nodes, st.vertices, st.allocations, st.reservations
+                )?;
+                writeln!(out, "{:<24} {:>14} {:>14}", "RESOURCE", "CAPACITY", "FREE")?;
+                for (r, cap, free) in st.resources {
+                    writeln!(out, "{r:<24} {cap:>14} {free:>14}")?;
+                }
+            }
+            ["export"] => writeln!(out, "{}", jgf::export(&self.rg.graph))?,
+            _ => bail!("cannot parse {line:?}; type help for the commands"),
+        }
+        Ok(())
+    }
+
+    fn do_match(&mut self, op: &str, file: &str, out: &mut impl Write) -> Result<()> {
+        let req = self.load_request(file)?;
+        let started = Instant::now();
+        let outcome = match op {
+            "allocate" => self.rg.allocate(&req, self.now),
+            "allocate_orelse_reserve" => self.rg.allocate_orelse_reserve(&req, self.now),
+            "satisfiability" => {
+                let result = self.rg.satisfiability(&req);
+                let took = started.elapsed();
+                match result {
+                    Ok(()) => writeln!(out, "satisfiable: {} ({took:.1?})", req.name)?,
+                    Err(reason) => writeln!(out, "unsatisfiable: {}: {reason}", req.name)?,
+                }
+                return Ok(());
+            }
+            other => bail!("unknown match operation {other:?}; allowed: allocate, allocate_orelse_reserve, satisfiability"),
+        };
+        let took = started.elapsed();
+        match outcome {
+            MatchOutcome::Allocated(id) => {
+                writeln!(out, "allocated {id}: {} ({took:.1?})", req.name)?;
+                self.print_members(id, None, out)?;
+            }
+            MatchOutcome::Reserved { id, at } => {
+                writeln!(out, "reserved {id}: {} at time {at} ({took:.1?})", req.name)?;
+                self.print_members(id, None, out)?;
+            }
+            MatchOutcome::Busy(reason) => writeln!(out, "busy: {}: {reason}", req.name)?,
+            MatchOutcome::Unsatisfiable(reason) => writeln!(out, "unsatisfiable: {}: {reason}", req.name)?,
+        }
+        Ok(())
+    }
+
+    fn print_members(&self, id: u64, only: Option<&[u32]>, out: &mut impl Write) -> Result<()> {
+        let a = self.rg.allocation(id)?;
+        let g = &self.rg.graph;
+        let state = if a.reserved { "Reserved" } else { "Allocated" };
+        let end = if a.end == muster_graph::allocations::FOREVER { "-".to_string() } else { a.end.to_string() };
+        writeln!(out, "ALLOCATION {id}  {state}  group={}  members={}  start={}  end={end}", a.request.name, a.members.len(), a.start)?;
+        writeln!(out, "{:<8} {:<28} DEVICES", "MEMBER", "NODE")?;
+        for m in a.members.iter().filter(|m| only.is_none_or(|o| o.contains(&m.index))) {
+            let devices: Vec<&str> = m.devices.iter().map(|d| g.vertex(*d).meta.name.as_str()).collect();
+            let devices = if devices.is_empty() { "-".to_string() } else { devices.join(",") };
+            writeln!(out, "{:<8} {:<28} {devices}", m.index, g.node(m.node).name)?;
+        }
+        Ok(())
+    }
+}

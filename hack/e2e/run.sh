@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# make e2e: build what is missing, start a private harness cluster, run the e2e tests,
+# and stop every process it started (by pid), whether the tests pass or fail.
+#
+#   hack/e2e/run.sh [TEST...]     (default: all: nodes job gang-ready webhook deadlock)
+#
+# The cluster lives in $MUSTER_E2E_DIR (default ~/.cache/muster/e2e-cluster), apart from
+# the one `make cluster-up` starts, so the two never disturb each other.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+export MUSTER_CLUSTER_DIR=${MUSTER_E2E_DIR:-$MUSTER_CACHE/e2e-cluster}
+export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
+e2e=$hack_dir/e2e
+tests=("$@")
+(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook deadlock)
+
+"$hack_dir/cluster-build.sh"
+t0=$(date +%s)
+trap '"$hack_dir/cluster-down.sh"' EXIT
+"$hack_dir/cluster-up.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml" >/dev/null
+
+failed=()
+run() { # run NAME CMD...: one test; a failure is recorded and the suite goes on
+  local name=$1; shift
+  if "$@"; then :; else failed+=("$name"); fi
+}
+for t in "${tests[@]}"; do
+  case $t in
+    nodes)      run nodes "$e2e/test-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml" ;;
+    job)        run job "$e2e/test-job.sh" ;;
+    gang-ready) run gang-ready "$e2e/test-gang-ready.sh" ;;
+    webhook)    run webhook "$e2e/test-webhook.sh" ;;
+    deadlock)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run nodes-deadlock "$e2e/test-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run deadlock "$e2e/test-deadlock.sh" ;;
+    *) die "unknown test: $t" ;;
+  esac
+done
+
+echo "e2e: ${#tests[@]} test groups in $(( $(date +%s) - t0 ))s; logs in $MUSTER_CLUSTER_DIR/logs" >&2
+if (( ${#failed[@]} )); then
+  echo "e2e: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "e2e: all passed" >&2
