@@ -21,8 +21,10 @@ now() { date +%s.%N; }
 tmp=$(mktemp -d)
 
 "$hack_dir/cluster-build.sh"
+resolve_muster_bin
 "$hack_dir/cluster-down.sh" >/dev/null 2>&1 || true
 trap '"$hack_dir/cluster-down.sh"; rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
 # Build the node list first so that the start time below is the control plane's alone.
 "$hack_dir/cluster-nodes.sh" --print "$CLUSTER_FILE" > "$tmp/nodes.json" 2>/dev/null ||
   die "cannot produce the node list for $CLUSTER_FILE"

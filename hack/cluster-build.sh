@@ -43,7 +43,7 @@ else
   vx="$vx -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
   k8s_build() {
     cd "$hack_dir/k8s-build" &&
-      GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags_common $vx" -o "$out/" \
+      GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common $vx" -o "$out/" \
         $(printf 'k8s.io/kubernetes/cmd/%s ' "${k8s_cmds[@]}")
   }
   t0=$(date +%s); build_into "$K8S_BIN" k8s_build
@@ -56,7 +56,7 @@ else
   log "building etcd v$ETCD_VERSION into $ETCD_BIN"
   etcd_build() {
     cd "$hack_dir/etcd-build" &&
-      GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags_common" -o "$out/etcd" .
+      GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common" -o "$out/etcd" .
   }
   t0=$(date +%s); build_into "$ETCD_BIN" etcd_build
   log "etcd built in $(( $(date +%s) - t0 ))s"
@@ -83,7 +83,7 @@ elif [[ -d $hack_dir/k8s-build/cmd ]]; then
   log "building harness tools into $TOOLS_BIN"
   tools_build() {
     cd "$hack_dir/k8s-build" &&
-      GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags_common" -o "$out/" ./cmd/... &&
+      GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common" -o "$out/" ./cmd/... &&
       echo "$tools_stamp" > "$out/.stamp"
   }
   build_into "$TOOLS_BIN" tools_build

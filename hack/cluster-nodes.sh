@@ -45,13 +45,22 @@ if (( print_only )); then cat "$work/desired.json"; exit 0; fi
 "${KUBECTL[@]}" get nodes -o json > "$work/current.json"
 
 python3 - "$work" <<'EOF'
-import json, sys
+import json, re, sys
 work = sys.argv[1]
 desired = json.load(open(f"{work}/desired.json"))
 current = json.load(open(f"{work}/current.json"))
 if desired.get("kind") != "List" or not isinstance(desired.get("items"), list):
     sys.exit("node description is not a v1 List")
 FAKE = "kwok.x-k8s.io/node"
+
+def qty(s):
+    """A Kubernetes quantity as a number, so that "1000" equals the stored "1k"."""
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(s))
+    if not m:
+        return str(s)
+    mult = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}.get(m.group(2))
+    return str(s) if mult is None else round(float(m.group(1)) * mult, 3)
 
 def shape(n):
     md, spec, st = n.get("metadata", {}), n.get("spec", {}), n.get("status", {})
@@ -60,8 +69,8 @@ def shape(n):
         "taints": sorted(json.dumps(t, sort_keys=True) for t in (spec.get("taints") or [])
                          if not t.get("key", "").startswith("node.kubernetes.io/")),
         "unschedulable": bool(spec.get("unschedulable")),
-        "capacity": st.get("capacity") or {},
-        "allocatable": st.get("allocatable") or st.get("capacity") or {},
+        "capacity": {k: qty(v) for k, v in (st.get("capacity") or {}).items()},
+        "allocatable": {k: qty(v) for k, v in (st.get("allocatable") or st.get("capacity") or {}).items()},
     }, sort_keys=True)
 
 want = {}
@@ -92,19 +101,38 @@ for name, n in want.items():
     if name not in have or name in delete:
         create.append(n)
 open(f"{work}/delete.txt", "w").write("".join(f"{x}\n" for x in delete))
-json.dump({"apiVersion": "v1", "kind": "List", "items": create}, open(f"{work}/create.json", "w"))
+# kubectl sends one request per object and throttles itself to ~5 per second after a
+# burst of 10: create in chunks of 10, several kubectl processes at a time.
+for i in range(0, len(create), 10):
+    json.dump({"apiVersion": "v1", "kind": "List", "items": create[i:i + 10]},
+              open(f"{work}/create-{i // 10:05d}.json", "w"))
 print(f"{len(want)} nodes wanted: {len(create)} to create, {len(delete)} to delete", file=sys.stderr)
 EOF
 
+# kubectl waits for objects one at a time; poll the whole set instead.
+# poll SECONDS WHAT CMD...: until CMD succeeds
+poll() {
+  local deadline=$(( $(date +%s) + $1 )) what=$2; shift 2
+  until "$@"; do
+    (( $(date +%s) < deadline )) || die "$what; see $MUSTER_CLUSTER_DIR/logs/kwok.log"
+    sleep 0.3
+  done
+}
+node_names() { "${KUBECTL[@]}" get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+deleted() { ! node_names | grep -qxFf "$work/delete.txt"; }
 if [[ -s $work/delete.txt ]]; then
-  xargs "${KUBECTL[@]}" delete node --wait=true < "$work/delete.txt" >/dev/null
+  xargs -n 10 -P 8 "${KUBECTL[@]}" delete node --wait=false < "$work/delete.txt" >/dev/null
+  poll 120 "nodes were not deleted" deleted
 fi
-if python3 -c "import json,sys; sys.exit(0 if json.load(open('$work/create.json'))['items'] else 1)"; then
-  "${KUBECTL[@]}" create -f "$work/create.json" >/dev/null
+if compgen -G "$work/create-*.json" >/dev/null; then
+  printf '%s\n' "$work"/create-*.json | xargs -n 1 -P 8 "${KUBECTL[@]}" create >/dev/null -f
 fi
 n=$(python3 -c "import json; print(len(json.load(open('$work/desired.json'))['items']))")
-if (( n > 0 )); then
-  "${KUBECTL[@]}" wait --for=condition=Ready nodes --all --timeout=120s >/dev/null ||
-    die "nodes did not all become Ready; see $MUSTER_CLUSTER_DIR/logs/kwok.log"
-fi
+python3 -c "import json; print('\n'.join(x['metadata']['name'] for x in json.load(open('$work/desired.json'))['items']))" > "$work/want.txt"
+all_ready() {
+  "${KUBECTL[@]}" get nodes -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk '$2 == "True" {print $1}' | sort > "$work/ready.txt"
+  [[ -z $(comm -23 <(sort "$work/want.txt") "$work/ready.txt") ]]
+}
+poll 120 "nodes did not all become Ready" all_ready
 log "$n KWOK nodes Ready (from $(basename "$cluster_file"))"

@@ -17,3 +17,18 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # kubectl built at the pinned version (the one on PATH, if any, may be far older).
 kubectl_bin() { echo "$K8S_BIN/kubectl"; }
+
+# resolve_muster_bin: unless MUSTER_BIN or MUSTER_NODES_JSON is set, build the muster CLI
+# once (cargo build -p muster) and export MUSTER_BIN, so that later node-list requests do
+# not each go through `cargo run`.
+resolve_muster_bin() {
+  [[ -n ${MUSTER_BIN:-} || -n ${MUSTER_NODES_JSON:-} ]] && return 0
+  command -v cargo >/dev/null || die "cargo not found: set MUSTER_BIN (a built muster) or MUSTER_NODES_JSON"
+  log "building the muster CLI (for 'muster cluster nodes')"
+  (cd "$repo_dir" && cargo build -q -p muster) || die "cargo build -p muster failed"
+  local target
+  target=$(cd "$repo_dir" && cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  [[ -x $target/debug/muster ]] || die "no muster binary at $target/debug/muster"
+  export MUSTER_BIN=$target/debug/muster
+}

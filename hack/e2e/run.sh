@@ -15,8 +15,10 @@ tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook deadlock)
 
 "$hack_dir/cluster-build.sh"
+resolve_muster_bin
 t0=$(date +%s)
 trap '"$hack_dir/cluster-down.sh"' EXIT
+trap 'exit 130' INT TERM   # so that the EXIT trap runs on Ctrl-C and kill too
 "$hack_dir/cluster-up.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml" >/dev/null
 
 failed=()

@@ -13,6 +13,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # A CA of the test's own (not the cluster's), so only the caBundle can make TLS verify.
 openssl ecparam -name prime256v1 -genkey -noout -out "$tmp/ca.key" 2>/dev/null

@@ -171,12 +171,8 @@ impl ResourceGraph {
 
     /// Times after `now` when capacity is given back, ascending: the possible reservation starts.
     fn candidate_times(&self, now: i64) -> Vec<i64> {
-        let times: BTreeSet<i64> = self
-            .allocations
-            .values()
-            .map(|a| a.end)
-            .filter(|&e| e > now && e != FOREVER)
-            .collect();
+        let times: BTreeSet<i64> =
+            self.allocations.values().map(|a| a.end).filter(|&e| e > now && e != FOREVER).collect();
         times.into_iter().collect()
     }
 
@@ -188,7 +184,16 @@ impl ResourceGraph {
 
     /// Writes a placement into the graph. Cannot fail: the search proved it fits.
     #[allow(clippy::too_many_arguments)]
-    fn commit(&mut self, id: AllocId, d: &Demand, p: &Placement, start: i64, end: i64, reserved: bool, domain: Option<VertexId>) -> Allocation {
+    fn commit(
+        &mut self,
+        id: AllocId,
+        d: &Demand,
+        p: &Placement,
+        start: i64,
+        end: i64,
+        reserved: bool,
+        domain: Option<VertexId>,
+    ) -> Allocation {
         let mut members = Vec::new();
         let mut index = 0;
         for &(n, units) in p {
@@ -210,7 +215,7 @@ impl ResourceGraph {
         };
         let nodes: BTreeSet<NodeId> = p.iter().map(|&(n, _)| n).collect();
         for n in nodes {
-            self.apply_node(&mut alloc, n);
+            self.apply_node(&mut alloc, n, None);
         }
         alloc
     }
@@ -224,15 +229,19 @@ impl ResourceGraph {
         }
     }
 
-    /// Brings node `n`'s span, free amounts and devices in line with `a`'s members on it.
-    fn apply_node(&mut self, a: &mut Allocation, n: NodeId) {
+    /// Brings node `n`'s span, free amounts and devices in line with `a`'s members on it. The span
+    /// keeps its start unless `since` says from when the new amounts hold (members added by grow
+    /// use the node from now on, not from the allocation's start).
+    fn apply_node(&mut self, a: &mut Allocation, n: NodeId, since: Option<i64>) {
         let on_node: Vec<usize> = a.members.iter().enumerate().filter(|(_, m)| m.node == n).map(|(i, _)| i).collect();
         let amounts = if on_node.is_empty() { None } else { Some(self.amounts_on(a, n, on_node.len() as u64)) };
         let device_resources: Vec<usize> = (0..a.per_member.len()).filter(|&i| self.graph.is_device(i)).collect();
         let node = self.graph.node_mut(n);
         // Give back what the allocation held here, then take what it holds now.
+        let mut span_start = since.unwrap_or(a.start);
         if let Some(pos) = node.spans.iter().position(|s| s.alloc == a.id) {
             let old = node.spans.swap_remove(pos);
+            span_start = since.unwrap_or(old.start);
             if !old.reserved {
                 for (f, o) in node.free.iter_mut().zip(&old.amounts) {
                     *f += o;
@@ -244,21 +253,34 @@ impl ResourceGraph {
                 for (f, o) in node.free.iter_mut().zip(&amounts) {
                     *f -= o;
                 }
-                // Devices: members keep what they hold; new members take free ones.
+                // Devices: members keep (or, on import, claim) what they list; the rest take free ones.
                 for &mi in &on_node {
+                    for slot in node.devices.iter_mut().filter(|s| a.members[mi].devices.contains(&s.vertex)) {
+                        slot.holder = Some(a.id);
+                    }
                     for &r in &device_resources {
                         let want = a.per_member[r] as usize;
-                        let have = a.members[mi].devices.iter().filter(|v| node.devices.iter().any(|s| s.vertex == **v && s.resource.index() == r)).count();
-                        for slot in node.devices.iter_mut().filter(|s| s.resource.index() == r && s.holder.is_none()).take(want.saturating_sub(have)) {
+                        let have = node
+                            .devices
+                            .iter()
+                            .filter(|s| s.resource.index() == r && a.members[mi].devices.contains(&s.vertex))
+                            .count();
+                        for slot in node
+                            .devices
+                            .iter_mut()
+                            .filter(|s| s.resource.index() == r && s.holder.is_none())
+                            .take(want.saturating_sub(have))
+                        {
                             slot.holder = Some(a.id);
                             a.members[mi].devices.push(slot.vertex);
                         }
                     }
                 }
             }
-            node.spans.push(Span { alloc: a.id, start: a.start, end: a.end, amounts, reserved: a.reserved });
+            node.spans.push(Span { alloc: a.id, start: span_start, end: a.end, amounts, reserved: a.reserved });
         }
-        let held: BTreeSet<VertexId> = a.members.iter().filter(|m| m.node == n).flat_map(|m| m.devices.iter().copied()).collect();
+        let held: BTreeSet<VertexId> =
+            a.members.iter().filter(|m| m.node == n).flat_map(|m| m.devices.iter().copied()).collect();
         for slot in node.devices.iter_mut().filter(|s| s.holder == Some(a.id)) {
             if !held.contains(&slot.vertex) {
                 slot.holder = None;
@@ -272,7 +294,7 @@ impl ResourceGraph {
         let mut alloc = self.allocations.remove(&id).ok_or(GraphError::UnknownAllocation(id))?;
         let members = std::mem::take(&mut alloc.members);
         for n in members.iter().map(|m| m.node).collect::<BTreeSet<_>>() {
-            self.apply_node(&mut alloc, n);
+            self.apply_node(&mut alloc, n, None);
         }
         alloc.members = members;
         Ok(alloc)
@@ -290,10 +312,11 @@ impl ResourceGraph {
             }
         }
         let mut alloc = self.allocations.remove(&id).expect("checked above");
-        let nodes: BTreeSet<NodeId> = alloc.members.iter().filter(|x| members.contains(&x.index)).map(|x| x.node).collect();
+        let nodes: BTreeSet<NodeId> =
+            alloc.members.iter().filter(|x| members.contains(&x.index)).map(|x| x.node).collect();
         alloc.members.retain(|x| !members.contains(&x.index));
         for n in nodes {
-            self.apply_node(&mut alloc, n);
+            self.apply_node(&mut alloc, n, None);
         }
         if !alloc.members.is_empty() {
             self.allocations.insert(id, alloc);
@@ -307,6 +330,9 @@ impl ResourceGraph {
         let alloc = self.allocation(id)?;
         if alloc.reserved {
             return Err(GraphError::NotAllocated(id));
+        }
+        if alloc.request.members_per_node.is_some() {
+            return Err(GraphError::FixedShape(id));
         }
         let wanted = alloc.members.len() as u32 + count;
         if wanted > alloc.request.max_members {
@@ -322,25 +348,34 @@ impl ResourceGraph {
             return Ok(None);
         }
         let mut alloc = self.allocations.remove(&id).expect("checked above");
-        let first = alloc.members.iter().map(|m| m.index + 1).max().unwrap_or(0);
-        let mut index = first;
+        // New members take the lowest free indices, as an indexed Job refills completion indexes.
+        let used: BTreeSet<u32> = alloc.members.iter().map(|m| m.index).collect();
+        let mut free_indices = (0..).filter(|i| !used.contains(i));
+        let mut added = Vec::new();
         for &(n, units) in &p {
             for _ in 0..d.members(units) {
+                let index = free_indices.next().expect("unbounded range");
                 alloc.members.push(Member { index, node: n, devices: Vec::new() });
-                index += 1;
+                added.push(index);
             }
         }
         let nodes: BTreeSet<NodeId> = p.iter().map(|&(n, _)| n).collect();
         for n in nodes {
-            self.apply_node(&mut alloc, n);
+            self.apply_node(&mut alloc, n, Some(now));
         }
         self.allocations.insert(id, alloc);
-        Ok(Some((first..index).collect()))
+        Ok(Some(added))
     }
 
     /// Records an allocation that already exists (pods running at restart) under its old id.
     /// Checks capacity and device availability first; on error nothing changes.
-    pub fn import(&mut self, id: AllocId, req: &GroupRequest, members: &[ImportedMember], start: i64) -> Result<(), GraphError> {
+    pub fn import(
+        &mut self,
+        id: AllocId,
+        req: &GroupRequest,
+        members: &[ImportedMember],
+        start: i64,
+    ) -> Result<(), GraphError> {
         if self.allocations.contains_key(&id) {
             return Err(GraphError::DuplicateAllocation(id));
         }
@@ -355,14 +390,28 @@ impl ResourceGraph {
                 let slot = node
                     .devices
                     .iter()
-                    .find(|s| self.graph.vertex(s.vertex).meta.name == *dev && s.holder.is_none() && !devices.contains(&s.vertex))
-                    .ok_or_else(|| GraphError::DeviceUnavailable { node: m.node.clone(), resource: "device".into(), device: dev.clone() })?;
+                    .find(|s| {
+                        self.graph.vertex(s.vertex).meta.name == *dev
+                            && s.holder.is_none()
+                            && !devices.contains(&s.vertex)
+                    })
+                    .ok_or_else(|| GraphError::DeviceUnavailable {
+                        node: m.node.clone(),
+                        resource: "device".into(),
+                        device: dev.clone(),
+                    })?;
                 devices.push(slot.vertex);
             }
             *per_node.entry(n).or_default() += 1;
             resolved.push(Member { index: m.index, node: n, devices });
         }
         let end = Self::end_of(start, req);
+        // A group placed within one domain stays confined to it when it grows later.
+        let domain = req.topology.as_ref().and_then(|t| {
+            let domains: BTreeSet<_> =
+                resolved.iter().map(|m| self.graph.ancestor_at_level(m.node, &t.level)).collect();
+            if domains.len() == 1 { domains.into_iter().next().flatten() } else { None }
+        });
         let mut alloc = Allocation {
             id,
             request: req.clone(),
@@ -371,7 +420,7 @@ impl ResourceGraph {
             start,
             end,
             reserved: false,
-            domain: None,
+            domain,
         };
         for (&n, &count) in &per_node {
             let need = self.amounts_on(&alloc, n, count);
@@ -389,7 +438,7 @@ impl ResourceGraph {
             }
         }
         for n in per_node.into_keys() {
-            self.apply_node(&mut alloc, n);
+            self.apply_node(&mut alloc, n, None);
         }
         self.next_id = self.next_id.max(id + 1);
         self.allocations.insert(id, alloc);
@@ -420,7 +469,7 @@ impl ResourceGraph {
         for (id, lost) in &affected {
             let mut alloc = self.allocations.remove(id).expect("listed above");
             alloc.members.retain(|m| !lost.contains(&m.index));
-            self.apply_node(&mut alloc, n);
+            self.apply_node(&mut alloc, n, None);
             if !alloc.members.is_empty() {
                 self.allocations.insert(*id, alloc);
             }
@@ -458,7 +507,13 @@ impl ResourceGraph {
             .graph
             .resources
             .iter()
-            .map(|(id, def)| (def.name.clone(), self.graph.resources.format(id, cap[id.index()]), self.graph.resources.format(id, free[id.index()])))
+            .map(|(id, def)| {
+                (
+                    def.name.clone(),
+                    self.graph.resources.format(id, cap[id.index()]),
+                    self.graph.resources.format(id, free[id.index()]),
+                )
+            })
             .collect();
         Stat {
             nodes: self.graph.live_nodes().count(),

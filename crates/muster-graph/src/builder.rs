@@ -48,7 +48,12 @@ pub fn leaf_type(resource: &str) -> &str {
 impl Graph {
     /// A graph with only its root (type `cluster`).
     pub fn empty(cluster_name: &str) -> Self {
-        let root = Vertex { meta: meta("cluster", cluster_name, cluster_name, 0, 0), role: Role::Domain, parent: None, children: vec![] };
+        let root = Vertex {
+            meta: meta("cluster", cluster_name, cluster_name, 0, 0),
+            role: Role::Domain,
+            parent: None,
+            children: vec![],
+        };
         Graph::from_parts(ResourceTable::default(), vec![root], VertexId(0), vec![])
     }
 

@@ -100,7 +100,10 @@ impl ClusterDescription {
     pub fn expand(&self, file: &str) -> Result<Vec<DescribedNode>, InputError> {
         let err = |path: String, msg: String| InputError::new(file, path, msg);
         if !is_dns_label(&self.name) {
-            return Err(err("name".into(), format!("{:?} is not a valid name; use 1-63 of a-z, 0-9 and '-'", self.name)));
+            return Err(err(
+                "name".into(),
+                format!("{:?} is not a valid name; use 1-63 of a-z, 0-9 and '-'", self.name),
+            ));
         }
         for (i, level) in self.topology.iter().enumerate() {
             if !is_dns_label(&level.level) || level.level == "node" || level.level == "cluster" {
@@ -120,20 +123,30 @@ impl ClusterDescription {
         for (ci, class) in self.node_classes.iter().enumerate() {
             let at = |field: &str| format!("nodeClasses[{ci}].{field}");
             if !is_dns_label(&class.name) {
-                return Err(err(at("name"), format!("{:?} is not a valid name; use 1-63 of a-z, 0-9 and '-'", class.name)));
+                return Err(err(
+                    at("name"),
+                    format!("{:?} is not a valid name; use 1-63 of a-z, 0-9 and '-'", class.name),
+                ));
             }
             if self.node_classes[..ci].iter().any(|c| c.name == class.name) {
-                return Err(err(at("name"), format!("class {:?} is declared twice; class names must be unique", class.name)));
+                return Err(err(
+                    at("name"),
+                    format!("class {:?} is declared twice; class names must be unique", class.name),
+                ));
             }
             if class.count < 1 || class.count as u64 > MAX_NODES_PER_CLASS {
-                return Err(err(at("count"), format!("{} is out of range; allowed 1..={MAX_NODES_PER_CLASS}", class.count)));
+                return Err(err(
+                    at("count"),
+                    format!("{} is out of range; allowed 1..={MAX_NODES_PER_CLASS}", class.count),
+                ));
             }
             let mut pooled = Vec::new();
             let mut capacity = BTreeMap::new();
             for (name, value) in &class.capacity {
                 let path = at(&format!("capacity.{name}"));
                 let unit = resources::unit_of(name).map_err(|m| err(path.clone(), m))?;
-                let text = scalar_text(value).ok_or_else(|| err(path.clone(), "must be a quantity such as 32 or 128Gi".into()))?;
+                let text = scalar_text(value)
+                    .ok_or_else(|| err(path.clone(), "must be a quantity such as 32 or 128Gi".into()))?;
                 let amount = resources::parse_amount(unit, &text).map_err(|e| err(path.clone(), e.to_string()))?;
                 pooled.push((name.clone(), amount));
                 capacity.insert(name.clone(), text);
@@ -157,7 +170,10 @@ impl ClusterDescription {
             let mut taints = Vec::new();
             for (ti, t) in class.taints.iter().enumerate() {
                 let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
-                    err(at(&format!("taints[{ti}].effect")), format!("{:?}: allowed NoSchedule, PreferNoSchedule, NoExecute", t.effect))
+                    err(
+                        at(&format!("taints[{ti}].effect")),
+                        format!("{:?}: allowed NoSchedule, PreferNoSchedule, NoExecute", t.effect),
+                    )
                 })?;
                 if t.key.is_empty() {
                     return Err(err(at(&format!("taints[{ti}].key")), "a taint needs a key".into()));
@@ -215,7 +231,11 @@ impl ClusterDescription {
             };
             let path = format!("nodeClasses[{ci}].spread.{}", level.level);
             if size < 1 || size > class.count {
-                return Err(InputError::new(file, path, format!("{size} is out of range; allowed 1..={}", class.count)));
+                return Err(InputError::new(
+                    file,
+                    path,
+                    format!("{size} is out of range; allowed 1..={}", class.count),
+                ));
             }
             let size = size as usize;
             if let Some((outer_level, outer_size)) = &outer
@@ -224,7 +244,10 @@ impl ClusterDescription {
                 return Err(InputError::new(
                     file,
                     path,
-                    format!("{size} does not divide the {outer_level} size {outer_size}; a {} may not straddle two {outer_level}s", level.level),
+                    format!(
+                        "{size} does not divide the {outer_level} size {outer_size}; a {} may not straddle two {outer_level}s",
+                        level.level
+                    ),
                 ));
             }
             outer = Some((level.level.clone(), size));

@@ -16,7 +16,11 @@ pub struct InputError {
 impl InputError {
     pub fn new(file: &str, path: impl Into<String>, message: impl Into<String>) -> Self {
         let path = path.into();
-        Self { file: file.to_string(), path: if path.is_empty() { ".".to_string() } else { path }, message: message.into() }
+        Self {
+            file: file.to_string(),
+            path: if path.is_empty() { ".".to_string() } else { path },
+            message: message.into(),
+        }
     }
 
     /// Parses `text` as YAML (a superset of JSON) into `T`, reporting the path of a bad field.
@@ -47,6 +51,8 @@ pub enum GraphError {
     UnknownMember { alloc: u64, member: u32 },
     #[error("allocation {0} is a reservation; only running allocations can shrink, grow or be imported")]
     NotAllocated(u64),
+    #[error("allocation {0} places a fixed number of members per node; it cannot grow member by member")]
+    FixedShape(u64),
     #[error("allocation {alloc} would have {wanted} members; its group allows at most {max}")]
     TooManyMembers { alloc: u64, wanted: u32, max: u32 },
     #[error("node {node:?} has {free} {resource} free, {needed} is needed")]

@@ -91,8 +91,12 @@ impl MatchExpression {
             SelectorOperator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
             SelectorOperator::Exists => value.is_some(),
             SelectorOperator::DoesNotExist => value.is_none(),
-            SelectorOperator::Gt => matches!((value.and_then(int), bound), (Some(v), Some(b)) if v > b),
-            SelectorOperator::Lt => matches!((value.and_then(int), bound), (Some(v), Some(b)) if v < b),
+            SelectorOperator::Gt => {
+                matches!((value.and_then(int), bound), (Some(v), Some(b)) if v > b)
+            }
+            SelectorOperator::Lt => {
+                matches!((value.and_then(int), bound), (Some(v), Some(b)) if v < b)
+            }
         }
     }
 }
@@ -155,7 +159,12 @@ mod tests {
         let n = node(&[], vec![taint]);
         assert!(!NodeFilter::default().admits(&n));
         let tol = |op, key: &str, value: &str, effect: Option<&str>| NodeFilter {
-            tolerations: vec![Toleration { key: key.into(), operator: op, value: value.into(), effect: effect.map(str::to_string) }],
+            tolerations: vec![Toleration {
+                key: key.into(),
+                operator: op,
+                value: value.into(),
+                effect: effect.map(str::to_string),
+            }],
             ..Default::default()
         };
         assert!(tol(TolerationOperator::Equal, "gpu", "yes", None).admits(&n));

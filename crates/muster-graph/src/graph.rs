@@ -44,9 +44,16 @@ pub enum Role {
     Domain,
     Node(NodeId),
     /// A leaf under a node adding `amount` of a pooled resource.
-    Pooled { node: NodeId, resource: ResourceId, amount: u64 },
+    Pooled {
+        node: NodeId,
+        resource: ResourceId,
+        amount: u64,
+    },
     /// A leaf under a node that is one discrete device.
-    Device { node: NodeId, resource: ResourceId },
+    Device {
+        node: NodeId,
+        resource: ResourceId,
+    },
     /// Structure under a node with no capacity of its own (socket, numa).
     Container,
 }

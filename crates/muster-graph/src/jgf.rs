@@ -122,21 +122,30 @@ fn classify_leaf(meta: &VertexMeta) -> Result<(String, ResourceKind, u64), Strin
     }
 }
 
-fn node_state_from_properties(props: &BTreeMap<String, String>) -> Result<(BTreeMap<String, String>, Vec<Taint>, bool, bool), String> {
+/// A node's labels and state, read back from its vertex properties.
+struct NodeState {
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    unschedulable: bool,
+    up: bool,
+}
+
+fn node_state_from_properties(props: &BTreeMap<String, String>) -> Result<NodeState, String> {
     let mut labels = props.clone();
     let mut taints = Vec::new();
     if let Some(list) = labels.remove(PROP_TAINTS) {
         for t in list.split(',').filter(|s| !s.is_empty()) {
             let (kv, effect) = t.rsplit_once(':').ok_or_else(|| format!("taint {t:?}: write key=value:Effect"))?;
             let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
-            let effect = TaintEffect::parse(effect).ok_or_else(|| format!("taint effect {effect:?}: allowed NoSchedule, PreferNoSchedule, NoExecute"))?;
+            let effect = TaintEffect::parse(effect)
+                .ok_or_else(|| format!("taint effect {effect:?}: allowed NoSchedule, PreferNoSchedule, NoExecute"))?;
             taints.push(Taint { key: key.to_string(), value: value.to_string(), effect });
         }
     }
     let flag = |labels: &mut BTreeMap<String, String>, key: &str| labels.remove(key).is_some_and(|v| v == "true");
     let unschedulable = flag(&mut labels, PROP_UNSCHEDULABLE);
     let down = flag(&mut labels, PROP_DOWN);
-    Ok((labels, taints, unschedulable, !down))
+    Ok(NodeState { labels, taints, unschedulable, up: !down })
 }
 
 fn to_vertex_meta(m: DocMeta) -> VertexMeta {
@@ -172,7 +181,10 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
     for (i, v) in doc.graph.nodes.iter().enumerate() {
         if index.insert(v.id.as_str(), i).is_some() {
-            return Err(err(format!("graph.nodes[{i}].id"), format!("duplicate vertex id {:?}; ids must be unique", v.id)));
+            return Err(err(
+                format!("graph.nodes[{i}].id"),
+                format!("duplicate vertex id {:?}; ids must be unique", v.id),
+            ));
         }
         if v.metadata.size == 0 && v.metadata.vtype != "cluster" {
             return Err(err(format!("graph.nodes[{i}].metadata.size"), "size 0; sizes must be at least 1".into()));
@@ -183,7 +195,10 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
     for (i, e) in doc.graph.edges.iter().enumerate() {
         let at = format!("graph.edges[{i}]");
         let (Some(&s), Some(&t)) = (index.get(e.source.as_str()), index.get(e.target.as_str())) else {
-            return Err(err(at, format!("dangling edge {:?} -> {:?}: both ends must be vertex ids", e.source, e.target)));
+            return Err(err(
+                at,
+                format!("dangling edge {:?} -> {:?}: both ends must be vertex ids", e.source, e.target),
+            ));
         };
         if !is_containment(&e.metadata) {
             continue;
@@ -192,18 +207,28 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
             return Err(err(at, format!("vertex {:?} contains itself (a cycle)", e.source)));
         }
         if parent[t].is_some() {
-            return Err(err(at, format!("vertex {:?} has two containment parents; the graph must be a tree", e.target)));
+            return Err(err(
+                at,
+                format!("vertex {:?} has two containment parents; the graph must be a tree", e.target),
+            ));
         }
         parent[t] = Some(s);
         children[s].push(t);
     }
     let roots: Vec<usize> = (0..n).filter(|&i| parent[i].is_none()).collect();
     if roots.len() != 1 {
-        let what = if roots.is_empty() { "no root (every vertex has a parent: a cycle)".to_string() } else { format!("{} roots; exactly one is allowed", roots.len()) };
+        let what = if roots.is_empty() {
+            "no root (every vertex has a parent: a cycle)".to_string()
+        } else {
+            format!("{} roots; exactly one is allowed", roots.len())
+        };
         return Err(err("graph.edges".into(), what));
     }
     if doc.graph.nodes[roots[0]].metadata.vtype == "node" {
-        return Err(err(format!("graph.nodes[{}]", roots[0]), "the root is a node; it must be a cluster (or another level) containing nodes".into()));
+        return Err(err(
+            format!("graph.nodes[{}]", roots[0]),
+            "the root is a node; it must be a cluster (or another level) containing nodes".into(),
+        ));
     }
     // Depth-first order from the root becomes the arena order, so ids follow the tree.
     let mut order = Vec::with_capacity(n);
@@ -214,7 +239,10 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
     }
     if order.len() != n {
         let stray = (0..n).find(|i| !order.contains(i)).unwrap_or(0);
-        return Err(err(format!("graph.nodes[{stray}]"), "not reachable from the root: the containment edges form a cycle".into()));
+        return Err(err(
+            format!("graph.nodes[{stray}]"),
+            "not reachable from the root: the containment edges form a cycle".into(),
+        ));
     }
     let new_id: HashMap<usize, u32> = order.iter().enumerate().map(|(k, &old)| (old, k as u32)).collect();
     let mut metas: Vec<Option<DocMeta>> = doc.graph.nodes.into_iter().map(|v| Some(v.metadata)).collect();
@@ -242,7 +270,8 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
             if !seen_names.insert(vmeta.name.clone()) {
                 return Err(err(format!("{at}.metadata.name"), format!("duplicate node name {:?}", vmeta.name)));
             }
-            let (labels, taints, unschedulable, up) = node_state_from_properties(&vmeta.properties).map_err(|m| err(format!("{at}.metadata.properties"), m))?;
+            let NodeState { labels, taints, unschedulable, up } = node_state_from_properties(&vmeta.properties)
+                .map_err(|m| err(format!("{at}.metadata.properties"), m))?;
             nodes.push(Node {
                 name: vmeta.name.clone(),
                 vertex: VertexId(new_id[&old]),
@@ -267,7 +296,8 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
                 let rid = table.intern(&name, unit, kind).map_err(|m| err(at.clone(), m))?;
                 let node = &mut nodes[nid.0 as usize];
                 node.capacity.resize(table.len(), 0);
-                node.capacity[rid.index()] = node.capacity[rid.index()].saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
+                node.capacity[rid.index()] =
+                    node.capacity[rid.index()].saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
                 match kind {
                     ResourceKind::Pooled => Role::Pooled { node: nid, resource: rid, amount },
                     ResourceKind::Device => {
@@ -295,7 +325,10 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
             names.reverse();
             let derived = format!("/{}", names.join("/"));
             if *path != derived {
-                return Err(err(format!("{at}.metadata.paths.containment"), format!("{path:?} disagrees with the edges, which place it at {derived:?}")));
+                return Err(err(
+                    format!("{at}.metadata.paths.containment"),
+                    format!("{path:?} disagrees with the edges, which place it at {derived:?}"),
+                ));
             }
         }
     }
@@ -314,7 +347,8 @@ fn doc_meta(g: &Graph, v: VertexId, size: Option<u64>) -> DocMeta {
         let node = g.node(n);
         properties.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         if !node.taints.is_empty() {
-            let list: Vec<String> = node.taints.iter().map(|t| format!("{}={}:{}", t.key, t.value, t.effect.as_str())).collect();
+            let list: Vec<String> =
+                node.taints.iter().map(|t| format!("{}={}:{}", t.key, t.value, t.effect.as_str())).collect();
             properties.insert(PROP_TAINTS.into(), list.join(","));
         }
         if node.unschedulable {

@@ -182,7 +182,11 @@ struct FluxSystem {
 
 fn check_duration(file: &str, path: &str, seconds: f64) -> Result<Option<u64>, InputError> {
     if !seconds.is_finite() || seconds < 0.0 || seconds > MAX_DURATION as f64 {
-        return Err(InputError::new(file, path, format!("{seconds} is out of range; allowed 0..={MAX_DURATION} seconds (0 = unlimited)")));
+        return Err(InputError::new(
+            file,
+            path,
+            format!("{seconds} is out of range; allowed 0..={MAX_DURATION} seconds (0 = unlimited)"),
+        ));
     }
     Ok(if seconds == 0.0 { None } else { Some(seconds.ceil() as u64) })
 }
@@ -212,7 +216,9 @@ fn parse_requests(
         let text = match value {
             serde_yaml_ng::Value::String(s) => s.clone(),
             serde_yaml_ng::Value::Number(n) => n.to_string(),
-            _ => return Err(InputError::new(file, &p, "must be a quantity such as 2 or 2Gi")),
+            _ => {
+                return Err(InputError::new(file, &p, "must be a quantity such as 2 or 2Gi"));
+            }
         };
         let amount = resources::parse_amount(unit, &text).map_err(|e| InputError::new(file, &p, e.to_string()))?;
         if amount > 0 {
@@ -257,8 +263,7 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
 
 /// Flux resource types that are topology levels above nodes.
 fn is_level(rtype: &str) -> bool {
-    !matches!(rtype, "node" | "slot" | "core" | "gpu" | "memory" | "socket")
-        && resources::unit_of(rtype).is_err()
+    !matches!(rtype, "node" | "slot" | "core" | "gpu" | "memory" | "socket") && resources::unit_of(rtype).is_err()
 }
 
 /// The shape found while walking a Flux resource tree.
@@ -277,12 +282,20 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         return Err(InputError::new(file, "version", format!("version {} is not supported; only 1", spec.version)));
     }
     if spec.resources.len() != 1 {
-        return Err(InputError::new(file, "resources", "exactly one top-level resource is supported (one slot shape per group)"));
+        return Err(InputError::new(
+            file,
+            "resources",
+            "exactly one top-level resource is supported (one slot shape per group)",
+        ));
     }
     let mut shape = FluxShape::default();
     walk_flux(file, "resources[0]", &spec.resources[0], &mut shape, 1, false)?;
     let Some(slot) = shape.slot else {
-        return Err(InputError::new(file, "resources", "no slot: a jobspec needs one slot, the unit that becomes one member"));
+        return Err(InputError::new(
+            file,
+            "resources",
+            "no slot: a jobspec needs one slot, the unit that becomes one member",
+        ));
     };
     let (min_members, max_members, members_per_node) = match shape.nodes {
         Some(((lo, hi), true)) => {
@@ -353,7 +366,11 @@ fn walk_flux(
         }
         "node" if in_slot => {
             if lo != 1 || hi != 1 {
-                return Err(InputError::new(file, count_path, "a node inside a slot must have count 1 (one whole node per member)"));
+                return Err(InputError::new(
+                    file,
+                    count_path,
+                    "a node inside a slot must have count 1 (one whole node per member)",
+                ));
             }
             shape.slot_is_whole_node = true;
             children(shape, mult, true)
@@ -380,7 +397,11 @@ fn walk_flux(
                 return Err(InputError::new(file, count_path, "counts inside a slot must be fixed"));
             }
             if !r.with.is_empty() {
-                return Err(InputError::new(file, format!("{path}.with"), format!("{t} cannot contain other resources")));
+                return Err(InputError::new(
+                    file,
+                    format!("{path}.with"),
+                    format!("{t} cannot contain other resources"),
+                ));
             }
             let n = u64::from(lo) * mult;
             let (name, amount) = match t {
@@ -429,7 +450,11 @@ fn memory_unit(file: &str, path: &str, unit: Option<&str>) -> Result<u64, InputE
         "GB" => 1 << 30,
         "TB" => 1 << 40,
         other => {
-            return Err(InputError::new(file, format!("{path}.unit"), format!("{other:?}: allowed B, KB, MB, GB (default), TB")));
+            return Err(InputError::new(
+                file,
+                format!("{path}.unit"),
+                format!("{other:?}: allowed B, KB, MB, GB (default), TB"),
+            ));
         }
     })
 }
@@ -469,7 +494,11 @@ mod tests {
     fn flux_slot_range_and_whole_nodes() {
         let g = parse("j", "version: 1\nresources:\n  - type: slot\n    count: {min: 2, max: 6}\n    with:\n      - type: core\n        count: 1\n").unwrap();
         assert_eq!((g.min_members, g.max_members), (2, 6));
-        let g = parse("j", "version: 1\nresources:\n  - type: slot\n    count: 3\n    with:\n      - type: node\n        count: 1\n").unwrap();
+        let g = parse(
+            "j",
+            "version: 1\nresources:\n  - type: slot\n    count: 3\n    with:\n      - type: node\n        count: 1\n",
+        )
+        .unwrap();
         assert!(g.exclusive);
         assert_eq!(g.members_per_node, Some(1));
     }
@@ -485,7 +514,11 @@ mod tests {
         assert!(e.message.contains("negative"), "{e}");
         let e = parse("bad.yaml", "name: x\nmembers: 99999999999\nresources: {cpu: 1}\n").unwrap_err();
         assert_eq!(e.path, "members");
-        let e = parse("j", "version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: widget\n        count: 1\n").unwrap_err();
+        let e = parse(
+            "j",
+            "version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: widget\n        count: 1\n",
+        )
+        .unwrap_err();
         assert_eq!(e.path, "resources[0].with[0].type");
         let e = parse("j", "name: x\nmembers: 1\nresources: {cpu: 1}\ncolour: red\n").unwrap_err();
         assert!(e.message.contains("colour"), "{e}");

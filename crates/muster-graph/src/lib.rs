@@ -27,9 +27,5 @@ pub use matcher::Policy;
 /// Loads a graph from a file's text: JGF when it parses as a JSON object with `graph`, else a
 /// cluster description.
 pub fn load_graph(file: &str, text: &str) -> Result<Graph, InputError> {
-    if text.trim_start().starts_with('{') {
-        jgf::import(file, text)
-    } else {
-        cluster::load(file, text)
-    }
+    if text.trim_start().starts_with('{') { jgf::import(file, text) } else { cluster::load(file, text) }
 }

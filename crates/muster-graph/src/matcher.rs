@@ -116,6 +116,17 @@ impl<'a> Demand<'a> {
     pub fn members(&self, units: u32) -> u32 {
         units * self.unit_size
     }
+
+    /// How many members fit in `amounts`: the smallest ratio over the requested resources.
+    pub fn members_within(&self, amounts: &[u64]) -> u64 {
+        self.per_member.iter().zip(amounts).filter_map(|(q, a)| a.checked_div(*q)).min().unwrap_or(u64::MAX)
+    }
+
+    /// Placement units one node with `amounts` can take.
+    fn units_per_node_for(&self, amounts: &[u64]) -> u32 {
+        let units = self.members_within(amounts) / u64::from(self.unit_size);
+        units.min(u64::from(self.units_per_node)) as u32
+    }
 }
 
 /// A search result: placement units per node, in the order chosen.
@@ -132,38 +143,35 @@ impl Graph {
             Window::Empty => &node.capacity,
             Window::Now { .. } if !node.has_reservations() => &node.free,
             Window::Now { now, end } => {
-                self.window_avail(n, now, end, buf);
+                self.window_avail(n, now, end, true, buf);
                 buf
             }
             Window::Future { start, end } => {
-                self.window_avail(n, start, end, buf);
+                self.window_avail(n, start, end, false, buf);
                 buf
             }
         };
         if d.request.exclusive && avail != node.capacity.as_slice() {
             return 0;
         }
-        let mut members = u64::MAX;
-        for (i, &q) in d.per_member.iter().enumerate() {
-            if q > 0 {
-                members = members.min(avail.get(i).copied().unwrap_or(0) / q);
-            }
-        }
-        let units = (members.min(u64::from(u32::MAX)) as u32) / d.unit_size;
-        units.min(d.units_per_node)
+        d.units_per_node_for(avail)
     }
 
     /// Capacity of node `n` left over the window `[start, end)`: capacity minus the peak of the
-    /// spans (allocations and reservations) overlapping it.
-    pub fn window_avail(&self, n: NodeId, start: i64, end: i64, out: &mut Vec<u64>) {
+    /// spans (allocations and reservations) overlapping it. With `starts_now`, allocations that
+    /// have outrun their expected end still hold what they hold at the window's start: they are
+    /// running, whatever the estimate said.
+    pub fn window_avail(&self, n: NodeId, start: i64, end: i64, starts_now: bool, out: &mut Vec<u64>) {
         let node = self.node(n);
         out.clear();
         out.extend_from_slice(&node.capacity);
         let mut peak = vec![0u64; out.len()];
         let points = std::iter::once(start).chain(node.spans.iter().map(|s| s.start).filter(|&p| p > start && p < end));
         for p in points {
+            let active =
+                |s: &&crate::graph::Span| s.start <= p && (p < s.end || (starts_now && p == start && !s.reserved));
             for (i, pk) in peak.iter_mut().enumerate() {
-                let used: u64 = node.spans.iter().filter(|s| s.start <= p && p < s.end).map(|s| s.amounts[i]).sum();
+                let used: u64 = node.spans.iter().filter(active).map(|s| s.amounts[i]).sum();
                 *pk = (*pk).max(used);
             }
         }
@@ -179,13 +187,7 @@ impl Graph {
             Window::Now { .. } => &agg.max_free,
             Window::Future { .. } | Window::Empty => &agg.max_cap,
         };
-        let mut members = u64::MAX;
-        for (i, &q) in d.per_member.iter().enumerate() {
-            if q > 0 {
-                members = members.min(maxes[i] / q);
-            }
-        }
-        ((members.min(u64::from(u32::MAX)) as u32) / d.unit_size).min(d.units_per_node)
+        d.units_per_node_for(maxes)
     }
 
     /// Upper bound on units the whole domain can take, from its sums.
@@ -195,18 +197,19 @@ impl Graph {
             Window::Now { .. } => &agg.sum_free,
             Window::Future { .. } | Window::Empty => &agg.sum_cap,
         };
-        let mut members = u64::MAX;
-        for (i, &q) in d.per_member.iter().enumerate() {
-            if q > 0 {
-                members = members.min(sums[i] / q);
-            }
-        }
-        members / u64::from(d.unit_size)
+        d.members_within(sums) / u64::from(d.unit_size)
     }
 
     /// Visits nodes under `scope` in tree order (or reversed), skipping domains where no node can
     /// take one unit. `visit` returns false to stop.
-    fn walk_nodes(&self, scope: DomainId, d: &Demand, window: Window, reverse: bool, visit: &mut dyn FnMut(NodeId) -> bool) -> bool {
+    fn walk_nodes(
+        &self,
+        scope: DomainId,
+        d: &Demand,
+        window: Window,
+        reverse: bool,
+        visit: &mut dyn FnMut(NodeId) -> bool,
+    ) -> bool {
         if self.domain_unit_bound(scope, d, window) == 0 {
             return true;
         }
@@ -284,7 +287,9 @@ impl Graph {
         let mut placed = Vec::new();
         let mut left = d.max_units;
         while left > 0 {
-            let Some((bound, item)) = heap.pop() else { break };
+            let Some((bound, item)) = heap.pop() else {
+                break;
+            };
             if bound == 0 {
                 break;
             }
@@ -382,11 +387,8 @@ impl Graph {
             }
             n
         };
-        let mut levels: Vec<(usize, String)> = self
-            .levels
-            .iter()
-            .filter_map(|(name, vs)| vs.first().map(|&v| (depth(v), name.clone())))
-            .collect();
+        let mut levels: Vec<(usize, String)> =
+            self.levels.iter().filter_map(|(name, vs)| vs.first().map(|&v| (depth(v), name.clone()))).collect();
         levels.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         levels.into_iter().map(|(_, n)| n).collect()
     }
@@ -419,7 +421,13 @@ impl Graph {
 
     /// Searches for a placement of `d` in `window`. Returns the placement (possibly below the
     /// minimum, which means no fit) and the topology domain it was confined to.
-    pub fn search(&self, d: &Demand, window: Window, policy: Policy, within: Option<VertexId>) -> (Placement, Option<VertexId>) {
+    pub fn search(
+        &self,
+        d: &Demand,
+        window: Window,
+        policy: Policy,
+        within: Option<VertexId>,
+    ) -> (Placement, Option<VertexId>) {
         if d.max_units == 0 {
             return (Vec::new(), None);
         }
@@ -473,10 +481,15 @@ impl Graph {
         }
         for (i, &q) in d.per_member.iter().enumerate() {
             let id = crate::resources::ResourceId(i as u16);
-            let largest = self.live_nodes().filter(|(_, n)| req.filter.admits(n)).map(|(_, n)| n.capacity[i]).max().unwrap_or(0);
+            let largest =
+                self.live_nodes().filter(|(_, n)| req.filter.admits(n)).map(|(_, n)| n.capacity[i]).max().unwrap_or(0);
             let need = q * u64::from(d.unit_size);
             if need > largest {
-                let what = if d.unit_size > 1 { format!("{} members per node", d.unit_size) } else { "each member".to_string() };
+                let what = if d.unit_size > 1 {
+                    format!("{} members per node", d.unit_size)
+                } else {
+                    "each member".to_string()
+                };
                 return format!(
                     "{what} needs {} {}; the largest matching node has {}",
                     self.resources.format(id, need),
@@ -486,7 +499,8 @@ impl Graph {
             }
         }
         let needed = d.min_units;
-        let unit_word = if d.unit_size > 1 { format!("groups of {} members", d.unit_size) } else { "members".to_string() };
+        let unit_word =
+            if d.unit_size > 1 { format!("groups of {} members", d.unit_size) } else { "members".to_string() };
         if let Some(t) = req.topology.as_ref().filter(|t| t.mode == ConstraintMode::Required) {
             let largest = self
                 .level_domains(&t.level)
@@ -496,7 +510,8 @@ impl Graph {
                 .unwrap_or(0);
             return format!("needs {needed} {unit_word} in one {}; the largest {} holds {largest}", t.level, t.level);
         }
-        let total: u64 = self.live_nodes().map(|(n, _)| u64::from(self.node_units(n, d, Window::Empty, &mut buf))).sum();
+        let total: u64 =
+            self.live_nodes().map(|(n, _)| u64::from(self.node_units(n, d, Window::Empty, &mut buf))).sum();
         format!("needs {needed} {unit_word}; the whole cluster holds {total} when empty")
     }
 

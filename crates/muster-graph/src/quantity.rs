@@ -68,10 +68,7 @@ pub fn parse_scaled(text: &str, scale: u64) -> Result<u64, QuantityError> {
     let digits = format!("{int_part}{frac_part}");
     let mantissa: u128 = digits.parse().map_err(|_| too_large())?;
     let frac_den = 10u128.pow(frac_part.len() as u32);
-    let num = mantissa
-        .checked_mul(mult_num)
-        .and_then(|v| v.checked_mul(u128::from(scale)))
-        .ok_or_else(too_large)?;
+    let num = mantissa.checked_mul(mult_num).and_then(|v| v.checked_mul(u128::from(scale))).ok_or_else(too_large)?;
     let den = frac_den * mult_den;
     let value = num.div_ceil(den);
     if value > u128::from(MAX_AMOUNT) {
@@ -84,11 +81,11 @@ pub fn parse_scaled(text: &str, scale: u64) -> Result<u64, QuantityError> {
 /// byte counts with the largest exact binary suffix, everything else as a plain integer.
 pub fn format_amount(amount: u64, unit: Unit) -> String {
     match unit {
-        Unit::Millicores if amount % 1000 == 0 => (amount / 1000).to_string(),
+        Unit::Millicores if amount.is_multiple_of(1000) => (amount / 1000).to_string(),
         Unit::Millicores => format!("{amount}m"),
         Unit::Bytes => {
             for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
-                if amount != 0 && amount % (1u64 << shift) == 0 {
+                if amount != 0 && amount.is_multiple_of(1u64 << shift) {
                     return format!("{}{suffix}", amount >> shift);
                 }
             }
@@ -139,7 +136,10 @@ mod tests {
         assert!(matches!(parse_scaled("two", 1), Err(QuantityError::Malformed(_))));
         assert!(matches!(parse_scaled("1.2.3", 1), Err(QuantityError::Malformed(_))));
         assert!(matches!(parse_scaled("9Ei", 1), Err(QuantityError::TooLarge(_))));
-        assert!(matches!(parse_scaled("99999999999999999999999999999999999999999", 1), Err(QuantityError::TooLarge(_))));
+        assert!(matches!(
+            parse_scaled("99999999999999999999999999999999999999999", 1),
+            Err(QuantityError::TooLarge(_))
+        ));
         assert_eq!(parse_scaled(" ", 1), Err(QuantityError::Empty));
     }
 

@@ -51,7 +51,9 @@ pub fn unit_of(name: &str) -> Result<Unit, String> {
 }
 
 fn is_qualified_name(name: &str) -> bool {
-    let Some((domain, local)) = name.split_once('/') else { return false };
+    let Some((domain, local)) = name.split_once('/') else {
+        return false;
+    };
     let ok = |s: &str| {
         !s.is_empty()
             && s.len() <= 63

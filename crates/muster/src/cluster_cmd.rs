@@ -56,15 +56,16 @@ pub fn jgf(file: &Path) -> Result<ExitCode> {
 pub fn describe(file: &Path) -> Result<ExitCode> {
     let (name, text) = read(file)?;
     let graph = muster_graph::load_graph(&name, &text)?;
-    let levels: Vec<String> = graph
-        .levels
-        .iter()
-        .filter(|(l, _)| *l != "cluster")
-        .map(|(l, vs)| format!("{} {l}s", vs.len()))
-        .collect();
+    let levels: Vec<String> =
+        graph.levels.iter().filter(|(l, _)| *l != "cluster").map(|(l, vs)| format!("{} {l}s", vs.len())).collect();
     let rg = ResourceGraph::new(graph, Default::default());
     let stat = rg.stat();
-    println!("nodes: {}   vertices: {}   topology: {}", stat.nodes, stat.vertices, if levels.is_empty() { "flat".to_string() } else { levels.join(", ") });
+    println!(
+        "nodes: {}   vertices: {}   topology: {}",
+        stat.nodes,
+        stat.vertices,
+        if levels.is_empty() { "flat".to_string() } else { levels.join(", ") }
+    );
     println!("{:<24} {:>14}", "RESOURCE", "CAPACITY");
     for (r, cap, _) in &stat.resources {
         println!("{r:<24} {cap:>14}");

@@ -55,7 +55,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let (name, text) = read(&args.graph)?;
     let started = Instant::now();
     let graph = muster_graph::load_graph(&name, &text)?;
-    eprintln!("loaded {} nodes, {} vertices in {:.1?}", graph.live_nodes().count(), graph.vertices.len(), started.elapsed());
+    eprintln!(
+        "loaded {} nodes, {} vertices in {:.1?}",
+        graph.live_nodes().count(),
+        graph.vertices.len(),
+        started.elapsed()
+    );
     let mut s = Session { rg: ResourceGraph::new(graph, args.policy), now: 0 };
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
@@ -217,7 +222,9 @@ impl Session {
                 }
                 return Ok(());
             }
-            other => bail!("unknown match operation {other:?}; allowed: allocate, allocate_orelse_reserve, satisfiability"),
+            other => {
+                bail!("unknown match operation {other:?}; allowed: allocate, allocate_orelse_reserve, satisfiability")
+            }
         };
         let took = started.elapsed();
         match outcome {
@@ -240,7 +247,13 @@ impl Session {
         let g = &self.rg.graph;
         let state = if a.reserved { "Reserved" } else { "Allocated" };
         let end = if a.end == muster_graph::allocations::FOREVER { "-".to_string() } else { a.end.to_string() };
-        writeln!(out, "ALLOCATION {id}  {state}  group={}  members={}  start={}  end={end}", a.request.name, a.members.len(), a.start)?;
+        writeln!(
+            out,
+            "ALLOCATION {id}  {state}  group={}  members={}  start={}  end={end}",
+            a.request.name,
+            a.members.len(),
+            a.start
+        )?;
         writeln!(out, "{:<8} {:<28} DEVICES", "MEMBER", "NODE")?;
         for m in a.members.iter().filter(|m| only.is_none_or(|o| o.contains(&m.index))) {
             let devices: Vec<&str> = m.devices.iter().map(|d| g.vertex(*d).meta.name.as_str()).collect();

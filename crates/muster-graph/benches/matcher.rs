@@ -1,0 +1,181 @@
+//! Matcher benchmarks: all-or-nothing placement of a group on clusters of 100 to 50k nodes at
+//! ~50% random occupancy (see benches/common/mod.rs), policies, topology constraints, cancel, and
+//! the Fluxion comparison points. Run with `cargo bench -p muster-graph --bench matcher`; results
+//! are recorded in docs/benchmarks.md.
+//!
+//! Every timed iteration allocates the group (asserting that every member was placed) and cancels
+//! it, so the graph returns to the same state and iterations are independent. Graphs are built
+//! once per case, outside the timed loop.
+
+mod common;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use common::{GI, Shape, allocate_ok, group, occupancy, round};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
+use muster_graph::{GroupRequest, MatchOutcome, Policy, ResourceGraph};
+
+const SEED: u64 = 0x5EED_0001;
+
+fn ten() -> GroupRequest {
+    group("ten", 10, 2000, 2 * GI)
+}
+
+fn with_rack(mut req: GroupRequest) -> GroupRequest {
+    req.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Required });
+    req
+}
+
+fn note(rg: &ResourceGraph, what: &str) {
+    let (cpu, mem) = occupancy(rg);
+    eprintln!("# {what}: {} nodes, occupancy cpu {cpu:.1}% memory {mem:.1}%", rg.graph.nodes.len());
+}
+
+/// 10 x (2 cpu, 2Gi) on 100 .. 50k nodes, policy first; and the same with a required rack.
+fn scaling(c: &mut Criterion) {
+    let mut g = c.benchmark_group("match10");
+    for nodes in [100u64, 1_000, 10_000, 50_000] {
+        let mut rg = Shape::big_nodes(nodes).build(Policy::First, SEED);
+        note(&rg, &format!("match10 {nodes}"));
+        let req = ten();
+        g.bench_with_input(BenchmarkId::new("first", nodes), &nodes, |b, _| b.iter(|| round(&mut rg, black_box(&req))));
+        let rack = with_rack(ten());
+        g.bench_with_input(BenchmarkId::new("first-rack-required", nodes), &nodes, |b, _| {
+            b.iter(|| round(&mut rg, black_box(&rack)))
+        });
+    }
+    g.finish();
+}
+
+/// Large groups on 10k nodes: 1000 members unconstrained, 100 members within one rack (a rack of
+/// 40 nodes at 50% holds ~1000 of these members, so 1000 cannot fit in one).
+fn large_groups(c: &mut Criterion) {
+    let mut rg = Shape::big_nodes(10_000).build(Policy::First, SEED);
+    let mut g = c.benchmark_group("large10k");
+    let big = group("thousand", 1000, 2000, 2 * GI);
+    g.bench_function("match1000/first", |b| b.iter(|| round(&mut rg, black_box(&big))));
+    let rack100 = with_rack(group("hundred", 100, 2000, 2 * GI));
+    g.bench_function("match100/first-rack-required", |b| b.iter(|| round(&mut rg, black_box(&rack100))));
+    // Allocate and cancel timed apart (the other half of each round is untimed).
+    for (name, req) in [("10", ten()), ("1000", big.clone())] {
+        g.bench_function(format!("allocate-only/{name}"), |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let t = Instant::now();
+                    let id = allocate_ok(&mut rg, &req);
+                    spent += t.elapsed();
+                    rg.cancel(id).expect("cancel");
+                }
+                spent
+            })
+        });
+        g.bench_function(format!("cancel-only/{name}"), |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let id = allocate_ok(&mut rg, &req);
+                    let t = Instant::now();
+                    black_box(rg.cancel(id).expect("cancel"));
+                    spent += t.elapsed();
+                }
+                spent
+            })
+        });
+    }
+    g.finish();
+}
+
+/// The same 10-member group on 10k nodes under every policy (the graph's default policy is
+/// overridden per request).
+fn policies(c: &mut Criterion) {
+    let mut rg = Shape::big_nodes(10_000).build(Policy::First, SEED);
+    let mut g = c.benchmark_group("policy10k");
+    for (name, policy) in [
+        ("first", Policy::First),
+        ("high-id", Policy::HighId),
+        ("pack", Policy::Pack),
+        ("locality", Policy::Locality),
+        ("spread", Policy::Spread),
+        ("best-fit", Policy::BestFit),
+    ] {
+        let mut req = ten();
+        req.policy = Some(policy);
+        g.bench_function(name, |b| b.iter(|| round(&mut rg, black_box(&req))));
+    }
+    // Locality on 1k nodes too, to see how it scales.
+    let mut rg1k = Shape::big_nodes(1_000).build(Policy::First, SEED);
+    for (name, policy) in [("pack-1k", Policy::Pack), ("locality-1k", Policy::Locality)] {
+        let mut req = ten();
+        req.policy = Some(policy);
+        g.bench_function(name, |b| b.iter(|| round(&mut rg1k, black_box(&req))));
+    }
+    g.finish();
+}
+
+/// A request that does not fit now: one exclusive node on 10k nodes where no node is idle. Times
+/// the whole refusal (search now, satisfiability on the empty cluster, the reason).
+fn refusal(c: &mut Criterion) {
+    let mut rg = Shape::big_nodes(10_000).build(Policy::First, SEED);
+    let idle = rg.graph.nodes.iter().filter(|n| n.idle()).count();
+    eprintln!("# refusal: {idle} idle nodes of 10000");
+    let mut req = GroupRequest::simple("whole", 1, &[("cpu", 1000)]);
+    req.exclusive = true;
+    let mut g = c.benchmark_group("busy10k");
+    g.bench_function("exclusive-node", |b| {
+        b.iter(|| {
+            let out = rg.allocate(black_box(&req), 0);
+            assert!(matches!(out, MatchOutcome::Busy(_)), "expected Busy, got {out:?}");
+        })
+    });
+    // The same shape expressed as a pooled request for a whole node's cpu: pruned by max_free.
+    let whole_cpu = GroupRequest::simple("whole-cpu", 1, &[("cpu", 100_000), ("memory", 100 * GI)]);
+    g.bench_function("whole-node-pooled", |b| {
+        b.iter(|| {
+            let out = rg.allocate(black_box(&whole_cpu), 0);
+            assert!(matches!(out, MatchOutcome::Busy(_)), "expected Busy, got {out:?}");
+        })
+    });
+    g.finish();
+}
+
+/// Fluxion comparison points (see docs/benchmarks.md for the published figures).
+fn fluxion(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fluxion");
+    // flux-sched#448: cluster->node[256]->core[32]; jobspec node[1]->slot[1]->core[1], high-id.
+    let s448 = Shape { nodes: 256, cpu: 32, memory_gi: 128, pods: 110, gpus: 0, rack: 32, zone: 256 };
+    let mut rg = s448.build(Policy::HighId, SEED);
+    note(&rg, "fluxion 256x32");
+    let core = GroupRequest::simple("core", 1, &[("cpu", 1000)]);
+    g.bench_function("256x32/1-core-high-id", |b| b.iter(|| round(&mut rg, black_box(&core))));
+    let node = GroupRequest::simple("node", 1, &[("cpu", 32_000)]);
+    g.bench_function("256x32/whole-node-cores", |b| b.iter(|| round(&mut rg, black_box(&node))));
+    drop(rg);
+    // flux-sched#1171: 16384 nodes x 64 cores x 4 gpus.
+    let s1171 = Shape { nodes: 16_384, cpu: 64, memory_gi: 256, pods: 256, gpus: 4, rack: 32, zone: 1024 };
+    let mut rg = s1171.build(Policy::First, SEED);
+    note(&rg, "fluxion 16384x64");
+    g.bench_function("16k/1-core", |b| b.iter(|| round(&mut rg, black_box(&core))));
+    let node = GroupRequest::simple("node", 1, &[("cpu", 64_000), ("nvidia.com/gpu", 4)]);
+    g.bench_function("16k/whole-node-cores-gpus", |b| b.iter(|| round(&mut rg, black_box(&node))));
+    let nodes16 = GroupRequest::simple("nodes16", 16, &[("cpu", 64_000), ("nvidia.com/gpu", 4)]);
+    g.bench_function("16k/16-whole-nodes", |b| b.iter(|| round(&mut rg, black_box(&nodes16))));
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(700))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = scaling, large_groups, policies, refusal, fluxion
+}
+criterion_main!(benches);

@@ -1,0 +1,74 @@
+//! Helpers shared by the matcher's integration tests.
+
+#![allow(dead_code)]
+
+use muster_graph::graph::Span;
+use muster_graph::{Graph, ResourceGraph, cluster};
+
+/// One node's (free amounts, spans sorted by allocation, device holders).
+pub type NodeFingerprint = (Vec<u64>, Vec<Span>, Vec<Option<u64>>);
+
+/// Everything allocation state consists of, in a comparable form: per node (free, spans sorted
+/// by allocation, device holders) and per domain (free sums and maxima).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub nodes: Vec<NodeFingerprint>,
+    pub domains: Vec<(Vec<u64>, Vec<u64>)>,
+}
+
+pub fn fingerprint(g: &Graph) -> Fingerprint {
+    Fingerprint {
+        nodes: g
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut spans = n.spans.clone();
+                spans.sort_by_key(|s| s.alloc);
+                (n.free.clone(), spans, n.devices.iter().map(|d| d.holder).collect())
+            })
+            .collect(),
+        domains: g.domains.iter().map(|d| (d.sum_free.clone(), d.max_free.clone())).collect(),
+    }
+}
+
+pub fn graph(yaml: &str) -> Graph {
+    cluster::load("test.yaml", yaml).expect("test cluster parses")
+}
+
+pub fn rg(yaml: &str, policy: muster_graph::Policy) -> ResourceGraph {
+    ResourceGraph::new(graph(yaml), policy)
+}
+
+/// Checks that nothing is over-committed at any time and that free amounts, device holders and
+/// domain aggregates agree with the spans. Panics with a description otherwise.
+pub fn check_invariants(rg: &ResourceGraph) {
+    let g = &rg.graph;
+    for n in g.nodes.iter().filter(|n| !n.removed) {
+        let r = n.capacity.len();
+        // free = capacity - running allocations.
+        for i in 0..r {
+            let used: u64 = n.spans.iter().filter(|s| !s.reserved).map(|s| s.amounts[i]).sum();
+            assert!(used <= n.capacity[i], "node {} resource {i}: allocations use {used} of {}", n.name, n.capacity[i]);
+            assert_eq!(n.free[i], n.capacity[i] - used, "node {} resource {i}: free out of step", n.name);
+        }
+        // At every span start, allocations plus reservations fit.
+        for p in n.spans.iter().map(|s| s.start) {
+            for i in 0..r {
+                let used: u64 = n.spans.iter().filter(|s| s.start <= p && p < s.end).map(|s| s.amounts[i]).sum();
+                assert!(used <= n.capacity[i], "node {} resource {i} at t={p}: {used} > {}", n.name, n.capacity[i]);
+            }
+        }
+        // Devices: each allocation holds exactly what its members on this node hold.
+        for s in n.spans.iter().filter(|s| !s.reserved) {
+            let a = rg.allocation(s.alloc).expect("span of a live allocation");
+            let held = n.devices.iter().filter(|d| d.holder == Some(s.alloc)).count();
+            let member_devices: usize =
+                a.members.iter().filter(|m| g.node(m.node).name == n.name).map(|m| m.devices.len()).sum();
+            assert_eq!(held, member_devices, "node {} allocation {}: device holders out of step", n.name, s.alloc);
+        }
+    }
+    // Incremental aggregates equal a rebuild from scratch.
+    let mut fresh = g.clone();
+    fresh.rebuild_index();
+    assert_eq!(fingerprint(&fresh).domains, fingerprint(g).domains, "domain aggregates drifted");
+}

@@ -1,0 +1,289 @@
+//! Each policy and operation on small clusters where the right answer is known.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{check_invariants, fingerprint, rg};
+use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
+use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph};
+
+const RACKS: &str = "
+name: t
+topology: [{level: rack, label: muster.dev/rack}]
+nodeClasses:
+  - name: a
+    count: 8
+    capacity: {cpu: 8, memory: 32Gi, pods: 110}
+    spread: {rack: 4}
+  - name: small
+    count: 2
+    capacity: {cpu: 8, memory: 32Gi, pods: 110}
+    spread: {rack: 2}
+";
+
+fn cpu(name: &str, members: u32, cores: u64) -> GroupRequest {
+    GroupRequest::simple(name, members, &[("cpu", cores * 1000)])
+}
+
+fn allocated(rg: &mut ResourceGraph, req: &GroupRequest) -> u64 {
+    match rg.allocate(req, 0) {
+        MatchOutcome::Allocated(id) => id,
+        other => panic!("expected an allocation of {}, got {other:?}", req.name),
+    }
+}
+
+fn nodes_of(rg: &ResourceGraph, id: u64) -> Vec<String> {
+    rg.allocation(id).unwrap().members.iter().map(|m| rg.graph.node(m.node).name.clone()).collect()
+}
+
+fn distinct(v: &[String]) -> usize {
+    v.iter().collect::<BTreeSet<_>>().len()
+}
+
+#[test]
+fn first_fit_fills_in_id_order_and_high_id_from_the_end() {
+    let mut r = rg(RACKS, Policy::First);
+    let id = allocated(&mut r, &cpu("g", 3, 4));
+    assert_eq!(nodes_of(&r, id), ["a-0", "a-0", "a-1"]);
+    let mut r = rg(RACKS, Policy::HighId);
+    let id = allocated(&mut r, &cpu("g", 3, 4));
+    assert_eq!(nodes_of(&r, id), ["small-1", "small-1", "small-0"]);
+}
+
+#[test]
+fn pack_uses_fewest_nodes_and_spread_the_most() {
+    let mut r = rg(RACKS, Policy::First);
+    // Leave a-0 with 2 cores free and every other node empty.
+    allocated(&mut r, &cpu("filler", 1, 6));
+    let mut pack = r.clone();
+    pack.policy = Policy::Pack;
+    let id = allocated(&mut pack, &cpu("g", 8, 1));
+    assert_eq!(distinct(&nodes_of(&pack, id)), 1, "8 one-core members fit on one empty node");
+    let mut spread = r.clone();
+    spread.policy = Policy::Spread;
+    let id = allocated(&mut spread, &cpu("g", 8, 1));
+    let nodes = nodes_of(&spread, id);
+    assert_eq!(distinct(&nodes), 8, "one member per node");
+    assert!(!nodes.contains(&"a-0".to_string()), "the most allocated node is used last");
+}
+
+#[test]
+fn locality_picks_the_smallest_domain_that_fits() {
+    let mut r = rg(RACKS, Policy::Locality);
+    // 12 cores fit within one rack; the 2-node rack (small-*) fits it most tightly.
+    let id = allocated(&mut r, &cpu("g", 3, 4));
+    let nodes = nodes_of(&r, id);
+    assert!(nodes.iter().all(|n| n.starts_with("small-")), "{nodes:?}");
+    // 40 cores fit in no rack of 32: falls back to the cluster.
+    let id = allocated(&mut r, &cpu("big", 10, 4));
+    assert_eq!(r.allocation(id).unwrap().members.len(), 10);
+}
+
+#[test]
+fn required_topology_keeps_members_in_one_rack_or_refuses() {
+    let mut r = rg(RACKS, Policy::First);
+    let mut req = cpu("g", 8, 4);
+    req.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Required });
+    let id = allocated(&mut r, &req);
+    let racks: BTreeSet<_> = r
+        .allocation(id)
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| r.graph.node(m.node).labels["muster.dev/rack"].clone())
+        .collect();
+    assert_eq!(racks.len(), 1);
+    let mut too_big = cpu("g2", 9, 4);
+    too_big.topology = req.topology.clone();
+    let before = fingerprint(&r.graph);
+    match r.allocate(&too_big, 0) {
+        MatchOutcome::Unsatisfiable(reason) => assert!(reason.contains("in one rack"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fingerprint(&r.graph), before, "a refused match changes nothing");
+    // Preferred falls back to spanning racks.
+    too_big.topology.as_mut().unwrap().mode = ConstraintMode::Preferred;
+    let id = allocated(&mut r, &too_big);
+    assert_eq!(r.allocation(id).unwrap().members.len(), 9);
+    check_invariants(&r);
+}
+
+#[test]
+fn best_fit_fills_the_tightest_node_first() {
+    let mut r = rg(RACKS, Policy::First);
+    allocated(&mut r, &cpu("f1", 1, 5)); // a-0: 3 free
+    allocated(&mut r, &cpu("f2", 1, 6)); // a-1: 2 free
+    r.policy = Policy::BestFit;
+    let id = allocated(&mut r, &cpu("g", 2, 1));
+    assert_eq!(nodes_of(&r, id), ["a-1", "a-1"]);
+}
+
+#[test]
+fn all_or_nothing_when_the_group_does_not_fit() {
+    let mut r = rg(RACKS, Policy::First);
+    allocated(&mut r, &cpu("half", 10, 4));
+    let before = fingerprint(&r.graph);
+    match r.allocate(&cpu("g", 11, 4), 0) {
+        MatchOutcome::Busy(reason) => assert!(reason.contains("cpu"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fingerprint(&r.graph), before);
+}
+
+#[test]
+fn elastic_groups_take_what_fits_between_min_and_max() {
+    let mut r = rg(RACKS, Policy::First);
+    allocated(&mut r, &cpu("most", 15, 4)); // 5 slots of 4 cores left
+    let mut req = cpu("elastic", 8, 4);
+    req.min_members = 3;
+    let id = allocated(&mut r, &req);
+    assert_eq!(r.allocation(id).unwrap().members.len(), 5);
+    req.name = "elastic2".into();
+    assert!(matches!(r.allocate(&req, 0), MatchOutcome::Busy(_)));
+}
+
+#[test]
+fn exclusive_and_members_per_node() {
+    let mut r = rg(RACKS, Policy::First);
+    allocated(&mut r, &cpu("small", 1, 1)); // a-0 is no longer idle
+    let mut req = cpu("x", 4, 1);
+    req.members_per_node = Some(2);
+    req.exclusive = true;
+    let id = allocated(&mut r, &req);
+    let nodes = nodes_of(&r, id);
+    assert_eq!(nodes, ["a-1", "a-1", "a-2", "a-2"]);
+    // Exclusive nodes are held whole.
+    let a1 = r.graph.node(r.graph.node_id("a-1").unwrap());
+    assert!(a1.free.iter().all(|f| *f == 0));
+    check_invariants(&r);
+}
+
+#[test]
+fn filters_respect_selectors_and_taints() {
+    let yaml = "
+name: t
+nodeClasses:
+  - name: plain
+    count: 2
+    capacity: {cpu: 8}
+  - name: gpu
+    count: 2
+    capacity: {cpu: 8}
+    devices: {nvidia.com/gpu: 2}
+    labels: {kind: gpu}
+    taints: [{key: gpu, value: 'yes', effect: NoSchedule}]
+";
+    let mut r = rg(yaml, Policy::First);
+    let mut req = GroupRequest::simple("g", 2, &[("cpu", 1000), ("nvidia.com/gpu", 1)]);
+    assert!(matches!(r.allocate(&req, 0), MatchOutcome::Unsatisfiable(_)), "untolerated taint");
+    req.filter.tolerations = vec![muster_graph::filter::Toleration {
+        key: "gpu".into(),
+        operator: muster_graph::filter::TolerationOperator::Exists,
+        value: String::new(),
+        effect: None,
+    }];
+    let id = allocated(&mut r, &req);
+    let a = r.allocation(id).unwrap();
+    assert!(a.members.iter().all(|m| r.graph.node(m.node).name.starts_with("gpu-") && m.devices.len() == 1));
+    let devices: BTreeSet<_> = a.members.iter().flat_map(|m| m.devices.clone()).collect();
+    assert_eq!(devices.len(), 2, "each member its own device");
+    let mut sel = cpu("sel", 1, 1);
+    sel.filter.node_selector.insert("kind".into(), "cpu".into());
+    match r.allocate(&sel, 0) {
+        MatchOutcome::Unsatisfiable(reason) => assert!(reason.contains("selector"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    check_invariants(&r);
+}
+
+#[test]
+fn reservation_starts_when_capacity_returns_and_backfill_never_delays_it() {
+    let mut r = rg(RACKS, Policy::First);
+    let mut long = cpu("long", 10, 8);
+    long.duration = Some(100);
+    allocated(&mut r, &long); // 80 of 80 cores until t=100
+    let mut big = cpu("big", 10, 8);
+    big.duration = Some(50);
+    match r.allocate_orelse_reserve(&big, 0) {
+        MatchOutcome::Reserved { at, .. } => assert_eq!(at, 100),
+        other => panic!("{other:?}"),
+    }
+    r.cancel(1).unwrap(); // "long" finishes early at t=10
+    // Short job ending before t=100 may backfill; one running past it may not.
+    let mut short = cpu("short", 10, 8);
+    short.duration = Some(80);
+    assert!(matches!(r.allocate(&short, 10), MatchOutcome::Allocated(_)));
+    let mut over = cpu("over", 1, 1);
+    over.duration = Some(200);
+    assert!(matches!(r.allocate(&over, 10), MatchOutcome::Busy(_)), "would run into the reservation");
+    check_invariants(&r);
+}
+
+#[test]
+fn shrink_grow_cancel_and_import_restore_state() {
+    let mut r = rg(RACKS, Policy::First);
+    let empty = fingerprint(&r.graph);
+    let mut req = cpu("g", 6, 2);
+    req.min_members = 2;
+    req.max_members = 8;
+    let id = allocated(&mut r, &req);
+    assert_eq!(r.allocation(id).unwrap().members.len(), 8, "elastic groups start at max when it fits");
+    assert!(r.grow(id, 1, 0).is_err(), "past max");
+    r.shrink(id, &[6, 7]).unwrap();
+    let at_six = fingerprint(&r.graph);
+    let added = r.grow(id, 2, 0).unwrap().expect("room to grow");
+    assert_eq!(added, [6, 7], "released indices are reused, as indexed Jobs do");
+    r.shrink(id, &[6, 7]).unwrap();
+    assert_eq!(fingerprint(&r.graph), at_six, "shrinking the grown members restores the state");
+    assert!(r.shrink(id, &[42]).is_err());
+    let members: Vec<ImportedMember> = r
+        .allocation(id)
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| ImportedMember { index: m.index, node: r.graph.node(m.node).name.clone(), devices: vec![] })
+        .collect();
+    r.cancel(id).unwrap();
+    assert_eq!(fingerprint(&r.graph), empty);
+    r.import(id, &req, &members, 0).unwrap();
+    assert_eq!(fingerprint(&r.graph), at_six, "import rebuilds the same state");
+    assert!(r.import(id, &req, &members, 0).is_err(), "ids are unique");
+    r.cancel(id).unwrap();
+    assert_eq!(fingerprint(&r.graph), empty);
+}
+
+#[test]
+fn import_refuses_overcommit_and_changes_nothing() {
+    let mut r = rg(RACKS, Policy::First);
+    let req = cpu("g", 3, 4);
+    let members: Vec<ImportedMember> =
+        (0..3).map(|i| ImportedMember { index: i, node: "a-0".into(), devices: vec![] }).collect();
+    let before = fingerprint(&r.graph);
+    let err = r.import(9, &req, &members, 0).unwrap_err().to_string();
+    assert!(err.contains("a-0") && err.contains("cpu"), "{err}");
+    assert_eq!(fingerprint(&r.graph), before);
+}
+
+#[test]
+fn node_changes_while_allocations_exist() {
+    let mut r = rg(RACKS, Policy::First);
+    let id = allocated(&mut r, &cpu("g", 4, 4)); // a-0, a-1
+    r.set_unschedulable("a-2", true).unwrap();
+    let id2 = allocated(&mut r, &cpu("h", 2, 8));
+    assert_eq!(nodes_of(&r, id2), ["a-3", "a-4"], "cordoned a-2 is skipped");
+    r.set_up("a-5", false).unwrap();
+    let affected = r.remove_node("a-0").unwrap();
+    assert_eq!(affected, vec![(id, vec![0, 1])]);
+    assert_eq!(r.allocation(id).unwrap().members.len(), 2);
+    let stat = r.stat();
+    assert_eq!((stat.nodes, stat.schedulable_nodes), (9, 7));
+    r.add_node(&muster_graph::NodeSpec {
+        name: "new-0".into(),
+        pooled: vec![("cpu".into(), 8000)],
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(r.add_node(&muster_graph::NodeSpec { name: "new-0".into(), ..Default::default() }).is_err());
+    check_invariants(&r);
+}

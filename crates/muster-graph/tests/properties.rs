@@ -1,0 +1,283 @@
+//! Properties over random clusters and random operation sequences: nothing is ever
+//! over-committed, matches are all-or-nothing, cancel and import are exact inverses, reservations
+//! never overlap allocations beyond capacity, and what satisfiability rejects is never placed.
+
+mod common;
+
+use common::{check_invariants, fingerprint};
+use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
+use muster_graph::matcher::{Demand, Window};
+use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, cluster};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct ClassSpec {
+    count: u32,
+    cores: u32,
+    mem_gi: u32,
+    gpus: u32,
+    rack: u32,
+    tainted: bool,
+}
+
+fn class_strategy() -> impl Strategy<Value = ClassSpec> {
+    (1u32..6, 1u32..16, 1u32..64, 0u32..4, 1u32..4, any::<bool>()).prop_map(
+        |(count, cores, mem_gi, gpus, rack, tainted)| ClassSpec {
+            count,
+            cores,
+            mem_gi,
+            gpus,
+            rack: rack.min(count),
+            tainted,
+        },
+    )
+}
+
+fn cluster_yaml(classes: &[ClassSpec]) -> String {
+    let mut y = String::from("name: p\ntopology: [{level: rack, label: muster.dev/rack}]\nnodeClasses:\n");
+    for (i, c) in classes.iter().enumerate() {
+        // Racks must divide evenly only against an outer level; a single level needs no care.
+        y += &format!(
+            "  - name: c{i}\n    count: {}\n    capacity: {{cpu: {}, memory: {}Gi, pods: 16}}\n    spread: {{rack: {}}}\n    labels: {{class: c{i}}}\n",
+            c.count, c.cores, c.mem_gi, c.rack
+        );
+        if c.gpus > 0 {
+            y += &format!("    devices: {{nvidia.com/gpu: {}}}\n", c.gpus);
+        }
+        if c.tainted {
+            y += "    taints: [{key: t, value: v, effect: NoSchedule}]\n";
+        }
+    }
+    y
+}
+
+#[derive(Debug, Clone)]
+struct ReqSpec {
+    min: u32,
+    extra: u32,
+    millicores: u64,
+    mem_mi: u64,
+    gpus: u64,
+    rack: Option<bool>,
+    tolerate: bool,
+    per_node: Option<u32>,
+    exclusive: bool,
+    duration: Option<u64>,
+    policy: u8,
+}
+
+fn req_strategy() -> impl Strategy<Value = ReqSpec> {
+    (
+        (1u32..8, 0u32..4, 1u64..8000, 0u64..20_000, 0u64..3),
+        (
+            proptest::option::of(any::<bool>()),
+            any::<bool>(),
+            proptest::option::weighted(0.15, 1u32..3),
+            proptest::bool::weighted(0.1),
+        ),
+        (proptest::option::weighted(0.8, 1u64..200), 0u8..6),
+    )
+        .prop_map(
+            |((min, extra, millicores, mem_mi, gpus), (rack, tolerate, per_node, exclusive), (duration, policy))| {
+                ReqSpec { min, extra, millicores, mem_mi, gpus, rack, tolerate, per_node, exclusive, duration, policy }
+            },
+        )
+}
+
+const POLICIES: [Policy; 6] =
+    [Policy::First, Policy::HighId, Policy::Pack, Policy::Spread, Policy::Locality, Policy::BestFit];
+
+fn request(i: usize, s: &ReqSpec) -> GroupRequest {
+    let mut requests = vec![("cpu", s.millicores), ("memory", s.mem_mi << 20)];
+    if s.gpus > 0 {
+        requests.push(("nvidia.com/gpu", s.gpus));
+    }
+    requests.retain(|(_, a)| *a > 0);
+    let mut r = GroupRequest::simple(&format!("g{i}"), s.min, &requests);
+    r.max_members = s.min + s.extra;
+    if let Some(m) = s.per_node {
+        r.members_per_node = Some(m);
+        r.min_members = s.min * m;
+        r.max_members = (s.min + s.extra) * m;
+    }
+    r.exclusive = s.exclusive;
+    r.duration = s.duration;
+    r.policy = Some(POLICIES[usize::from(s.policy) % POLICIES.len()]);
+    r.topology = s.rack.map(|required| TopologyConstraint {
+        level: "rack".into(),
+        mode: if required { ConstraintMode::Required } else { ConstraintMode::Preferred },
+    });
+    if s.tolerate {
+        r.filter.tolerations.push(muster_graph::filter::Toleration {
+            key: "t".into(),
+            operator: muster_graph::filter::TolerationOperator::Exists,
+            value: String::new(),
+            effect: None,
+        });
+    }
+    r
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Allocate(ReqSpec),
+    Reserve(ReqSpec),
+    Cancel(usize),
+    Shrink(usize, u32),
+    Grow(usize, u32),
+    Reimport(usize),
+    Advance(i64),
+    Cordon(usize, bool),
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => req_strategy().prop_map(Op::Allocate),
+        2 => req_strategy().prop_map(Op::Reserve),
+        2 => any::<usize>().prop_map(Op::Cancel),
+        1 => (any::<usize>(), 0u32..4).prop_map(|(a, m)| Op::Shrink(a, m)),
+        1 => (any::<usize>(), 1u32..3).prop_map(|(a, m)| Op::Grow(a, m)),
+        1 => any::<usize>().prop_map(Op::Reimport),
+        1 => (1i64..100).prop_map(Op::Advance),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(n, c)| Op::Cordon(n, c)),
+    ]
+}
+
+fn pick(rg: &ResourceGraph, k: usize, running_only: bool) -> Option<u64> {
+    let ids: Vec<u64> = rg.allocations().filter(|a| !running_only || !a.reserved).map(|a| a.id).collect();
+    (!ids.is_empty()).then(|| ids[k % ids.len()])
+}
+
+/// Checks a successful placement against the request's own rules.
+/// `at_least_min` is false after a grow: a shrink may have taken the group below its minimum.
+fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
+    let a = rg.allocation(id).unwrap();
+    let req = &a.request;
+    let n = a.members.len() as u32;
+    assert!(
+        n <= req.max_members && (n >= req.min_members || !at_least_min),
+        "{} members outside {}..{}",
+        n,
+        req.min_members,
+        req.max_members
+    );
+    for m in &a.members {
+        assert!(req.filter.admits(rg.graph.node(m.node)), "member on a node the filter refuses");
+    }
+    if let Some(per) = req.members_per_node {
+        let mut counts = std::collections::BTreeMap::new();
+        for m in &a.members {
+            *counts.entry(m.node).or_insert(0u32) += 1;
+        }
+        assert!(counts.values().all(|c| *c == per), "members per node {counts:?} != {per}");
+    }
+    if let Some(t) = &req.topology
+        && (t.mode == ConstraintMode::Required || a.domain.is_some())
+    {
+        let racks: std::collections::BTreeSet<_> =
+            a.members.iter().map(|m| rg.graph.ancestor_at_level(m.node, "rack")).collect();
+        assert_eq!(racks.len(), 1, "members of a rack-constrained group in several racks");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_operation_sequences_keep_every_invariant(
+        classes in proptest::collection::vec(class_strategy(), 1..4),
+        ops in proptest::collection::vec(op_strategy(), 1..40),
+    ) {
+        let graph = cluster::load("p.yaml", &cluster_yaml(&classes)).unwrap();
+        let mut rg = ResourceGraph::new(graph, Policy::First);
+        let mut now = 0i64;
+        for (i, op) in ops.iter().enumerate() {
+            let before = fingerprint(&rg.graph);
+            match op {
+                Op::Allocate(s) | Op::Reserve(s) => {
+                    let req = request(i, s);
+                    let sat = rg.satisfiability(&req);
+                    let outcome = if matches!(op, Op::Allocate(_)) { rg.allocate(&req, now) } else { rg.allocate_orelse_reserve(&req, now) };
+                    match outcome {
+                        MatchOutcome::Allocated(id) => {
+                            prop_assert!(sat.is_ok(), "placed a group satisfiability rejected: {sat:?}");
+                            check_placement(&rg, id, true);
+                            // Cancel is the exact inverse of the allocation.
+                            let mut undo = rg.clone();
+                            undo.cancel(id).unwrap();
+                            prop_assert_eq!(fingerprint(&undo.graph), before.clone());
+                        }
+                        MatchOutcome::Reserved { id, at } => {
+                            prop_assert!(sat.is_ok());
+                            prop_assert!(at > now, "a reservation starts in the future");
+                            check_placement(&rg, id, true);
+                        }
+                        MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => {
+                            prop_assert_eq!(fingerprint(&rg.graph), before.clone(), "a refused match changed the graph");
+                            if matches!(outcome, MatchOutcome::Unsatisfiable(_)) {
+                                prop_assert!(sat.is_err());
+                            }
+                            // Completeness for unconstrained rigid groups: if first fit says busy,
+                            // the nodes really cannot hold the minimum.
+                            if req.topology.is_none() && sat.is_ok() {
+                                let d = Demand::resolve(&rg.graph, &req).unwrap();
+                                let end = req.duration.map_or(i64::MAX, |x| now + x as i64);
+                                let mut buf = Vec::new();
+                                let total: u32 = rg.graph.live_nodes().map(|(n, _)| rg.graph.node_units(n, &d, Window::Now { now, end }, &mut buf)).sum();
+                                prop_assert!(total < d.min_units, "busy although {total} units fit (need {})", d.min_units);
+                            }
+                        }
+                    }
+                }
+                Op::Cancel(k) => {
+                    if let Some(id) = pick(&rg, *k, false) {
+                        rg.cancel(id).unwrap();
+                    }
+                }
+                Op::Shrink(k, m) => {
+                    if let Some(id) = pick(&rg, *k, true) {
+                        let members: Vec<u32> = rg.allocation(id).unwrap().members.iter().map(|x| x.index).take(*m as usize).collect();
+                        rg.shrink(id, &members).unwrap();
+                    }
+                }
+                Op::Grow(k, m) => {
+                    if let Some(id) = pick(&rg, *k, true) {
+                        match rg.grow(id, *m, now) {
+                            Ok(Some(added)) => {
+                                prop_assert_eq!(added.len() as u32, *m);
+                                check_placement(&rg, id, false);
+                            }
+                            Ok(None) | Err(_) => prop_assert_eq!(fingerprint(&rg.graph), before.clone()),
+                        }
+                    }
+                }
+                Op::Reimport(k) => {
+                    // Cancel then import of the same placement is the identity.
+                    if let Some(id) = pick(&rg, *k, true) {
+                        let a = rg.allocation(id).unwrap().clone();
+                        let members: Vec<ImportedMember> = a.members.iter().map(|m| ImportedMember {
+                            index: m.index,
+                            node: rg.graph.node(m.node).name.clone(),
+                            devices: m.devices.iter().map(|d| rg.graph.vertex(*d).meta.name.clone()).collect(),
+                        }).collect();
+                        rg.cancel(id).unwrap();
+                        rg.import(id, &a.request, &members, a.start).unwrap();
+                        // Import knows one start for the group; members added later by grow had
+                        // their own. Everything else must be identical.
+                        let same_start = |mut f: common::Fingerprint| {
+                            f.nodes.iter_mut().flat_map(|n| n.1.iter_mut()).filter(|s| s.alloc == id).for_each(|s| s.start = a.start);
+                            f
+                        };
+                        prop_assert_eq!(same_start(fingerprint(&rg.graph)), same_start(before.clone()));
+                    }
+                }
+                Op::Advance(dt) => now += dt,
+                Op::Cordon(n, c) => {
+                    let names: Vec<String> = rg.graph.live_nodes().map(|(_, n)| n.name.clone()).collect();
+                    rg.set_unschedulable(&names[n % names.len()], *c).unwrap();
+                }
+            }
+            check_invariants(&rg);
+        }
+    }
+}
