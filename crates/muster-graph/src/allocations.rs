@@ -213,10 +213,7 @@ impl ResourceGraph {
             reserved,
             domain,
         };
-        let nodes: BTreeSet<NodeId> = p.iter().map(|&(n, _)| n).collect();
-        for n in nodes {
-            self.apply_node(&mut alloc, n, None);
-        }
+        self.apply_nodes(&mut alloc, p.iter().map(|&(n, _)| n), None);
         alloc
     }
 
@@ -229,11 +226,23 @@ impl ResourceGraph {
         }
     }
 
-    /// Brings node `n`'s span, free amounts and devices in line with `a`'s members on it. The span
-    /// keeps its start unless `since` says from when the new amounts hold (members added by grow
-    /// use the node from now on, not from the allocation's start).
-    fn apply_node(&mut self, a: &mut Allocation, n: NodeId, since: Option<i64>) {
-        let on_node: Vec<usize> = a.members.iter().enumerate().filter(|(_, m)| m.node == n).map(|(i, _)| i).collect();
+    /// Brings the spans, free amounts and devices of `nodes` in line with `a`'s members on them.
+    /// A span keeps its start unless `since` says from when the new amounts hold (members added by
+    /// grow use the node from now on, not from the allocation's start).
+    fn apply_nodes(&mut self, a: &mut Allocation, nodes: impl IntoIterator<Item = NodeId>, since: Option<i64>) {
+        let mut by_node: BTreeMap<NodeId, Vec<usize>> = nodes.into_iter().map(|n| (n, Vec::new())).collect();
+        for (i, m) in a.members.iter().enumerate() {
+            if let Some(v) = by_node.get_mut(&m.node) {
+                v.push(i);
+            }
+        }
+        for (n, on_node) in by_node {
+            self.apply_node(a, n, &on_node, since);
+        }
+    }
+
+    /// `apply_nodes` for one node; `on_node` are the indexes into `a.members` placed there.
+    fn apply_node(&mut self, a: &mut Allocation, n: NodeId, on_node: &[usize], since: Option<i64>) {
         let amounts = if on_node.is_empty() { None } else { Some(self.amounts_on(a, n, on_node.len() as u64)) };
         let device_resources: Vec<usize> = (0..a.per_member.len()).filter(|&i| self.graph.is_device(i)).collect();
         let node = self.graph.node_mut(n);
@@ -254,7 +263,7 @@ impl ResourceGraph {
                     *f -= o;
                 }
                 // Devices: members keep (or, on import, claim) what they list; the rest take free ones.
-                for &mi in &on_node {
+                for &mi in on_node {
                     for slot in node.devices.iter_mut().filter(|s| a.members[mi].devices.contains(&s.vertex)) {
                         slot.holder = Some(a.id);
                     }
@@ -293,9 +302,7 @@ impl ResourceGraph {
     pub fn cancel(&mut self, id: AllocId) -> Result<Allocation, GraphError> {
         let mut alloc = self.allocations.remove(&id).ok_or(GraphError::UnknownAllocation(id))?;
         let members = std::mem::take(&mut alloc.members);
-        for n in members.iter().map(|m| m.node).collect::<BTreeSet<_>>() {
-            self.apply_node(&mut alloc, n, None);
-        }
+        self.apply_nodes(&mut alloc, members.iter().map(|m| m.node), None);
         alloc.members = members;
         Ok(alloc)
     }
@@ -312,12 +319,10 @@ impl ResourceGraph {
             }
         }
         let mut alloc = self.allocations.remove(&id).expect("checked above");
-        let nodes: BTreeSet<NodeId> =
-            alloc.members.iter().filter(|x| members.contains(&x.index)).map(|x| x.node).collect();
-        alloc.members.retain(|x| !members.contains(&x.index));
-        for n in nodes {
-            self.apply_node(&mut alloc, n, None);
-        }
+        let released: BTreeSet<u32> = members.iter().copied().collect();
+        let nodes: Vec<NodeId> = alloc.members.iter().filter(|x| released.contains(&x.index)).map(|x| x.node).collect();
+        alloc.members.retain(|x| !released.contains(&x.index));
+        self.apply_nodes(&mut alloc, nodes, None);
         if !alloc.members.is_empty() {
             self.allocations.insert(id, alloc);
         }
@@ -359,10 +364,7 @@ impl ResourceGraph {
                 added.push(index);
             }
         }
-        let nodes: BTreeSet<NodeId> = p.iter().map(|&(n, _)| n).collect();
-        for n in nodes {
-            self.apply_node(&mut alloc, n, Some(now));
-        }
+        self.apply_nodes(&mut alloc, p.iter().map(|&(n, _)| n), Some(now));
         self.allocations.insert(id, alloc);
         Ok(Some(added))
     }
@@ -437,9 +439,7 @@ impl ResourceGraph {
                 }
             }
         }
-        for n in per_node.into_keys() {
-            self.apply_node(&mut alloc, n, None);
-        }
+        self.apply_nodes(&mut alloc, per_node.into_keys(), None);
         self.next_id = self.next_id.max(id + 1);
         self.allocations.insert(id, alloc);
         Ok(())
@@ -469,7 +469,7 @@ impl ResourceGraph {
         for (id, lost) in &affected {
             let mut alloc = self.allocations.remove(id).expect("listed above");
             alloc.members.retain(|m| !lost.contains(&m.index));
-            self.apply_node(&mut alloc, n, None);
+            self.apply_nodes(&mut alloc, [n], None);
             if !alloc.members.is_empty() {
                 self.allocations.insert(*id, alloc);
             }

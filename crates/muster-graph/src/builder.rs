@@ -5,11 +5,6 @@ use std::collections::BTreeMap;
 use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, Vertex, VertexId, VertexMeta};
 use crate::resources::{self, ResourceKind, ResourceTable};
 
-/// JGF property naming the Kubernetes resource a leaf vertex stands for.
-pub const PROP_RESOURCE: &str = "muster.dev/resource";
-/// JGF property marking a leaf as a discrete device (value "device") rather than pooled capacity.
-pub const PROP_KIND: &str = "muster.dev/kind";
-
 /// One node as the cluster description or a node watcher sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeSpec {
@@ -151,7 +146,6 @@ impl Graph {
             node.free[rid.index()] = amount;
             let vtype = leaf_type(name);
             let mut m = meta(vtype, vtype, vtype, 0, 0);
-            m.properties.insert(PROP_RESOURCE.to_string(), name.to_string());
             match kind {
                 ResourceKind::Pooled => {
                     m.name = format!("{vtype}0");
@@ -160,7 +154,6 @@ impl Graph {
                     self.push_vertex(m, Role::Pooled { node: node_id, resource: rid, amount }, vertex);
                 }
                 ResourceKind::Device => {
-                    m.properties.insert(PROP_KIND.to_string(), "device".to_string());
                     for i in 0..amount {
                         let mut dm = m.clone();
                         dm.id = i as i64;

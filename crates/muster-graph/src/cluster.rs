@@ -92,12 +92,27 @@ impl ClusterDescription {
     /// Parses a description; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
         let desc: Self = InputError::parse_yaml(file, text)?;
-        desc.expand(file)?;
+        desc.for_each_node(file, |_| Ok(()))?;
         Ok(desc)
     }
 
     /// Expands classes into nodes, validating every field.
     pub fn expand(&self, file: &str) -> Result<Vec<DescribedNode>, InputError> {
+        let mut nodes = Vec::new();
+        self.for_each_node(file, |n| {
+            nodes.push(n);
+            Ok(())
+        })?;
+        Ok(nodes)
+    }
+
+    /// Validates every field and hands each node to `f` as it is generated, so building a large
+    /// cluster never holds the whole expanded list.
+    pub fn for_each_node(
+        &self,
+        file: &str,
+        mut f: impl FnMut(DescribedNode) -> Result<(), InputError>,
+    ) -> Result<(), InputError> {
         let err = |path: String, msg: String| InputError::new(file, path, msg);
         if !is_dns_label(&self.name) {
             return Err(err(
@@ -119,7 +134,6 @@ impl ClusterDescription {
         if self.node_classes.is_empty() {
             return Err(err("nodeClasses".into(), "at least one node class is required".into()));
         }
-        let mut nodes = Vec::new();
         for (ci, class) in self.node_classes.iter().enumerate() {
             let at = |field: &str| format!("nodeClasses[{ci}].{field}");
             if !is_dns_label(&class.name) {
@@ -204,10 +218,10 @@ impl ClusterDescription {
                     taints: taints.clone(),
                     unschedulable: class.unschedulable,
                 };
-                nodes.push(DescribedNode { spec, capacity: capacity.clone() });
+                f(DescribedNode { spec, capacity: capacity.clone() })?;
             }
         }
-        Ok(nodes)
+        Ok(())
     }
 
     /// Nodes per domain at each level for one class; None where the class does not use a level.
@@ -258,11 +272,10 @@ impl ClusterDescription {
 
     /// Builds the resource graph of this cluster.
     pub fn build(&self, file: &str) -> Result<Graph, InputError> {
-        let nodes = self.expand(file)?;
         let mut graph = Graph::empty(&self.name);
-        for n in &nodes {
-            graph.insert_node(&n.spec).map_err(|m| InputError::new(file, format!("node {}", n.spec.name), m))?;
-        }
+        self.for_each_node(file, |n| {
+            graph.insert_node(&n.spec).map(drop).map_err(|m| InputError::new(file, format!("node {}", n.spec.name), m))
+        })?;
         graph.rebuild_index();
         Ok(graph)
     }

@@ -169,6 +169,8 @@ pub struct Domain {
     pub max_cap: Vec<u64>,
     /// Sum of all nodes' capacity.
     pub sum_cap: Vec<u64>,
+    /// Schedulable nodes with nothing allocated (candidates for exclusive groups).
+    pub idle_nodes: u32,
 }
 
 /// Largest number of children a domain has before virtual groups are put under it, so that
@@ -185,8 +187,8 @@ pub struct Graph {
     pub node_by_name: HashMap<String, NodeId>,
     pub domains: Vec<Domain>,
     pub root_domain: DomainId,
-    /// Topology vertices by level name (vertex type), in tree order.
-    pub levels: BTreeMap<String, Vec<VertexId>>,
+    /// Topology vertices by level name (vertex type), with their matching domains, in tree order.
+    pub levels: BTreeMap<String, Vec<(VertexId, DomainId)>>,
     /// The domain of each topology vertex.
     pub domain_of_vertex: HashMap<VertexId, DomainId>,
     /// Topology vertices by (parent, name), so inserting a node finds its rack without a scan.
@@ -290,7 +292,7 @@ impl Graph {
     fn build_domain(&mut self, vertex: VertexId, parent: Option<DomainId>) -> DomainId {
         let id = self.push_domain(Some(vertex), parent);
         self.domain_of_vertex.insert(vertex, id);
-        self.levels.entry(self.vertex(vertex).meta.vtype.clone()).or_default().push(vertex);
+        self.levels.entry(self.vertex(vertex).meta.vtype.clone()).or_default().push((vertex, id));
         let mut child_domains = Vec::new();
         let mut child_nodes = Vec::new();
         for c in self.vertex(vertex).children.clone() {
@@ -316,6 +318,7 @@ impl Graph {
             max_free: vec![0; r],
             max_cap: vec![0; r],
             sum_cap: vec![0; r],
+            idle_nodes: 0,
         });
         id
     }
@@ -368,14 +371,23 @@ impl Graph {
     /// Recomputes one domain's aggregates from its direct children.
     fn recompute_domain(&mut self, id: DomainId) {
         let r = self.resources.len();
-        let mut sum_free = vec![0u64; r];
-        let mut max_free = vec![0u64; r];
-        let mut max_cap = vec![0u64; r];
-        let mut sum_cap = vec![0u64; r];
+        // Reuse the domain's own vectors: this runs for every level above every node an
+        // allocation touches.
+        let dom = &mut self.domains[id.0 as usize];
+        let mut sum_free = std::mem::take(&mut dom.sum_free);
+        let mut max_free = std::mem::take(&mut dom.max_free);
+        let mut max_cap = std::mem::take(&mut dom.max_cap);
+        let mut sum_cap = std::mem::take(&mut dom.sum_cap);
+        for v in [&mut sum_free, &mut max_free, &mut max_cap, &mut sum_cap] {
+            v.clear();
+            v.resize(r, 0);
+        }
+        let mut idle_nodes = 0;
         let dom = &self.domains[id.0 as usize];
         for &n in &dom.child_nodes {
             let node = &self.nodes[n.0 as usize];
             let live = node.schedulable();
+            idle_nodes += u32::from(live && node.idle());
             for i in 0..r {
                 let cap = node.capacity.get(i).copied().unwrap_or(0);
                 let free = if live { node.free.get(i).copied().unwrap_or(0) } else { 0 };
@@ -387,6 +399,7 @@ impl Graph {
         }
         for &c in &dom.child_domains {
             let child = &self.domains[c.0 as usize];
+            idle_nodes += child.idle_nodes;
             for i in 0..r {
                 sum_free[i] += child.sum_free[i];
                 max_free[i] = max_free[i].max(child.max_free[i]);
@@ -399,6 +412,7 @@ impl Graph {
         dom.max_free = max_free;
         dom.max_cap = max_cap;
         dom.sum_cap = sum_cap;
+        dom.idle_nodes = idle_nodes;
     }
 
     /// Refreshes the aggregates on the path from a node to the root after its free amounts or

@@ -6,11 +6,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::allocations::Allocation;
-use crate::builder::{PROP_KIND, PROP_RESOURCE};
 use crate::error::InputError;
 use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, TaintEffect, Vertex, VertexId, VertexMeta};
 use crate::resources::{self, ResourceKind, ResourceTable};
 
+/// JGF property naming the Kubernetes resource a leaf vertex stands for, written on export when
+/// the vertex type alone does not say it (Fluxion's core, memory and gpu do).
+const PROP_RESOURCE: &str = "muster.dev/resource";
+/// JGF property marking a leaf as a discrete device (value "device") rather than pooled capacity.
+const PROP_KIND: &str = "muster.dev/kind";
 /// Node vertex properties that carry node state rather than labels.
 const PROP_TAINTS: &str = "muster.dev/taints";
 const PROP_UNSCHEDULABLE: &str = "muster.dev/unschedulable";
@@ -343,6 +347,20 @@ fn doc_meta(g: &Graph, v: VertexId, size: Option<u64>) -> DocMeta {
     let vx = g.vertex(v);
     let m = &vx.meta;
     let mut properties = m.properties.clone();
+    let leaf = match vx.role {
+        Role::Pooled { resource, amount, .. } => Some((resource, ResourceKind::Pooled, amount)),
+        Role::Device { resource, .. } => Some((resource, ResourceKind::Device, 1)),
+        _ => None,
+    };
+    if let Some((resource, kind, amount)) = leaf {
+        let name = &g.resources.def(resource).name;
+        if classify_leaf(m).ok() != Some((name.clone(), kind, amount)) {
+            properties.insert(PROP_RESOURCE.into(), name.clone());
+            if kind == ResourceKind::Device {
+                properties.insert(PROP_KIND.into(), "device".into());
+            }
+        }
+    }
     if let Role::Node(n) = vx.role {
         let node = g.node(n);
         properties.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));

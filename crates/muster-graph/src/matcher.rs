@@ -26,8 +26,8 @@ pub enum Policy {
     Pack,
     /// Most nodes: one member per node, on the least allocated nodes first (Fluxion's hinode).
     Spread,
-    /// The smallest topology domain (rack, then block, zone, cluster) that fits the whole group,
-    /// packed within it.
+    /// The innermost topology level (rack, then block, zone, cluster) with a domain that fits the
+    /// whole group; of those, the one with the least free capacity; packed within it.
     Locality,
     /// Nodes with the least free amount of the group's scarcest resource first.
     BestFit,
@@ -183,6 +183,9 @@ impl Graph {
     /// Upper bound on units any one node in domain `dom` can take.
     fn domain_unit_bound(&self, dom: DomainId, d: &Demand, window: Window) -> u32 {
         let agg = self.domain(dom);
+        if d.request.exclusive && matches!(window, Window::Now { .. }) && agg.idle_nodes == 0 {
+            return 0;
+        }
         let maxes = match window {
             Window::Now { .. } => &agg.max_free,
             Window::Future { .. } | Window::Empty => &agg.max_cap,
@@ -368,12 +371,9 @@ impl Graph {
         take_in_order(cands, d.max_units)
     }
 
-    /// The domains of `level` under the root, with their matching domain ids.
-    fn level_domains(&self, level: &str) -> Vec<(VertexId, DomainId)> {
-        self.levels
-            .get(level)
-            .map(|vs| vs.iter().filter_map(|v| self.domain_of_vertex.get(v).map(|&d| (*v, d))).collect())
-            .unwrap_or_default()
+    /// The domains of `level`, with their matching domain ids, in tree order.
+    fn level_domains(&self, level: &str) -> &[(VertexId, DomainId)] {
+        self.levels.get(level).map_or(&[], Vec::as_slice)
     }
 
     /// Level names ordered innermost (closest to nodes) first.
@@ -388,7 +388,7 @@ impl Graph {
             n
         };
         let mut levels: Vec<(usize, String)> =
-            self.levels.iter().filter_map(|(name, vs)| vs.first().map(|&v| (depth(v), name.clone()))).collect();
+            self.levels.iter().filter_map(|(name, vs)| vs.first().map(|&(v, _)| (depth(v), name.clone()))).collect();
         levels.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         levels.into_iter().map(|(_, n)| n).collect()
     }
@@ -404,19 +404,22 @@ impl Graph {
         }
     }
 
-    /// The domain of `level` that fits the whole group most tightly, packed within it.
+    /// The domain of `level` with the least free capacity that still holds the whole group,
+    /// packed within it. Domains are tried in order of their aggregate free capacity, so only the
+    /// few that could be tightest are searched node by node.
     fn select_tightest_domain(&self, level: &str, d: &Demand, window: Window) -> Option<(VertexId, Placement)> {
-        let mut best: Option<(u64, VertexId, DomainId)> = None;
-        for (v, dom) in self.level_domains(level) {
-            if self.domain_total_bound(dom, d, window) < u64::from(d.max_units) {
-                continue;
-            }
-            let total: u64 = self.candidates(dom, d, window).iter().map(|&(_, u)| u64::from(u)).sum();
-            if total >= u64::from(d.max_units) && best.is_none_or(|(t, ..)| total < t) {
-                best = Some((total, v, dom));
-            }
-        }
-        best.map(|(_, v, dom)| (v, self.select_pack(dom, d, window)))
+        let need = u64::from(d.max_units);
+        let mut candidates: Vec<(u64, VertexId, DomainId)> = self
+            .level_domains(level)
+            .iter()
+            .map(|&(v, dom)| (self.domain_total_bound(dom, d, window), v, dom))
+            .filter(|&(bound, ..)| bound >= need)
+            .collect();
+        candidates.sort_unstable_by_key(|&(bound, v, _)| (bound, v));
+        candidates.into_iter().find_map(|(_, v, dom)| {
+            let p = self.select_pack(dom, d, window);
+            (placed_units(&p) >= d.max_units).then_some((v, p))
+        })
     }
 
     /// Searches for a placement of `d` in `window`. Returns the placement (possibly below the
@@ -443,7 +446,7 @@ impl Graph {
             {
                 return (p, Some(v));
             }
-            for (v, dom) in self.level_domains(&t.level) {
+            for &(v, dom) in self.level_domains(&t.level) {
                 if self.domain_total_bound(dom, d, window) < u64::from(d.min_units) {
                     continue;
                 }
@@ -504,8 +507,8 @@ impl Graph {
         if let Some(t) = req.topology.as_ref().filter(|t| t.mode == ConstraintMode::Required) {
             let largest = self
                 .level_domains(&t.level)
-                .into_iter()
-                .map(|(_, dom)| self.candidates(dom, d, Window::Empty).iter().map(|&(_, u)| u64::from(u)).sum::<u64>())
+                .iter()
+                .map(|&(_, dom)| self.candidates(dom, d, Window::Empty).iter().map(|&(_, u)| u64::from(u)).sum::<u64>())
                 .max()
                 .unwrap_or(0);
             return format!("needs {needed} {unit_word} in one {}; the largest {} holds {largest}", t.level, t.level);
