@@ -1,3 +1,29 @@
+# muster: the targets CI and the README use. `make help` lists them.
+SHELL := /bin/bash
+CARGO ?= cargo
+
+.PHONY: help test lint bench fuzz demo
+
+help:  ## list the targets
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## /  \1\t/'
+
+test: lint  ## format check, clippy, and every test of the workspace
+	$(CARGO) test --workspace
+
+lint:  ## cargo fmt --check and clippy with warnings as errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+bench:  ## criterion benchmarks of the matcher, and its 50k-node memory figure (docs/benchmarks.md)
+	$(CARGO) bench -p muster-graph --bench matcher
+	$(CARGO) run --release -q -p muster-graph --example graph_memory
+
+fuzz:  ## run every fuzz target for FUZZ_SECONDS each (needs a nightly toolchain and cargo-fuzz)
+	fuzz/run.sh $(FUZZ_SECONDS)
+
+demo:  ## a tour of the matcher on the shipped example cluster
+	$(CARGO) run --release -q -p muster -- match scenarios/match/cluster.yaml --echo < scenarios/match/commands.txt
+
 # --- control plane (hack/) ---
 # A real Kubernetes control plane on loopback with KWOK nodes (docs/control-plane.md).
 CLUSTER ?= scenarios/clusters/seed-deadlock.yaml
