@@ -44,8 +44,14 @@ fn canonical(export: &str) -> serde_json::Value {
     doc
 }
 
+/// Larger graphs are only parsed: exporting and comparing them twice takes seconds under ASan.
+pub const MAX_ROUND_TRIP_VERTICES: usize = 2_000;
+
 /// A graph that loaded must export to JGF that imports again and exports identically.
 pub fn check_round_trip(g: &Graph) {
+    if g.vertices.len() > MAX_ROUND_TRIP_VERTICES {
+        return;
+    }
     let first = jgf::export(g);
     let again = match jgf::import("export.json", &first) {
         Ok(g) => g,

@@ -411,10 +411,10 @@ pub fn export(g: &Graph) -> String {
     let mut stack = vec![g.root];
     while let Some(v) = stack.pop() {
         nodes.push(DocNode { id: g.vertex(v).meta.uniq_id.to_string(), metadata: doc_meta(g, v, None) });
-        for &c in g.vertex(v).children.iter().rev() {
-            edges.push(edge(g, v, c));
-            stack.push(c);
-        }
+        // Edges in child order (import rebuilds child order from them); the stack takes them
+        // reversed so the first child is visited first.
+        edges.extend(g.vertex(v).children.iter().map(|&c| edge(g, v, c)));
+        stack.extend(g.vertex(v).children.iter().rev());
     }
     render(nodes, edges)
 }

@@ -1,0 +1,95 @@
+//! The muster binary driven as users and scripts drive it.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn muster(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("muster runs");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_readme_tour_runs_clean() {
+    let commands = std::fs::read_to_string(repo().join("scenarios/match/commands.txt")).unwrap();
+    let out = muster(&["match", "scenarios/match/cluster.yaml", "--echo"], &commands);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("error:"), "{text}");
+    assert!(text.contains("allocated 1: mpi-16"), "{text}");
+    assert!(text.contains("unsatisfiable: too-big: needs 40 members in one rack; the largest rack holds 16"));
+    assert!(text.contains("reserved 4: big-cpu at time 3600"), "{text}");
+    // After the reservation is cancelled at t=3600 the big group fits on the freed cpu nodes.
+    assert!(text.contains("allocated 5: big-cpu"), "{text}");
+}
+
+#[test]
+fn bad_commands_and_files_are_refused_and_the_loop_goes_on() {
+    let out = muster(
+        &["match", "scenarios/match/cluster.yaml"],
+        "cancel 99\nfrobnicate\nmatch allocate /nonexistent.yaml\ntime -5\nmatch allocate scenarios/match/mpi-16.yaml\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "failed commands give exit status 1");
+    assert!(text.contains("error: no allocation with id 99"), "{text}");
+    assert!(text.contains("type help for the commands"), "{text}");
+    assert!(text.contains("cannot read /nonexistent.yaml"), "{text}");
+    assert!(text.contains("allocated 1: mpi-16"), "the loop continued: {text}");
+}
+
+#[test]
+fn a_bad_graph_names_the_file_and_field() {
+    let dir = std::env::temp_dir().join(format!("muster-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, "name: c\nnodeClasses:\n  - name: a\n    count: 0\n    capacity: {cpu: 1}\n").unwrap();
+    let out = muster(&["match", file.to_str().unwrap()], "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("c.yaml: nodeClasses[0].count: 0 is out of range"), "{err}");
+}
+
+#[test]
+fn cluster_nodes_renders_kwok_nodes() {
+    let out = muster(&["cluster", "nodes", "scenarios/clusters/seed-scalability.yaml"], "");
+    assert!(out.status.success());
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 101);
+    let worker = &items[0];
+    assert_eq!(worker["metadata"]["name"], "worker-0");
+    assert_eq!(worker["metadata"]["annotations"]["kwok.x-k8s.io/node"], "fake");
+    assert_eq!(worker["metadata"]["labels"]["muster.dev/rack"], "worker-rack-0");
+    assert_eq!(worker["status"]["allocatable"]["memory"], "100Gi");
+    let probe = &items[100];
+    assert_eq!(probe["spec"]["taints"][0]["key"], "muster.dev/probe");
+}
+
+#[test]
+fn jgf_export_reimports_to_the_same_graph() {
+    let out = muster(&["cluster", "jgf", "scenarios/match/cluster.yaml"], "");
+    assert!(out.status.success());
+    let dir = std::env::temp_dir().join(format!("muster-jgf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("g.json");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let again = muster(&["cluster", "jgf", file.to_str().unwrap()], "");
+    assert!(stdout(&out) == stdout(&again), "export -> import -> export changed the document");
+    let described = muster(&["cluster", "describe", file.to_str().unwrap()], "");
+    assert!(stdout(&described).contains("nodes: 24"), "{}", stdout(&described));
+}
