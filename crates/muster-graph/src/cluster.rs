@@ -8,6 +8,7 @@ use serde::Deserialize;
 use crate::builder::NodeSpec;
 use crate::error::InputError;
 use crate::graph::{Graph, Taint, TaintEffect};
+use crate::names::{self, is_dns_label};
 use crate::resources;
 
 /// Most nodes one class may declare; a typo of a few extra zeros gets an error, not an OOM.
@@ -71,14 +72,6 @@ pub struct DescribedNode {
     pub capacity: BTreeMap<String, String>,
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 /// A YAML scalar as the quantity text Kubernetes would read (numbers and strings both allowed).
 fn scalar_text(v: &serde_yaml_ng::Value) -> Option<String> {
     match v {
@@ -127,6 +120,7 @@ impl ClusterDescription {
                     format!("{:?} cannot be a level name; use a-z, 0-9 and '-', not 'node' or 'cluster'", level.level),
                 ));
             }
+            names::check_label_key(&level.label).map_err(|m| err(format!("topology[{i}].label"), m))?;
             if self.topology[..i].iter().any(|l| l.level == level.level || l.label == level.label) {
                 return Err(err(format!("topology[{i}]"), "each level and each label may appear once".into()));
             }
@@ -189,10 +183,14 @@ impl ClusterDescription {
                         format!("{:?}: allowed NoSchedule, PreferNoSchedule, NoExecute", t.effect),
                     )
                 })?;
-                if t.key.is_empty() {
-                    return Err(err(at(&format!("taints[{ti}].key")), "a taint needs a key".into()));
-                }
+                names::check_label_key(&t.key).map_err(|m| err(at(&format!("taints[{ti}].key")), m))?;
+                names::check_label_value(&t.value).map_err(|m| err(at(&format!("taints[{ti}].value")), m))?;
                 taints.push(Taint { key: t.key.clone(), value: t.value.clone(), effect });
+            }
+            for (key, value) in &class.labels {
+                let path = at(&format!("labels.{key}"));
+                names::check_label_key(key).map_err(|m| err(path.clone(), m))?;
+                names::check_label_value(value).map_err(|m| err(path, m))?;
             }
             let sizes = self.spread_sizes(class, file, ci)?;
             let mut counters = vec![0usize; self.topology.len()];

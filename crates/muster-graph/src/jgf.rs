@@ -15,10 +15,11 @@ use crate::resources::{self, ResourceKind, ResourceTable};
 const PROP_RESOURCE: &str = "muster.dev/resource";
 /// JGF property marking a leaf as a discrete device (value "device") rather than pooled capacity.
 const PROP_KIND: &str = "muster.dev/kind";
-/// Node vertex properties that carry node state rather than labels.
-const PROP_TAINTS: &str = "muster.dev/taints";
-const PROP_UNSCHEDULABLE: &str = "muster.dev/unschedulable";
-const PROP_DOWN: &str = "muster.dev/down";
+/// Node vertex properties that carry node state rather than labels. The ':' makes them invalid
+/// as label keys, so no label can be mistaken for state.
+const PROP_TAINTS: &str = "muster:taints";
+const PROP_UNSCHEDULABLE: &str = "muster:unschedulable";
+const PROP_DOWN: &str = "muster:down";
 /// Largest graph accepted, in vertices.
 pub const MAX_VERTICES: usize = 20_000_000;
 
@@ -81,11 +82,16 @@ struct DocEdge {
     metadata: serde_json::Value,
 }
 
-/// True for a containment edge in either of Fluxion's spellings.
+/// True for a parent-to-child containment edge in either of Fluxion's spellings; `in` edges
+/// (child to parent) and other subsystems are not.
 fn is_containment(meta: &serde_json::Value) -> bool {
+    fn text(v: Option<&serde_json::Value>) -> Option<&str> {
+        v.and_then(|s| s.as_str())
+    }
     meta.is_null()
-        || meta.get("subsystem").and_then(|s| s.as_str()) == Some("containment")
-        || meta.get("name").and_then(|n| n.get("containment")).is_some()
+        || (text(meta.get("subsystem")) == Some("containment")
+            && matches!(text(meta.get("relationship")), None | Some("contains")))
+        || text(meta.get("name").and_then(|n| n.get("containment"))) == Some("contains")
 }
 
 fn memory_multiplier(unit: &str) -> Option<u64> {
@@ -189,9 +195,6 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
                 format!("graph.nodes[{i}].id"),
                 format!("duplicate vertex id {:?}; ids must be unique", v.id),
             ));
-        }
-        if v.metadata.size == 0 && v.metadata.vtype != "cluster" {
-            return Err(err(format!("graph.nodes[{i}].metadata.size"), "size 0; sizes must be at least 1".into()));
         }
     }
     let mut parent: Vec<Option<usize>> = vec![None; n];
@@ -391,10 +394,10 @@ fn doc_meta(g: &Graph, v: VertexId, size: Option<u64>) -> DocMeta {
     }
 }
 
-fn edge(g: &Graph, parent: VertexId, child: VertexId) -> DocEdge {
+fn edge(source: usize, target: usize) -> DocEdge {
     DocEdge {
-        source: g.vertex(parent).meta.uniq_id.to_string(),
-        target: g.vertex(child).meta.uniq_id.to_string(),
+        source: source.to_string(),
+        target: target.to_string(),
         metadata: serde_json::json!({"name": {"containment": "contains"}}),
     }
 }
@@ -404,18 +407,25 @@ fn render(nodes: Vec<DocNode>, edges: Vec<DocEdge>) -> String {
     serde_json::to_string_pretty(&doc).expect("JGF documents always serialize")
 }
 
-/// Writes the whole graph (removed nodes left out) as JGF.
+/// Writes the whole graph (removed nodes left out) as JGF. Vertex ids are positions in
+/// depth-first order, which is also the order import gives vertices, so an export of an import
+/// of an export is the same document.
 pub fn export(g: &Graph) -> String {
-    let mut nodes = Vec::new();
-    let mut edges = Vec::new();
+    let mut order = Vec::new();
     let mut stack = vec![g.root];
     while let Some(v) = stack.pop() {
-        nodes.push(DocNode { id: g.vertex(v).meta.uniq_id.to_string(), metadata: doc_meta(g, v, None) });
-        // Edges in child order (import rebuilds child order from them); the stack takes them
-        // reversed so the first child is visited first.
-        edges.extend(g.vertex(v).children.iter().map(|&c| edge(g, v, c)));
+        order.push(v);
         stack.extend(g.vertex(v).children.iter().rev());
     }
+    let position: HashMap<VertexId, usize> = order.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    let nodes =
+        order.iter().map(|&v| DocNode { id: position[&v].to_string(), metadata: doc_meta(g, v, None) }).collect();
+    // Edges in child order: import rebuilds the order of siblings from them.
+    let edges = order
+        .iter()
+        .flat_map(|&v| g.vertex(v).children.iter().map(move |c| (v, *c)))
+        .map(|(p, c)| edge(position[&p], position[&c]))
+        .collect();
     render(nodes, edges)
 }
 
@@ -450,11 +460,11 @@ pub fn export_allocation(g: &Graph, a: &Allocation) -> String {
     let mut nodes = Vec::new();
     let mut edges = Vec::new();
     for (&v, &size) in &keep {
-        nodes.push(DocNode { id: g.vertex(v).meta.uniq_id.to_string(), metadata: doc_meta(g, v, size) });
+        nodes.push(DocNode { id: v.0.to_string(), metadata: doc_meta(g, v, size) });
         if let Some(p) = g.vertex(v).parent
             && keep.contains_key(&p)
         {
-            edges.push(edge(g, p, v));
+            edges.push(edge(p.0 as usize, v.0 as usize));
         }
     }
     render(nodes, edges)

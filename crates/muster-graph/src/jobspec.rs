@@ -390,7 +390,9 @@ fn walk_flux(
             if lo != hi {
                 return Err(InputError::new(file, count_path, "counts inside a slot must be fixed"));
             }
-            children(shape, mult * u64::from(lo), true)
+            let mult = mult.checked_mul(u64::from(lo)).filter(|m| *m <= crate::quantity::MAX_AMOUNT);
+            let mult = mult.ok_or_else(|| InputError::new(file, count_path, "absurdly many sockets in all"))?;
+            children(shape, mult, true)
         }
         t if in_slot => {
             if lo != hi {
@@ -403,13 +405,26 @@ fn walk_flux(
                     format!("{t} cannot contain other resources"),
                 ));
             }
-            let n = u64::from(lo) * mult;
+            let too_large = || {
+                InputError::new(
+                    file,
+                    &count_path,
+                    format!("absurdly large; at most {} base units per member", crate::quantity::MAX_AMOUNT),
+                )
+            };
+            let scaled = |factor: u64| {
+                u64::from(lo)
+                    .checked_mul(mult)
+                    .and_then(|n| n.checked_mul(factor))
+                    .filter(|a| *a <= crate::quantity::MAX_AMOUNT)
+                    .ok_or_else(too_large)
+            };
             let (name, amount) = match t {
-                "core" => ("cpu".to_string(), n * 1000),
-                "gpu" => ("nvidia.com/gpu".to_string(), n),
-                "memory" => ("memory".to_string(), n * memory_unit(file, path, r.unit.as_deref())?),
+                "core" => ("cpu".to_string(), scaled(1000)?),
+                "gpu" => ("nvidia.com/gpu".to_string(), scaled(1)?),
+                "memory" => ("memory".to_string(), scaled(memory_unit(file, path, r.unit.as_deref())?)?),
                 other => match resources::unit_of(other) {
-                    Ok(_) => (other.to_string(), n),
+                    Ok(_) => (other.to_string(), scaled(1)?),
                     Err(m) => {
                         return Err(InputError::new(
                             file,

@@ -14,6 +14,7 @@ pub mod graph;
 pub mod jgf;
 pub mod jobspec;
 pub mod matcher;
+pub mod names;
 pub mod quantity;
 pub mod resources;
 
@@ -24,8 +25,10 @@ pub use graph::{AllocId, Graph, NodeId};
 pub use jobspec::GroupRequest;
 pub use matcher::Policy;
 
-/// Loads a graph from a file's text: JGF when it parses as a JSON object with `graph`, else a
-/// cluster description.
+/// Loads a graph from a file's text: JGF when it is a JSON object with a `graph` key, else a
+/// cluster description (which may be written in JSON or YAML flow style too).
 pub fn load_graph(file: &str, text: &str) -> Result<Graph, InputError> {
-    if text.trim_start().starts_with('{') { jgf::import(file, text) } else { cluster::load(file, text) }
+    let is_jgf = text.trim_start().starts_with('{')
+        && serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get("graph").is_some());
+    if is_jgf { jgf::import(file, text) } else { cluster::load(file, text) }
 }

@@ -42,25 +42,12 @@ pub fn unit_of(name: &str) -> Result<Unit, String> {
         "memory" | "ephemeral-storage" => Ok(Unit::Bytes),
         "pods" => Ok(Unit::Count),
         _ if name.starts_with("hugepages-") => Ok(Unit::Bytes),
-        _ if is_qualified_name(name) => Ok(Unit::Count),
+        _ if crate::names::is_qualified_resource(name) => Ok(Unit::Count),
         _ => Err(format!(
             "unknown resource {name:?}; allowed: cpu, memory, pods, ephemeral-storage, hugepages-<size>, \
              or an extended resource with a domain such as nvidia.com/gpu"
         )),
     }
-}
-
-fn is_qualified_name(name: &str) -> bool {
-    let Some((domain, local)) = name.split_once('/') else {
-        return false;
-    };
-    let ok = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
-            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-    };
-    domain.contains('.') && ok(domain) && ok(local)
 }
 
 /// Parses an amount of the named resource into its base unit.
