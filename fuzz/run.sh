@@ -3,8 +3,6 @@
 # Called by `make fuzz`, not by CI. Needs a nightly toolchain and cargo-fuzz
 # (`cargo install cargo-fuzz`). New corpus entries go to fuzz/corpus/<target>/ (git-ignored),
 # seeded from fuzz/seeds/<target>/; crashes are written to fuzz/artifacts/<target>/.
-# Set MUSTER_FUZZ_SKIP_KNOWN=1 to tolerate the JGF round-trip bugs already reported (see
-# fuzz_targets/common.rs) while looking for new ones.
 set -uo pipefail
 
 cd "$(dirname "$0")"

@@ -1,5 +1,6 @@
 //! `muster cluster ...`: cluster descriptions rendered for KWOK, as JGF, or summarized.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -7,6 +8,13 @@ use anyhow::{Context, Result};
 use muster_graph::cluster::ClusterDescription;
 use muster_graph::{ResourceGraph, jgf};
 use serde_json::{Value, json};
+
+/// Writes a line to stdout, returning the error instead of panicking (a closed pipe, `| head`,
+/// is handled in main).
+pub fn emit(text: &str) -> Result<()> {
+    writeln!(std::io::stdout().lock(), "{text}")?;
+    Ok(())
+}
 
 pub fn read(file: &Path) -> Result<(String, String)> {
     let name = file.display().to_string();
@@ -42,14 +50,14 @@ pub fn nodes(file: &Path) -> Result<ExitCode> {
         })
         .collect();
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    println!("{}", serde_json::to_string_pretty(&list)?);
+    emit(&serde_json::to_string_pretty(&list)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn jgf(file: &Path) -> Result<ExitCode> {
     let (name, text) = read(file)?;
     let graph = muster_graph::load_graph(&name, &text)?;
-    println!("{}", jgf::export(&graph));
+    emit(&jgf::export(&graph))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -60,15 +68,15 @@ pub fn describe(file: &Path) -> Result<ExitCode> {
         graph.levels.iter().filter(|(l, _)| *l != "cluster").map(|(l, vs)| format!("{} {l}s", vs.len())).collect();
     let rg = ResourceGraph::new(graph, Default::default());
     let stat = rg.stat();
-    println!(
+    emit(&format!(
         "nodes: {}   vertices: {}   topology: {}",
         stat.nodes,
         stat.vertices,
         if levels.is_empty() { "flat".to_string() } else { levels.join(", ") }
-    );
-    println!("{:<24} {:>14}", "RESOURCE", "CAPACITY");
+    ))?;
+    emit(&format!("{:<24} {:>14}", "RESOURCE", "CAPACITY"))?;
     for (r, cap, _) in &stat.resources {
-        println!("{r:<24} {cap:>14}");
+        emit(&format!("{r:<24} {cap:>14}"))?;
     }
     Ok(ExitCode::SUCCESS)
 }
