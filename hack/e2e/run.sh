@@ -17,14 +17,18 @@ tests=("$@")
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
 t0=$(date +%s)
+test_pid=""
 trap '"$hack_dir/cluster-down.sh"' EXIT
-trap 'exit 130' INT TERM   # so that the EXIT trap runs on Ctrl-C and kill too
+# On Ctrl-C or kill: stop the running test (by pid), then the EXIT trap stops the cluster.
+trap '[[ -n $test_pid ]] && kill -TERM "$test_pid" 2>/dev/null; exit 130' INT TERM
 "$hack_dir/cluster-up.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml" >/dev/null
 
 failed=()
 run() { # run NAME CMD...: one test; a failure is recorded and the suite goes on
   local name=$1; shift
-  if "$@"; then :; else failed+=("$name"); fi
+  "$@" & test_pid=$!
+  if wait "$test_pid"; then :; else failed+=("$name"); fi
+  test_pid=""
 }
 for t in "${tests[@]}"; do
   case $t in
