@@ -2,6 +2,7 @@
 
 mod cluster_cmd;
 mod match_cmd;
+mod sim_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Simulate a scenario under several schedulers and compare them (built-in scenario by default).
+    Sim(sim_cmd::Args),
     /// Load a resource graph and run matcher commands read from stdin (like Fluxion's resource-query).
     Match(match_cmd::Args),
     /// Work with cluster description files.
@@ -39,6 +42,7 @@ enum ClusterCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Sim(args) => sim_cmd::run(&args),
         Command::Match(args) => match_cmd::run(&args),
         Command::Cluster { command } => match command {
             ClusterCommand::Nodes { file } => cluster_cmd::nodes(&file),

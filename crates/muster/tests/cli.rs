@@ -93,3 +93,15 @@ fn jgf_export_reimports_to_the_same_graph() {
     let described = muster(&["cluster", "describe", file.to_str().unwrap()], "");
     assert!(stdout(&described).contains("nodes: 24"), "{}", stdout(&described));
 }
+
+#[test]
+fn sim_runs_the_built_in_scenario_deterministically() {
+    let run = |seed: &str| muster(&["sim", "--schedulers", "default,kueue", "--seed", seed], "");
+    let first = run("7");
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let text = stdout(&first);
+    assert!(text.contains("scenario seed-scalability (seed 7)"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("jobs completed")), "{text}");
+    assert_eq!(text, stdout(&run("7")), "same seed, same output");
+    assert_ne!(text, stdout(&run("8")), "the seed changes the workload");
+}

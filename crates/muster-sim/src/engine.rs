@@ -1,0 +1,685 @@
+//! The discrete-event engine: one modelled cluster, one scheduler, one workload. Events sit in a
+//! heap ordered by (time, sequence number), so equal times keep the order they were scheduled in
+//! and a run is a pure function of its inputs.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::io::{IsTerminal, Write};
+
+use muster_graph::graph::{DomainId, Node, VertexId};
+
+use crate::SimError;
+use crate::scenario::{RunStart, Workload};
+use crate::scheduler::{
+    Action, ClusterView, JobId, JobPhase, JobState, NodeId, NodeState, PodId, PodPhase, PodState, Scheduler, SimEvent,
+};
+use crate::world::NodeIndex;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrive(JobId),
+    CreateTick,
+    BindDone(PodId),
+    PodReady(PodId),
+    PodDone(PodId),
+    RunDone(JobId, u32),
+    Deadline(JobId, u32),
+    Wakeup,
+}
+
+/// What one run leaves behind for the metrics.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub scheduler: String,
+    pub jobs: Vec<JobRecord>,
+    /// Simulated time at which the run stopped.
+    pub end_ms: i64,
+    pub sample_ms: i64,
+    /// Per resource: capacity of the whole cluster.
+    pub capacity: Vec<u64>,
+    pub resources: Vec<String>,
+    /// Per sample bucket, per resource: resource-milliseconds held.
+    pub held: Vec<Vec<f64>>,
+    /// Per resource: resource-milliseconds held by pods whose job was not running.
+    pub clog: Vec<f64>,
+    pub events: u64,
+    pub suspensions: u64,
+    pub horizon_hit: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    pub class_index: usize,
+    pub submit_ms: i64,
+    /// First time all pods of a start were bound.
+    pub scheduled_ms: Option<i64>,
+    pub run_started_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub phase: JobPhase,
+    pub starts: u32,
+}
+
+struct Entry {
+    time: i64,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.time, self.seq) == (o.time, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.time, self.seq).cmp(&(o.time, o.seq))
+    }
+}
+
+/// The cluster, its jobs and pods, and the clocks of the modelled control plane.
+pub struct Engine<'w> {
+    workload: &'w Workload,
+    resources: Vec<String>,
+    nodes: Vec<NodeState>,
+    node_by_name: BTreeMap<String, NodeId>,
+    jobs: Vec<JobState>,
+    pods: Vec<PodState>,
+    eligible: Vec<Vec<bool>>,
+    index: NodeIndex,
+    epochs: Vec<u32>,
+    scheduled: Vec<Option<i64>>,
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    now: i64,
+    binder_free_at: i64,
+    creating: VecDeque<(JobId, u32)>,
+    rr: usize,
+    tick_pending: bool,
+    wakeups: BTreeSet<i64>,
+    out: Vec<SimEvent>,
+    terminal: usize,
+    // accounting
+    held: Vec<u64>,
+    clogged: Vec<u64>,
+    last_t: i64,
+    held_buckets: Vec<Vec<f64>>,
+    clog_total: Vec<f64>,
+    events: u64,
+    suspensions: u64,
+}
+
+/// The node's cluster-description view, enough for `NodeFilter::admits`.
+fn filter_node(n: &NodeState) -> Node {
+    Node {
+        name: n.name.clone(),
+        vertex: VertexId(0),
+        domain: DomainId(0),
+        labels: n.labels.clone(),
+        taints: n.taints.clone(),
+        unschedulable: n.unschedulable,
+        up: true,
+        removed: false,
+        capacity: vec![],
+        free: vec![],
+        devices: vec![],
+        spans: vec![],
+    }
+}
+
+impl<'w> Engine<'w> {
+    pub fn new(workload: &'w Workload) -> Result<Self, SimError> {
+        let mut resources: Vec<String> = Vec::new();
+        let mut described = Vec::new();
+        workload.cluster.for_each_node(&workload.cluster_file, |n| {
+            for (r, _) in
+                n.spec.pooled.iter().map(|(r, a)| (r, *a)).chain(n.spec.devices.iter().map(|(r, c)| (r, u64::from(*c))))
+            {
+                if !resources.contains(r) {
+                    resources.push(r.clone());
+                }
+            }
+            described.push(n.spec);
+            Ok(())
+        })?;
+        let nodes: Vec<NodeState> = described
+            .into_iter()
+            .map(|s| {
+                let mut capacity = vec![0u64; resources.len()];
+                for (r, a) in
+                    s.pooled.iter().map(|(r, a)| (r, *a)).chain(s.devices.iter().map(|(r, c)| (r, u64::from(*c))))
+                {
+                    capacity[resources.iter().position(|x| x == r).expect("collected above")] += a;
+                }
+                NodeState {
+                    name: s.name,
+                    labels: s.labels,
+                    taints: s.taints,
+                    unschedulable: s.unschedulable,
+                    free: capacity.clone(),
+                    capacity,
+                }
+            })
+            .collect();
+        let node_by_name = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), NodeId(i as u32))).collect();
+        let filter_nodes: Vec<Node> = nodes.iter().map(filter_node).collect();
+        let mut filters: Vec<&muster_graph::filter::NodeFilter> = Vec::new();
+        let mut eligible: Vec<Vec<bool>> = Vec::new();
+        let mut jobs = Vec::with_capacity(workload.jobs.len());
+        for spec in &workload.jobs {
+            let filter = match filters.iter().position(|f| **f == spec.filter) {
+                Some(i) => i,
+                None => {
+                    filters.push(&spec.filter);
+                    eligible.push(filter_nodes.iter().map(|n| !n.unschedulable && spec.filter.admits(n)).collect());
+                    filters.len() - 1
+                }
+            };
+            let mut request = vec![0u64; resources.len()];
+            for (r, a) in &spec.requests {
+                // Validated against the description when the scenario was loaded.
+                if let Some(i) = resources.iter().position(|x| x == r) {
+                    request[i] = *a;
+                }
+            }
+            jobs.push(JobState {
+                spec: spec.clone(),
+                phase: JobPhase::Future,
+                request,
+                filter,
+                pods: vec![],
+                members: 0,
+                started_ms: None,
+                run_started_ms: None,
+                ended_ms: None,
+                ready: 0,
+                bound: 0,
+                starts: 0,
+            });
+        }
+        let free: Vec<Vec<u64>> = nodes.iter().map(|n| n.free.clone()).collect();
+        let index = NodeIndex::new(&free, resources.len());
+        let r = resources.len();
+        let n_jobs = jobs.len();
+        Ok(Engine {
+            workload,
+            resources,
+            nodes,
+            node_by_name,
+            jobs,
+            pods: vec![],
+            eligible,
+            index,
+            epochs: vec![0; n_jobs],
+            scheduled: vec![None; n_jobs],
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            binder_free_at: 0,
+            creating: VecDeque::new(),
+            rr: 0,
+            tick_pending: false,
+            wakeups: BTreeSet::new(),
+            out: vec![],
+            terminal: 0,
+            held: vec![0; r],
+            clogged: vec![0; r],
+            last_t: 0,
+            held_buckets: vec![],
+            clog_total: vec![0.0; r],
+            events: 0,
+            suspensions: 0,
+        })
+    }
+
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            resources: &self.resources,
+            nodes: &self.nodes,
+            node_by_name: &self.node_by_name,
+            jobs: &self.jobs,
+            pods: &self.pods,
+            eligible: &self.eligible,
+            index: &self.index,
+            timing: &self.workload.params.timing,
+            binder_free_at: self.binder_free_at,
+        }
+    }
+
+    fn push(&mut self, time: i64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse(Entry { time, seq: self.seq, ev }));
+    }
+
+    /// Integrates held and clogged resources over [last_t, t).
+    fn account(&mut self, t: i64) {
+        let sample = self.workload.params.sample_ms;
+        let mut a = self.last_t;
+        if t <= a {
+            return;
+        }
+        for (c, k) in self.clog_total.iter_mut().zip(&self.clogged) {
+            *c += (*k as f64) * (t - a) as f64;
+        }
+        if self.held.iter().any(|h| *h > 0) {
+            while a < t {
+                let b = (a / sample + 1) * sample;
+                let end = b.min(t);
+                let bucket = (a / sample) as usize;
+                if self.held_buckets.len() <= bucket {
+                    self.held_buckets.resize(bucket + 1, vec![0.0; self.resources.len()]);
+                }
+                for (s, h) in self.held_buckets[bucket].iter_mut().zip(&self.held) {
+                    *s += (*h as f64) * (end - a) as f64;
+                }
+                a = end;
+            }
+        }
+        self.last_t = t;
+    }
+
+    fn job_running(&self, job: JobId) -> bool {
+        self.jobs[job.index()].run_started_ms.is_some()
+    }
+
+    fn hold(&mut self, pod: PodId, node: NodeId) {
+        let job = self.pods[pod.index()].job;
+        let running = self.job_running(job);
+        let req = &self.jobs[job.index()].request;
+        let n = &mut self.nodes[node.index()];
+        for (i, q) in req.iter().enumerate() {
+            n.free[i] -= q;
+            self.held[i] += q;
+            if !running {
+                self.clogged[i] += q;
+            }
+        }
+        self.index.update(node.index(), &n.free);
+        self.pods[pod.index()].node = Some(node);
+    }
+
+    fn release(&mut self, pod: PodId) {
+        let p = &self.pods[pod.index()];
+        let (job, node) = (p.job, p.node.expect("a holding pod has a node"));
+        let running = self.job_running(job);
+        let req = &self.jobs[job.index()].request;
+        let n = &mut self.nodes[node.index()];
+        for (i, q) in req.iter().enumerate() {
+            n.free[i] += q;
+            self.held[i] -= q;
+            if !running {
+                self.clogged[i] -= q;
+            }
+        }
+        self.index.update(node.index(), &n.free);
+    }
+
+    fn bad(&self, sched: &str, action: &Action, why: &str) -> SimError {
+        SimError::BadAction { scheduler: sched.to_string(), action: format!("{action:?}"), reason: why.to_string() }
+    }
+
+    fn apply(&mut self, sched: &str, action: Action) -> Result<(), SimError> {
+        let now = self.now;
+        match action {
+            Action::Start { job, members } => {
+                let j = self.jobs.get(job.index()).ok_or_else(|| self.bad(sched, &action, "no such job"))?;
+                if j.phase != JobPhase::Suspended {
+                    return Err(self.bad(sched, &action, &format!("job is {:?}, not suspended", j.phase)));
+                }
+                if members < j.spec.min_members || members > j.spec.max_members {
+                    return Err(self.bad(sched, &action, "members outside the job's min..=max"));
+                }
+                let deadline = j.spec.deadline_ms;
+                let j = &mut self.jobs[job.index()];
+                j.phase = JobPhase::Started;
+                j.members = members;
+                j.started_ms = Some(now);
+                j.starts += 1;
+                j.pods.clear();
+                j.ready = 0;
+                j.bound = 0;
+                j.run_started_ms = None;
+                self.epochs[job.index()] += 1;
+                let epoch = self.epochs[job.index()];
+                self.creating.push_back((job, epoch));
+                if !self.tick_pending {
+                    self.tick_pending = true;
+                    self.push(now, Ev::CreateTick);
+                }
+                if let Some(d) = deadline {
+                    self.push(now + d, Ev::Deadline(job, epoch));
+                }
+                self.out.push(SimEvent::JobStarted { job });
+            }
+            Action::Reserve { pod, node } | Action::Bind { pod, node } => {
+                let Some(p) = self.pods.get(pod.index()) else { return Err(self.bad(sched, &action, "no such pod")) };
+                if node.index() >= self.nodes.len() {
+                    return Err(self.bad(sched, &action, "no such node"));
+                }
+                let reserved_here = p.phase == PodPhase::Reserved && p.node == Some(node);
+                let is_bind = matches!(action, Action::Bind { .. });
+                if !(p.phase == PodPhase::Pending || (is_bind && reserved_here)) {
+                    return Err(self.bad(sched, &action, &format!("pod is {:?}", p.phase)));
+                }
+                if p.phase == PodPhase::Pending {
+                    if !self.view().fits(p.job, node) {
+                        return Err(self.bad(sched, &action, "the pod does not fit the node (resources or filter)"));
+                    }
+                    self.hold(pod, node);
+                }
+                if is_bind {
+                    self.pods[pod.index()].phase = PodPhase::Binding;
+                    let interval = self.workload.params.timing.bind_interval_ms();
+                    let done = self.binder_free_at.max(now) + interval;
+                    self.binder_free_at = done;
+                    self.push(done, Ev::BindDone(pod));
+                } else {
+                    self.pods[pod.index()].phase = PodPhase::Reserved;
+                }
+            }
+            Action::Unreserve { pod } => {
+                if self.pods.get(pod.index()).map(|p| p.phase) != Some(PodPhase::Reserved) {
+                    return Err(self.bad(sched, &action, "pod is not reserved"));
+                }
+                self.release(pod);
+                let p = &mut self.pods[pod.index()];
+                p.phase = PodPhase::Pending;
+                p.node = None;
+            }
+            Action::Suspend { job } => {
+                let phase = self.jobs.get(job.index()).map(|j| j.phase);
+                if !matches!(phase, Some(JobPhase::Started | JobPhase::Running)) {
+                    return Err(self.bad(sched, &action, &format!("job is {phase:?}, not started")));
+                }
+                self.delete_pods(job, false);
+                let j = &mut self.jobs[job.index()];
+                j.phase = JobPhase::Suspended;
+                j.members = 0;
+                j.run_started_ms = None;
+                j.started_ms = None;
+                self.epochs[job.index()] += 1;
+                self.suspensions += 1;
+                self.out.push(SimEvent::JobSuspended { job });
+            }
+            Action::Fail { job } => {
+                let phase = self.jobs.get(job.index()).map(|j| j.phase);
+                if !matches!(phase, Some(JobPhase::Suspended | JobPhase::Started | JobPhase::Running)) {
+                    return Err(self.bad(sched, &action, &format!("job is {phase:?}")));
+                }
+                self.finish(job, false);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends every pod of the job's current start: Ready pods succeed if `success`, others are deleted.
+    fn delete_pods(&mut self, job: JobId, success: bool) {
+        for k in 0..self.jobs[job.index()].pods.len() {
+            let pod = self.jobs[job.index()].pods[k];
+            let phase = self.pods[pod.index()].phase;
+            if matches!(phase, PodPhase::Succeeded | PodPhase::Deleted) {
+                continue;
+            }
+            if phase.holds() {
+                self.release(pod);
+            }
+            let ok = success && phase == PodPhase::Ready;
+            self.pods[pod.index()].phase = if ok { PodPhase::Succeeded } else { PodPhase::Deleted };
+            self.out.push(SimEvent::PodFinished { pod, succeeded: ok });
+        }
+    }
+
+    fn finish(&mut self, job: JobId, success: bool) {
+        self.delete_pods(job, success);
+        let j = &mut self.jobs[job.index()];
+        j.phase = if success { JobPhase::Succeeded } else { JobPhase::Failed };
+        j.ended_ms = Some(self.now);
+        self.epochs[job.index()] += 1;
+        self.terminal += 1;
+        self.out.push(SimEvent::JobFinished { job, succeeded: success });
+    }
+
+    fn mark_running(&mut self, job: JobId) {
+        let now = self.now;
+        for k in 0..self.jobs[job.index()].pods.len() {
+            let pod = self.jobs[job.index()].pods[k];
+            if self.pods[pod.index()].phase.holds() {
+                for (c, q) in self.clogged.iter_mut().zip(&self.jobs[job.index()].request) {
+                    *c -= q;
+                }
+            }
+        }
+        let j = &mut self.jobs[job.index()];
+        j.run_started_ms = Some(now);
+        j.phase = JobPhase::Running;
+        self.out.push(SimEvent::JobRunning { job });
+    }
+
+    fn create_one(&mut self) {
+        let window = (self.workload.params.timing.concurrent_job_syncs as usize).min(self.creating.len());
+        let k = self.rr % window;
+        let (job, epoch) = self.creating[k];
+        let j = &self.jobs[job.index()];
+        if self.epochs[job.index()] != epoch || j.pods.len() as u32 >= j.members {
+            self.creating.remove(k);
+            self.rr = k;
+            return;
+        }
+        let pod = PodId(self.pods.len() as u32);
+        let index = j.pods.len() as u32;
+        self.pods.push(PodState { job, index, phase: PodPhase::Pending, node: None, created_ms: self.now });
+        let j = &mut self.jobs[job.index()];
+        j.pods.push(pod);
+        if j.pods.len() as u32 >= j.members {
+            self.creating.remove(k);
+            self.rr = k;
+        } else {
+            self.rr = k + 1;
+        }
+        self.out.push(SimEvent::PodCreated { pod });
+    }
+
+    fn process(&mut self, ev: Ev) {
+        let now = self.now;
+        match ev {
+            Ev::Arrive(job) => {
+                self.jobs[job.index()].phase = JobPhase::Suspended;
+                self.out.push(SimEvent::JobSubmitted { job });
+            }
+            Ev::CreateTick => {
+                let interval = self.workload.params.timing.create_interval_ms();
+                if interval == 0 {
+                    while !self.creating.is_empty() {
+                        self.create_one();
+                    }
+                } else if !self.creating.is_empty() {
+                    // Stale entries cost no API call: skip them within the same tick.
+                    let before = self.pods.len();
+                    while self.pods.len() == before && !self.creating.is_empty() {
+                        self.create_one();
+                    }
+                }
+                if self.creating.is_empty() {
+                    self.tick_pending = false;
+                } else {
+                    self.push(now + interval, Ev::CreateTick);
+                }
+            }
+            Ev::BindDone(pod) => {
+                if self.pods[pod.index()].phase != PodPhase::Binding {
+                    return;
+                }
+                let p = &mut self.pods[pod.index()];
+                p.phase = PodPhase::Starting;
+                let (job, node) = (p.job, p.node.expect("binding pods have a node"));
+                let j = &mut self.jobs[job.index()];
+                j.bound += 1;
+                if j.bound == j.members && self.scheduled[job.index()].is_none() {
+                    self.scheduled[job.index()] = Some(now);
+                }
+                self.out.push(SimEvent::PodBound { pod, node });
+                let delay = self.workload.params.timing.pod_start_delay.0;
+                self.push(now + delay, Ev::PodReady(pod));
+            }
+            Ev::PodReady(pod) => {
+                if self.pods[pod.index()].phase != PodPhase::Starting {
+                    return;
+                }
+                self.pods[pod.index()].phase = PodPhase::Ready;
+                let job = self.pods[pod.index()].job;
+                let j = &mut self.jobs[job.index()];
+                j.ready += 1;
+                self.out.push(SimEvent::PodReady { pod });
+                let j = &self.jobs[job.index()];
+                let (ready, members, run_ms, running) = (j.ready, j.members, j.spec.run_ms, j.run_started_ms.is_some());
+                let (min, max) = (j.spec.min_members, j.spec.max_members);
+                match j.spec.run_starts {
+                    RunStart::PodStart => {
+                        self.push(now + run_ms, Ev::PodDone(pod));
+                        if ready == members && !running {
+                            self.mark_running(job);
+                        }
+                    }
+                    RunStart::AllReady => {
+                        if !running && ready >= min.min(members) {
+                            // Fewer members than max do the same work more slowly.
+                            let run = run_ms * i64::from(max) / i64::from(ready);
+                            let epoch = self.epochs[job.index()];
+                            self.mark_running(job);
+                            self.push(now + run, Ev::RunDone(job, epoch));
+                        }
+                    }
+                }
+            }
+            Ev::PodDone(pod) => {
+                if self.pods[pod.index()].phase != PodPhase::Ready {
+                    return;
+                }
+                self.release(pod);
+                self.pods[pod.index()].phase = PodPhase::Succeeded;
+                self.out.push(SimEvent::PodFinished { pod, succeeded: true });
+                let job = self.pods[pod.index()].job;
+                let j = &self.jobs[job.index()];
+                if j.pods.len() as u32 == j.members
+                    && j.pods.iter().all(|p| self.pods[p.index()].phase == PodPhase::Succeeded)
+                {
+                    self.finish(job, true);
+                }
+            }
+            Ev::RunDone(job, epoch) | Ev::Deadline(job, epoch) => {
+                if self.epochs[job.index()] == epoch && !self.jobs[job.index()].phase.is_terminal() {
+                    self.finish(job, matches!(ev, Ev::RunDone(..)));
+                }
+            }
+            Ev::Wakeup => {
+                self.wakeups.remove(&now);
+            }
+        }
+    }
+
+    fn deliver(&mut self, sched: &mut dyn Scheduler) {
+        let mut evs = std::mem::take(&mut self.out);
+        let view = self.view();
+        for e in &evs {
+            sched.on_event(e, &view, self.now);
+        }
+        evs.clear();
+        self.out = evs;
+    }
+
+    /// Runs the workload to the end (every job terminal, nothing left to happen, or the horizon).
+    pub fn run(mut self, sched: &mut dyn Scheduler, progress: bool) -> Result<RunRecord, SimError> {
+        let name = sched.name();
+        for (i, j) in self.workload.jobs.iter().enumerate() {
+            self.push(j.submit_ms, Ev::Arrive(JobId(i as u32)));
+        }
+        let horizon = self.workload.params.horizon_ms;
+        let total = self.jobs.len();
+        let show = progress && std::io::stderr().is_terminal();
+        let mut horizon_hit = false;
+        while let Some(Reverse(top)) = self.heap.peek() {
+            let t = top.time;
+            if t > horizon {
+                horizon_hit = true;
+                self.account(horizon);
+                self.now = horizon;
+                break;
+            }
+            self.account(t);
+            self.now = t;
+            while self.heap.peek().is_some_and(|Reverse(e)| e.time == t) {
+                let Reverse(e) = self.heap.pop().expect("peeked");
+                self.events += 1;
+                self.process(e.ev);
+            }
+            self.deliver(sched);
+            let mut rounds = 0;
+            loop {
+                let actions = sched.decide(&self.view(), t);
+                if actions.is_empty() {
+                    break;
+                }
+                rounds += 1;
+                if rounds > 1_000_000 {
+                    return Err(SimError::BadAction {
+                        scheduler: name,
+                        action: "decide".into(),
+                        reason: "kept returning actions at one instant".into(),
+                    });
+                }
+                for a in actions {
+                    self.apply(&name, a)?;
+                }
+                self.deliver(sched);
+            }
+            if self.terminal == total {
+                break;
+            }
+            if let Some(w) = sched.next_wakeup() {
+                let w = w.max(t + 1);
+                if self.wakeups.insert(w) {
+                    self.push(w, Ev::Wakeup);
+                }
+            }
+            if show && self.events.is_multiple_of(8192) {
+                eprint!("\r{name}: {}/{total} jobs done, simulated {} s   ", self.terminal, t / 1000);
+                let _ = std::io::stderr().flush();
+            }
+        }
+        if show {
+            eprint!("\r{:70}\r", "");
+        }
+        let capacity = (0..self.resources.len()).map(|r| self.nodes.iter().map(|n| n.capacity[r]).sum()).collect();
+        let jobs = self
+            .jobs
+            .iter()
+            .zip(&self.scheduled)
+            .map(|(j, s)| JobRecord {
+                class_index: j.spec.class_index,
+                submit_ms: j.spec.submit_ms,
+                scheduled_ms: *s,
+                run_started_ms: j.run_started_ms,
+                ended_ms: j.ended_ms,
+                phase: j.phase,
+                starts: j.starts,
+            })
+            .collect();
+        Ok(RunRecord {
+            scheduler: name,
+            jobs,
+            end_ms: self.now,
+            sample_ms: self.workload.params.sample_ms,
+            capacity,
+            resources: self.resources,
+            held: self.held_buckets,
+            clog: self.clog_total,
+            events: self.events,
+            suspensions: self.suspensions,
+            horizon_hit,
+        })
+    }
+}

@@ -1,0 +1,175 @@
+//! muster-sim: a discrete-event simulator of a Kubernetes cluster running batch jobs, with models
+//! of the default kube-scheduler, coscheduling and Kueue, the ideal FIFO gang schedule as a
+//! target, metrics, and outputs (table, JSON, CSV, plots). Any scheduler implementing
+//! [`Scheduler`] plugs in through [`RunOptions::custom`]. Time is in milliseconds throughout.
+
+pub mod engine;
+pub mod ideal;
+pub mod metrics;
+pub mod models;
+pub mod plots;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod scheduler;
+pub mod swf;
+pub mod world;
+
+use std::path::PathBuf;
+
+pub use metrics::RunResult;
+pub use report::Report;
+pub use scenario::{JobSpec, Workload};
+pub use scheduler::{Action, ClusterView, JobId, NodeId, PodId, Scheduler, SimEvent};
+
+/// The built-in scheduler models, in report order.
+pub const BUILTIN: [&str; 4] = ["default", "coscheduling", "kueue", "kueue-wfpr"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Input(#[from] muster_graph::InputError),
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("scheduler {scheduler}: refused action {action}: {reason}")]
+    BadAction { scheduler: String, action: String, reason: String },
+    #[error("unknown scheduler {name:?}; known: {known}")]
+    UnknownScheduler { name: String, known: String },
+    #[error("plot: {0}")]
+    Plot(String),
+}
+
+/// Builds a scheduler for a workload (the cluster description, its jobs and parameters).
+pub type SchedulerFactory = Box<dyn Fn(&Workload) -> Result<Box<dyn Scheduler>, SimError>>;
+
+/// A scheduler from outside this crate, such as the muster engine adapter.
+pub struct CustomScheduler {
+    pub name: String,
+    pub build: SchedulerFactory,
+}
+
+pub struct RunOptions {
+    pub scenario: PathBuf,
+    /// Seeds every random stream (arrivals, run-time jitter); same seed, same output.
+    pub seed: u64,
+    /// Schedulers to run, in order; empty means every built-in one, then every custom one.
+    pub schedulers: Vec<String>,
+    /// A progress line on stderr while running (only when stderr is a terminal).
+    pub progress: bool,
+    pub custom: Vec<CustomScheduler>,
+}
+
+impl RunOptions {
+    pub fn new(scenario: impl Into<PathBuf>) -> Self {
+        RunOptions { scenario: scenario.into(), seed: 1, schedulers: vec![], progress: false, custom: vec![] }
+    }
+}
+
+/// Loads the scenario and runs it under every selected scheduler.
+pub fn run(opts: &RunOptions) -> Result<Report, SimError> {
+    let workload = scenario::load(&opts.scenario, opts.seed)?;
+    run_workload(&workload, opts)
+}
+
+fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Scheduler>, SimError> {
+    if let Some(c) = opts.custom.iter().find(|c| c.name == name) {
+        return (c.build)(w);
+    }
+    Ok(match name {
+        "default" => Box::new(models::kube::DefaultScheduler::default()),
+        "coscheduling" => Box::new(models::cosched::Coscheduling::new(w.coscheduling.permit_timeout.0)),
+        "kueue" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), false)),
+        "kueue-wfpr" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), true)),
+        _ => {
+            let mut known: Vec<&str> = BUILTIN.to_vec();
+            known.extend(opts.custom.iter().map(|c| c.name.as_str()));
+            return Err(SimError::UnknownScheduler { name: name.to_string(), known: known.join(", ") });
+        }
+    })
+}
+
+/// Runs an already loaded workload (the seed in `opts` is only reported).
+pub fn run_workload(w: &Workload, opts: &RunOptions) -> Result<Report, SimError> {
+    let names: Vec<String> = if opts.schedulers.is_empty() {
+        BUILTIN.iter().map(|s| s.to_string()).chain(opts.custom.iter().map(|c| c.name.clone())).collect()
+    } else {
+        opts.schedulers.clone()
+    };
+    let mut scheds = Vec::new();
+    for n in &names {
+        scheds.push(build(n, w, opts)?);
+    }
+    let mut runs = Vec::new();
+    let mut summary = None;
+    for mut s in scheds {
+        let eng = engine::Engine::new(w)?;
+        if summary.is_none() {
+            summary = Some(targets(w, &eng));
+        }
+        let clock = std::time::Instant::now();
+        let rec = eng.run(s.as_mut(), opts.progress)?;
+        let mut result = metrics::summarize(w, &rec);
+        result.wall_ms = clock.elapsed().as_millis() as u64;
+        runs.push(result);
+    }
+    let (cluster, ideal, lower_bound_s) = match summary {
+        Some(s) => s,
+        None => targets(w, &engine::Engine::new(w)?),
+    };
+    Ok(Report {
+        scenario: w.name.clone(),
+        description: w.description.clone(),
+        seed: opts.seed,
+        cluster,
+        jobs: w.jobs.len(),
+        ideal_fifo_gang: ideal,
+        lower_bound_s,
+        runs,
+    })
+}
+
+/// The cluster summary, the ideal FIFO gang schedule and the lower bound.
+fn targets(w: &Workload, eng: &engine::Engine<'_>) -> (report::ClusterSummary, report::IdealResult, f64) {
+    let view = eng.view();
+    let capacity: Vec<Vec<u64>> = view.nodes().iter().map(|n| n.capacity.clone()).collect();
+    let jobs: Vec<ideal::IdealJob<'_>> = view
+        .jobs()
+        .iter()
+        .map(|j| ideal::IdealJob {
+            submit_ms: j.spec.submit_ms,
+            run_ms: j.spec.run_ms,
+            members: j.spec.max_members,
+            request: j.request.clone(),
+            eligible: &view.eligible[j.filter],
+        })
+        .collect();
+    let sched = ideal::fifo_gang(&capacity, &jobs);
+    let lb = ideal::lower_bound(&capacity, &jobs);
+    let mut waits = vec![];
+    let mut wr = vec![];
+    let mut ends = vec![];
+    for (j, s) in jobs.iter().zip(&sched.starts) {
+        if let Some(s) = s {
+            waits.push(s - j.submit_ms);
+            wr.push((s - j.submit_ms, j.run_ms));
+            ends.push(s + j.run_ms);
+        }
+    }
+    ends.sort_unstable();
+    let total = |name: &str| view.resource_index(name).map_or(0, |r| capacity.iter().map(|c| c[r]).sum::<u64>());
+    let cluster = report::ClusterSummary {
+        name: w.cluster.name.clone(),
+        nodes: capacity.len(),
+        cpu_cores: metrics::round3(total("cpu") as f64 / 1000.0),
+        memory_gib: metrics::round3(total("memory") as f64 / (1u64 << 30) as f64),
+    };
+    let ideal = report::IdealResult {
+        completed: waits.len(),
+        infeasible: jobs.len() - waits.len(),
+        makespan_s: metrics::round3(sched.makespan_ms as f64 / 1000.0),
+        wait: metrics::stats(&waits),
+        bounded_slowdown: metrics::bounded_slowdown(&wr),
+        completion_times_s: ends.iter().map(|t| metrics::round3(*t as f64 / 1000.0)).collect(),
+    };
+    (cluster, ideal, metrics::round3(lb as f64 / 1000.0))
+}

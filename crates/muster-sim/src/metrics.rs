@@ -1,0 +1,254 @@
+//! From a run's record to its metrics. Percentiles use the nearest-rank method; every figure is
+//! rounded to fixed decimals so output is byte-identical for the same inputs.
+
+use serde::Serialize;
+
+use crate::engine::RunRecord;
+use crate::scenario::Workload;
+use crate::scheduler::JobPhase;
+
+/// Bounded slowdown's threshold: runs shorter than this count as this long (Feitelson's 10 s).
+pub const SLOWDOWN_BOUND_MS: i64 = 10_000;
+
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub count: usize,
+    pub mean_s: f64,
+    pub p50_s: f64,
+    pub p95_s: f64,
+    pub max_s: f64,
+}
+
+/// Nearest rank: the p-th percentile is the value at rank ceil(p/100 * n).
+pub fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+pub fn stats(values_ms: &[i64]) -> Stats {
+    let mut v = values_ms.to_vec();
+    v.sort_unstable();
+    if v.is_empty() {
+        return Stats::default();
+    }
+    let mean = v.iter().map(|x| *x as f64).sum::<f64>() / v.len() as f64;
+    Stats {
+        count: v.len(),
+        mean_s: round3(mean / 1000.0),
+        p50_s: round3(percentile(&v, 50.0) as f64 / 1000.0),
+        p95_s: round3(percentile(&v, 95.0) as f64 / 1000.0),
+        max_s: round3(*v.last().expect("non-empty") as f64 / 1000.0),
+    }
+}
+
+/// max(1, (wait + run) / max(run, 10 s)), averaged.
+pub fn bounded_slowdown(wait_run_ms: &[(i64, i64)]) -> f64 {
+    if wait_run_ms.is_empty() {
+        return 0.0;
+    }
+    let sum: f64 = wait_run_ms.iter().map(|&(w, r)| ((w + r) as f64 / r.max(SLOWDOWN_BOUND_MS) as f64).max(1.0)).sum();
+    round3(sum / wait_run_ms.len() as f64)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassResult {
+    pub class: String,
+    pub probe: bool,
+    pub jobs: usize,
+    pub completed: usize,
+    pub failed: usize,
+    /// From submission to the start of the successful run, over completed jobs.
+    pub wait: Stats,
+    pub bounded_slowdown: f64,
+    /// From submission until every pod of the job was bound; reported for probe classes.
+    pub time_to_schedule: Option<Stats>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Utilization {
+    pub sample_s: f64,
+    /// Per sample: share of the cluster's cpu / memory held by pods.
+    pub cpu: Vec<f64>,
+    pub memory: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    pub scheduler: String,
+    pub completed: usize,
+    pub failed: usize,
+    /// Neither completed nor failed when the run stopped (stuck, or the horizon came first).
+    pub unfinished: usize,
+    /// From time 0 to the last job's end; None when jobs were left unfinished.
+    pub makespan_s: Option<f64>,
+    pub end_s: f64,
+    pub horizon_hit: bool,
+    pub throughput_per_10min: f64,
+    /// Jobs completed in each 10-minute window.
+    pub throughput_series: Vec<u32>,
+    pub wait: Stats,
+    pub bounded_slowdown: f64,
+    pub mean_util_cpu: f64,
+    pub mean_util_memory: f64,
+    /// Resource-seconds held by pods whose job was not running.
+    pub clog_cpu_core_s: f64,
+    pub clog_memory_gib_s: f64,
+    /// Largest of cpu and memory: clogged resource-seconds / (capacity x run length).
+    pub clog_share: f64,
+    pub suspensions: u64,
+    pub events: u64,
+    pub classes: Vec<ClassResult>,
+    pub utilization: Utilization,
+    /// End times of completed jobs, ascending.
+    pub completion_times_s: Vec<f64>,
+    /// Wait times of completed jobs, ascending.
+    pub waits_s: Vec<f64>,
+    /// Wall-clock time of the run; left out of every output so that output is reproducible.
+    #[serde(skip)]
+    pub wall_ms: u64,
+}
+
+fn res(rec: &RunRecord, name: &str) -> Option<usize> {
+    rec.resources.iter().position(|r| r == name)
+}
+
+pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
+    let end = rec.end_ms.max(1);
+    let mut completed_at = vec![];
+    let mut waits = vec![];
+    let mut wr = vec![];
+    let mut classes: Vec<ClassResult> = w
+        .classes
+        .iter()
+        .map(|c| ClassResult {
+            class: c.name.clone(),
+            probe: c.probe,
+            jobs: 0,
+            completed: 0,
+            failed: 0,
+            wait: Stats::default(),
+            bounded_slowdown: 0.0,
+            time_to_schedule: None,
+        })
+        .collect();
+    let mut class_waits: Vec<Vec<i64>> = vec![vec![]; classes.len()];
+    let mut class_wr: Vec<Vec<(i64, i64)>> = vec![vec![]; classes.len()];
+    let mut class_sched: Vec<Vec<i64>> = vec![vec![]; classes.len()];
+    let (mut completed, mut failed) = (0, 0);
+    for j in &rec.jobs {
+        let c = j.class_index;
+        classes[c].jobs += 1;
+        if let Some(s) = j.scheduled_ms {
+            class_sched[c].push(s - j.submit_ms);
+        }
+        match j.phase {
+            JobPhase::Succeeded => {
+                completed += 1;
+                classes[c].completed += 1;
+                let (start, stop) = (j.run_started_ms.expect("ran"), j.ended_ms.expect("ended"));
+                let wait = start - j.submit_ms;
+                waits.push(wait);
+                wr.push((wait, stop - start));
+                class_waits[c].push(wait);
+                class_wr[c].push((wait, stop - start));
+                completed_at.push(stop);
+            }
+            JobPhase::Failed => {
+                failed += 1;
+                classes[c].failed += 1;
+            }
+            _ => {}
+        }
+    }
+    for (i, c) in classes.iter_mut().enumerate() {
+        c.wait = stats(&class_waits[i]);
+        c.bounded_slowdown = bounded_slowdown(&class_wr[i]);
+        if c.probe {
+            c.time_to_schedule = Some(stats(&class_sched[i]));
+        }
+    }
+    let unfinished = rec.jobs.len() - completed - failed;
+    let last_end = rec.jobs.iter().filter_map(|j| j.ended_ms).max().unwrap_or(0);
+    let makespan = (unfinished == 0).then_some(last_end);
+    completed_at.sort_unstable();
+    let windows = (end as usize).div_ceil(600_000);
+    let mut series = vec![0u32; windows.max(1)];
+    for t in &completed_at {
+        series[(*t / 600_000) as usize] += 1;
+    }
+    let span = makespan.unwrap_or(end).max(1);
+    let (cpu, mem) = (res(rec, "cpu"), res(rec, "memory"));
+    let sample = rec.sample_ms;
+    let share = |r: Option<usize>| -> Vec<f64> {
+        let Some(r) = r else { return vec![] };
+        let cap = rec.capacity[r].max(1) as f64;
+        rec.held
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let len = (end - i as i64 * sample).clamp(1, sample) as f64;
+                round3(b[r] / (len * cap))
+            })
+            .collect()
+    };
+    let mean = |r: Option<usize>| -> f64 {
+        let Some(r) = r else { return 0.0 };
+        let total: f64 = rec.held.iter().map(|b| b[r]).sum();
+        round3(total / (end as f64 * rec.capacity[r].max(1) as f64))
+    };
+    let clog_of = |r: Option<usize>| r.map_or(0.0, |r| rec.clog[r]);
+    let clog_share = [cpu, mem]
+        .into_iter()
+        .flatten()
+        .map(|r| rec.clog[r] / (rec.capacity[r].max(1) as f64 * end as f64))
+        .fold(0.0, f64::max);
+    let mut waits_s: Vec<f64> = waits.iter().map(|w| round3(*w as f64 / 1000.0)).collect();
+    waits_s.sort_by(f64::total_cmp);
+    RunResult {
+        scheduler: rec.scheduler.clone(),
+        completed,
+        failed,
+        unfinished,
+        makespan_s: makespan.map(|m| round3(m as f64 / 1000.0)),
+        end_s: round3(rec.end_ms as f64 / 1000.0),
+        horizon_hit: rec.horizon_hit,
+        throughput_per_10min: round3(completed as f64 * 600_000.0 / span as f64),
+        throughput_series: series,
+        wait: stats(&waits),
+        bounded_slowdown: bounded_slowdown(&wr),
+        mean_util_cpu: mean(cpu),
+        mean_util_memory: mean(mem),
+        clog_cpu_core_s: round3(clog_of(cpu) / 1e6),
+        clog_memory_gib_s: round3(clog_of(mem) / (1024.0 * 1024.0 * 1024.0) / 1000.0),
+        clog_share: round3(clog_share),
+        suspensions: rec.suspensions,
+        events: rec.events,
+        classes,
+        utilization: Utilization { sample_s: round3(sample as f64 / 1000.0), cpu: share(cpu), memory: share(mem) },
+        completion_times_s: completed_at.iter().map(|t| round3(*t as f64 / 1000.0)).collect(),
+        waits_s,
+        wall_ms: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles_and_slowdown() {
+        let v = [1000, 2000, 3000, 4000, 10_000];
+        let s = stats(&v);
+        assert_eq!((s.count, s.mean_s, s.p50_s, s.p95_s, s.max_s), (5, 4.0, 3.0, 10.0, 10.0));
+        assert_eq!(percentile(&[5], 95.0), 5);
+        // (0+5)/10 -> 1 (bounded); (30+30)/30 = 2; (10+100)/100 = 1.1 -> mean 4.1/3.
+        assert_eq!(bounded_slowdown(&[(0, 5_000), (30_000, 30_000), (10_000, 100_000)]), round3(4.1 / 3.0));
+    }
+}

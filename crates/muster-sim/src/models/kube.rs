@@ -1,0 +1,290 @@
+//! The default kube-scheduler as a model: one pod at a time from a priority queue (priority, then
+//! a creation timestamp), Filter (fit, selector, taints) over a rotating window of nodes, Score by
+//! least-allocated cpu and memory, bind. No gang semantics: whatever pods fit, run.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+
+use crate::scheduler::{Action, ClusterView, JobId, NodeId, PodId, PodPhase, Scheduler, SimEvent};
+
+/// Queue order: priority (high first), then the group's timestamp and id, then the pod's.
+pub type QKey = (Reverse<i32>, i64, JobId, i64, PodId);
+
+/// kube-scheduler's initial and maximum pod backoff (podInitialBackoffSeconds 1, podMaxBackoffSeconds 10).
+const BACKOFF_INITIAL_MS: i64 = 1_000;
+const BACKOFF_MAX_MS: i64 = 10_000;
+/// podMaxInUnschedulablePodsDuration: unschedulable pods are retried at least this often.
+const UNSCHEDULABLE_FLUSH_MS: i64 = 300_000;
+
+/// The scheduling queue: active (ordered), backoff (by expiry) and unschedulable (parked until a
+/// cluster event frees resources, or the flush interval).
+#[derive(Debug, Default)]
+pub struct PodQueue {
+    /// PrioritySort orders by the time a pod was last queued, not its creation: a failed pod
+    /// goes behind pods queued after it (coscheduling keeps group order instead).
+    pub restamp: bool,
+    active: BTreeSet<QKey>,
+    backoff: BinaryHeap<Reverse<(i64, QKey)>>,
+    parked: VecDeque<(i64, QKey)>,
+    attempts: HashMap<PodId, u32>,
+    freed: bool,
+}
+
+impl PodQueue {
+    pub fn add(&mut self, key: QKey) {
+        self.active.insert(key);
+    }
+
+    fn backoff_ms(&self, pod: PodId) -> i64 {
+        let n = self.attempts.get(&pod).copied().unwrap_or(1).clamp(1, 16);
+        (BACKOFF_INITIAL_MS << (n - 1)).min(BACKOFF_MAX_MS)
+    }
+
+    fn stamp(&self, key: QKey, now: i64) -> QKey {
+        if self.restamp { (key.0, now, key.2, now, key.4) } else { key }
+    }
+
+    /// A failed attempt: wait for a cluster event (or the flush).
+    pub fn park(&mut self, key: QKey, now: i64) {
+        let key = self.stamp(key, now);
+        *self.attempts.entry(key.4).or_default() += 1;
+        self.parked.push_back((now, key));
+    }
+
+    /// Retry after the pod's backoff, without waiting for an event.
+    pub fn retry_later(&mut self, key: QKey, now: i64) {
+        let key = self.stamp(key, now);
+        *self.attempts.entry(key.4).or_default() += 1;
+        let at = now + self.backoff_ms(key.4);
+        self.backoff.push(Reverse((at, key)));
+    }
+
+    /// Resources were freed somewhere: unschedulable pods move to backoff (or active) next time.
+    pub fn cluster_changed(&mut self) {
+        self.freed = true;
+    }
+
+    pub fn forget(&mut self, pod: PodId) {
+        self.attempts.remove(&pod);
+    }
+
+    fn unpark(&mut self, at: i64, key: QKey, now: i64) {
+        let ready = at + self.backoff_ms(key.4);
+        if ready <= now {
+            self.active.insert(key);
+        } else {
+            self.backoff.push(Reverse((ready, key)));
+        }
+    }
+
+    /// The first pod in order that is ready to be tried and still Pending.
+    pub fn pop(&mut self, view: &ClusterView<'_>, now: i64) -> Option<QKey> {
+        if std::mem::take(&mut self.freed) {
+            for (at, key) in std::mem::take(&mut self.parked) {
+                self.unpark(at, key, now);
+            }
+        }
+        while self.parked.front().is_some_and(|(at, _)| at + UNSCHEDULABLE_FLUSH_MS <= now) {
+            let (at, key) = self.parked.pop_front().expect("checked");
+            self.unpark(at, key, now);
+        }
+        while self.backoff.peek().is_some_and(|Reverse((at, _))| *at <= now) {
+            let Reverse((_, key)) = self.backoff.pop().expect("checked");
+            self.active.insert(key);
+        }
+        while let Some(key) = self.active.pop_first() {
+            if view.pod(key.4).phase == PodPhase::Pending {
+                return Some(key);
+            }
+            self.attempts.remove(&key.4);
+        }
+        None
+    }
+
+    /// When a pod could next become ready to try without an event.
+    pub fn next_ready(&self) -> Option<i64> {
+        let b = self.backoff.peek().map(|Reverse((at, _))| *at);
+        let p = self.parked.front().map(|(at, _)| at + UNSCHEDULABLE_FLUSH_MS);
+        [b, p].into_iter().flatten().min()
+    }
+
+    pub fn has_active(&self) -> bool {
+        !self.active.is_empty() || (self.freed && !self.parked.is_empty())
+    }
+}
+
+/// Filter and score: the pod's node, or None if no node passes Filter.
+pub struct Placer {
+    start: usize,
+    cpu: Option<usize>,
+    mem: Option<usize>,
+}
+
+/// kube-scheduler's numFeasibleNodesToFind with the adaptive percentageOfNodesToScore.
+pub fn feasible_nodes_to_find(n: usize) -> usize {
+    if n < 100 {
+        return n;
+    }
+    let pct = (50 - (n / 125) as i64).max(5) as usize;
+    (n * pct / 100).max(100)
+}
+
+impl Placer {
+    pub fn new(view: &ClusterView<'_>) -> Self {
+        Placer { start: 0, cpu: view.resource_index("cpu"), mem: view.resource_index("memory") }
+    }
+
+    /// NodeResourcesFit least-allocated: mean over cpu and memory of free-after-placement share.
+    fn score(&self, view: &ClusterView<'_>, job: JobId, node: NodeId) -> i64 {
+        let n = view.node(node);
+        let req = &view.job(job).request;
+        let mut sum = 0i64;
+        let mut count = 0i64;
+        for r in [self.cpu, self.mem].into_iter().flatten() {
+            let cap = n.capacity[r] as i128;
+            if cap > 0 {
+                let used = cap - n.free[r] as i128 + req[r] as i128;
+                sum += ((cap - used) * 100 / cap) as i64;
+                count += 1;
+            }
+        }
+        if count == 0 { 0 } else { sum / count }
+    }
+
+    pub fn place(&mut self, view: &ClusterView<'_>, job: JobId) -> Option<NodeId> {
+        let total = view.nodes().len();
+        let want = feasible_nodes_to_find(total);
+        let mut found = 0;
+        let mut best: Option<(i64, NodeId)> = None;
+        let mut last = self.start;
+        view.for_each_fitting(job, self.start, |node| {
+            found += 1;
+            last = node.index();
+            let s = self.score(view, job, node);
+            if best.is_none_or(|(b, _)| s > b) {
+                best = Some((s, node));
+            }
+            found < want
+        });
+        // The next search starts after the last node examined, as nextStartNodeIndex does.
+        if total > 0 {
+            self.start = (last + 1) % total;
+        }
+        best.map(|(_, n)| n)
+    }
+}
+
+/// The pod-level scheduling loop shared by the default, coscheduling and Kueue models: one
+/// attempt per binding interval (each attempt is one API write: a binding or a status update).
+pub struct KubeCore {
+    pub queue: PodQueue,
+    pub placer: Option<Placer>,
+    pub next_attempt: i64,
+}
+
+impl KubeCore {
+    /// `restamp`: order by last queueing time (PrioritySort) rather than by a fixed key.
+    pub fn new(restamp: bool) -> Self {
+        KubeCore { queue: PodQueue { restamp, ..PodQueue::default() }, placer: None, next_attempt: 0 }
+    }
+
+    /// Handles the pod events every pod-level model treats the same way.
+    pub fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, key: impl Fn(PodId) -> QKey) {
+        match event {
+            SimEvent::PodCreated { pod } => self.queue.add(key(*pod)),
+            SimEvent::PodFinished { pod, .. } => {
+                self.queue.forget(*pod);
+                if view.pod(*pod).node.is_some() {
+                    self.queue.cluster_changed();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes the next pod to try, if an attempt is due now.
+    pub fn next_pod(&mut self, view: &ClusterView<'_>, now: i64) -> Option<QKey> {
+        if now < self.next_attempt {
+            return None;
+        }
+        let key = self.queue.pop(view, now)?;
+        self.next_attempt = now + view.timing().bind_interval_ms();
+        Some(key)
+    }
+
+    pub fn place(&mut self, view: &ClusterView<'_>, job: JobId) -> Option<NodeId> {
+        self.placer.get_or_insert_with(|| Placer::new(view)).place(view, job)
+    }
+
+    pub fn next_wakeup(&self) -> Option<i64> {
+        let ready = if self.queue.has_active() { Some(self.next_attempt) } else { None };
+        [ready, self.queue.next_ready().map(|t| t.max(self.next_attempt))].into_iter().flatten().min()
+    }
+}
+
+/// The pod's first queue key: priority, then its creation time (pods of different jobs interleave).
+pub fn pod_key(view: &ClusterView<'_>, pod: PodId) -> QKey {
+    let p = view.pod(pod);
+    let prio = view.job(p.job).spec.priority;
+    (Reverse(prio), p.created_ms, JobId(0), p.created_ms, pod)
+}
+
+/// The default scheduler: every job starts at once with all its pods.
+pub struct DefaultScheduler {
+    core: KubeCore,
+    to_start: Vec<JobId>,
+}
+
+impl Default for DefaultScheduler {
+    fn default() -> Self {
+        DefaultScheduler { core: KubeCore::new(true), to_start: vec![] }
+    }
+}
+
+impl Scheduler for DefaultScheduler {
+    fn name(&self) -> String {
+        "default".into()
+    }
+
+    fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, _now: i64) {
+        if let SimEvent::JobSubmitted { job } = event {
+            self.to_start.push(*job);
+        }
+        self.core.on_event(event, view, |p| pod_key(view, p));
+    }
+
+    fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
+        let mut actions: Vec<Action> = std::mem::take(&mut self.to_start)
+            .into_iter()
+            .map(|job| Action::Start { job, members: view.job(job).spec.max_members })
+            .collect();
+        if let Some(key) = self.core.next_pod(view, now) {
+            let pod = key.4;
+            match self.core.place(view, view.pod(pod).job) {
+                Some(node) => {
+                    self.core.queue.forget(pod);
+                    actions.push(Action::Bind { pod, node });
+                }
+                None => self.core.queue.park(key, now),
+            }
+        }
+        actions
+    }
+
+    fn next_wakeup(&self) -> Option<i64> {
+        self.core.next_wakeup()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feasible_nodes_follow_kube_scheduler() {
+        assert_eq!(feasible_nodes_to_find(50), 50);
+        assert_eq!(feasible_nodes_to_find(101), 100);
+        assert_eq!(feasible_nodes_to_find(1000), 420);
+        assert_eq!(feasible_nodes_to_find(10_000), 500);
+    }
+}

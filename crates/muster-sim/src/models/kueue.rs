@@ -1,0 +1,209 @@
+//! Kueue as a model: one ClusterQueue with BestEffortFIFO over workloads (priority, then the
+//! queue timestamp), nominal quota on cpu and memory; an admitted job is unsuspended and its pods
+//! go to the default scheduler model. Optionally waitForPodsReady: admission blocks while an
+//! admitted workload is not PodsReady, and a workload not ready within the timeout is evicted
+//! (suspended, pods deleted) and requeued after an exponential backoff, or deactivated after
+//! `backoffLimitCount` requeues.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use crate::models::kube::{KubeCore, pod_key};
+use crate::scenario::{KueueConfig, RequeueTimestamp};
+use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
+
+#[derive(Debug, Clone, Copy)]
+struct Admitted {
+    ready: bool,
+    /// waitForPodsReady deadline.
+    deadline: Option<i64>,
+}
+
+pub struct Kueue {
+    core: KubeCore,
+    cfg: KueueConfig,
+    wait_for_pods_ready: bool,
+    /// Covered resource indices and their nominal quota.
+    quota: Vec<(usize, u64)>,
+    usage: BTreeMap<usize, u64>,
+    queue: BTreeSet<(Reverse<i32>, i64, JobId)>,
+    backoff: BinaryHeap<Reverse<(i64, JobId)>>,
+    admitted: BTreeMap<JobId, Admitted>,
+    requeues: BTreeMap<JobId, u32>,
+    /// waitForPodsReady deadlines of admitted, not yet ready workloads.
+    deadlines: BTreeSet<(i64, JobId)>,
+    /// Per covered resource, the smallest demand of any job: below it nothing more can be admitted.
+    min_demand: Vec<u64>,
+    dirty: bool,
+}
+
+impl Kueue {
+    pub fn new(cfg: KueueConfig, wait_for_pods_ready: bool) -> Self {
+        Kueue {
+            core: KubeCore::new(true),
+            cfg,
+            wait_for_pods_ready,
+            quota: vec![],
+            usage: BTreeMap::new(),
+            queue: BTreeSet::new(),
+            backoff: BinaryHeap::new(),
+            admitted: BTreeMap::new(),
+            requeues: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
+            min_demand: vec![],
+            dirty: false,
+        }
+    }
+
+    fn demand(view: &ClusterView<'_>, job: JobId, r: usize) -> u64 {
+        let j = view.job(job);
+        j.request[r] * u64::from(j.spec.max_members)
+    }
+
+    fn release(&mut self, view: &ClusterView<'_>, job: JobId) {
+        if let Some(a) = self.admitted.remove(&job) {
+            if let Some(d) = a.deadline {
+                self.deadlines.remove(&(d, job));
+            }
+            for &(r, _) in &self.quota {
+                *self.usage.entry(r).or_default() -= Self::demand(view, job, r);
+            }
+            self.dirty = true;
+        }
+    }
+
+    fn admit(&mut self, view: &ClusterView<'_>, now: i64, actions: &mut Vec<Action>) {
+        if self.wait_for_pods_ready && self.cfg.block_admission && self.admitted.values().any(|a| !a.ready) {
+            return;
+        }
+        let mut admitted_now = vec![];
+        for &(prio, ts, job) in &self.queue {
+            let exhausted = self
+                .quota
+                .iter()
+                .zip(&self.min_demand)
+                .any(|(&(r, q), m)| self.usage.get(&r).copied().unwrap_or(0) + m > q);
+            if exhausted {
+                break;
+            }
+            let fits = self
+                .quota
+                .iter()
+                .all(|&(r, q)| self.usage.get(&r).copied().unwrap_or(0) + Self::demand(view, job, r) <= q);
+            if !fits {
+                // BestEffortFIFO: a workload that does not fit does not block those behind it.
+                continue;
+            }
+            for &(r, _) in &self.quota {
+                *self.usage.entry(r).or_default() += Self::demand(view, job, r);
+            }
+            admitted_now.push((prio, ts, job));
+            let deadline = self.wait_for_pods_ready.then(|| now + self.cfg.pods_ready_timeout.0);
+            self.admitted.insert(job, Admitted { ready: false, deadline });
+            if let Some(d) = deadline {
+                self.deadlines.insert((d, job));
+            }
+            actions.push(Action::Start { job, members: view.job(job).spec.max_members });
+            if self.wait_for_pods_ready && self.cfg.block_admission {
+                break;
+            }
+        }
+        for k in admitted_now {
+            self.queue.remove(&k);
+        }
+    }
+}
+
+impl Scheduler for Kueue {
+    fn name(&self) -> String {
+        if self.wait_for_pods_ready { "kueue-wfpr".into() } else { "kueue".into() }
+    }
+
+    fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, _now: i64) {
+        if self.quota.is_empty() {
+            for name in ["cpu", "memory"] {
+                if let Some(r) = view.resource_index(name) {
+                    let total: u64 = view.nodes().iter().map(|n| n.capacity[r]).sum();
+                    self.quota.push((r, (total as f64 * self.cfg.quota_factor).floor() as u64));
+                    let jobs = view.jobs().iter().enumerate().map(|(i, _)| JobId(i as u32));
+                    self.min_demand.push(jobs.map(|j| Self::demand(view, j, r)).min().unwrap_or(0));
+                }
+            }
+        }
+        match event {
+            SimEvent::JobSubmitted { job } => {
+                let j = view.job(*job);
+                self.queue.insert((Reverse(j.spec.priority), j.spec.submit_ms, *job));
+                self.dirty = true;
+            }
+            SimEvent::PodReady { pod } => {
+                let job = view.pod(*pod).job;
+                let j = view.job(job);
+                if j.ready == j.members
+                    && let Some(a) = self.admitted.get_mut(&job)
+                {
+                    a.ready = true;
+                    if let Some(d) = a.deadline.take() {
+                        self.deadlines.remove(&(d, job));
+                    }
+                    self.dirty = true;
+                }
+            }
+            SimEvent::JobFinished { job, .. } => self.release(view, *job),
+            _ => {}
+        }
+        self.core.on_event(event, view, |p| pod_key(view, p));
+    }
+
+    fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
+        let mut actions = vec![];
+        while self.backoff.peek().is_some_and(|Reverse((t, _))| *t <= now) {
+            let Reverse((_, job)) = self.backoff.pop().expect("checked");
+            let j = view.job(job);
+            let ts = match self.cfg.requeue_timestamp {
+                RequeueTimestamp::Eviction => now,
+                RequeueTimestamp::Creation => j.spec.submit_ms,
+            };
+            self.queue.insert((Reverse(j.spec.priority), ts, job));
+            self.dirty = true;
+        }
+        while let Some(&(d, job)) = self.deadlines.first() {
+            if d > now {
+                break;
+            }
+            self.release(view, job);
+            let n = self.requeues.entry(job).or_default();
+            *n += 1;
+            if self.cfg.backoff_limit_count.is_some_and(|limit| *n > limit) {
+                actions.push(Action::Fail { job });
+                continue;
+            }
+            actions.push(Action::Suspend { job });
+            let delay = (self.cfg.backoff_base.0 << (*n - 1).min(30)).min(self.cfg.backoff_max.0);
+            self.backoff.push(Reverse((now + delay, job)));
+        }
+        if std::mem::take(&mut self.dirty) {
+            self.admit(view, now, &mut actions);
+        }
+        if !actions.is_empty() {
+            return actions;
+        }
+        if let Some(key) = self.core.next_pod(view, now) {
+            let pod = key.4;
+            match self.core.place(view, view.pod(pod).job) {
+                Some(node) => {
+                    self.core.queue.forget(pod);
+                    actions.push(Action::Bind { pod, node });
+                }
+                None => self.core.queue.park(key, now),
+            }
+        }
+        actions
+    }
+
+    fn next_wakeup(&self) -> Option<i64> {
+        let b = self.backoff.peek().map(|Reverse((t, _))| *t);
+        let d = self.deadlines.first().map(|(d, _)| *d);
+        [self.core.next_wakeup(), b, d].into_iter().flatten().min()
+    }
+}

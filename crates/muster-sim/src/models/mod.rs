@@ -1,0 +1,5 @@
+//! Baseline scheduler models.
+
+pub mod cosched;
+pub mod kube;
+pub mod kueue;

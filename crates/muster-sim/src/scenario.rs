@@ -1,0 +1,674 @@
+//! Scenario files: the cluster to use, timing of the modelled control plane, scheduler settings,
+//! and job classes or an SWF trace; turned into a deterministic list of jobs for one seed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use muster_graph::GroupRequest;
+use muster_graph::cluster::ClusterDescription;
+use muster_graph::filter::{NodeFilter, Toleration};
+use muster_graph::resources;
+use serde::{Deserialize, Deserializer};
+
+use crate::SimError;
+use crate::rng::Rng;
+use crate::swf;
+
+/// Most jobs one class may declare.
+pub const MAX_JOBS_PER_CLASS: i64 = 10_000_000;
+/// Most members one job may have.
+pub const MAX_MEMBERS: i64 = 100_000;
+
+/// A duration in milliseconds, written as `500ms`, `90s`, `3m`, `1h` or a number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub i64);
+
+impl Dur {
+    pub fn parse(text: &str) -> Option<Self> {
+        let t = text.trim();
+        let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1e3)
+        } else if let Some(n) = t.strip_suffix('m') {
+            (n, 60e3)
+        } else if let Some(n) = t.strip_suffix('h') {
+            (n, 3600e3)
+        } else {
+            (t, 1e3)
+        };
+        let v: f64 = num.trim().parse().ok()?;
+        let ms = (v * scale).round();
+        (v.is_finite() && v >= 0.0 && ms < 1e15).then_some(Dur(ms as i64))
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_yaml_ng::Value::deserialize(d)?;
+        let text = match &v {
+            serde_yaml_ng::Value::String(s) => s.clone(),
+            serde_yaml_ng::Value::Number(n) => n.to_string(),
+            _ => String::new(),
+        };
+        Dur::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a duration; write e.g. 500ms, 90s, 3m, 1h or a number of seconds (>= 0)"
+            ))
+        })
+    }
+}
+
+fn secs(s: i64) -> Dur {
+    Dur(s * 1000)
+}
+
+/// Rates of the modelled control plane, the same for every scheduler.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Timing {
+    /// Pods the job controller creates per second (kube-controller-manager `--kube-api-qps` 20).
+    #[serde(default = "default_create_qps")]
+    pub pod_create_qps: f64,
+    /// Pod bindings (and kube-scheduler attempts) per second (scheduler `clientConnection.qps` 50).
+    #[serde(default = "default_bind_qps")]
+    pub bind_qps: f64,
+    /// From binding to the pod being Ready (image present, container started).
+    #[serde(default = "default_start_delay")]
+    pub pod_start_delay: Dur,
+    /// Jobs whose syncs the job controller runs at once (`--concurrent-job-syncs` 5).
+    #[serde(default = "default_job_syncs")]
+    pub concurrent_job_syncs: u32,
+}
+
+fn default_create_qps() -> f64 {
+    20.0
+}
+fn default_bind_qps() -> f64 {
+    50.0
+}
+fn default_start_delay() -> Dur {
+    secs(1)
+}
+fn default_job_syncs() -> u32 {
+    5
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            pod_create_qps: default_create_qps(),
+            bind_qps: default_bind_qps(),
+            pod_start_delay: default_start_delay(),
+            concurrent_job_syncs: default_job_syncs(),
+        }
+    }
+}
+
+impl Timing {
+    /// Milliseconds per pod creation; 0 means unlimited.
+    pub fn create_interval_ms(&self) -> i64 {
+        interval(self.pod_create_qps)
+    }
+    /// Milliseconds per binding (and per kube-scheduler attempt); 0 means unlimited.
+    pub fn bind_interval_ms(&self) -> i64 {
+        interval(self.bind_qps)
+    }
+}
+
+/// Rates are rounded to whole milliseconds per operation, at least 1 ms (so at most 1000/s).
+fn interval(qps: f64) -> i64 {
+    if qps <= 0.0 { 0 } else { ((1000.0 / qps).round() as i64).max(1) }
+}
+
+/// Clients creating jobs: each is serial and needs `perJob` for one create.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Submitters {
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub per_job: Option<Dur>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for Submitters {
+    fn default() -> Self {
+        Self { count: 1, per_job: None }
+    }
+}
+
+/// Which time orders a requeued workload (Kueue `requeuingStrategy.timestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum RequeueTimestamp {
+    #[default]
+    Eviction,
+    Creation,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KueueConfig {
+    /// Nominal quota as a multiple of the cluster's allocatable cpu and memory (seed 001 uses 2).
+    #[serde(default = "one_f")]
+    pub quota_factor: f64,
+    /// waitForPodsReady.timeout (Kueue's default 5m).
+    #[serde(default = "default_ready_timeout")]
+    pub pods_ready_timeout: Dur,
+    #[serde(default = "yes")]
+    pub block_admission: bool,
+    #[serde(default = "default_backoff_base")]
+    pub backoff_base: Dur,
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max: Dur,
+    /// Requeues before the workload is deactivated; absent means forever.
+    #[serde(default)]
+    pub backoff_limit_count: Option<u32>,
+    #[serde(default)]
+    pub requeue_timestamp: RequeueTimestamp,
+}
+
+fn one_f() -> f64 {
+    1.0
+}
+fn yes() -> bool {
+    true
+}
+fn default_ready_timeout() -> Dur {
+    secs(300)
+}
+fn default_backoff_base() -> Dur {
+    secs(60)
+}
+fn default_backoff_max() -> Dur {
+    secs(3600)
+}
+
+impl Default for KueueConfig {
+    fn default() -> Self {
+        Self {
+            quota_factor: 1.0,
+            pods_ready_timeout: default_ready_timeout(),
+            block_admission: true,
+            backoff_base: default_backoff_base(),
+            backoff_max: default_backoff_max(),
+            backoff_limit_count: None,
+            requeue_timestamp: RequeueTimestamp::Eviction,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CoschedConfig {
+    /// scheduler-plugins coscheduling `permitWaitingTimeSeconds` (default 60).
+    #[serde(default = "default_permit")]
+    pub permit_timeout: Dur,
+}
+
+fn default_permit() -> Dur {
+    secs(60)
+}
+
+impl Default for CoschedConfig {
+    fn default() -> Self {
+        Self { permit_timeout: default_permit() }
+    }
+}
+
+/// When a job's run time starts counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum RunStart {
+    /// Once its quorum of pods (all, or `min` for an elastic job) is Ready; until then it makes no
+    /// progress (MPI, distributed training).
+    #[default]
+    AllReady,
+    /// Each pod runs its own run time from when it is Ready.
+    PodStart,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Pattern {
+    /// All jobs at `start`.
+    #[default]
+    Burst,
+    /// One every `interval` from `start`.
+    Uniform,
+    /// Exponential gaps with mean `interval` from `start`.
+    Poisson,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Arrival {
+    #[serde(default)]
+    pub pattern: Pattern,
+    #[serde(default)]
+    pub start: Option<Dur>,
+    #[serde(default)]
+    pub interval: Option<Dur>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Members {
+    Exact(i64),
+    Range { min: i64, max: i64 },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JobClass {
+    pub name: String,
+    pub count: i64,
+    pub members: Members,
+    /// Per pod, Kubernetes quantities (`cpu: "2"`, `memory: 2Gi`); `pods: 1` is implied.
+    pub resources: BTreeMap<String, serde_yaml_ng::Value>,
+    pub run_time: Dur,
+    /// Run time is `runTime * (1 + jitter * u)`, u uniform in [0, 1).
+    #[serde(default)]
+    pub jitter: f64,
+    #[serde(default)]
+    pub run_starts: RunStart,
+    /// activeDeadlineSeconds, counted from the job's (last) unsuspension.
+    #[serde(default)]
+    pub deadline: Option<Dur>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default)]
+    pub arrival: Arrival,
+    /// A probe class: its time to schedule is reported.
+    #[serde(default)]
+    pub probe: bool,
+}
+
+/// An SWF trace as a workload (see `swf` for the mapping rule).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SwfSource {
+    pub file: String,
+    #[serde(default = "one")]
+    pub procs_per_pod: u32,
+    #[serde(default = "default_cpu_per_proc")]
+    pub cpu_per_proc: serde_yaml_ng::Value,
+    #[serde(default = "default_mem_per_proc")]
+    pub memory_per_proc: serde_yaml_ng::Value,
+    #[serde(default)]
+    pub run_starts: RunStart,
+    /// Use the trace's requested time as activeDeadlineSeconds.
+    #[serde(default)]
+    pub deadline_from_requested: bool,
+    #[serde(default)]
+    pub max_jobs: Option<usize>,
+}
+
+fn default_cpu_per_proc() -> serde_yaml_ng::Value {
+    serde_yaml_ng::Value::String("1".into())
+}
+fn default_mem_per_proc() -> serde_yaml_ng::Value {
+    serde_yaml_ng::Value::String("1Gi".into())
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Cluster description, relative to the scenario file.
+    pub cluster: String,
+    /// The simulation stops here even if jobs are left (default 24h).
+    #[serde(default)]
+    pub horizon: Option<Dur>,
+    /// Resolution of the utilization series (default 10s).
+    #[serde(default)]
+    pub sample_interval: Option<Dur>,
+    #[serde(default)]
+    pub timing: Timing,
+    #[serde(default)]
+    pub submitters: Submitters,
+    #[serde(default)]
+    pub kueue: KueueConfig,
+    #[serde(default)]
+    pub coscheduling: CoschedConfig,
+    #[serde(default)]
+    pub job_classes: Vec<JobClass>,
+    #[serde(default)]
+    pub swf: Option<SwfSource>,
+}
+
+/// One job as every scheduler sees it: a batch/v1 Job with parallelism = completions = members,
+/// backoffLimit 0 and an optional activeDeadlineSeconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    pub name: String,
+    pub class: String,
+    /// Index into `Workload::classes`.
+    pub class_index: usize,
+    pub min_members: u32,
+    pub max_members: u32,
+    /// Per pod, base units (cpu millicores, memory bytes), by resource name; includes `pods: 1`.
+    pub requests: Vec<(String, u64)>,
+    pub filter: NodeFilter,
+    /// The run time this job will actually take with `max_members` pods.
+    pub run_ms: i64,
+    /// What its user declares: the longest run time its class can draw (base * (1 + jitter)).
+    pub expected_run_ms: i64,
+    pub run_starts: RunStart,
+    pub deadline_ms: Option<i64>,
+    pub priority: i32,
+    pub submit_ms: i64,
+    pub probe: bool,
+}
+
+impl JobSpec {
+    /// The group the muster engine would receive for this job (duration rounded up to seconds).
+    pub fn to_group_request(&self) -> GroupRequest {
+        let mut g = GroupRequest::simple(&self.name, self.max_members, &[]);
+        g.min_members = self.min_members;
+        g.requests = self.requests.clone();
+        g.filter = self.filter.clone();
+        g.duration = Some((self.expected_run_ms as u64).div_ceil(1000).max(1));
+        g
+    }
+
+    pub fn is_elastic(&self) -> bool {
+        self.min_members < self.max_members
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassInfo {
+    pub name: String,
+    pub probe: bool,
+}
+
+/// Resolved simulation parameters.
+#[derive(Debug, Clone)]
+pub struct SimParams {
+    pub horizon_ms: i64,
+    pub sample_ms: i64,
+    pub timing: Timing,
+}
+
+/// A scenario made concrete for one seed.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub name: String,
+    pub description: String,
+    pub cluster_file: String,
+    pub cluster: ClusterDescription,
+    pub params: SimParams,
+    pub kueue: KueueConfig,
+    pub coscheduling: CoschedConfig,
+    pub classes: Vec<ClassInfo>,
+    /// In submission order; a job's `JobId` is its index here.
+    pub jobs: Vec<JobSpec>,
+}
+
+fn input(file: &str, path: impl Into<String>, msg: impl Into<String>) -> SimError {
+    SimError::Input(muster_graph::InputError::new(file, path, msg))
+}
+
+fn read(path: &Path) -> Result<String, SimError> {
+    std::fs::read_to_string(path).map_err(|e| SimError::Io { path: path.display().to_string(), message: e.to_string() })
+}
+
+/// Loads a scenario file and everything it names.
+pub fn load(path: &Path, seed: u64) -> Result<Workload, SimError> {
+    let text = read(path)?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    from_text(&path.display().to_string(), &text, &base, seed)
+}
+
+/// Parses scenario text; `base` is the directory relative paths start from.
+pub fn from_text(file: &str, text: &str, base: &Path, seed: u64) -> Result<Workload, SimError> {
+    from_text_with(file, text, base, seed, &read)
+}
+
+/// `from_text` with the files it names read by `read_file` (a built-in scenario carries its
+/// cluster in the binary).
+pub fn from_text_with(
+    file: &str,
+    text: &str,
+    base: &Path,
+    seed: u64,
+    read_file: &dyn Fn(&Path) -> Result<String, SimError>,
+) -> Result<Workload, SimError> {
+    let sf: ScenarioFile = muster_graph::InputError::parse_yaml(file, text)?;
+    let cluster_path: PathBuf = base.join(&sf.cluster);
+    let cluster_file = cluster_path.display().to_string();
+    let cluster = ClusterDescription::parse(&cluster_file, &read_file(&cluster_path)?)?;
+    let mut offered: BTreeMap<String, ()> = BTreeMap::new();
+    for class in &cluster.node_classes {
+        offered.extend(class.capacity.keys().chain(class.devices.keys()).map(|k| (k.clone(), ())));
+    }
+    let t = &sf.timing;
+    for (field, v) in [("timing.podCreateQps", t.pod_create_qps), ("timing.bindQps", t.bind_qps)] {
+        if !v.is_finite() || v < 0.0 {
+            return Err(input(file, field, format!("{v} is out of range; allowed >= 0 (0 = unlimited)")));
+        }
+    }
+    if t.concurrent_job_syncs == 0 {
+        return Err(input(file, "timing.concurrentJobSyncs", "0 is out of range; allowed >= 1"));
+    }
+    if sf.submitters.count == 0 {
+        return Err(input(file, "submitters.count", "0 is out of range; allowed >= 1"));
+    }
+    if !sf.kueue.quota_factor.is_finite() || sf.kueue.quota_factor <= 0.0 {
+        return Err(input(
+            file,
+            "kueue.quotaFactor",
+            format!("{} is out of range; allowed > 0", sf.kueue.quota_factor),
+        ));
+    }
+    if sf.job_classes.is_empty() && sf.swf.is_none() {
+        return Err(input(file, "jobClasses", "no jobs; give at least one job class or an swf trace"));
+    }
+    let horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
+    let sample_ms = sf.sample_interval.map_or(10_000, |d| d.0);
+    if sample_ms < 1 {
+        return Err(input(file, "sampleInterval", "must be at least 1ms"));
+    }
+
+    // (nominal arrival, class index, spec without submit time)
+    let mut pending: Vec<(i64, usize, JobSpec)> = Vec::new();
+    let mut classes = Vec::new();
+    for (ci, c) in sf.job_classes.iter().enumerate() {
+        let at = |f: &str| format!("jobClasses[{ci}].{f}");
+        if !muster_graph::names::is_dns_label(&c.name) || c.name == "swf" {
+            return Err(input(file, at("name"), format!("{:?}: use 1-63 of a-z, 0-9 and '-' (not \"swf\")", c.name)));
+        }
+        if sf.job_classes[..ci].iter().any(|o| o.name == c.name) {
+            return Err(input(file, at("name"), format!("class {:?} is declared twice", c.name)));
+        }
+        if !(1..=MAX_JOBS_PER_CLASS).contains(&c.count) {
+            return Err(input(
+                file,
+                at("count"),
+                format!("{} is out of range; allowed 1..={MAX_JOBS_PER_CLASS}", c.count),
+            ));
+        }
+        let (min, max) = match c.members {
+            Members::Exact(n) => (n, n),
+            Members::Range { min, max } => (min, max),
+        };
+        if !(1..=MAX_MEMBERS).contains(&min) || !(1..=MAX_MEMBERS).contains(&max) || min > max {
+            return Err(input(
+                file,
+                at("members"),
+                format!("{min}..{max} is out of range; allowed 1..={MAX_MEMBERS} with min <= max"),
+            ));
+        }
+        let requests = parse_requests(file, &at("resources"), &c.resources, &offered)?;
+        if c.run_time.0 < 1 {
+            return Err(input(file, at("runTime"), "must be at least 1ms"));
+        }
+        if !c.jitter.is_finite() || !(0.0..=10.0).contains(&c.jitter) {
+            return Err(input(file, at("jitter"), format!("{} is out of range; allowed 0..=10", c.jitter)));
+        }
+        if c.deadline.is_some_and(|d| d.0 < 1) {
+            return Err(input(file, at("deadline"), "must be at least 1ms"));
+        }
+        for (i, tol) in c.tolerations.iter().enumerate() {
+            if tol.key.is_empty() && tol.operator == muster_graph::filter::TolerationOperator::Equal {
+                return Err(input(file, at(&format!("tolerations[{i}].key")), "an empty key needs operator Exists"));
+            }
+        }
+        let interval = c.arrival.interval.map_or(0, |d| d.0);
+        if c.arrival.pattern != Pattern::Burst && interval < 1 {
+            return Err(input(file, at("arrival.interval"), "uniform and poisson arrivals need an interval >= 1ms"));
+        }
+        let filter =
+            NodeFilter { node_selector: c.node_selector.clone(), affinity: vec![], tolerations: c.tolerations.clone() };
+        let mut arrivals = Rng::stream(seed, &format!("arrival:{}", c.name));
+        let mut runtimes = Rng::stream(seed, &format!("runtime:{}", c.name));
+        let start = c.arrival.start.map_or(0, |d| d.0);
+        let mut t = start;
+        for k in 0..c.count {
+            let nominal = match c.arrival.pattern {
+                Pattern::Burst => start,
+                Pattern::Uniform => start + k * interval,
+                Pattern::Poisson => {
+                    t += (-(1.0 - arrivals.unit()).ln() * interval as f64).round() as i64;
+                    t
+                }
+            };
+            let run_ms = (c.run_time.0 as f64 * (1.0 + c.jitter * runtimes.unit())).round() as i64;
+            pending.push((
+                nominal,
+                ci,
+                JobSpec {
+                    name: format!("{}-{k}", c.name),
+                    class: c.name.clone(),
+                    class_index: ci,
+                    min_members: min as u32,
+                    max_members: max as u32,
+                    requests: requests.clone(),
+                    filter: filter.clone(),
+                    run_ms: run_ms.max(1),
+                    expected_run_ms: (c.run_time.0 as f64 * (1.0 + c.jitter)).ceil() as i64,
+                    run_starts: c.run_starts,
+                    deadline_ms: c.deadline.map(|d| d.0),
+                    priority: c.priority,
+                    submit_ms: 0,
+                    probe: c.probe,
+                },
+            ));
+        }
+        classes.push(ClassInfo { name: c.name.clone(), probe: c.probe });
+    }
+    if let Some(src) = &sf.swf {
+        let ci = classes.len();
+        let swf_path = base.join(&src.file);
+        let swf_file = swf_path.display().to_string();
+        let cpu = quantity(file, "swf.cpuPerProc", "cpu", &src.cpu_per_proc)?;
+        let mem = quantity(file, "swf.memoryPerProc", "memory", &src.memory_per_proc)?;
+        if src.procs_per_pod == 0 {
+            return Err(input(file, "swf.procsPerPod", "0 is out of range; allowed >= 1"));
+        }
+        let rule = swf::Mapping {
+            procs_per_pod: src.procs_per_pod,
+            cpu_per_proc: cpu,
+            memory_per_proc: mem,
+            deadline_from_requested: src.deadline_from_requested,
+        };
+        let trace = swf::parse(&swf_file, &read_file(&swf_path)?)?;
+        for job in trace.iter().take(src.max_jobs.unwrap_or(usize::MAX)) {
+            let Some(m) = rule.map(job) else { continue };
+            let mut requests = vec![("cpu".to_string(), m.cpu_per_pod), ("memory".to_string(), m.memory_per_pod)];
+            requests.retain(|(_, a)| *a > 0);
+            requests.push(("pods".to_string(), 1));
+            requests.retain(|(r, _)| r != "pods" || offered.contains_key("pods"));
+            pending.push((
+                m.submit_ms,
+                ci,
+                JobSpec {
+                    name: format!("swf-{}", job.id),
+                    class: "swf".into(),
+                    class_index: ci,
+                    min_members: m.pods,
+                    max_members: m.pods,
+                    requests,
+                    filter: NodeFilter::default(),
+                    run_ms: m.run_ms,
+                    expected_run_ms: m.expected_ms,
+                    run_starts: src.run_starts,
+                    deadline_ms: m.deadline_ms,
+                    priority: 0,
+                    submit_ms: 0,
+                    probe: false,
+                },
+            ));
+        }
+        classes.push(ClassInfo { name: "swf".into(), probe: false });
+    }
+    // Stable sort: ties keep class order and index order.
+    pending.sort_by_key(|(t, _, _)| *t);
+    let per_job = sf.submitters.per_job.map_or(0, |d| d.0);
+    let mut free_at = vec![0i64; sf.submitters.count as usize];
+    let mut jobs = Vec::with_capacity(pending.len());
+    for (nominal, _, mut spec) in pending {
+        let (si, _) = free_at.iter().enumerate().min_by_key(|(i, t)| (**t, *i)).expect("count >= 1");
+        let done = nominal.max(free_at[si]) + per_job;
+        free_at[si] = done;
+        spec.submit_ms = done;
+        jobs.push(spec);
+    }
+    jobs.sort_by_key(|j| j.submit_ms);
+    Ok(Workload {
+        name: sf.name,
+        description: sf.description,
+        cluster_file,
+        cluster,
+        params: SimParams { horizon_ms, sample_ms, timing: sf.timing },
+        kueue: sf.kueue,
+        coscheduling: sf.coscheduling,
+        classes,
+        jobs,
+    })
+}
+
+fn quantity(file: &str, path: &str, resource: &str, v: &serde_yaml_ng::Value) -> Result<u64, SimError> {
+    let text = match v {
+        serde_yaml_ng::Value::String(s) => s.clone(),
+        serde_yaml_ng::Value::Number(n) => n.to_string(),
+        _ => return Err(input(file, path, "must be a quantity such as 2 or 4Gi")),
+    };
+    let unit = resources::unit_of(resource).map_err(|m| input(file, path, m))?;
+    resources::parse_amount(unit, &text).map_err(|e| input(file, path, e.to_string()))
+}
+
+fn parse_requests(
+    file: &str,
+    path: &str,
+    map: &BTreeMap<String, serde_yaml_ng::Value>,
+    offered: &BTreeMap<String, ()>,
+) -> Result<Vec<(String, u64)>, SimError> {
+    let mut out = Vec::new();
+    for (name, v) in map {
+        let p = format!("{path}.{name}");
+        if name == "pods" {
+            return Err(input(file, p, "pods is implied (1 per pod); remove it"));
+        }
+        let amount = quantity(file, &p, name, v)?;
+        if amount > 0 && !offered.contains_key(name) {
+            let known: Vec<&str> = offered.keys().map(String::as_str).collect();
+            return Err(input(file, p, format!("no node offers {name:?}; the cluster has {known:?}")));
+        }
+        out.push((name.clone(), amount));
+    }
+    if offered.contains_key("pods") {
+        out.push(("pods".to_string(), 1));
+    }
+    Ok(out)
+}

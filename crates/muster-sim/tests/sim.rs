@@ -1,0 +1,248 @@
+//! End-to-end checks of the engine, the models, the metrics and the outputs.
+
+use std::path::{Path, PathBuf};
+
+use muster_sim::engine::Engine;
+use muster_sim::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
+use muster_sim::{RunOptions, Workload, models, scenario};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A workload from inline texts; the cluster is written next to the scenario in a temp dir.
+fn workload(test: &str, cluster: &str, scen: &str, seed: u64) -> Result<Workload, muster_sim::SimError> {
+    let dir = std::env::temp_dir().join(format!("muster-sim-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
+    scenario::from_text("scen.yaml", &format!("cluster: cluster.yaml\n{scen}"), &dir, seed)
+}
+
+/// Wraps a model and records what it saw and did, with times.
+struct Tap<S> {
+    inner: S,
+    events: Vec<(i64, SimEvent)>,
+    actions: Vec<(i64, Action)>,
+    /// The job of every pod bound, in order.
+    bound: Vec<JobId>,
+}
+
+impl<S: Scheduler> Scheduler for Tap<S> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn on_event(&mut self, e: &SimEvent, v: &ClusterView<'_>, now: i64) {
+        self.events.push((now, e.clone()));
+        if let SimEvent::PodBound { pod, .. } = e {
+            self.bound.push(v.pod(*pod).job);
+        }
+        self.inner.on_event(e, v, now);
+    }
+    fn decide(&mut self, v: &ClusterView<'_>, now: i64) -> Vec<Action> {
+        let a = self.inner.decide(v, now);
+        self.actions.extend(a.iter().map(|x| (now, x.clone())));
+        a
+    }
+    fn next_wakeup(&self) -> Option<i64> {
+        self.inner.next_wakeup()
+    }
+}
+
+fn tap<S: Scheduler>(w: &Workload, s: S) -> (Tap<S>, muster_sim::engine::RunRecord) {
+    let mut t = Tap { inner: s, events: vec![], actions: vec![], bound: vec![] };
+    let rec = Engine::new(w).unwrap().run(&mut t, false).unwrap();
+    (t, rec)
+}
+
+fn seed_deadlock() -> Workload {
+    scenario::load(&repo().join("scenarios/wait-for-pods-ready.yaml"), 1).unwrap()
+}
+
+#[test]
+fn default_model_reproduces_the_seed_001_deadlock() {
+    let w = seed_deadlock();
+    let (t, rec) = tap(&w, models::kube::DefaultScheduler::default());
+    // Jobs 1 and 2 are the big ones (job 0 is the quick job); nothing is ever deleted here.
+    let bound = |j: u32| t.bound.iter().filter(|b| b.0 == j).count();
+    assert_eq!(rec.jobs[0].phase, muster_sim::scheduler::JobPhase::Succeeded);
+    for j in [1, 2] {
+        assert!(rec.jobs[j].ended_ms.is_none(), "big job {j} must be stuck");
+        assert!((1..20).contains(&bound(j as u32)), "big job {j} partly running: {} of 20 bound", bound(j as u32));
+    }
+    assert!(rec.horizon_hit);
+    // Every other model, and the ideal schedule, completes all three.
+    let opts = RunOptions::new("");
+    let report = muster_sim::run_workload(&w, &opts).unwrap();
+    assert_eq!(report.ideal_fifo_gang.completed, 3);
+    let by = |n: &str| report.runs.iter().find(|r| r.scheduler == n).unwrap();
+    assert_eq!((by("default").completed, by("default").unfinished), (1, 2));
+    assert_eq!(by("kueue").unfinished, 2, "quota at 2x allocatable admits both: same deadlock");
+    assert_eq!(by("kueue-wfpr").completed, 3);
+    assert_eq!(by("coscheduling").completed, 3);
+    assert!(by("default").clog_share > 0.5);
+}
+
+#[test]
+fn coscheduling_releases_a_group_at_the_permit_timeout() {
+    // One attempt per 100 s: the second member is tried only after the 60 s permit timeout.
+    let w = workload(
+        "permit",
+        "name: c\nnodeClasses:\n  - {name: n, count: 2, capacity: {cpu: \"4\", pods: 10}}\n",
+        "name: permit\nhorizon: 250s\ntiming: {podCreateQps: 0, bindQps: 0.01, podStartDelay: 0s}\n\
+         jobClasses:\n  - {name: gang, count: 1, members: 2, resources: {cpu: \"4\"}, runTime: 10s}\n",
+        1,
+    )
+    .unwrap();
+    let (t, _) = tap(&w, models::cosched::Coscheduling::new(60_000));
+    let reserve = t.actions.iter().find(|(_, a)| matches!(a, Action::Reserve { .. })).unwrap().0;
+    let unreserve = t.actions.iter().find(|(_, a)| matches!(a, Action::Unreserve { .. })).unwrap().0;
+    assert_eq!(unreserve - reserve, 60_000);
+    assert!(!t.actions.iter().any(|(at, a)| matches!(a, Action::Bind { .. }) && *at < unreserve));
+}
+
+#[test]
+fn kueue_wait_for_pods_ready_evicts_and_requeues_with_backoff() {
+    let mut w = seed_deadlock();
+    w.kueue.block_admission = false;
+    w.kueue.pods_ready_timeout = scenario::Dur(30_000);
+    w.kueue.backoff_base = scenario::Dur(10_000);
+    let (t, rec) = tap(&w, models::kueue::Kueue::new(w.kueue.clone(), true));
+    let suspends: Vec<(i64, JobId)> = t
+        .actions
+        .iter()
+        .filter_map(|(at, a)| if let Action::Suspend { job } = a { Some((*at, *job)) } else { None })
+        .collect();
+    assert!(!suspends.is_empty(), "a big job must time out and be evicted");
+    // Each eviction of a job requeues it after base * 2^(k-1): 10 s, 20 s, 40 s, ...
+    for job in [JobId(1), JobId(2)] {
+        let mine: Vec<i64> = suspends.iter().filter(|(_, j)| *j == job).map(|(at, _)| *at).collect();
+        assert!(mine.len() >= 3, "{job:?} evicted {} times", mine.len());
+        for (k, &at) in mine.iter().enumerate() {
+            let restart = t
+                .actions
+                .iter()
+                .find(|(t2, a)| *t2 > at && matches!(a, Action::Start { job: j, .. } if *j == job))
+                .map(|(t2, _)| *t2);
+            match restart {
+                Some(r) => assert_eq!(r - at, 10_000 << k, "eviction {k} of {job:?}"),
+                None => assert!(at + (10_000 << k) > w.params.horizon_ms, "never requeued before the horizon"),
+            }
+        }
+    }
+    assert_eq!(rec.suspensions as usize, suspends.len());
+    // Without blockAdmission both big jobs are admitted together again after each backoff (the
+    // model has no jitter), so the pair keeps timing out: the reason blockAdmission exists.
+    assert!(rec.jobs[1..].iter().all(|j| j.ended_ms.is_none()));
+}
+
+const TINY_CLUSTER: &str = "name: tiny\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: \"4\", pods: 10}}\n";
+
+#[test]
+fn metrics_on_a_hand_computed_run() {
+    // One node of 4 cpu, instant control plane. A (1 pod x 2 cpu, 10 s) and B (2 pods x 2 cpu,
+    // 20 s after all ready) arrive at 0. A0 and B0 fill the node; B1 waits until A ends at 10 s;
+    // B runs 10..30 s. Waits 0 and 10 s; B0 clogs 2 cores for 10 s; the node is full throughout.
+    let w = workload(
+        "metrics",
+        TINY_CLUSTER,
+        "name: m\nsampleInterval: 10s\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s}\njobClasses:\n\
+         \x20 - {name: a, count: 1, members: 1, resources: {cpu: \"2\"}, runTime: 10s, runStarts: podStart}\n\
+         \x20 - {name: b, count: 1, members: 2, resources: {cpu: \"2\"}, runTime: 20s}\n",
+        1,
+    )
+    .unwrap();
+    let opts = RunOptions { schedulers: vec!["default".into()], ..RunOptions::new("") };
+    let r = &muster_sim::run_workload(&w, &opts).unwrap().runs[0];
+    assert_eq!((r.completed, r.failed, r.makespan_s), (2, 0, Some(30.0)));
+    assert_eq!((r.wait.mean_s, r.wait.p50_s, r.wait.p95_s, r.wait.max_s), (5.0, 0.0, 10.0, 10.0));
+    // (0 + 10) / 10 = 1 and (10 + 20) / 20 = 1.5.
+    assert_eq!(r.bounded_slowdown, 1.25);
+    assert_eq!(r.clog_cpu_core_s, 20.0);
+    assert_eq!(r.clog_share, 0.167);
+    assert_eq!(r.mean_util_cpu, 1.0);
+    assert_eq!(r.utilization.cpu, vec![1.0, 1.0, 1.0]);
+    assert_eq!(r.completion_times_s, vec![10.0, 30.0]);
+}
+
+fn small_jittered(seed: u64) -> Workload {
+    workload(
+        "determinism",
+        "name: d\nnodeClasses:\n  - {name: n, count: 8, capacity: {cpu: \"16\", memory: 64Gi, pods: 110}}\n",
+        "name: d\njobClasses:\n  - {name: j, count: 40, members: {min: 2, max: 6}, resources: {cpu: \"4\", memory: 8Gi},\n\
+         \x20    runTime: 2m, jitter: 0.5, deadline: 30m, arrival: {pattern: poisson, interval: 20s}}\n",
+        seed,
+    )
+    .unwrap()
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_bytes() {
+    let json = |seed| {
+        let opts = RunOptions { seed, ..RunOptions::new("") };
+        let r = muster_sim::run_workload(&small_jittered(seed), &opts).unwrap();
+        (r.to_json(), r.to_csv(), r.render_table())
+    };
+    let a = json(7);
+    assert_eq!(a, json(7));
+    assert_ne!(a.0, json(8).0);
+    assert!(a.0.contains("\"ideal_fifo_gang\""));
+}
+
+#[test]
+fn scenario_errors_name_the_field() {
+    let bad = |scen: &str| workload("errors", TINY_CLUSTER, scen, 1).unwrap_err().to_string();
+    let e = bad("name: e\njobClasses:\n  - {name: j, count: 0, members: 1, resources: {cpu: \"1\"}, runTime: 1s}\n");
+    assert!(e.contains("jobClasses[0].count") && e.contains("allowed"), "{e}");
+    let e =
+        bad("name: e\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {nvidia.com/gpu: 1}, runTime: 1s}\n");
+    assert!(e.contains("jobClasses[0].resources.nvidia.com/gpu") && e.contains("no node offers"), "{e}");
+    let e = bad("name: e\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: soon}\n");
+    assert!(e.contains("jobClasses[0].runTime") && e.contains("duration"), "{e}");
+    let e = bad(
+        "name: e\njobClasses:\n  - {name: j, count: 1, members: {min: 3, max: 2}, resources: {cpu: \"1\"}, runTime: 1s}\n",
+    );
+    assert!(e.contains("jobClasses[0].members"), "{e}");
+    let e = bad(
+        "name: e\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s, arrival: {pattern: uniform}}\n",
+    );
+    assert!(e.contains("jobClasses[0].arrival.interval"), "{e}");
+    let e = bad("name: e\ntiming: {bindQps: -1}\njobClasses: []\n");
+    assert!(e.contains("timing.bindQps"), "{e}");
+}
+
+#[test]
+fn shipped_scenarios_load() {
+    let dir = repo().join("scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "yaml") {
+            let w = scenario::load(&p, 1).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(!w.jobs.is_empty());
+            n += 1;
+        }
+    }
+    assert!(n >= 8);
+    let s = scenario::load(&dir.join("seed-scalability.yaml"), 1).unwrap();
+    assert_eq!(s.jobs.iter().filter(|j| j.class == "batch").count(), 1000);
+    assert!(s.jobs.iter().filter(|j| j.class == "batch").all(|j| (180_000..270_000).contains(&j.run_ms)));
+    let swf = scenario::load(&dir.join("swf-example.yaml"), 1).unwrap();
+    assert_eq!(swf.jobs.len(), 300);
+}
+
+#[test]
+fn plots_are_written_as_svg_and_png() {
+    let w = small_jittered(1);
+    let r = muster_sim::run_workload(&w, &RunOptions::new("")).unwrap();
+    let dir = std::env::temp_dir().join(format!("muster-sim-plots-{}", std::process::id()));
+    let files = r.write_plots(&dir).unwrap();
+    assert_eq!(files.len(), 6);
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        if f.extension().unwrap() == "png" {
+            assert_eq!(&bytes[1..4], b"PNG");
+        } else {
+            assert!(String::from_utf8(bytes).unwrap().contains("<svg"));
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! muster-store: the durable store of the queue engine.
+//!
+//! The store persists rows whose payloads (`spec`, `status`, `placement`) are JSON values written by
+//! the engine; it knows nothing of scheduling rules. Every method is synchronous (the async
+//! controller calls it through `spawn_blocking`). One trait, [`Store`], has two implementations:
+//! [`SqliteStore`] (an embedded file) and [`PgStore`] (PostgreSQL). Writes go through
+//! [`Store::apply`]: one batch is one transaction, and it lands only while the caller holds the
+//! leader lease named by its [`Fence`], so two engine instances on one database never both write.
+
+mod common;
+mod error;
+mod migrate;
+mod pg;
+mod sqlite;
+#[cfg(feature = "test-support")]
+pub mod testing;
+
+pub use error::StoreError;
+pub use migrate::{Migration, PG_MIGRATIONS, SQLITE_MIGRATIONS};
+pub use pg::PgStore;
+pub use sqlite::SqliteStore;
+
+use serde_json::Value;
+
+/// A group as the engine writes it. `seq` and `version` are assigned by the store (see
+/// [`StoredGroup`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    /// `namespace/name`.
+    pub key: String,
+    pub queue: String,
+    pub priority: i64,
+    /// Seconds.
+    pub submitted_at: i64,
+    pub state: String,
+    pub spec: Value,
+    pub status: Value,
+    pub requeue_count: i64,
+    pub requeue_at: Option<i64>,
+}
+
+/// A group as stored: with its submit order and its version for optimistic concurrency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredGroup {
+    pub group: Group,
+    /// Monotonic submit order, assigned when the key is first written and kept on updates.
+    pub seq: i64,
+    /// 1 when created, +1 on every put.
+    pub version: i64,
+}
+
+/// The placement of an admitted group. Written in the same batch as the group's admitted state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Allocation {
+    pub group_key: String,
+    pub alloc_id: i64,
+    /// Member -> node and devices, as the engine encodes it.
+    pub placement: Value,
+    pub start: i64,
+    pub end: Option<i64>,
+}
+
+/// One state transition of a group; history is append-only and outlives the group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryEntry {
+    pub group_key: String,
+    pub at: i64,
+    /// `None` for the first state of a group.
+    pub from_state: Option<String>,
+    pub to_state: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Resource-seconds consumed by a queue, recorded at time `at`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UsageRecord {
+    pub queue: String,
+    pub resource: String,
+    pub at: i64,
+    pub amount: f64,
+}
+
+/// A sum of usage for one (queue, resource).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UsageSum {
+    pub queue: String,
+    pub resource: String,
+    pub amount: f64,
+}
+
+/// One write of a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Create or replace a group. With `expected_version: Some(v)` the stored version must be `v`
+    /// (`Some(0)`: the key must not exist), else the whole batch fails with
+    /// [`StoreError::Conflict`]. `None` writes unconditionally.
+    PutGroup {
+        group: Group,
+        expected_version: Option<i64>,
+    },
+    /// Removes the group and its allocation; history stays. Absent keys are ignored.
+    DeleteGroup {
+        key: String,
+    },
+    /// Create or replace the allocation of an existing group.
+    PutAllocation(Allocation),
+    DeleteAllocation {
+        group_key: String,
+    },
+    AppendHistory(HistoryEntry),
+    AddUsage(UsageRecord),
+}
+
+/// Proof of leadership: writes carry it and land only while it is still the lease's current
+/// holder and epoch and the lease has not expired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub name: String,
+    pub holder: String,
+    /// Incremented every time the lease changes hands (or is taken again after it lapsed).
+    pub epoch: i64,
+}
+
+/// The seq and new version of each group a batch put, in batch order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutResult {
+    pub key: String,
+    pub seq: i64,
+    pub version: i64,
+}
+
+/// Everything the engine needs to rebuild its state at start-up.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// Ordered by `seq`.
+    pub groups: Vec<StoredGroup>,
+    /// Ordered by `group_key`.
+    pub allocations: Vec<Allocation>,
+}
+
+/// The durable store. Times are seconds, passed in by the caller (the store never reads a clock).
+/// Every method returns a [`StoreError`] instead of panicking.
+pub trait Store {
+    /// Applies `batch` as one transaction, after checking under a lock that `fence` still holds
+    /// its lease at time `now`. All of the batch lands, or none of it.
+    fn apply(&mut self, fence: &Fence, now: i64, batch: &[Write]) -> Result<Vec<PutResult>, StoreError>;
+
+    /// Reads every group and allocation in one consistent read.
+    fn load(&mut self) -> Result<Snapshot, StoreError>;
+
+    /// Takes lease `name` for `holder` until `now + ttl` if it is free, expired, or already held by
+    /// `holder` (then it is extended with the same epoch). `None` if another holder has it.
+    fn acquire_lease(&mut self, name: &str, holder: &str, now: i64, ttl: i64) -> Result<Option<Fence>, StoreError>;
+
+    /// Extends the lease to `now + ttl`; `false` if the fence no longer holds it (expired or taken).
+    fn renew_lease(&mut self, fence: &Fence, now: i64, ttl: i64) -> Result<bool, StoreError>;
+
+    /// Gives the lease up at once so another instance can take it; `false` if it was not held.
+    fn release_lease(&mut self, fence: &Fence) -> Result<bool, StoreError>;
+
+    /// Usage recorded at or after `since`, summed per (queue, resource), for one queue or all;
+    /// ordered by queue then resource.
+    fn usage_since(&mut self, queue: Option<&str>, since: i64) -> Result<Vec<UsageSum>, StoreError>;
+
+    /// Usage up to `now`, each record weighted by `0.5^((now - at) / half_life_seconds)`, summed per
+    /// (queue, resource); ordered by queue then resource.
+    fn decayed_usage(&mut self, now: i64, half_life_seconds: i64) -> Result<Vec<UsageSum>, StoreError>;
+
+    /// The history of one group, oldest first.
+    fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+}
