@@ -1,0 +1,649 @@
+//! Engine configuration: queues with quotas in cohorts, namespace selectors, policies, readiness
+//! timeouts and backoff, preemption, priority classes. Parsed from YAML (or JSON); every refused
+//! value is reported with the path of its field.
+
+use std::collections::BTreeMap;
+
+use muster_graph::InputError;
+use muster_graph::resources;
+use serde::{Deserialize, Serialize};
+
+/// A resource amount as written: a number or a Kubernetes quantity string (`32`, `128Gi`, `500m`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Quantity {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl Quantity {
+    fn text(&self) -> String {
+        match self {
+            Quantity::Int(i) => i.to_string(),
+            Quantity::Float(f) => f.to_string(),
+            Quantity::Text(s) => s.clone(),
+        }
+    }
+
+    /// The amount of resource `name` in base units (millicores, bytes, count).
+    pub fn amount(&self, name: &str) -> Result<u64, String> {
+        let unit = resources::unit_of(name)?;
+        resources::parse_amount(unit, &self.text()).map_err(|e| e.to_string())
+    }
+}
+
+impl From<i64> for Quantity {
+    fn from(v: i64) -> Self {
+        Quantity::Int(v)
+    }
+}
+
+impl From<&str> for Quantity {
+    fn from(s: &str) -> Self {
+        Quantity::Text(s.to_string())
+    }
+}
+
+/// Per-resource quota of one queue (Kueue's nominalQuota, borrowingLimit, lendingLimit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct QuotaSpec {
+    /// What the queue is guaranteed.
+    pub nominal: Quantity,
+    /// How much above nominal the queue may use by borrowing from its cohort; absent = no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowing_limit: Option<Quantity>,
+    /// How much of its unused nominal the queue lends to its cohort; absent = all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lending_limit: Option<Quantity>,
+}
+
+/// Quota in base units, after validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quota {
+    pub nominal: u64,
+    pub borrowing_limit: Option<u64>,
+    pub lending_limit: Option<u64>,
+}
+
+impl Quota {
+    /// The part of nominal the queue never lends.
+    pub fn guaranteed(&self) -> u64 {
+        self.nominal - self.lendable()
+    }
+
+    /// The part of nominal the cohort may use while the queue does not.
+    pub fn lendable(&self) -> u64 {
+        self.lending_limit.map_or(self.nominal, |l| l.min(self.nominal))
+    }
+}
+
+/// One requirement of a label selector (Kubernetes `matchExpressions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelRequirement {
+    pub key: String,
+    pub operator: LabelOperator,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LabelOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// Which namespaces may submit to a queue. Every given part must hold; all empty = every namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NamespaceSelector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelRequirement>,
+    /// Namespaces by name (in addition to the label rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+}
+
+impl NamespaceSelector {
+    pub fn is_empty(&self) -> bool {
+        self.match_labels.is_empty() && self.match_expressions.is_empty() && self.namespaces.is_empty()
+    }
+
+    /// True if a namespace with these labels may use the queue. Kubernetes' automatic label
+    /// `kubernetes.io/metadata.name` is added by the caller.
+    pub fn admits(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        (self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace))
+            && self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|e| {
+                let v = labels.get(&e.key);
+                match e.operator {
+                    LabelOperator::In => v.is_some_and(|v| e.values.contains(v)),
+                    LabelOperator::NotIn => v.is_none_or(|v| !e.values.contains(v)),
+                    LabelOperator::Exists => v.is_some(),
+                    LabelOperator::DoesNotExist => v.is_none(),
+                }
+            })
+    }
+}
+
+/// How a queue picks among its pending groups (Fluxion's queue policies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum QueuePolicy {
+    /// First come first served: the head gets a reservation and nothing behind it may start.
+    StrictFifo,
+    /// Any group that fits starts, in order; no reservations (Kueue's BestEffortFIFO).
+    BestEffortFifo,
+    /// The head gets a reservation; groups behind it start if they do not delay it.
+    Easy,
+    /// The first `depth` blocked groups get reservations; groups behind start if they delay none.
+    Conservative { depth: u32 },
+}
+
+impl QueuePolicy {
+    /// How many blocked groups get a reservation.
+    pub fn reservation_depth(self) -> u32 {
+        match self {
+            QueuePolicy::StrictFifo | QueuePolicy::Easy => 1,
+            QueuePolicy::BestEffortFifo => 0,
+            QueuePolicy::Conservative { depth } => depth,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QueuePolicy::StrictFifo => "strict FIFO",
+            QueuePolicy::BestEffortFifo => "best-effort FIFO",
+            QueuePolicy::Easy => "EASY backfill",
+            QueuePolicy::Conservative { .. } => "conservative backfill",
+        }
+    }
+}
+
+/// Which timestamp orders a group that was requeued after a readiness timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum RequeueOrder {
+    /// When it was evicted: it goes behind groups that waited meanwhile (Kueue's default).
+    #[default]
+    Eviction,
+    /// When it was created: it gets its old place back.
+    Creation,
+}
+
+/// Readiness timeouts and requeue backoff (Kueue's waitForPodsReady).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct ReadinessConfig {
+    /// Seconds from admission until every member must be ready; null disables.
+    pub timeout_s: Option<i64>,
+    /// Seconds a running group may stay below full readiness; null disables.
+    pub recovery_timeout_s: Option<i64>,
+    /// First requeue delay; the n-th is base * 2^(n-1), capped at `backoff_max_s`.
+    pub backoff_base_s: i64,
+    pub backoff_max_s: i64,
+    /// Requeues allowed before the group is deactivated; null = requeue forever.
+    pub backoff_limit: Option<u32>,
+    pub requeue_order: RequeueOrder,
+}
+
+impl Default for ReadinessConfig {
+    fn default() -> Self {
+        Self {
+            timeout_s: Some(300),
+            recovery_timeout_s: Some(300),
+            backoff_base_s: 60,
+            backoff_max_s: 3600,
+            backoff_limit: None,
+            requeue_order: RequeueOrder::Eviction,
+        }
+    }
+}
+
+impl ReadinessConfig {
+    /// Delay before the `n`-th requeue (n >= 1): base * 2^(n-1), capped.
+    pub fn backoff(&self, n: u32) -> i64 {
+        let shift = n.saturating_sub(1).min(62);
+        self.backoff_base_s.saturating_mul(1i64 << shift).min(self.backoff_max_s)
+    }
+}
+
+/// Preemption within a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum WithinQueue {
+    #[default]
+    Never,
+    LowerPriority,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct PreemptionConfig {
+    /// May a pending group evict lower-priority groups of its own queue?
+    pub within_queue: WithinQueue,
+    /// May a pending group within its nominal quota evict groups of other queues in the cohort
+    /// that borrow?
+    pub reclaim_within_cohort: bool,
+}
+
+/// A cluster-level queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct QueueConfig {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cohort: Option<String>,
+    #[serde(default)]
+    pub namespace_selector: NamespaceSelector,
+    /// Quotas by resource name. A resource not listed is not limited by the queue.
+    #[serde(default)]
+    pub quotas: BTreeMap<String, QuotaSpec>,
+    #[serde(default = "default_policy")]
+    pub policy: QueuePolicy,
+    #[serde(default = "one")]
+    pub fair_share_weight: f64,
+    #[serde(default)]
+    pub readiness: ReadinessConfig,
+    #[serde(default)]
+    pub preemption: PreemptionConfig,
+    /// An elastic group waits up to this long (from submission) to start with all `max` members
+    /// before it takes fewer. 0 = start with what fits at once.
+    #[serde(default)]
+    pub elastic_max_wait_s: i64,
+}
+
+fn default_policy() -> QueuePolicy {
+    QueuePolicy::Conservative { depth: 16 }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl QueueConfig {
+    /// A queue with defaults: no quotas, every namespace, conservative backfill.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            cohort: None,
+            namespace_selector: NamespaceSelector::default(),
+            quotas: BTreeMap::new(),
+            policy: default_policy(),
+            fair_share_weight: 1.0,
+            readiness: ReadinessConfig::default(),
+            preemption: PreemptionConfig::default(),
+            elastic_max_wait_s: 0,
+        }
+    }
+}
+
+/// A cohort in a hierarchy. Queues naming a cohort that is not declared form a root cohort.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CohortConfig {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+/// The whole engine configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EngineConfig {
+    pub queues: Vec<QueueConfig>,
+    #[serde(default)]
+    pub cohorts: Vec<CohortConfig>,
+    /// Priority values by class name; higher runs first.
+    #[serde(default)]
+    pub priority_classes: BTreeMap<String, i32>,
+    /// The class of a group that names none; absent = priority 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_priority_class: Option<String>,
+    /// Admit one group at a time: none while another is admitted but not all ready (Kueue's
+    /// blockAdmission). Not needed with exact placement; see docs/queue.md.
+    #[serde(default)]
+    pub block_admission: bool,
+    /// Half-life of past usage in fair share, seconds; 0 = only current usage counts.
+    #[serde(default = "default_half_life")]
+    pub fair_share_half_life_s: i64,
+    /// Pending groups per queue that get an estimated start in `queue_view`.
+    #[serde(default = "default_estimate_depth")]
+    pub estimate_depth: usize,
+    /// Pending groups (all queues, in order) whose estimate comes from the planner in
+    /// `queue_view`; later ones get a cheap lower bound from the cluster's totals.
+    #[serde(default = "default_planner_estimates")]
+    pub planner_estimates: usize,
+    /// Groups tried behind a blocked group (backfill and best-effort), per cycle, all queues.
+    #[serde(default = "default_backfill_attempts")]
+    pub backfill_attempts_per_cycle: usize,
+    /// Pending groups that may try preemption per cycle.
+    #[serde(default = "default_preemption_attempts")]
+    pub preemption_attempts_per_cycle: usize,
+}
+
+fn default_half_life() -> i64 {
+    7 * 24 * 3600
+}
+fn default_estimate_depth() -> usize {
+    100
+}
+fn default_planner_estimates() -> usize {
+    16
+}
+fn default_backfill_attempts() -> usize {
+    2000
+}
+fn default_preemption_attempts() -> usize {
+    16
+}
+
+impl EngineConfig {
+    /// One queue named `name` with defaults.
+    pub fn single_queue(name: &str) -> Self {
+        Self {
+            queues: vec![QueueConfig::new(name)],
+            cohorts: Vec::new(),
+            priority_classes: BTreeMap::new(),
+            default_priority_class: None,
+            block_admission: false,
+            fair_share_half_life_s: default_half_life(),
+            estimate_depth: default_estimate_depth(),
+            planner_estimates: default_planner_estimates(),
+            backfill_attempts_per_cycle: default_backfill_attempts(),
+            preemption_attempts_per_cycle: default_preemption_attempts(),
+        }
+    }
+
+    /// Parses and validates a configuration; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
+        let c: Self = InputError::parse_yaml(file, text)?;
+        c.compile(file)?;
+        Ok(c)
+    }
+
+    /// Validates every field and resolves quotas and cohorts.
+    pub fn compile(&self, file: &str) -> Result<Compiled, InputError> {
+        let err = |path: String, msg: String| InputError::new(file, path, msg);
+        if self.queues.is_empty() {
+            return Err(err("queues".into(), "at least one queue is required".into()));
+        }
+        if self.fair_share_half_life_s < 0 {
+            return Err(err(
+                "fairShareHalfLifeS".into(),
+                format!("{} is negative; allowed 0 (no history) or more seconds", self.fair_share_half_life_s),
+            ));
+        }
+        if let Some(c) = &self.default_priority_class
+            && !self.priority_classes.contains_key(c)
+        {
+            return Err(err(
+                "defaultPriorityClass".into(),
+                format!("unknown priority class {c:?}; known: {:?}", self.priority_classes.keys().collect::<Vec<_>>()),
+            ));
+        }
+        // Cohort hierarchy: names unique, parents known, no cycles.
+        let mut parent: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+        for (i, c) in self.cohorts.iter().enumerate() {
+            if !is_name(&c.name) {
+                return Err(err(format!("cohorts[{i}].name"), bad_name(&c.name)));
+            }
+            if parent.insert(&c.name, c.parent.as_deref()).is_some() {
+                return Err(err(format!("cohorts[{i}].name"), format!("cohort {:?} is declared twice", c.name)));
+            }
+        }
+        for (i, c) in self.cohorts.iter().enumerate() {
+            if let Some(p) = &c.parent
+                && !parent.contains_key(p.as_str())
+            {
+                return Err(err(format!("cohorts[{i}].parent"), format!("unknown cohort {p:?}")));
+            }
+            let mut seen = vec![c.name.as_str()];
+            let mut cur = c.parent.as_deref();
+            while let Some(p) = cur {
+                if seen.contains(&p) {
+                    seen.push(p);
+                    return Err(err(format!("cohorts[{i}].parent"), format!("cohort cycle: {}", seen.join(" -> "))));
+                }
+                seen.push(p);
+                cur = parent.get(p).copied().flatten();
+            }
+        }
+        let root_of = |c: &str| -> String {
+            let mut cur = c;
+            while let Some(Some(p)) = parent.get(cur) {
+                cur = p;
+            }
+            cur.to_string()
+        };
+        let mut queues = BTreeMap::new();
+        for (qi, q) in self.queues.iter().enumerate() {
+            let at = |f: &str| format!("queues[{qi}].{f}");
+            if !is_name(&q.name) {
+                return Err(err(at("name"), bad_name(&q.name)));
+            }
+            if queues.contains_key(&q.name) {
+                return Err(err(at("name"), format!("queue {:?} is declared twice", q.name)));
+            }
+            if let Some(c) = &q.cohort
+                && !is_name(c)
+            {
+                return Err(err(at("cohort"), bad_name(c)));
+            }
+            for (ei, e) in q.namespace_selector.match_expressions.iter().enumerate() {
+                let p = at(&format!("namespaceSelector.matchExpressions[{ei}]"));
+                match (e.operator, e.values.is_empty()) {
+                    (LabelOperator::In | LabelOperator::NotIn, true) => {
+                        return Err(err(p, format!("operator {:?} needs at least one value", e.operator)));
+                    }
+                    (LabelOperator::Exists | LabelOperator::DoesNotExist, false) => {
+                        return Err(err(p, format!("operator {:?} takes no values", e.operator)));
+                    }
+                    _ => {}
+                }
+            }
+            let mut quotas = BTreeMap::new();
+            for (r, spec) in &q.quotas {
+                let qp = |f: &str| at(&format!("quotas.{r}.{f}"));
+                let amount = |v: &Quantity, f: &str| v.amount(r).map_err(|m| err(qp(f), m));
+                let nominal = amount(&spec.nominal, "nominal")?;
+                let borrowing_limit = spec.borrowing_limit.as_ref().map(|v| amount(v, "borrowingLimit")).transpose()?;
+                let lending_limit = spec.lending_limit.as_ref().map(|v| amount(v, "lendingLimit")).transpose()?;
+                if q.cohort.is_none() && borrowing_limit.is_some() {
+                    return Err(err(
+                        qp("borrowingLimit"),
+                        "only a queue in a cohort can borrow; set cohort or remove the limit".into(),
+                    ));
+                }
+                if q.cohort.is_none() && lending_limit.is_some() {
+                    return Err(err(
+                        qp("lendingLimit"),
+                        "only a queue in a cohort can lend; set cohort or remove the limit".into(),
+                    ));
+                }
+                if let Some(l) = lending_limit
+                    && l > nominal
+                {
+                    return Err(err(
+                        qp("lendingLimit"),
+                        "is above nominal; a queue can lend at most its nominal".into(),
+                    ));
+                }
+                quotas.insert(r.clone(), Quota { nominal, borrowing_limit, lending_limit });
+            }
+            if !(q.fair_share_weight.is_finite() && q.fair_share_weight > 0.0) {
+                return Err(err(
+                    at("fairShareWeight"),
+                    format!("{} is not allowed; use a positive number", q.fair_share_weight),
+                ));
+            }
+            if let QueuePolicy::Conservative { depth } = q.policy
+                && depth == 0
+            {
+                return Err(err(
+                    at("policy.depth"),
+                    "a reservation depth of 0 reserves nothing; use bestEffortFifo, or 1 or more".into(),
+                ));
+            }
+            let r = &q.readiness;
+            for (f, v) in [("readiness.timeoutS", r.timeout_s), ("readiness.recoveryTimeoutS", r.recovery_timeout_s)] {
+                if let Some(v) = v
+                    && v <= 0
+                {
+                    return Err(err(at(f), format!("{v} is not allowed; use a positive number of seconds or null")));
+                }
+            }
+            if r.backoff_base_s <= 0 {
+                return Err(err(
+                    at("readiness.backoffBaseS"),
+                    format!("{} is not allowed; use 1 or more", r.backoff_base_s),
+                ));
+            }
+            if r.backoff_max_s < r.backoff_base_s {
+                return Err(err(
+                    at("readiness.backoffMaxS"),
+                    format!("{} is below backoffBaseS {}", r.backoff_max_s, r.backoff_base_s),
+                ));
+            }
+            if q.elastic_max_wait_s < 0 {
+                return Err(err(at("elasticMaxWaitS"), format!("{} is negative", q.elastic_max_wait_s)));
+            }
+            queues.insert(
+                q.name.clone(),
+                CompiledQueue { index: qi, root_cohort: q.cohort.as_deref().map(root_of), quotas },
+            );
+        }
+        Ok(Compiled { queues })
+    }
+
+    /// The priority of a class, or an error naming the field.
+    pub fn priority_of(&self, class: Option<&str>) -> Result<i32, String> {
+        match class.or(self.default_priority_class.as_deref()) {
+            None => Ok(0),
+            Some(c) => self.priority_classes.get(c).copied().ok_or_else(|| {
+                format!("unknown priority class {c:?}; known: {:?}", self.priority_classes.keys().collect::<Vec<_>>())
+            }),
+        }
+    }
+}
+
+/// Resolved parts of a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compiled {
+    pub queues: BTreeMap<String, CompiledQueue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledQueue {
+    /// Position in `EngineConfig::queues`.
+    pub index: usize,
+    /// The top of the queue's cohort tree: queues with the same root share unused quota.
+    pub root_cohort: Option<String>,
+    pub quotas: BTreeMap<String, Quota>,
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn bad_name(s: &str) -> String {
+    format!("{s:?} is not a valid name; use 1-63 of a-z, 0-9, '-' and '.'")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<EngineConfig, InputError> {
+        EngineConfig::parse("q.yaml", text)
+    }
+
+    #[test]
+    fn full_config_parses() {
+        let c = parse(
+            "queues:\n  - name: team-a\n    cohort: research\n    namespaceSelector:\n      matchLabels: {team: a}\n      matchExpressions:\n        - {key: env, operator: NotIn, values: [prod]}\n    quotas:\n      cpu: {nominal: 64, borrowingLimit: 32, lendingLimit: 16}\n      nvidia.com/gpu: {nominal: 8}\n    policy: {kind: conservative, depth: 4}\n    fairShareWeight: 2\n    readiness: {timeoutS: 600, backoffLimit: 5, requeueOrder: Creation}\n    preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\n    elasticMaxWaitS: 120\n  - name: team-b\n    cohort: research\n    policy: {kind: easy}\ncohorts:\n  - {name: research, parent: org}\n  - {name: org}\npriorityClasses: {high: 1000, low: 10}\ndefaultPriorityClass: low\nblockAdmission: false\n",
+        )
+        .unwrap();
+        let comp = c.compile("q.yaml").unwrap();
+        let a = &comp.queues["team-a"];
+        assert_eq!(a.root_cohort.as_deref(), Some("org"));
+        assert_eq!(a.quotas["cpu"], Quota { nominal: 64000, borrowing_limit: Some(32000), lending_limit: Some(16000) });
+        assert_eq!(c.queues[0].readiness.backoff_base_s, 60);
+        assert_eq!(c.queues[0].readiness.requeue_order, RequeueOrder::Creation);
+        assert_eq!(c.priority_of(None), Ok(10));
+        assert!(c.priority_of(Some("nope")).unwrap_err().contains("unknown priority class"));
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let e = parse("queues:\n  - name: a\n    quotas: {cpu: {nominal: -4}}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].quotas.cpu.nominal");
+        assert!(e.message.contains("negative"), "{e}");
+        let e = parse(
+            "queues:\n  - name: a\n    cohort: x\ncohorts:\n  - {name: x, parent: y}\n  - {name: y, parent: x}\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "cohorts[0].parent");
+        assert!(e.message.contains("cycle: x -> y -> x"), "{e}");
+        let e = parse("queues:\n  - name: a\n    cohort: x\ncohorts:\n  - {name: x, parent: z}\n").unwrap_err();
+        assert_eq!(e.path, "cohorts[0].parent");
+        let e = parse("queues:\n  - name: a\ndefaultPriorityClass: gold\n").unwrap_err();
+        assert_eq!(e.path, "defaultPriorityClass");
+        let e = parse("queues:\n  - name: a\n    quotas: {cpu: {nominal: 4, borrowingLimit: 2}}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].quotas.cpu.borrowingLimit");
+        let e = parse("queues:\n  - name: a\n    cohort: c\n    quotas: {cpu: {nominal: 4, lendingLimit: 8}}\n")
+            .unwrap_err();
+        assert_eq!(e.path, "queues[0].quotas.cpu.lendingLimit");
+        let e = parse("queues:\n  - name: a\n    quotas: {gpu: {nominal: 4}}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].quotas.gpu.nominal");
+        let e = parse("queues:\n  - name: a\n  - name: a\n").unwrap_err();
+        assert_eq!(e.path, "queues[1].name");
+        let e = parse("queues:\n  - name: a\n    readiness: {backoffBaseS: 0}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].readiness.backoffBaseS");
+        let e = parse("queues:\n  - name: a\n    policy: {kind: conservative, depth: 0}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].policy.depth");
+        let e = parse("queues:\n  - name: a\n    fairShareWeight: 0\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].fairShareWeight");
+        let e = parse("queues:\n  - name: a\n    colour: red\n").unwrap_err();
+        assert!(e.message.contains("colour"), "{e}");
+        let e =
+            parse("queues:\n  - name: a\n    namespaceSelector:\n      matchExpressions: [{key: k, operator: In}]\n")
+                .unwrap_err();
+        assert_eq!(e.path, "queues[0].namespaceSelector.matchExpressions[0]");
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let r = ReadinessConfig::default();
+        let v: Vec<i64> = (1..=8).map(|n| r.backoff(n)).collect();
+        assert_eq!(v, vec![60, 120, 240, 480, 960, 1920, 3600, 3600]);
+        assert_eq!(r.backoff(200), 3600);
+    }
+
+    #[test]
+    fn namespace_selector_rules() {
+        let labels: BTreeMap<String, String> = [("team".to_string(), "a".to_string())].into();
+        let s = NamespaceSelector::default();
+        assert!(s.admits("x", &labels));
+        let s = NamespaceSelector { namespaces: vec!["y".into()], ..Default::default() };
+        assert!(!s.admits("x", &labels));
+        let s = NamespaceSelector {
+            match_expressions: vec![LabelRequirement {
+                key: "team".into(),
+                operator: LabelOperator::In,
+                values: vec!["a".into()],
+            }],
+            ..Default::default()
+        };
+        assert!(s.admits("x", &labels));
+        assert!(!s.admits("x", &BTreeMap::new()));
+    }
+}

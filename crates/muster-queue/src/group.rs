@@ -1,0 +1,331 @@
+//! Groups, their lifecycle state machine, and the transitions the engine reports.
+
+use std::fmt;
+
+use muster_graph::GroupRequest;
+use serde::{Deserialize, Serialize};
+
+/// A group's identity: the namespace and name of the Job/JobSet/pod group it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct GroupKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl GroupKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self { namespace: namespace.to_string(), name: name.to_string() }
+    }
+}
+
+impl fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Where a group is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum GroupState {
+    /// Not yet known to the engine (the `from` of a submission).
+    New,
+    /// Waiting for capacity or quota.
+    Queued,
+    /// Waiting, with a future start reserved on the graph.
+    Reserved,
+    /// Placed: every member has a node; pods are being released.
+    Admitted,
+    /// Every member ready.
+    Running,
+    Succeeded,
+    Failed,
+    /// Allocation released (timeout, preemption, lost members); waits for its requeue time.
+    Evicted,
+    /// Evicted too often; waits for the user to resume it.
+    Deactivated,
+    /// Held by the user.
+    Suspended,
+    Deleted,
+}
+
+impl GroupState {
+    /// Waiting for a place (in a queue's pending set).
+    pub fn is_pending(self) -> bool {
+        matches!(self, GroupState::Queued | GroupState::Reserved)
+    }
+
+    /// Holding an allocation.
+    pub fn holds_allocation(self) -> bool {
+        matches!(self, GroupState::Admitted | GroupState::Running)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, GroupState::Succeeded | GroupState::Failed | GroupState::Deleted)
+    }
+
+    /// Checks one step of the lifecycle. A self-step is legal only where it reports a change that
+    /// keeps the state (a reservation that moves, a group that grows or shrinks, a group marked
+    /// unsatisfiable).
+    pub fn transition(from: GroupState, to: GroupState) -> Result<(), IllegalTransition> {
+        use GroupState::*;
+        let ok = match from {
+            New => matches!(to, Queued),
+            Queued => matches!(to, Queued | Reserved | Admitted | Suspended | Deleted),
+            Reserved => matches!(to, Queued | Reserved | Admitted | Suspended | Deleted),
+            Admitted => matches!(to, Admitted | Running | Evicted | Succeeded | Failed | Suspended | Deleted),
+            Running => matches!(to, Running | Evicted | Succeeded | Failed | Suspended | Deleted),
+            Evicted => matches!(to, Queued | Deactivated | Suspended | Deleted),
+            Deactivated => matches!(to, Queued | Suspended | Deleted),
+            Suspended => matches!(to, Queued | Deleted),
+            Succeeded | Failed => matches!(to, Deleted),
+            Deleted => false,
+        };
+        if ok { Ok(()) } else { Err(IllegalTransition { from, to }) }
+    }
+}
+
+impl fmt::Display for GroupState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("illegal transition {from} -> {to}")]
+pub struct IllegalTransition {
+    pub from: GroupState,
+    pub to: GroupState,
+}
+
+/// What a user submits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupSpec {
+    pub key: GroupKey,
+    pub queue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    #[serde(with = "crate::wire")]
+    pub request: GroupRequest,
+    pub submitted_at: i64,
+}
+
+/// One member's placement, by names a binder can use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberPlacement {
+    pub index: u32,
+    pub node: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+}
+
+/// A placement as persisted: the engine's allocation id, every member's node and devices, and the
+/// expected window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationRecord {
+    pub alloc_id: u64,
+    pub members: Vec<MemberPlacement>,
+    pub start: i64,
+    /// Expected end (`i64::MAX`: runs until it finishes).
+    pub end: i64,
+}
+
+/// Why a transition happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Reason {
+    Submitted,
+    /// Placed now; `backfill` when it started ahead of a group that holds a reservation.
+    Admitted {
+        backfill: bool,
+    },
+    /// Placed after evicting these groups.
+    AdmittedByPreemption {
+        victims: Vec<GroupKey>,
+    },
+    Reserved {
+        at: i64,
+    },
+    /// The reservation could not be kept (a running group overran, a node left, a higher-priority
+    /// group came first, or the group fell beyond the reservation depth).
+    ReservationDropped,
+    AllReady,
+    ReadinessLost,
+    /// Not all members ready within the timeout after admission.
+    PodsReadyTimeout {
+        requeue_at: i64,
+        requeues: u32,
+    },
+    /// A running group stayed below full readiness longer than the recovery timeout.
+    RecoveryTimeout {
+        requeue_at: i64,
+        requeues: u32,
+    },
+    /// Evicted to make room for a higher-priority group of the same queue.
+    Preempted {
+        by: GroupKey,
+    },
+    /// Evicted because another queue of the cohort reclaimed quota this group borrowed.
+    Reclaimed {
+        by: GroupKey,
+    },
+    /// Lost members below its minimum (a node left or pods failed).
+    MembersLost {
+        members: Vec<u32>,
+    },
+    /// An elastic group lost members but keeps running at or above its minimum.
+    Shrunk {
+        members: Vec<u32>,
+    },
+    /// An elastic group got more members.
+    Grown {
+        members: Vec<u32>,
+    },
+    BackoffExpired,
+    /// Queued again at once after an eviction that was not the group's fault (preemption, reclaim,
+    /// lost members).
+    Requeued,
+    BackoffLimitExceeded {
+        requeues: u32,
+    },
+    Unsatisfiable {
+        message: String,
+    },
+    Finished {
+        succeeded: bool,
+    },
+    Suspended,
+    Resumed,
+    Deleted,
+}
+
+impl Reason {
+    /// A plain sentence.
+    pub fn message(&self) -> String {
+        match self {
+            Reason::Submitted => "submitted".into(),
+            Reason::Admitted { backfill: false } => "admitted: all members placed".into(),
+            Reason::Admitted { backfill: true } => {
+                "admitted by backfill: all members placed without delaying any reservation".into()
+            }
+            Reason::AdmittedByPreemption { victims } => format!(
+                "admitted after preempting {}",
+                victims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            Reason::Reserved { at } => format!("reserved to start at {at}"),
+            Reason::ReservationDropped => "reservation dropped; waiting again".into(),
+            Reason::AllReady => "all members ready".into(),
+            Reason::ReadinessLost => "a member is no longer ready; recovery timer started".into(),
+            Reason::PodsReadyTimeout { requeue_at, requeues } => {
+                format!("not all members ready in time; allocation released, requeue #{requeues} at {requeue_at}")
+            }
+            Reason::RecoveryTimeout { requeue_at, requeues } => {
+                format!("readiness not recovered in time; allocation released, requeue #{requeues} at {requeue_at}")
+            }
+            Reason::Preempted { by } => format!("preempted by higher-priority {by}"),
+            Reason::Reclaimed { by } => format!("borrowed quota reclaimed by {by}"),
+            Reason::MembersLost { members } => {
+                format!("lost members {members:?}, below the group's minimum; allocation released")
+            }
+            Reason::Shrunk { members } => format!("lost members {members:?}; keeps running"),
+            Reason::Grown { members } => format!("grew by members {members:?}"),
+            Reason::BackoffExpired => "backoff over; queued again".into(),
+            Reason::Requeued => "queued again at once (no backoff: the eviction was not its fault)".into(),
+            Reason::BackoffLimitExceeded { requeues } => {
+                format!("deactivated after {requeues} requeues (backoff limit); resume to retry")
+            }
+            Reason::Unsatisfiable { message } => format!("unsatisfiable: {message}"),
+            Reason::Finished { succeeded: true } => "succeeded".into(),
+            Reason::Finished { succeeded: false } => "failed".into(),
+            Reason::Suspended => "suspended by the user".into(),
+            Reason::Resumed => "resumed by the user".into(),
+            Reason::Deleted => "deleted".into(),
+        }
+    }
+}
+
+/// One change of one group, to be persisted before it is acted on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    pub at: i64,
+    pub key: GroupKey,
+    pub from: GroupState,
+    pub to: GroupState,
+    pub reason: Reason,
+    /// The placement after the change: full on Admitted (and after grow or shrink), the released
+    /// one on leaving Admitted/Running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<AllocationRecord>,
+}
+
+/// A group as the engine keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub spec: GroupSpec,
+    pub priority: i32,
+    pub state: GroupState,
+    /// Submission order, for ties.
+    pub seq: u64,
+    /// The time that orders the group in its queue (submission, or eviction on requeue).
+    pub order_time: i64,
+    pub allocation: Option<AllocationRecord>,
+    pub reserved_at: Option<i64>,
+    pub admitted_at: Option<i64>,
+    pub ready_members: u32,
+    /// Since when a running group is below full readiness.
+    pub not_ready_since: Option<i64>,
+    /// Evictions counted for backoff (readiness timeouts).
+    pub requeues: u32,
+    /// Evictions of any kind.
+    pub evictions: u32,
+    pub requeue_at: Option<i64>,
+    /// Set when the group could never fit; with the graph structure version it was checked at.
+    pub unsatisfiable: Option<(String, u64)>,
+    /// The latest reason it waits (for explanations).
+    pub reason: String,
+}
+
+impl Group {
+    pub fn member_count(&self) -> u32 {
+        self.allocation.as_ref().map_or(0, |a| a.members.len() as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupState::*;
+    use super::*;
+
+    #[test]
+    fn lifecycle_edges() {
+        for (a, b) in [
+            (New, Queued),
+            (Queued, Reserved),
+            (Reserved, Admitted),
+            (Admitted, Running),
+            (Running, Succeeded),
+            (Running, Evicted),
+            (Evicted, Queued),
+            (Evicted, Deactivated),
+            (Deactivated, Queued),
+            (Suspended, Queued),
+            (Succeeded, Deleted),
+        ] {
+            assert_eq!(GroupState::transition(a, b), Ok(()), "{a} -> {b}");
+        }
+        for (a, b) in [
+            (New, Running),
+            (Queued, Running),
+            (Queued, Evicted),
+            (Running, Queued),
+            (Running, Admitted),
+            (Evicted, Running),
+            (Succeeded, Queued),
+            (Failed, Running),
+            (Deleted, Queued),
+            (Deleted, Deleted),
+            (Suspended, Running),
+        ] {
+            assert_eq!(GroupState::transition(a, b), Err(IllegalTransition { from: a, to: b }), "{a} -> {b}");
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Property tests over random event sequences.
+
+mod common;
+
+use common::*;
+use muster_queue::config::{PreemptionConfig, QuotaSpec, WithinQueue};
+use muster_queue::{Engine, EngineConfig, GroupKey, GroupState, QueuePolicy, Transition};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit { queue: u8, min: u32, extra: u32, cpu: u64, duration: Option<u64>, high: bool },
+    Tick(i64),
+    Ready { g: usize, all: bool },
+    Finish { g: usize, ok: bool },
+    Lose { g: usize, member: u32 },
+    Suspend(usize),
+    Resume(usize),
+    Delete(usize),
+    Cordon { node: u8, on: bool },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..3, 1u32..4, 0u32..3, 1u64..5, prop::option::of(5u64..60), any::<bool>())
+            .prop_map(|(queue, min, extra, cpu, duration, high)| Op::Submit { queue, min, extra, cpu, duration, high }),
+        4 => (0i64..25).prop_map(Op::Tick),
+        3 => (0usize..64, any::<bool>()).prop_map(|(g, all)| Op::Ready { g, all }),
+        2 => (0usize..64, any::<bool>()).prop_map(|(g, ok)| Op::Finish { g, ok }),
+        1 => (0usize..64, 0u32..6).prop_map(|(g, member)| Op::Lose { g, member }),
+        1 => (0usize..64).prop_map(Op::Suspend),
+        1 => (0usize..64).prop_map(Op::Resume),
+        1 => (0usize..64).prop_map(Op::Delete),
+        1 => (0u8..6, any::<bool>()).prop_map(|(node, on)| Op::Cordon { node, on }),
+    ]
+}
+
+fn config() -> EngineConfig {
+    let mut c = EngineConfig::single_queue("a");
+    c.priority_classes.insert("high".into(), 10);
+    c.priority_classes.insert("low".into(), 0);
+    let mut b = c.queues[0].clone();
+    b.name = "b".into();
+    let mut q3 = c.queues[0].clone();
+    q3.name = "c".into();
+    c.queues.push(b);
+    c.queues.push(q3);
+    let quota = |n: i64, b: Option<i64>, l: Option<i64>| QuotaSpec {
+        nominal: n.into(),
+        borrowing_limit: b.map(Into::into),
+        lending_limit: l.map(Into::into),
+    };
+    let [a, b, q3] = &mut c.queues[..] else { unreachable!() };
+    a.cohort = Some("co".into());
+    a.policy = QueuePolicy::Conservative { depth: 2 };
+    a.quotas.insert("cpu".into(), quota(8, Some(4), None));
+    a.preemption = PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true };
+    b.cohort = Some("co".into());
+    b.policy = QueuePolicy::Easy;
+    b.quotas.insert("cpu".into(), quota(8, None, Some(4)));
+    b.elastic_max_wait_s = 10;
+    q3.policy = QueuePolicy::StrictFifo;
+    q3.quotas.insert("cpu".into(), quota(6, None, None));
+    for q in &mut c.queues {
+        q.readiness.timeout_s = Some(30);
+        q.readiness.recovery_timeout_s = Some(20);
+        q.readiness.backoff_base_s = 5;
+        q.readiness.backoff_max_s = 20;
+        q.readiness.backoff_limit = Some(2);
+    }
+    c.queues[1].readiness.requeue_order = muster_queue::RequeueOrder::Creation;
+    c
+}
+
+struct Run {
+    e: Engine,
+    now: i64,
+    names: Vec<GroupKey>,
+    log: Vec<Transition>,
+}
+
+impl Run {
+    fn new() -> Self {
+        Self { e: engine(graph(6, 4), config()), now: 0, names: Vec::new(), log: Vec::new() }
+    }
+
+    fn pick(&self, g: usize) -> Option<GroupKey> {
+        (!self.names.is_empty()).then(|| self.names[g % self.names.len()].clone())
+    }
+
+    /// Applies one op; a refused input must leave the engine unchanged.
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let before = self.e.snapshot();
+        let now = self.now;
+        let r = match op {
+            Op::Submit { queue, min, extra, cpu, duration, high } => {
+                let name = format!("g{}", self.names.len());
+                let q = ["a", "b", "c"][*queue as usize];
+                let mut s = elastic(&name, q, *min, min + extra, *cpu, *duration, now);
+                s.priority_class = Some(if *high { "high" } else { "low" }.into());
+                self.names.push(s.key.clone());
+                self.e.submit(s, now)
+            }
+            Op::Tick(dt) => {
+                self.now += dt;
+                Ok(self.e.schedule(self.now))
+            }
+            Op::Ready { g, all } => match self.pick(*g) {
+                Some(k) => {
+                    let n = self.e.group(&k).map_or(0, |g| g.member_count());
+                    self.e.pods_ready(&k, if *all { n } else { n.saturating_sub(1) }, now)
+                }
+                None => return Ok(()),
+            },
+            Op::Finish { g, ok } => match self.pick(*g) {
+                Some(k) => self.e.finished(&k, *ok, now),
+                None => return Ok(()),
+            },
+            Op::Lose { g, member } => match self.pick(*g) {
+                Some(k) => self.e.members_lost(&k, &[*member], now),
+                None => return Ok(()),
+            },
+            Op::Suspend(g) => match self.pick(*g) {
+                Some(k) => self.e.suspend(&k, now),
+                None => return Ok(()),
+            },
+            Op::Resume(g) => match self.pick(*g) {
+                Some(k) => self.e.resume(&k, now),
+                None => return Ok(()),
+            },
+            Op::Delete(g) => match self.pick(*g) {
+                Some(k) => self.e.delete(&k, now),
+                None => return Ok(()),
+            },
+            Op::Cordon { node, on } => self.e.node_cordoned(&format!("n-{node}"), *on, now),
+        };
+        match r {
+            Ok(ts) => {
+                for t in &ts {
+                    prop_assert!(GroupState::transition(t.from, t.to).is_ok(), "{t:?}");
+                    if t.to == GroupState::Admitted {
+                        let g = self.e.group(&t.key).unwrap();
+                        let n = t.allocation.as_ref().unwrap().members.len() as u32;
+                        prop_assert!(n >= g.spec.request.min_members && n <= g.spec.request.max_members);
+                    }
+                }
+                self.log.extend(ts);
+            }
+            Err(_) => {
+                if matches!(op, Op::Submit { .. }) {
+                    self.names.pop();
+                }
+                prop_assert_eq!(self.e.snapshot(), before, "a refused input changed the engine");
+            }
+        }
+        if let Err(m) = self.e.check_invariants() {
+            return Err(TestCaseError::fail(m));
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Quotas never exceeded (beyond allowed borrowing), every placed group has min..=max members
+    /// all placed, refused inputs change nothing, and replay is deterministic.
+    #[test]
+    fn random_sequences_keep_invariants_and_replay(ops in prop::collection::vec(op(), 1..80)) {
+        let mut a = Run::new();
+        for o in &ops {
+            a.apply(o)?;
+        }
+        let mut b = Run::new();
+        for o in &ops {
+            b.apply(o)?;
+        }
+        prop_assert_eq!(&a.log, &b.log);
+        prop_assert_eq!(a.e.snapshot(), b.e.snapshot());
+    }
+
+    /// Snapshot (through JSON) and restore mid-sequence: the continuation is identical.
+    #[test]
+    fn snapshot_restore_continues_identically(ops in prop::collection::vec(op(), 2..80), cut in 0usize..80) {
+        check_snapshot(&ops, cut)?;
+    }
+
+    /// Backfill never delays a reservation: with groups that end exactly when expected, a group's
+    /// reserved start never moves later, and it starts no later than reserved.
+    #[test]
+    fn backfill_never_delays_a_reservation(
+        jobs in prop::collection::vec((1u32..7, 1u64..5, 1u64..40, 0i64..15), 1..40),
+        conservative in any::<bool>(),
+    ) {
+        let mut c = EngineConfig::single_queue("q");
+        c.queues[0].policy = if conservative { QueuePolicy::Conservative { depth: 4 } } else { QueuePolicy::Easy };
+        c.queues[0].readiness.timeout_s = None;
+        let mut e = engine(graph(6, 4), c);
+        let mut now = 0i64;
+        let mut pending = jobs.iter().enumerate().map(|(i, j)| (i, *j)).collect::<Vec<_>>();
+        pending.reverse();
+        let mut ends: Vec<(i64, GroupKey)> = Vec::new();
+        let mut promised: std::collections::BTreeMap<GroupKey, i64> = Default::default();
+        for _ in 0..400 {
+            // Next event: a submission, an expected end, or a reserved start.
+            let next_submit = pending.last().map(|(_, j)| now + j.3);
+            let next_end = ends.iter().map(|(t, _)| *t).min();
+            let next_res = e.groups().filter_map(|g| g.reserved_at).min();
+            let Some(t) = [next_submit, next_end, next_res].into_iter().flatten().min() else { break };
+            now = t.max(now);
+            let due: Vec<GroupKey> = ends.iter().filter(|(t, _)| *t <= now).map(|(_, k)| k.clone()).collect();
+            ends.retain(|(t, _)| *t > now);
+            for k in due {
+                e.finished(&k, true, now).unwrap();
+            }
+            if next_submit == Some(t) {
+                let (i, (members, cpu, dur, _)) = pending.pop().unwrap();
+                e.submit(spec(&format!("j{i}"), "q", members, cpu, Some(dur), now), now).unwrap();
+            }
+            for tr in e.schedule(now) {
+                if tr.to == GroupState::Admitted {
+                    let n = tr.allocation.as_ref().unwrap().members.len() as u32;
+                    e.pods_ready(&tr.key, n, now).unwrap();
+                    ends.push((tr.allocation.as_ref().unwrap().end, tr.key.clone()));
+                    if let Some(p) = promised.get(&tr.key) {
+                        prop_assert!(now <= *p, "{} started at {now}, reserved for {p}", tr.key);
+                    }
+                }
+            }
+            for g in e.groups() {
+                if let Some(at) = g.reserved_at {
+                    if let Some(p) = promised.get(&g.spec.key) {
+                        prop_assert!(at <= *p, "{} reservation moved from {p} to {at}", g.spec.key);
+                    }
+                    promised.insert(g.spec.key.clone(), at);
+                }
+            }
+            e.check_invariants().map_err(TestCaseError::fail)?;
+        }
+    }
+}
+
+fn check_snapshot(ops: &[Op], cut: usize) -> Result<(), TestCaseError> {
+    let cut = cut % ops.len();
+    let mut a = Run::new();
+    for o in &ops[..cut] {
+        a.apply(o)?;
+    }
+    let json = serde_json::to_string(&a.e.snapshot()).unwrap();
+    let snap: muster_queue::Snapshot = serde_json::from_str(&json).unwrap();
+    prop_assert_eq!(&snap, &a.e.snapshot());
+    let restored = Engine::restore(graph(6, 4), snap).unwrap();
+    restored.check_invariants().map_err(TestCaseError::fail)?;
+    prop_assert_eq!(restored.snapshot(), a.e.snapshot());
+    let mut b = Run { e: restored, now: a.now, names: a.names.clone(), log: Vec::new() };
+    a.log.clear();
+    for o in &ops[cut..] {
+        a.apply(o)?;
+        b.apply(o)?;
+    }
+    if a.log != b.log {
+        let i = a.log.iter().zip(&b.log).position(|(x, y)| x != y).unwrap_or(a.log.len().min(b.log.len()));
+        return Err(TestCaseError::fail(format!(
+            "continuations differ at {i}:\n original {:?}\n restored {:?}",
+            a.log.get(i..(i + 3).min(a.log.len())),
+            b.log.get(i..(i + 3).min(b.log.len()))
+        )));
+    }
+    Ok(())
+}
+
+#[test]
+fn snapshot_regression_1() {
+    use Op::*;
+    let ops = vec![
+        Submit { queue: 1, min: 1, extra: 0, cpu: 1, duration: None, high: false },
+        Submit { queue: 2, min: 1, extra: 0, cpu: 1, duration: None, high: false },
+        Submit { queue: 0, min: 1, extra: 2, cpu: 3, duration: None, high: false },
+        Submit { queue: 0, min: 1, extra: 2, cpu: 4, duration: None, high: false },
+        Tick(0),
+        Tick(0),
+        Lose { g: 0, member: 0 },
+        Ready { g: 0, all: false },
+        Submit { queue: 0, min: 3, extra: 1, cpu: 1, duration: None, high: false },
+        Tick(0),
+        Ready { g: 14, all: true },
+        Delete(17),
+        Submit { queue: 0, min: 1, extra: 0, cpu: 1, duration: None, high: false },
+        Tick(10),
+        Tick(7),
+        Ready { g: 26, all: true },
+        Submit { queue: 1, min: 2, extra: 0, cpu: 2, duration: Some(21), high: true },
+        Finish { g: 9, ok: true },
+        Tick(7),
+        Cordon { node: 0, on: true },
+        Tick(15),
+        Submit { queue: 1, min: 1, extra: 2, cpu: 1, duration: Some(49), high: false },
+        Ready { g: 58, all: true },
+        Finish { g: 38, ok: true },
+        Submit { queue: 2, min: 3, extra: 2, cpu: 2, duration: None, high: false },
+        Tick(12),
+    ];
+    check_snapshot(&ops, 25).unwrap();
+}

@@ -1,0 +1,721 @@
+//! One test per scheduling rule.
+
+mod common;
+
+use common::*;
+use muster_queue::config::{CohortConfig, PreemptionConfig, QuotaSpec, WithinQueue};
+use muster_queue::{Engine, EngineConfig, EngineError, GroupKey, GroupState, QueuePolicy, Reason, RequeueOrder};
+
+fn one_queue(policy: QueuePolicy) -> EngineConfig {
+    let mut c = EngineConfig::single_queue("q");
+    c.queues[0].policy = policy;
+    c
+}
+
+/// Two 4-cpu nodes; `filler` holds one node until t=50; `big` needs both nodes, so it is reserved
+/// at 50. Returns the engine after that cycle.
+fn blocked_head(policy: QueuePolicy) -> Engine {
+    let mut e = engine(graph(2, 4), one_queue(policy));
+    e.submit(spec("filler", "q", 1, 4, Some(50), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
+    e.schedule(1);
+    e
+}
+
+#[test]
+fn strict_fifo_nothing_passes_a_blocked_head() {
+    let mut e = blocked_head(QueuePolicy::StrictFifo);
+    assert_eq!(state(&e, "big"), GroupState::Reserved);
+    assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(50));
+    e.submit(spec("small", "q", 1, 1, Some(10), 2), 2).unwrap();
+    let ts = e.schedule(2);
+    assert!(ts.is_empty(), "{ts:?}");
+    assert_eq!(state(&e, "small"), GroupState::Queued);
+    let x = e.explain(&key("small"), 2).unwrap();
+    assert!(x.reason.contains("waiting behind ns/big (queue q is strict FIFO)"), "{}", x.reason);
+    assert_eq!(x.position, 2);
+}
+
+#[test]
+fn easy_backfills_only_what_does_not_delay_the_reservation() {
+    let mut e = blocked_head(QueuePolicy::Easy);
+    e.submit(spec("long", "q", 1, 1, Some(100), 2), 2).unwrap();
+    e.submit(spec("short", "q", 1, 1, Some(10), 3), 3).unwrap();
+    let ts = e.schedule(3);
+    assert_eq!(state(&e, "long"), GroupState::Queued, "would run past 50 on big's node");
+    assert_eq!(state(&e, "short"), GroupState::Admitted);
+    let adm = ts.iter().find(|t| t.key.name == "short").unwrap();
+    assert_eq!(adm.reason, Reason::Admitted { backfill: true });
+    assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(50));
+    // EASY reserves only the head: `long` gets no reservation.
+    assert!(e.group(&key("long")).unwrap().reason.contains("reservation depth 1"));
+}
+
+#[test]
+fn best_effort_fifo_starts_anything_that_fits() {
+    let mut e = blocked_head(QueuePolicy::BestEffortFifo);
+    assert_eq!(state(&e, "big"), GroupState::Queued, "no reservations in best-effort FIFO");
+    e.submit(spec("long", "q", 1, 1, Some(100), 2), 2).unwrap();
+    e.schedule(2);
+    assert_eq!(state(&e, "long"), GroupState::Admitted);
+}
+
+#[test]
+fn conservative_reserves_up_to_depth() {
+    for (depth, expect) in [(1, GroupState::Queued), (2, GroupState::Reserved)] {
+        let mut e = blocked_head(QueuePolicy::Conservative { depth });
+        e.submit(spec("big2", "q", 2, 4, Some(100), 2), 2).unwrap();
+        e.schedule(2);
+        assert_eq!(state(&e, "big"), GroupState::Reserved);
+        assert_eq!(state(&e, "big2"), expect, "depth {depth}");
+        if depth == 2 {
+            assert_eq!(e.group(&key("big2")).unwrap().reserved_at, Some(150));
+        }
+    }
+}
+
+#[test]
+fn reservation_turns_into_admission_when_its_time_comes() {
+    let mut e = blocked_head(QueuePolicy::Easy);
+    assert!(e.schedule(20).is_empty(), "nothing changed: the cycle is skipped");
+    e.finished(&key("filler"), true, 50).unwrap();
+    let ts = e.schedule(50);
+    assert_eq!(to(&ts, "big"), vec![GroupState::Admitted]);
+    assert_eq!(ts[0].allocation.as_ref().unwrap().members.len(), 2);
+}
+
+#[test]
+fn overrun_moves_the_reservation_and_says_so() {
+    let mut e = blocked_head(QueuePolicy::Easy);
+    // filler overran its expected end (50): at 60 the reservation is recomputed.
+    let ts = e.schedule(60);
+    assert!(ts.iter().any(|t| t.key.name == "big" && t.to == GroupState::Queued), "{ts:?}");
+    assert!(e.explain(&key("big"), 60).unwrap().reason.contains("no future start"));
+}
+
+#[test]
+fn priority_orders_within_a_queue() {
+    let mut c = one_queue(QueuePolicy::BestEffortFifo);
+    c.priority_classes.insert("high".into(), 100);
+    let mut e = engine(graph(1, 4), c);
+    e.submit(spec("low", "q", 1, 4, None, 0), 0).unwrap();
+    let mut hi = spec("hi", "q", 1, 4, None, 5);
+    hi.priority_class = Some("high".into());
+    e.submit(hi, 5).unwrap();
+    e.schedule(5);
+    assert_eq!(state(&e, "hi"), GroupState::Admitted);
+    assert_eq!(state(&e, "low"), GroupState::Queued);
+}
+
+fn quota_cfg() -> EngineConfig {
+    let mut c = EngineConfig::single_queue("a");
+    let mut b = c.queues[0].clone();
+    b.name = "b".into();
+    c.queues.push(b);
+    for q in &mut c.queues {
+        q.cohort = Some("co".into());
+        q.policy = QueuePolicy::BestEffortFifo;
+    }
+    c.queues[0]
+        .quotas
+        .insert("cpu".into(), QuotaSpec { nominal: 4.into(), borrowing_limit: None, lending_limit: None });
+    c.queues[1]
+        .quotas
+        .insert("cpu".into(), QuotaSpec { nominal: 4.into(), borrowing_limit: None, lending_limit: None });
+    c
+}
+
+#[test]
+fn quota_nominal_and_borrowing() {
+    // 16 cpu cluster; a and b have 4 each in one cohort.
+    let mut c = quota_cfg();
+    c.queues[0].cohort = None;
+    c.queues[1].cohort = None;
+    let mut e = engine(graph(4, 4), c.clone());
+    e.submit(spec("a1", "a", 1, 4, None, 0), 0).unwrap();
+    e.submit(spec("a2", "a", 1, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    assert_eq!(state(&e, "a1"), GroupState::Admitted);
+    assert_eq!(state(&e, "a2"), GroupState::Queued, "no cohort: nominal is the limit");
+    let r = e.explain(&key("a2"), 0).unwrap().reason;
+    assert!(r.contains("quota: queue a uses 4 of cpu (nominal 4)"), "{r}");
+
+    // In a cohort, a borrows b's unused 4, not more.
+    let mut e = engine(graph(4, 4), quota_cfg());
+    for i in 0..3 {
+        e.submit(spec(&format!("a{i}"), "a", 1, 4, None, 0), 0).unwrap();
+    }
+    e.schedule(0);
+    assert_eq!(
+        [state(&e, "a0"), state(&e, "a1"), state(&e, "a2")],
+        [GroupState::Admitted, GroupState::Admitted, GroupState::Queued]
+    );
+    assert!(e.explain(&key("a2"), 0).unwrap().reason.contains("cohort co has 0 left to lend"));
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn borrowing_and_lending_limits() {
+    let mut c = quota_cfg();
+    c.queues[0].quotas.get_mut("cpu").unwrap().borrowing_limit = Some(2.into());
+    let mut e = engine(graph(4, 4), c);
+    e.submit(spec("a1", "a", 1, 4, None, 0), 0).unwrap();
+    e.submit(spec("a2", "a", 1, 2, None, 0), 0).unwrap();
+    e.submit(spec("a3", "a", 1, 1, None, 0), 0).unwrap();
+    e.schedule(0);
+    assert_eq!(state(&e, "a2"), GroupState::Admitted);
+    assert_eq!(state(&e, "a3"), GroupState::Queued, "4 nominal + 2 borrowing limit used");
+
+    let mut c = quota_cfg();
+    c.queues[1].quotas.get_mut("cpu").unwrap().lending_limit = Some(1.into());
+    let mut e = engine(graph(4, 4), c);
+    e.submit(spec("a1", "a", 1, 4, None, 0), 0).unwrap();
+    e.submit(spec("a2", "a", 2, 1, None, 0), 0).unwrap();
+    e.submit(spec("a3", "a", 1, 1, None, 0), 0).unwrap();
+    e.schedule(0);
+    assert_eq!(state(&e, "a2"), GroupState::Queued, "b lends only 1 cpu");
+    assert_eq!(state(&e, "a3"), GroupState::Admitted);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn fair_share_orders_queues_and_decays() {
+    let mut c = quota_cfg();
+    for q in &mut c.queues {
+        q.quotas.clear();
+        q.cohort = None;
+    }
+    c.fair_share_half_life_s = 3600;
+    let mut e = engine(graph(1, 4), c);
+    // a used the whole cluster for an hour.
+    let hist = [("cpu".to_string(), 4000.0 * 3600.0)].into();
+    e.add_usage_history("a", &hist, 0, 0).unwrap();
+    assert!(e.fair_share("a") > 0.5 && e.fair_share("b") == 0.0);
+    e.submit(spec("a1", "a", 1, 4, None, 0), 0).unwrap();
+    e.submit(spec("b1", "b", 1, 4, None, 10), 10).unwrap();
+    e.schedule(10);
+    assert_eq!(state(&e, "b1"), GroupState::Admitted, "b has the smaller share, so it goes first");
+    assert_eq!(state(&e, "a1"), GroupState::Queued);
+    // Decay: after 10 half-lives a's history weighs ~0.1%.
+    let before = e.fair_share("a");
+    e.finished(&key("b1"), true, 36000).unwrap();
+    assert!(e.fair_share("a") < before / 500.0, "{} vs {before}", e.fair_share("a"));
+    // Weight: b with weight 4 counts its usage a quarter.
+}
+
+#[test]
+fn fair_share_weight_divides_share() {
+    let mut c = EngineConfig::single_queue("a");
+    let mut b = c.queues[0].clone();
+    b.name = "b".into();
+    b.fair_share_weight = 4.0;
+    c.queues.push(b);
+    let mut e = engine(graph(4, 4), c);
+    e.submit(spec("a1", "a", 1, 4, None, 0), 0).unwrap();
+    e.submit(spec("b1", "b", 1, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    assert!((e.fair_share("a") - 0.25).abs() < 1e-9);
+    assert!((e.fair_share("b") - 0.0625).abs() < 1e-9);
+}
+
+fn preempt_cfg() -> EngineConfig {
+    let mut c = one_queue(QueuePolicy::BestEffortFifo);
+    c.priority_classes.insert("high".into(), 100);
+    c.queues[0].preemption =
+        PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: false };
+    c
+}
+
+#[test]
+fn preemption_evicts_the_fewest_whole_groups() {
+    // 4 nodes x 4 cpu. Low groups: wide (2 members x 4 cpu, nodes 0-1), s1 and s2 (1 x 4 cpu each).
+    let mut e = engine(graph(4, 4), preempt_cfg());
+    e.submit(spec("wide", "q", 2, 4, None, 0), 0).unwrap();
+    e.submit(spec("s1", "q", 1, 4, None, 1), 1).unwrap();
+    e.submit(spec("s2", "q", 1, 4, None, 2), 2).unwrap();
+    let ts = e.schedule(2);
+    ready_all(&mut e, &ts, 2);
+    // hi needs 2 whole nodes: evicting `wide` alone is the smallest set (s1 + s2 would be 2).
+    let mut hi = spec("hi", "q", 2, 4, None, 3);
+    hi.priority_class = Some("high".into());
+    e.submit(hi, 3).unwrap();
+    let ts = e.schedule(3);
+    assert_eq!(state(&e, "hi"), GroupState::Admitted);
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    assert_eq!(victims, vec!["wide"], "{ts:?}");
+    let evicted = &ts.iter().find(|t| t.to == GroupState::Evicted).unwrap();
+    assert_eq!(evicted.allocation.as_ref().unwrap().members.len(), 2);
+    // The victim is whole: it holds nothing and is queued again.
+    let v = e.group(&key(&victims[0])).unwrap();
+    assert_eq!(v.state, GroupState::Queued);
+    assert!(v.allocation.is_none());
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn preemption_minimises_after_greedy() {
+    // No single victim frees 3 nodes. Greedy takes s2, s1 (fewest members, most recent first), then
+    // wide; minimisation gives s1 back: wide + s2 is the smallest set.
+    let mut e = engine(graph(4, 4), preempt_cfg());
+    e.submit(spec("wide", "q", 2, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    e.submit(spec("s1", "q", 1, 4, None, 1), 1).unwrap();
+    e.schedule(1);
+    e.submit(spec("s2", "q", 1, 4, None, 2), 2).unwrap();
+    e.schedule(2);
+    let mut hi = spec("hi", "q", 3, 4, None, 3);
+    hi.priority_class = Some("high".into());
+    e.submit(hi, 3).unwrap();
+    let ts = e.schedule(3);
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    assert_eq!(victims, vec!["s2", "wide"], "{ts:?}");
+    assert_eq!(state(&e, "s1"), GroupState::Admitted);
+    let adm = ts.iter().find(|t| t.key.name == "hi").unwrap();
+    assert!(matches!(&adm.reason, Reason::AdmittedByPreemption { victims } if victims.len() == 2));
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn no_preemption_of_equal_priority_or_when_disabled() {
+    let mut e = engine(graph(1, 4), preempt_cfg());
+    e.submit(spec("a", "q", 1, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    e.submit(spec("b", "q", 1, 4, None, 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "a"), GroupState::Admitted);
+    let mut c = preempt_cfg();
+    c.queues[0].preemption.within_queue = WithinQueue::Never;
+    let mut e = engine(graph(1, 4), c);
+    e.submit(spec("a", "q", 1, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    let mut hi = spec("hi", "q", 1, 4, None, 3);
+    hi.priority_class = Some("high".into());
+    e.submit(hi, 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "a"), GroupState::Admitted);
+}
+
+#[test]
+fn reclaim_lent_quota_within_cohort() {
+    let mut c = quota_cfg();
+    c.queues[0].preemption.reclaim_within_cohort = true;
+    let mut e = engine(graph(2, 4), c);
+    // b borrows a's whole nominal: 8 cpu.
+    e.submit(spec("b1", "b", 1, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    e.submit(spec("b2", "b", 1, 4, None, 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "b2"), GroupState::Admitted);
+    e.submit(spec("a1", "a", 1, 4, None, 5), 5).unwrap();
+    let ts = e.schedule(5);
+    assert_eq!(state(&e, "a1"), GroupState::Admitted);
+    let ev: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].key.name, "b2", "the most recently admitted borrower");
+    assert!(matches!(ev[0].reason, Reason::Reclaimed { .. }));
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn elastic_starts_at_min_grows_and_shrinks() {
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Easy));
+    e.submit(spec("f", "q", 1, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    e.submit(elastic("el", "q", 2, 8, 1, None, 1), 1).unwrap();
+    let ts = e.schedule(1);
+    ready_all(&mut e, &ts, 1);
+    assert_eq!(e.group(&key("el")).unwrap().member_count(), 4, "start with what fits (>= min)");
+    e.finished(&key("f"), true, 10).unwrap();
+    let ts = e.schedule(10);
+    let grown = ts.iter().find(|t| matches!(t.reason, Reason::Grown { .. })).expect("grows");
+    assert_eq!(grown.allocation.as_ref().unwrap().members.len(), 8);
+    // Lose 3 members: 5 >= min 2, keeps running.
+    let ts = e.members_lost(&key("el"), &[0, 1, 2], 20).unwrap();
+    assert!(matches!(ts[0].reason, Reason::Shrunk { .. }));
+    assert_eq!(state(&e, "el"), GroupState::Running);
+    // Lose 4 more: 1 < min 2, evicted whole and queued again.
+    let ts = e.members_lost(&key("el"), &[3, 4, 5, 6], 21).unwrap();
+    assert_eq!(to(&ts, "el"), vec![GroupState::Evicted, GroupState::Queued]);
+    assert!(e.group(&key("el")).unwrap().allocation.is_none());
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn elastic_waits_for_max_up_to_the_configured_time() {
+    let mut c = one_queue(QueuePolicy::Easy);
+    c.queues[0].elastic_max_wait_s = 100;
+    let mut e = engine(graph(2, 4), c);
+    e.submit(spec("f", "q", 1, 4, Some(500), 0), 0).unwrap();
+    e.schedule(0);
+    e.submit(elastic("el", "q", 2, 8, 1, None, 0), 0).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "el"), GroupState::Reserved, "waits for all 8");
+    assert!(e.explain(&key("el"), 1).unwrap().reason.starts_with("elastic: waiting until 100"));
+    assert!(e.schedule(50).is_empty());
+    let ts = e.schedule(100);
+    assert_eq!(to(&ts, "el"), vec![GroupState::Admitted]);
+    assert_eq!(e.group(&key("el")).unwrap().member_count(), 4);
+}
+
+fn readiness_cfg(limit: Option<u32>) -> EngineConfig {
+    let mut c = one_queue(QueuePolicy::Easy);
+    c.queues[0].readiness.backoff_limit = limit;
+    c
+}
+
+#[test]
+fn readiness_timeout_backoff_then_deactivate() {
+    let mut e = engine(graph(2, 4), readiness_cfg(Some(3)));
+    e.submit(spec("g", "q", 2, 4, None, 0), 0).unwrap();
+    let mut now = 0;
+    let mut delays = Vec::new();
+    let mut ts = e.schedule(now);
+    for round in 1..=4 {
+        assert_eq!(to(&ts, "g").last(), Some(&GroupState::Admitted), "round {round}");
+        e.pods_ready(&key("g"), 1, now + 10).unwrap();
+        assert!(e.schedule(now + 299).iter().all(|t| t.key.name != "g"));
+        let out = e.schedule(now + 300);
+        if round == 4 {
+            assert_eq!(to(&out, "g"), vec![GroupState::Evicted, GroupState::Deactivated]);
+            assert!(matches!(out[1].reason, Reason::BackoffLimitExceeded { requeues: 3 }));
+            break;
+        }
+        assert_eq!(to(&out, "g"), vec![GroupState::Evicted]);
+        assert!(out[0].allocation.is_some(), "the released placement is reported");
+        assert_eq!(e.graph().stat().allocations, 0, "the whole allocation is released");
+        let at = e.group(&key("g")).unwrap().requeue_at.unwrap();
+        delays.push(at - (now + 300));
+        assert!(e.schedule(at - 1).is_empty());
+        ts = e.schedule(at);
+        assert_eq!(ts[0].to, GroupState::Queued);
+        assert_eq!(ts[0].reason, Reason::BackoffExpired);
+        now = at;
+    }
+    assert_eq!(delays, vec![60, 120, 240]);
+    // Deactivated: only resume brings it back, with a fresh backoff count.
+    assert!(e.schedule(100_000).is_empty());
+    e.resume(&key("g"), 100_000).unwrap();
+    assert_eq!(e.group(&key("g")).unwrap().requeues, 0);
+    assert_eq!(to(&e.schedule(100_000), "g"), vec![GroupState::Admitted]);
+}
+
+#[test]
+fn backoff_caps_at_max() {
+    let mut c = readiness_cfg(None);
+    c.queues[0].readiness.backoff_max_s = 200;
+    let mut e = engine(graph(2, 4), c);
+    e.submit(spec("g", "q", 2, 4, None, 0), 0).unwrap();
+    let mut now = 0;
+    let mut delays = Vec::new();
+    for _ in 0..4 {
+        e.schedule(now);
+        e.schedule(now + 300);
+        let at = e.group(&key("g")).unwrap().requeue_at.unwrap();
+        delays.push(at - (now + 300));
+        e.schedule(at);
+        now = at;
+    }
+    assert_eq!(delays, vec![60, 120, 200, 200]);
+}
+
+#[test]
+fn requeue_order_eviction_or_creation() {
+    for (order, first) in [(RequeueOrder::Eviction, "other"), (RequeueOrder::Creation, "g")] {
+        let mut c = one_queue(QueuePolicy::StrictFifo);
+        c.queues[0].readiness.requeue_order = order;
+        let mut e = engine(graph(2, 4), c);
+        e.submit(spec("g", "q", 2, 4, None, 0), 0).unwrap();
+        e.schedule(0);
+        e.submit(spec("other", "q", 2, 4, None, 10), 10).unwrap();
+        e.schedule(300); // g times out, other admitted
+        assert_eq!(state(&e, "other"), GroupState::Admitted);
+        e.finished(&key("other"), true, 301).unwrap();
+        e.submit(spec("other2", "q", 2, 4, None, 20), 301).unwrap();
+        e.schedule(360); // g back in the queue
+        let _ = first;
+        let admitted = if state(&e, "g") == GroupState::Admitted { "g" } else { "other2" };
+        assert_eq!(admitted, if order == RequeueOrder::Creation { "g" } else { "other2" }, "{order:?}");
+    }
+}
+
+#[test]
+fn recovery_timeout_releases_a_running_group() {
+    let mut e = engine(graph(2, 4), readiness_cfg(None));
+    e.submit(spec("g", "q", 2, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    e.pods_ready(&key("g"), 2, 5).unwrap();
+    assert_eq!(state(&e, "g"), GroupState::Running);
+    let ts = e.pods_ready(&key("g"), 1, 100).unwrap();
+    assert_eq!(ts[0].reason, Reason::ReadinessLost);
+    assert!(e.schedule(399).is_empty());
+    let ts = e.schedule(400);
+    assert!(matches!(ts[0].reason, Reason::RecoveryTimeout { requeue_at: 460, requeues: 1 }), "{ts:?}");
+    // Recovered in time: nothing happens.
+    let mut e = engine(graph(2, 4), readiness_cfg(None));
+    e.submit(spec("g", "q", 2, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    e.pods_ready(&key("g"), 2, 5).unwrap();
+    e.pods_ready(&key("g"), 1, 100).unwrap();
+    e.pods_ready(&key("g"), 2, 200).unwrap();
+    assert!(e.schedule(1000).iter().all(|t| t.to != GroupState::Evicted));
+}
+
+#[test]
+fn block_admission_admits_one_at_a_time() {
+    let mut c = one_queue(QueuePolicy::BestEffortFifo);
+    c.block_admission = true;
+    let mut e = engine(graph(4, 4), c);
+    e.submit(spec("a", "q", 1, 4, None, 0), 0).unwrap();
+    e.submit(spec("b", "q", 1, 4, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    assert_eq!(ts.iter().filter(|t| t.to == GroupState::Admitted).count(), 1);
+    assert!(e.schedule(1).is_empty());
+    assert!(e.explain(&key("b"), 1).unwrap().reason.contains("blockAdmission"));
+    e.pods_ready(&key("a"), 1, 2).unwrap();
+    assert_eq!(to(&e.schedule(2), "b"), vec![GroupState::Admitted]);
+}
+
+#[test]
+fn suspend_resume_delete_in_every_state() {
+    use GroupState::*;
+    // Bring a group to each state, then try suspend, resume and delete there.
+    let make = |target: GroupState| -> Engine {
+        let mut c = readiness_cfg(Some(0));
+        c.queues[0].policy = QueuePolicy::Easy;
+        let mut e = engine(graph(2, 4), c);
+        e.submit(spec("f", "q", 1, 4, Some(50), 0), 0).unwrap();
+        e.schedule(0);
+        e.pods_ready(&key("f"), 1, 0).unwrap();
+        let (members, dur) = if target == Reserved { (2, Some(10)) } else { (1, Some(10)) };
+        e.submit(spec("g", "q", members, 4, dur, 1), 1).unwrap();
+        match target {
+            Queued => {
+                e.suspend(&key("f"), 1).unwrap();
+                e.resume(&key("f"), 1).unwrap();
+            }
+            Reserved => {
+                e.schedule(1);
+            }
+            Admitted => {
+                e.schedule(1);
+            }
+            Running => {
+                e.schedule(1);
+                e.pods_ready(&key("g"), 1, 2).unwrap();
+            }
+            Evicted => {
+                let mut c = readiness_cfg(None);
+                c.queues[0].policy = QueuePolicy::Easy;
+                let mut e2 = engine(graph(2, 4), c);
+                e2.submit(spec("g", "q", 1, 4, None, 1), 1).unwrap();
+                e2.schedule(1);
+                e2.schedule(301);
+                return e2;
+            }
+            Deactivated => {
+                e.schedule(1);
+                e.schedule(301);
+            }
+            Suspended => {
+                e.suspend(&key("g"), 1).unwrap();
+            }
+            Succeeded => {
+                e.schedule(1);
+                e.finished(&key("g"), true, 5).unwrap();
+            }
+            Failed => {
+                e.schedule(1);
+                e.finished(&key("g"), false, 5).unwrap();
+            }
+            _ => unreachable!(),
+        }
+        e
+    };
+    for s in [Queued, Reserved, Admitted, Running, Evicted, Deactivated, Suspended, Succeeded, Failed] {
+        let e = make(s);
+        assert_eq!(state(&e, "g"), s, "setup for {s}");
+        let k = key("g");
+        let mut e1 = e.clone();
+        let r = e1.suspend(&k, 400);
+        assert_eq!(r.is_ok(), GroupState::transition(s, Suspended).is_ok(), "suspend in {s}: {r:?}");
+        if r.is_ok() {
+            assert_eq!(state(&e1, "g"), Suspended);
+            assert!(e1.group(&k).unwrap().allocation.is_none());
+            e1.check_invariants().unwrap();
+        } else {
+            assert!(matches!(r, Err(EngineError::IllegalTransition { .. })));
+            assert_eq!(state(&e1, "g"), s, "unchanged after a refused input");
+        }
+        let mut e2 = e.clone();
+        let r = e2.resume(&k, 400);
+        assert_eq!(r.is_ok(), matches!(s, Suspended | Deactivated), "resume in {s}");
+        let mut e3 = e.clone();
+        let ts = e3.delete(&k, 400).unwrap();
+        assert_eq!(ts.last().unwrap().to, Deleted);
+        assert!(e3.group(&k).is_none());
+        assert_eq!(e3.graph().stat().allocations, usize::from(state(&e, "f") == Running || state(&e, "f") == Admitted));
+        assert!(e3.delete(&k, 400).is_err(), "deleting twice");
+        e3.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn illegal_inputs_are_errors() {
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Easy));
+    e.submit(spec("g", "q", 1, 4, None, 0), 0).unwrap();
+    assert!(matches!(e.finished(&key("g"), true, 1), Err(EngineError::IllegalTransition { .. })));
+    assert!(matches!(e.pods_ready(&key("g"), 1, 1), Err(EngineError::IllegalTransition { .. })));
+    assert!(matches!(e.resume(&key("g"), 1), Err(EngineError::IllegalTransition { .. })));
+    assert!(matches!(e.submit(spec("g", "q", 1, 4, None, 0), 0), Err(EngineError::DuplicateGroup(_))));
+    assert!(matches!(e.finished(&key("nope"), true, 1), Err(EngineError::UnknownGroup(_))));
+    e.schedule(1);
+    assert!(matches!(e.members_lost(&key("g"), &[7], 2), Err(EngineError::UnknownMember { member: 7, .. })));
+    e.finished(&key("g"), true, 3).unwrap();
+    assert!(e.finished(&key("g"), true, 4).is_err());
+    assert!(e.suspend(&key("g"), 4).is_err());
+}
+
+#[test]
+fn bad_submissions_name_the_field() {
+    let mut c = one_queue(QueuePolicy::Easy);
+    c.queues[0].namespace_selector.match_labels.insert("team".into(), "a".into());
+    let mut e = engine(graph(2, 4), c);
+    let err = |r: Result<_, EngineError>| match r {
+        Err(EngineError::InvalidGroup { field, message, .. }) => (field, message),
+        other => panic!("{other:?}"),
+    };
+    let (f, m) = err(e.submit(spec("g", "q", 1, 1, None, 0), 0));
+    assert_eq!(f, "queue");
+    assert!(m.contains("does not admit namespace \"ns\""), "{m}");
+    e.set_namespace_labels("ns", [("team".to_string(), "a".to_string())].into());
+    e.submit(spec("g", "q", 1, 1, None, 0), 0).unwrap();
+    let (f, m) = err(e.submit(spec("h", "nope", 1, 1, None, 0), 0));
+    assert_eq!(f, "queue");
+    assert!(m.contains("unknown queue \"nope\""));
+    let mut s = spec("h", "q", 1, 1, None, 0);
+    s.priority_class = Some("gold".into());
+    let (f, m) = err(e.submit(s, 0));
+    assert_eq!(f, "priorityClass");
+    assert!(m.contains("unknown priority class \"gold\""));
+    let mut s = spec("h", "q", 3, 1, None, 0);
+    s.request.max_members = 2;
+    assert_eq!(err(e.submit(s, 0)).0, "request.members");
+}
+
+#[test]
+fn unsatisfiable_is_marked_once_and_not_retried() {
+    let mut e = engine(graph(8, 4), one_queue(QueuePolicy::StrictFifo));
+    let mut s = spec("huge", "q", 40, 1, None, 0);
+    s.request.topology = Some(muster_graph::jobspec::TopologyConstraint {
+        level: "rack".into(),
+        mode: muster_graph::jobspec::ConstraintMode::Required,
+    });
+    s.request.requests = vec![("cpu".into(), 1000)];
+    e.submit(s, 0).unwrap();
+    e.submit(spec("ok", "q", 1, 1, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    let u: Vec<_> = ts.iter().filter(|t| matches!(t.reason, Reason::Unsatisfiable { .. })).collect();
+    assert_eq!(u.len(), 1);
+    assert_eq!(u[0].reason.message(), "unsatisfiable: needs 40 members in one rack; the largest rack holds 16");
+    assert_eq!(state(&e, "ok"), GroupState::Admitted, "an unsatisfiable head does not block a strict FIFO queue");
+    // Not retried: later cycles do not call the matcher for it.
+    e.submit(spec("ok2", "q", 1, 1, None, 5), 5).unwrap();
+    let ts = e.schedule(5);
+    assert!(ts.iter().all(|t| t.key.name != "huge"));
+    assert_eq!(e.last_cycle().match_calls, 1, "only ok2 was matched");
+    let x = e.explain(&key("huge"), 5).unwrap();
+    assert!(x.reason.starts_with("unsatisfiable: needs 40 members in one rack"), "{}", x.reason);
+    assert_eq!(x.estimated_start, None);
+    // A new node may make it fit: checked again, once.
+    let spec_n = muster_graph::NodeSpec {
+        name: "extra".into(),
+        topology: vec![("rack".into(), "n-rack-0".into())],
+        pooled: vec![("cpu".into(), 32000), ("memory".into(), 1 << 30), ("pods".into(), 110)],
+        devices: vec![],
+        labels: Default::default(),
+        taints: vec![],
+        unschedulable: false,
+    };
+    e.node_added(&spec_n, 6).unwrap();
+    let ts = e.schedule(6);
+    assert_eq!(to(&ts, "huge"), vec![GroupState::Admitted], "{ts:?}");
+}
+
+#[test]
+fn explanations_give_position_estimate_and_reason() {
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Conservative { depth: 1 }));
+    e.submit(spec("run", "q", 2, 4, Some(100), 0), 0).unwrap();
+    e.schedule(0);
+    e.submit(spec("a", "q", 2, 4, Some(100), 1), 1).unwrap();
+    e.submit(spec("b", "q", 2, 4, Some(100), 2), 2).unwrap();
+    e.schedule(2);
+    let view = e.queue_view(2);
+    assert_eq!(view.len(), 2);
+    assert_eq!((view[0].position, view[0].estimated_start), (1, Some(100)));
+    assert!(view[0].reason.contains("reserved to start at 100"), "{}", view[0].reason);
+    assert!(view[0].reason.contains("needs 8 cpu in all, 0 is free"), "{}", view[0].reason);
+    // b has no reservation (depth 1) but still gets an estimate from the planner: after a.
+    assert_eq!((view[1].position, view[1].estimated_start), (2, Some(200)));
+    assert!(view[1].reason.contains("beyond the reservation depth 1"), "{}", view[1].reason);
+    // The view changed nothing.
+    assert_eq!(e.graph().stat().reservations, 1);
+    let x = e.explain(&key("run"), 2).unwrap();
+    assert!(x.reason.contains("0 of 2 members ready; must be all ready by 300"), "{}", x.reason);
+}
+
+#[test]
+fn estimate_depth_bounds_the_view() {
+    let mut c = one_queue(QueuePolicy::StrictFifo);
+    c.estimate_depth = 2;
+    let mut e = engine(graph(1, 4), c);
+    for i in 0..5 {
+        e.submit(spec(&format!("g{i}"), "q", 1, 4, Some(10), i), i).unwrap();
+    }
+    e.schedule(5);
+    let view = e.queue_view(5);
+    assert_eq!(view.len(), 4);
+    assert_eq!(view[0].estimated_start, Some(15));
+    assert_eq!(view[1].estimated_start, Some(25));
+    assert_eq!(view[2].estimated_start, None);
+    assert_eq!(view[2].reason, "position 3 in queue q; estimate not computed (beyond the first 2)");
+}
+
+#[test]
+fn node_removal_shrinks_or_requeues() {
+    let mut e = engine(graph(4, 4), one_queue(QueuePolicy::Easy));
+    e.submit(elastic("el", "q", 2, 3, 4, None, 0), 0).unwrap();
+    e.submit(spec("rigid", "q", 1, 4, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let node_of = |e: &Engine, n: &str| e.group(&key(n)).unwrap().allocation.as_ref().unwrap().members[0].node.clone();
+    assert_eq!(e.group(&key("el")).unwrap().member_count(), 3);
+    let n = node_of(&e, "el");
+    let ts = e.node_removed(&n, 5).unwrap();
+    assert!(matches!(ts[0].reason, Reason::Shrunk { .. }), "{ts:?}");
+    let n = node_of(&e, "rigid");
+    let ts = e.node_removed(&n, 6).unwrap();
+    assert_eq!(to(&ts, "rigid"), vec![GroupState::Evicted, GroupState::Queued]);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn snapshot_round_trips_through_json() {
+    let mut e = blocked_head(QueuePolicy::Easy);
+    e.submit(spec("s", "q", 1, 1, Some(10), 3), 3).unwrap();
+    e.schedule(3);
+    let snap = e.snapshot();
+    let json = serde_json::to_string(&snap).unwrap();
+    let back: muster_queue::Snapshot = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, snap);
+    let mut r = Engine::restore(graph(2, 4), back).unwrap();
+    r.check_invariants().unwrap();
+    assert_eq!(r.snapshot(), snap);
+    let mut e2 = e.clone();
+    e2.finished(&key("filler"), true, 50).unwrap();
+    r.finished(&key("filler"), true, 50).unwrap();
+    assert_eq!(e2.schedule(50), r.schedule(50));
+    let _ = GroupKey::new("a", "b");
+    let _ = CohortConfig { name: "x".into(), parent: None };
+}
