@@ -28,7 +28,7 @@ demo:  ## a tour of the matcher on the shipped example cluster
 # A real Kubernetes control plane on loopback with KWOK nodes (docs/control-plane.md).
 CLUSTER ?= scenarios/clusters/seed-deadlock.yaml
 
-.PHONY: cluster-build cluster-up cluster-down e2e bench-cluster
+.PHONY: cluster-build cluster-up cluster-down e2e bench-cluster sim-vs-real
 
 cluster-build:  ## build etcd, kube-apiserver/-controller-manager/-scheduler, kubectl, kwok (cached)
 	hack/cluster-build.sh
@@ -44,4 +44,7 @@ e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped aft
 
 bench-cluster: cluster-build  ## 1000 pods created -> bound -> Succeeded with the default scheduler
 	hack/bench-cluster.sh
+
+sim-vs-real: cluster-build  ## same scenarios on muster sim (default model) and the real control plane; fails beyond 10%
+	hack/sim-vs-real.sh
 # --- end control plane (hack/) ---

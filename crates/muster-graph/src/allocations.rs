@@ -136,19 +136,33 @@ impl ResourceGraph {
         if !reserve {
             return MatchOutcome::Busy(self.busy_reason(&d));
         }
-        for t in self.candidate_times(now) {
-            let w_end = Self::end_of(t, req);
-            let (p, domain) = self.graph.search(&d, Window::Future { start: t, end: w_end }, policy, None);
+        self.reserve_demand(&d, now)
+    }
+
+    /// Reserves the earliest future start of a group already known not to fit now (a queue that
+    /// just tried `allocate`), without searching the present again.
+    pub fn reserve(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
+        match Demand::resolve(&self.graph, req) {
+            Ok(d) => self.reserve_demand(&d, now),
+            Err(u) => MatchOutcome::Unsatisfiable(u.0),
+        }
+    }
+
+    fn reserve_demand(&mut self, d: &Demand, now: i64) -> MatchOutcome {
+        let policy = d.request.policy.unwrap_or(self.policy);
+        for t in self.candidate_times(d, now) {
+            let w_end = Self::end_of(t, d.request);
+            let (p, domain) = self.graph.search(d, Window::Future { start: t, end: w_end }, policy, None);
             if placed_units(&p) >= d.min_units {
                 let id = self.take_id();
-                let alloc = self.commit(id, &d, &p, t, w_end, true, domain);
+                let alloc = self.commit(id, d, &p, t, w_end, true, domain);
                 self.allocations.insert(id, alloc);
                 return MatchOutcome::Reserved { id, at: t };
             }
         }
         MatchOutcome::Busy(format!(
             "{}; no future start found because some allocations run without a duration",
-            self.busy_reason(&d)
+            self.busy_reason(d)
         ))
     }
 
@@ -169,11 +183,45 @@ impl ResourceGraph {
         "enough is free in total but not on the nodes (or in the one domain) the group needs".to_string()
     }
 
-    /// Times after `now` when capacity is given back, ascending: the possible reservation starts.
-    fn candidate_times(&self, now: i64) -> Vec<i64> {
-        let times: BTreeSet<i64> =
-            self.allocations.values().map(|a| a.end).filter(|&e| e > now && e != FOREVER).collect();
-        times.into_iter().collect()
+    /// Times after `now` when capacity is given back (an allocation or a reservation ends),
+    /// ascending: the possible reservation starts. Times before the cluster's total free amounts
+    /// (now, plus what running allocations give back by then) could cover the group's minimum are
+    /// skipped: no placement can exist there, and searching them node by node is what makes
+    /// reservations expensive on big clusters.
+    fn candidate_times(&self, d: &Demand, now: i64) -> Vec<i64> {
+        let mut ends: Vec<(i64, &Allocation)> =
+            self.allocations.values().filter(|a| a.end > now && a.end != FOREVER).map(|a| (a.end, a)).collect();
+        ends.sort_unstable_by_key(|&(end, a)| (end, a.id));
+        let need: Vec<u64> = d.per_member.iter().map(|q| q.saturating_mul(u64::from(d.members(d.min_units)))).collect();
+        let mut total = self.graph.totals().1.to_vec();
+        let mut times = Vec::new();
+        for (end, a) in ends {
+            if !a.reserved {
+                for (t, r) in total.iter_mut().zip(self.held(a)) {
+                    *t = t.saturating_add(r);
+                }
+            }
+            let covered = total.iter().zip(&need).all(|(t, n)| t >= n);
+            if covered && times.last() != Some(&end) {
+                times.push(end);
+            }
+        }
+        times
+    }
+
+    /// What a running allocation holds in all, by resource (whole nodes for exclusive groups).
+    fn held(&self, a: &Allocation) -> Vec<u64> {
+        let mut per_node: BTreeMap<NodeId, u64> = BTreeMap::new();
+        for m in &a.members {
+            *per_node.entry(m.node).or_default() += 1;
+        }
+        let mut sum = vec![0u64; a.per_member.len()];
+        for (n, count) in per_node {
+            for (s, x) in sum.iter_mut().zip(self.amounts_on(a, n, count)) {
+                *s = s.saturating_add(x);
+            }
+        }
+        sum
     }
 
     fn take_id(&mut self) -> AllocId {

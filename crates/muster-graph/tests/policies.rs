@@ -287,3 +287,24 @@ fn node_changes_while_allocations_exist() {
     assert!(r.add_node(&muster_graph::NodeSpec { name: "new-0".into(), ..Default::default() }).is_err());
     check_invariants(&r);
 }
+
+#[test]
+fn reserve_finds_the_same_start_as_allocate_orelse_reserve_and_waits_for_reservations_to_end() {
+    let mut r = rg(RACKS, Policy::First);
+    let mut long = cpu("long", 10, 8);
+    long.duration = Some(100);
+    allocated(&mut r, &long);
+    let mut big = cpu("big", 10, 8);
+    big.duration = Some(50);
+    let mut other = r.clone();
+    let at = |o: MatchOutcome| match o {
+        MatchOutcome::Reserved { at, .. } => at,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(at(r.reserve(&big, 0)), at(other.allocate_orelse_reserve(&big, 0)));
+    // A second whole-cluster group can only start when the first reservation ends.
+    let mut next = cpu("next", 10, 8);
+    next.duration = Some(10);
+    assert_eq!(at(r.reserve(&next, 0)), 150);
+    check_invariants(&r);
+}

@@ -837,6 +837,36 @@ impl Engine {
         self.step(key, GroupState::Evicted, reason, rec, out);
     }
 
+    /// The earliest time (seconds) at which a timer fires: a readiness or recovery timeout, the end
+    /// of a backoff, a reservation's start, an elastic group's wait for max. A driver with nothing
+    /// else to report may sleep until then.
+    pub fn next_timer(&self) -> Option<i64> {
+        let live = self.live.iter().filter_map(|key| {
+            let g = &self.groups[key];
+            let r = &self.queue_cfg(&g.spec.queue).readiness;
+            match g.state {
+                GroupState::Admitted => r.timeout_s.zip(g.admitted_at).map(|(t, a)| a.saturating_add(t)),
+                GroupState::Running => r.recovery_timeout_s.zip(g.not_ready_since).map(|(t, s)| s.saturating_add(t)),
+                GroupState::Evicted => g.requeue_at,
+                _ => None,
+            }
+        });
+        let reserved = self.reservations.keys().filter_map(|k| self.groups[k].reserved_at);
+        let elastic = self
+            .pending
+            .iter()
+            .map(|(q, p)| (self.queue_cfg(q).elastic_max_wait_s, p))
+            .filter(|(wait, _)| *wait > 0)
+            .flat_map(|(wait, p)| {
+                p.values().filter_map(move |k| {
+                    let g = &self.groups[k];
+                    (g.spec.request.min_members < g.spec.request.max_members)
+                        .then(|| g.spec.submitted_at.saturating_add(wait))
+                })
+            });
+        live.chain(reserved).chain(elastic).filter(|&t| t > self.now).min()
+    }
+
     /// True if a time-driven event (a reservation's start, an elastic group's wait) is due.
     fn timer_due(&self) -> bool {
         let now = self.now;
@@ -1212,7 +1242,7 @@ impl Engine {
         };
         if may_reserve {
             self.last_stats.match_calls += 1;
-            match self.graph.allocate_orelse_reserve(&req, self.now) {
+            match self.graph.reserve(&req, self.now) {
                 MatchOutcome::Reserved { id, at } => {
                     self.reservations.insert(key.clone(), id);
                     new_reserved.insert(key.clone(), at);

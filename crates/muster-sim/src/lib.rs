@@ -22,8 +22,9 @@ pub use report::Report;
 pub use scenario::{JobSpec, Workload};
 pub use scheduler::{Action, ClusterView, JobId, NodeId, PodId, Scheduler, SimEvent};
 
-/// The built-in scheduler models, in report order.
-pub const BUILTIN: [&str; 4] = ["default", "coscheduling", "kueue", "kueue-wfpr"];
+/// The schedulers a run compares when none are named, in report order: the baseline models, then
+/// muster itself (its other queue policies are `muster-easy`, `muster-fifo`, `muster-besteffort`).
+pub const BUILTIN: [&str; 5] = ["default", "coscheduling", "kueue", "kueue-wfpr", "muster"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -80,8 +81,12 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         "coscheduling" => Box::new(models::cosched::Coscheduling::new(w.coscheduling.permit_timeout.0)),
         "kueue" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), false)),
         "kueue-wfpr" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), true)),
+        _ if let Some((_, policy)) = models::muster::VARIANTS.iter().find(|(n, _)| *n == name) => {
+            Box::new(models::muster::Muster::new(name, *policy, w)?)
+        }
         _ => {
             let mut known: Vec<&str> = BUILTIN.to_vec();
+            known.extend(models::muster::VARIANTS.iter().map(|(n, _)| *n));
             known.extend(opts.custom.iter().map(|c| c.name.as_str()));
             return Err(SimError::UnknownScheduler { name: name.to_string(), known: known.join(", ") });
         }

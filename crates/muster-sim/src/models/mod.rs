@@ -3,3 +3,4 @@
 pub mod cosched;
 pub mod kube;
 pub mod kueue;
+pub mod muster;

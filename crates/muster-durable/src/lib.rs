@@ -1,0 +1,486 @@
+//! muster-durable: the queue engine made durable. Every decision is written to the store before it
+//! is acted on; recovery replays the store.
+//!
+//! [`DurableEngine`] wraps a [`muster_queue::Engine`] and a [`muster_store::Store`]. Each input runs
+//! on a copy of the engine; the changes it made (group rows, allocation rows, history, usage) go to
+//! the store in one fenced `apply`, and only when that commits does the copy become the engine and
+//! the transitions go back to the caller. If the store refuses or cannot be reached, the engine is
+//! as it was before the input: fail closed. Inputs that failed because the store was unavailable are
+//! kept and retried, in order, with exponential backoff on [`DurableEngine::tick`]. Time is always
+//! passed in; nothing sleeps. See docs/durability.md.
+
+mod recover;
+mod rows;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+
+use muster_graph::NodeSpec;
+use muster_queue::{Engine, EngineError, GroupKey, GroupSpec, Transition};
+use muster_store::{Fence, Store, StoreError};
+use thiserror::Error;
+
+pub use recover::{ClusterReport, Conflict, RecoverError, Recovery};
+
+/// Leader lease settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// The lease's name in the store (all instances of one scheduler share it).
+    pub name: String,
+    /// Seconds a lease lasts without renewal.
+    pub ttl_s: i64,
+    /// Renew once the last renewal is this old (well below `ttl_s`).
+    pub renew_every_s: i64,
+}
+
+/// Backoff between attempts while the store is unavailable: `base_s`, doubled per failed attempt,
+/// at most `max_s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub base_s: i64,
+    pub max_s: i64,
+}
+
+impl RetryPolicy {
+    fn delay(&self, attempts: u32) -> i64 {
+        let doublings = attempts.saturating_sub(1).min(62);
+        self.base_s.saturating_mul(1i64 << doublings).min(self.max_s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub lease: LeaseConfig,
+    pub retry: RetryPolicy,
+}
+
+impl Options {
+    /// Lease `name` for `ttl_s`, renewed every third of it; retries from 1 s up to 60 s.
+    pub fn new(name: &str, ttl_s: i64) -> Self {
+        Options {
+            lease: LeaseConfig { name: name.to_string(), ttl_s, renew_every_s: (ttl_s / 3).max(1) },
+            retry: RetryPolicy { base_s: 1, max_s: 60 },
+        }
+    }
+}
+
+/// One input of the engine, as kept for a retry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Submit(GroupSpec),
+    PodsReady {
+        key: GroupKey,
+        ready: u32,
+    },
+    Finished {
+        key: GroupKey,
+        succeeded: bool,
+    },
+    MembersLost {
+        key: GroupKey,
+        members: Vec<u32>,
+    },
+    Suspend(GroupKey),
+    Resume(GroupKey),
+    Delete(GroupKey),
+    NodeAdded(NodeSpec),
+    NodeRemoved(String),
+    NodeCordoned {
+        name: String,
+        cordoned: bool,
+    },
+    NodeUp {
+        name: String,
+        up: bool,
+    },
+    /// A scheduling cycle. Never kept for a retry: the next cycle does the same work.
+    Schedule,
+}
+
+impl Input {
+    fn run(&self, e: &mut Engine, at: i64) -> Result<Vec<Transition>, EngineError> {
+        match self {
+            Input::Submit(spec) => e.submit(spec.clone(), at),
+            Input::PodsReady { key, ready } => e.pods_ready(key, *ready, at),
+            Input::Finished { key, succeeded } => e.finished(key, *succeeded, at),
+            Input::MembersLost { key, members } => e.members_lost(key, members, at),
+            Input::Suspend(key) => e.suspend(key, at),
+            Input::Resume(key) => e.resume(key, at),
+            Input::Delete(key) => e.delete(key, at),
+            Input::NodeAdded(spec) => e.node_added(spec, at),
+            Input::NodeRemoved(name) => e.node_removed(name, at),
+            Input::NodeCordoned { name, cordoned } => e.node_cordoned(name, *cordoned, at),
+            Input::NodeUp { name, up } => e.node_up(name, *up, at),
+            Input::Schedule => Ok(e.schedule(at)),
+        }
+    }
+}
+
+/// Whether the engine admits, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    Leading {
+        holder: String,
+        epoch: i64,
+        lease_expires_at: i64,
+    },
+    /// The store cannot be reached; inputs wait in order and are retried with backoff.
+    StoreUnavailable {
+        since: i64,
+        error: String,
+        attempts: u32,
+        next_attempt: i64,
+        waiting_inputs: usize,
+    },
+    /// The lease is lost (expired and taken, or refused); recover from the store to lead again.
+    NotLeader {
+        since: i64,
+        lease: String,
+        holder: String,
+        epoch: i64,
+    },
+    /// The store refused a batch for a reason a retry cannot fix (a version conflict: someone else
+    /// wrote under our feet; a corrupt row; a rejected write). Recover from the store.
+    Halted {
+        since: i64,
+        error: String,
+    },
+}
+
+impl Status {
+    pub fn is_admitting(&self) -> bool {
+        matches!(self, Status::Leading { .. })
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Leading { holder, epoch, lease_expires_at } => {
+                write!(f, "admitting: {holder} leads (epoch {epoch}), lease runs until {lease_expires_at}")
+            }
+            Status::StoreUnavailable { since, error, attempts, next_attempt, waiting_inputs } => write!(
+                f,
+                "admissions stopped: store unavailable since {since}: {error}; retrying with backoff \
+                 (failed attempts: {attempts}), next attempt at {next_attempt}; {waiting_inputs} inputs waiting"
+            ),
+            Status::NotLeader { since, lease, holder, epoch } => write!(
+                f,
+                "admissions stopped: not the leader since {since}: {holder} no longer holds lease {lease} \
+                 at epoch {epoch} (it expired and another instance took it, or renewal was refused); \
+                 recover from the store to lead again"
+            ),
+            Status::Halted { since, error } => {
+                write!(
+                    f,
+                    "admissions stopped since {since}: the store refused a batch: {error}; recover from the store"
+                )
+            }
+        }
+    }
+}
+
+/// Why an input did not go through.
+#[derive(Debug, Error)]
+pub enum DurableError {
+    /// The engine refused the input; nothing changed and nothing was written.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The store is unavailable. Nothing was acted on; the input waits for a retry if `kept`.
+    #[error("{status}")]
+    Unavailable { status: Status, kept: bool },
+    /// Not leading (lease lost) or halted; nothing was written. See the status.
+    #[error("{0}")]
+    Stopped(Status),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+}
+
+/// A group that does not serialize to JSON (cannot happen with the engine's own types, but serde
+/// says it may).
+#[derive(Debug, Error)]
+#[error("cannot encode group {key}: {source}")]
+pub struct EncodeError {
+    pub key: String,
+    pub source: serde_json::Error,
+}
+
+/// What a [`DurableEngine::tick`] did: transitions of retried inputs that committed, and retried
+/// inputs the engine now refuses (their time passed: the group was deleted meanwhile, ...).
+#[derive(Debug, Default)]
+pub struct Tick {
+    pub transitions: Vec<Transition>,
+    pub refused: Vec<(Input, DurableError)>,
+}
+
+/// The queue engine, durable: see the crate documentation.
+pub struct DurableEngine<S: Store> {
+    engine: Engine,
+    store: S,
+    fence: Fence,
+    options: Options,
+    /// Stored version of every group, for conditional puts.
+    versions: BTreeMap<String, i64>,
+    renewed_at: i64,
+    lease_expires_at: i64,
+    status: Status,
+    /// Inputs that failed on an unavailable store, with their times, oldest first.
+    waiting: VecDeque<(Input, i64)>,
+}
+
+impl<S: Store> DurableEngine<S> {
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// Read access for queries (history, usage) that do not change state.
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Gives the store back, e.g. to recover again after stepping down.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// Sets a namespace's labels (for queues' namespace selectors). Not stored: the controller
+    /// reads them from the cluster after every start.
+    pub fn set_namespace_labels(&mut self, namespace: &str, labels: BTreeMap<String, String>) {
+        self.engine.set_namespace_labels(namespace, labels);
+    }
+
+    pub fn submit(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::Submit(spec), now)
+    }
+
+    pub fn pods_ready(&mut self, key: &GroupKey, ready: u32, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::PodsReady { key: key.clone(), ready }, now)
+    }
+
+    pub fn finished(&mut self, key: &GroupKey, succeeded: bool, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::Finished { key: key.clone(), succeeded }, now)
+    }
+
+    pub fn members_lost(&mut self, key: &GroupKey, members: &[u32], now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::MembersLost { key: key.clone(), members: members.to_vec() }, now)
+    }
+
+    pub fn suspend(&mut self, key: &GroupKey, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::Suspend(key.clone()), now)
+    }
+
+    pub fn resume(&mut self, key: &GroupKey, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::Resume(key.clone()), now)
+    }
+
+    pub fn delete(&mut self, key: &GroupKey, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::Delete(key.clone()), now)
+    }
+
+    pub fn node_added(&mut self, spec: &NodeSpec, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::NodeAdded(spec.clone()), now)
+    }
+
+    pub fn node_removed(&mut self, name: &str, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::NodeRemoved(name.to_string()), now)
+    }
+
+    pub fn node_cordoned(&mut self, name: &str, cordoned: bool, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::NodeCordoned { name: name.to_string(), cordoned }, now)
+    }
+
+    pub fn node_up(&mut self, name: &str, up: bool, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::NodeUp { name: name.to_string(), up }, now)
+    }
+
+    pub fn schedule(&mut self, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::Schedule, now)
+    }
+
+    /// Runs one input: on a copy of the engine, then persisted, then made current. While the store
+    /// is unavailable the input waits (in order) for [`DurableEngine::tick`] to retry it.
+    pub fn input(&mut self, input: Input, now: i64) -> Result<Vec<Transition>, DurableError> {
+        match &self.status {
+            Status::NotLeader { .. } | Status::Halted { .. } => return Err(DurableError::Stopped(self.status.clone())),
+            // Later inputs wait behind earlier ones: only `tick` retries, in order.
+            Status::StoreUnavailable { .. } => return Err(self.defer(input, now)),
+            Status::Leading { .. } => {}
+        }
+        if let Err(e) = self.ensure_lease(now) {
+            return Err(self.store_failed(e, Some((input, now)), now));
+        }
+        match self.commit(&input, now, now) {
+            Err(Failure::Store(e)) => Err(self.store_failed(e, Some((input, now)), now)),
+            Err(Failure::Input(e)) => Err(e),
+            Ok(ts) => Ok(ts),
+        }
+    }
+}
+
+/// Why a commit failed: the input itself, or the store (handled by the caller of `commit`).
+enum Failure {
+    Input(DurableError),
+    Store(StoreError),
+}
+
+impl<S: Store> DurableEngine<S> {
+    /// Periodic upkeep: renews the lease when due and, once the backoff has passed, retries the
+    /// inputs that waited on an unavailable store, in order. Read [`DurableEngine::status`] after.
+    pub fn tick(&mut self, now: i64) -> Tick {
+        match &self.status {
+            Status::Leading { .. } => {
+                if let Err(e) = self.ensure_lease(now) {
+                    self.store_failed(e, None, now);
+                }
+                Tick::default()
+            }
+            Status::StoreUnavailable { next_attempt, .. } if now >= *next_attempt => self.retry(now),
+            _ => Tick::default(),
+        }
+    }
+
+    /// The inputs waiting for the store, oldest first, with their times.
+    pub fn waiting(&self) -> impl Iterator<Item = &(Input, i64)> {
+        self.waiting.iter()
+    }
+
+    fn leading(&self) -> Status {
+        Status::Leading {
+            holder: self.fence.holder.clone(),
+            epoch: self.fence.epoch,
+            lease_expires_at: self.lease_expires_at,
+        }
+    }
+
+    fn retry(&mut self, now: i64) -> Tick {
+        let mut tick = Tick::default();
+        if let Err(e) = self.ensure_lease(now) {
+            self.store_failed(e, None, now);
+            return tick;
+        }
+        while let Some((input, at)) = self.waiting.front().cloned() {
+            match self.commit(&input, at, now) {
+                Ok(ts) => tick.transitions.extend(ts),
+                Err(Failure::Input(e)) => tick.refused.push((input, e)),
+                Err(Failure::Store(e)) => {
+                    self.store_failed(e, None, now);
+                    return tick;
+                }
+            }
+            self.waiting.pop_front();
+        }
+        self.status = self.leading();
+        tick
+    }
+
+    /// Keeps an input for the retry; a cycle is not kept, the next cycle does its work.
+    fn defer(&mut self, input: Input, at: i64) -> DurableError {
+        let kept = input != Input::Schedule;
+        if kept {
+            self.waiting.push_back((input, at));
+        }
+        if let Status::StoreUnavailable { waiting_inputs, .. } = &mut self.status {
+            *waiting_inputs = self.waiting.len();
+        }
+        DurableError::Unavailable { status: self.status.clone(), kept }
+    }
+
+    /// Moves to the status a store failure calls for. `input` (not yet waiting) is kept when the
+    /// store was only unavailable.
+    fn store_failed(&mut self, e: StoreError, input: Option<(Input, i64)>, now: i64) -> DurableError {
+        match e {
+            StoreError::Unavailable(error) => {
+                let (since, attempts) = match &self.status {
+                    Status::StoreUnavailable { since, attempts, .. } => (*since, attempts + 1),
+                    _ => (now, 1),
+                };
+                self.status = Status::StoreUnavailable {
+                    since,
+                    error,
+                    attempts,
+                    next_attempt: now.saturating_add(self.options.retry.delay(attempts)),
+                    waiting_inputs: self.waiting.len(),
+                };
+                match input {
+                    Some((input, at)) => self.defer(input, at),
+                    None => DurableError::Unavailable { status: self.status.clone(), kept: false },
+                }
+            }
+            // Whoever leads now recovers from the store and the cluster: waiting inputs are its
+            // business, and acting on them here could double-book.
+            StoreError::Fenced { name, holder, epoch } => {
+                self.waiting.clear();
+                self.status = Status::NotLeader { since: now, lease: name, holder, epoch };
+                DurableError::Stopped(self.status.clone())
+            }
+            other => {
+                self.waiting.clear();
+                self.status = Status::Halted { since: now, error: other.to_string() };
+                DurableError::Stopped(self.status.clone())
+            }
+        }
+    }
+
+    /// Renews the lease when due. An expired lease is taken again only if nobody held it in
+    /// between (the epoch moved by exactly one); otherwise our state may be stale: `Fenced`.
+    fn ensure_lease(&mut self, now: i64) -> Result<(), StoreError> {
+        let lease = &self.options.lease;
+        if now < self.lease_expires_at && now - self.renewed_at < lease.renew_every_s {
+            return Ok(());
+        }
+        let renewed = now < self.lease_expires_at && self.store.renew_lease(&self.fence, now, lease.ttl_s)?;
+        if !renewed {
+            let fenced = StoreError::Fenced {
+                name: self.fence.name.clone(),
+                holder: self.fence.holder.clone(),
+                epoch: self.fence.epoch,
+            };
+            match self.store.acquire_lease(&lease.name, &self.fence.holder, now, lease.ttl_s)? {
+                Some(f) if f.epoch <= self.fence.epoch + 1 => self.fence = f,
+                Some(f) => {
+                    // Give back what we just took, so that a recovering instance can have it.
+                    let _ = self.store.release_lease(&f);
+                    return Err(fenced);
+                }
+                None => return Err(fenced),
+            }
+        }
+        self.renewed_at = now;
+        self.lease_expires_at = now.saturating_add(self.options.lease.ttl_s);
+        if self.status.is_admitting() {
+            self.status = self.leading();
+        }
+        Ok(())
+    }
+
+    /// Runs `input` at `at` on a copy of the engine, writes what changed in one fenced batch at
+    /// `now`, and only then makes the copy the engine.
+    fn commit(&mut self, input: &Input, at: i64, now: i64) -> Result<Vec<Transition>, Failure> {
+        let mut next = self.engine.clone();
+        let ts = input.run(&mut next, at).map_err(|e| Failure::Input(e.into()))?;
+        let history = ts.iter().map(|t| rows::history_entry(t, t.reason.message())).collect();
+        let writes = rows::diff(
+            &rows::group_map(self.engine.groups()),
+            &rows::group_map(next.groups()),
+            &ts,
+            history,
+            next.now(),
+            &self.versions,
+        )
+        .map_err(|e| Failure::Input(e.into()))?;
+        if !writes.is_empty() {
+            let puts = self.store.apply(&self.fence, now, &writes).map_err(Failure::Store)?;
+            rows::note_versions(&mut self.versions, &writes, puts);
+        }
+        self.engine = next;
+        Ok(ts)
+    }
+}

@@ -1,0 +1,190 @@
+//! The suite, written once over a [`Backend`] and run against SQLite and PostgreSQL.
+
+use muster_durable::{ClusterReport, DurableEngine, DurableError, Status};
+use muster_queue::{GroupState, MemberPlacement, Reason};
+use muster_store::Store;
+
+use crate::support::*;
+
+fn state<S: Store>(d: &DurableEngine<S>, name: &str) -> Option<GroupState> {
+    d.engine().group(&key(name)).map(|g| g.state)
+}
+
+/// An Admitted transition comes back only once the group row and its allocation are stored;
+/// every transition is in the history; finishing records resource-seconds and drops the row.
+pub fn admission_written_before_returned<B: Backend>(b: &B) {
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    d.submit(spec("g", "a", 2, 2, 2, Some(100), 0), 0).unwrap();
+    let ts = d.schedule(1).unwrap();
+    let adm = ts.iter().find(|t| t.to == GroupState::Admitted).expect("admitted");
+    // A second connection sees the admission and its placement the moment it is returned.
+    let mut other = b.open();
+    let stored = check_store(&mut other);
+    assert_eq!(stored.get("ns/g"), adm.allocation.as_ref());
+    let snap = other.load().unwrap();
+    assert_eq!(snap.groups[0].group.state, "Admitted");
+    d.pods_ready(&key("g"), 2, 5).unwrap();
+    d.finished(&key("g"), true, 11).unwrap();
+    assert!(check_store(&mut other).is_empty(), "allocation row dropped on finish");
+    let states: Vec<_> = other.history("ns/g").unwrap().into_iter().map(|h| (h.from_state, h.to_state)).collect();
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(
+        states,
+        [
+            (None, "Queued".into()),
+            (s("Queued"), "Admitted".into()),
+            (s("Admitted"), "Running".into()),
+            (s("Running"), "Succeeded".into())
+        ]
+    );
+    // 2 members x 2000 millicores x 10 s (admitted at 1, finished at 11).
+    let usage = other.usage_since(Some("a"), 0).unwrap();
+    let cpu = usage.iter().find(|u| u.resource == "cpu").unwrap();
+    assert_eq!(cpu.amount, 40_000.0);
+}
+
+/// A batch the store refuses leaves the engine exactly as before the input; the input waits and
+/// is retried with doubling backoff on tick, and then nothing is lost.
+pub fn failed_apply_rolls_back_and_retries<B: Backend>(b: &B) {
+    let (store, plan) = Flaky::new(b.open());
+    let (mut d, _) = start(store, "a", &ClusterReport::default(), 0);
+    d.submit(spec("g", "a", 1, 1, 1, None, 0), 0).unwrap();
+    let before = d.engine().snapshot();
+    plan.borrow_mut().fail_after = Some(0);
+    let err = d.schedule(1).unwrap_err();
+    assert!(matches!(err, DurableError::Unavailable { kept: false, .. }), "{err}");
+    assert_eq!(d.engine().snapshot(), before, "rolled back");
+    assert_eq!(state(&d, "g"), Some(GroupState::Queued));
+    assert!(!d.status().is_admitting());
+    assert!(d.status().to_string().contains("store unavailable since 1: "), "{}", d.status());
+    // While unavailable, inputs wait in order; a cycle is not kept.
+    plan.borrow_mut().fail_after = Some(0);
+    assert!(matches!(d.submit(spec("h", "a", 1, 1, 1, None, 2), 2), Err(DurableError::Unavailable { kept: true, .. })));
+    assert!(matches!(d.schedule(2), Err(DurableError::Unavailable { kept: false, .. })));
+    assert_eq!(d.waiting().count(), 1);
+    assert!(d.tick(1).transitions.is_empty(), "backoff not over");
+    // The retry at 2 fails (injected): the next attempt is 2 s later, then succeeds.
+    let t = d.tick(2);
+    assert!(t.transitions.is_empty());
+    let Status::StoreUnavailable { attempts, next_attempt, waiting_inputs, since, .. } = d.status().clone() else {
+        panic!("{}", d.status())
+    };
+    assert_eq!((attempts, next_attempt, waiting_inputs, since), (2, 4, 1, 1));
+    let t = d.tick(4);
+    assert_eq!(t.transitions.len(), 1);
+    assert_eq!(t.transitions[0].key, key("h"));
+    assert!(d.status().is_admitting(), "{}", d.status());
+    let ts = d.schedule(5).unwrap();
+    assert_eq!(ts.iter().filter(|t| t.to == GroupState::Admitted).count(), 2);
+    let mut other = b.open();
+    assert_eq!(check_store(&mut other).len(), 2);
+    assert_eq!(other.load().unwrap().groups.len(), 2);
+}
+
+/// A sequence of inputs, then a recovery on a new connection: the same groups (state, order,
+/// allocations, requeue state), fair share from the stored usage, and two recoveries agree.
+pub fn recovery_replays_the_store<B: Backend>(b: &B) {
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    let mut cluster = Cluster::default();
+    for (i, (q, members, cpu)) in
+        [("a", 2, 4), ("a", 4, 2), ("b", 1, 3), ("b", 2, 1), ("a", 1, 4)].into_iter().enumerate()
+    {
+        let ts = d.submit(spec(&format!("g{i}"), q, members, members, cpu, Some(50), i as i64), i as i64).unwrap();
+        cluster.act(&ts);
+    }
+    cluster.act(&d.schedule(5).unwrap());
+    cluster.act(&d.pods_ready(&key("g0"), 2, 6).unwrap());
+    cluster.act(&d.finished(&key("g0"), true, 20).unwrap());
+    cluster.act(&d.schedule(21).unwrap());
+    // g1 never gets ready: readiness timeout -> Evicted with a requeue time.
+    cluster.act(&d.schedule(60).unwrap());
+    let evicted: Vec<_> =
+        d.engine().groups().filter(|g| g.state == GroupState::Evicted).map(|g| g.spec.key.clone()).collect();
+    assert!(!evicted.is_empty(), "a readiness timeout happened");
+    let row = b.open().load().unwrap().groups.into_iter().find(|g| g.group.key == evicted[0].to_string()).unwrap();
+    assert!(row.group.requeue_at.is_some() && row.group.requeue_count == 1, "{row:?}");
+    let live = durable_groups(d.engine());
+    drop(d);
+
+    let (r1, rec) = start(b.open(), "a", &cluster.report(), 61);
+    assert!(rec.transitions.is_empty() && rec.conflicts.is_empty(), "{rec:?}");
+    assert_eq!(durable_groups(r1.engine()), live);
+    r1.engine().check_invariants().unwrap();
+    assert!(r1.engine().fair_share("a") > 0.0, "usage of g0 fed back into fair share");
+    let (r2, _) = start(b.open(), "a", &cluster.report(), 61);
+    assert_eq!(r1.engine().snapshot(), r2.engine().snapshot(), "deterministic replay");
+    drop(r1);
+    // The recovered engine goes on: the evicted group is queued again after its backoff.
+    let (mut r, _) = start(b.open(), "a", &cluster.report(), 61);
+    let ts = r.schedule(100).unwrap();
+    assert!(ts.iter().any(|t| t.key == evicted[0] && t.reason == Reason::BackoffExpired), "{ts:?}");
+    check_store(&mut b.open());
+}
+
+/// Recovery against a cluster that changed while nobody led.
+pub fn recovery_reconciles_with_the_cluster<B: Backend>(b: &B) {
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    let mut cluster = Cluster::default();
+    // gone: rigid, its pods vanish. shrinks: elastic 1..2, loses one. done: finishes. del: deleted.
+    for (i, s) in [
+        spec("gone", "a", 2, 2, 1, None, 0),
+        spec("shrinks", "a", 1, 2, 1, None, 0),
+        spec("done", "b", 1, 1, 1, None, 0),
+        spec("del", "b", 1, 1, 1, None, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        cluster.act(&d.submit(s, i as i64).unwrap());
+    }
+    cluster.act(&d.schedule(5).unwrap());
+    for n in ["gone", "shrinks", "done", "del"] {
+        assert_eq!(state(&d, n), Some(GroupState::Admitted), "{n}");
+    }
+    // Queued groups: `fits` and `too_big` (whose pods some other hand started), `empty`.
+    d.submit(spec("fits", "b", 1, 1, 2, None, 6), 6).unwrap();
+    d.submit(spec("too_big", "b", 1, 1, 4, None, 6), 6).unwrap();
+    drop(d);
+    let mut report = cluster.report();
+    report.running.remove(&key("gone"));
+    report.running.get_mut(&key("shrinks")).unwrap().pop();
+    report.running.remove(&key("done"));
+    report.finished.insert(key("done"), true);
+    report.running.remove(&key("del"));
+    report.deleted.insert(key("del"));
+    let pod = |index, n: usize| MemberPlacement { index, node: node(n), devices: vec![] };
+    report.running.insert(key("fits"), vec![pod(0, 3)]);
+    report.running.insert(key("too_big"), vec![pod(0, 3)]);
+    report.running.insert(key("stranger"), vec![pod(0, 2)]);
+
+    let (r, rec) = start(b.open(), "a", &report, 10);
+    let moves: Vec<_> = rec.transitions.iter().map(|t| (t.key.name.as_str(), t.from, t.to)).collect();
+    use GroupState::*;
+    assert_eq!(
+        moves,
+        [
+            ("del", Admitted, Deleted),
+            ("done", Admitted, Succeeded),
+            ("gone", Admitted, Evicted),
+            ("gone", Evicted, Queued),
+            ("shrinks", Admitted, Admitted),
+            ("fits", Queued, Admitted),
+        ]
+    );
+    let conflicts: Vec<_> = rec.conflicts.iter().map(|c| c.subject.as_str()).collect();
+    assert_eq!(conflicts, ["ns/stranger", "ns/too_big"], "{:?}", rec.conflicts);
+    r.engine().check_invariants().unwrap();
+    assert_eq!(r.engine().group(&key("shrinks")).unwrap().member_count(), 1);
+    let mut other = b.open();
+    let stored = check_store(&mut other);
+    let keys: Vec<_> = stored.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["ns/fits", "ns/shrinks"]);
+    let hist = other.history("ns/fits").unwrap();
+    assert!(hist.last().unwrap().message.starts_with("imported"), "{hist:?}");
+    // The store now says what recovery decided: a second recovery changes nothing more.
+    let snap = r.engine().snapshot();
+    drop(r);
+    let (r2, rec2) = start(b.open(), "a", &report, 10);
+    assert!(rec2.transitions.is_empty(), "{rec2:?}");
+    assert_eq!(r2.engine().snapshot(), snap);
+}

@@ -1,0 +1,188 @@
+//! muster itself in the simulator: the real queue engine (`muster-queue`) driving the modelled
+//! cluster, as the controller will drive a real one. A group is admitted with an exact placement,
+//! then its job is started and every pod bound to the node the placement names; nothing is placed
+//! pod by pod, so no partial gang ever holds resources.
+
+use std::collections::BTreeMap;
+
+use muster_graph::{Policy, ResourceGraph};
+use muster_queue::{Engine, EngineConfig, GroupKey, GroupSpec, GroupState, QueuePolicy, Transition};
+
+use crate::SimError;
+use crate::scenario::Workload;
+use crate::scheduler::{Action, ClusterView, JobId, NodeId, Scheduler, SimEvent};
+
+/// The scheduler names this adapter answers to, with the queue policy each runs.
+pub const VARIANTS: [(&str, QueuePolicy); 4] = [
+    ("muster", QueuePolicy::Conservative { depth: 16 }),
+    ("muster-easy", QueuePolicy::Easy),
+    ("muster-fifo", QueuePolicy::StrictFifo),
+    ("muster-besteffort", QueuePolicy::BestEffortFifo),
+];
+
+const QUEUE: &str = "sim";
+const NAMESPACE: &str = "sim";
+
+pub struct Muster {
+    name: String,
+    engine: Engine,
+    /// Node of each member, by job, for groups admitted and not yet finished.
+    placements: BTreeMap<JobId, Vec<NodeId>>,
+    /// Actions waiting for the next `decide`.
+    pending: Vec<Action>,
+    /// Something happened that a scheduling cycle could act on.
+    dirty: bool,
+    /// The engine's next timer (requeue, reservation start, readiness deadline), in ms.
+    next_timer: Option<i64>,
+    /// Last engine cycle, in engine seconds: cycles within one second see the same clock.
+    last_cycle_s: Option<i64>,
+}
+
+fn key(job: JobId) -> GroupKey {
+    GroupKey::new(NAMESPACE, &format!("job-{}", job.0))
+}
+
+fn job_of(key: &GroupKey) -> JobId {
+    JobId(key.name.trim_start_matches("job-").parse().expect("keys are made by key()"))
+}
+
+fn seconds(ms: i64) -> i64 {
+    ms.div_euclid(1000)
+}
+
+fn engine_error(name: &str, e: impl std::fmt::Display) -> SimError {
+    SimError::BadAction { scheduler: name.to_string(), action: "engine".into(), reason: e.to_string() }
+}
+
+impl Muster {
+    pub fn new(name: &str, policy: QueuePolicy, w: &Workload) -> Result<Self, SimError> {
+        let graph = w.cluster.build(&w.cluster_file)?;
+        let mut config = EngineConfig::single_queue(QUEUE);
+        config.queues[0].policy = policy;
+        // Every priority in the workload becomes a class named after its value.
+        for job in &w.jobs {
+            config.priority_classes.insert(format!("p{}", job.priority), job.priority);
+        }
+        let engine =
+            Engine::new(ResourceGraph::new(graph, Policy::First), config).map_err(|e| engine_error(name, e))?;
+        Ok(Self {
+            name: name.to_string(),
+            engine,
+            placements: BTreeMap::new(),
+            pending: Vec::new(),
+            dirty: false,
+            next_timer: None,
+            last_cycle_s: None,
+        })
+    }
+
+    /// Turns engine transitions into cluster actions.
+    fn act(&mut self, transitions: Vec<Transition>, view: &ClusterView<'_>) {
+        for t in transitions {
+            let job = job_of(&t.key);
+            match t.to {
+                GroupState::Admitted => {
+                    let Some(alloc) = &t.allocation else { continue };
+                    let mut nodes = vec![NodeId(0); alloc.members.len()];
+                    for m in &alloc.members {
+                        nodes[m.index as usize] =
+                            view.node_id(&m.node).expect("the engine's graph is the view's cluster");
+                    }
+                    self.pending.push(Action::Start { job, members: nodes.len() as u32 });
+                    self.placements.insert(job, nodes);
+                }
+                GroupState::Evicted | GroupState::Suspended if t.from.holds_allocation() => {
+                    self.placements.remove(&job);
+                    self.pending.push(Action::Suspend { job });
+                }
+                GroupState::Deactivated | GroupState::Failed if !view.job(job).phase.is_terminal() => {
+                    self.placements.remove(&job);
+                    self.pending.push(Action::Fail { job });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn refresh_timer(&mut self) {
+        self.next_timer = self.engine.next_timer().map(|s| s * 1000);
+    }
+}
+
+impl Scheduler for Muster {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, now_ms: i64) {
+        let now = seconds(now_ms);
+        let result = match *event {
+            SimEvent::JobSubmitted { job } => {
+                let spec = &view.job(job).spec;
+                self.dirty = true;
+                self.engine.submit(
+                    GroupSpec {
+                        key: key(job),
+                        queue: QUEUE.to_string(),
+                        priority_class: Some(format!("p{}", spec.priority)),
+                        request: spec.to_group_request(),
+                        submitted_at: now,
+                    },
+                    now,
+                )
+            }
+            SimEvent::PodCreated { pod } => {
+                // The job controller made a pod of an admitted job: bind it where the placement says.
+                let p = view.pod(pod);
+                if let Some(node) = self.placements.get(&p.job).and_then(|n| n.get(p.index as usize)) {
+                    self.pending.push(Action::Bind { pod, node: *node });
+                }
+                Ok(Vec::new())
+            }
+            SimEvent::PodReady { pod } => {
+                let job = view.pod(pod).job;
+                self.engine.pods_ready(&key(job), view.job(job).ready, now)
+            }
+            SimEvent::JobFinished { job, succeeded } => {
+                self.placements.remove(&job);
+                self.dirty = true;
+                match self.engine.group(&key(job)).map(|g| g.state) {
+                    Some(s) if s.holds_allocation() => self.engine.finished(&key(job), succeeded, now),
+                    _ => Ok(Vec::new()),
+                }
+            }
+            _ => Ok(Vec::new()),
+        };
+        match result {
+            // Timers are set by cycles (admissions, evictions, reservations); an event can only
+            // clear one, and a stale timer costs one idle wakeup, so only cycles refresh them.
+            Ok(transitions) => self.act(transitions, view),
+            Err(e) => panic!("{}: the engine refused a simulated event: {e}", self.name),
+        }
+    }
+
+    fn decide(&mut self, view: &ClusterView<'_>, now_ms: i64) -> Vec<Action> {
+        let now = seconds(now_ms);
+        let due = self.dirty || self.next_timer.is_some_and(|t| t <= now_ms);
+        if due && self.last_cycle_s == Some(now) {
+            // Already cycled in this engine second; the clock it sees has not moved, so the next
+            // cycle is at the next second.
+            let next_second = (now + 1) * 1000;
+            self.next_timer = Some(match self.next_timer {
+                Some(t) if t > now_ms => t.min(next_second),
+                _ => next_second,
+            });
+        } else if due {
+            self.dirty = false;
+            self.last_cycle_s = Some(now);
+            let transitions = self.engine.schedule(now);
+            self.act(transitions, view);
+            self.refresh_timer();
+        }
+        std::mem::take(&mut self.pending)
+    }
+
+    fn next_wakeup(&self) -> Option<i64> {
+        self.next_timer
+    }
+}

@@ -1,0 +1,50 @@
+//! muster's own engine in the simulator, against the targets of the seed experiments.
+
+use std::path::{Path, PathBuf};
+
+use muster_sim::{Report, RunOptions};
+
+fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name)
+}
+
+fn run(name: &str, schedulers: &[&str]) -> Report {
+    let opts = RunOptions {
+        schedulers: schedulers.iter().map(|s| s.to_string()).collect(),
+        ..RunOptions::new(scenario(name))
+    };
+    muster_sim::run(&opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn seed_scalability_completes_every_job_close_to_the_ideal_fifo_gang_schedule() {
+    let report = run("seed-scalability.yaml", &["muster"]);
+    let m = &report.runs[0];
+    assert_eq!((m.completed, m.failed, m.unfinished), (report.jobs, 0, 0), "every job completes");
+    let batch = m.classes.iter().find(|c| c.class == "batch").expect("batch class");
+    assert_eq!(batch.completed, 1000);
+    let ideal = report.ideal_fifo_gang.makespan_s;
+    let makespan = m.makespan_s.expect("finished");
+    assert!(makespan <= ideal * 1.05, "makespan {makespan:.1} s is more than 5% over the ideal {ideal:.1} s");
+    assert!(makespan >= report.lower_bound_s, "no schedule beats the lower bound");
+}
+
+#[test]
+fn seed_001_deadlock_does_not_happen_with_muster() {
+    let report = run("wait-for-pods-ready.yaml", &["default", "muster"]);
+    let (default, muster) = (&report.runs[0], &report.runs[1]);
+    assert!(default.unfinished > 0, "the default model deadlocks, as in the seed");
+    assert_eq!((muster.completed, muster.failed, muster.unfinished), (3, 0, 0));
+    assert_eq!(muster.suspensions, 0, "exact placement needs no timeout or eviction");
+}
+
+#[test]
+fn every_queue_policy_runs_and_is_deterministic() {
+    let names = ["muster", "muster-easy", "muster-fifo", "muster-besteffort"];
+    let first = run("priority-probe.yaml", &names);
+    for r in &first.runs {
+        assert_eq!(r.unfinished, 0, "{}: every job ends", r.scheduler);
+        assert_eq!(r.failed, 0, "{}: no job misses its deadline", r.scheduler);
+    }
+    assert_eq!(first.to_json(), run("priority-probe.yaml", &names).to_json(), "same seed, same result");
+}
