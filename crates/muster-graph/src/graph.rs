@@ -171,6 +171,9 @@ pub struct Domain {
     pub sum_cap: Vec<u64>,
     /// Schedulable nodes with nothing allocated (candidates for exclusive groups).
     pub idle_nodes: u32,
+    /// Earliest expected end of a running allocation on a schedulable node below: before then,
+    /// nothing below frees up, so a future window there has no more room than `max_free`.
+    pub min_end: i64,
 }
 
 /// Largest number of children a domain has before virtual groups are put under it, so that
@@ -319,6 +322,7 @@ impl Graph {
             max_cap: vec![0; r],
             sum_cap: vec![0; r],
             idle_nodes: 0,
+            min_end: i64::MAX,
         });
         id
     }
@@ -383,11 +387,15 @@ impl Graph {
             v.resize(r, 0);
         }
         let mut idle_nodes = 0;
+        let mut min_end = i64::MAX;
         let dom = &self.domains[id.0 as usize];
         for &n in &dom.child_nodes {
             let node = &self.nodes[n.0 as usize];
             let live = node.schedulable();
             idle_nodes += u32::from(live && node.idle());
+            if live {
+                min_end = node.spans.iter().filter(|s| !s.reserved).map(|s| s.end).fold(min_end, i64::min);
+            }
             for i in 0..r {
                 let cap = node.capacity.get(i).copied().unwrap_or(0);
                 let free = if live { node.free.get(i).copied().unwrap_or(0) } else { 0 };
@@ -400,6 +408,7 @@ impl Graph {
         for &c in &dom.child_domains {
             let child = &self.domains[c.0 as usize];
             idle_nodes += child.idle_nodes;
+            min_end = min_end.min(child.min_end);
             for i in 0..r {
                 sum_free[i] += child.sum_free[i];
                 max_free[i] = max_free[i].max(child.max_free[i]);
@@ -413,6 +422,7 @@ impl Graph {
         dom.max_cap = max_cap;
         dom.sum_cap = sum_cap;
         dom.idle_nodes = idle_nodes;
+        dom.min_end = min_end;
     }
 
     /// Refreshes the aggregates on the path from a node to the root after its free amounts or

@@ -188,6 +188,8 @@ impl Graph {
         }
         let maxes = match window {
             Window::Now { .. } => &agg.max_free,
+            // Nothing running below ends by the window's start: no node has more room than now.
+            Window::Future { start, .. } if agg.min_end > start => &agg.max_free,
             Window::Future { .. } | Window::Empty => &agg.max_cap,
         };
         d.units_per_node_for(maxes)

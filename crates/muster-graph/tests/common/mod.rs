@@ -8,12 +8,15 @@ use muster_graph::{Graph, ResourceGraph, cluster};
 /// One node's (free amounts, spans sorted by allocation, device holders).
 pub type NodeFingerprint = (Vec<u64>, Vec<Span>, Vec<Option<u64>>);
 
+/// One domain's (free sums, free maxima, idle nodes, earliest end of a running allocation).
+pub type DomainFingerprint = (Vec<u64>, Vec<u64>, u32, i64);
+
 /// Everything allocation state consists of, in a comparable form: per node (free, spans sorted
 /// by allocation, device holders) and per domain (free sums and maxima).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint {
     pub nodes: Vec<NodeFingerprint>,
-    pub domains: Vec<(Vec<u64>, Vec<u64>)>,
+    pub domains: Vec<DomainFingerprint>,
 }
 
 pub fn fingerprint(g: &Graph) -> Fingerprint {
@@ -27,7 +30,7 @@ pub fn fingerprint(g: &Graph) -> Fingerprint {
                 (n.free.clone(), spans, n.devices.iter().map(|d| d.holder).collect())
             })
             .collect(),
-        domains: g.domains.iter().map(|d| (d.sum_free.clone(), d.max_free.clone())).collect(),
+        domains: g.domains.iter().map(|d| (d.sum_free.clone(), d.max_free.clone(), d.idle_nodes, d.min_end)).collect(),
     }
 }
 
