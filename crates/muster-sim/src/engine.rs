@@ -97,8 +97,13 @@ pub struct Engine<'w> {
     seq: u64,
     now: i64,
     binder_free_at: i64,
+    /// Jobs waiting for a Job-controller sync to create their pods (job, epoch).
     creating: VecDeque<(JobId, u32)>,
-    rr: usize,
+    /// Jobs being synced (at most `concurrentJobSyncs`): job, epoch, pods left in the current
+    /// slow-start batch, size of that batch.
+    syncing: Vec<(JobId, u32, u32, u32)>,
+    /// Pod-create calls waiting for the controller's client rate limiter, in request order.
+    create_calls: VecDeque<(JobId, u32)>,
     tick_pending: bool,
     wakeups: BTreeSet<i64>,
     out: Vec<SimEvent>,
@@ -221,7 +226,8 @@ impl<'w> Engine<'w> {
             now: 0,
             binder_free_at: 0,
             creating: VecDeque::new(),
-            rr: 0,
+            syncing: vec![],
+            create_calls: VecDeque::new(),
             tick_pending: false,
             wakeups: BTreeSet::new(),
             out: vec![],
@@ -459,28 +465,68 @@ impl<'w> Engine<'w> {
         self.out.push(SimEvent::JobRunning { job });
     }
 
-    fn create_one(&mut self) {
-        let window = (self.workload.params.timing.concurrent_job_syncs as usize).min(self.creating.len());
-        let k = self.rr % window;
-        let (job, epoch) = self.creating[k];
+    /// Whether any pod creation is still to come.
+    fn creation_pending(&self) -> bool {
+        !self.creating.is_empty() || !self.syncing.is_empty()
+    }
+
+    /// Pods the job's current start still lacks (0 once stale: suspended, failed, restarted).
+    fn missing_pods(&self, job: JobId, epoch: u32) -> u32 {
         let j = &self.jobs[job.index()];
-        if self.epochs[job.index()] != epoch || j.pods.len() as u32 >= j.members {
-            self.creating.remove(k);
-            self.rr = k;
-            return;
+        if self.epochs[job.index()] != epoch { 0 } else { j.members.saturating_sub(j.pods.len() as u32) }
+    }
+
+    /// The Job controller (pkg/controller/job/job_controller.go, manageJob): up to
+    /// `concurrentJobSyncs` jobs are synced at once; a sync creates the missing pods in slow-start
+    /// batches of 1, 2, 4, ... (each batch's creates in parallel, the next batch once it is done).
+    /// All create calls share the controller's client rate limiter, which serves them in request
+    /// order: one call per create interval.
+    fn fill_syncs(&mut self) {
+        let window = self.workload.params.timing.concurrent_job_syncs as usize;
+        while self.syncing.len() < window {
+            let Some((job, epoch)) = self.creating.pop_front() else { break };
+            if self.missing_pods(job, epoch) == 0 {
+                continue;
+            }
+            self.syncing.push((job, epoch, 1, 1));
+            self.create_calls.push_back((job, epoch));
         }
-        let pod = PodId(self.pods.len() as u32);
-        let index = j.pods.len() as u32;
-        self.pods.push(PodState { job, index, phase: PodPhase::Pending, node: None, created_ms: self.now });
-        let j = &mut self.jobs[job.index()];
-        j.pods.push(pod);
-        if j.pods.len() as u32 >= j.members {
-            self.creating.remove(k);
-            self.rr = k;
-        } else {
-            self.rr = k + 1;
+    }
+
+    /// Creates the next pod: one create call of the rate limiter. Stale calls (their job was
+    /// suspended or ended meanwhile) cost nothing and are skipped; returns whether a pod was made.
+    fn create_one(&mut self) -> bool {
+        self.fill_syncs();
+        let Some((job, epoch)) = self.create_calls.pop_front() else {
+            // Every live sync has its calls queued, so nothing is left.
+            self.syncing.clear();
+            return false;
+        };
+        let Some(k) = self.syncing.iter().position(|&(j, e, ..)| j == job && e == epoch) else { return false };
+        let made = self.missing_pods(job, epoch) > 0;
+        if made {
+            let pod = PodId(self.pods.len() as u32);
+            let j = &self.jobs[job.index()];
+            let index = j.pods.len() as u32;
+            self.pods.push(PodState { job, index, phase: PodPhase::Pending, node: None, created_ms: self.now });
+            self.jobs[job.index()].pods.push(pod);
+            self.out.push(SimEvent::PodCreated { pod });
         }
-        self.out.push(SimEvent::PodCreated { pod });
+        self.syncing[k].2 -= 1;
+        let (left, size) = (self.syncing[k].2, self.syncing[k].3);
+        if left == 0 || !made {
+            let missing = self.missing_pods(job, epoch);
+            if missing == 0 {
+                self.syncing.remove(k);
+                // Drop the stale calls of this sync, if any.
+                self.create_calls.retain(|&(j, e)| !(j == job && e == epoch));
+            } else if left == 0 {
+                let batch = (size * 2).min(missing);
+                self.syncing[k] = (job, epoch, batch, batch);
+                self.create_calls.extend(std::iter::repeat_n((job, epoch), batch as usize));
+            }
+        }
+        made
     }
 
     fn process(&mut self, ev: Ev) {
@@ -493,17 +539,14 @@ impl<'w> Engine<'w> {
             Ev::CreateTick => {
                 let interval = self.workload.params.timing.create_interval_ms();
                 if interval == 0 {
-                    while !self.creating.is_empty() {
+                    while self.creation_pending() {
                         self.create_one();
                     }
-                } else if !self.creating.is_empty() {
-                    // Stale entries cost no API call: skip them within the same tick.
-                    let before = self.pods.len();
-                    while self.pods.len() == before && !self.creating.is_empty() {
-                        self.create_one();
-                    }
+                } else {
+                    // Stale calls cost no API call: skip them within the same tick.
+                    while self.creation_pending() && !self.create_one() {}
                 }
-                if self.creating.is_empty() {
+                if !self.creation_pending() {
                     self.tick_pending = false;
                 } else {
                     self.push(now + interval, Ev::CreateTick);

@@ -25,6 +25,8 @@ struct Tap<S> {
     actions: Vec<(i64, Action)>,
     /// The job of every pod bound, in order.
     bound: Vec<JobId>,
+    /// The job of every pod created, in order.
+    created: Vec<JobId>,
 }
 
 impl<S: Scheduler> Scheduler for Tap<S> {
@@ -35,6 +37,9 @@ impl<S: Scheduler> Scheduler for Tap<S> {
         self.events.push((now, e.clone()));
         if let SimEvent::PodBound { pod, .. } = e {
             self.bound.push(v.pod(*pod).job);
+        }
+        if let SimEvent::PodCreated { pod } = e {
+            self.created.push(v.pod(*pod).job);
         }
         self.inner.on_event(e, v, now);
     }
@@ -49,7 +54,7 @@ impl<S: Scheduler> Scheduler for Tap<S> {
 }
 
 fn tap<S: Scheduler>(w: &Workload, s: S) -> (Tap<S>, muster_sim::engine::RunRecord) {
-    let mut t = Tap { inner: s, events: vec![], actions: vec![], bound: vec![] };
+    let mut t = Tap { inner: s, events: vec![], actions: vec![], bound: vec![], created: vec![] };
     let rec = Engine::new(w).unwrap().run(&mut t, false).unwrap();
     (t, rec)
 }
@@ -116,7 +121,7 @@ fn kueue_wait_for_pods_ready_evicts_and_requeues_with_backoff() {
     // Each eviction of a job requeues it after base * 2^(k-1): 10 s, 20 s, 40 s, ...
     for job in [JobId(1), JobId(2)] {
         let mine: Vec<i64> = suspends.iter().filter(|(_, j)| *j == job).map(|(at, _)| *at).collect();
-        assert!(mine.len() >= 3, "{job:?} evicted {} times", mine.len());
+        assert!(!mine.is_empty(), "{job:?} never evicted");
         for (k, &at) in mine.iter().enumerate() {
             let restart = t
                 .actions
@@ -130,9 +135,14 @@ fn kueue_wait_for_pods_ready_evicts_and_requeues_with_backoff() {
         }
     }
     assert_eq!(rec.suspensions as usize, suspends.len());
-    // Without blockAdmission both big jobs are admitted together again after each backoff (the
-    // model has no jitter), so the pair keeps timing out: the reason blockAdmission exists.
-    assert!(rec.jobs[1..].iter().all(|j| j.ended_ms.is_none()));
+    // Without blockAdmission both big jobs are admitted together again after the same backoff,
+    // 100 ms apart (their submissions were). The first time they deadlock (the quick job holds
+    // the rest); after the requeue the Job controller's slow-start batches (1, 2, 4, ...) let
+    // the job started first get ahead of the other, so it gets all its pods, runs, and frees
+    // the cluster for the second: one eviction each, then both succeed.
+    assert_eq!(suspends.len(), 2, "{suspends:?}");
+    assert!(rec.jobs.iter().all(|j| j.phase == muster_sim::scheduler::JobPhase::Succeeded));
+    assert!(rec.jobs[1].ended_ms < rec.jobs[2].ended_ms);
 }
 
 const TINY_CLUSTER: &str = "name: tiny\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: \"4\", pods: 10}}\n";
@@ -245,4 +255,51 @@ fn plots_are_written_as_svg_and_png() {
             assert!(String::from_utf8(bytes).unwrap().contains("<svg"));
         }
     }
+}
+
+#[test]
+fn job_controller_creates_pods_in_slow_start_batches() {
+    // Two 10-pod jobs synced at once, one create call per 10 ms served in request order: each
+    // sync asks for 1, 2, 4, 3 pods, a batch once its previous batch is created
+    // (job_controller.go, manageJob). Round-robin one pod at a time would give ABABAB...
+    let w = workload(
+        "slowstart",
+        "name: s\nnodeClasses:\n  - {name: n, count: 4, capacity: {cpu: \"16\", pods: 110}}\n",
+        "name: s\nsubmitters: {count: 2}\ntiming: {podCreateQps: 100, bindQps: 0, podStartDelay: 0s, concurrentJobSyncs: 2}\n\
+         jobClasses:\n  - {name: j, count: 2, members: 10, resources: {cpu: \"1\"}, runTime: 1s, arrival: {pattern: burst}}\n",
+        1,
+    )
+    .unwrap();
+    let (t, rec) = tap(&w, models::kube::DefaultScheduler::default());
+    let order: String = t.created.iter().map(|j| (b'A' + j.0 as u8) as char).collect();
+    assert_eq!(order, "ABAABBAAAABBBBAAABBB");
+    assert_eq!(rec.jobs.iter().filter(|j| j.phase == muster_sim::scheduler::JobPhase::Succeeded).count(), 2);
+}
+
+#[test]
+fn default_model_pops_from_backoff_when_the_active_queue_is_empty() {
+    // One 4-cpu node. A (4 cpu) runs 0..1.2 s; B (4 cpu) arrives at 0.5 s, fails, and is parked
+    // with a 1 s backoff (expiry 1.5 s, window ready at 2 s). A's end requeues B (queueing hint:
+    // an assigned pod went away) into the backoff queue; the active queue being empty, B is
+    // popped at once (SchedulerPopFromBackoffQ) and bound at A's end, not at its backoff expiry.
+    let w = workload(
+        "popbackoff",
+        TINY_CLUSTER,
+        "name: p\nsubmitters: {count: 2}\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s}\njobClasses:\n\
+         \x20 - {name: a, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 1200ms, runStarts: podStart}\n\
+         \x20 - {name: b, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 1s, runStarts: podStart,\n\
+         \x20    arrival: {pattern: burst, start: 500ms}}\n",
+        1,
+    )
+    .unwrap();
+    let (t, rec) = tap(&w, models::kube::DefaultScheduler::default());
+    let bound_at = |job: u32| {
+        t.actions.iter().find(|(_, a)| matches!(a, Action::Bind { pod, .. } if pod.0 == job)).map(|(at, _)| *at)
+    };
+    assert_eq!(bound_at(0), Some(0));
+    let a_end = rec.jobs[0].ended_ms.unwrap();
+    assert_eq!(a_end, 1200);
+    assert_eq!(bound_at(1), Some(a_end), "B must be tried at A's end, inside its backoff");
+    // It failed once before: the first failure was at its creation, 500 ms.
+    assert!(t.actions.iter().filter(|(_, a)| matches!(a, Action::Bind { .. })).count() == 2);
 }

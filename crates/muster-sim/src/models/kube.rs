@@ -15,6 +15,9 @@ const BACKOFF_INITIAL_MS: i64 = 1_000;
 const BACKOFF_MAX_MS: i64 = 10_000;
 /// podMaxInUnschedulablePodsDuration: unschedulable pods are retried at least this often.
 const UNSCHEDULABLE_FLUSH_MS: i64 = 300_000;
+/// backoffQOrderingWindowDuration (backend/queue/backoff_queue.go, SchedulerPopFromBackoffQ):
+/// backoff expiries are truncated to whole seconds and the backoff queue is flushed on them.
+const BACKOFF_WINDOW_MS: i64 = 1_000;
 
 /// The scheduling queue: active (ordered), backoff (by expiry) and unschedulable (parked until a
 /// cluster event frees resources, or the flush interval).
@@ -23,6 +26,10 @@ pub struct PodQueue {
     /// PrioritySort orders by the time a pod was last queued, not its creation: a failed pod
     /// goes behind pods queued after it (coscheduling keeps group order instead).
     pub restamp: bool,
+    /// kube-scheduler 1.35's queue: queueing hints requeue unschedulable pods at the event
+    /// itself (not at the next pop), backoff expiries are aligned to 1 s ordering windows, and
+    /// the backoff queue's head is popped early when the active queue is empty.
+    pub v135: bool,
     active: BTreeSet<QKey>,
     backoff: BinaryHeap<Reverse<(i64, QKey)>>,
     parked: VecDeque<(i64, QKey)>,
@@ -64,12 +71,36 @@ impl PodQueue {
         self.freed = true;
     }
 
+    /// Whether resources were freed since the unschedulable pods last moved.
+    pub fn has_freed(&self) -> bool {
+        self.freed
+    }
+
     pub fn forget(&mut self, pod: PodId) {
         self.attempts.remove(&pod);
     }
 
+    /// When a pod that failed at `at` is out of backoff. In 1.35 the expiry is truncated to its
+    /// 1 s window and a pod counts as backing off while that window is not yet past
+    /// (isPodBackingoff), so it is ready at the start of the next window.
+    fn ready_at(&self, at: i64, pod: PodId) -> i64 {
+        let expiry = at + self.backoff_ms(pod);
+        if self.v135 { expiry.div_euclid(BACKOFF_WINDOW_MS) * BACKOFF_WINDOW_MS + BACKOFF_WINDOW_MS } else { expiry }
+    }
+
+    /// Queueing hints (1.35): an assigned pod was deleted or finished (the scheduler's pod
+    /// informer drops terminal pods, so completion is a delete to it); NodeResourcesFit's hint
+    /// for that is Queue for every pod it rejected, so every unschedulable pod moves now, to the
+    /// active queue if its backoff is over and to the backoff queue otherwise.
+    pub fn requeue_all(&mut self, now: i64) {
+        self.freed = false;
+        for (at, key) in std::mem::take(&mut self.parked) {
+            self.unpark(at, key, now);
+        }
+    }
+
     fn unpark(&mut self, at: i64, key: QKey, now: i64) {
-        let ready = at + self.backoff_ms(key.4);
+        let ready = self.ready_at(at, key.4);
         if ready <= now {
             self.active.insert(key);
         } else {
@@ -98,6 +129,15 @@ impl PodQueue {
             }
             self.attempts.remove(&key.4);
         }
+        // SchedulerPopFromBackoffQ (active_queue.go, unlockedPop): with the active queue empty,
+        // the head of the backoff queue is tried at once, backoff or not.
+        while self.v135 {
+            let Reverse((_, key)) = self.backoff.pop()?;
+            if view.pod(key.4).phase == PodPhase::Pending {
+                return Some(key);
+            }
+            self.attempts.remove(&key.4);
+        }
         None
     }
 
@@ -109,7 +149,7 @@ impl PodQueue {
     }
 
     pub fn has_active(&self) -> bool {
-        !self.active.is_empty() || (self.freed && !self.parked.is_empty())
+        !self.active.is_empty() || (self.freed && !self.parked.is_empty()) || (self.v135 && !self.backoff.is_empty())
     }
 }
 
@@ -175,7 +215,12 @@ impl Placer {
 }
 
 /// The pod-level scheduling loop shared by the default, coscheduling and Kueue models: one
-/// attempt per binding interval (each attempt is one API write: a binding or a status update).
+/// attempt per binding interval, failed or not. On the CPU-bound control plane the rates are
+/// measured on (hack/: client QPS 500, so `bindQps` is not a client limit but the measured cost
+/// of one pod: a scheduling cycle plus its API write), a failed cycle costs about as much as a
+/// successful one: Filter over the nodes, then DefaultPreemption's dry run over them instead of
+/// Score, and for a first failure the PodScheduled=False patch, written synchronously
+/// (schedule_one.go, handleSchedulingFailure; SchedulerAsyncAPICalls is off in 1.35).
 pub struct KubeCore {
     pub queue: PodQueue,
     pub placer: Option<Placer>,
@@ -186,6 +231,11 @@ impl KubeCore {
     /// `restamp`: order by last queueing time (PrioritySort) rather than by a fixed key.
     pub fn new(restamp: bool) -> Self {
         KubeCore { queue: PodQueue { restamp, ..PodQueue::default() }, placer: None, next_attempt: 0 }
+    }
+
+    /// With kube-scheduler 1.35's queue (see `PodQueue::v135`); PrioritySort order.
+    pub fn new_v135() -> Self {
+        KubeCore { queue: PodQueue { restamp: true, v135: true, ..PodQueue::default() }, placer: None, next_attempt: 0 }
     }
 
     /// Handles the pod events every pod-level model treats the same way.
@@ -237,7 +287,7 @@ pub struct DefaultScheduler {
 
 impl Default for DefaultScheduler {
     fn default() -> Self {
-        DefaultScheduler { core: KubeCore::new(true), to_start: vec![] }
+        DefaultScheduler { core: KubeCore::new_v135(), to_start: vec![] }
     }
 }
 
@@ -246,11 +296,14 @@ impl Scheduler for DefaultScheduler {
         "default".into()
     }
 
-    fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, _now: i64) {
+    fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, now: i64) {
         if let SimEvent::JobSubmitted { job } = event {
             self.to_start.push(*job);
         }
         self.core.on_event(event, view, |p| pod_key(view, p));
+        if matches!(event, SimEvent::PodFinished { .. }) && self.core.queue.has_freed() {
+            self.core.queue.requeue_all(now);
+        }
     }
 
     fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
