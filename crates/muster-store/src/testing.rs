@@ -231,3 +231,22 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
         Err(format!("{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
     }
 }
+
+/// A directory for one test, removed on drop; `prefix` names the test suite in the path.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> Self {
+        static COUNT: AtomicU32 = AtomicU32::new(0);
+        let n = COUNT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use muster_store::testing::PgServer;
 use muster_store::{PgStore, SqliteStore, Store, StoreError, Write};
 
-use support::{CHILD_ENV, Sqlite, TempDir, group, lead, put};
+use muster_store::testing::TempDir;
+use support::{CHILD_ENV, Sqlite, group, lead, put};
 
 /// Groups per batch written by `child_writer`.
 pub const CHILD_BATCH: usize = 40;
@@ -86,7 +87,7 @@ fn sqlite_file_is_in_wal_mode() {
 
 #[test]
 fn sqlite_unreachable_file_is_unavailable() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("muster-store-test");
     let missing = dir.0.join("no/such/dir/muster.db");
     assert!(matches!(SqliteStore::open(missing), Err(StoreError::Unavailable(_))));
 }

@@ -3,14 +3,12 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use muster_durable::{ClusterReport, DurableEngine, Options, Recovery};
 use muster_graph::{GroupRequest, Policy, ResourceGraph};
 use muster_queue::{AllocationRecord, Engine, EngineConfig, Group, GroupKey, GroupSpec, MemberPlacement, Transition};
-use muster_store::testing::PgServer;
+use muster_store::testing::{PgServer, TempDir};
 use muster_store::{
     Fence, HistoryEntry, PgStore, PutResult, Snapshot, SqliteStore, Store, StoreError, UsageSum, Write,
 };
@@ -28,7 +26,7 @@ pub struct Sqlite {
 
 impl Sqlite {
     pub fn new() -> Self {
-        Sqlite { dir: TempDir::new() }
+        Sqlite { dir: TempDir::new("muster-durable-test") }
     }
 }
 
@@ -242,26 +240,4 @@ pub fn check_store<S: Store>(store: &mut S) -> BTreeMap<String, AllocationRecord
 /// The engine's groups without their explanation text (not stored: recomputed every cycle).
 pub fn durable_groups(e: &Engine) -> Vec<Group> {
     e.groups().map(|g| Group { reason: String::new(), ..g.clone() }).collect()
-}
-
-/// A directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new() -> Self {
-        static COUNT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "muster-durable-test-{}-{}",
-            std::process::id(),
-            COUNT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

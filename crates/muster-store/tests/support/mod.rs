@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicU32, Ordering};
 
-use muster_store::testing::PgServer;
+use muster_store::testing::{PgServer, TempDir};
 use muster_store::{Fence, Group, PG_MIGRATIONS, PgStore, SQLITE_MIGRATIONS, SqliteStore, Store, StoreError, Write};
 use serde_json::json;
 
@@ -35,7 +34,7 @@ pub struct Sqlite {
 
 impl Sqlite {
     pub fn new() -> Self {
-        Sqlite { dir: TempDir::new() }
+        Sqlite { dir: TempDir::new("muster-store-test") }
     }
 
     pub fn path(&self) -> PathBuf {
@@ -179,26 +178,4 @@ pub fn put(group: Group, expected_version: Option<i64>) -> Write {
 /// Lease `engine` for holder `a` from t=0 to t=1000.
 pub fn lead<S: Store>(store: &mut S) -> Fence {
     store.acquire_lease("engine", "a", 0, 1000).unwrap().expect("lease free")
-}
-
-/// A directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new() -> Self {
-        static COUNT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "muster-store-test-{}-{}",
-            std::process::id(),
-            COUNT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
