@@ -133,20 +133,7 @@ mod tests {
     use super::*;
 
     fn node(labels: &[(&str, &str)], taints: Vec<Taint>) -> Node {
-        Node {
-            name: "n".into(),
-            vertex: crate::graph::VertexId(0),
-            domain: crate::graph::DomainId(0),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            taints,
-            unschedulable: false,
-            up: true,
-            removed: false,
-            capacity: vec![],
-            free: vec![],
-            devices: vec![],
-            spans: vec![],
-        }
+        Node::for_filtering("n", labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), taints, false)
     }
 
     fn expr(key: &str, operator: SelectorOperator, values: &[&str]) -> MatchExpression {

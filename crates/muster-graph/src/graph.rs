@@ -138,6 +138,30 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node outside any graph, with only what filters look at (labels, taints, cordon): for
+    /// checking `NodeFilter::admits` against nodes another model keeps.
+    pub fn for_filtering(
+        name: &str,
+        labels: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+        unschedulable: bool,
+    ) -> Self {
+        Node {
+            name: name.to_string(),
+            vertex: VertexId(0),
+            domain: DomainId(0),
+            labels,
+            taints,
+            unschedulable,
+            up: true,
+            removed: false,
+            capacity: vec![],
+            free: vec![],
+            devices: vec![],
+            spans: vec![],
+        }
+    }
+
     /// Takes new placements: present, up and not cordoned.
     pub fn schedulable(&self) -> bool {
         self.up && !self.unschedulable && !self.removed

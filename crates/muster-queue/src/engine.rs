@@ -653,13 +653,24 @@ impl Engine {
 
     /// Holds a group: a pending one leaves the queue, a placed one is released.
     pub fn suspend(&mut self, key: &GroupKey, now: i64) -> Result<Vec<Transition>, EngineError> {
+        self.move_out(key, GroupState::Suspended, Reason::Suspended, now)
+    }
+
+    /// Moves a group from wherever it is to `to` (Suspended or Deleted), releasing what it holds.
+    fn move_out(
+        &mut self,
+        key: &GroupKey,
+        to: GroupState,
+        reason: Reason,
+        now: i64,
+    ) -> Result<Vec<Transition>, EngineError> {
         let state = self.get(key)?.state;
-        GroupState::transition(state, GroupState::Suspended)
+        GroupState::transition(state, to)
             .map_err(|source| EngineError::IllegalTransition { key: key.clone(), source })?;
         self.advance(now);
         let mut out = Vec::new();
         let rec = self.leave(key, state);
-        self.step(key, GroupState::Suspended, Reason::Suspended, rec, &mut out);
+        self.step(key, to, reason, rec, &mut out);
         Ok(out)
     }
 
@@ -700,13 +711,7 @@ impl Engine {
 
     /// Deletes a group in any state; releases what it holds and forgets it.
     pub fn delete(&mut self, key: &GroupKey, now: i64) -> Result<Vec<Transition>, EngineError> {
-        let state = self.get(key)?.state;
-        GroupState::transition(state, GroupState::Deleted)
-            .map_err(|source| EngineError::IllegalTransition { key: key.clone(), source })?;
-        self.advance(now);
-        let mut out = Vec::new();
-        let rec = self.leave(key, state);
-        self.step(key, GroupState::Deleted, Reason::Deleted, rec, &mut out);
+        let out = self.move_out(key, GroupState::Deleted, Reason::Deleted, now)?;
         self.groups.remove(key);
         self.shapes.remove(key);
         Ok(out)
