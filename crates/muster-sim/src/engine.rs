@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::io::{IsTerminal, Write};
 
-use muster_graph::graph::{DomainId, Node, VertexId};
+use muster_graph::graph::Node;
 
 use crate::SimError;
 use crate::scenario::{RunStart, Workload};
@@ -120,20 +120,7 @@ pub struct Engine<'w> {
 
 /// The node's cluster-description view, enough for `NodeFilter::admits`.
 fn filter_node(n: &NodeState) -> Node {
-    Node {
-        name: n.name.clone(),
-        vertex: VertexId(0),
-        domain: DomainId(0),
-        labels: n.labels.clone(),
-        taints: n.taints.clone(),
-        unschedulable: n.unschedulable,
-        up: true,
-        removed: false,
-        capacity: vec![],
-        free: vec![],
-        devices: vec![],
-        spans: vec![],
-    }
+    Node::for_filtering(&n.name, n.labels.clone(), n.taints.clone(), n.unschedulable)
 }
 
 impl<'w> Engine<'w> {
