@@ -9,6 +9,9 @@
                                                        rates of the control plane on a burst that fits
   sim-vs-real.py compare REAL.json SIM.json JOBS.json TOLERANCE
                                                        side by side; exit 1 beyond TOLERANCE (0.10)
+  sim-vs-real.py completions KWOK.log [NS]             how spread out in time the pods of each Job
+                                                       were marked Succeeded (KWOK's log, ns stamps;
+                                                       the pods' finishedAt has only 1 s resolution)
 
 `jobs` re-implements the part of crates/muster-sim/src/scenario.rs that turns job classes into
 jobs (SplitMix64 streams `arrival:<class>` and `runtime:<class>` seeded from the seed, uniform /
@@ -442,6 +445,49 @@ def compare(real_file, sim_file, jobs_file, tol):
     return 0 if ok else 1
 
 
+def completions(log_file, ns="sim-vs-real"):
+    """Per Job, the times KWOK patched its pods to Succeeded (each pod's second status patch: Running,
+    then Succeeded; pods deleted before finishing have one), read off kwok.log's JSON lines."""
+    patches = {}
+    for line in Path(log_file).read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if d.get("msg") != "Patch pod" or not d.get("pod", "").startswith(ns + "/"):
+            continue
+        day, frac = d["time"].rstrip("Z").split(".")
+        t = datetime.fromisoformat(day).replace(tzinfo=timezone.utc).timestamp() + float("0." + frac)
+        patches.setdefault(d["pod"], []).append(t)
+    by_job = {}
+    for pod, times in patches.items():
+        if len(times) >= 2:
+            by_job.setdefault(pod.split("/", 1)[1].rsplit("-", 1)[0], []).append(times[1])
+    spreads, gaps = [], []
+    for times in by_job.values():
+        times.sort()
+        spreads.append(times[-1] - times[0])
+        gaps += [b - a for a, b in zip(times, times[1:])]
+    if not gaps:
+        print("no Job with two or more Succeeded pods in the log")
+        return 1
+    spreads.sort()
+    gaps.sort()
+
+    def q(xs, f):
+        return xs[int(f * (len(xs) - 1))]
+
+    per_job = max(len(v) for v in by_job.values())
+    print(
+        f"{len(by_job)} Jobs, {sum(map(len, by_job.values()))} pods Succeeded; first -> last pod of a Job:"
+        f" p50 {q(spreads, 0.5):.3f}s, p90 {q(spreads, 0.9):.3f}s, max {spreads[-1]:.3f}s"
+        f" (= {(per_job - 1) / q(spreads, 0.5):.0f} pods/s at the median); gap between consecutive pods:"
+        f" p25 {q(gaps, 0.25) * 1e3:.0f}ms, p50 {q(gaps, 0.5) * 1e3:.0f}ms, p75 {q(gaps, 0.75) * 1e3:.0f}ms,"
+        f" p90 {q(gaps, 0.9) * 1e3:.0f}ms, mean {sum(gaps) / len(gaps) * 1e3:.0f}ms"
+    )
+    return 0
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "jobs":
         jobs = gen_jobs(argv[2], int(argv[3]))
@@ -453,6 +499,8 @@ def main(argv):
     if len(argv) == 7 and argv[1] == "calibrate":
         calibrate(argv[2], argv[3], int(argv[4]), int(argv[5]), argv[6])
         return 0
+    if len(argv) in (3, 4) and argv[1] == "completions":
+        return completions(*argv[2:])
     if len(argv) == 6 and argv[1] == "compare":
         return compare(argv[2], argv[3], argv[4], float(argv[5]))
     print(__doc__, file=sys.stderr)
