@@ -1,0 +1,550 @@
+//! The namespaced `Group`: one per job group, owned by its job. The spec mirrors the group form of
+//! `muster_graph` ([`GroupSpec::to_request`] converts); the status is what muster reports: phase,
+//! conditions, allocation, estimated start and requeue state.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use muster_graph::GroupRequest;
+use muster_graph::InputError;
+use muster_graph::filter::{
+    MatchExpression, NodeFilter, NodeSelectorTerm as EngineTerm, SelectorOperator, Toleration as EngineToleration,
+    TolerationOperator as EngineTolerationOperator,
+};
+use muster_graph::jobspec::{ConstraintMode, MAX_DURATION, MAX_MEMBERS, TopologyConstraint as EngineTopology};
+use muster_queue::GroupState;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Quantity;
+
+/// A group of identical members that muster places all at once.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "muster.dev",
+    version = "v1alpha1",
+    kind = "Group",
+    namespaced,
+    doc = "A muster Group: one job group that muster places all at once, and where it is in its life.",
+    status = "GroupStatus",
+    category = "muster",
+    derive = "PartialEq",
+    printcolumn = r#"{"name": "Queue", "type": "string", "jsonPath": ".spec.queue"}"#,
+    printcolumn = r#"{"name": "Min", "type": "integer", "jsonPath": ".spec.members.min"}"#,
+    printcolumn = r#"{"name": "Max", "type": "integer", "jsonPath": ".spec.members.max"}"#,
+    printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Estimated Start", "type": "date", "jsonPath": ".status.estimatedStart"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSpec {
+    /// The Queue the group waits in.
+    #[schemars(length(min = 1))]
+    pub queue: String,
+    pub members: Members,
+    /// Requests of one member by resource name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, Quantity>,
+    /// Labels a node must have (the pods' nodeSelector).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: terms are ORed, the expressions of a term ANDed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub affinity: Vec<NodeSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// All members within one domain of a topology level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyConstraint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// Expected run time in seconds, for estimated starts; absent or 0 = until done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub duration_seconds: Option<i64>,
+    /// The job (or JobSet, or pod group) the group stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<OwnerReference>,
+}
+
+/// How many members: exactly `min`, or elastic up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Members {
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub min: i64,
+    /// Absent = min.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub max: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorTerm {
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeSelectorRequirement {
+    pub key: String,
+    pub operator: NodeSelectorOperator,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NodeSelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Toleration {
+    /// Empty with operator Exists tolerates every taint.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// Default Equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<TolerationOperator>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// Absent tolerates every effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<TaintEffect>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TolerationOperator {
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The name Kubernetes (and `muster_graph`) gives the effect.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TopologyConstraint {
+    /// A level of the resource graph: rack, block, zone, ...
+    #[schemars(length(min = 1))]
+    pub level: String,
+    pub mode: TopologyMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TopologyMode {
+    Required,
+    Preferred,
+}
+
+/// The object a group stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// Where a group is in its life (the engine's `GroupState` as users see it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum GroupPhase {
+    Queued,
+    Reserved,
+    Admitted,
+    Running,
+    Succeeded,
+    Failed,
+    Evicted,
+    Deactivated,
+    Suspended,
+}
+
+impl GroupPhase {
+    /// The phase of an engine state; None for states no object shows (`New`, `Deleted`).
+    pub fn of(state: GroupState) -> Option<Self> {
+        Some(match state {
+            GroupState::New | GroupState::Deleted => return None,
+            GroupState::Queued => GroupPhase::Queued,
+            GroupState::Reserved => GroupPhase::Reserved,
+            GroupState::Admitted => GroupPhase::Admitted,
+            GroupState::Running => GroupPhase::Running,
+            GroupState::Succeeded => GroupPhase::Succeeded,
+            GroupState::Failed => GroupPhase::Failed,
+            GroupState::Evicted => GroupPhase::Evicted,
+            GroupState::Deactivated => GroupPhase::Deactivated,
+            GroupState::Suspended => GroupPhase::Suspended,
+        })
+    }
+}
+
+/// The condition types of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupConditionType {
+    Queued,
+    Reserved,
+    Admitted,
+    PodsReady,
+    Finished,
+    Evicted,
+    Unsatisfiable,
+}
+
+impl GroupConditionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupConditionType::Queued => "Queued",
+            GroupConditionType::Reserved => "Reserved",
+            GroupConditionType::Admitted => "Admitted",
+            GroupConditionType::PodsReady => "PodsReady",
+            GroupConditionType::Finished => "Finished",
+            GroupConditionType::Evicted => "Evicted",
+            GroupConditionType::Unsatisfiable => "Unsatisfiable",
+        }
+    }
+}
+
+/// What muster reports about a group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<GroupPhase>,
+    /// Kubernetes conditions of the types in `GroupConditionType`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The node of each member, once admitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocation: Vec<MemberAllocation>,
+    /// When the group is expected to start, while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue: Option<RequeueState>,
+    /// The spec generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MemberAllocation {
+    pub member: u32,
+    pub node: String,
+}
+
+/// Requeues after evictions (readiness timeout, preemption, lost members).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequeueState {
+    /// Requeues so far.
+    pub count: u32,
+    /// When the group may be queued again; absent once it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_at: Option<Time>,
+}
+
+impl GroupStatus {
+    /// Sets a condition the Kubernetes way: `lastTransitionTime` moves only when the status
+    /// changes; reason, message and observedGeneration are always updated.
+    pub fn set_condition(
+        &mut self,
+        kind: GroupConditionType,
+        status: bool,
+        reason: &str,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) {
+        let status = if status { "True" } else { "False" }.to_string();
+        let new = Condition {
+            type_: kind.as_str().to_string(),
+            status,
+            reason: reason.to_string(),
+            message: message.to_string(),
+            observed_generation: generation,
+            last_transition_time: now,
+        };
+        match self.conditions.iter_mut().find(|c| c.type_ == new.type_) {
+            Some(c) if c.status == new.status => {
+                *c = Condition { last_transition_time: c.last_transition_time.clone(), ..new };
+            }
+            Some(c) => *c = new,
+            None => self.conditions.push(new),
+        }
+    }
+
+    /// The condition of a type, if set.
+    pub fn condition(&self, kind: GroupConditionType) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == kind.as_str())
+    }
+}
+
+impl GroupSpec {
+    /// The matcher's request for the group `name`. Errors name the field of the Group object, such
+    /// as `spec.members.max` or `spec.resources.cpu`.
+    pub fn to_request(&self, name: &str) -> Result<GroupRequest, InputError> {
+        let file = format!("Group/{name}");
+        let err = |path: String, message: String| InputError::new(&file, path, message);
+        let bound = |v: i64, path: &str| {
+            u32::try_from(v)
+                .ok()
+                .filter(|v| (1..=MAX_MEMBERS).contains(v))
+                .ok_or_else(|| err(path.into(), format!("{v} is out of range; allowed 1..={MAX_MEMBERS}")))
+        };
+        let min_members = bound(self.members.min, "spec.members.min")?;
+        let max_members = bound(self.members.max.unwrap_or(self.members.min), "spec.members.max")?;
+        if max_members < min_members {
+            return Err(err("spec.members.max".into(), format!("{max_members} is below min {min_members}")));
+        }
+        let mut requests = Vec::new();
+        for (r, q) in &self.resources {
+            let amount = q.amount(r).map_err(|m| err(format!("spec.resources.{r}"), m))?;
+            if amount > 0 {
+                requests.push((r.clone(), amount));
+            }
+        }
+        let mut affinity = Vec::new();
+        for (ti, term) in self.affinity.iter().enumerate() {
+            let mut exprs = Vec::new();
+            for (ei, e) in term.match_expressions.iter().enumerate() {
+                let expr = MatchExpression {
+                    key: e.key.clone(),
+                    operator: match e.operator {
+                        NodeSelectorOperator::In => SelectorOperator::In,
+                        NodeSelectorOperator::NotIn => SelectorOperator::NotIn,
+                        NodeSelectorOperator::Exists => SelectorOperator::Exists,
+                        NodeSelectorOperator::DoesNotExist => SelectorOperator::DoesNotExist,
+                        NodeSelectorOperator::Gt => SelectorOperator::Gt,
+                        NodeSelectorOperator::Lt => SelectorOperator::Lt,
+                    },
+                    values: e.values.clone(),
+                };
+                expr.validate().map_err(|m| err(format!("spec.affinity[{ti}].matchExpressions[{ei}]"), m))?;
+                exprs.push(expr);
+            }
+            affinity.push(EngineTerm { match_expressions: exprs });
+        }
+        let mut tolerations = Vec::new();
+        for (i, t) in self.tolerations.iter().enumerate() {
+            let operator = match t.operator {
+                None | Some(TolerationOperator::Equal) => EngineTolerationOperator::Equal,
+                Some(TolerationOperator::Exists) => EngineTolerationOperator::Exists,
+            };
+            if operator == EngineTolerationOperator::Exists && !t.value.is_empty() {
+                return Err(err(format!("spec.tolerations[{i}].value"), "operator Exists takes no value".into()));
+            }
+            if operator == EngineTolerationOperator::Equal && t.key.is_empty() {
+                return Err(err(format!("spec.tolerations[{i}].key"), "operator Equal needs a key".into()));
+            }
+            tolerations.push(EngineToleration {
+                key: t.key.clone(),
+                operator,
+                value: t.value.clone(),
+                effect: t.effect.map(|e| e.as_str().to_string()),
+            });
+        }
+        let duration = match self.duration_seconds {
+            None | Some(0) => None,
+            Some(d) => Some(u64::try_from(d).ok().filter(|d| *d <= MAX_DURATION).ok_or_else(|| {
+                err("spec.durationSeconds".into(), format!("{d} is out of range; allowed 0..={MAX_DURATION}"))
+            })?),
+        };
+        Ok(GroupRequest {
+            name: name.to_string(),
+            min_members,
+            max_members,
+            requests,
+            filter: NodeFilter { node_selector: self.node_selector.clone(), affinity, tolerations },
+            members_per_node: None,
+            exclusive: false,
+            topology: self.topology.as_ref().map(|t| EngineTopology {
+                level: t.level.clone(),
+                mode: match t.mode {
+                    TopologyMode::Required => ConstraintMode::Required,
+                    TopologyMode::Preferred => ConstraintMode::Preferred,
+                },
+            }),
+            duration,
+            policy: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> GroupSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn err(yaml: &str) -> InputError {
+        spec(&format!("queue: q\n{yaml}")).to_request("ns/g").unwrap_err()
+    }
+
+    #[test]
+    fn full_spec_converts_field_by_field() {
+        let r = spec(
+            "queue: team-a\nmembers: {min: 4, max: 8}\nresources: {cpu: 2, memory: 4Gi, nvidia.com/gpu: '1', pods: 0}\n\
+             nodeSelector: {pool: gpu}\n\
+             affinity: [{matchExpressions: [{key: zone, operator: In, values: [a, b]}, {key: gen, operator: Gt, values: ['3']}]}]\n\
+             tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}, {key: team, value: a}]\n\
+             topology: {level: rack, mode: required}\npriorityClassName: high\ndurationSeconds: 600\n\
+             owner: {apiVersion: batch/v1, kind: Job, name: train, uid: abc}\n",
+        )
+        .to_request("ns/g")
+        .unwrap();
+        assert_eq!((r.name.as_str(), r.min_members, r.max_members), ("ns/g", 4, 8));
+        assert_eq!(
+            r.requests,
+            [("cpu".to_string(), 2000), ("memory".to_string(), 4 << 30), ("nvidia.com/gpu".to_string(), 1)]
+        );
+        assert_eq!(r.filter.node_selector["pool"], "gpu");
+        assert_eq!(r.filter.affinity[0].match_expressions[1].operator, SelectorOperator::Gt);
+        assert_eq!(
+            r.filter.tolerations,
+            [
+                EngineToleration {
+                    key: "gpu".into(),
+                    operator: EngineTolerationOperator::Exists,
+                    value: String::new(),
+                    effect: Some("NoSchedule".into()),
+                },
+                EngineToleration {
+                    key: "team".into(),
+                    operator: EngineTolerationOperator::Equal,
+                    value: "a".into(),
+                    effect: None,
+                },
+            ]
+        );
+        assert_eq!(r.topology, Some(EngineTopology { level: "rack".into(), mode: ConstraintMode::Required }));
+        assert_eq!(r.duration, Some(600));
+    }
+
+    #[test]
+    fn minimal_spec_is_a_rigid_group() {
+        let r = spec("queue: q\nmembers: {min: 3}\nresources: {cpu: 500m}").to_request("g").unwrap();
+        assert_eq!(r, GroupRequest::simple("g", 3, &[("cpu", 500)]));
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        for (yaml, path, says) in [
+            ("members: {min: 0}", "spec.members.min", "out of range"),
+            ("members: {min: -2}", "spec.members.min", "out of range"),
+            ("members: {min: 2000000}", "spec.members.min", "out of range"),
+            ("members: {min: 4, max: 2}", "spec.members.max", "below min 4"),
+            ("members: {min: 1}\nresources: {cpu: -1}", "spec.resources.cpu", "negative"),
+            ("members: {min: 1}\nresources: {memory: lots}", "spec.resources.memory", "lots"),
+            ("members: {min: 1}\nresources: {gpu: 1}", "spec.resources.gpu", "unknown resource"),
+            (
+                "members: {min: 1}\naffinity: [{matchExpressions: [{key: k, operator: In}]}]",
+                "spec.affinity[0].matchExpressions[0]",
+                "at least one value",
+            ),
+            (
+                "members: {min: 1}\naffinity: [{matchExpressions: [{key: k, operator: Lt, values: [x]}]}]",
+                "spec.affinity[0].matchExpressions[0]",
+                "integer",
+            ),
+            (
+                "members: {min: 1}\ntolerations: [{key: k, operator: Exists, value: v}]",
+                "spec.tolerations[0].value",
+                "no value",
+            ),
+            ("members: {min: 1}\ntolerations: [{value: v}]", "spec.tolerations[0].key", "needs a key"),
+            ("members: {min: 1}\ndurationSeconds: -3", "spec.durationSeconds", "out of range"),
+        ] {
+            let e = err(yaml);
+            assert_eq!(e.path, path, "{yaml}: {e}");
+            assert!(e.message.contains(says), "{yaml}: {e}");
+            assert_eq!(e.file, "Group/ns/g");
+        }
+    }
+
+    #[test]
+    fn unknown_enum_values_do_not_parse() {
+        for yaml in [
+            "queue: q\nmembers: {min: 1}\ntopology: {level: rack, mode: sometimes}",
+            "queue: q\nmembers: {min: 1}\ntolerations: [{key: k, effect: NoRun}]",
+            "queue: q\nmembers: {min: 1}\naffinity: [{matchExpressions: [{key: k, operator: Near}]}]",
+        ] {
+            assert!(serde_yaml_ng::from_str::<GroupSpec>(yaml).is_err(), "{yaml}");
+        }
+    }
+
+    #[test]
+    fn an_object_as_the_apiserver_returns_it_deserializes() {
+        let g: Group = serde_json::from_str(
+            r#"{"apiVersion": "muster.dev/v1alpha1", "kind": "Group",
+                "metadata": {"name": "train", "namespace": "ml", "generation": 1, "uid": "u-1",
+                             "creationTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "42"},
+                "spec": {"queue": "team-a", "members": {"min": 4, "max": 8}, "resources": {"cpu": 2, "memory": "4Gi"}},
+                "status": {"phase": "Reserved", "observedGeneration": 1, "estimatedStart": "2020-01-02T03:04:05Z",
+                           "conditions": [{"type": "Queued", "status": "True", "reason": "Reserved", "message": "start reserved",
+                                           "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}],
+                           "requeue": {"count": 1}, "allocation": [{"member": 0, "node": "node-1"}]}}"#,
+        )
+        .unwrap();
+        let status = g.status.as_ref().unwrap();
+        assert_eq!(status.phase, Some(GroupPhase::Reserved));
+        assert_eq!(status.condition(GroupConditionType::Queued).unwrap().reason, "Reserved");
+        assert_eq!(status.allocation, [MemberAllocation { member: 0, node: "node-1".into() }]);
+        assert_eq!(status.requeue, Some(RequeueState { count: 1, requeue_at: None }));
+        let r = g.spec.to_request("ml/train").unwrap();
+        assert_eq!((r.min_members, r.max_members), (4, 8));
+        let back: Group = serde_json::from_value(serde_json::to_value(&g).unwrap()).unwrap();
+        assert_eq!(back, g);
+    }
+
+    #[test]
+    fn every_engine_state_but_new_and_deleted_has_a_phase() {
+        assert_eq!(GroupPhase::of(GroupState::New), None);
+        assert_eq!(GroupPhase::of(GroupState::Deleted), None);
+        assert_eq!(GroupPhase::of(GroupState::Reserved), Some(GroupPhase::Reserved));
+        assert_eq!(GroupPhase::of(GroupState::Deactivated), Some(GroupPhase::Deactivated));
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_until_the_status_changes() {
+        let t = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let mut s = GroupStatus::default();
+        s.set_condition(GroupConditionType::Queued, true, "Pending", "waiting for 8 cpu", Some(1), t(10));
+        s.set_condition(GroupConditionType::Queued, true, "Pending", "waiting for 4 cpu", Some(2), t(20));
+        let c = s.condition(GroupConditionType::Queued).unwrap();
+        assert_eq!(
+            (c.last_transition_time.clone(), c.message.as_str(), c.observed_generation),
+            (t(10), "waiting for 4 cpu", Some(2))
+        );
+        s.set_condition(GroupConditionType::Queued, false, "Admitted", "placed", Some(2), t(30));
+        s.set_condition(GroupConditionType::Admitted, true, "Placed", "placed on 2 nodes", Some(2), t(30));
+        let c = s.condition(GroupConditionType::Queued).unwrap();
+        assert_eq!((c.status.as_str(), c.last_transition_time.clone()), ("False", t(30)));
+        assert_eq!(s.conditions.len(), 2);
+        assert!(s.condition(GroupConditionType::Finished).is_none());
+    }
+}

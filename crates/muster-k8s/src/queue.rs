@@ -1,0 +1,414 @@
+//! The cluster-scoped `Queue`: quotas, cohort, policy, fair share, namespaces, readiness and
+//! preemption. Mirrors `muster_queue::QueueConfig`; [`QueueSpec::to_config`] converts.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use muster_graph::InputError;
+use muster_queue::config::{
+    LabelOperator, LabelRequirement, NamespaceSelector as EngineSelector, PreemptionConfig, QuotaSpec as EngineQuota,
+    WithinQueue,
+};
+use muster_queue::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Quantity;
+
+/// A queue of groups with its quotas and rules. Cluster-scoped; groups name it in `spec.queue`.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "muster.dev",
+    version = "v1alpha1",
+    kind = "Queue",
+    doc = "A muster Queue: quotas, cohort, policy and rules for the groups that name it.",
+    status = "QueueStatus",
+    category = "muster",
+    derive = "PartialEq",
+    printcolumn = r#"{"name": "Policy", "type": "string", "jsonPath": ".spec.policy.kind"}"#,
+    printcolumn = r#"{"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSpec {
+    /// Quotas by resource name (cpu, memory, nvidia.com/gpu, ...). A resource not listed is not
+    /// limited by the queue.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quotas: BTreeMap<String, QuotaSpec>,
+    /// Queues in the same cohort lend each other unused quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cohort: Option<String>,
+    /// How the queue picks among its pending groups; default conservative backfill, depth 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicySpec>,
+    /// Share of the cohort relative to other queues; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001))]
+    pub fair_share_weight: Option<f64>,
+    /// Which namespaces may submit to the queue; absent = every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<NamespaceSelector>,
+    /// Readiness timeouts and requeue backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ReadinessSpec>,
+    /// Preemption within the queue and the cohort; default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionSpec>,
+    /// Seconds an elastic group waits for all `max` members before it starts with fewer; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub elastic_max_wait_seconds: Option<i64>,
+}
+
+/// Per-resource quota (Kueue's nominalQuota, borrowingLimit, lendingLimit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaSpec {
+    /// What the queue is guaranteed.
+    pub nominal: Quantity,
+    /// How much above nominal the queue may borrow from its cohort; absent = no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowing_limit: Option<Quantity>,
+    /// How much of its unused nominal the queue lends to its cohort; absent = all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lending_limit: Option<Quantity>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PolicyKind {
+    /// First come first served: the head gets a reservation and nothing behind it may start.
+    StrictFifo,
+    /// Any group that fits starts, in order; no reservations.
+    BestEffortFifo,
+    /// The head gets a reservation; groups behind it start if they do not delay it.
+    Easy,
+    /// The first `depth` blocked groups get reservations; groups behind start if they delay none.
+    Conservative,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PolicySpec {
+    pub kind: PolicyKind,
+    /// Reservation depth of conservative backfill (default 16); only with kind conservative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub depth: Option<u32>,
+}
+
+/// Default reservation depth of conservative backfill.
+pub const DEFAULT_DEPTH: u32 = 16;
+
+/// Which namespaces may use a queue. Every given part must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceSelector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<NamespaceRequirement>,
+    /// Namespaces by name, in addition to the label rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NamespaceRequirement {
+    pub key: String,
+    pub operator: NamespaceOperator,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NamespaceOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// Readiness timeouts and requeue backoff (Kueue's waitForPodsReady). Absent fields take the
+/// defaults of `muster_queue::ReadinessConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadinessSpec {
+    /// Seconds from admission until every member must be ready; 0 disables; default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub timeout_seconds: Option<i64>,
+    /// Seconds a running group may stay below full readiness; 0 disables; default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub recovery_timeout_seconds: Option<i64>,
+    /// First requeue delay; the n-th is base * 2^(n-1), capped at backoffMaxSeconds; default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub backoff_base_seconds: Option<i64>,
+    /// Cap of the requeue delay; default 3600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub backoff_max_seconds: Option<i64>,
+    /// Requeues allowed before the group is deactivated; absent = requeue forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_limit: Option<u32>,
+    /// Which time orders a requeued group: Eviction (default, behind groups that waited meanwhile)
+    /// or Creation (its old place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_order: Option<RequeueOrderSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RequeueOrderSpec {
+    Eviction,
+    Creation,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionSpec {
+    /// May a pending group evict lower-priority groups of its own queue? Default Never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_queue: Option<WithinQueueSpec>,
+    /// May a pending group within its nominal quota evict borrowing groups of the cohort?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_within_cohort: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum WithinQueueSpec {
+    Never,
+    LowerPriority,
+}
+
+/// What the controller reports about a queue.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Engine field names that the CRD spells differently (seconds in full).
+const RENAMED: [(&str, &str); 5] = [
+    ("recoveryTimeoutS", "recoveryTimeoutSeconds"),
+    ("timeoutS", "timeoutSeconds"),
+    ("backoffBaseS", "backoffBaseSeconds"),
+    ("backoffMaxS", "backoffMaxSeconds"),
+    ("elasticMaxWaitS", "elasticMaxWaitSeconds"),
+];
+
+impl QueueSpec {
+    /// The engine's configuration of queue `name`, validated as the engine validates it. Errors
+    /// name the field of the Queue object, such as `spec.quotas.cpu.nominal`.
+    pub fn to_config(&self, name: &str) -> Result<QueueConfig, InputError> {
+        let file = format!("Queue/{name}");
+        let policy = match self.policy {
+            None => QueuePolicy::Conservative { depth: DEFAULT_DEPTH },
+            Some(PolicySpec { kind: PolicyKind::Conservative, depth }) => {
+                QueuePolicy::Conservative { depth: depth.unwrap_or(DEFAULT_DEPTH) }
+            }
+            Some(PolicySpec { kind, depth: Some(_) }) => {
+                return Err(InputError::new(
+                    &file,
+                    "spec.policy.depth",
+                    format!("only kind conservative takes a depth, not {kind:?}; remove depth"),
+                ));
+            }
+            Some(PolicySpec { kind: PolicyKind::StrictFifo, .. }) => QueuePolicy::StrictFifo,
+            Some(PolicySpec { kind: PolicyKind::BestEffortFifo, .. }) => QueuePolicy::BestEffortFifo,
+            Some(PolicySpec { kind: PolicyKind::Easy, .. }) => QueuePolicy::Easy,
+        };
+        let defaults = ReadinessConfig::default();
+        let r = self.readiness.clone().unwrap_or_default();
+        // 0 disables a timeout in the CRD; the engine says None.
+        let timeout = |v: Option<i64>, default: Option<i64>| match v {
+            Some(0) => None,
+            Some(v) => Some(v),
+            None => default,
+        };
+        let readiness = ReadinessConfig {
+            timeout_s: timeout(r.timeout_seconds, defaults.timeout_s),
+            recovery_timeout_s: timeout(r.recovery_timeout_seconds, defaults.recovery_timeout_s),
+            backoff_base_s: r.backoff_base_seconds.unwrap_or(defaults.backoff_base_s),
+            backoff_max_s: r.backoff_max_seconds.unwrap_or(defaults.backoff_max_s),
+            backoff_limit: r.backoff_limit,
+            requeue_order: match r.requeue_order {
+                None => defaults.requeue_order,
+                Some(RequeueOrderSpec::Eviction) => RequeueOrder::Eviction,
+                Some(RequeueOrderSpec::Creation) => RequeueOrder::Creation,
+            },
+        };
+        let p = self.preemption.clone().unwrap_or_default();
+        let selector = self.namespace_selector.clone().unwrap_or_default();
+        let config = QueueConfig {
+            name: name.to_string(),
+            cohort: self.cohort.clone(),
+            namespace_selector: EngineSelector {
+                match_labels: selector.match_labels,
+                match_expressions: selector
+                    .match_expressions
+                    .into_iter()
+                    .map(|e| LabelRequirement {
+                        key: e.key,
+                        operator: match e.operator {
+                            NamespaceOperator::In => LabelOperator::In,
+                            NamespaceOperator::NotIn => LabelOperator::NotIn,
+                            NamespaceOperator::Exists => LabelOperator::Exists,
+                            NamespaceOperator::DoesNotExist => LabelOperator::DoesNotExist,
+                        },
+                        values: e.values,
+                    })
+                    .collect(),
+                namespaces: selector.namespaces,
+            },
+            quotas: self
+                .quotas
+                .iter()
+                .map(|(r, q)| {
+                    let spec = EngineQuota {
+                        nominal: q.nominal.to_queue(),
+                        borrowing_limit: q.borrowing_limit.as_ref().map(Quantity::to_queue),
+                        lending_limit: q.lending_limit.as_ref().map(Quantity::to_queue),
+                    };
+                    (r.clone(), spec)
+                })
+                .collect(),
+            policy,
+            fair_share_weight: self.fair_share_weight.unwrap_or(1.0),
+            readiness,
+            preemption: PreemptionConfig {
+                within_queue: match p.within_queue {
+                    None | Some(WithinQueueSpec::Never) => WithinQueue::Never,
+                    Some(WithinQueueSpec::LowerPriority) => WithinQueue::LowerPriority,
+                },
+                reclaim_within_cohort: p.reclaim_within_cohort.unwrap_or(false),
+            },
+            elastic_max_wait_s: self.elastic_max_wait_seconds.unwrap_or(0),
+        };
+        // The engine's own checks, with its paths (`queues[0].readiness.backoffBaseS`) turned into
+        // the object's (`spec.readiness.backoffBaseSeconds`).
+        let mut engine = EngineConfig::single_queue(name);
+        engine.queues = vec![config];
+        engine.compile(&file).map_err(|e| {
+            let mut path = e.path.strip_prefix("queues[0].").map_or(e.path.clone(), |p| format!("spec.{p}"));
+            if path == "spec.name" {
+                path = "metadata.name".into();
+            }
+            if let Some((old, new)) = RENAMED.iter().find(|(old, _)| path.ends_with(old)) {
+                path = format!("{}{new}", &path[..path.len() - old.len()]);
+            }
+            InputError::new(&file, path, e.message)
+        })?;
+        Ok(engine.queues.remove(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> QueueSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn err(yaml: &str) -> InputError {
+        spec(yaml).to_config("team-a").unwrap_err()
+    }
+
+    #[test]
+    fn empty_spec_takes_the_engine_defaults() {
+        assert_eq!(QueueSpec::default().to_config("team-a").unwrap(), QueueConfig::new("team-a"));
+    }
+
+    #[test]
+    fn full_spec_converts_field_by_field() {
+        let c = spec(
+            "quotas:\n  cpu: {nominal: 64, borrowingLimit: 32, lendingLimit: '16'}\n  nvidia.com/gpu: {nominal: 8}\n\
+             cohort: research\npolicy: {kind: conservative, depth: 4}\nfairShareWeight: 2.5\n\
+             namespaceSelector:\n  matchLabels: {team: a}\n  matchExpressions: [{key: env, operator: NotIn, values: [prod]}]\n  namespaces: [ml]\n\
+             readiness: {timeoutSeconds: 0, recoveryTimeoutSeconds: 120, backoffBaseSeconds: 10, backoffMaxSeconds: 100, backoffLimit: 3, requeueOrder: Creation}\n\
+             preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\nelasticMaxWaitSeconds: 30\n",
+        )
+        .to_config("team-a")
+        .unwrap();
+        assert_eq!(c.cohort.as_deref(), Some("research"));
+        assert_eq!(c.policy, QueuePolicy::Conservative { depth: 4 });
+        assert_eq!(c.fair_share_weight, 2.5);
+        assert_eq!(c.quotas["cpu"].nominal, muster_queue::config::Quantity::Int(64));
+        assert_eq!(c.quotas["cpu"].lending_limit, Some(muster_queue::config::Quantity::Text("16".into())));
+        assert_eq!(c.quotas["nvidia.com/gpu"].borrowing_limit, None);
+        assert_eq!(c.namespace_selector.match_expressions[0].operator, LabelOperator::NotIn);
+        assert_eq!(c.namespace_selector.namespaces, ["ml"]);
+        assert_eq!(
+            c.readiness,
+            ReadinessConfig {
+                timeout_s: None,
+                recovery_timeout_s: Some(120),
+                backoff_base_s: 10,
+                backoff_max_s: 100,
+                backoff_limit: Some(3),
+                requeue_order: RequeueOrder::Creation,
+            }
+        );
+        assert_eq!(
+            c.preemption,
+            PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true }
+        );
+        assert_eq!(c.elastic_max_wait_s, 30);
+    }
+
+    #[test]
+    fn every_policy_kind_converts() {
+        for (yaml, want) in [
+            ("{kind: strictFifo}", QueuePolicy::StrictFifo),
+            ("{kind: bestEffortFifo}", QueuePolicy::BestEffortFifo),
+            ("{kind: easy}", QueuePolicy::Easy),
+            ("{kind: conservative}", QueuePolicy::Conservative { depth: DEFAULT_DEPTH }),
+        ] {
+            assert_eq!(spec(&format!("policy: {yaml}")).to_config("q").unwrap().policy, want, "{yaml}");
+        }
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        for (yaml, path, says) in [
+            ("policy: {kind: easy, depth: 2}", "spec.policy.depth", "only kind conservative"),
+            ("policy: {kind: conservative, depth: 0}", "spec.policy.depth", "reserves nothing"),
+            ("quotas: {cpu: {nominal: -4}}", "spec.quotas.cpu.nominal", "negative"),
+            ("quotas: {cpu: {nominal: lots}}", "spec.quotas.cpu.nominal", "lots"),
+            ("quotas: {gpu: {nominal: 1}}", "spec.quotas.gpu.nominal", "unknown resource"),
+            ("quotas: {cpu: {nominal: 4, borrowingLimit: 2}}", "spec.quotas.cpu.borrowingLimit", "cohort"),
+            ("{cohort: c, quotas: {cpu: {nominal: 4, lendingLimit: 8}}}", "spec.quotas.cpu.lendingLimit", "above"),
+            ("cohort: Not_A_Name", "spec.cohort", "not a valid name"),
+            ("fairShareWeight: 0", "spec.fairShareWeight", "positive"),
+            ("readiness: {backoffBaseSeconds: 0}", "spec.readiness.backoffBaseSeconds", "1 or more"),
+            ("readiness: {backoffBaseSeconds: 60, backoffMaxSeconds: 5}", "spec.readiness.backoffMaxSeconds", "below"),
+            ("readiness: {timeoutSeconds: -5}", "spec.readiness.timeoutSeconds", "positive"),
+            ("readiness: {recoveryTimeoutSeconds: -5}", "spec.readiness.recoveryTimeoutSeconds", "positive"),
+            ("elasticMaxWaitSeconds: -1", "spec.elasticMaxWaitSeconds", "negative"),
+            (
+                "namespaceSelector: {matchExpressions: [{key: k, operator: Exists, values: [v]}]}",
+                "spec.namespaceSelector.matchExpressions[0]",
+                "takes no values",
+            ),
+        ] {
+            let e = err(yaml);
+            assert_eq!(e.path, path, "{yaml}: {e}");
+            assert!(e.message.contains(says), "{yaml}: {e}");
+            assert_eq!(e.file, "Queue/team-a");
+        }
+        let e = QueueSpec::default().to_config("Bad Name").unwrap_err();
+        assert_eq!(e.path, "metadata.name");
+    }
+
+    #[test]
+    fn unknown_enum_values_do_not_parse() {
+        assert!(serde_yaml_ng::from_str::<QueueSpec>("policy: {kind: fifo}").is_err());
+        assert!(serde_yaml_ng::from_str::<QueueSpec>("readiness: {requeueOrder: Random}").is_err());
+    }
+}
