@@ -1,6 +1,7 @@
 //! The graph with its allocations and reservations: every operation that changes who holds what.
 //! Each operation either completes or leaves the state exactly as it was.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::builder::NodeSpec;
@@ -150,6 +151,11 @@ impl ResourceGraph {
 
     fn reserve_demand(&mut self, d: &Demand, now: i64) -> MatchOutcome {
         let policy = d.request.policy.unwrap_or(self.policy);
+        // The graph stays as it is and the starts ascend until the search succeeds, so a node
+        // found full at one start need not be looked at again until its spans end.
+        let mut d = d.clone();
+        d.future_full_until = vec![Cell::new(i64::MIN); self.graph.nodes.len()];
+        let d = &d;
         for t in self.candidate_times(d, now) {
             let w_end = Self::end_of(t, d.request);
             let (p, domain) = self.graph.search(d, Window::Future { start: t, end: w_end }, policy, None);
@@ -195,11 +201,10 @@ impl ResourceGraph {
         let need: Vec<u64> = d.per_member.iter().map(|q| q.saturating_mul(u64::from(d.members(d.min_units)))).collect();
         let mut total = self.graph.totals().1.to_vec();
         let mut times = Vec::new();
+        let mut nodes = Vec::new();
         for (end, a) in ends {
             if !a.reserved {
-                for (t, r) in total.iter_mut().zip(self.held(a)) {
-                    *t = t.saturating_add(r);
-                }
+                self.add_held(a, &mut total, &mut nodes);
             }
             let covered = total.iter().zip(&need).all(|(t, n)| t >= n);
             if covered && times.last() != Some(&end) {
@@ -209,19 +214,26 @@ impl ResourceGraph {
         times
     }
 
-    /// What a running allocation holds in all, by resource (whole nodes for exclusive groups).
-    fn held(&self, a: &Allocation) -> Vec<u64> {
-        let mut per_node: BTreeMap<NodeId, u64> = BTreeMap::new();
-        for m in &a.members {
-            *per_node.entry(m.node).or_default() += 1;
-        }
-        let mut sum = vec![0u64; a.per_member.len()];
-        for (n, count) in per_node {
-            for (s, x) in sum.iter_mut().zip(self.amounts_on(a, n, count)) {
-                *s = s.saturating_add(x);
+    /// Adds what a running allocation holds in all (whole nodes for exclusive groups) to `total`;
+    /// `nodes` is scratch space. Runs for every allocation on every reservation, so it allocates
+    /// nothing per call.
+    fn add_held(&self, a: &Allocation, total: &mut [u64], nodes: &mut Vec<NodeId>) {
+        if a.request.exclusive {
+            nodes.clear();
+            nodes.extend(a.members.iter().map(|m| m.node));
+            nodes.sort_unstable();
+            nodes.dedup();
+            for &n in nodes.iter() {
+                for (t, &c) in total.iter_mut().zip(&self.graph.node(n).capacity) {
+                    *t = t.saturating_add(c);
+                }
+            }
+        } else {
+            let members = a.members.len() as u64;
+            for (t, &q) in total.iter_mut().zip(&a.per_member) {
+                *t = t.saturating_add(q * members);
             }
         }
-        sum
     }
 
     fn take_id(&mut self) -> AllocId {

@@ -4,6 +4,7 @@
 //! fewer than the group's minimum, and the caller commits or gives up. That is what makes every
 //! match all-or-nothing.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -72,6 +73,10 @@ pub struct Demand<'a> {
     pub units_per_node: u32,
     pub min_units: u32,
     pub max_units: u32,
+    /// By node id, the window start before which the node has been found to take no unit of
+    /// this demand in a future window (see `Graph::node_units`); empty unless the caller searches
+    /// the same unchanged graph at ascending future starts, as a reservation does.
+    pub(crate) future_full_until: Vec<Cell<i64>>,
 }
 
 /// Why a demand cannot be resolved against this graph at all.
@@ -110,6 +115,7 @@ impl<'a> Demand<'a> {
             units_per_node,
             min_units: request.min_members.div_ceil(unit_size),
             max_units: request.max_members / unit_size,
+            future_full_until: Vec::new(),
         })
     }
 
@@ -124,6 +130,12 @@ impl<'a> Demand<'a> {
 
     /// Placement units one node with `amounts` can take.
     fn units_per_node_for(&self, amounts: &[u64]) -> u32 {
+        // Most nodes a busy cluster's search looks at lack room for one unit: say so without
+        // dividing.
+        let unit = u64::from(self.unit_size);
+        if self.per_member.iter().zip(amounts).any(|(&q, &a)| q > 0 && a < q.saturating_mul(unit)) {
+            return 0;
+        }
         let units = self.members_within(amounts) / u64::from(self.unit_size);
         units.min(u64::from(self.units_per_node)) as u32
     }
@@ -135,49 +147,98 @@ pub type Placement = Vec<(NodeId, u32)>;
 impl Graph {
     /// Units of `demand` node `n` can take in `window`; `buf` is scratch space.
     pub fn node_units(&self, n: NodeId, d: &Demand, window: Window, buf: &mut Vec<u64>) -> u32 {
-        let node = self.node(n);
-        if node.removed || (window != Window::Empty && !node.schedulable()) || !d.request.filter.admits(node) {
-            return 0;
-        }
-        let avail: &[u64] = match window {
-            Window::Empty => &node.capacity,
-            Window::Now { .. } if !node.has_reservations() => &node.free,
-            Window::Now { now, end } => {
-                self.window_avail(n, now, end, true, buf);
-                buf
-            }
-            Window::Future { start, end } => {
-                self.window_avail(n, start, end, false, buf);
-                buf
-            }
+        let full_until = match window {
+            Window::Future { .. } => d.future_full_until.get(n.0 as usize),
+            Window::Now { .. } | Window::Empty => None,
         };
-        if d.request.exclusive && avail != node.capacity.as_slice() {
+        if let (Some(until), Window::Future { start, .. }) = (full_until, window)
+            && start < until.get()
+        {
             return 0;
         }
-        d.units_per_node_for(avail)
+        let (units, until) = self.node_units_until(n, d, window, buf);
+        if let Some(full_until) = full_until
+            && units == 0
+        {
+            full_until.set(until);
+        }
+        units
     }
 
-    /// Capacity of node `n` left over the window `[start, end)`: capacity minus the peak of the
-    /// spans (allocations and reservations) overlapping it. With `starts_now`, allocations that
-    /// have outrun their expected end still hold what they hold at the window's start: they are
-    /// running, whatever the estimate said.
-    pub fn window_avail(&self, n: NodeId, start: i64, end: i64, starts_now: bool, out: &mut Vec<u64>) {
+    /// `node_units`, and when that is 0 for a future window, the time until which it stays 0 for
+    /// every later window start with the same demand.
+    fn node_units_until(&self, n: NodeId, d: &Demand, window: Window, buf: &mut Vec<u64>) -> (u32, i64) {
         let node = self.node(n);
-        out.clear();
-        out.extend_from_slice(&node.capacity);
-        let mut peak = vec![0u64; out.len()];
+        if node.removed || (window != Window::Empty && !node.schedulable()) {
+            return (0, i64::MAX);
+        }
+        let (units, until) = match window {
+            Window::Empty => (d.units_per_node_for(&node.capacity), i64::MAX),
+            Window::Now { .. } if !node.has_reservations() => {
+                if d.request.exclusive && node.free != node.capacity {
+                    return (0, i64::MAX);
+                }
+                (d.units_per_node_for(&node.free), i64::MAX)
+            }
+            Window::Now { now, end } => self.window_units(n, d, now, end, true, buf),
+            Window::Future { start, end } => self.window_units(n, d, start, end, false, buf),
+        };
+        // The filter is the dearest check; most nodes of a busy cluster fail on room first.
+        if units == 0 || !d.request.filter.admits(node) {
+            return (0, if units == 0 { until } else { i64::MAX });
+        }
+        (units, until)
+    }
+
+    /// Units of `d` node `n` can take over the window `[start, end)`: the fewest it can take at
+    /// any point where the spans (allocations and reservations) overlapping it change, which is
+    /// what capacity minus their peak gives, but stopping at the first point with no room. With
+    /// `starts_now`, allocations that have outrun their expected end still hold what they hold at
+    /// the window's start: they are running, whatever the estimate said.
+    ///
+    /// With no room, also returns the earliest end of the spans active at that point: a later
+    /// window starting before then still contains that point or a fuller one.
+    fn window_units(
+        &self,
+        n: NodeId,
+        d: &Demand,
+        start: i64,
+        end: i64,
+        starts_now: bool,
+        used: &mut Vec<u64>,
+    ) -> (u32, i64) {
+        let node = self.node(n);
+        if node.spans.is_empty() {
+            return (d.units_per_node_for(&node.capacity), i64::MAX);
+        }
+        let mut units = u32::MAX;
+        used.clear();
+        used.resize(node.capacity.len(), 0);
         let points = std::iter::once(start).chain(node.spans.iter().map(|s| s.start).filter(|&p| p > start && p < end));
         for p in points {
+            used.fill(0);
+            let mut first_end = i64::MAX;
             let active =
-                |s: &&crate::graph::Span| s.start <= p && (p < s.end || (starts_now && p == start && !s.reserved));
-            for (i, pk) in peak.iter_mut().enumerate() {
-                let used: u64 = node.spans.iter().filter(active).map(|s| s.amounts[i]).sum();
-                *pk = (*pk).max(used);
+                node.spans.iter().filter(|s| s.start <= p && (p < s.end || (starts_now && p == start && !s.reserved)));
+            for s in active {
+                first_end = first_end.min(s.end);
+                for (u, a) in used.iter_mut().zip(&s.amounts) {
+                    *u += a;
+                }
+            }
+            // An exclusive group needs the whole node: nothing of any resource it has in use.
+            if d.request.exclusive && used.iter().zip(&node.capacity).any(|(&u, &c)| u > 0 && c > 0) {
+                return (0, first_end);
+            }
+            for (u, &c) in used.iter_mut().zip(&node.capacity) {
+                *u = c.saturating_sub(*u);
+            }
+            units = units.min(d.units_per_node_for(used));
+            if units == 0 {
+                return (0, first_end);
             }
         }
-        for (o, p) in out.iter_mut().zip(peak) {
-            *o = o.saturating_sub(p);
-        }
+        (units, i64::MAX)
     }
 
     /// Upper bound on units any one node in domain `dom` can take.

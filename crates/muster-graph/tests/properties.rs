@@ -181,7 +181,8 @@ fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    // 192 cases by default; PROPTEST_CASES raises it for a deeper run.
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(192), ..ProptestConfig::default() })]
 
     #[test]
     fn random_operation_sequences_keep_every_invariant(
