@@ -252,6 +252,22 @@ impl KubeCore {
         }
     }
 
+    /// One scheduling attempt: the next pod in the queue is bound where it fits, or parked.
+    pub fn bind_next(&mut self, view: &ClusterView<'_>, now: i64) -> Option<Action> {
+        let key = self.next_pod(view, now)?;
+        let pod = key.4;
+        match self.place(view, view.pod(pod).job) {
+            Some(node) => {
+                self.queue.forget(pod);
+                Some(Action::Bind { pod, node })
+            }
+            None => {
+                self.queue.park(key, now);
+                None
+            }
+        }
+    }
+
     /// Takes the next pod to try, if an attempt is due now.
     pub fn next_pod(&mut self, view: &ClusterView<'_>, now: i64) -> Option<QKey> {
         if now < self.next_attempt {
@@ -311,16 +327,7 @@ impl Scheduler for DefaultScheduler {
             .into_iter()
             .map(|job| Action::Start { job, members: view.job(job).spec.max_members })
             .collect();
-        if let Some(key) = self.core.next_pod(view, now) {
-            let pod = key.4;
-            match self.core.place(view, view.pod(pod).job) {
-                Some(node) => {
-                    self.core.queue.forget(pod);
-                    actions.push(Action::Bind { pod, node });
-                }
-                None => self.core.queue.park(key, now),
-            }
-        }
+        actions.extend(self.core.bind_next(view, now));
         actions
     }
 

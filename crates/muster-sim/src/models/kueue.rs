@@ -188,16 +188,7 @@ impl Scheduler for Kueue {
         if !actions.is_empty() {
             return actions;
         }
-        if let Some(key) = self.core.next_pod(view, now) {
-            let pod = key.4;
-            match self.core.place(view, view.pod(pod).job) {
-                Some(node) => {
-                    self.core.queue.forget(pod);
-                    actions.push(Action::Bind { pod, node });
-                }
-                None => self.core.queue.park(key, now),
-            }
-        }
+        actions.extend(self.core.bind_next(view, now));
         actions
     }
 
