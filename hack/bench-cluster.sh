@@ -45,8 +45,8 @@ items = [{
         "parallelism": pods, "completions": pods, "backoffLimit": 0,
         "activeDeadlineSeconds": 900,
         "template": {
-            "metadata": {"annotations": {"muster.dev/test-run-seconds": run,
-                                         "muster.dev/test-run-after": after}},
+            "metadata": {"annotations": {"kwok.muster.dev/run-seconds": run,
+                                         "kwok.muster.dev/run-after": after}},
             "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "job", "image": "kwok-fake",
                                      "resources": {"requests": {"cpu": "2", "memory": "2Gi"},

@@ -143,8 +143,8 @@ def gen_jobs(scenario_path, seed):
 
 def manifest(job):
     ann = {
-        "muster.dev/test-run-seconds": f"{job['run_ms'] / 1000:g}",
-        "muster.dev/test-run-after": job["run_after"],
+        "kwok.muster.dev/run-seconds": f"{job['run_ms'] / 1000:g}",
+        "kwok.muster.dev/run-after": job["run_after"],
     }
     spec = {
         "restartPolicy": "Never",
@@ -316,7 +316,7 @@ def calibrate(kubeconfig, ns, jobs, pods, out_file):
     stamp_lag, done_lag = [], []
     for j in items:
         mine = by.get(j["metadata"]["name"], [])
-        stamp = (mine[0]["metadata"].get("annotations") or {}).get("muster.dev/test-all-ready-at") if mine else None
+        stamp = (mine[0]["metadata"].get("annotations") or {}).get("kwok.muster.dev/all-ready-at") if mine else None
         pb = [ts(cond(p, "PodScheduled")["lastTransitionTime"]) for p in mine if cond(p, "PodScheduled")]
         if stamp and pb:
             stamp_lag.append(ts(stamp) - max(pb))
@@ -370,7 +370,7 @@ def summarize(items, pods, t0, lag):
         j = jobs_by_name.get(name)
         if j and len(ps) == j["spec"]["parallelism"]:
             create_lat.append(max(pc) - ts(j["metadata"]["creationTimestamp"]))
-        stamp = (ps[0]["metadata"].get("annotations") or {}).get("muster.dev/test-all-ready-at")
+        stamp = (ps[0]["metadata"].get("annotations") or {}).get("kwok.muster.dev/all-ready-at")
         if stamp and len(pb) == len(ps):
             ready_lat.append(ts(stamp) - max(pb))
 

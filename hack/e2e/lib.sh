@@ -37,8 +37,8 @@ job_yaml() {
   for kv in "$@"; do local "${kv%%=*}"="${kv#*=}"; done
   local mode="" ann=""
   [[ -n $indexed ]] && mode="  completionMode: Indexed"
-  [[ -n $run ]] && ann+="        muster.dev/test-run-seconds: '$run'"$'\n'
-  [[ -n $after ]] && ann+="        muster.dev/test-run-after: '$after'"$'\n'
+  [[ -n $run ]] && ann+="        kwok.muster.dev/run-seconds: '$run'"$'\n'
+  [[ -n $after ]] && ann+="        kwok.muster.dev/run-after: '$after'"$'\n'
   cat <<YAML
 apiVersion: batch/v1
 kind: Job
@@ -52,7 +52,7 @@ $mode
   template:
     metadata:
       annotations:
-${ann}        muster.dev/e2e: "true"
+${ann}        e2e.muster.dev/test: "true"
     spec:
       restartPolicy: Never
       terminationGracePeriodSeconds: 0

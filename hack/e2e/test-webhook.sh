@@ -33,7 +33,7 @@ port=$(cat "$tmp/port")
 pass "test webhook serving on https://127.0.0.1:$port (pid $pid)"
 
 fresh_namespace $ns
-k label namespace $ns muster.dev/webhook-test=true >/dev/null
+k label namespace $ns e2e.muster.dev/webhook-test=true >/dev/null
 cat <<YAML | k create -f - >/dev/null
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
@@ -47,7 +47,7 @@ webhooks:
   rules:
   - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
   namespaceSelector:
-    matchLabels: {muster.dev/webhook-test: "true"}
+    matchLabels: {e2e.muster.dev/webhook-test: "true"}
   failurePolicy: Fail
   sideEffects: None
   admissionReviewVersions: [v1]

@@ -34,6 +34,7 @@ use crate::Quantity;
     printcolumn = r#"{"name": "Min", "type": "integer", "jsonPath": ".spec.members.min"}"#,
     printcolumn = r#"{"name": "Max", "type": "integer", "jsonPath": ".spec.members.max"}"#,
     printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Position", "type": "integer", "jsonPath": ".status.queuePosition"}"#,
     printcolumn = r#"{"name": "Estimated Start", "type": "date", "jsonPath": ".status.estimatedStart"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
@@ -242,6 +243,12 @@ pub struct GroupStatus {
     /// When the group is expected to start, while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_start: Option<Time>,
+    /// Position among the pending groups of its queue (1 = next), while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u32>,
+    /// Why the group is where it is, in plain words (the latest reason of the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue: Option<RequeueState>,
     /// The spec generation this status describes.

@@ -8,6 +8,7 @@
 //! depend on other fields).
 
 pub mod group;
+pub mod labels;
 mod quantity;
 pub mod queue;
 
@@ -70,6 +71,6 @@ mod tests {
         }
         let columns: Vec<_> =
             g.spec.versions[0].additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
-        assert_eq!(columns, ["Queue", "Min", "Max", "Phase", "Estimated Start", "Age"]);
+        assert_eq!(columns, ["Queue", "Min", "Max", "Phase", "Position", "Estimated Start", "Age"]);
     }
 }

@@ -3,15 +3,15 @@
 // KWOK cannot see across pods, so it cannot express "this pod finishes N seconds after
 // every pod of its job is ready". This helper can: it watches Jobs and Pods and, once
 // every pod a Job currently wants running is Running and Ready, it stamps each of those
-// pods with the annotation muster.dev/test-all-ready-at (RFC 3339, UTC). The KWOK stage
-// for pods annotated muster.dev/test-run-after=all-ready completes them
-// muster.dev/test-run-seconds after that stamp (hack/kwok/stages.yaml).
+// pods with the annotation kwok.muster.dev/all-ready-at (RFC 3339, UTC). The KWOK stage
+// for pods annotated kwok.muster.dev/run-after=all-ready completes them
+// kwok.muster.dev/run-seconds after that stamp (hack/kwok/stages.yaml).
 //
 // A Job "currently wants" min(parallelism, completions - succeeded) pods (parallelism
 // alone when completions is unset). Pods that are not part of a Job can form a gang too:
-// label muster.dev/test-gang=<name> and annotation muster.dev/test-gang-size=<n>.
+// label kwok.muster.dev/gang=<name> and annotation kwok.muster.dev/gang-size=<n>.
 //
-// Only pods annotated muster.dev/test-run-after=all-ready are considered.
+// Only pods annotated kwok.muster.dev/run-after=all-ready are considered.
 package main
 
 import (
@@ -38,10 +38,10 @@ import (
 )
 
 const (
-	annRunAfter   = "muster.dev/test-run-after"
-	annAllReadyAt = "muster.dev/test-all-ready-at"
-	labelGang     = "muster.dev/test-gang"
-	annGangSize   = "muster.dev/test-gang-size"
+	annRunAfter   = "kwok.muster.dev/run-after"
+	annAllReadyAt = "kwok.muster.dev/all-ready-at"
+	labelGang     = "kwok.muster.dev/gang"
+	annGangSize   = "kwok.muster.dev/gang-size"
 	labelJobName  = "batch.kubernetes.io/job-name"
 	labelJobName0 = "job-name"
 )

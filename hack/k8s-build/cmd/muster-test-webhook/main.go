@@ -1,7 +1,7 @@
 // Command muster-test-webhook is a trivial mutating admission webhook used by the
 // harness's e2e test to prove that the local kube-apiserver can call a webhook served on
 // 127.0.0.1 (url-based clientConfig with a caBundle). It adds the label
-// muster.dev/webhook-seen=true to every object it is asked about, and counts calls.
+// e2e.muster.dev/webhook-seen=true to every object it is asked about, and counts calls.
 //
 //	muster-test-webhook --addr 127.0.0.1:0 --cert tls.crt --key tls.key --port-file port
 //

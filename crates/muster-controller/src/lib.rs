@@ -1,0 +1,1 @@
+//! muster controller (work in progress).

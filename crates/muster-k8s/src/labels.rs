@@ -1,0 +1,60 @@
+//! The label, annotation and name contract between users, the webhook and the controller.
+//!
+//! Users set [`QUEUE`] (and for plain pods [`GROUP`], [`GROUP_SIZE`], optionally [`GROUP_MIN`]).
+//! Everything else under `muster.dev/` is muster's own: the webhook refuses it from any other
+//! principal, so a tenant cannot forge a placement or mark a job as admitted.
+
+/// The queue a Job or Pod waits in (label).
+pub const QUEUE: &str = "muster.dev/queue";
+/// The group a pod belongs to (label). Set by users on plain pods; set by the webhook on the pod
+/// template of a Job (the Job's name).
+pub const GROUP: &str = "muster.dev/group";
+/// Members of a plain-pod group (label, a positive integer).
+pub const GROUP_SIZE: &str = "muster.dev/group-size";
+/// Fewest members an elastic plain-pod group may start with (label; default the size).
+pub const GROUP_MIN: &str = "muster.dev/group-min";
+/// Fewest members an elastic Job may start with (annotation on the Job; default parallelism).
+pub const MIN_MEMBERS: &str = "muster.dev/min-members";
+/// Expected run time in seconds, for estimated starts and backfill (annotation on Job or Pod).
+pub const DURATION: &str = "muster.dev/duration-seconds";
+/// Set by the webhook when a user unsuspends a suspended managed Job: muster resumes the group in
+/// its queue instead of letting the Job bypass it (annotation, an RFC 3339 time).
+pub const RESUME_REQUESTED: &str = "muster.dev/resume-requested";
+/// Namespaces labelled `muster.dev/managed: "true"` refuse pods with a preset `nodeName`.
+pub const MANAGED_NAMESPACE: &str = "muster.dev/managed";
+/// scheduler-plugins' pod-group label, accepted as an alias of [`GROUP`] when enabled.
+pub const POD_GROUP_ALIAS: &str = "scheduling.x-k8s.io/pod-group";
+
+/// The scheduler name muster's pods carry.
+pub const SCHEDULER_NAME: &str = "muster";
+/// The scheduling gate that holds plain pods until their group is admitted.
+pub const SCHEDULING_GATE: &str = "muster.dev/admission";
+/// The prefix of every muster label and annotation.
+pub const PREFIX: &str = "muster.dev/";
+/// Finalizer on Group objects: muster frees the allocation before the object goes.
+pub const FINALIZER: &str = "muster.dev/allocation";
+/// The field manager of muster's server-side applies.
+pub const FIELD_MANAGER: &str = "muster";
+
+/// Keys under `muster.dev/` that users may set themselves.
+pub const USER_KEYS: [&str; 6] = [QUEUE, GROUP, GROUP_SIZE, GROUP_MIN, MIN_MEMBERS, DURATION];
+
+/// Whether `key` is reserved for muster (under `muster.dev/` and not one of [`USER_KEYS`]).
+pub fn is_reserved(key: &str) -> bool {
+    key.starts_with(PREFIX) && !USER_KEYS.contains(&key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_keys_are_not_reserved_and_others_under_the_prefix_are() {
+        for k in USER_KEYS {
+            assert!(!is_reserved(k), "{k}");
+        }
+        assert!(is_reserved("muster.dev/node"));
+        assert!(is_reserved(RESUME_REQUESTED));
+        assert!(!is_reserved("app.kubernetes.io/name"));
+    }
+}

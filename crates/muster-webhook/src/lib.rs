@@ -1,0 +1,1 @@
+//! muster admission webhook (work in progress).
