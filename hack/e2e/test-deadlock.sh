@@ -52,7 +52,7 @@ check "the rest of their pods are Pending ($pending)" test "$pending" -eq $((40 
 check "the scheduler reports them unschedulable for memory" bash -c \
   "'$K8S_BIN/kubectl' -n $ns get events --field-selector reason=FailedScheduling -o jsonpath='{.items[*].message}' | grep -q 'Insufficient memory'"
 sleep 8  # longer than their 5 s run time: had either gang become whole, it would finish now
-check "neither big job has a ready gang (no pod stamped all-ready)" test -z "$(k -n $ns get pods -l 'job-name in (job1,job2)' -o jsonpath='{.items[*].metadata.annotations.muster\.dev/test-all-ready-at}')"
+check "neither big job has a ready gang (no pod stamped all-ready)" test -z "$(k -n $ns get pods -l 'job-name in (job1,job2)' -o jsonpath='{.items[*].metadata.annotations.kwok\.muster\.dev/all-ready-at}')"
 check "no pod of either big job succeeded" test $(( $(pods_in_phase $ns job-name=job1 Succeeded) + $(pods_in_phase $ns job-name=job2 Succeeded) )) -eq 0
 neither_complete() { ! job_complete $ns job1 && ! job_complete $ns job2; }
 check "neither big job completed" neither_complete

@@ -1,1 +1,254 @@
-//! muster controller (work in progress).
+//! muster's Kubernetes controller.
+//!
+//! One leader (a `coordination.k8s.io` Lease) watches nodes, pods and Jobs with the queue label,
+//! keeps compact views of them, and feeds the durable queue engine ([`brain`]); the engine's
+//! decisions become API calls ([`executor`]): Group objects and their status, unsuspending Jobs,
+//! binding every pod of an admitted group to its node through the binding subresource, and
+//! events. On start (or after a Queue changes) the engine is recovered from the store and
+//! reconciled with what the cluster runs. See docs/controller.md.
+
+pub mod brain;
+pub mod convert;
+mod executor;
+mod leader;
+mod watch;
+
+use std::future::Future;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use muster_durable::{DurableError, Options as DurableOptions, RecoverError};
+use muster_graph::Policy;
+use muster_k8s::Queue;
+use muster_queue::EngineConfig;
+use muster_queue::config::CohortConfig;
+use muster_store::{PgStore, SqliteStore, Store, StoreError};
+use thiserror::Error;
+use tracing::{info, warn};
+
+use crate::brain::{Brain, BrainConfig, Event};
+use crate::convert::Levels;
+
+#[derive(Debug, Error)]
+pub enum ControllerError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("recovery: {0}")]
+    Recover(#[from] RecoverError),
+    #[error(transparent)]
+    Engine(#[from] DurableError),
+    #[error("queue configuration: {0}")]
+    Config(String),
+    #[error("cluster: {0}")]
+    Cluster(String),
+    #[error("--store {0:?}: use sqlite:PATH or postgres://...")]
+    StoreUrl(String),
+    #[error("lost leadership (lease {0})")]
+    LostLease(String),
+    #[error("the controller stopped: {0}")]
+    Stopped(String),
+}
+
+/// Settings of the controller.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `sqlite:PATH` or a PostgreSQL connection string (`postgres://...`, `host=... user=...`).
+    pub store: String,
+    /// This instance's name in leases (the pod name in a cluster).
+    pub identity: String,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    pub lease_ttl: Duration,
+    pub levels: Levels,
+    pub policy: Policy,
+    /// Bindings and other writes in flight at once.
+    pub concurrency: usize,
+    /// How often waiting groups' positions and estimated starts are written.
+    pub queue_view_every: Duration,
+}
+
+impl Options {
+    pub fn new(store: &str, identity: &str) -> Self {
+        Options {
+            store: store.to_string(),
+            identity: identity.to_string(),
+            lease_namespace: "muster-system".into(),
+            lease_name: "muster-controller".into(),
+            lease_ttl: Duration::from_secs(15),
+            levels: convert::default_levels(),
+            policy: Policy::Pack,
+            concurrency: 64,
+            queue_view_every: Duration::from_secs(5),
+        }
+    }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The engine configuration from the Queue objects and PriorityClasses of the cluster.
+pub async fn engine_config(client: &Client) -> Result<EngineConfig, ControllerError> {
+    let queues = Api::<Queue>::all(client.clone()).list(&ListParams::default()).await?;
+    let mut cfg = EngineConfig::single_queue("unused");
+    cfg.queues.clear();
+    for q in &queues.items {
+        let name = q.metadata.name.clone().unwrap_or_default();
+        match q.spec.to_config(&name) {
+            Ok(c) => {
+                if let Some(cohort) = &c.cohort
+                    && !cfg.cohorts.iter().any(|x| &x.name == cohort)
+                {
+                    cfg.cohorts.push(CohortConfig { name: cohort.clone(), parent: None });
+                }
+                cfg.queues.push(c);
+            }
+            Err(e) => warn!(queue = name, "queue ignored: {e}"),
+        }
+    }
+    let classes = Api::<PriorityClass>::all(client.clone()).list(&ListParams::default()).await?;
+    for pc in classes.items {
+        if let Some(name) = pc.metadata.name {
+            if pc.global_default == Some(true) {
+                cfg.default_priority_class = Some(name.clone());
+            }
+            cfg.priority_classes.insert(name, pc.value);
+        }
+    }
+    cfg.compile("queues").map_err(|e| ControllerError::Config(e.to_string()))?;
+    Ok(cfg)
+}
+
+/// Runs the controller until `shutdown` completes, leadership is lost, or an error. Only the
+/// lease holder acts; others wait for the lease.
+pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
+    tokio::pin!(shutdown);
+    let lease = leader::Lease::new(client.clone(), &opts);
+    tokio::select! {
+        r = lease.acquire() => r?,
+        () = &mut shutdown => return Ok(()),
+    }
+    info!(identity = opts.identity, "leading");
+    let result = tokio::select! {
+        r = lease.hold() => r,
+        r = lead(client.clone(), &opts) => r,
+        () = &mut shutdown => Ok(()),
+    };
+    lease.release().await;
+    result
+}
+
+/// One term of leadership: sessions that end when the Queue objects change (the engine is then
+/// recovered from the store with the new configuration).
+async fn lead(client: Client, opts: &Options) -> Result<(), ControllerError> {
+    loop {
+        let config = engine_config(&client).await?;
+        info!(queues = config.queues.len(), "queue configuration loaded");
+        let (tx, rx) = mpsc::channel();
+        let (act_tx, act_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut watchers = watch::spawn(client.clone(), opts.levels.clone(), tx.clone());
+        let exec = tokio::spawn(executor::run(client.clone(), opts.clone(), act_rx, tx.clone()));
+        let cfg =
+            BrainConfig { engine: config, options: DurableOptions::new(&opts.lease_name, 30), policy: opts.policy };
+        let (store, identity, every) = (opts.store.clone(), opts.identity.clone(), opts.queue_view_every);
+        let brain = tokio::task::spawn_blocking(move || match store.strip_prefix("sqlite:") {
+            Some(path) => {
+                let path = path.to_string();
+                think(cfg, move || SqliteStore::open(&path), &identity, rx, act_tx, every)
+            }
+            None if store.starts_with("postgres") || store.contains("host=") => {
+                think(cfg, move || PgStore::connect(&store), &identity, rx, act_tx, every)
+            }
+            None => Err(ControllerError::StoreUrl(store)),
+        });
+        let queues_changed = watch::queues_changed(client.clone());
+        let outcome = tokio::select! {
+            r = brain => r.map_err(|e| ControllerError::Stopped(e.to_string())).and_then(|r| r),
+            () = queues_changed => {
+                info!("a Queue changed; recovering with the new configuration");
+                let _ = tx.send(Message::Stop);
+                Ok(())
+            }
+        };
+        watchers.abort_all();
+        exec.abort();
+        outcome?;
+    }
+}
+
+/// What the brain thread receives.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Message {
+    Event(Event),
+    Stop,
+}
+
+/// The brain's thread: events in, engine decisions out. Synchronous (the store is).
+fn think<S: Store>(
+    cfg: BrainConfig,
+    open: impl FnOnce() -> Result<S, StoreError>,
+    identity: &str,
+    rx: mpsc::Receiver<Message>,
+    actions: tokio::sync::mpsc::UnboundedSender<brain::Action>,
+    queue_view_every: Duration,
+) -> Result<(), ControllerError> {
+    let mut store = open()?;
+    let ttl = cfg.options.lease.ttl_s;
+    let lease_name = cfg.options.lease.name.clone();
+    // The store lease fences writes of an instance that lost the Kubernetes lease but still runs.
+    let fence = loop {
+        if let Some(f) = store.acquire_lease(&lease_name, identity, unix_now(), ttl)? {
+            break f;
+        }
+        info!("waiting for the store lease {lease_name}");
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let mut brain: Brain<S> = Brain::new(cfg);
+    let mut store = Some(store);
+    let mut last_view = Instant::now();
+    let mut last_cycle = Instant::now();
+    let send = |brain: &mut Brain<S>| {
+        for a in brain.take_actions() {
+            if actions.send(a).is_err() {
+                return Err(ControllerError::Stopped("the executor stopped".into()));
+            }
+        }
+        Ok(())
+    };
+    loop {
+        let first = rx.recv_timeout(Duration::from_millis(250));
+        let now = unix_now();
+        let mut batch = Vec::new();
+        match first {
+            Ok(m) => batch.push(m),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+        batch.extend(rx.try_iter().take(10_000));
+        let quiet = batch.is_empty();
+        for m in batch {
+            match m {
+                Message::Event(e) => brain.handle(e, now),
+                Message::Stop => return Ok(()),
+            }
+        }
+        if let Some(s) = store.take_if(|_| brain.synced()) {
+            brain.start(s, fence.clone(), now)?;
+        }
+        // Every event batch gets a cycle; a quiet controller still cycles each second (timers).
+        if brain.engine().is_some() && (!quiet || last_cycle.elapsed() >= Duration::from_secs(1)) {
+            brain.cycle(now);
+            last_cycle = Instant::now();
+            if last_view.elapsed() >= queue_view_every {
+                brain.refresh_queue_view(now);
+                last_view = Instant::now();
+            }
+        }
+        send(&mut brain)?;
+    }
+}

@@ -93,6 +93,13 @@ pub enum Input {
         name: String,
         up: bool,
     },
+    /// A pod of another scheduler uses capacity (not persisted: the cluster re-reports it).
+    Occupy {
+        id: String,
+        node: String,
+        requests: Vec<(String, u64)>,
+    },
+    Vacate(String),
     /// A scheduling cycle. Never kept for a retry: the next cycle does the same work.
     Schedule,
 }
@@ -111,6 +118,8 @@ impl Input {
             Input::NodeRemoved(name) => e.node_removed(name, at),
             Input::NodeCordoned { name, cordoned } => e.node_cordoned(name, *cordoned, at),
             Input::NodeUp { name, up } => e.node_up(name, *up, at),
+            Input::Occupy { id, node, requests } => e.occupy(id, node, requests, at),
+            Input::Vacate(id) => e.vacate(id, at),
             Input::Schedule => Ok(e.schedule(at)),
         }
     }
@@ -244,6 +253,12 @@ impl<S: Store> DurableEngine<S> {
     /// Read access for queries (history, usage) that do not change state.
     pub fn store_mut(&mut self) -> &mut S {
         &mut self.store
+    }
+
+    /// Positions, estimated starts and reasons of the waiting groups (`Engine::queue_view`).
+    /// Only derived state changes, so nothing is written.
+    pub fn queue_view(&mut self, now: i64) -> Vec<muster_queue::Explanation> {
+        self.engine.queue_view(now)
     }
 
     /// Gives the store back, e.g. to recover again after stepping down.

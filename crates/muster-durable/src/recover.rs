@@ -85,6 +85,7 @@ fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>)
         namespaces: BTreeMap::new(),
         cordoned: BTreeSet::new(),
         down: BTreeSet::new(),
+        external: BTreeMap::new(),
     }
 }
 

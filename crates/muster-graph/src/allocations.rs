@@ -505,6 +505,21 @@ impl ResourceGraph {
         Ok(())
     }
 
+    /// Records capacity used on `node` by something the matcher did not place (a pod of another
+    /// scheduler), under a fresh id; release it with [`ResourceGraph::cancel`]. Resources the
+    /// graph does not know are ignored: nothing here can be allocated to them anyway. Errors, and
+    /// changes nothing, when the node lacks the free capacity.
+    pub fn hold(&mut self, node: &str, requests: &[(String, u64)], now: i64) -> Result<AllocId, GraphError> {
+        let known: Vec<(String, u64)> =
+            requests.iter().filter(|(r, _)| self.graph.resources.get(r).is_some()).cloned().collect();
+        let mut req = GroupRequest::simple(&format!("hold on {node}"), 1, &[]);
+        req.requests = known;
+        let id = self.next_id;
+        let member = ImportedMember { index: 0, node: node.to_string(), devices: Vec::new() };
+        self.import(id, &req, &[member], now)?;
+        Ok(id)
+    }
+
     /// Adds a node while allocations exist.
     pub fn add_node(&mut self, spec: &NodeSpec) -> Result<NodeId, GraphError> {
         let n = self

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::InputError;
 use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, Vertex, VertexId, VertexMeta};
 use crate::resources::{self, ResourceKind, ResourceTable};
 
@@ -50,6 +51,16 @@ impl Graph {
             children: vec![],
         };
         Graph::from_parts(ResourceTable::default(), vec![root], VertexId(0), vec![])
+    }
+
+    /// A graph of `nodes` (as a controller sees them), indexed and ready to match on.
+    pub fn from_nodes(cluster_name: &str, nodes: &[NodeSpec]) -> Result<Self, InputError> {
+        let mut graph = Graph::empty(cluster_name);
+        for n in nodes {
+            graph.insert_node(n).map_err(|m| InputError::new("cluster", format!("node {}", n.name), m))?;
+        }
+        graph.rebuild_index();
+        Ok(graph)
     }
 
     fn push_vertex(&mut self, mut meta: VertexMeta, role: Role, parent: VertexId) -> VertexId {

@@ -83,6 +83,17 @@ pub struct Snapshot {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     pub cordoned: BTreeSet<String>,
     pub down: BTreeSet<String>,
+    /// Capacity held by pods of other schedulers, by the caller's id (a pod uid).
+    #[serde(default)]
+    pub external: BTreeMap<String, ExternalHold>,
+}
+
+/// Capacity used on a node by a pod the engine did not place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalHold {
+    pub node: String,
+    /// Requests in base units by resource name.
+    pub requests: Vec<(String, u64)>,
 }
 
 /// What one pending group is waiting for.
@@ -134,6 +145,7 @@ pub struct Engine {
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     cordoned: BTreeSet<String>,
     down: BTreeSet<String>,
+    external: BTreeMap<String, (ExternalHold, AllocId)>,
     // Derived, rebuilt on restore.
     usage: Usage,
     pending: BTreeMap<String, BTreeMap<PendingKey, GroupKey>>,
@@ -180,6 +192,7 @@ impl Engine {
             namespaces: BTreeMap::new(),
             cordoned: BTreeSet::new(),
             down: BTreeSet::new(),
+            external: BTreeMap::new(),
             usage: BTreeMap::new(),
             pending,
             live: BTreeSet::new(),
@@ -732,6 +745,7 @@ impl Engine {
     pub fn node_removed(&mut self, name: &str, now: i64) -> Result<Vec<Transition>, EngineError> {
         self.advance(now);
         let affected = self.graph.remove_node(name)?;
+        self.external.retain(|_, (h, _)| h.node != name);
         self.cordoned.remove(name);
         self.down.remove(name);
         self.structure_version += 1;
@@ -770,6 +784,56 @@ impl Engine {
         }
         self.dirty = true;
         Ok(Vec::new())
+    }
+
+    /// A pod the engine did not place (another scheduler's) uses capacity on `node`; `id` names it
+    /// for [`Engine::vacate`]. Idempotent for an unchanged pod. Errors, changing nothing, when the
+    /// node is unknown or lacks the free capacity (the caller retries once capacity frees).
+    pub fn occupy(
+        &mut self,
+        id: &str,
+        node: &str,
+        requests: &[(String, u64)],
+        now: i64,
+    ) -> Result<Vec<Transition>, EngineError> {
+        self.advance(now);
+        let hold = ExternalHold { node: node.to_string(), requests: requests.to_vec() };
+        if self.external.get(id).is_some_and(|(h, _)| *h == hold) {
+            return Ok(Vec::new());
+        }
+        // A changed pod (resized, or moved by a restart of its scheduler) replaces its old hold.
+        if let Some((old, alloc)) = self.external.remove(id) {
+            self.graph.cancel(alloc)?;
+            match self.graph.hold(node, requests, now) {
+                Ok(alloc) => self.external.insert(id.to_string(), (hold, alloc)),
+                Err(e) => {
+                    let alloc = self.graph.hold(&old.node, &old.requests, now)?;
+                    self.external.insert(id.to_string(), (old, alloc));
+                    return Err(e.into());
+                }
+            };
+        } else {
+            let alloc = self.graph.hold(node, requests, now)?;
+            self.external.insert(id.to_string(), (hold, alloc));
+        }
+        self.dirty = true;
+        Ok(Vec::new())
+    }
+
+    /// The pod `id` of [`Engine::occupy`] is gone (or finished): its capacity is free again.
+    /// Unknown ids are ignored (the node may have left with it).
+    pub fn vacate(&mut self, id: &str, now: i64) -> Result<Vec<Transition>, EngineError> {
+        self.advance(now);
+        if let Some((_, alloc)) = self.external.remove(id) {
+            self.graph.cancel(alloc)?;
+            self.dirty = true;
+        }
+        Ok(Vec::new())
+    }
+
+    /// Pods of other schedulers the engine counts, by id.
+    pub fn external(&self) -> impl Iterator<Item = (&String, &ExternalHold)> {
+        self.external.iter().map(|(id, (h, _))| (id, h))
     }
 
     // ----- the cycle -----
@@ -1735,6 +1799,7 @@ impl Engine {
             namespaces: self.namespaces.clone(),
             cordoned: self.cordoned.clone(),
             down: self.down.clone(),
+            external: self.external.iter().map(|(id, (h, _))| (id.clone(), h.clone())).collect(),
         }
     }
 
@@ -1796,6 +1861,10 @@ impl Engine {
                 e.by_graph_alloc.insert(id, key.clone());
                 e.add_usage(&key, a.members.len() as u32, 1);
             }
+        }
+        // Other schedulers' pods after ours: the recorded placements were made around them.
+        for (id, hold) in snap.external {
+            e.occupy(&id, &hold.node, &hold.requests, e.now)?;
         }
         Ok(e)
     }

@@ -14,5 +14,5 @@ pub mod quota;
 mod wire;
 
 pub use config::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
-pub use engine::{CycleStats, Engine, EngineError, Explanation, Snapshot};
+pub use engine::{CycleStats, Engine, EngineError, Explanation, ExternalHold, Snapshot};
 pub use group::{AllocationRecord, Group, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};

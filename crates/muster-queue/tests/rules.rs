@@ -719,3 +719,27 @@ fn snapshot_round_trips_through_json() {
     let _ = GroupKey::new("a", "b");
     let _ = CohortConfig { name: "x".into(), parent: None };
 }
+
+#[test]
+fn pods_of_other_schedulers_hold_capacity_until_they_go() {
+    // 2 nodes of 4 cores; a foreign pod of 3 cores on node 0 leaves room for one 4-core member.
+    let mut e = engine(graph(2, 4), EngineConfig::single_queue("q"));
+    let node0 = e.graph().graph.node(muster_graph::NodeId(0)).name.clone();
+    e.occupy("pod-a", &node0, &[("cpu".into(), 3000), ("unknown.example/thing".into(), 1)], 1).unwrap();
+    e.submit(spec("two", "q", 2, 4, None, 1), 1).unwrap();
+    let ts = e.schedule(1);
+    assert!(to(&ts, "two").is_empty(), "must wait for the foreign pod: {ts:?}");
+    // Idempotent for an unchanged pod; a resize that does not fit is refused and keeps the old hold.
+    e.occupy("pod-a", &node0, &[("cpu".into(), 3000), ("unknown.example/thing".into(), 1)], 2).unwrap();
+    e.occupy("pod-a", &node0, &[("cpu".into(), 5000)], 2).unwrap_err();
+    let err = e.occupy("pod-b", &node0, &[("cpu".into(), 2000)], 2).unwrap_err();
+    assert!(err.to_string().contains("cpu"), "{err}");
+    assert_eq!(e.external().count(), 1);
+    let snap = e.snapshot();
+    assert_eq!(snap.external.len(), 1);
+    e.vacate("pod-a", 3).unwrap();
+    e.vacate("pod-a", 3).unwrap();
+    let ts = e.schedule(3);
+    assert_eq!(to(&ts, "two"), [GroupState::Admitted]);
+    e.check_invariants().unwrap();
+}

@@ -1,0 +1,700 @@
+//! The controller's decisions, synchronous and free of I/O: a mirror of the cluster (compact
+//! views of nodes, pods and managed Jobs) turned into inputs of the durable engine, and the
+//! engine's transitions turned into [`Action`]s for the executor. Tested without a cluster;
+//! the e2e tests run it against a real one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use muster_durable::{ClusterReport, DurableEngine, Input, Options};
+use muster_graph::{Graph, Policy, ResourceGraph};
+use muster_k8s::group::{MemberAllocation, RequeueState};
+use muster_k8s::{GroupConditionType as Cond, GroupPhase, GroupSpec as GroupObjectSpec, GroupStatus};
+use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
+use muster_store::{Fence, Store};
+use tracing::{info, warn};
+
+use crate::convert::{JobView, NodeView, PodView};
+
+/// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
+#[derive(Debug, Clone)]
+pub enum Change<T> {
+    Init,
+    Apply(T),
+    Delete(T),
+    InitDone,
+}
+
+// Events move once through a channel; boxing the big variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Event {
+    Node(Change<NodeView>),
+    Pod(Change<PodView>),
+    Job(Change<JobView>),
+    /// The binding of a pod was refused: the group must not run in part.
+    BindFailed {
+        key: GroupKey,
+        pod: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// What the executor does against the API server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create or update the Group object of a Job (owned by it).
+    EnsureGroup {
+        key: GroupKey,
+        spec: Box<GroupObjectSpec>,
+        job_uid: String,
+    },
+    Status {
+        key: GroupKey,
+        status: Box<GroupStatus>,
+    },
+    /// Set the Job's spec.suspend.
+    Suspend {
+        key: GroupKey,
+        suspend: bool,
+    },
+    /// Remove the resume-requested annotation once the resume is recorded.
+    ClearResume {
+        key: GroupKey,
+    },
+    Bind {
+        key: GroupKey,
+        namespace: String,
+        pod: String,
+        uid: String,
+        node: String,
+        member: u32,
+    },
+    Event {
+        key: GroupKey,
+        job_uid: String,
+        kind: EventType,
+        reason: String,
+        message: String,
+    },
+}
+
+struct Kind<T> {
+    items: HashMap<String, T>,
+    /// Keys not seen again since a relist began.
+    stale: Option<BTreeSet<String>>,
+    synced: bool,
+}
+
+impl<T> Default for Kind<T> {
+    fn default() -> Self {
+        Kind { items: HashMap::new(), stale: None, synced: false }
+    }
+}
+
+impl<T> Kind<T> {
+    /// Applies a change; returns the items a finished relist dropped.
+    fn change(&mut self, c: Change<T>, key: impl Fn(&T) -> String) -> (Option<T>, Vec<T>) {
+        match c {
+            Change::Init => {
+                self.stale = Some(self.items.keys().cloned().collect());
+                (None, vec![])
+            }
+            Change::Apply(v) => {
+                let k = key(&v);
+                if let Some(s) = self.stale.as_mut() {
+                    s.remove(&k);
+                }
+                self.items.insert(k, v);
+                (None, vec![])
+            }
+            Change::Delete(v) => (self.items.remove(&key(&v)), vec![]),
+            Change::InitDone => {
+                self.synced = true;
+                let gone = self.stale.take().unwrap_or_default();
+                (None, gone.into_iter().filter_map(|k| self.items.remove(&k)).collect())
+            }
+        }
+    }
+}
+
+/// Settings of the decision logic.
+#[derive(Debug, Clone)]
+pub struct BrainConfig {
+    pub engine: EngineConfig,
+    pub options: Options,
+    pub policy: Policy,
+}
+
+/// The controller's state and decisions.
+pub struct Brain<S: Store> {
+    cfg: BrainConfig,
+    nodes: Kind<NodeView>,
+    pods: Kind<PodView>,
+    jobs: Kind<JobView>,
+    /// Pods of each managed group, by uid.
+    group_pods: HashMap<GroupKey, BTreeSet<String>>,
+    /// Bindings sent and not yet seen in a pod's nodeName: pod uid -> member.
+    binding: HashMap<String, u32>,
+    /// Ready counts last reported to the engine.
+    ready_sent: HashMap<GroupKey, u32>,
+    /// Other schedulers' pods the engine could not count yet (no room): retried each cycle.
+    foreign_waiting: BTreeSet<String>,
+    /// Jobs seen running (unsuspended) since their admission: a later suspend is the user's.
+    seen_running: BTreeSet<GroupKey>,
+    statuses: HashMap<GroupKey, GroupStatus>,
+    engine: Option<DurableEngine<S>>,
+    actions: Vec<Action>,
+}
+
+fn time(secs: i64) -> Time {
+    Time(Timestamp::from_second(secs.clamp(0, 253_402_207_199)).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+impl<S: Store> Brain<S> {
+    pub fn new(cfg: BrainConfig) -> Self {
+        Brain {
+            cfg,
+            nodes: Kind::default(),
+            pods: Kind::default(),
+            jobs: Kind::default(),
+            group_pods: HashMap::new(),
+            binding: HashMap::new(),
+            ready_sent: HashMap::new(),
+            foreign_waiting: BTreeSet::new(),
+            seen_running: BTreeSet::new(),
+            statuses: HashMap::new(),
+            engine: None,
+            actions: Vec::new(),
+        }
+    }
+
+    /// Whether every watcher has listed once (recovery needs the whole cluster).
+    pub fn synced(&self) -> bool {
+        self.nodes.synced && self.pods.synced && self.jobs.synced
+    }
+
+    pub fn engine(&self) -> Option<&DurableEngine<S>> {
+        self.engine.as_ref()
+    }
+
+    /// Takes the actions decided so far.
+    pub fn take_actions(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.actions)
+    }
+
+    /// Recovery: the store replayed and reconciled with the cluster as the watchers listed it.
+    /// Then every Job the store does not know is submitted and other schedulers' pods counted.
+    pub fn start(&mut self, store: S, fence: Fence, now: i64) -> Result<(), crate::ControllerError> {
+        let mut specs: Vec<_> = self.nodes.items.values().map(|n| n.spec.clone()).collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        let graph =
+            Graph::from_nodes("kubernetes", &specs).map_err(|e| crate::ControllerError::Cluster(e.to_string()))?;
+        let graph = ResourceGraph::new(graph, self.cfg.policy);
+        let report = self.report();
+        let (mut engine, recovery) = DurableEngine::recover(
+            graph,
+            self.cfg.engine.clone(),
+            store,
+            fence,
+            self.cfg.options.clone(),
+            &report,
+            now,
+        )?;
+        for c in &recovery.conflicts {
+            warn!(subject = %c.subject, "recovery conflict: {}", c.message);
+        }
+        info!(
+            groups = engine.engine().groups().count(),
+            changed = recovery.transitions.len(),
+            conflicts = recovery.conflicts.len(),
+            "recovered from the store"
+        );
+        for n in self.nodes.items.values() {
+            if !n.ready {
+                engine.node_up(&n.spec.name, false, now)?;
+            }
+        }
+        for key in self.jobs.items.values().filter(|j| !j.suspended).map(|j| j.key.clone()) {
+            self.seen_running.insert(key);
+        }
+        self.engine = Some(engine);
+        self.after(recovery.transitions, now);
+        let jobs: Vec<JobView> = self.jobs.items.values().cloned().collect();
+        for j in jobs {
+            self.job_changed(&j, now);
+        }
+        let foreign: Vec<String> =
+            self.pods.items.values().filter(|p| !p.ours && p.holds_capacity()).map(|p| p.uid.clone()).collect();
+        self.foreign_waiting.extend(foreign);
+        let groups: Vec<GroupKey> = self.group_pods.keys().cloned().collect();
+        for key in groups {
+            self.pods_changed(&key, now);
+        }
+        Ok(())
+    }
+
+    /// What the cluster runs, for recovery: bound pods with their members, finished Jobs, and
+    /// groups whose Job is gone.
+    fn report(&self) -> ClusterReport {
+        let mut report = ClusterReport::default();
+        for p in self.pods.items.values() {
+            if let (Some(key), Some(node), Some(member)) = (p.group_key(), &p.node, p.member)
+                && p.ours
+                && !p.phase.is_terminal()
+                && !p.deleting
+            {
+                report.running.entry(key).or_default().push(MemberPlacement {
+                    index: member,
+                    node: node.clone(),
+                    devices: vec![],
+                });
+            }
+        }
+        for j in self.jobs.items.values() {
+            if let Some(ok) = j.finished {
+                report.finished.insert(j.key.clone(), ok);
+                report.running.remove(&j.key);
+            }
+        }
+        report
+    }
+
+    /// Deleted groups are found after recovery: the store knows them, the cluster has no Job.
+    fn delete_vanished(&mut self, now: i64) {
+        let Some(e) = self.engine.as_ref() else { return };
+        let gone: Vec<GroupKey> = e
+            .engine()
+            .groups()
+            .filter(|g| !self.jobs.items.contains_key(&g.spec.key.to_string()))
+            .map(|g| g.spec.key.clone())
+            .collect();
+        for key in gone {
+            self.input(Input::Delete(key), now);
+        }
+    }
+
+    pub fn handle(&mut self, ev: Event, now: i64) {
+        match ev {
+            Event::Node(c) => self.node_event(c, now),
+            Event::Pod(c) => self.pod_event(c, now),
+            Event::Job(c) => self.job_event(c, now),
+            Event::BindFailed { key, pod, message } => {
+                warn!(group = %key, pod, "binding refused: {message}");
+                self.binding.retain(|uid, _| self.pods.items.get(uid).is_none_or(|p| p.name != pod));
+                self.event(
+                    &key,
+                    EventType::Warning,
+                    "BindFailed",
+                    &format!("pod {pod}: {message}; releasing the group"),
+                );
+                // Release the whole group and queue it again: never run a part of it.
+                let members: Vec<u32> = self
+                    .engine
+                    .as_ref()
+                    .and_then(|e| e.engine().group(&key))
+                    .and_then(|g| g.allocation.as_ref())
+                    .map(|a| a.members.iter().map(|m| m.index).collect())
+                    .unwrap_or_default();
+                if !members.is_empty() {
+                    self.input(Input::MembersLost { key, members }, now);
+                }
+            }
+        }
+    }
+
+    fn node_event(&mut self, c: Change<NodeView>, now: i64) {
+        let before = match &c {
+            Change::Apply(n) => self.nodes.items.get(&n.spec.name).cloned(),
+            _ => None,
+        };
+        let applied = if let Change::Apply(n) = &c { Some(n.clone()) } else { None };
+        let (deleted, dropped) = self.nodes.change(c, |n| n.spec.name.clone());
+        if self.engine.is_none() {
+            return;
+        }
+        for n in deleted.into_iter().chain(dropped) {
+            self.input(Input::NodeRemoved(n.spec.name), now);
+        }
+        let Some(n) = applied else { return };
+        match before {
+            None => {
+                self.input(Input::NodeAdded(n.spec.clone()), now);
+                if !n.ready {
+                    self.input(Input::NodeUp { name: n.spec.name.clone(), up: false }, now);
+                }
+            }
+            Some(old) => {
+                if old.spec.unschedulable != n.spec.unschedulable {
+                    let cordoned = n.spec.unschedulable;
+                    self.input(Input::NodeCordoned { name: n.spec.name.clone(), cordoned }, now);
+                }
+                if old.ready != n.ready {
+                    self.input(Input::NodeUp { name: n.spec.name.clone(), up: n.ready }, now);
+                }
+                if old.spec.pooled != n.spec.pooled
+                    || old.spec.labels != n.spec.labels
+                    || old.spec.taints != n.spec.taints
+                {
+                    // The graph changes node shape only by removal and re-adding, which would
+                    // evict running groups; a changed node takes effect at the next restart.
+                    warn!(node = %n.spec.name, "node capacity, labels or taints changed; applied at the next restart");
+                }
+            }
+        }
+    }
+
+    fn pod_event(&mut self, c: Change<PodView>, now: i64) {
+        let applied = if let Change::Apply(p) = &c { Some(p.clone()) } else { None };
+        let (deleted, dropped) = self.pods.change(c, |p| p.uid.clone());
+        let mut touched = BTreeSet::new();
+        for p in deleted.into_iter().chain(dropped) {
+            self.binding.remove(&p.uid);
+            if let Some(key) = p.group_key().filter(|_| p.ours) {
+                if let Some(s) = self.group_pods.get_mut(&key) {
+                    s.remove(&p.uid);
+                }
+                touched.insert(key);
+            } else {
+                self.foreign_waiting.remove(&p.uid);
+                if self.engine.is_some() {
+                    self.input(Input::Vacate(p.uid.clone()), now);
+                }
+            }
+        }
+        if let Some(p) = applied {
+            if let Some(key) = p.group_key().filter(|_| p.ours) {
+                if p.node.is_some() {
+                    self.binding.remove(&p.uid);
+                }
+                self.group_pods.entry(key.clone()).or_default().insert(p.uid.clone());
+                touched.insert(key);
+            } else if self.engine.is_some() {
+                if p.holds_capacity() {
+                    self.foreign_waiting.insert(p.uid.clone());
+                } else {
+                    self.foreign_waiting.remove(&p.uid);
+                    self.input(Input::Vacate(p.uid.clone()), now);
+                }
+            }
+        }
+        if self.engine.is_some() {
+            for key in touched {
+                self.pods_changed(&key, now);
+            }
+        }
+    }
+
+    fn job_event(&mut self, c: Change<JobView>, now: i64) {
+        let applied = if let Change::Apply(j) = &c { Some(j.clone()) } else { None };
+        let (deleted, dropped) = self.jobs.change(c, |j| j.key.to_string());
+        if self.engine.is_none() {
+            return;
+        }
+        for j in deleted.into_iter().chain(dropped) {
+            self.seen_running.remove(&j.key);
+            self.statuses.remove(&j.key);
+            if self.state(&j.key).is_some() {
+                self.input(Input::Delete(j.key), now);
+            }
+        }
+        if let Some(j) = applied {
+            self.job_changed(&j, now);
+        }
+    }
+
+    fn state(&self, key: &GroupKey) -> Option<GroupState> {
+        self.engine.as_ref()?.engine().group(key).map(|g| g.state)
+    }
+
+    /// Brings the engine in line with one Job.
+    fn job_changed(&mut self, j: &JobView, now: i64) {
+        let state = self.state(&j.key);
+        if state.is_none() {
+            if j.finished.is_some() {
+                return;
+            }
+            let spec = match &j.group {
+                Ok(spec) => spec.clone(),
+                Err(message) => {
+                    self.event(&j.key, EventType::Warning, "InvalidJob", message);
+                    return;
+                }
+            };
+            self.actions.push(Action::EnsureGroup {
+                key: j.key.clone(),
+                spec: Box::new(spec.clone()),
+                job_uid: j.uid.clone(),
+            });
+            let request = match spec.to_request(&j.key.name) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.event(&j.key, EventType::Warning, "InvalidJob", &e.to_string());
+                    return;
+                }
+            };
+            let submit = GroupSpec {
+                key: j.key.clone(),
+                queue: j.queue.clone(),
+                priority_class: spec.priority_class_name.clone(),
+                request,
+                submitted_at: j.created,
+            };
+            if let Err(e) = self.engine_input(Input::Submit(submit), now) {
+                self.event(&j.key, EventType::Warning, "NotQueued", &e);
+            } else {
+                let q = j.queue.clone();
+                self.event(&j.key, EventType::Normal, "Queued", &format!("queued in {q}"));
+            }
+            return;
+        }
+        let state = state.expect("known");
+        if let Some(ok) = j.finished {
+            if state.holds_allocation() {
+                self.input(Input::Finished { key: j.key.clone(), succeeded: ok }, now);
+            }
+            return;
+        }
+        if !j.suspended && state.holds_allocation() {
+            self.seen_running.insert(j.key.clone());
+        }
+        if j.suspended && state.holds_allocation() && self.seen_running.remove(&j.key) {
+            self.input(Input::Suspend(j.key.clone()), now);
+        }
+        if j.resume_requested {
+            if state == GroupState::Suspended || state == GroupState::Deactivated {
+                self.input(Input::Resume(j.key.clone()), now);
+            }
+            self.actions.push(Action::ClearResume { key: j.key.clone() });
+        }
+    }
+
+    /// Readiness to the engine and bindings for unbound pods of one group.
+    fn pods_changed(&mut self, key: &GroupKey, now: i64) {
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else { return };
+        if !g.state.holds_allocation() {
+            return;
+        }
+        let Some(alloc) = g.allocation.clone() else { return };
+        let uids: Vec<String> = self.group_pods.get(key).into_iter().flatten().cloned().collect();
+        let pods: Vec<&PodView> = uids
+            .iter()
+            .filter_map(|u| self.pods.items.get(u))
+            .filter(|p| !p.deleting && p.phase != crate::convert::PodPhase::Failed)
+            .collect();
+        let ready = pods
+            .iter()
+            .filter(|p| p.node.is_some() && (p.ready || p.phase == crate::convert::PodPhase::Succeeded))
+            .count() as u32;
+        // Members filled: by bound pods (their member annotation) and bindings in flight.
+        let mut filled: BTreeSet<u32> = pods.iter().filter(|p| p.node.is_some()).filter_map(|p| p.member).collect();
+        filled.extend(pods.iter().filter_map(|p| self.binding.get(&p.uid)));
+        let mut binds = Vec::new();
+        let mut unbound: Vec<&&PodView> = pods
+            .iter()
+            .filter(|p| p.node.is_none() && !p.phase.is_terminal() && !self.binding.contains_key(&p.uid))
+            .collect();
+        unbound.sort_by_key(|p| (p.completion_index, p.name.clone()));
+        for p in unbound {
+            let free = |m: &u32| !filled.contains(m);
+            let slot = p
+                .completion_index
+                .filter(|i| alloc.members.iter().any(|m| m.index == *i) && free(i))
+                .or_else(|| alloc.members.iter().map(|m| m.index).find(free));
+            let Some(member) = slot else { break };
+            let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
+            filled.insert(member);
+            binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member));
+        }
+        for (uid, pod, namespace, node, member) in binds {
+            self.binding.insert(uid.clone(), member);
+            self.actions.push(Action::Bind { key: key.clone(), namespace, pod, uid, node, member });
+        }
+        if self.ready_sent.get(key) != Some(&ready) {
+            self.ready_sent.insert(key.clone(), ready);
+            self.input(Input::PodsReady { key: key.clone(), ready }, now);
+        }
+    }
+
+    /// A scheduling cycle with upkeep: lease, retries, other schedulers' pods, timers.
+    pub fn cycle(&mut self, now: i64) {
+        let Some(e) = self.engine.as_mut() else { return };
+        let tick = e.tick(now);
+        self.after(tick.transitions, now);
+        self.delete_vanished(now);
+        let waiting: Vec<String> = self.foreign_waiting.iter().cloned().collect();
+        for uid in waiting {
+            let Some(p) = self.pods.items.get(&uid) else { continue };
+            let Some(node) = p.node.clone() else { continue };
+            let input = Input::Occupy { id: uid.clone(), node, requests: p.requests.clone() };
+            if self.engine_input(input, now).is_ok() {
+                self.foreign_waiting.remove(&uid);
+            }
+        }
+        self.input(Input::Schedule, now);
+    }
+
+    /// Positions and estimated starts of waiting groups into their statuses.
+    pub fn refresh_queue_view(&mut self, now: i64) {
+        let Some(e) = self.engine.as_mut() else { return };
+        let view = e.queue_view(now);
+        for x in view {
+            let mut st = self.statuses.get(&x.key).cloned().unwrap_or_default();
+            st.queue_position = (x.position > 0).then_some(x.position as u32);
+            st.estimated_start = x.estimated_start.filter(|t| *t < i64::MAX / 2).map(time);
+            if !x.reason.is_empty() {
+                st.message = Some(x.reason.clone());
+            }
+            self.push_status(&x.key, st);
+        }
+    }
+
+    fn input(&mut self, input: Input, now: i64) {
+        if let Err(e) = self.engine_input(input, now) {
+            warn!("engine input refused: {e}");
+        }
+    }
+
+    fn engine_input(&mut self, input: Input, now: i64) -> Result<(), String> {
+        let Some(e) = self.engine.as_mut() else { return Err("not leading".into()) };
+        let ts = e.input(input, now).map_err(|e| e.to_string())?;
+        self.after(ts, now);
+        Ok(())
+    }
+
+    /// Acts on transitions: Job suspension, statuses, events; then binds what became bindable.
+    fn after(&mut self, ts: Vec<Transition>, now: i64) {
+        let mut touched = BTreeMap::new();
+        for t in &ts {
+            self.transition_actions(t);
+            touched.insert(t.key.clone(), t.reason.message());
+        }
+        for (key, message) in touched {
+            self.update_status(&key, &message, now);
+            if self.state(&key).is_some_and(GroupState::holds_allocation) {
+                self.pods_changed(&key, now);
+            } else {
+                self.ready_sent.remove(&key);
+            }
+        }
+    }
+
+    fn transition_actions(&mut self, t: &Transition) {
+        let key = &t.key;
+        let message = t.reason.message();
+        match (&t.reason, t.to) {
+            (_, GroupState::Admitted) if t.from != GroupState::Admitted => {
+                let nodes: BTreeSet<&str> =
+                    t.allocation.iter().flat_map(|a| a.members.iter().map(|m| m.node.as_str())).collect();
+                let members = t.allocation.as_ref().map_or(0, |a| a.members.len());
+                self.actions.push(Action::Suspend { key: key.clone(), suspend: false });
+                let text = format!("{message}: {members} members on {} nodes", nodes.len());
+                self.event(key, EventType::Normal, "Admitted", &text);
+            }
+            (_, GroupState::Evicted) => {
+                self.seen_running.remove(key);
+                self.actions.push(Action::Suspend { key: key.clone(), suspend: true });
+                self.event(key, EventType::Warning, "Evicted", &message);
+            }
+            (Reason::Unsatisfiable { .. }, _) => self.event(key, EventType::Warning, "Unsatisfiable", &message),
+            (Reason::Reserved { .. }, _) => self.event(key, EventType::Normal, "Reserved", &message),
+            (Reason::AllReady, GroupState::Running) => self.event(key, EventType::Normal, "PodsReady", &message),
+            (Reason::Finished { succeeded }, _) => {
+                let reason = if *succeeded { "Succeeded" } else { "Failed" };
+                self.event(key, EventType::Normal, reason, &message);
+            }
+            (Reason::BackoffLimitExceeded { .. }, _) => self.event(key, EventType::Warning, "Deactivated", &message),
+            (Reason::Suspended | Reason::Resumed | Reason::Shrunk { .. } | Reason::Grown { .. }, _) => {
+                let reason = format!("{:?}", t.reason).split([' ', '{']).next().unwrap_or("Changed").to_string();
+                self.event(key, EventType::Normal, &reason, &message);
+            }
+            _ => {}
+        }
+    }
+
+    fn event(&mut self, key: &GroupKey, kind: EventType, reason: &str, message: &str) {
+        let job_uid = self.jobs.items.get(&key.to_string()).map(|j| j.uid.clone()).unwrap_or_default();
+        self.actions.push(Action::Event {
+            key: key.clone(),
+            job_uid,
+            kind,
+            reason: reason.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    /// The Group object's status from the engine's group.
+    /// `message` says what happened last, for when the engine keeps no waiting reason.
+    fn update_status(&mut self, key: &GroupKey, message: &str, now: i64) {
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)).cloned() else { return };
+        let mut st = self.statuses.get(key).cloned().unwrap_or_default();
+        let at = time(now);
+        let s = g.state;
+        st.phase = GroupPhase::of(s);
+        let reason = |on: bool, yes: &str, no: &str| if on { yes.to_string() } else { no.to_string() };
+        let msg = if g.reason.is_empty() || !s.is_pending() { message.to_string() } else { g.reason.clone() };
+        st.set_condition(
+            Cond::Queued,
+            s.is_pending(),
+            &reason(s.is_pending(), "Waiting", "NotWaiting"),
+            &msg,
+            None,
+            at.clone(),
+        );
+        let reserved = s == GroupState::Reserved;
+        st.set_condition(
+            Cond::Reserved,
+            reserved,
+            &reason(reserved, "Reserved", "NotReserved"),
+            &msg,
+            None,
+            at.clone(),
+        );
+        let admitted = s.holds_allocation();
+        st.set_condition(Cond::Admitted, admitted, &reason(admitted, "Placed", "NotPlaced"), &msg, None, at.clone());
+        let ready = s == GroupState::Running && g.not_ready_since.is_none();
+        st.set_condition(Cond::PodsReady, ready, &reason(ready, "AllReady", "NotAllReady"), &msg, None, at.clone());
+        if s.is_terminal() {
+            let ok = s == GroupState::Succeeded;
+            st.set_condition(Cond::Finished, true, &reason(ok, "Succeeded", "Failed"), &msg, None, at.clone());
+        }
+        if g.evictions > 0 || st.condition(Cond::Evicted).is_some() {
+            let ev = s == GroupState::Evicted;
+            st.set_condition(Cond::Evicted, ev, &reason(ev, "Evicted", "NotEvicted"), &msg, None, at.clone());
+        }
+        if let Some((m, _)) = &g.unsatisfiable {
+            st.set_condition(Cond::Unsatisfiable, true, "Unsatisfiable", m, None, at.clone());
+        } else if st.condition(Cond::Unsatisfiable).is_some() {
+            st.set_condition(Cond::Unsatisfiable, false, "Satisfiable", &msg, None, at.clone());
+        }
+        st.allocation = g
+            .allocation
+            .as_ref()
+            .filter(|_| admitted)
+            .map(|a| a.members.iter().map(|m| MemberAllocation { member: m.index, node: m.node.clone() }).collect())
+            .unwrap_or_default();
+        st.requeue = (g.requeues > 0 || g.evictions > 0)
+            .then(|| RequeueState { count: g.evictions, requeue_at: g.requeue_at.map(time) });
+        if !s.is_pending() {
+            st.queue_position = None;
+            st.estimated_start = None;
+        }
+        st.message = Some(msg);
+        self.push_status(key, st);
+    }
+
+    fn push_status(&mut self, key: &GroupKey, st: GroupStatus) {
+        if self.statuses.get(key) == Some(&st) || !self.jobs.items.contains_key(&key.to_string()) {
+            return;
+        }
+        self.statuses.insert(key.clone(), st.clone());
+        self.actions.push(Action::Status { key: key.clone(), status: Box::new(st) });
+    }
+}

@@ -1,0 +1,449 @@
+//! Kubernetes objects to the compact views the controller keeps, and to the engine's inputs.
+//!
+//! Only these views are kept in memory, never whole objects: at 150k pods the difference is
+//! gigabytes (see docs/benchmarks.md, controller memory).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use muster_graph::NodeSpec;
+use muster_graph::graph::{Taint, TaintEffect};
+use muster_graph::resources::{parse_amount, unit_of};
+use muster_k8s::group::{Members, NodeSelectorRequirement, NodeSelectorTerm, OwnerReference, Toleration};
+use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity, labels};
+use muster_queue::GroupKey;
+
+/// The Job controller's label naming a pod's Job.
+pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+/// The Job controller's annotation with an indexed pod's completion index.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// The annotation the binder sets (through the binding) with the member a pod fills.
+pub const MEMBER: &str = "muster.dev/member";
+
+/// A node as the graph needs it, and whether it is Ready.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub spec: NodeSpec,
+    pub ready: bool,
+}
+
+/// Topology levels: (level, node label), outermost first.
+pub type Levels = Vec<(String, String)>;
+
+/// The default levels, the same as a cluster description's.
+pub fn default_levels() -> Levels {
+    [("zone", "topology.kubernetes.io/zone"), ("block", "muster.dev/block"), ("rack", "muster.dev/rack")]
+        .into_iter()
+        .map(|(l, k)| (l.to_string(), k.to_string()))
+        .collect()
+}
+
+pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
+    let name = node.metadata.name.clone()?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let topology = levels.iter().filter_map(|(level, key)| Some((level.clone(), labels.get(key)?.clone()))).collect();
+    let mut pooled = Vec::new();
+    let mut devices = Vec::new();
+    let status = node.status.as_ref();
+    for (resource, q) in status.and_then(|s| s.allocatable.as_ref()).into_iter().flatten() {
+        let Some(amount) = amount_of(resource, q) else { continue };
+        // Extended resources (nvidia.com/gpu) are discrete devices; the rest is pooled.
+        if resource.contains('/') && !resource.starts_with("hugepages-") {
+            devices.push((resource.clone(), u32::try_from(amount).unwrap_or(u32::MAX)));
+        } else {
+            pooled.push((resource.clone(), amount));
+        }
+    }
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            Some(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: TaintEffect::parse(&t.effect)?,
+            })
+        })
+        .collect();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    Some(NodeView {
+        spec: NodeSpec {
+            name,
+            topology,
+            pooled,
+            devices,
+            labels,
+            taints,
+            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        },
+        ready,
+    })
+}
+
+fn amount_of(resource: &str, q: &K8sQuantity) -> Option<u64> {
+    parse_amount(unit_of(resource).ok()?, &q.0).ok()
+}
+
+/// A pod's phase, as far as capacity and readiness go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl PodPhase {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// What the controller keeps of a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodView {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub node: Option<String>,
+    /// Whether muster schedules it (schedulerName muster).
+    pub ours: bool,
+    pub phase: PodPhase,
+    pub ready: bool,
+    pub requests: Vec<(String, u64)>,
+    /// The Job that controls it, by name, when the Job controller made it.
+    pub job: Option<String>,
+    /// The member it fills (set by muster's binding).
+    pub member: Option<u32>,
+    pub completion_index: Option<u32>,
+    pub deleting: bool,
+}
+
+impl PodView {
+    /// Whether it holds capacity on its node: bound and not finished.
+    pub fn holds_capacity(&self) -> bool {
+        self.node.is_some() && !self.phase.is_terminal()
+    }
+
+    pub fn group_key(&self) -> Option<GroupKey> {
+        self.job.as_ref().map(|j| GroupKey::new(&self.namespace, j))
+    }
+}
+
+pub fn pod_view(pod: &Pod) -> Option<PodView> {
+    let meta = &pod.metadata;
+    let spec = pod.spec.as_ref()?;
+    let status = pod.status.as_ref();
+    let phase = match status.and_then(|s| s.phase.as_deref()) {
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        _ => PodPhase::Pending,
+    };
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let job = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "Job" && o.controller == Some(true))
+        .map(|o| o.name.clone());
+    let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).and_then(|v| v.parse().ok());
+    Some(PodView {
+        uid: meta.uid.clone()?,
+        namespace: meta.namespace.clone()?,
+        name: meta.name.clone()?,
+        node: spec.node_name.clone().filter(|n| !n.is_empty()),
+        ours: spec.scheduler_name.as_deref() == Some(labels::SCHEDULER_NAME),
+        phase,
+        ready,
+        requests: pod_requests(spec),
+        job,
+        member: annotation(MEMBER),
+        completion_index: annotation(COMPLETION_INDEX),
+        deleting: meta.deletion_timestamp.is_some(),
+    })
+}
+
+/// What a pod asks of its node, as the kubelet admits it: the sum over containers, at least the
+/// largest init container, plus the pod overhead. Limits stand in for absent requests.
+pub fn pod_requests(spec: &PodSpec) -> Vec<(String, u64)> {
+    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+    for c in &spec.containers {
+        for (r, a) in container_requests(c.resources.as_ref()) {
+            *sum.entry(r).or_default() += a;
+        }
+    }
+    for c in spec.init_containers.iter().flatten() {
+        for (r, a) in container_requests(c.resources.as_ref()) {
+            let e = sum.entry(r).or_default();
+            *e = (*e).max(a);
+        }
+    }
+    for (r, q) in spec.overhead.iter().flatten() {
+        if let Some(a) = amount_of(r, q) {
+            *sum.entry(r.clone()).or_default() += a;
+        }
+    }
+    sum.into_iter().filter(|(_, a)| *a > 0).collect()
+}
+
+fn container_requests(res: Option<&ResourceRequirements>) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let Some(res) = res else { return out };
+    for (r, q) in res.limits.iter().flatten().chain(res.requests.iter().flatten()) {
+        // Requests come second and win over limits.
+        if let Some(a) = amount_of(r, q) {
+            out.insert(r.clone(), a);
+        }
+    }
+    out
+}
+
+/// What the controller keeps of a Job with the queue label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobView {
+    pub key: GroupKey,
+    pub uid: String,
+    pub queue: String,
+    pub suspended: bool,
+    /// Some(succeeded) once the Job finished.
+    pub finished: Option<bool>,
+    pub resume_requested: bool,
+    pub created: i64,
+    /// The Group object muster keeps for it, or why the Job cannot be one.
+    pub group: Result<GroupObjectSpec, String>,
+}
+
+pub fn job_view(job: &Job) -> Option<JobView> {
+    let meta = &job.metadata;
+    let queue = meta.labels.as_ref()?.get(labels::QUEUE)?.clone();
+    let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
+    let spec = job.spec.as_ref()?;
+    let finished = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.status == "True")
+        .find_map(|c| match c.type_.as_str() {
+            "Complete" => Some(true),
+            "Failed" => Some(false),
+            _ => None,
+        });
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    Some(JobView {
+        key: GroupKey::new(&namespace, &name),
+        uid: uid.clone(),
+        queue: queue.clone(),
+        suspended: spec.suspend.unwrap_or(false),
+        finished,
+        resume_requested: annotations.contains_key(labels::RESUME_REQUESTED),
+        created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+        group: group_spec(job, &queue, &name, &uid, &annotations),
+    })
+}
+
+/// The Group object of a Job: members from parallelism (and the min-members annotation), one
+/// member's requests and constraints from the pod template.
+fn group_spec(
+    job: &Job,
+    queue: &str,
+    name: &str,
+    uid: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Result<GroupObjectSpec, String> {
+    let spec = job.spec.as_ref().ok_or("the Job has no spec")?;
+    let pod = spec.template.spec.as_ref().ok_or("spec.template.spec is missing")?;
+    let parallelism = i64::from(spec.parallelism.unwrap_or(1));
+    if parallelism < 1 {
+        return Err(format!("spec.parallelism is {parallelism}; muster needs at least 1 pod"));
+    }
+    let int_annotation = |key: &str| -> Result<Option<i64>, String> {
+        annotations
+            .get(key)
+            .map(|v| v.parse::<i64>().map_err(|_| format!("annotation {key}: {v:?} is not an integer")))
+            .transpose()
+    };
+    let min = int_annotation(labels::MIN_MEMBERS)?.unwrap_or(parallelism);
+    let resources = pod_requests(pod)
+        .into_iter()
+        .map(|(r, a)| {
+            let q = if r == "cpu" { Quantity::Text(format!("{a}m")) } else { Quantity::Int(a as i64) };
+            (r, q)
+        })
+        .collect();
+    let affinity = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|sel| {
+            sel.node_selector_terms
+                .iter()
+                .map(|t| -> Result<NodeSelectorTerm, String> {
+                    let exprs = t.match_expressions.iter().flatten().map(|e| {
+                        let operator = serde_json::from_value(serde_json::Value::String(e.operator.clone()))
+                            .map_err(|_| format!("node affinity operator {:?} is not supported", e.operator))?;
+                        Ok(NodeSelectorRequirement {
+                            key: e.key.clone(),
+                            operator,
+                            values: e.values.clone().unwrap_or_default(),
+                        })
+                    });
+                    Ok(NodeSelectorTerm { match_expressions: exprs.collect::<Result<_, String>>()? })
+                })
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .transpose()?
+        .unwrap_or_default();
+    let tolerations = pod
+        .tolerations
+        .iter()
+        .flatten()
+        .map(|t| {
+            let v = serde_json::to_value(t).map_err(|e| e.to_string())?;
+            serde_json::from_value::<Toleration>(v).map_err(|e| format!("spec.template.spec.tolerations: {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(GroupObjectSpec {
+        queue: queue.to_string(),
+        members: Members { min, max: (parallelism != min).then_some(parallelism) },
+        resources,
+        node_selector: pod.node_selector.clone().unwrap_or_default(),
+        affinity,
+        tolerations,
+        topology: None,
+        priority_class_name: pod.priority_class_name.clone(),
+        duration_seconds: int_annotation(labels::DURATION)?,
+        owner: Some(OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: name.to_string(),
+            uid: Some(uid.to_string()),
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(extra: serde_json::Value) -> Job {
+        let mut base = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "u1",
+                         "creationTimestamp": "2026-01-01T00:00:10Z",
+                         "labels": {"muster.dev/queue": "gpu"}},
+            "spec": {"parallelism": 4, "suspend": true, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "a", "image": "x", "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}},
+                    {"name": "b", "image": "x", "resources": {"limits": {"cpu": "500m", "nvidia.com/gpu": "1"}}}],
+                "initContainers": [{"name": "i", "image": "x", "resources": {"requests": {"cpu": "3"}}}],
+                "nodeSelector": {"pool": "a"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+        });
+        json_merge(&mut base, extra);
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn json_merge(a: &mut serde_json::Value, b: serde_json::Value) {
+        match (a, b) {
+            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+                for (k, v) in b {
+                    json_merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (a, b) => *a = b,
+        }
+    }
+
+    #[test]
+    fn a_job_becomes_a_group_of_its_parallelism_with_summed_requests() {
+        let v = job_view(&job(json!({}))).unwrap();
+        assert_eq!(v.key, GroupKey::new("ml", "train"));
+        assert_eq!(v.queue, "gpu");
+        assert!(v.suspended);
+        assert_eq!(v.created, 1_767_225_610);
+        let g = v.group.unwrap();
+        assert_eq!(g.members, Members { min: 4, max: None });
+        // cpu: max(1.5 + 0.5, init 3) = 3 cores; gpu from a limit.
+        assert_eq!(g.resources["cpu"], Quantity::Text("3000m".into()));
+        assert_eq!(g.resources["memory"], Quantity::Int(1 << 30));
+        assert_eq!(g.resources["nvidia.com/gpu"], Quantity::Int(1));
+        assert_eq!(g.tolerations.len(), 1);
+        let req = g.to_request("train").unwrap();
+        assert_eq!(req.min_members, 4);
+        assert!(req.requests.contains(&("cpu".to_string(), 3000)));
+    }
+
+    #[test]
+    fn elastic_and_bad_annotations() {
+        let v = job_view(&job(json!({"metadata": {"annotations": {"muster.dev/min-members": "2"}}}))).unwrap();
+        assert_eq!(v.group.unwrap().members, Members { min: 2, max: Some(4) });
+        let v = job_view(&job(json!({"metadata": {"annotations": {"muster.dev/duration-seconds": "soon"}}}))).unwrap();
+        let e = v.group.unwrap_err();
+        assert!(e.contains("muster.dev/duration-seconds") && e.contains("not an integer"), "{e}");
+    }
+
+    #[test]
+    fn jobs_without_the_queue_label_are_not_ours_and_finish_states_are_read() {
+        let mut j = job(json!({}));
+        j.metadata.labels = None;
+        assert!(job_view(&j).is_none());
+        let done = job(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}));
+        assert_eq!(job_view(&done).unwrap().finished, Some(true));
+        let failed = job(json!({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}));
+        assert_eq!(job_view(&failed).unwrap().finished, Some(false));
+    }
+
+    #[test]
+    fn nodes_split_pooled_resources_from_devices_and_read_readiness() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "z1", "muster.dev/rack": "r3"}},
+            "spec": {"unschedulable": true, "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "2"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let v = node_view(&node, &default_levels()).unwrap();
+        assert!(v.ready);
+        assert!(v.spec.unschedulable);
+        assert_eq!(v.spec.topology, [("zone".to_string(), "z1".to_string()), ("rack".into(), "r3".into())]);
+        assert!(v.spec.pooled.contains(&("cpu".to_string(), 8000)));
+        assert_eq!(v.spec.devices, [("nvidia.com/gpu".to_string(), 2)]);
+        assert_eq!(v.spec.taints.len(), 1);
+    }
+
+    #[test]
+    fn pods_read_owner_member_and_phase() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "train-0", "namespace": "ml", "uid": "p1",
+                         "annotations": {"muster.dev/member": "3", "batch.kubernetes.io/job-completion-index": "0"},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": true}]},
+            "spec": {"schedulerName": "muster", "nodeName": "n1",
+                     "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let v = pod_view(&pod).unwrap();
+        assert!(v.ours && v.ready && v.holds_capacity());
+        assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
+        assert_eq!((v.member, v.completion_index), (Some(3), Some(0)));
+        assert_eq!(v.requests, [("cpu".to_string(), 2000)]);
+    }
+}

@@ -1,0 +1,230 @@
+//! Carries the brain's actions out against the API server. Bindings run many at once (they
+//! decide how fast a group starts); Job patches and Group objects run in order, one at a time;
+//! statuses are coalesced per group (only the latest is written); events never hold anything up.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::{Api, Client};
+use muster_k8s::{Group, GroupStatus, labels};
+use muster_queue::GroupKey;
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc};
+use tracing::{debug, warn};
+
+use crate::brain::{Action, Event, EventType};
+use crate::convert::MEMBER;
+use crate::{Message, Options};
+
+fn is_code(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<Action>, back: Sender<Message>) {
+    let (job_tx, job_rx) = mpsc::unbounded_channel();
+    let (status_tx, status_rx) = mpsc::unbounded_channel();
+    let (event_tx, event_rx) = mpsc::channel(10_000);
+    let jobs = tokio::spawn(job_writer(client.clone(), job_rx));
+    let statuses = tokio::spawn(status_writer(client.clone(), opts.concurrency, status_rx));
+    let events = tokio::spawn(event_writer(client.clone(), opts.identity.clone(), event_rx));
+    let binds = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+    while let Some(a) = rx.recv().await {
+        match a {
+            Action::Bind { key, namespace, pod, uid, node, member } => {
+                let permit = binds.clone().acquire_owned().await.expect("never closed");
+                let (client, back) = (client.clone(), back.clone());
+                tokio::spawn(async move {
+                    if let Err(message) = bind(client, &namespace, &pod, &uid, &node, member).await {
+                        let _ = back.send(Message::Event(Event::BindFailed { key, pod, message }));
+                    }
+                    drop(permit);
+                });
+            }
+            Action::Status { key, status } => {
+                let _ = status_tx.send((key, *status));
+            }
+            Action::Event { .. } => {
+                if event_tx.try_send(a).is_err() {
+                    debug!("event dropped: the event queue is full");
+                }
+            }
+            other => {
+                let _ = job_tx.send(other);
+            }
+        }
+    }
+    jobs.abort();
+    statuses.abort();
+    events.abort();
+}
+
+/// Binds a pod to its member's node; the member rides on the binding as an annotation, so that
+/// a restarted controller knows which member each bound pod fills. Transient errors are retried.
+async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str, member: u32) -> Result<(), String> {
+    let api: Api<Pod> = Api::namespaced(client, namespace);
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(pod.to_string()),
+            uid: Some(uid.to_string()),
+            annotations: Some(BTreeMap::from([(MEMBER.to_string(), member.to_string())])),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            ..ObjectReference::default()
+        },
+    };
+    let mut delay = Duration::from_millis(100);
+    for attempt in 0.. {
+        match api.create_subresource::<_, serde_json::Value>("binding", pod, &PostParams::default(), &binding).await {
+            Ok(_) => return Ok(()),
+            // Gone, or a different pod of the same name: nothing to bind.
+            Err(e) if is_code(&e, 404) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code < 500 && e.code != 429 => return Err(e.message),
+            Err(e) if attempt >= 5 => return Err(e.to_string()),
+            Err(e) => {
+                warn!(pod, node, "binding failed, retrying: {e}");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Job patches and Group objects, in the order decided.
+async fn job_writer(client: Client, mut rx: mpsc::UnboundedReceiver<Action>) {
+    let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
+    while let Some(a) = rx.recv().await {
+        let (key, result) = match a {
+            Action::Suspend { key, suspend } => {
+                let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
+                let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
+                let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
+                (key, r)
+            }
+            Action::ClearResume { key } => {
+                let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
+                let patch = Patch::Merge(json!({"metadata": {"annotations": {labels::RESUME_REQUESTED: null}}}));
+                let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
+                (key, r)
+            }
+            Action::EnsureGroup { key, spec, job_uid } => {
+                let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
+                let owner = OwnerReference {
+                    api_version: "batch/v1".into(),
+                    kind: "Job".into(),
+                    name: key.name.clone(),
+                    uid: job_uid,
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                };
+                let obj = json!({
+                    "apiVersion": "muster.dev/v1alpha1", "kind": "Group",
+                    "metadata": {"name": key.name, "namespace": key.namespace, "ownerReferences": [owner]},
+                    "spec": spec,
+                });
+                let r = api.patch(&key.name, &apply, &Patch::Apply(obj)).await.map(drop);
+                (key, r)
+            }
+            _ => continue,
+        };
+        match result {
+            Ok(()) => {}
+            Err(e) if is_code(&e, 404) => debug!(group = %key, "object gone: {e}"),
+            Err(e) => warn!(group = %key, "writing the job or group: {e}"),
+        }
+    }
+}
+
+/// Group statuses: the latest per group, written a batch at a time. A status whose Group object
+/// does not exist yet is retried with the next batch.
+async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedReceiver<(GroupKey, GroupStatus)>) {
+    use futures::StreamExt;
+    let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
+    let mut pending: HashMap<GroupKey, (GroupStatus, u32)> = HashMap::new();
+    loop {
+        if pending.is_empty() {
+            let Some((k, s)) = rx.recv().await else { return };
+            pending.insert(k, (s, 0));
+        }
+        while let Ok((k, s)) = rx.try_recv() {
+            pending.insert(k, (s, 0));
+        }
+        let batch: Vec<_> = pending.drain().collect();
+        let results: Vec<_> = futures::stream::iter(batch)
+            .map(|(key, (status, tries))| {
+                let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
+                let apply = apply.clone();
+                async move {
+                    let patch = Patch::Apply(json!({
+                        "apiVersion": "muster.dev/v1alpha1", "kind": "Group", "status": status,
+                    }));
+                    let r = api.patch_status(&key.name, &apply, &patch).await;
+                    (key, status, tries, r)
+                }
+            })
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        let mut retry = false;
+        for (key, status, tries, r) in results {
+            match r {
+                Ok(_) => {}
+                Err(e) if is_code(&e, 404) && tries < 20 => {
+                    retry = true;
+                    // A newer status that arrived meanwhile wins.
+                    pending.entry(key).or_insert((status, tries + 1));
+                }
+                Err(e) => warn!(group = %key, "writing the group status: {e}"),
+            }
+        }
+        if retry {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// Events on the Job and its Group, best effort.
+async fn event_writer(client: Client, identity: String, mut rx: mpsc::Receiver<Action>) {
+    let reporter = Reporter { controller: "muster".into(), instance: Some(identity) };
+    let recorder = Recorder::new(client, reporter);
+    while let Some(a) = rx.recv().await {
+        let Action::Event { key, job_uid, kind, reason, message } = a else { continue };
+        let ev = KubeEvent {
+            type_: if kind == EventType::Warning { KubeEventType::Warning } else { KubeEventType::Normal },
+            reason: reason.clone(),
+            note: Some(message),
+            action: "Schedule".into(),
+            secondary: None,
+        };
+        let job = ObjectReference {
+            api_version: Some("batch/v1".into()),
+            kind: Some("Job".into()),
+            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.clone()),
+            uid: (!job_uid.is_empty()).then_some(job_uid),
+            ..ObjectReference::default()
+        };
+        let group = ObjectReference {
+            api_version: Some("muster.dev/v1alpha1".into()),
+            kind: Some("Group".into()),
+            ..job.clone()
+        };
+        let group = ObjectReference { uid: None, ..group };
+        for r in [job, group] {
+            if let Err(e) = recorder.publish(&ev, &r).await {
+                debug!(group = %key, reason, "event not recorded: {e}");
+            }
+        }
+    }
+}

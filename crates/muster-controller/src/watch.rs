@@ -1,0 +1,91 @@
+//! Watchers: nodes, pods and managed Jobs into compact views for the brain; Queue changes.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::mpsc::Sender;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use muster_k8s::{Queue, labels};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+use tracing::warn;
+
+use crate::Message;
+use crate::brain::{Change, Event};
+use crate::convert::{self, Levels};
+
+/// Spawns the three watchers; abort the set to stop them.
+pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()> {
+    let mut set = JoinSet::new();
+    let nodes = Api::<Node>::all(client.clone());
+    let t = tx.clone();
+    set.spawn(forward(nodes, watcher::Config::default(), move |n| convert::node_view(n, &levels), Event::Node, t));
+    // All pods: muster's, and other schedulers' that use capacity on the same nodes.
+    let pods = Api::<Pod>::all(client.clone());
+    set.spawn(forward(pods, watcher::Config::default(), convert::pod_view, Event::Pod, tx.clone()));
+    let jobs = Api::<Job>::all(client);
+    set.spawn(forward(jobs, watcher::Config::default().labels(labels::QUEUE), convert::job_view, Event::Job, tx));
+    set
+}
+
+/// Streams one kind to the brain, converted to its view. Watch errors are retried with backoff.
+async fn forward<K, V>(
+    api: Api<K>,
+    config: watcher::Config,
+    view: impl Fn(&K) -> Option<V>,
+    wrap: fn(Change<V>) -> Event,
+    tx: Sender<Message>,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let mut stream = watcher(api, config).default_backoff().boxed();
+    loop {
+        let ev = match stream.try_next().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return,
+            Err(e) => {
+                warn!("watch: {e}");
+                continue;
+            }
+        };
+        let change = match ev {
+            watcher::Event::Init => Some(Change::Init),
+            watcher::Event::InitDone => Some(Change::InitDone),
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => view(&o).map(Change::Apply),
+            watcher::Event::Delete(o) => view(&o).map(Change::Delete),
+        };
+        if let Some(c) = change
+            && tx.send(Message::Event(wrap(c))).is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// Completes when a Queue is added, removed, or its spec changes after the first listing.
+pub async fn queues_changed(client: Client) {
+    let mut seen: HashMap<String, Option<i64>> = HashMap::new();
+    let mut listed = false;
+    let mut stream = watcher(Api::<Queue>::all(client), watcher::Config::default()).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        let Ok(ev) = ev else { continue };
+        match ev {
+            watcher::Event::InitApply(q) => {
+                seen.insert(q.metadata.name.clone().unwrap_or_default(), q.metadata.generation);
+            }
+            watcher::Event::InitDone => listed = true,
+            watcher::Event::Apply(q) if listed => {
+                let name = q.metadata.name.clone().unwrap_or_default();
+                if seen.insert(name, q.metadata.generation) != Some(q.metadata.generation) {
+                    return;
+                }
+            }
+            watcher::Event::Delete(_) if listed => return,
+            _ => {}
+        }
+    }
+}
