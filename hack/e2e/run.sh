@@ -2,7 +2,10 @@
 # make e2e: build what is missing, start a private harness cluster, run the e2e tests,
 # and stop every process it started (by pid), whether the tests pass or fail.
 #
-#   hack/e2e/run.sh [TEST...]     (default: all: nodes job gang-ready webhook crds deadlock)
+#   hack/e2e/run.sh [TEST...]     (default: all: nodes job gang-ready webhook crds admission cli scale deadlock)
+#
+# `scale` is seed 002's experiment at a small size (50 jobs); hack/e2e/test-scale.sh runs it at
+# any size and with muster as the scheduler.
 #
 # The cluster lives in $MUSTER_E2E_DIR (default ~/.cache/muster/e2e-cluster), apart from
 # the one `make cluster-up` starts, so the two never disturb each other.
@@ -12,7 +15,7 @@ export MUSTER_CLUSTER_DIR=${MUSTER_E2E_DIR:-$MUSTER_CACHE/e2e-cluster}
 export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
-(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds deadlock)
+(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale deadlock)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -37,6 +40,9 @@ for t in "${tests[@]}"; do
     gang-ready) run gang-ready "$e2e/test-gang-ready.sh" ;;
     webhook)    run webhook "$e2e/test-webhook.sh" ;;
     crds)       run crds "$e2e/test-crds.sh" ;;
+    admission)  run admission "$e2e/test-admission.sh" ;;
+    cli)        run cli "$e2e/test-cli.sh" ;;
+    scale)      run scale "$e2e/test-scale.sh" --jobs 50 ;;
     deadlock)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run nodes-deadlock "$e2e/test-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"

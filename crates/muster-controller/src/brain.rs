@@ -151,6 +151,11 @@ pub struct Brain<S: Store> {
     seen_running: BTreeSet<GroupKey>,
     statuses: HashMap<GroupKey, GroupStatus>,
     engine: Option<DurableEngine<S>>,
+    /// Engine inputs waiting for the next batch.
+    inputs: Vec<Input>,
+    /// Jobs (by "namespace/name") and groups whose objects changed since the last reconcile.
+    dirty_jobs: BTreeSet<String>,
+    dirty_groups: BTreeSet<GroupKey>,
     actions: Vec<Action>,
 }
 
@@ -172,6 +177,9 @@ impl<S: Store> Brain<S> {
             seen_running: BTreeSet::new(),
             statuses: HashMap::new(),
             engine: None,
+            inputs: Vec::new(),
+            dirty_jobs: BTreeSet::new(),
+            dirty_groups: BTreeSet::new(),
             actions: Vec::new(),
         }
     }
@@ -199,7 +207,7 @@ impl<S: Store> Brain<S> {
             Graph::from_nodes("kubernetes", &specs).map_err(|e| crate::ControllerError::Cluster(e.to_string()))?;
         let graph = ResourceGraph::new(graph, self.cfg.policy);
         let report = self.report();
-        let (mut engine, recovery) = DurableEngine::recover(
+        let (engine, recovery) = DurableEngine::recover(
             graph,
             self.cfg.engine.clone(),
             store,
@@ -217,27 +225,22 @@ impl<S: Store> Brain<S> {
             conflicts = recovery.conflicts.len(),
             "recovered from the store"
         );
-        for n in self.nodes.items.values() {
-            if !n.ready {
-                engine.node_up(&n.spec.name, false, now)?;
-            }
-        }
-        for key in self.jobs.items.values().filter(|j| !j.suspended).map(|j| j.key.clone()) {
-            self.seen_running.insert(key);
-        }
         self.engine = Some(engine);
+        for n in self.nodes.items.values().filter(|n| !n.ready) {
+            self.inputs.push(Input::NodeUp { name: n.spec.name.clone(), up: false });
+        }
+        for p in self.pods.items.values().filter(|p| !p.ours && p.holds_capacity()) {
+            self.foreign_waiting.insert(p.uid.clone());
+        }
+        for j in self.jobs.items.values() {
+            if !j.suspended {
+                self.seen_running.insert(j.key.clone());
+            }
+            self.dirty_jobs.insert(j.key.to_string());
+        }
+        self.dirty_groups.extend(self.group_pods.keys().cloned());
         self.after(recovery.transitions, now);
-        let jobs: Vec<JobView> = self.jobs.items.values().cloned().collect();
-        for j in jobs {
-            self.job_changed(&j, now);
-        }
-        let foreign: Vec<String> =
-            self.pods.items.values().filter(|p| !p.ours && p.holds_capacity()).map(|p| p.uid.clone()).collect();
-        self.foreign_waiting.extend(foreign);
-        let groups: Vec<GroupKey> = self.group_pods.keys().cloned().collect();
-        for key in groups {
-            self.pods_changed(&key, now);
-        }
+        self.reconcile(now);
         Ok(())
     }
 
@@ -267,25 +270,22 @@ impl<S: Store> Brain<S> {
         report
     }
 
-    /// Deleted groups are found after recovery: the store knows them, the cluster has no Job.
-    fn delete_vanished(&mut self, now: i64) {
-        let Some(e) = self.engine.as_ref() else { return };
-        let gone: Vec<GroupKey> = e
-            .engine()
-            .groups()
-            .filter(|g| !self.jobs.items.contains_key(&g.spec.key.to_string()))
-            .map(|g| g.spec.key.clone())
-            .collect();
-        for key in gone {
-            self.input(Input::Delete(key), now);
-        }
-    }
-
+    /// Mirrors one watch event. Engine inputs wait for the next [`Brain::cycle`], which runs
+    /// them as one batch: one engine copy and one store transaction per batch of events.
     pub fn handle(&mut self, ev: Event, now: i64) {
         match ev {
-            Event::Node(c) => self.node_event(c, now),
-            Event::Pod(c) => self.pod_event(c, now),
-            Event::Job(c) => self.job_event(c, now),
+            Event::Node(c) => self.node_event(c),
+            Event::Pod(c) => self.pod_event(c),
+            Event::Job(c) => {
+                if let Change::Apply(j) | Change::Delete(j) = &c {
+                    self.dirty_jobs.insert(j.key.to_string());
+                }
+                let (deleted, dropped) = self.jobs.change(c, |j| j.key.to_string());
+                for j in deleted.into_iter().chain(dropped) {
+                    self.seen_running.remove(&j.key);
+                    self.dirty_jobs.insert(j.key.to_string());
+                }
+            }
             Event::BindFailed { key, pod, message } => {
                 warn!(group = %key, pod, "binding refused: {message}");
                 self.binding.retain(|uid, _| self.pods.items.get(uid).is_none_or(|p| p.name != pod));
@@ -304,13 +304,14 @@ impl<S: Store> Brain<S> {
                     .map(|a| a.members.iter().map(|m| m.index).collect())
                     .unwrap_or_default();
                 if !members.is_empty() {
-                    self.input(Input::MembersLost { key, members }, now);
+                    self.inputs.push(Input::MembersLost { key, members });
+                    self.flush(now);
                 }
             }
         }
     }
 
-    fn node_event(&mut self, c: Change<NodeView>, now: i64) {
+    fn node_event(&mut self, c: Change<NodeView>) {
         let before = match &c {
             Change::Apply(n) => self.nodes.items.get(&n.spec.name).cloned(),
             _ => None,
@@ -321,23 +322,24 @@ impl<S: Store> Brain<S> {
             return;
         }
         for n in deleted.into_iter().chain(dropped) {
-            self.input(Input::NodeRemoved(n.spec.name), now);
+            self.inputs.push(Input::NodeRemoved(n.spec.name));
         }
         let Some(n) = applied else { return };
+        let name = n.spec.name.clone();
         match before {
             None => {
-                self.input(Input::NodeAdded(n.spec.clone()), now);
+                self.inputs.push(Input::NodeAdded(n.spec.clone()));
                 if !n.ready {
-                    self.input(Input::NodeUp { name: n.spec.name.clone(), up: false }, now);
+                    self.inputs.push(Input::NodeUp { name, up: false });
                 }
             }
             Some(old) => {
                 if old.spec.unschedulable != n.spec.unschedulable {
                     let cordoned = n.spec.unschedulable;
-                    self.input(Input::NodeCordoned { name: n.spec.name.clone(), cordoned }, now);
+                    self.inputs.push(Input::NodeCordoned { name: name.clone(), cordoned });
                 }
                 if old.ready != n.ready {
-                    self.input(Input::NodeUp { name: n.spec.name.clone(), up: n.ready }, now);
+                    self.inputs.push(Input::NodeUp { name: name.clone(), up: n.ready });
                 }
                 if old.spec.pooled != n.spec.pooled
                     || old.spec.labels != n.spec.labels
@@ -345,68 +347,47 @@ impl<S: Store> Brain<S> {
                 {
                     // The graph changes node shape only by removal and re-adding, which would
                     // evict running groups; a changed node takes effect at the next restart.
-                    warn!(node = %n.spec.name, "node capacity, labels or taints changed; applied at the next restart");
+                    warn!(node = %name, "node capacity, labels or taints changed; applied at the next restart");
                 }
             }
         }
     }
 
-    fn pod_event(&mut self, c: Change<PodView>, now: i64) {
+    fn pod_event(&mut self, c: Change<PodView>) {
         let applied = if let Change::Apply(p) = &c { Some(p.clone()) } else { None };
         let (deleted, dropped) = self.pods.change(c, |p| p.uid.clone());
-        let mut touched = BTreeSet::new();
         for p in deleted.into_iter().chain(dropped) {
             self.binding.remove(&p.uid);
             if let Some(key) = p.group_key().filter(|_| p.ours) {
                 if let Some(s) = self.group_pods.get_mut(&key) {
                     s.remove(&p.uid);
+                    if s.is_empty() {
+                        self.group_pods.remove(&key);
+                    }
                 }
-                touched.insert(key);
+                self.dirty_groups.insert(key);
             } else {
                 self.foreign_waiting.remove(&p.uid);
                 if self.engine.is_some() {
-                    self.input(Input::Vacate(p.uid.clone()), now);
+                    self.inputs.push(Input::Vacate(p.uid.clone()));
                 }
             }
         }
-        if let Some(p) = applied {
-            if let Some(key) = p.group_key().filter(|_| p.ours) {
-                if p.node.is_some() {
-                    self.binding.remove(&p.uid);
-                }
-                self.group_pods.entry(key.clone()).or_default().insert(p.uid.clone());
-                touched.insert(key);
-            } else if self.engine.is_some() {
-                if p.holds_capacity() {
-                    self.foreign_waiting.insert(p.uid.clone());
-                } else {
-                    self.foreign_waiting.remove(&p.uid);
-                    self.input(Input::Vacate(p.uid.clone()), now);
-                }
+        let Some(p) = applied else { return };
+        if let Some(key) = p.group_key().filter(|_| p.ours) {
+            if p.node.is_some() {
+                self.binding.remove(&p.uid);
             }
-        }
-        if self.engine.is_some() {
-            for key in touched {
-                self.pods_changed(&key, now);
+            self.group_pods.entry(key.clone()).or_default().insert(p.uid.clone());
+            self.dirty_groups.insert(key);
+        } else if self.engine.is_some() {
+            if p.holds_capacity() {
+                let (id, requests) = (p.uid.clone(), p.requests.clone());
+                self.inputs.push(Input::Occupy { id, node: p.node.clone().expect("bound"), requests });
+            } else {
+                self.foreign_waiting.remove(&p.uid);
+                self.inputs.push(Input::Vacate(p.uid.clone()));
             }
-        }
-    }
-
-    fn job_event(&mut self, c: Change<JobView>, now: i64) {
-        let applied = if let Change::Apply(j) = &c { Some(j.clone()) } else { None };
-        let (deleted, dropped) = self.jobs.change(c, |j| j.key.to_string());
-        if self.engine.is_none() {
-            return;
-        }
-        for j in deleted.into_iter().chain(dropped) {
-            self.seen_running.remove(&j.key);
-            self.statuses.remove(&j.key);
-            if self.state(&j.key).is_some() {
-                self.input(Input::Delete(j.key), now);
-            }
-        }
-        if let Some(j) = applied {
-            self.job_changed(&j, now);
         }
     }
 
@@ -414,51 +395,27 @@ impl<S: Store> Brain<S> {
         self.engine.as_ref()?.engine().group(key).map(|g| g.state)
     }
 
-    /// Brings the engine in line with one Job.
-    fn job_changed(&mut self, j: &JobView, now: i64) {
-        let state = self.state(&j.key);
-        if state.is_none() {
-            if j.finished.is_some() {
-                return;
-            }
-            let spec = match &j.group {
-                Ok(spec) => spec.clone(),
-                Err(message) => {
-                    self.event(&j.key, EventType::Warning, "InvalidJob", message);
-                    return;
+    /// Brings the engine in line with one Job (or its absence).
+    fn job_changed(&mut self, mirror_key: &str) {
+        let Some(j) = self.jobs.items.get(mirror_key).cloned() else {
+            if let Some((ns, name)) = mirror_key.split_once('/') {
+                let key = GroupKey::new(ns, name);
+                self.statuses.remove(&key);
+                if self.state(&key).is_some_and(|s| s != GroupState::Deleted) {
+                    self.inputs.push(Input::Delete(key));
                 }
-            };
-            self.actions.push(Action::EnsureGroup {
-                key: j.key.clone(),
-                spec: Box::new(spec.clone()),
-                job_uid: j.uid.clone(),
-            });
-            let request = match spec.to_request(&j.key.name) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.event(&j.key, EventType::Warning, "InvalidJob", &e.to_string());
-                    return;
-                }
-            };
-            let submit = GroupSpec {
-                key: j.key.clone(),
-                queue: j.queue.clone(),
-                priority_class: spec.priority_class_name.clone(),
-                request,
-                submitted_at: j.created,
-            };
-            if let Err(e) = self.engine_input(Input::Submit(submit), now) {
-                self.event(&j.key, EventType::Warning, "NotQueued", &e);
-            } else {
-                let q = j.queue.clone();
-                self.event(&j.key, EventType::Normal, "Queued", &format!("queued in {q}"));
             }
             return;
-        }
-        let state = state.expect("known");
+        };
+        let Some(state) = self.state(&j.key) else {
+            if j.finished.is_none() {
+                self.submit(&j);
+            }
+            return;
+        };
         if let Some(ok) = j.finished {
             if state.holds_allocation() {
-                self.input(Input::Finished { key: j.key.clone(), succeeded: ok }, now);
+                self.inputs.push(Input::Finished { key: j.key.clone(), succeeded: ok });
             }
             return;
         }
@@ -466,18 +423,41 @@ impl<S: Store> Brain<S> {
             self.seen_running.insert(j.key.clone());
         }
         if j.suspended && state.holds_allocation() && self.seen_running.remove(&j.key) {
-            self.input(Input::Suspend(j.key.clone()), now);
+            self.inputs.push(Input::Suspend(j.key.clone()));
         }
         if j.resume_requested {
             if state == GroupState::Suspended || state == GroupState::Deactivated {
-                self.input(Input::Resume(j.key.clone()), now);
+                self.inputs.push(Input::Resume(j.key.clone()));
             }
             self.actions.push(Action::ClearResume { key: j.key.clone() });
         }
     }
 
+    /// A new Job: its Group object, and the group into its queue.
+    fn submit(&mut self, j: &JobView) {
+        let spec = match &j.group {
+            Ok(spec) => spec.clone(),
+            Err(message) => return self.event(&j.key, EventType::Warning, "InvalidJob", message),
+        };
+        self.actions.push(Action::EnsureGroup {
+            key: j.key.clone(),
+            spec: Box::new(spec.clone()),
+            job_uid: j.uid.clone(),
+        });
+        match spec.to_request(&j.key.name) {
+            Ok(request) => self.inputs.push(Input::Submit(GroupSpec {
+                key: j.key.clone(),
+                queue: j.queue.clone(),
+                priority_class: spec.priority_class_name.clone(),
+                request,
+                submitted_at: j.created,
+            })),
+            Err(e) => self.event(&j.key, EventType::Warning, "InvalidJob", &e.to_string()),
+        }
+    }
+
     /// Readiness to the engine and bindings for unbound pods of one group.
-    fn pods_changed(&mut self, key: &GroupKey, now: i64) {
+    fn pods_changed(&mut self, key: &GroupKey) {
         let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else { return };
         if !g.state.holds_allocation() {
             return;
@@ -519,26 +499,67 @@ impl<S: Store> Brain<S> {
         }
         if self.ready_sent.get(key) != Some(&ready) {
             self.ready_sent.insert(key.clone(), ready);
-            self.input(Input::PodsReady { key: key.clone(), ready }, now);
+            self.inputs.push(Input::PodsReady { key: key.clone(), ready });
         }
     }
 
-    /// A scheduling cycle with upkeep: lease, retries, other schedulers' pods, timers.
+    /// Runs the buffered inputs (and those their transitions call for) as batches.
+    fn flush(&mut self, now: i64) {
+        for _ in 0..4 {
+            let inputs = std::mem::take(&mut self.inputs);
+            let Some(e) = self.engine.as_mut().filter(|_| !inputs.is_empty()) else { return };
+            let out = e.input_batch(inputs, now);
+            for (input, error) in out.refused {
+                match input {
+                    Input::Submit(spec) => self.event(&spec.key, EventType::Warning, "NotQueued", &error),
+                    // No room yet (the engine placed ours first): counted once capacity frees.
+                    Input::Occupy { id, .. } => {
+                        self.foreign_waiting.insert(id);
+                    }
+                    other => warn!("engine input refused: {other:?}: {error}"),
+                }
+            }
+            self.after(out.transitions, now);
+        }
+    }
+
+    /// Decisions for the Jobs and groups whose objects changed since the last call.
+    fn reconcile(&mut self, now: i64) {
+        self.flush(now);
+        for key in std::mem::take(&mut self.dirty_jobs) {
+            self.job_changed(&key);
+        }
+        self.flush(now);
+        for key in std::mem::take(&mut self.dirty_groups) {
+            self.pods_changed(&key);
+        }
+        self.flush(now);
+    }
+
+    /// Deleted groups are found after recovery too: the store knows them, the cluster has no Job.
+    fn delete_vanished(&mut self) {
+        let Some(e) = self.engine.as_ref() else { return };
+        let gone: Vec<String> =
+            e.engine().groups().map(|g| g.spec.key.to_string()).filter(|k| !self.jobs.items.contains_key(k)).collect();
+        self.dirty_jobs.extend(gone);
+    }
+
+    /// Everything since the last cycle as one batch, then a scheduling cycle, with upkeep: lease,
+    /// retries, other schedulers' pods waiting for room, timers.
     pub fn cycle(&mut self, now: i64) {
         let Some(e) = self.engine.as_mut() else { return };
         let tick = e.tick(now);
         self.after(tick.transitions, now);
-        self.delete_vanished(now);
-        let waiting: Vec<String> = self.foreign_waiting.iter().cloned().collect();
-        for uid in waiting {
-            let Some(p) = self.pods.items.get(&uid) else { continue };
-            let Some(node) = p.node.clone() else { continue };
-            let input = Input::Occupy { id: uid.clone(), node, requests: p.requests.clone() };
-            if self.engine_input(input, now).is_ok() {
-                self.foreign_waiting.remove(&uid);
+        self.delete_vanished();
+        for uid in std::mem::take(&mut self.foreign_waiting) {
+            if let Some(p) = self.pods.items.get(&uid).filter(|p| p.holds_capacity()) {
+                let (node, requests) = (p.node.clone().expect("bound"), p.requests.clone());
+                self.inputs.push(Input::Occupy { id: uid, node, requests });
             }
         }
-        self.input(Input::Schedule, now);
+        self.reconcile(now);
+        self.inputs.push(Input::Schedule);
+        self.flush(now);
     }
 
     /// Positions and estimated starts of waiting groups into their statuses.
@@ -556,19 +577,6 @@ impl<S: Store> Brain<S> {
         }
     }
 
-    fn input(&mut self, input: Input, now: i64) {
-        if let Err(e) = self.engine_input(input, now) {
-            warn!("engine input refused: {e}");
-        }
-    }
-
-    fn engine_input(&mut self, input: Input, now: i64) -> Result<(), String> {
-        let Some(e) = self.engine.as_mut() else { return Err("not leading".into()) };
-        let ts = e.input(input, now).map_err(|e| e.to_string())?;
-        self.after(ts, now);
-        Ok(())
-    }
-
     /// Acts on transitions: Job suspension, statuses, events; then binds what became bindable.
     fn after(&mut self, ts: Vec<Transition>, now: i64) {
         let mut touched = BTreeMap::new();
@@ -579,7 +587,7 @@ impl<S: Store> Brain<S> {
         for (key, message) in touched {
             self.update_status(&key, &message, now);
             if self.state(&key).is_some_and(GroupState::holds_allocation) {
-                self.pods_changed(&key, now);
+                self.pods_changed(&key);
             } else {
                 self.ready_sent.remove(&key);
             }
@@ -603,6 +611,10 @@ impl<S: Store> Brain<S> {
                 self.actions.push(Action::Suspend { key: key.clone(), suspend: true });
                 self.event(key, EventType::Warning, "Evicted", &message);
             }
+            (Reason::Submitted, _) => {
+                let queue = self.state_queue(key);
+                self.event(key, EventType::Normal, "Queued", &format!("queued in {queue}"));
+            }
             (Reason::Unsatisfiable { .. }, _) => self.event(key, EventType::Warning, "Unsatisfiable", &message),
             (Reason::Reserved { .. }, _) => self.event(key, EventType::Normal, "Reserved", &message),
             (Reason::AllReady, GroupState::Running) => self.event(key, EventType::Normal, "PodsReady", &message),
@@ -617,6 +629,10 @@ impl<S: Store> Brain<S> {
             }
             _ => {}
         }
+    }
+
+    fn state_queue(&self, key: &GroupKey) -> String {
+        self.engine.as_ref().and_then(|e| e.engine().group(key)).map(|g| g.spec.queue.clone()).unwrap_or_default()
     }
 
     fn event(&mut self, key: &GroupKey, kind: EventType, reason: &str, message: &str) {

@@ -349,3 +349,47 @@ fn postgres_down_stops_admissions_then_catches_up() {
     let (r, _) = start(PgStore::connect(&params).unwrap(), "a", &cluster.report(), 14);
     assert_eq!(r.engine().groups().count(), 3);
 }
+
+/// A batch of inputs leaves the engine and the store exactly as the same inputs one by one, and
+/// refuses exactly the inputs the engine refuses.
+fn batch_case(ops: &[Op], batch: usize) {
+    let (one, many) = (support::Sqlite::new(), support::Sqlite::new());
+    let (mut a, _) = start(one.open(), "a", &ClusterReport::default(), 0);
+    let (mut b, _) = start(many.open(), "a", &ClusterReport::default(), 0);
+    let mut names: Vec<GroupKey> = Vec::new();
+    let mut now = 1;
+    for (n, chunk) in ops.chunks(batch.max(1)).enumerate() {
+        let inputs: Vec<Input> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, op)| {
+                let input = to_input(op, &names, n * 100 + i, now);
+                if let Input::Submit(s) = &input {
+                    names.push(s.key.clone());
+                }
+                input
+            })
+            .collect();
+        let mut refused_one = Vec::new();
+        for i in &inputs {
+            if a.input(i.clone(), now).is_err() {
+                refused_one.push(i.clone());
+            }
+        }
+        let out = b.input_batch(inputs, now);
+        let refused_many: Vec<Input> = out.refused.into_iter().map(|(i, _)| i).collect();
+        assert_eq!(refused_many, refused_one);
+        now += 3;
+    }
+    assert_eq!(durable_groups(b.engine()), durable_groups(a.engine()));
+    assert_eq!(check_store(&mut many.open()), check_store(&mut one.open()));
+    b.engine().check_invariants().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn a_batch_is_the_same_as_its_inputs_one_by_one(ops in prop::collection::vec(op(), 1..40), batch in 1usize..12) {
+        batch_case(&ops, batch);
+    }
+}

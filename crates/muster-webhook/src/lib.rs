@@ -1,1 +1,49 @@
-//! muster admission webhook (work in progress).
+//! muster's admission webhook.
+//!
+//! The mutating half holds managed work back for the queue: a Job with a `muster.dev/queue` label
+//! is created suspended with `schedulerName: muster`, a plain pod of a group gets muster's
+//! scheduling gate, and a user who unsuspends a managed Job gets a resume request instead (the
+//! queue can never be bypassed). The validating half refuses what would let a tenant forge a
+//! placement or escape the queue, and groups that could never start. Every refusal names the
+//! field and says what to change (docs/webhook.md lists them).
+//!
+//! The rules ([`mutate`], [`validate`]) work on `AdmissionRequest`s and read cluster state only
+//! through [`ClusterState`], so they are tested without a cluster; [`serve`] runs them behind
+//! axum over rustls with [`KubeState`] (reflector stores of Queues, Namespaces and Groups).
+
+mod certs;
+mod config;
+mod fit;
+mod mutate;
+mod object;
+pub mod registration;
+mod review;
+mod server;
+mod state;
+mod validate;
+
+pub use certs::ServingCert;
+pub use config::{DEFAULT_ALIAS_QUEUE, DEFAULT_CONTROLLER_USER, DEFAULT_JOB_CONTROLLER_USER, WebhookConfig};
+pub use mutate::mutate;
+pub use object::Refusal;
+pub use review::{Hook, review};
+pub use server::{ServeOptions, serve, serve_with_state};
+pub use state::{ClusterState, KubeState, LookupError, MemoryState};
+pub use validate::validate;
+
+use std::path::PathBuf;
+
+/// What can go wrong starting or running the webhook server, or making its certificates.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("certificate: {0}")]
+    Cert(#[from] rcgen::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("server: {0}")]
+    Serve(std::io::Error),
+}

@@ -1,13 +1,17 @@
 //! The muster command line.
 
 mod cluster_cmd;
+mod controller_cmd;
+mod install_cmd;
 mod match_cmd;
+mod queue_cmd;
 mod sim_cmd;
+mod webhook_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "muster", version, about = "All-or-nothing batch queue and gang scheduler for Kubernetes")]
@@ -27,6 +31,17 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Run the controller: watch the cluster, queue managed jobs, bind admitted groups whole.
+    Controller(controller_cmd::ControllerArgs),
+    /// List pending groups by queue and position, then running ones (reads the cluster).
+    Queue(queue_cmd::QueueArgs),
+    /// Explain where one job is and why: phase, conditions, position, estimated start, nodes.
+    Why(queue_cmd::WhyArgs),
+    /// Serve the admission webhook (holds managed jobs and pods for the queue, refuses forgeries).
+    Webhook(webhook_cmd::WebhookArgs),
+    /// Install CRDs, RBAC, webhook registration and a default Queue; write the serving certificate
+    /// and a kubeconfig of muster's ServiceAccount.
+    Install(install_cmd::InstallArgs),
 }
 
 #[derive(Subcommand)]
@@ -39,8 +54,17 @@ enum ClusterCommand {
     Describe { file: PathBuf },
 }
 
+/// Parses the command line; run as `kubectl-muster` (a kubectl plugin) usage says `kubectl muster`.
+fn parse_cli() -> Cli {
+    let mut cmd = Cli::command();
+    if std::env::args().next().is_some_and(|a| queue_cmd::invoked_as_plugin(&a)) {
+        cmd = cmd.bin_name("kubectl muster");
+    }
+    Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let result = match cli.command {
         Command::Sim(args) => sim_cmd::run(&args),
         Command::Match(args) => match_cmd::run(&args),
@@ -49,6 +73,11 @@ fn main() -> ExitCode {
             ClusterCommand::Jgf { file } => cluster_cmd::jgf(&file),
             ClusterCommand::Describe { file } => cluster_cmd::describe(&file),
         },
+        Command::Controller(args) => controller_cmd::run(&args),
+        Command::Queue(args) => queue_cmd::queue(&args),
+        Command::Why(args) => queue_cmd::why(&args),
+        Command::Webhook(args) => webhook_cmd::run(&args),
+        Command::Install(args) => install_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

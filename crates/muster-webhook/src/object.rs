@@ -1,0 +1,106 @@
+//! Small helpers over admission requests and the objects in them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionRequest;
+use serde::de::DeserializeOwned;
+
+/// Why a request is refused: one or more messages, each naming a field and what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub messages: Vec<String>,
+}
+
+impl Refusal {
+    pub fn new(message: impl Into<String>) -> Self {
+        Refusal { messages: vec![message.into()] }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.messages.join("; "))
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// The kinds of object the webhook has rules for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Job,
+    Pod,
+    Group,
+    Other,
+}
+
+pub(crate) fn target(req: &AdmissionRequest<DynamicObject>) -> Target {
+    // Subresources (status, binding, scale) are not the object's metadata or spec.
+    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Target::Other;
+    }
+    match (req.kind.group.as_str(), req.kind.kind.as_str()) {
+        ("batch", "Job") => Target::Job,
+        ("", "Pod") => Target::Pod,
+        (muster_k8s::API_GROUP, "Group") => Target::Group,
+        _ => Target::Other,
+    }
+}
+
+pub(crate) fn user(req: &AdmissionRequest<DynamicObject>) -> &str {
+    req.user_info.username.as_deref().unwrap_or("")
+}
+
+/// The object as a typed Kubernetes value (the apiserver has decoded and defaulted it already,
+/// so this fails only on a request that is not what its kind says).
+pub(crate) fn typed<T: DeserializeOwned>(obj: &DynamicObject, kind: &str) -> Result<T, Refusal> {
+    serde_json::to_value(obj)
+        .and_then(serde_json::from_value)
+        .map_err(|e| Refusal::new(format!("the webhook cannot read this {kind}: {e}")))
+}
+
+/// The controlling owner reference if it is a Job.
+pub(crate) fn job_owner(refs: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
+    refs?.iter().find(|r| r.controller == Some(true) && r.kind == "Job" && r.api_version.starts_with("batch/"))
+}
+
+pub(crate) fn label_field(key: &str) -> String {
+    format!("metadata.labels[{key}]")
+}
+
+pub(crate) fn annotation_field(key: &str) -> String {
+    format!("metadata.annotations[{key}]")
+}
+
+pub(crate) fn get<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    map.and_then(|m| m.get(key)).map(String::as_str)
+}
+
+/// Whether `s` can name a Kubernetes object (a DNS subdomain: lowercase letters, digits, '-' and
+/// '.', starting and ending alphanumeric, at most 253 characters).
+pub(crate) fn is_object_name(s: &str) -> bool {
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes().all(|c| alnum(c) || c == b'-' || c == b'.')
+        && s.as_bytes().first().copied().is_some_and(alnum)
+        && s.as_bytes().last().copied().is_some_and(alnum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_names() {
+        for ok in ["a", "train-1", "a.b"] {
+            assert!(is_object_name(ok), "{ok}");
+        }
+        for bad in ["", "A", "-a", "a-", "a_b", &"a".repeat(254)] {
+            assert!(!is_object_name(bad), "{bad}");
+        }
+    }
+}

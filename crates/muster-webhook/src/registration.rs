@@ -1,0 +1,301 @@
+//! The MutatingWebhookConfiguration and ValidatingWebhookConfiguration that register the
+//! webhook with the API server: which objects go through it, and what happens when it is down.
+//!
+//! failurePolicy is Fail: a webhook that cannot be reached must not let a Job bypass the queue or
+//! a tenant forge a placement. The selectors keep that strictness to muster's objects (those with
+//! muster's labels, and pods in namespaces labelled `muster.dev/managed=true`), so the rest of
+//! the cluster never waits on muster. An object selector matches the old object as well as the
+//! new, so removing a label on update still goes through the webhook.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
+use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE};
+
+/// The name of both configurations.
+pub const CONFIGURATION_NAME: &str = "muster";
+/// The in-cluster Service in front of the webhook, and its namespace.
+pub const SERVICE_NAME: &str = "muster-webhook";
+pub const SERVICE_NAMESPACE: &str = "muster-system";
+/// Seconds the API server waits for an answer.
+pub const TIMEOUT_SECONDS: i32 = 10;
+
+/// Where the API server reaches the webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A base URL such as `https://127.0.0.1:8443` (the local control plane).
+    Url(String),
+    /// A Service (in-cluster), port 443.
+    Service { namespace: String, name: String },
+}
+
+impl Endpoint {
+    /// muster's Service in `muster-system`.
+    pub fn in_cluster() -> Self {
+        Endpoint::Service { namespace: SERVICE_NAMESPACE.into(), name: SERVICE_NAME.into() }
+    }
+
+    fn client_config(&self, path: &str, ca_bundle: Option<&[u8]>) -> WebhookClientConfig {
+        let ca_bundle = ca_bundle.map(|b| ByteString(b.to_vec()));
+        match self {
+            Endpoint::Url(base) => WebhookClientConfig {
+                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+                ca_bundle,
+                service: None,
+            },
+            Endpoint::Service { namespace, name } => WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    path: Some(path.into()),
+                    port: Some(443),
+                }),
+                ca_bundle,
+                url: None,
+            },
+        }
+    }
+}
+
+struct Hook {
+    name: &'static str,
+    rules: Vec<RuleWithOperations>,
+    object_selector: Option<LabelSelector>,
+    namespace_selector: Option<LabelSelector>,
+}
+
+fn rule(group: &str, version: &str, resource: &str, operations: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        api_groups: Some(vec![group.into()]),
+        api_versions: Some(vec![version.into()]),
+        resources: Some(vec![resource.into()]),
+        operations: Some(operations.iter().map(|o| o.to_string()).collect()),
+        scope: Some("Namespaced".into()),
+    }
+}
+
+fn has_label(key: &str) -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: key.into(),
+            operator: "Exists".into(),
+            values: None,
+        }]),
+        match_labels: None,
+    })
+}
+
+fn managed_namespaces() -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([(MANAGED_NAMESPACE.to_string(), "true".to_string())])),
+        match_expressions: None,
+    })
+}
+
+fn mutating_hooks(alias: bool) -> Vec<Hook> {
+    let mut hooks = vec![
+        Hook {
+            name: "jobs.mutate.muster.dev",
+            rules: vec![rule("batch", "v1", "jobs", &["CREATE", "UPDATE"])],
+            object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        },
+        Hook {
+            name: "pods.mutate.muster.dev",
+            rules: vec![rule("", "v1", "pods", &["CREATE"])],
+            object_selector: has_label(GROUP),
+            namespace_selector: None,
+        },
+    ];
+    if alias {
+        hooks.push(Hook {
+            name: "pod-group-pods.mutate.muster.dev",
+            rules: vec![rule("", "v1", "pods", &["CREATE"])],
+            object_selector: has_label(POD_GROUP_ALIAS),
+            namespace_selector: None,
+        });
+    }
+    hooks
+}
+
+fn validating_hooks(alias: bool) -> Vec<Hook> {
+    let pods = || vec![rule("", "v1", "pods", &["CREATE", "UPDATE"])];
+    let mut hooks = vec![
+        Hook {
+            name: "jobs.validate.muster.dev",
+            rules: vec![rule("batch", "v1", "jobs", &["CREATE", "UPDATE"])],
+            object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        },
+        Hook {
+            name: "group-pods.validate.muster.dev",
+            rules: pods(),
+            object_selector: has_label(GROUP),
+            namespace_selector: None,
+        },
+        Hook {
+            name: "queued-pods.validate.muster.dev",
+            rules: pods(),
+            object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        },
+        // Every pod of a managed namespace: preset nodeName, forged Job members, reserved keys.
+        Hook {
+            name: "managed-pods.validate.muster.dev",
+            rules: pods(),
+            object_selector: None,
+            namespace_selector: managed_namespaces(),
+        },
+        Hook {
+            name: "groups.validate.muster.dev",
+            rules: vec![rule(muster_k8s::API_GROUP, "v1alpha1", "groups", &["CREATE", "UPDATE"])],
+            object_selector: None,
+            namespace_selector: None,
+        },
+    ];
+    if alias {
+        hooks.push(Hook {
+            name: "pod-group-pods.validate.muster.dev",
+            rules: pods(),
+            object_selector: has_label(POD_GROUP_ALIAS),
+            namespace_selector: None,
+        });
+    }
+    hooks
+}
+
+fn meta() -> ObjectMeta {
+    ObjectMeta {
+        name: Some(CONFIGURATION_NAME.into()),
+        labels: Some(BTreeMap::from([("app.kubernetes.io/name".to_string(), "muster".to_string())])),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The mutating configuration; `ca_bundle` is the PEM CA that signed the serving certificate.
+pub fn mutating_configuration(
+    endpoint: &Endpoint,
+    ca_bundle: Option<&[u8]>,
+    accept_pod_group_alias: bool,
+) -> MutatingWebhookConfiguration {
+    let webhooks = mutating_hooks(accept_pod_group_alias)
+        .into_iter()
+        .map(|h| MutatingWebhook {
+            name: h.name.into(),
+            client_config: endpoint.client_config("/mutate", ca_bundle),
+            rules: Some(h.rules),
+            object_selector: h.object_selector,
+            namespace_selector: h.namespace_selector,
+            failure_policy: Some("Fail".into()),
+            side_effects: "None".into(),
+            timeout_seconds: Some(TIMEOUT_SECONDS),
+            admission_review_versions: vec!["v1".into()],
+            match_policy: Some("Equivalent".into()),
+            // Another mutating webhook that changes the object after us gets us called again.
+            reinvocation_policy: Some("IfNeeded".into()),
+            match_conditions: None,
+        })
+        .collect();
+    MutatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }
+}
+
+/// The validating configuration; `ca_bundle` as for [`mutating_configuration`].
+pub fn validating_configuration(
+    endpoint: &Endpoint,
+    ca_bundle: Option<&[u8]>,
+    accept_pod_group_alias: bool,
+) -> ValidatingWebhookConfiguration {
+    let webhooks = validating_hooks(accept_pod_group_alias)
+        .into_iter()
+        .map(|h| ValidatingWebhook {
+            name: h.name.into(),
+            client_config: endpoint.client_config("/validate", ca_bundle),
+            rules: Some(h.rules),
+            object_selector: h.object_selector,
+            namespace_selector: h.namespace_selector,
+            failure_policy: Some("Fail".into()),
+            side_effects: "None".into(),
+            timeout_seconds: Some(TIMEOUT_SECONDS),
+            admission_review_versions: vec!["v1".into()],
+            match_policy: Some("Equivalent".into()),
+            match_conditions: None,
+        })
+        .collect();
+    ValidatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }
+}
+
+/// Both configurations for in-cluster use as one YAML stream (deploy/webhook.yaml); the caBundle
+/// is left out for the controller to fill at startup.
+pub fn in_cluster_yaml() -> String {
+    let mut out = String::from(
+        "# muster's admission webhook registration for in-cluster use, generated from\n\
+         # crates/muster-webhook/src/registration.rs. Do not edit; regenerate with:\n\
+         #   MUSTER_UPDATE_WEBHOOK_YAML=1 cargo test -p muster-webhook registration\n\
+         # The caBundle is filled in by muster at startup (see docs/deploy.md).\n",
+    );
+    let endpoint = Endpoint::in_cluster();
+    let docs = [
+        serde_yaml_ng::to_string(&mutating_configuration(&endpoint, None, false)),
+        serde_yaml_ng::to_string(&validating_configuration(&endpoint, None, false)),
+    ];
+    for doc in docs {
+        out.push_str("---\n");
+        out.push_str(&doc.expect("webhook configurations are plain data and always serialize"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/webhook.yaml");
+
+    #[test]
+    fn registration_checked_in_webhook_yaml_is_current() {
+        let fresh = in_cluster_yaml();
+        if std::env::var_os("MUSTER_UPDATE_WEBHOOK_YAML").is_some() {
+            std::fs::write(CHECKED_IN, &fresh).expect("write deploy/webhook.yaml");
+            return;
+        }
+        let old = std::fs::read_to_string(CHECKED_IN).unwrap_or_default();
+        assert!(
+            old == fresh,
+            "deploy/webhook.yaml is out of date; run `MUSTER_UPDATE_WEBHOOK_YAML=1 cargo test -p muster-webhook registration`"
+        );
+    }
+
+    #[test]
+    fn registration_yaml_reads_back_as_the_same_objects() {
+        let docs: Vec<serde_json::Value> =
+            in_cluster_yaml().split("---\n").skip(1).map(|d| serde_yaml_ng::from_str(d).unwrap()).collect();
+        let endpoint = Endpoint::in_cluster();
+        assert_eq!(docs[0], serde_json::to_value(mutating_configuration(&endpoint, None, false)).unwrap());
+        assert_eq!(docs[1], serde_json::to_value(validating_configuration(&endpoint, None, false)).unwrap());
+    }
+
+    #[test]
+    fn registration_every_hook_fails_closed_and_is_scoped() {
+        let m = mutating_configuration(&Endpoint::Url("https://127.0.0.1:9443/".into()), Some(b"CA"), true);
+        let hooks = m.webhooks.unwrap();
+        assert_eq!(hooks.len(), 3);
+        for h in &hooks {
+            assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
+            assert_eq!(h.client_config.url.as_deref(), Some("https://127.0.0.1:9443/mutate"));
+            assert_eq!(h.client_config.ca_bundle, Some(ByteString(b"CA".to_vec())));
+            assert!(h.object_selector.is_some() || h.namespace_selector.is_some(), "{}", h.name);
+        }
+        let v = validating_configuration(&Endpoint::in_cluster(), None, false);
+        for h in v.webhooks.unwrap() {
+            assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
+            let unscoped = h.object_selector.is_none() && h.namespace_selector.is_none();
+            // Only muster's own Groups go through unconditionally.
+            assert_eq!(unscoped, h.name == "groups.validate.muster.dev", "{}", h.name);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The HTTPS server: axum over rustls, `/mutate`, `/validate` and `/healthz`.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::{get, post};
+use axum_server::tls_rustls::RustlsConfig;
+use k8s_openapi::jiff::Timestamp;
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionReview;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::WebhookError;
+use crate::config::WebhookConfig;
+use crate::review::{Hook, review};
+use crate::state::{ClusterState, KubeState};
+
+/// Where and how to serve.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Port 0 picks a free port (see `port_file`).
+    pub addr: SocketAddr,
+    /// PEM certificate chain and private key. They are re-read when they change on disk, so a
+    /// rotated certificate needs no restart.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// Write the bound port here once listening (for port 0).
+    pub port_file: Option<PathBuf>,
+    pub config: WebhookConfig,
+}
+
+/// How often the certificate files are checked for changes.
+const RELOAD_EVERY: Duration = Duration::from_secs(10);
+/// Reviews hold the object and the old object; the apiserver's own limit is 3 MiB per request.
+const BODY_LIMIT: usize = 8 << 20;
+
+/// Serves the webhook with cluster state from `client` until `shutdown` completes.
+pub async fn serve(
+    opts: ServeOptions,
+    client: kube::Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), WebhookError> {
+    serve_with_state(opts, KubeState::start(client), shutdown).await
+}
+
+/// Serves the webhook with the given cluster state until `shutdown` completes.
+pub async fn serve_with_state<S: ClusterState + 'static>(
+    opts: ServeOptions,
+    state: S,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), WebhookError> {
+    // kube's client and anything else in the process that asks rustls for its default provider
+    // gets ring; an error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let tls = RustlsConfig::from_config(tls_config(&opts.cert_file, &opts.key_file)?);
+    let listener =
+        std::net::TcpListener::bind(opts.addr).map_err(|source| WebhookError::Bind { addr: opts.addr, source })?;
+    listener.set_nonblocking(true).map_err(WebhookError::Serve)?;
+    let bound = listener.local_addr().map_err(WebhookError::Serve)?;
+    if let Some(path) = &opts.port_file {
+        // Renamed into place, so a reader never sees an empty file.
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{}\n", bound.port()))
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|source| WebhookError::Io { path: path.clone(), source })?;
+    }
+    tracing::info!(addr = %bound, "webhook serving");
+
+    let app = Router::new()
+        .route("/mutate", post(handle::<S, true>))
+        .route("/validate", post(handle::<S, false>))
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(Arc::new(App { config: opts.config.clone(), state }));
+
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    let stop = tokio::spawn(async move {
+        shutdown.await;
+        stopper.graceful_shutdown(Some(Duration::from_secs(10)));
+    });
+    let reload = tokio::spawn(reload_on_change(tls.clone(), opts.cert_file.clone(), opts.key_file.clone()));
+    let result = axum_server::from_tcp_rustls(listener, tls)
+        .map_err(WebhookError::Serve)?
+        .handle(handle)
+        .serve(app.into_make_service())
+        .await
+        .map_err(WebhookError::Serve);
+    stop.abort();
+    reload.abort();
+    result
+}
+
+struct App<S> {
+    config: WebhookConfig,
+    state: S,
+}
+
+async fn handle<S: ClusterState + 'static, const MUTATE: bool>(
+    State(app): State<Arc<App<S>>>,
+    body: Bytes,
+) -> axum::Json<AdmissionReview<DynamicObject>> {
+    let hook = if MUTATE { Hook::Mutate } else { Hook::Validate };
+    axum::Json(review(hook, &body, &app.config, &app.state, Timestamp::now()).await)
+}
+
+fn tls_config(cert_file: &Path, key_file: &Path) -> Result<Arc<ServerConfig>, WebhookError> {
+    let read = |path: &Path| std::fs::read(path).map_err(|source| WebhookError::Io { path: path.into(), source });
+    let (cert_pem, key_pem) = (read(cert_file)?, read(key_file)?);
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| WebhookError::Tls(format!("{}: {e}", cert_file.display())))?;
+    if certs.is_empty() {
+        return Err(WebhookError::Tls(format!("{}: no certificate in the file", cert_file.display())));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| WebhookError::Tls(format!("{}: {e}", key_file.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| WebhookError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| WebhookError::Tls(format!("{} and {}: {e}", cert_file.display(), key_file.display())))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+fn modified(paths: [&Path; 2]) -> Option<[SystemTime; 2]> {
+    let m = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    Some([m(paths[0])?, m(paths[1])?])
+}
+
+/// Re-reads the certificate and key when either file changes; a pair that does not load (half
+/// written, mismatched) keeps the old one serving.
+async fn reload_on_change(tls: RustlsConfig, cert: PathBuf, key: PathBuf) {
+    let mut seen = modified([&cert, &key]);
+    loop {
+        tokio::time::sleep(RELOAD_EVERY).await;
+        let now = modified([&cert, &key]);
+        if now.is_none() || now == seen {
+            continue;
+        }
+        match tls_config(&cert, &key) {
+            Ok(config) => {
+                tls.reload_from_config(config);
+                seen = now;
+                tracing::info!(cert = %cert.display(), "serving certificate reloaded");
+            }
+            Err(e) => tracing::warn!(error = %e, "serving certificate changed but does not load; keeping the old one"),
+        }
+    }
+}

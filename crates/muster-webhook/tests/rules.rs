@@ -1,0 +1,662 @@
+//! The admission rules on AdmissionRequest JSON, with cluster state from memory: every rule's
+//! accept and refuse cases, with the exact messages.
+
+use json_patch::Patch;
+use k8s_openapi::jiff::Timestamp;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use muster_k8s::labels::{MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED};
+use muster_k8s::{Group, GroupSpec, Queue, QueueSpec};
+use muster_webhook::{
+    DEFAULT_CONTROLLER_USER, DEFAULT_JOB_CONTROLLER_USER, Hook, MemoryState, WebhookConfig, mutate, review, validate,
+};
+use serde_json::{Value, json};
+
+const TENANT: &str = "tenant";
+const MUSTER: &str = DEFAULT_CONTROLLER_USER;
+const JOB_CONTROLLER: &str = DEFAULT_JOB_CONTROLLER_USER;
+type Kind = (&'static str, &'static str, &'static str, &'static str);
+const JOB: Kind = ("batch", "v1", "Job", "jobs");
+const POD: Kind = ("", "v1", "Pod", "pods");
+const GROUP: Kind = ("muster.dev", "v1alpha1", "Group", "groups");
+
+fn request(op: &str, user: &str, kind: Kind, obj: &Value, old: Option<&Value>) -> AdmissionRequest<DynamicObject> {
+    let (group, version, k, resource) = kind;
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b1c", "kind": {"group": group, "version": version, "kind": k},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"], "operation": op,
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "object": obj, "oldObject": old, "dryRun": false,
+        }
+    });
+    serde_json::from_value::<AdmissionReview<DynamicObject>>(review).unwrap().try_into().unwrap()
+}
+
+fn job(name: &str, queue: Option<&str>, parallelism: i64, cpu: &str) -> Value {
+    let mut j = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml", "labels": {}},
+        "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": false, "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"restartPolicy": "Never", "schedulerName": "default-scheduler", "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}}
+    });
+    if let Some(q) = queue {
+        j["metadata"]["labels"][QUEUE] = json!(q);
+    }
+    j
+}
+
+/// The job as the mutating webhook leaves it.
+fn held(mut j: Value) -> Value {
+    j["spec"]["suspend"] = json!(true);
+    j["spec"]["template"]["spec"]["schedulerName"] = json!("muster");
+    j
+}
+
+fn pod(name: &str, ns: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "busybox",
+                                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
+    })
+}
+
+/// A plain group pod as the mutating webhook leaves it.
+fn gated(mut p: Value) -> Value {
+    p["spec"]["schedulerName"] = json!("muster");
+    p["spec"]["schedulingGates"] = json!([{"name": "muster.dev/admission"}]);
+    p
+}
+
+fn job_owned(mut p: Value, job: &str) -> Value {
+    p["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "123", "controller": true}]);
+    p
+}
+
+fn queue(name: &str, yaml: &str) -> Queue {
+    let spec: QueueSpec = if yaml.is_empty() { QueueSpec::default() } else { serde_yaml_ng::from_str(yaml).unwrap() };
+    Queue::new(name, spec)
+}
+
+fn group_object(ns: &str, name: &str, phase: &str) -> Group {
+    let spec: GroupSpec = serde_yaml_ng::from_str("queue: team-a\nmembers: {min: 4}").unwrap();
+    let mut g = Group::new(name, spec);
+    g.metadata.namespace = Some(ns.into());
+    g.status = Some(serde_json::from_value(json!({"phase": phase})).unwrap());
+    g
+}
+
+fn state() -> MemoryState {
+    MemoryState::default()
+        .with_namespace("ml", &[("team", "a"), (MANAGED_NAMESPACE, "true")])
+        .with_namespace("web", &[])
+        .with_queue(queue(
+            "team-a",
+            "quotas: {cpu: {nominal: 8}, memory: {nominal: 64Gi}}\nnamespaceSelector: {matchLabels: {team: a}}",
+        ))
+        .with_queue(queue("open", ""))
+        .with_queue(queue("broken", "quotas: {gpu: {nominal: 1}}"))
+}
+
+async fn check_with(
+    r: &AdmissionRequest<DynamicObject>,
+    config: &WebhookConfig,
+    s: &MemoryState,
+) -> Result<(), String> {
+    validate(r, config, s, now()).await.map_err(|e| e.to_string())
+}
+
+async fn check(r: &AdmissionRequest<DynamicObject>) -> Result<(), String> {
+    check_with(r, &WebhookConfig::default(), &state()).await
+}
+
+fn now() -> Timestamp {
+    "2026-03-04T05:06:07Z".parse().unwrap()
+}
+
+fn patch_of(r: &AdmissionRequest<DynamicObject>, config: &WebhookConfig) -> Patch {
+    mutate(r, config, now()).unwrap()
+}
+
+/// The object after the mutating webhook's patch.
+fn patched(obj: &Value, patch: &Patch) -> Value {
+    let mut out = obj.clone();
+    json_patch::patch(&mut out, patch).unwrap();
+    out
+}
+
+// ---- mutating ----------------------------------------------------------------------------
+
+#[test]
+fn a_queued_job_is_created_suspended_with_muster_as_scheduler_and_nothing_else() {
+    for indexed in [false, true] {
+        let mut j = job("train", Some("team-a"), 4, "1");
+        if indexed {
+            j["spec"]["completionMode"] = json!("Indexed");
+        }
+        let p = patch_of(&request("CREATE", TENANT, JOB, &j, None), &WebhookConfig::default());
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!([{"op": "add", "path": "/spec/suspend", "value": true},
+                   {"op": "add", "path": "/spec/template/spec/schedulerName", "value": "muster"}])
+        );
+        assert_eq!(patched(&j, &p), held(j.clone()));
+    }
+}
+
+#[test]
+fn a_job_without_queue_or_already_held_is_not_patched() {
+    let c = WebhookConfig::default();
+    assert!(patch_of(&request("CREATE", TENANT, JOB, &job("plain", None, 4, "1"), None), &c).0.is_empty());
+    let j = held(job("train", Some("team-a"), 4, "1"));
+    assert!(patch_of(&request("CREATE", TENANT, JOB, &j, None), &c).0.is_empty());
+}
+
+#[test]
+fn a_user_unsuspending_a_queued_job_gets_a_resume_request_instead() {
+    let c = WebhookConfig::default();
+    let old = held(job("train", Some("team-a"), 4, "1"));
+    let mut new = old.clone();
+    new["spec"]["suspend"] = json!(false);
+    let p = patch_of(&request("UPDATE", TENANT, JOB, &new, Some(&old)), &c);
+    let after = patched(&new, &p);
+    assert_eq!(after["spec"]["suspend"], json!(true), "the queue cannot be bypassed");
+    assert_eq!(after["metadata"]["annotations"][RESUME_REQUESTED], json!("2026-03-04T05:06:07Z"));
+    // With annotations present, only the key is added.
+    new["metadata"]["annotations"] = json!({"note": "x"});
+    let p = patch_of(&request("UPDATE", TENANT, JOB, &new, Some(&old)), &c);
+    assert_eq!(
+        serde_json::to_value(&p).unwrap()[1],
+        json!({"op": "add", "path": "/metadata/annotations/muster.dev~1resume-requested", "value": "2026-03-04T05:06:07Z"})
+    );
+    // muster itself resumes jobs; a user suspending a job, or an unrelated job, is left alone.
+    assert!(patch_of(&request("UPDATE", MUSTER, JOB, &new, Some(&old)), &c).0.is_empty());
+    assert!(patch_of(&request("UPDATE", TENANT, JOB, &old, Some(&new)), &c).0.is_empty());
+    let (mut plain_new, plain_old) = (job("p", None, 1, "1"), held(job("p", None, 1, "1")));
+    plain_new["spec"]["suspend"] = json!(false);
+    assert!(patch_of(&request("UPDATE", TENANT, JOB, &plain_new, Some(&plain_old)), &c).0.is_empty());
+}
+
+#[test]
+fn a_plain_group_pod_is_gated_and_given_to_muster() {
+    let c = WebhookConfig::default();
+    let p = pod("w-0", "ml", json!({"muster.dev/group": "w", "muster.dev/group-size": "2", QUEUE: "team-a"}));
+    let patch = patch_of(&request("CREATE", TENANT, POD, &p, None), &c);
+    assert_eq!(patched(&p, &patch), gated(p.clone()));
+    // Existing gates are kept and muster's is appended.
+    let mut g = p.clone();
+    g["spec"]["schedulingGates"] = json!([{"name": "other"}]);
+    let after = patched(&g, &patch_of(&request("CREATE", TENANT, POD, &g, None), &c));
+    assert_eq!(after["spec"]["schedulingGates"], json!([{"name": "other"}, {"name": "muster.dev/admission"}]));
+    // Pods of a Job, and pods without a group, need nothing.
+    let owned = job_owned(p.clone(), "train");
+    assert!(patch_of(&request("CREATE", JOB_CONTROLLER, POD, &owned, None), &c).0.is_empty());
+    let plain = pod("web", "web", json!({"app": "web"}));
+    assert!(patch_of(&request("CREATE", TENANT, POD, &plain, None), &c).0.is_empty());
+    // A preset nodeName gets no gate (the validating rule explains instead).
+    let mut pinned = p.clone();
+    pinned["spec"]["nodeName"] = json!("node-1");
+    let after = patched(&pinned, &patch_of(&request("CREATE", TENANT, POD, &pinned, None), &c));
+    assert!(after["spec"].get("schedulingGates").is_none());
+}
+
+#[test]
+fn pod_group_alias_pods_join_muster_only_when_accepted() {
+    let p = pod("a-0", "ml", json!({POD_GROUP_ALIAS: "a"}));
+    let off = WebhookConfig::default();
+    assert!(patch_of(&request("CREATE", TENANT, POD, &p, None), &off).0.is_empty());
+    let on = WebhookConfig { accept_pod_group_alias: true, alias_queue: "open".into(), ..WebhookConfig::default() };
+    let after = patched(&p, &patch_of(&request("CREATE", TENANT, POD, &p, None), &on));
+    assert_eq!(after["metadata"]["labels"]["muster.dev/group"], json!("a"));
+    assert_eq!(after["metadata"]["labels"][QUEUE], json!("open"));
+    assert_eq!(after["spec"]["schedulerName"], json!("muster"));
+    let mut own_queue = p.clone();
+    own_queue["metadata"]["labels"][QUEUE] = json!("team-a");
+    let after = patched(&own_queue, &patch_of(&request("CREATE", TENANT, POD, &own_queue, None), &on));
+    assert_eq!(after["metadata"]["labels"][QUEUE], json!("team-a"), "an alias pod keeps its own queue");
+}
+
+// ---- validating: placement ---------------------------------------------------------------
+
+#[tokio::test]
+async fn a_preset_node_name_is_refused_in_managed_namespaces_except_for_muster_and_nodes() {
+    let mut p = pod("pinned", "ml", json!({"app": "x"}));
+    p["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(
+        check(&request("CREATE", TENANT, POD, &p, None)).await.unwrap_err(),
+        "spec.nodeName: pods in namespace ml cannot choose their node (node-1): the namespace is labelled \
+         muster.dev/managed=true, so muster places its pods; remove spec.nodeName (and give the pod a \
+         muster.dev/queue label to have muster place it)"
+    );
+    assert_eq!(check(&request("CREATE", MUSTER, POD, &p, None)).await, Ok(()));
+    assert_eq!(check(&request("CREATE", "system:node:node-1", POD, &p, None)).await, Ok(()), "mirror pods");
+    let mut elsewhere = p.clone();
+    elsewhere["metadata"]["namespace"] = json!("web");
+    assert_eq!(check(&request("CREATE", TENANT, POD, &elsewhere, None)).await, Ok(()), "unmanaged namespace");
+    // A group pod may not pin a node anywhere: its group is placed at once.
+    let mut member = pod("w-0", "web", json!({"muster.dev/group": "w"}));
+    member["spec"]["schedulerName"] = json!("muster");
+    member["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(
+        check(&request("CREATE", TENANT, POD, &member, None)).await.unwrap_err(),
+        "spec.nodeName: a pod of group w cannot choose its node (node-1): muster places every member of the group \
+         at once; remove spec.nodeName"
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_forge_a_member_of_a_job() {
+    let mut forged = job_owned(pod("train-x", "ml", json!({"batch.kubernetes.io/job-name": "train"})), "train");
+    forged["spec"]["schedulerName"] = json!("muster");
+    assert_eq!(
+        check(&request("CREATE", TENANT, POD, &forged, None)).await.unwrap_err(),
+        "metadata.ownerReferences: only the Job controller creates the pods of Job train, and this pod claims to be \
+         one (a controller reference to the Job, with label batch.kubernetes.io/job-name and schedulerName muster); \
+         remove the ownerReference and those fields, or create a Job of your own"
+    );
+    assert_eq!(check(&request("CREATE", JOB_CONTROLLER, POD, &forged, None)).await, Ok(()));
+    assert_eq!(check(&request("CREATE", MUSTER, POD, &forged, None)).await, Ok(()));
+    // An owner reference alone claims nothing muster acts on.
+    let mut web = job_owned(pod("x", "web", json!({"app": "x"})), "train");
+    web["metadata"]["namespace"] = json!("web");
+    assert_eq!(check(&request("CREATE", TENANT, POD, &web, None)).await, Ok(()));
+}
+
+// ---- validating: reserved keys -------------------------------------------------------------
+
+#[tokio::test]
+async fn reserved_keys_cannot_be_added_changed_or_removed_by_tenants() {
+    let mut j = held(job("train", Some("team-a"), 2, "1"));
+    j["metadata"]["labels"]["muster.dev/node"] = json!("node-1");
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
+        "metadata.labels[muster.dev/node]: the key is reserved for muster: only muster may set it; remove it (the \
+         muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, muster.dev/group-size, \
+         muster.dev/group-min, muster.dev/min-members, muster.dev/duration-seconds)"
+    );
+    assert_eq!(check(&request("CREATE", MUSTER, JOB, &j, None)).await, Ok(()));
+
+    let mut old = held(job("train", Some("team-a"), 2, "1"));
+    old["metadata"]["annotations"] = json!({"muster.dev/admitted": "yes"});
+    let mut changed = old.clone();
+    changed["metadata"]["annotations"]["muster.dev/admitted"] = json!("no");
+    assert_eq!(
+        check(&request("UPDATE", TENANT, JOB, &changed, Some(&old))).await.unwrap_err(),
+        "metadata.annotations[muster.dev/admitted]: the key is reserved for muster: only muster may change it; keep \
+         the value \"yes\" (not \"no\")"
+    );
+    let mut removed = old.clone();
+    removed["metadata"]["annotations"] = json!({});
+    assert_eq!(
+        check(&request("UPDATE", TENANT, JOB, &removed, Some(&old))).await.unwrap_err(),
+        "metadata.annotations[muster.dev/admitted]: the key is reserved for muster: only muster may remove it; keep \
+         it as it was (\"yes\")"
+    );
+    // Keys muster set earlier may stay as they are while the user changes something else.
+    let mut other = old.clone();
+    other["metadata"]["labels"]["team"] = json!("a");
+    assert_eq!(check(&request("UPDATE", TENANT, JOB, &other, Some(&old))).await, Ok(()));
+    // User keys are the user's.
+    let mut user_keys = held(job("train", Some("team-a"), 2, "1"));
+    user_keys["metadata"]["annotations"] = json!({"muster.dev/duration-seconds": "600", "muster.dev/min-members": "1"});
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &user_keys, None)).await, Ok(()));
+}
+
+#[tokio::test]
+async fn the_pod_template_cannot_carry_reserved_keys_but_job_pods_may() {
+    let mut j = held(job("train", Some("team-a"), 2, "1"));
+    j["spec"]["template"]["metadata"]["annotations"] = json!({"muster.dev/node": "n1"});
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
+        "spec.template.metadata.annotations[muster.dev/node]: the key is reserved for muster: only muster may set \
+         it; remove it (the muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, \
+         muster.dev/group-size, muster.dev/group-min, muster.dev/min-members, muster.dev/duration-seconds)"
+    );
+    // The Job controller copies a template muster may have annotated.
+    let mut member = job_owned(pod("train-0", "ml", json!({"batch.kubernetes.io/job-name": "train"})), "train");
+    member["metadata"]["annotations"] = json!({"muster.dev/node": "n1"});
+    member["spec"]["schedulerName"] = json!("muster");
+    assert_eq!(check(&request("CREATE", JOB_CONTROLLER, POD, &member, None)).await, Ok(()));
+    let mut tenant_pod = pod("x", "web", json!({"muster.dev/placed": "true"}));
+    tenant_pod["metadata"]["namespace"] = json!("web");
+    assert!(
+        check(&request("CREATE", TENANT, POD, &tenant_pod, None))
+            .await
+            .unwrap_err()
+            .starts_with("metadata.labels[muster.dev/placed]: the key is reserved for muster: only muster may set it")
+    );
+    // Pod updates: nobody but muster, not even the Job controller, touches reserved keys.
+    let mut updated = member.clone();
+    updated["metadata"]["annotations"] = json!({});
+    assert!(check(&request("UPDATE", JOB_CONTROLLER, POD, &updated, Some(&member))).await.is_err());
+    assert_eq!(check(&request("UPDATE", MUSTER, POD, &updated, Some(&member))).await, Ok(()));
+}
+
+#[tokio::test]
+async fn the_resume_request_set_by_the_mutation_passes_but_not_from_a_running_job() {
+    let old = held(job("train", Some("team-a"), 2, "1"));
+    let mut new = old.clone();
+    new["metadata"]["annotations"] = json!({RESUME_REQUESTED: "2026-03-04T05:06:07Z"});
+    assert_eq!(check(&request("UPDATE", TENANT, JOB, &new, Some(&old))).await, Ok(()));
+    // On a running job it would mean something the user did not ask for.
+    let (mut running_old, mut running_new) = (old.clone(), new.clone());
+    running_old["spec"]["suspend"] = json!(false);
+    running_new["spec"]["suspend"] = json!(false);
+    assert!(
+        check(&request("UPDATE", TENANT, JOB, &running_new, Some(&running_old)))
+            .await
+            .unwrap_err()
+            .starts_with("metadata.annotations[muster.dev/resume-requested]: the key is reserved for muster")
+    );
+    // Not a time, or not now: not what the mutation writes.
+    for v in ["now please", "2020-01-01T00:00:00Z"] {
+        new["metadata"]["annotations"][RESUME_REQUESTED] = json!(v);
+        assert!(check(&request("UPDATE", TENANT, JOB, &new, Some(&old))).await.is_err(), "{v}");
+    }
+}
+
+// ---- validating: queues ------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_job_cannot_leave_change_or_join_a_queue_after_creation() {
+    let old = held(job("train", Some("team-a"), 2, "1"));
+    let mut gone = old.clone();
+    gone["metadata"]["labels"] = json!({});
+    assert_eq!(
+        check(&request("UPDATE", TENANT, JOB, &gone, Some(&old))).await.unwrap_err(),
+        "metadata.labels[muster.dev/queue]: a Job cannot leave its queue; put back muster.dev/queue=team-a (or \
+         delete the Job)"
+    );
+    let mut moved = old.clone();
+    moved["metadata"]["labels"][QUEUE] = json!("open");
+    assert_eq!(
+        check(&request("UPDATE", TENANT, JOB, &moved, Some(&old))).await.unwrap_err(),
+        "metadata.labels[muster.dev/queue]: a Job cannot move from queue team-a to queue open; keep \
+         muster.dev/queue=team-a, or delete the Job and create it again with muster.dev/queue=open"
+    );
+    assert_eq!(
+        check(&request("UPDATE", TENANT, JOB, &old, Some(&gone))).await.unwrap_err(),
+        "metadata.labels[muster.dev/queue]: a Job joins a queue when it is created; delete the Job and create it \
+         again with muster.dev/queue=team-a"
+    );
+    assert_eq!(check(&request("UPDATE", MUSTER, JOB, &gone, Some(&old))).await, Ok(()));
+}
+
+#[tokio::test]
+async fn the_queue_must_exist_admit_the_namespace_and_be_valid() {
+    let j = held(job("train", Some("nope"), 2, "1"));
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
+        "metadata.labels[muster.dev/queue]: queue \"nope\" does not exist; set the label to an existing queue \
+         (kubectl get queues) or ask an admin to create Queue nope"
+    );
+    let mut web = held(job("train", Some("team-a"), 2, "1"));
+    web["metadata"]["namespace"] = json!("web");
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &web, None)).await.unwrap_err(),
+        "metadata.labels[muster.dev/queue]: queue team-a does not take work from namespace web (see its \
+         spec.namespaceSelector); use a queue that admits web, or ask an admin to add web to the namespaceSelector \
+         of queue team-a"
+    );
+    let broken = held(job("train", Some("broken"), 2, "1"));
+    assert!(check(&request("CREATE", TENANT, JOB, &broken, None)).await.unwrap_err().starts_with(
+        "metadata.labels[muster.dev/queue]: queue broken is misconfigured (Queue/broken: spec.quotas.gpu.nominal"
+    ));
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &held(job("t", Some("team-a"), 2, "1")), None)).await, Ok(()));
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &held(job("t", Some("open"), 2, "1")), None)).await, Ok(()));
+    // The same checks hold for plain pods.
+    let p = gated(pod("w-0", "web", json!({"muster.dev/group": "w", QUEUE: "team-a"})));
+    assert!(check(&request("CREATE", TENANT, POD, &p, None)).await.unwrap_err().contains("does not take work"));
+}
+
+#[tokio::test]
+async fn a_queued_job_must_be_held_back() {
+    let j = job("train", Some("team-a"), 2, "1");
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
+        "spec.suspend: a Job in queue team-a must be created suspended, so that muster starts it when the whole \
+         group fits; remove spec.suspend: false (muster's mutating webhook sets it to true); \
+         spec.template.spec.schedulerName: the pods of a Job in queue team-a are placed by muster; remove \
+         schedulerName (muster's mutating webhook sets it to muster)"
+    );
+}
+
+// ---- validating: sizes -------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_group_that_can_never_fit_its_queue_is_refused() {
+    let j = held(job("big", Some("team-a"), 5, "2"));
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
+        "spec.parallelism: 5 pods x cpu 2 = cpu 10, but queue team-a allows at most cpu 8 (nominal 8; no cohort to \
+         borrow from), so the group could never start; lower spec.parallelism or the pods' resource requests, or use \
+         a queue with a larger quota"
+    );
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &held(job("ok", Some("team-a"), 4, "2")), None)).await, Ok(()));
+    // An elastic job that can start with 4 can fit.
+    let mut elastic = j.clone();
+    elastic["metadata"]["annotations"] = json!({"muster.dev/min-members": "4"});
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &elastic, None)).await, Ok(()));
+    elastic["metadata"]["annotations"] = json!({"muster.dev/min-members": "5"});
+    assert!(check(&request("CREATE", TENANT, JOB, &elastic, None)).await.unwrap_err().starts_with(
+        "metadata.annotations[muster.dev/min-members]: 5 pods x cpu 2 = cpu 10, but queue team-a allows at most cpu 8"
+    ));
+    // Plain pods: group-size (or group-min) members.
+    let p = gated(pod("w-0", "ml", json!({"muster.dev/group": "w", "muster.dev/group-size": "9", QUEUE: "team-a"})));
+    assert_eq!(
+        check(&request("CREATE", TENANT, POD, &p, None)).await.unwrap_err(),
+        "metadata.labels[muster.dev/group-size]: 9 pods x cpu 1 = cpu 9, but queue team-a allows at most cpu 8 \
+         (nominal 8; no cohort to borrow from), so the group could never start; lower \
+         metadata.labels[muster.dev/group-size] or the pods' resource requests, or use a queue with a larger quota"
+    );
+    let mut p8 = p.clone();
+    p8["metadata"]["labels"]["muster.dev/group-min"] = json!("8");
+    assert_eq!(check(&request("CREATE", TENANT, POD, &p8, None)).await, Ok(()));
+}
+
+#[tokio::test]
+async fn a_group_larger_than_the_cluster_but_within_quota_is_not_refused() {
+    // No quota limits cpu in queue "open": the controller, not the webhook, says Unsatisfiable.
+    let j = held(job("huge", Some("open"), 100_000, "64"));
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &j, None)).await, Ok(()));
+}
+
+#[tokio::test]
+async fn bad_sizes_and_durations_are_refused_with_what_to_set() {
+    let cases: [(&str, Value, Value, &str); 6] = [
+        (
+            "min-members not a number",
+            json!({}),
+            json!({"muster.dev/min-members": "most"}),
+            "metadata.annotations[muster.dev/min-members]: \"most\" is not a whole number; set the fewest pods the \
+             job can start with, from 1 to spec.parallelism (2)",
+        ),
+        (
+            "min-members above parallelism",
+            json!({}),
+            json!({"muster.dev/min-members": "3"}),
+            "metadata.annotations[muster.dev/min-members]: 3 is outside 1..=2; set the fewest pods the job can start \
+             with, from 1 to spec.parallelism (2), or remove it for a job that starts with all its pods",
+        ),
+        (
+            "min-members zero",
+            json!({}),
+            json!({"muster.dev/min-members": "0"}),
+            "metadata.annotations[muster.dev/min-members]: 0 is outside 1..=2; set the fewest pods the job can start \
+             with, from 1 to spec.parallelism (2), or remove it for a job that starts with all its pods",
+        ),
+        (
+            "duration not seconds",
+            json!({}),
+            json!({"muster.dev/duration-seconds": "1h"}),
+            "metadata.annotations[muster.dev/duration-seconds]: \"1h\" is not a whole number of seconds from 0 to \
+             315360000; set the expected run time in seconds, such as \"3600\" (or remove it)",
+        ),
+        (
+            "group-size zero",
+            json!({"muster.dev/group": "w", "muster.dev/group-size": "0"}),
+            json!({}),
+            "metadata.labels[muster.dev/group-size]: \"0\" is not a whole number from 1 to 1000000; set it to the \
+             number of pods in the group",
+        ),
+        (
+            "group-min above size",
+            json!({"muster.dev/group": "w", "muster.dev/group-size": "2", "muster.dev/group-min": "3"}),
+            json!({}),
+            "metadata.labels[muster.dev/group-min]: \"3\" is not a whole number from 1 to the group size 2; set the \
+             fewest pods the group can start with, or remove it for a group that starts with all 2",
+        ),
+    ];
+    for (what, labels, annotations, want) in cases {
+        let r = if labels.as_object().unwrap().is_empty() {
+            let mut j = held(job("train", Some("open"), 2, "1"));
+            j["metadata"]["annotations"] = annotations;
+            request("CREATE", TENANT, JOB, &j, None)
+        } else {
+            let mut l = labels;
+            l[QUEUE] = json!("open");
+            request("CREATE", TENANT, POD, &gated(pod("w-0", "ml", l)), None)
+        };
+        assert_eq!(check(&r).await.unwrap_err(), want, "{what}");
+    }
+    let mut j = held(job("train", Some("open"), 2_000_000, "1"));
+    j["spec"]["completions"] = json!(2_000_000);
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
+        "spec.parallelism: 2000000 pods are more than one group may have (at most 1000000); split the job"
+    );
+    let bad_name = gated(pod("w-0", "ml", json!({"muster.dev/group": "My_Group", QUEUE: "open"})));
+    assert_eq!(
+        check(&request("CREATE", TENANT, POD, &bad_name, None)).await.unwrap_err(),
+        "metadata.labels[muster.dev/group]: \"My_Group\" cannot name a Group; use lowercase letters, digits, '-' \
+         and '.', starting and ending with a letter or digit"
+    );
+}
+
+// ---- validating: Groups and admitted jobs ------------------------------------------------
+
+#[tokio::test]
+async fn groups_belong_to_muster() {
+    let g = serde_json::to_value(group_object("ml", "train", "Queued")).unwrap();
+    assert_eq!(
+        check(&request("CREATE", TENANT, GROUP, &g, None)).await.unwrap_err(),
+        "Group ml/train: Group objects are created by muster, one per job, mirroring the job; submit a Job (or pods) \
+         with the label muster.dev/queue instead"
+    );
+    assert_eq!(check(&request("CREATE", MUSTER, GROUP, &g, None)).await, Ok(()));
+    let mut grown = g.clone();
+    grown["spec"]["members"]["min"] = json!(40);
+    grown["metadata"]["finalizers"] = json!(["muster.dev/allocation"]);
+    assert_eq!(
+        check(&request("UPDATE", TENANT, GROUP, &grown, Some(&g))).await.unwrap_err(),
+        "spec, metadata.finalizers[muster.dev/allocation]: Group ml/train is written by muster only (its spec \
+         mirrors the job); change the job instead, and muster updates the Group"
+    );
+    // The garbage collector orphaning a Group changes only its owner references.
+    let mut owned = g.clone();
+    owned["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "1"}]);
+    let gc = "system:serviceaccount:kube-system:generic-garbage-collector";
+    assert_eq!(check(&request("UPDATE", gc, GROUP, &g, Some(&owned))).await, Ok(()));
+}
+
+#[tokio::test]
+async fn an_admitted_group_keeps_its_size_until_suspended() {
+    let s = state().with_group(group_object("ml", "train", "Running"));
+    let c = WebhookConfig::default();
+    let mut old = held(job("train", Some("team-a"), 4, "1"));
+    old["spec"]["suspend"] = json!(false);
+    let mut wider = old.clone();
+    wider["spec"]["parallelism"] = json!(6);
+    assert_eq!(
+        check_with(&request("UPDATE", TENANT, JOB, &wider, Some(&old)), &c, &s).await.unwrap_err(),
+        "spec.parallelism: job train is running (its Group is Running) and muster has placed its pods for the \
+         current size; suspend the job first (spec.suspend: true), then change spec.parallelism, and muster queues \
+         it again with the new size"
+    );
+    let mut bigger = old.clone();
+    bigger["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("2");
+    assert!(
+        check_with(&request("UPDATE", TENANT, JOB, &bigger, Some(&old)), &c, &s)
+            .await
+            .unwrap_err()
+            .starts_with("spec.template.spec.containers[0].resources: job train is running (its Group is Running)")
+    );
+    // Suspending in the same update, or a group still queued, is fine.
+    let mut suspend_too = wider.clone();
+    suspend_too["spec"]["suspend"] = json!(true);
+    assert_eq!(check_with(&request("UPDATE", TENANT, JOB, &suspend_too, Some(&old)), &c, &s).await, Ok(()));
+    let queued = state().with_group(group_object("ml", "train", "Queued"));
+    assert_eq!(check_with(&request("UPDATE", TENANT, JOB, &wider, Some(&old)), &c, &queued).await, Ok(()));
+    // A size change is still checked against the quota.
+    let mut too_wide = wider.clone();
+    too_wide["spec"]["parallelism"] = json!(9);
+    too_wide["spec"]["completions"] = json!(9);
+    too_wide["spec"]["suspend"] = json!(true);
+    assert!(
+        check_with(&request("UPDATE", TENANT, JOB, &too_wide, Some(&old)), &c, &queued)
+            .await
+            .unwrap_err()
+            .starts_with("spec.parallelism: 9 pods x cpu 1 = cpu 9")
+    );
+}
+
+#[tokio::test]
+async fn a_pod_cannot_change_its_queue_or_group() {
+    let old = gated(pod("w-0", "ml", json!({"muster.dev/group": "w", QUEUE: "team-a"})));
+    let mut new = old.clone();
+    new["metadata"]["labels"]["muster.dev/group"] = json!("v");
+    assert_eq!(
+        check(&request("UPDATE", TENANT, POD, &new, Some(&old))).await.unwrap_err(),
+        "metadata.labels[muster.dev/group]: a pod cannot change its group once created; keep muster.dev/group=w, or \
+         delete the pod and create it again"
+    );
+}
+
+#[tokio::test]
+async fn unrelated_objects_pass() {
+    let plain = pod("web", "web", json!({"app": "web"}));
+    assert_eq!(check(&request("CREATE", TENANT, POD, &plain, None)).await, Ok(()));
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &job("plain", None, 3, "1"), None)).await, Ok(()));
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml",
+                    "labels": {"muster.dev/x": "y"}}});
+    assert_eq!(check(&request("CREATE", TENANT, ("", "v1", "ConfigMap", "configmaps"), &cm, None)).await, Ok(()));
+}
+
+// ---- the review envelope -----------------------------------------------------------------
+
+#[tokio::test]
+async fn reviews_answer_with_patches_denials_and_invalid_bodies() {
+    let c = WebhookConfig::default();
+    let s = state();
+    let j = job("train", Some("team-a"), 2, "1");
+    let body = |r: &AdmissionRequest<DynamicObject>| {
+        let mut v = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
+        v["request"] = serde_json::to_value(r).unwrap();
+        v["request"]["uid"] = json!("0b1c");
+        serde_json::to_vec(&v).unwrap()
+    };
+    let out = serde_json::to_value(
+        review(Hook::Mutate, &body(&request("CREATE", TENANT, JOB, &j, None)), &c, &s, now()).await,
+    )
+    .unwrap();
+    assert_eq!(out["apiVersion"], json!("admission.k8s.io/v1"));
+    assert_eq!(out["response"]["uid"], json!("0b1c"));
+    assert_eq!(out["response"]["allowed"], json!(true));
+    assert_eq!(out["response"]["patchType"], json!("JSONPatch"));
+    let out = serde_json::to_value(
+        review(Hook::Validate, &body(&request("CREATE", TENANT, JOB, &j, None)), &c, &s, now()).await,
+    )
+    .unwrap();
+    assert_eq!(out["response"]["allowed"], json!(false));
+    assert_eq!(out["response"]["status"]["code"], json!(403));
+    assert!(out["response"]["status"]["message"].as_str().unwrap().starts_with("spec.suspend:"));
+    let out = serde_json::to_value(review(Hook::Validate, b"{not json", &c, &s, now()).await).unwrap();
+    assert_eq!(out["response"]["allowed"], json!(false));
+}
