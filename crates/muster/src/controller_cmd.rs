@@ -1,14 +1,16 @@
-//! `muster controller`: the Kubernetes controller (see crates/muster-controller).
+//! `muster controller`: the Kubernetes controller (crates/muster-controller), and with
+//! `--webhook-addr` the admission webhook in the same process (it serves on every replica; only
+//! the leader schedules).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use muster_controller::Options;
+use muster_webhook::{DEFAULT_CONTROLLER_USER, ServeOptions, WebhookConfig};
 
 #[derive(Args, Debug)]
 pub struct ControllerArgs {
@@ -30,6 +32,19 @@ pub struct ControllerArgs {
     /// Bindings and writes in flight at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Also serve the admission webhook on this address (with --tls-cert and --tls-key).
+    #[arg(long, value_name = "ADDR")]
+    webhook_addr: Option<SocketAddr>,
+    /// PEM serving certificate of the webhook.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of the webhook's certificate.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// A principal that is muster itself, for the webhook (repeat for several)
+    /// [default: system:serviceaccount:muster-system:muster].
+    #[arg(long = "controller-user", value_name = "USER")]
+    controller_users: Vec<String>,
 }
 
 fn identity(args: &ControllerArgs) -> String {
@@ -41,44 +56,51 @@ fn identity(args: &ControllerArgs) -> String {
         .unwrap_or_else(|| "muster".into())
 }
 
+fn webhook_options(args: &ControllerArgs) -> Result<Option<ServeOptions>> {
+    let Some(addr) = args.webhook_addr else { return Ok(None) };
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        bail!("--webhook-addr needs --tls-cert and --tls-key (muster install writes them)");
+    };
+    let controller_users = if args.controller_users.is_empty() {
+        vec![DEFAULT_CONTROLLER_USER.to_string()]
+    } else {
+        args.controller_users.clone()
+    };
+    Ok(Some(ServeOptions {
+        addr,
+        cert_file: cert.clone(),
+        key_file: key.clone(),
+        port_file: None,
+        config: WebhookConfig { controller_users, ..WebhookConfig::default() },
+    }))
+}
+
 pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn")),
-        )
-        .init();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
-    rt.block_on(async {
-        let mut config = match &args.kubeconfig {
-            Some(path) => {
-                let kc = Kubeconfig::read_from(path)
-                    .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-                Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.context("invalid kubeconfig")?
-            }
-            None => Config::infer().await.context("no usable kubeconfig (in-cluster, $KUBECONFIG or --kubeconfig)")?,
-        };
-        config.connect_timeout = Some(Duration::from_secs(10));
-        let client = Client::try_from(config).context("cannot build a Kubernetes client")?;
+    let webhook = webhook_options(args)?;
+    crate::server::init();
+    crate::server::runtime()?.block_on(async {
+        let (client, _) = crate::server::client(args.kubeconfig.as_deref()).await?;
         let mut opts = Options::new(&args.store, &identity(args));
         opts.lease_namespace = args.lease_namespace.clone();
         opts.lease_ttl = Duration::from_secs(args.lease_seconds.max(3));
         opts.concurrency = args.concurrency.max(1);
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
-        let term = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
             }
         };
-        let stop = async {
-            tokio::select! { () = shutdown => {}, () = term => {} }
+        let webhook = webhook.map(|w| tokio::spawn(muster_webhook::serve(w, client.clone(), stopped())));
+        let controller = muster_controller::run(client, opts, stopped());
+        let result = tokio::select! {
+            r = controller => r.context("controller"),
+            () = crate::server::stop_signal() => Ok(()),
         };
-        muster_controller::run(client, opts, stop).await.context("controller")?;
-        Ok(ExitCode::SUCCESS)
+        let _ = stop_tx.send(true);
+        if let Some(w) = webhook {
+            w.await.context("webhook task")?.context("webhook")?;
+        }
+        result.map(|()| ExitCode::SUCCESS)
     })
 }

@@ -60,7 +60,7 @@ pub fn run(args: &InstallArgs) -> Result<ExitCode> {
 }
 
 async fn install(args: &InstallArgs) -> Result<()> {
-    let (client, config) = crate::webhook_cmd::client(args.kubeconfig.as_deref()).await?;
+    let (client, config) = crate::server::client(args.kubeconfig.as_deref()).await?;
     let endpoint = match &args.webhook_url {
         Some(url) => {
             if !url.starts_with("https://") {

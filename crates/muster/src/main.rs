@@ -5,6 +5,7 @@ mod controller_cmd;
 mod install_cmd;
 mod match_cmd;
 mod queue_cmd;
+mod server;
 mod sim_cmd;
 mod webhook_cmd;
 

@@ -1,14 +1,11 @@
 //! `muster webhook`: the admission webhook as a standalone server (see crates/muster-webhook).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use muster_webhook::{
     DEFAULT_ALIAS_QUEUE, DEFAULT_CONTROLLER_USER, DEFAULT_JOB_CONTROLLER_USER, ServeOptions, WebhookConfig,
 };
@@ -44,45 +41,8 @@ pub struct WebhookArgs {
     kubeconfig: Option<PathBuf>,
 }
 
-/// A client from `--kubeconfig`, or the in-cluster account, or $KUBECONFIG; and its config.
-pub(crate) async fn client(kubeconfig: Option<&Path>) -> Result<(Client, Config)> {
-    let mut config = match kubeconfig {
-        Some(path) => {
-            let kc =
-                Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.context("invalid kubeconfig")?
-        }
-        None => Config::infer().await.context("no usable kubeconfig (in-cluster, $KUBECONFIG or --kubeconfig)")?,
-    };
-    config.connect_timeout = Some(Duration::from_secs(10));
-    let client = Client::try_from(config.clone()).context("cannot build a Kubernetes client")?;
-    Ok((client, config))
-}
-
-/// Completes on SIGINT or SIGTERM.
-pub(crate) async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
-    }
-}
-
 pub fn run(args: &WebhookArgs) -> Result<ExitCode> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn")),
-        )
-        .init();
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::server::init();
     let controller_users = if args.controller_users.is_empty() {
         vec![DEFAULT_CONTROLLER_USER.to_string()]
     } else {
@@ -100,10 +60,9 @@ pub fn run(args: &WebhookArgs) -> Result<ExitCode> {
             alias_queue: args.alias_queue.clone(),
         },
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
-    rt.block_on(async {
-        let (client, _) = client(args.kubeconfig.as_deref()).await?;
-        muster_webhook::serve(opts, client, stop_signal()).await.context("webhook")?;
+    crate::server::runtime()?.block_on(async {
+        let (client, _) = crate::server::client(args.kubeconfig.as_deref()).await?;
+        muster_webhook::serve(opts, client, crate::server::stop_signal()).await.context("webhook")?;
         Ok(ExitCode::SUCCESS)
     })
 }
