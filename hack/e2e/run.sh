@@ -43,6 +43,13 @@ for t in "${tests[@]}"; do
     admission)  run admission "$e2e/test-admission.sh" ;;
     cli)        run cli "$e2e/test-cli.sh" ;;
     scale)      run scale "$e2e/test-scale.sh" --jobs 50 ;;
+    muster-unsatisfiable) run muster-unsatisfiable "$e2e/test-muster-unsatisfiable.sh" ;;
+    muster-nodes)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run muster-nodes "$e2e/test-muster-nodes.sh" ;;
+    muster-deadlock)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run muster-deadlock "$e2e/test-muster-deadlock.sh" ;;
     deadlock)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run nodes-deadlock "$e2e/test-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"

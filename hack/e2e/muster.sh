@@ -1,0 +1,84 @@
+# muster on the harness cluster (sourced by the test-muster-*.sh tests, after lib.sh):
+#   muster_up     install muster (CRDs, RBAC, webhook registration, default Queue) and start
+#                 `muster controller` with its webhook under the muster ServiceAccount's identity
+#   muster_kill   SIGKILL the controller (a crash); muster_start starts it again (same store)
+#   muster_down   stop it and remove the webhook registration (it fails closed)
+# State in $MUSTER_CLUSTER_DIR/muster-e2e; the controller log is logs/muster-controller.log.
+resolve_muster_bin
+muster_dir=$MUSTER_CLUSTER_DIR/muster-e2e
+muster_log=$MUSTER_CLUSTER_DIR/logs/muster-controller.log
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+muster_start() {
+  "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" \
+    --store "sqlite:$muster_dir/muster.db" --identity e2e-controller --lease-seconds 6 \
+    --webhook-addr "127.0.0.1:$(cat "$muster_dir/port")" \
+    --tls-cert "$muster_dir/tls.crt" --tls-key "$muster_dir/tls.key" >>"$muster_log" 2>&1 &
+  echo $! > "$muster_dir/pid"
+  local i
+  for i in $(seq 1 100); do
+    curl -sk --max-time 1 "https://127.0.0.1:$(cat "$muster_dir/port")/healthz" >/dev/null 2>&1 && return 0
+    kill -0 "$(cat "$muster_dir/pid")" 2>/dev/null || { tail -n 20 "$muster_log" >&2; fail "muster controller exited"; }
+    sleep 0.1
+  done
+  fail "muster webhook did not come up"
+}
+
+muster_up() {
+  mkdir -p "$muster_dir" "$(dirname "$muster_log")"
+  rm -f "$muster_dir"/muster.db*
+  free_port > "$muster_dir/port"
+  "$MUSTER_BIN" install --out "$muster_dir" --webhook-url "https://127.0.0.1:$(cat "$muster_dir/port")" >/dev/null
+  muster_start
+  pass "muster installed; controller and webhook on 127.0.0.1:$(cat "$muster_dir/port")"
+}
+
+muster_kill() {
+  local pid
+  pid=$(cat "$muster_dir/pid" 2>/dev/null) || return 0
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+muster_down() {
+  local pid
+  pid=$(cat "$muster_dir/pid" 2>/dev/null) || pid=""
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
+  k delete mutatingwebhookconfiguration muster --ignore-not-found >/dev/null 2>&1 || true
+  k delete validatingwebhookconfiguration muster --ignore-not-found >/dev/null 2>&1 || true
+}
+
+# queued_job_yaml NAME PODS [key=value...]: job_yaml with the queue label (default queue)
+queued_job_yaml() {
+  job_yaml "$@" | sed 's/^metadata:/metadata:\n  labels: {muster.dev\/queue: default}/'
+}
+
+group_phase() { k -n "$1" get groups.muster.dev "$2" -o jsonpath='{.status.phase}' 2>/dev/null; }
+
+# placed_on_assigned NS JOB: every bound pod of JOB runs on the node its Group assigned to the
+# member it fills (muster.dev/member, set through the binding)
+placed_on_assigned() {
+  local ns=$1 job=$2
+  python3 - "$ns" "$job" "$K8S_BIN/kubectl" <<'PY'
+import json, subprocess, sys
+ns, job, kubectl = sys.argv[1:4]
+get = lambda *a: json.loads(subprocess.check_output([kubectl, "-n", ns, "get", *a, "-o", "json"]))
+group = get("groups.muster.dev", job)
+assigned = {a["member"]: a["node"] for a in group.get("status", {}).get("allocation", [])}
+bad = []
+pods = get("pods", "-l", f"job-name={job}")["items"]
+for p in pods:
+    node = p["spec"].get("nodeName")
+    if not node:
+        continue
+    member = (p["metadata"].get("annotations") or {}).get("muster.dev/member")
+    if member is None or assigned.get(int(member)) != node:
+        bad.append(f'{p["metadata"]["name"]} on {node}, member {member}, assigned {assigned.get(int(member)) if member else None}')
+if bad:
+    print("; ".join(bad), file=sys.stderr)
+sys.exit(1 if bad or not assigned else 0)
+PY
+}

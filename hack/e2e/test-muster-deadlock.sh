@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# e2e, issue scenario 1: seed 001's deadlock with muster. The same jobs as test-deadlock.sh
+# (a 50-pod quick job and two 20-pod indexed jobs that each need all the memory one big job
+# fits in), submitted through the queue. Every job completes; at no sampled moment do pods of
+# both big jobs hold resources; every bound pod runs on the node its Group assigned.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/muster.sh"
+ns=e2e-muster-deadlock
+echo "test-muster-deadlock" >&2
+trap muster_down EXIT
+muster_up
+fresh_namespace $ns
+
+queued_job_yaml quick-job 50 run=1 memory=1 | k -n $ns create -f - >/dev/null
+{ queued_job_yaml job1 20 run=5 after=all-ready indexed=1 memory=316Mi; echo ---;
+  queued_job_yaml job2 20 run=5 after=all-ready indexed=1 memory=316Mi; } | k -n $ns create -f - >/dev/null
+
+check "the webhook set schedulerName muster on both big jobs" test \
+  "$(k -n $ns get job job1 job2 -o jsonpath='{range .items[*]}{.spec.template.spec.schedulerName} {end}')" = "muster muster "
+
+overlap=0 checked=()
+deadline=$(( $(date +%s) + 180 ))
+while :; do
+  # job-name:node:phase of every pod, one snapshot
+  snap=$(k -n $ns get pods -o jsonpath='{range .items[*]}{.metadata.labels.job-name}:{.spec.nodeName}:{.status.phase}{"\n"}{end}')
+  b1=$(awk -F: '$1=="job1" && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$snap" | wc -l)
+  b2=$(awk -F: '$1=="job2" && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$snap" | wc -l)
+  if (( b1 > 0 && b2 > 0 )); then overlap=1; echo "  ..   both big jobs hold pods: job1 $b1, job2 $b2" >&2; fi
+  for j in job1 job2; do
+    n=$b1; [[ $j == job2 ]] && n=$b2
+    if (( n == 20 )) && [[ " ${checked[*]} " != *" $j "* ]]; then
+      check "$j: every pod on the node its Group assigned" placed_on_assigned $ns $j
+      checked+=("$j")
+    fi
+  done
+  if job_complete $ns job1 && job_complete $ns job2 && job_complete $ns quick-job; then break; fi
+  (( $(date +%s) < deadline )) || fail "not every job completed within 180s (job1 $b1, job2 $b2 bound)"
+  sleep 0.5
+done
+pass "all three jobs completed"
+check "no moment with pods of both big jobs holding resources" test $overlap -eq 0
+check "both big jobs were seen whole and checked against their allocations" test ${#checked[@]} -eq 2
+for j in quick-job job1 job2; do
+  eventually 20 "group $j is Succeeded" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev $j -o jsonpath='{.status.phase}') == Succeeded ]]"
+done
+failed=$(k -n $ns get pods --field-selector status.phase=Failed -o name | wc -l)
+check "no pod failed ($failed)" test "$failed" -eq 0
+check "muster recorded its decisions as events on the jobs" bash -c \
+  "'$K8S_BIN/kubectl' -n $ns get events -o jsonpath='{range .items[*]}{.reason}/{.involvedObject.kind} {end}' | grep -q 'Admitted/Job'"
+k delete namespace $ns --wait=false >/dev/null

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# e2e, issue scenario 5, on scenarios/clusters/seed-deadlock.yaml (4 nodes, 6 pods of 316Mi
+# each): pods of another scheduler on muster's nodes use capacity muster does not give away;
+# a node deleted under a running group releases the group, which runs again, whole, on the
+# nodes that are left.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/muster.sh"
+ns=e2e-muster-nodes
+other=e2e-muster-other
+echo "test-muster-nodes" >&2
+cleanup() {
+  muster_down
+  "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+muster_up
+fresh_namespace $ns
+fresh_namespace $other
+
+nodes_of() { # nodes_of JOB: distinct nodes of its bound, unfinished pods
+  k -n $ns get pods -l job-name="$1" -o jsonpath='{range .items[*]}{.spec.nodeName}:{.status.phase}{"\n"}{end}' |
+    awk -F: '$1!="" && $2!="Succeeded" && $2!="Failed" {print $1}' | sort -u | tr '\n' ' '
+}
+running() { [[ $(group_phase $ns "$1") == Running ]]; }
+
+# --- another scheduler's pod -------------------------------------------------------------
+cat <<YAML | k -n $other create -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: {name: hog}
+spec:
+  nodeSelector: {kubernetes.io/hostname: worker-0}
+  terminationGracePeriodSeconds: 0
+  containers:
+  - {name: main, image: kwok-fake, resources: {requests: {memory: 1900Mi, cpu: 100m}}}
+YAML
+eventually 30 "the default scheduler runs a 1900Mi pod on worker-0" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $other get pod hog -o jsonpath='{.status.phase}') == Running ]]"
+queued_job_yaml wide 18 memory=316Mi run=600 indexed=1 | k -n $ns create -f - >/dev/null
+eventually 60 "an 18-pod group runs (3 nodes' worth)" running wide
+check "none of its pods is on worker-0, beside the other scheduler's pod ($(nodes_of wide))" \
+  bash -c "[[ ' $(nodes_of wide)' != *' worker-0 '* ]]"
+queued_job_yaml late 6 memory=316Mi run=600 | k -n $ns create -f - >/dev/null
+sleep 5
+check "a 6-pod group waits while the other scheduler's pod holds worker-0 ($(group_phase $ns late))" \
+  bash -c "[[ '$(group_phase $ns late)' == Queued || '$(group_phase $ns late)' == Reserved ]]"
+k -n $other delete pod hog --wait=true >/dev/null
+eventually 60 "once that pod is gone, the waiting group runs" running late
+check "on worker-0 ($(nodes_of late))" test "$(nodes_of late)" = "worker-0 "
+k -n $ns delete job wide late --wait=true >/dev/null
+eventually 60 "their pods are gone" bash -c "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -o name) ]]"
+
+# --- a node deleted under a running group ------------------------------------------------
+queued_job_yaml steady 12 memory=316Mi run=600 indexed=1 | k -n $ns create -f - >/dev/null
+eventually 60 "a 12-pod group runs" running steady
+victim=$(nodes_of steady | awk '{print $1}')
+before=$(nodes_of steady)
+k delete node "$victim" --wait=false >/dev/null
+pass "deleted node $victim under it (it ran on: $before)"
+evicted() {
+  [[ $(k -n $ns get groups.muster.dev steady -o jsonpath='{.status.requeue.count}') -ge 1 ]]
+}
+eventually 60 "the group is released and requeued (requeue count >= 1)" evicted
+moved() { running steady && [[ -n $(nodes_of steady) && " $(nodes_of steady)" != *" $victim "* ]] &&
+  [[ $(k -n $ns get pods -l job-name=steady --field-selector status.phase=Running -o name | wc -l) -eq 12 ]]; }
+eventually 90 "it runs again, whole (12 pods), without $victim" moved
+check "every pod on the node its Group assigned" placed_on_assigned $ns steady
+k delete namespace $ns $other --wait=false >/dev/null
