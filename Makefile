@@ -28,7 +28,7 @@ demo:  ## a tour of the matcher on the shipped example cluster
 # A real Kubernetes control plane on loopback with KWOK nodes (docs/control-plane.md).
 CLUSTER ?= scenarios/clusters/seed-deadlock.yaml
 
-.PHONY: cluster-build cluster-up cluster-down e2e bench-cluster sim-vs-real
+.PHONY: cluster-build cluster-up cluster-down e2e bench-cluster bench-bind sim-vs-real
 
 cluster-build:  ## build etcd, kube-apiserver/-controller-manager/-scheduler, kubectl, kwok (cached)
 	hack/cluster-build.sh
@@ -44,6 +44,9 @@ e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped aft
 
 bench-cluster: cluster-build  ## 1000 pods created -> bound -> Succeeded with the default scheduler
 	hack/bench-cluster.sh
+
+bench-bind: cluster-build  ## pods bound per second in a burst (SCHEDULER=default|muster|default,muster, SHAPE=pods|jobs|gang, COUNT)
+	hack/bench-bind.sh --scheduler $(or $(SCHEDULER),default) --shape $(or $(SHAPE),pods) --count $(or $(COUNT),1000) $(BENCH_BIND_ARGS)
 
 sim-vs-real: cluster-build  ## same scenarios on muster sim (default model) and the real control plane; fails beyond 10%
 	hack/sim-vs-real.sh

@@ -24,6 +24,9 @@ pub struct ClusterReport {
     pub finished: BTreeMap<GroupKey, bool>,
     /// Groups whose objects were deleted while no instance led.
     pub deleted: BTreeSet<GroupKey>,
+    /// Groups whose missing pods the cluster recreates (a Job's controller does): a member of
+    /// theirs without a pod is still being placed, not lost; only one whose node is gone is.
+    pub pods_recreated: BTreeSet<GroupKey>,
 }
 
 /// Something the store and the cluster disagree on that recovery did not resolve. `subject` is a
@@ -188,6 +191,7 @@ impl Reconcile<'_> {
                         format!("member {} runs on {}, its allocation says {}", m.index, p.node, m.node),
                     ),
                     Some(_) if self.node_exists(&m.node) => {}
+                    None if cluster.pods_recreated.contains(key) && self.node_exists(&m.node) => {}
                     _ => lost.push(m.index),
                 }
             }

@@ -393,3 +393,28 @@ proptest! {
         batch_case(&ops, batch);
     }
 }
+
+/// When the cluster recreates missing pods (Jobs), an admitted group whose pods are not all
+/// bound yet is not evicted at recovery; a member whose node is gone still is lost.
+#[test]
+fn recovery_keeps_members_whose_pods_are_still_coming() {
+    let b = support::Sqlite::new();
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    let mut cluster = Cluster::default();
+    cluster.act(&d.submit(spec("coming", "a", 2, 2, 1, None, 0), 0).unwrap());
+    cluster.act(&d.schedule(1).unwrap());
+    assert_eq!(d.engine().group(&key("coming")).unwrap().state, GroupState::Admitted);
+    drop(d);
+    // No pod bound yet.
+    let mut report = cluster.report();
+    report.running.clear();
+    let recreated = ClusterReport { pods_recreated: [key("coming")].into(), ..report.clone() };
+    let (r, rec) = start(b.open(), "a", &recreated, 5);
+    assert!(rec.transitions.is_empty(), "{:?}", rec.transitions);
+    assert_eq!(r.engine().group(&key("coming")).unwrap().state, GroupState::Admitted);
+    drop(r);
+    // Without that promise (plain pods), the same report loses both members.
+    let (r, rec) = start(b.open(), "a", &report, 6);
+    assert!(rec.transitions.iter().any(|t| t.to == GroupState::Evicted), "{:?}", rec.transitions);
+    assert_eq!(r.engine().group(&key("coming")).unwrap().state, GroupState::Queued);
+}

@@ -556,10 +556,26 @@ fn policy_text(q: &Queue) -> String {
     }
 }
 
-fn quantity_text(q: &Quantity) -> String {
+/// A per-member amount as people write it: the controller stores base units (`2000m`,
+/// `2147483648`), shown as `2` and `2Gi`; anything else as written.
+pub fn quantity_text(resource: &str, q: &Quantity) -> String {
+    let bytes = resource == "memory" || resource.ends_with("storage") || resource.starts_with("hugepages-");
     match q {
+        Quantity::Int(i) if bytes && *i > 0 => {
+            let unit = ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"]
+                .iter()
+                .zip([60, 50, 40, 30, 20, 10])
+                .find(|(_, shift)| i % (1i64 << shift) == 0);
+            match unit {
+                Some((u, shift)) => format!("{}{u}", i >> shift),
+                None => i.to_string(),
+            }
+        }
         Quantity::Int(i) => i.to_string(),
-        Quantity::Text(s) => s.clone(),
+        Quantity::Text(s) => match s.strip_suffix('m').and_then(|m| m.parse::<u64>().ok()) {
+            Some(milli) if milli % 1000 == 0 => (milli / 1000).to_string(),
+            _ => s.clone(),
+        },
     }
 }
 
@@ -588,7 +604,7 @@ pub fn explain(g: &Group, queue: &QueueInfo, now: Timestamp) -> String {
     ));
     let mut size = members(g.spec.members.min, g.spec.members.max, status.allocation.len());
     if !g.spec.resources.is_empty() {
-        let each: Vec<String> = g.spec.resources.iter().map(|(r, q)| format!("{r} {}", quantity_text(q))).collect();
+        let each: Vec<String> = g.spec.resources.iter().map(|(r, q)| format!("{r} {}", quantity_text(r, q))).collect();
         let _ = write!(size, ", each {}", each.join(", "));
     }
     fields.push(("Members", size));
@@ -998,6 +1014,20 @@ mod tests {
         );
         assert!(missing_message("ml", "x", &Missing::NoJob).starts_with("no such job: x in namespace ml"));
         assert!(missing_message("ml", "x", &Missing::NoGroupYet("q".into())).contains("controller"));
+    }
+
+    #[test]
+    fn base_units_read_as_people_write_them() {
+        assert_eq!(quantity_text("memory", &Quantity::Int(2 << 30)), "2Gi");
+        assert_eq!(quantity_text("memory", &Quantity::Int(1536 << 20)), "1536Mi");
+        assert_eq!(quantity_text("memory", &Quantity::Int(1000)), "1000");
+        assert_eq!(quantity_text("memory", &Quantity::Int(0)), "0");
+        assert_eq!(quantity_text("ephemeral-storage", &Quantity::Int(1 << 40)), "1Ti");
+        assert_eq!(quantity_text("cpu", &Quantity::Text("2000m".into())), "2");
+        assert_eq!(quantity_text("cpu", &Quantity::Text("500m".into())), "500m");
+        assert_eq!(quantity_text("cpu", &Quantity::Int(4)), "4");
+        assert_eq!(quantity_text("nvidia.com/gpu", &Quantity::Int(1024)), "1024");
+        assert_eq!(quantity_text("memory", &Quantity::Text("4Gi".into())), "4Gi");
     }
 
     #[test]
