@@ -20,6 +20,9 @@ pub const DURATION: &str = "muster.dev/duration-seconds";
 /// Set by the webhook when a user unsuspends a suspended managed Job: muster resumes the group in
 /// its queue instead of letting the Job bypass it (annotation, an RFC 3339 time).
 pub const RESUME_REQUESTED: &str = "muster.dev/resume-requested";
+/// Set by the webhook when a user suspends a running managed Job: muster releases the group's
+/// resources at once (annotation, an RFC 3339 time). Muster's own suspensions carry none.
+pub const SUSPEND_REQUESTED: &str = "muster.dev/suspend-requested";
 /// Namespaces labelled `muster.dev/managed: "true"` refuse pods with a preset `nodeName`.
 pub const MANAGED_NAMESPACE: &str = "muster.dev/managed";
 /// scheduler-plugins' pod-group label, accepted as an alias of [`GROUP`] when enabled.

@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
-use muster_k8s::labels::{GROUP, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE};
+use muster_k8s::labels::{
+    GROUP, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
+};
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
@@ -20,6 +22,8 @@ use crate::object::{Refusal, Target, get, job_owner, target, typed, user};
 ///   pod template.
 /// - A managed Job unsuspended by anyone but muster: it stays suspended and gets
 ///   `muster.dev/resume-requested=<now>`; muster resumes it in its queue.
+/// - A managed Job suspended by anyone but muster: `muster.dev/suspend-requested=<now>`, so that
+///   muster tells the user's suspension from its own and releases the group at once.
 /// - A pod created with `muster.dev/group` (or the pod-group alias, when accepted) that no Job
 ///   controls: muster's scheduling gate and `schedulerName: muster`; alias pods also get
 ///   `muster.dev/group`, and `muster.dev/queue` if they have none.
@@ -28,7 +32,7 @@ pub fn mutate(req: &AdmissionRequest<DynamicObject>, config: &WebhookConfig, now
     let ops = match (target(req), &req.operation) {
         (Target::Job, Operation::Create) => job_create(&typed(obj, "Job")?),
         (Target::Job, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
-            Some(old) => job_resume(&typed(old, "Job")?, &typed(obj, "Job")?, now),
+            Some(old) => job_user_suspension(&typed(old, "Job")?, &typed(obj, "Job")?, now),
             None => Vec::new(),
         },
         (Target::Pod, Operation::Create) => pod_create(&typed(obj, "Pod")?, config),
@@ -64,17 +68,23 @@ fn suspended(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
 }
 
-fn job_resume(old: &Job, new: &Job, now: Timestamp) -> Vec<PatchOperation> {
+fn job_user_suspension(old: &Job, new: &Job, now: Timestamp) -> Vec<PatchOperation> {
     let queued = [old, new].iter().any(|j| get(j.metadata.labels.as_ref(), QUEUE).is_some());
-    if !queued || !suspended(old) || suspended(new) || new.spec.is_none() {
+    if !queued || suspended(old) == suspended(new) || new.spec.is_none() {
         return Vec::new();
     }
     let stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let key = if suspended(old) { RESUME_REQUESTED } else { SUSPEND_REQUESTED };
     let annotation = match new.metadata.annotations {
-        Some(_) => add(&["metadata", "annotations", RESUME_REQUESTED], json!(stamp)),
-        None => add(&["metadata", "annotations"], json!({ RESUME_REQUESTED: stamp })),
+        Some(_) => add(&["metadata", "annotations", key], json!(stamp)),
+        None => add(&["metadata", "annotations"], json!({ key: stamp })),
     };
-    vec![add(&["spec", "suspend"], json!(true)), annotation]
+    if suspended(old) {
+        // Unsuspending is muster's to do: the Job stays held and asks to be queued again.
+        vec![add(&["spec", "suspend"], json!(true)), annotation]
+    } else {
+        vec![annotation]
+    }
 }
 
 fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {

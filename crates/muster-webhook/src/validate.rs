@@ -10,7 +10,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::{MAX_DURATION, MAX_MEMBERS};
 use muster_k8s::labels::{
-    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, QUEUE, RESUME_REQUESTED,
+    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, QUEUE, RESUME_REQUESTED, SUSPEND_REQUESTED,
     SCHEDULER_NAME, USER_KEYS, is_reserved,
 };
 use muster_k8s::{GroupPhase, QueueSpec};
@@ -132,12 +132,17 @@ impl<S: ClusterState> Checker<'_, S> {
         // means exactly what unsuspending means, so it may come from the user, as long as it
         // says now (a back-dated request could claim an earlier place).
         let now = self.now;
+        // Likewise the suspend request stamped when this user suspends a running Job.
         let resume_ok = |key: &str| {
-            key == RESUME_REQUESTED
+            let asked = match key {
+                RESUME_REQUESTED => old.is_some_and(suspended),
+                SUSPEND_REQUESTED => old.is_some_and(|o| !suspended(o)),
+                _ => return false,
+            };
+            asked
                 && queue.is_some()
-                && old.is_some_and(suspended)
                 && suspended(new)
-                && get(new.metadata.annotations.as_ref(), RESUME_REQUESTED)
+                && get(new.metadata.annotations.as_ref(), key)
                     .and_then(|v| v.parse::<Timestamp>().ok())
                     .is_some_and(|t| (t.as_second() - now.as_second()).abs() <= RESUME_SLACK_SECONDS)
         };

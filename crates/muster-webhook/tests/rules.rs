@@ -5,7 +5,7 @@ use json_patch::Patch;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
-use muster_k8s::labels::{MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED};
+use muster_k8s::labels::{MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SUSPEND_REQUESTED};
 use muster_k8s::{Group, GroupSpec, Queue, QueueSpec};
 use muster_webhook::{
     DEFAULT_CONTROLLER_USER, DEFAULT_JOB_CONTROLLER_USER, Hook, MemoryState, WebhookConfig, mutate, review, validate,
@@ -175,9 +175,13 @@ fn a_user_unsuspending_a_queued_job_gets_a_resume_request_instead() {
         serde_json::to_value(&p).unwrap()[1],
         json!({"op": "add", "path": "/metadata/annotations/muster.dev~1resume-requested", "value": "2026-03-04T05:06:07Z"})
     );
-    // muster itself resumes jobs; a user suspending a job, or an unrelated job, is left alone.
+    // muster itself resumes jobs; an unrelated job is left alone.
     assert!(patch_of(&request("UPDATE", MUSTER, JOB, &new, Some(&old)), &c).0.is_empty());
-    assert!(patch_of(&request("UPDATE", TENANT, JOB, &old, Some(&new)), &c).0.is_empty());
+    // A user suspending a running job stays suspended and says so, for muster to release it.
+    let after = patched(&old, &patch_of(&request("UPDATE", TENANT, JOB, &old, Some(&new)), &c));
+    assert_eq!(after["spec"]["suspend"], json!(true));
+    assert_eq!(after["metadata"]["annotations"][SUSPEND_REQUESTED], json!("2026-03-04T05:06:07Z"));
+    assert!(patch_of(&request("UPDATE", MUSTER, JOB, &old, Some(&new)), &c).0.is_empty(), "muster's own");
     let (mut plain_new, plain_old) = (job("p", None, 1, "1"), held(job("p", None, 1, "1")));
     plain_new["spec"]["suspend"] = json!(false);
     assert!(patch_of(&request("UPDATE", TENANT, JOB, &plain_new, Some(&plain_old)), &c).0.is_empty());
@@ -359,6 +363,22 @@ async fn the_resume_request_set_by_the_mutation_passes_but_not_from_a_running_jo
         new["metadata"]["annotations"][RESUME_REQUESTED] = json!(v);
         assert!(check(&request("UPDATE", TENANT, JOB, &new, Some(&old))).await.is_err(), "{v}");
     }
+}
+
+#[tokio::test]
+async fn the_suspend_request_passes_only_with_a_suspension() {
+    let mut running = held(job("train", Some("team-a"), 2, "1"));
+    running["spec"]["suspend"] = json!(false);
+    let mut suspended = held(job("train", Some("team-a"), 2, "1"));
+    suspended["metadata"]["annotations"] = json!({SUSPEND_REQUESTED: "2026-03-04T05:06:07Z"});
+    assert_eq!(check(&request("UPDATE", TENANT, JOB, &suspended, Some(&running))).await, Ok(()));
+    // Claimed on a job that stays running (or was already held): refused.
+    let mut forged = running.clone();
+    forged["metadata"]["annotations"] = json!({SUSPEND_REQUESTED: "2026-03-04T05:06:07Z"});
+    let e = check(&request("UPDATE", TENANT, JOB, &forged, Some(&running))).await.unwrap_err();
+    assert!(e.starts_with("metadata.annotations[muster.dev/suspend-requested]: the key is reserved for muster"), "{e}");
+    let held_before = held(job("train", Some("team-a"), 2, "1"));
+    assert!(check(&request("UPDATE", TENANT, JOB, &suspended, Some(&held_before))).await.is_err());
 }
 
 // ---- validating: queues ------------------------------------------------------------------
