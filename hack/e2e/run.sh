@@ -2,7 +2,7 @@
 # make e2e: build what is missing, start a private harness cluster, run the e2e tests,
 # and stop every process it started (by pid), whether the tests pass or fail.
 #
-#   hack/e2e/run.sh [TEST...]     (default: all: nodes job gang-ready webhook crds admission cli scale deadlock)
+#   hack/e2e/run.sh [TEST...]     (default: all: nodes job gang-ready webhook crds admission cli scale deadlock muster-pods)
 #
 # `scale` is seed 002's experiment at a small size (50 jobs); hack/e2e/test-scale.sh runs it at
 # any size and with muster as the scheduler.
@@ -15,7 +15,7 @@ export MUSTER_CLUSTER_DIR=${MUSTER_E2E_DIR:-$MUSTER_CACHE/e2e-cluster}
 export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
-(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale deadlock)
+(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale deadlock muster-pods)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -44,6 +44,7 @@ for t in "${tests[@]}"; do
     cli)        run cli "$e2e/test-cli.sh" ;;
     scale)      run scale "$e2e/test-scale.sh" --jobs 50 ;;
     muster-unsatisfiable) run muster-unsatisfiable "$e2e/test-muster-unsatisfiable.sh" ;;
+    muster-pods) run muster-pods "$e2e/test-muster-pods.sh" ;;
     muster-scale)   run muster-scale "$e2e/test-muster-scale.sh" --jobs 100 ;;
     muster-restart) run muster-restart "$e2e/test-muster-scale.sh" --jobs 100 --kills 3 ;;
     muster-nodes)

@@ -120,6 +120,7 @@ fn main() {
                 member: Some(index),
                 completion_index: Some(index),
                 deleting: false,
+                ..PodView::default()
             };
             brain.handle(Event::Pod(Change::Apply(pod)), now + 2);
             pod_count += 1;

@@ -2,6 +2,13 @@
 //! views of nodes, pods and managed Jobs) turned into inputs of the durable engine, and the
 //! engine's transitions turned into [`Action`]s for the executor. Tested without a cluster;
 //! the e2e tests run it against a real one.
+//!
+//! Groups are Jobs (key namespace/job) or plain-pod groups (key namespace/group, the
+//! `muster.dev/group` label of pods no Job controls). A plain group is known once its first pod
+//! is seen: its spec comes from that pod's labels and requests. Its pods are ungated and bound
+//! when it is admitted; it finishes when its bound pods all ended; it is deleted (with its
+//! Group object) when its pods are gone; evicted, its pods are deleted (pods cannot be
+//! suspended) and users create them again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -15,7 +22,7 @@ use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacemen
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
-use crate::convert::{JobView, NodeView, PodView};
+use crate::convert::{self, JobView, NodeView, PodPhase, PodView};
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
 #[derive(Debug, Clone)]
@@ -50,11 +57,30 @@ pub enum EventType {
 /// What the executor does against the API server.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Create or update the Group object of a Job (owned by it).
+    /// Create or update the Group object of a Job (owned by it), or of a plain-pod group
+    /// (`job_uid` empty: no owner; muster deletes it with [`Action::DeleteGroup`]).
     EnsureGroup {
         key: GroupKey,
         spec: Box<GroupObjectSpec>,
         job_uid: String,
+    },
+    /// Delete the Group object of a group that is gone (a plain group's pods are all gone).
+    DeleteGroup {
+        key: GroupKey,
+    },
+    /// Remove muster's scheduling gate from a plain pod. Always directly followed by the pod's
+    /// [`Action::Bind`] (the apiserver refuses a binding while gates remain).
+    Ungate {
+        key: GroupKey,
+        namespace: String,
+        pod: String,
+        uid: String,
+    },
+    /// Delete pods of a plain group (evicted: pods cannot be suspended). (name, uid) each.
+    DeletePods {
+        key: GroupKey,
+        namespace: String,
+        pods: Vec<(String, String)>,
     },
     Status {
         key: GroupKey,
@@ -156,6 +182,11 @@ pub struct Brain<S: Store> {
     /// Jobs (by "namespace/name") and groups whose objects changed since the last reconcile.
     dirty_jobs: BTreeSet<String>,
     dirty_groups: BTreeSet<GroupKey>,
+    /// Plain-pod groups whose pods changed since the last reconcile.
+    dirty_plain: BTreeSet<GroupKey>,
+    /// Plain groups refused (bad labels, or the engine did not queue them): reported once, not
+    /// submitted again until their pods are gone.
+    plain_refused: BTreeSet<GroupKey>,
     actions: Vec<Action>,
 }
 
@@ -180,6 +211,8 @@ impl<S: Store> Brain<S> {
             inputs: Vec::new(),
             dirty_jobs: BTreeSet::new(),
             dirty_groups: BTreeSet::new(),
+            dirty_plain: BTreeSet::new(),
+            plain_refused: BTreeSet::new(),
             actions: Vec::new(),
         }
     }
@@ -239,19 +272,22 @@ impl<S: Store> Brain<S> {
             self.dirty_jobs.insert(j.key.to_string());
         }
         self.dirty_groups.extend(self.group_pods.keys().cloned());
+        let plain: Vec<GroupKey> = self.group_pods.keys().filter(|k| self.is_plain(k)).cloned().collect();
+        self.dirty_plain.extend(plain);
         self.after(recovery.transitions, now);
         self.reconcile(now);
         Ok(())
     }
 
-    /// What the cluster runs, for recovery: bound pods with their members, finished Jobs, and
-    /// groups whose Job is gone.
+    /// What the cluster runs, for recovery: bound pods with their members (a member whose pod
+    /// succeeded still counts: its group has not finished), finished Jobs and plain groups.
+    /// Groups whose Job or pods are gone are deleted after recovery ([`Brain::cycle`]).
     fn report(&self) -> ClusterReport {
         let mut report = ClusterReport::default();
         for p in self.pods.items.values() {
             if let (Some(key), Some(node), Some(member)) = (p.group_key(), &p.node, p.member)
                 && p.ours
-                && !p.phase.is_terminal()
+                && p.phase != PodPhase::Failed
                 && !p.deleting
             {
                 report.running.entry(key).or_default().push(MemberPlacement {
@@ -262,12 +298,42 @@ impl<S: Store> Brain<S> {
             }
         }
         for j in self.jobs.items.values() {
+            report.pods_recreated.insert(j.key.clone());
             if let Some(ok) = j.finished {
                 report.finished.insert(j.key.clone(), ok);
                 report.running.remove(&j.key);
             }
         }
+        for key in self.group_pods.keys().filter(|k| self.is_plain(k)) {
+            if let Some(ok) = self.plain_finished(key, 1) {
+                report.finished.insert(key.clone(), ok);
+                report.running.remove(key);
+            } else {
+                // A member without a bound pod is still coming (its pod is gated, or not created:
+                // admission does not wait for the pods), not lost: evicting would delete the
+                // group's pods.
+                report.pods_recreated.insert(key.clone());
+            }
+        }
         report
+    }
+
+    /// Whether `key` is a plain-pod group: pods of it exist and no Job of that name.
+    fn is_plain(&self, key: &GroupKey) -> bool {
+        !self.jobs.items.contains_key(&key.to_string()) && self.plain_pods(key).next().is_some()
+    }
+
+    fn plain_pods<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a PodView> + 'a {
+        self.group_pods.get(key).into_iter().flatten().filter_map(|u| self.pods.items.get(u)).filter(|p| p.is_plain())
+    }
+
+    /// Some(all succeeded) once a plain group has ended: at least `members` pods were bound and
+    /// every bound pod is Succeeded or Failed (unbound pods, such as gated extra pods of an
+    /// elastic group admitted below its size, do not count).
+    fn plain_finished(&self, key: &GroupKey, members: usize) -> Option<bool> {
+        let bound: Vec<&PodView> = self.plain_pods(key).filter(|p| p.node.is_some()).collect();
+        let ended = bound.len() >= members.max(1) && bound.iter().all(|p| p.phase.is_terminal());
+        ended.then(|| bound.iter().all(|p| p.phase == PodPhase::Succeeded))
     }
 
     /// Mirrors one watch event. Engine inputs wait for the next [`Brain::cycle`], which runs
@@ -365,6 +431,9 @@ impl<S: Store> Brain<S> {
                         self.group_pods.remove(&key);
                     }
                 }
+                if p.is_plain() {
+                    self.dirty_plain.insert(key.clone());
+                }
                 self.dirty_groups.insert(key);
             } else {
                 self.foreign_waiting.remove(&p.uid);
@@ -379,6 +448,9 @@ impl<S: Store> Brain<S> {
                 self.binding.remove(&p.uid);
             }
             self.group_pods.entry(key.clone()).or_default().insert(p.uid.clone());
+            if p.is_plain() {
+                self.dirty_plain.insert(key.clone());
+            }
             self.dirty_groups.insert(key);
         } else if self.engine.is_some() {
             if p.holds_capacity() {
@@ -400,9 +472,9 @@ impl<S: Store> Brain<S> {
         let Some(j) = self.jobs.items.get(mirror_key).cloned() else {
             if let Some((ns, name)) = mirror_key.split_once('/') {
                 let key = GroupKey::new(ns, name);
-                self.statuses.remove(&key);
-                if self.state(&key).is_some_and(|s| s != GroupState::Deleted) {
-                    self.inputs.push(Input::Delete(key));
+                // A plain group of the same name lives on its pods.
+                if !self.is_plain(&key) {
+                    self.vanished(key);
                 }
             }
             return;
@@ -431,6 +503,74 @@ impl<S: Store> Brain<S> {
             }
             self.actions.push(Action::ClearResume { key: j.key.clone() });
         }
+    }
+
+    /// A group whose Job or pods are gone: out of the engine, and its Group object deleted (a
+    /// Job's is garbage-collected anyway; a plain group's has no owner).
+    fn vanished(&mut self, key: GroupKey) {
+        self.statuses.remove(&key);
+        self.ready_sent.remove(&key);
+        let pending = self.inputs.iter().any(|i| matches!(i, Input::Delete(k) if *k == key));
+        if !pending && self.state(&key).is_some_and(|s| s != GroupState::Deleted) {
+            self.inputs.push(Input::Delete(key.clone()));
+            self.actions.push(Action::DeleteGroup { key });
+        }
+    }
+
+    /// Brings the engine in line with the pods of one plain group (or their absence).
+    fn plain_changed(&mut self, key: &GroupKey) {
+        if self.jobs.items.contains_key(&key.to_string()) {
+            return;
+        }
+        let Some(first) = self.plain_pods(key).min_by_key(|p| (p.created, p.name.clone())).cloned() else {
+            self.plain_refused.remove(key);
+            self.vanished(key.clone());
+            return;
+        };
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else {
+            let live = self.plain_pods(key).any(|p| !p.phase.is_terminal() && !p.deleting);
+            if live && !self.plain_refused.contains(key) {
+                self.submit_plain(key, &first);
+            }
+            return;
+        };
+        if g.state.holds_allocation() {
+            let members = g.allocation.as_ref().map_or(1, |a| a.members.len());
+            if let Some(succeeded) = self.plain_finished(key, members) {
+                self.inputs.push(Input::Finished { key: key.clone(), succeeded });
+            }
+        }
+    }
+
+    /// A new plain group: its Group object (no owner), and the group into its queue. Its pods
+    /// need not all exist: the group is placed whole and each pod takes a member as it comes.
+    fn submit_plain(&mut self, key: &GroupKey, first: &PodView) {
+        let spec = match convert::plain_group_spec(first) {
+            Ok(spec) => spec,
+            Err(message) => {
+                self.plain_refused.insert(key.clone());
+                return self.event(key, EventType::Warning, "InvalidGroup", &message);
+            }
+        };
+        let request = match spec.to_request(&key.name) {
+            Ok(r) => r,
+            Err(e) => {
+                self.plain_refused.insert(key.clone());
+                return self.event(key, EventType::Warning, "InvalidGroup", &e.to_string());
+            }
+        };
+        self.actions.push(Action::EnsureGroup {
+            key: key.clone(),
+            spec: Box::new(spec.clone()),
+            job_uid: String::new(),
+        });
+        self.inputs.push(Input::Submit(GroupSpec {
+            key: key.clone(),
+            queue: spec.queue.clone(),
+            priority_class: spec.priority_class_name.clone(),
+            request,
+            submitted_at: first.created,
+        }));
     }
 
     /// A new Job: its Group object, and the group into its queue.
@@ -467,12 +607,10 @@ impl<S: Store> Brain<S> {
         let pods: Vec<&PodView> = uids
             .iter()
             .filter_map(|u| self.pods.items.get(u))
-            .filter(|p| !p.deleting && p.phase != crate::convert::PodPhase::Failed)
+            .filter(|p| !p.deleting && p.phase != PodPhase::Failed)
             .collect();
-        let ready = pods
-            .iter()
-            .filter(|p| p.node.is_some() && (p.ready || p.phase == crate::convert::PodPhase::Succeeded))
-            .count() as u32;
+        let ready =
+            pods.iter().filter(|p| p.node.is_some() && (p.ready || p.phase == PodPhase::Succeeded)).count() as u32;
         // Members filled: by bound pods (their member annotation) and bindings in flight.
         let mut filled: BTreeSet<u32> = pods.iter().filter(|p| p.node.is_some()).filter_map(|p| p.member).collect();
         filled.extend(pods.iter().filter_map(|p| self.binding.get(&p.uid)));
@@ -491,10 +629,14 @@ impl<S: Store> Brain<S> {
             let Some(member) = slot else { break };
             let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
             filled.insert(member);
-            binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member));
+            binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member, p.gated));
         }
-        for (uid, pod, namespace, node, member) in binds {
+        for (uid, pod, namespace, node, member, gated) in binds {
             self.binding.insert(uid.clone(), member);
+            if gated {
+                let (namespace, pod, uid) = (namespace.clone(), pod.clone(), uid.clone());
+                self.actions.push(Action::Ungate { key: key.clone(), namespace, pod, uid });
+            }
             self.actions.push(Action::Bind { key: key.clone(), namespace, pod, uid, node, member });
         }
         if self.ready_sent.get(key) != Some(&ready) {
@@ -511,7 +653,10 @@ impl<S: Store> Brain<S> {
             let out = e.input_batch(inputs, now);
             for (input, error) in out.refused {
                 match input {
-                    Input::Submit(spec) => self.event(&spec.key, EventType::Warning, "NotQueued", &error),
+                    Input::Submit(spec) => {
+                        self.plain_refused.insert(spec.key.clone());
+                        self.event(&spec.key, EventType::Warning, "NotQueued", &error);
+                    }
                     // No room yet (the engine placed ours first): counted once capacity frees.
                     Input::Occupy { id, .. } => {
                         self.foreign_waiting.insert(id);
@@ -529,6 +674,9 @@ impl<S: Store> Brain<S> {
         for key in std::mem::take(&mut self.dirty_jobs) {
             self.job_changed(&key);
         }
+        for key in std::mem::take(&mut self.dirty_plain) {
+            self.plain_changed(&key);
+        }
         self.flush(now);
         for key in std::mem::take(&mut self.dirty_groups) {
             self.pods_changed(&key);
@@ -536,11 +684,16 @@ impl<S: Store> Brain<S> {
         self.flush(now);
     }
 
-    /// Deleted groups are found after recovery too: the store knows them, the cluster has no Job.
+    /// Deleted groups are found after recovery too: the store knows them, the cluster has no Job
+    /// (and no pods of a plain group of that name).
     fn delete_vanished(&mut self) {
         let Some(e) = self.engine.as_ref() else { return };
-        let gone: Vec<String> =
-            e.engine().groups().map(|g| g.spec.key.to_string()).filter(|k| !self.jobs.items.contains_key(k)).collect();
+        let gone: Vec<String> = e
+            .engine()
+            .groups()
+            .filter(|g| !self.jobs.items.contains_key(&g.spec.key.to_string()) && !self.is_plain(&g.spec.key))
+            .map(|g| g.spec.key.to_string())
+            .collect();
         self.dirty_jobs.extend(gone);
     }
 
@@ -602,9 +755,24 @@ impl<S: Store> Brain<S> {
                 let nodes: BTreeSet<&str> =
                     t.allocation.iter().flat_map(|a| a.members.iter().map(|m| m.node.as_str())).collect();
                 let members = t.allocation.as_ref().map_or(0, |a| a.members.len());
-                self.actions.push(Action::Suspend { key: key.clone(), suspend: false });
+                if !self.is_plain(key) {
+                    self.actions.push(Action::Suspend { key: key.clone(), suspend: false });
+                }
                 let text = format!("{message}: {members} members on {} nodes", nodes.len());
                 self.event(key, EventType::Normal, "Admitted", &text);
+            }
+            (_, GroupState::Evicted) if self.is_plain(key) => {
+                // Pods cannot be suspended: the group's pods go, and the group with them once
+                // they are gone. Users create them again.
+                let pods: Vec<(String, String)> =
+                    self.plain_pods(key).filter(|p| !p.deleting).map(|p| (p.name.clone(), p.uid.clone())).collect();
+                let n = pods.len();
+                if n > 0 {
+                    self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.clone(), pods });
+                }
+                let text =
+                    format!("{message}; deleting its {n} pods (plain pods cannot be suspended; create them again)");
+                self.event(key, EventType::Warning, "Evicted", &text);
             }
             (_, GroupState::Evicted) => {
                 self.seen_running.remove(key);
@@ -707,7 +875,9 @@ impl<S: Store> Brain<S> {
     }
 
     fn push_status(&mut self, key: &GroupKey, st: GroupStatus) {
-        if self.statuses.get(key) == Some(&st) || !self.jobs.items.contains_key(&key.to_string()) {
+        if self.statuses.get(key) == Some(&st)
+            || !(self.jobs.items.contains_key(&key.to_string()) || self.is_plain(key))
+        {
             return;
         }
         self.statuses.insert(key.clone(), st.clone());

@@ -93,8 +93,9 @@ fn amount_of(resource: &str, q: &K8sQuantity) -> Option<u64> {
 }
 
 /// A pod's phase, as far as capacity and readiness go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PodPhase {
+    #[default]
     Pending,
     Running,
     Succeeded,
@@ -107,8 +108,9 @@ impl PodPhase {
     }
 }
 
-/// What the controller keeps of a pod.
-#[derive(Debug, Clone, PartialEq)]
+/// What the controller keeps of a pod. The plain-group fields (`group` .. `duration`) are set
+/// only on pods no Job controls, so Job pods pay no heap for them.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PodView {
     pub uid: String,
     pub namespace: String,
@@ -125,6 +127,23 @@ pub struct PodView {
     pub member: Option<u32>,
     pub completion_index: Option<u32>,
     pub deleting: bool,
+    /// Plain pods: the group (label muster.dev/group).
+    pub group: Option<String>,
+    /// Plain pods: label muster.dev/group-size (absent: None, a group of 1; Some(0): the label
+    /// is not a whole number from 1).
+    pub group_size: Option<u32>,
+    /// Plain pods: label muster.dev/group-min, read like `group_size`.
+    pub group_min: Option<u32>,
+    /// Plain pods: label muster.dev/queue.
+    pub queue: Option<String>,
+    /// Plain pods: spec.priorityClassName.
+    pub priority_class: Option<String>,
+    /// Plain pods: annotation muster.dev/duration-seconds.
+    pub duration: Option<u32>,
+    /// Held by muster's scheduling gate (muster.dev/admission).
+    pub gated: bool,
+    /// metadata.creationTimestamp, Unix seconds.
+    pub created: i64,
 }
 
 impl PodView {
@@ -133,8 +152,14 @@ impl PodView {
         self.node.is_some() && !self.phase.is_terminal()
     }
 
+    /// namespace/job for a Job's pods, namespace/group for plain pods.
     pub fn group_key(&self) -> Option<GroupKey> {
-        self.job.as_ref().map(|j| GroupKey::new(&self.namespace, j))
+        self.job.as_ref().or(self.group.as_ref()).map(|g| GroupKey::new(&self.namespace, g))
+    }
+
+    /// Whether it is a pod of a plain-pod group (no Job).
+    pub fn is_plain(&self) -> bool {
+        self.job.is_none() && self.group.is_some()
     }
 }
 
@@ -160,6 +185,12 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         .find(|o| o.kind == "Job" && o.controller == Some(true))
         .map(|o| o.name.clone());
     let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).and_then(|v| v.parse().ok());
+    let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k));
+    // Only pods no Job controls form plain groups (the webhook labels Job pods with their Job).
+    let group = label(labels::GROUP).filter(|_| job.is_none()).cloned();
+    let plain = group.is_some();
+    let count = |k: &str| label(k).filter(|_| plain).map(|v| v.trim().parse::<u32>().unwrap_or(0));
+    let gated = spec.scheduling_gates.iter().flatten().any(|g| g.name == labels::SCHEDULING_GATE);
     Some(PodView {
         uid: meta.uid.clone()?,
         namespace: meta.namespace.clone()?,
@@ -173,7 +204,68 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         member: annotation(MEMBER),
         completion_index: annotation(COMPLETION_INDEX),
         deleting: meta.deletion_timestamp.is_some(),
+        group_size: count(labels::GROUP_SIZE),
+        group_min: count(labels::GROUP_MIN),
+        queue: label(labels::QUEUE).filter(|_| plain).cloned(),
+        priority_class: spec.priority_class_name.clone().filter(|_| plain),
+        duration: annotation(labels::DURATION).filter(|_| plain),
+        group,
+        gated,
+        created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
     })
+}
+
+/// The Group object of a plain-pod group, from one of its pods: `group-size` members (at least
+/// `group-min`), each with the pod's requests. No owner: muster deletes the object once the
+/// group's pods are gone. The pods' nodeSelector, affinity and tolerations are not read (only
+/// Jobs carry them into the Group).
+pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
+    let group = pod.group.as_deref().ok_or("not a pod of a plain group")?;
+    let queue = pod.queue.clone().ok_or_else(|| {
+        format!("pod {} of group {group} has no {} label: the group has no queue", pod.name, labels::QUEUE)
+    })?;
+    let size = match pod.group_size {
+        None => 1,
+        Some(0) => return Err(format!("pod {}: label {} is not a whole number from 1", pod.name, labels::GROUP_SIZE)),
+        Some(n) => i64::from(n),
+    };
+    let min = match pod.group_min {
+        None => size,
+        Some(m) if m >= 1 && i64::from(m) <= size => i64::from(m),
+        Some(_) => {
+            return Err(format!(
+                "pod {}: label {} is not a whole number from 1 to the group size {size}",
+                pod.name,
+                labels::GROUP_MIN
+            ));
+        }
+    };
+    Ok(GroupObjectSpec {
+        queue,
+        members: Members { min, max: (size != min).then_some(size) },
+        resources: requests_to_resources(&pod.requests),
+        node_selector: BTreeMap::new(),
+        affinity: vec![],
+        tolerations: vec![],
+        topology: None,
+        priority_class_name: pod.priority_class.clone(),
+        duration_seconds: pod.duration.map(i64::from),
+        owner: None,
+    })
+}
+
+fn requests_to_resources(requests: &[(String, u64)]) -> BTreeMap<String, Quantity> {
+    requests
+        .iter()
+        .map(|(r, a)| {
+            let q = if r == "cpu" {
+                Quantity::Text(format!("{a}m"))
+            } else {
+                Quantity::Int(i64::try_from(*a).unwrap_or(i64::MAX))
+            };
+            (r.clone(), q)
+        })
+        .collect()
 }
 
 /// What a pod asks of its node, as the kubelet admits it: the sum over containers, at least the
@@ -278,13 +370,7 @@ fn group_spec(
             .transpose()
     };
     let min = int_annotation(labels::MIN_MEMBERS)?.unwrap_or(parallelism);
-    let resources = pod_requests(pod)
-        .into_iter()
-        .map(|(r, a)| {
-            let q = if r == "cpu" { Quantity::Text(format!("{a}m")) } else { Quantity::Int(a as i64) };
-            (r, q)
-        })
-        .collect();
+    let resources = requests_to_resources(&pod_requests(pod));
     let affinity = pod
         .affinity
         .as_ref()
@@ -445,5 +531,53 @@ mod tests {
         assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
         assert_eq!((v.member, v.completion_index), (Some(3), Some(0)));
         assert_eq!(v.requests, [("cpu".to_string(), 2000)]);
+    }
+
+    fn plain_pod(extra: serde_json::Value) -> Pod {
+        let mut base = json!({
+            "metadata": {"name": "w-0", "namespace": "ml", "uid": "p1",
+                         "creationTimestamp": "2026-01-01T00:00:10Z",
+                         "labels": {"muster.dev/group": "ring", "muster.dev/group-size": "4",
+                                    "muster.dev/group-min": "2", "muster.dev/queue": "gpu"},
+                         "annotations": {"muster.dev/duration-seconds": "600"}},
+            "spec": {"schedulerName": "muster", "schedulingGates": [{"name": "muster.dev/admission"}],
+                     "priorityClassName": "high",
+                     "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}
+        });
+        json_merge(&mut base, extra);
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn plain_pods_read_their_group_and_make_its_spec() {
+        let v = pod_view(&plain_pod(json!({}))).unwrap();
+        assert!(v.is_plain() && v.gated && v.ours);
+        assert_eq!(v.group_key(), Some(GroupKey::new("ml", "ring")));
+        assert_eq!((v.group_size, v.group_min, v.queue.as_deref()), (Some(4), Some(2), Some("gpu")));
+        assert_eq!((v.created, v.duration, v.priority_class.as_deref()), (1_767_225_610, Some(600), Some("high")));
+        let g = plain_group_spec(&v).unwrap();
+        assert_eq!(g.members, Members { min: 2, max: Some(4) });
+        assert_eq!(g.resources["cpu"], Quantity::Text("2000m".into()));
+        assert_eq!((g.owner, g.duration_seconds, g.queue.as_str()), (None, Some(600), "gpu"));
+        // Ungated; a bad size; a min above the size; no queue.
+        let v = pod_view(&plain_pod(json!({"spec": {"schedulingGates": []},
+            "metadata": {"labels": {"muster.dev/group-size": "many"}}})))
+        .unwrap();
+        assert!(!v.gated);
+        assert_eq!(v.group_size, Some(0));
+        assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/group-size"));
+        let v = pod_view(&plain_pod(json!({"metadata": {"labels": {"muster.dev/group-min": "9"}}}))).unwrap();
+        assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/group-min"));
+        let mut noq = plain_pod(json!({}));
+        noq.metadata.labels.as_mut().unwrap().remove("muster.dev/queue");
+        let v = pod_view(&noq).unwrap();
+        assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/queue"));
+        // A Job's pod keeps its Job's group whatever its labels say, and pays nothing for them.
+        let owned = plain_pod(json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": true}]}}));
+        let v = pod_view(&owned).unwrap();
+        assert!(!v.is_plain());
+        assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
+        assert_eq!((v.group, v.queue, v.group_size, v.duration), (None, None, None, None));
     }
 }

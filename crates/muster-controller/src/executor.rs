@@ -1,6 +1,7 @@
 //! Carries the brain's actions out against the API server. Bindings run many at once (they
-//! decide how fast a group starts); Job patches and Group objects run in order, one at a time;
-//! statuses are coalesced per group (only the latest is written); events never hold anything up.
+//! decide how fast a group starts), a plain pod's ungating first in the same task; Job patches,
+//! Group objects and pod deletions run in order, one at a time; statuses are coalesced per group
+//! (only the latest is written); events never hold anything up.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
 use muster_k8s::{Group, GroupStatus, labels};
@@ -35,13 +36,35 @@ pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<
     let statuses = tokio::spawn(status_writer(client.clone(), opts.concurrency, status_rx));
     let events = tokio::spawn(event_writer(client.clone(), opts.identity.clone(), event_rx));
     let binds = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+    // An ungating waits for the pod's Bind, which the brain sends right after it.
+    let mut ungate: Option<(GroupKey, String, String, String)> = None;
     while let Some(a) = rx.recv().await {
+        if let Some((key, namespace, pod, uid)) =
+            ungate.take_if(|(_, _, _, u)| !matches!(&a, Action::Bind { uid, .. } if uid == u))
+        {
+            let (client, back) = (client.clone(), back.clone());
+            tokio::spawn(async move {
+                if let Err(message) = remove_gate(client, &namespace, &pod, &uid).await {
+                    let _ = back.send(Message::Event(Event::BindFailed { key, pod, message }));
+                }
+            });
+        }
         match a {
+            Action::Ungate { key, namespace, pod, uid } => ungate = Some((key, namespace, pod, uid)),
             Action::Bind { key, namespace, pod, uid, node, member } => {
+                let gated = ungate.take().is_some();
                 let permit = binds.clone().acquire_owned().await.expect("never closed");
                 let (client, back) = (client.clone(), back.clone());
                 tokio::spawn(async move {
-                    if let Err(message) = bind(client, &namespace, &pod, &uid, &node, member).await {
+                    let r = match gated {
+                        true => remove_gate(client.clone(), &namespace, &pod, &uid).await,
+                        false => Ok(()),
+                    };
+                    let r = match r {
+                        Ok(()) => bind(client, &namespace, &pod, &uid, &node, member).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Err(message) = r {
                         let _ = back.send(Message::Event(Event::BindFailed { key, pod, message }));
                     }
                     drop(permit);
@@ -101,6 +124,53 @@ async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str,
     unreachable!("the loop returns")
 }
 
+/// Removes muster's scheduling gate from a pod (keeping any other gate), with a JSON patch that
+/// tests the pod's uid and its current gates; retried on a conflict or a transient error.
+async fn remove_gate(client: Client, namespace: &str, pod: &str, uid: &str) -> Result<(), String> {
+    let api: Api<Pod> = Api::namespaced(client, namespace);
+    let mut delay = Duration::from_millis(100);
+    for attempt in 0.. {
+        let current = match api.get(pod).await {
+            Ok(p) if p.metadata.uid.as_deref() == Some(uid) => p,
+            // Gone, or a different pod of the same name: the binding finds nothing either.
+            Ok(_) => return Ok(()),
+            Err(e) if is_code(&e, 404) => return Ok(()),
+            Err(e) if attempt >= 5 => return Err(e.to_string()),
+            Err(e) => {
+                warn!(pod, "reading the pod to ungate it failed, retrying: {e}");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                continue;
+            }
+        };
+        let gates = current.spec.and_then(|s| s.scheduling_gates).unwrap_or_default();
+        if !gates.iter().any(|g| g.name == labels::SCHEDULING_GATE) {
+            return Ok(());
+        }
+        let rest: Vec<_> = gates.iter().filter(|g| g.name != labels::SCHEDULING_GATE).collect();
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "test", "path": "/spec/schedulingGates", "value": gates},
+            {"op": "replace", "path": "/spec/schedulingGates", "value": rest},
+        ]))
+        .map_err(|e| e.to_string())?;
+        match api.patch(pod, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_code(&e, 404) => return Ok(()),
+            Err(e) if attempt >= 5 => return Err(e.to_string()),
+            // A failed test (422: the gates changed meanwhile), a conflict or a transient error:
+            // read again.
+            Err(kube::Error::Api(e)) if e.code < 500 && ![409, 422, 429].contains(&e.code) => return Err(e.message),
+            Err(e) => {
+                debug!(pod, "ungating: {e}; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 /// Job patches and Group objects, in the order decided.
 async fn job_writer(client: Client, mut rx: mpsc::UnboundedReceiver<Action>) {
     let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
@@ -120,21 +190,45 @@ async fn job_writer(client: Client, mut rx: mpsc::UnboundedReceiver<Action>) {
             }
             Action::EnsureGroup { key, spec, job_uid } => {
                 let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
-                let owner = OwnerReference {
-                    api_version: "batch/v1".into(),
-                    kind: "Job".into(),
-                    name: key.name.clone(),
-                    uid: job_uid,
-                    controller: Some(true),
-                    block_owner_deletion: None,
-                };
+                let mut metadata = json!({"name": key.name, "namespace": key.namespace});
+                // A plain-pod group has no owner (job_uid empty): muster deletes its object.
+                if !job_uid.is_empty() {
+                    let owner = OwnerReference {
+                        api_version: "batch/v1".into(),
+                        kind: "Job".into(),
+                        name: key.name.clone(),
+                        uid: job_uid,
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    };
+                    metadata["ownerReferences"] = json!([owner]);
+                }
                 let obj = json!({
-                    "apiVersion": "muster.dev/v1alpha1", "kind": "Group",
-                    "metadata": {"name": key.name, "namespace": key.namespace, "ownerReferences": [owner]},
-                    "spec": spec,
+                    "apiVersion": "muster.dev/v1alpha1", "kind": "Group", "metadata": metadata, "spec": spec,
                 });
                 let r = api.patch(&key.name, &apply, &Patch::Apply(obj)).await.map(drop);
                 (key, r)
+            }
+            Action::DeleteGroup { key } => {
+                let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
+                let r = api.delete(&key.name, &DeleteParams::default()).await.map(drop);
+                (key, r)
+            }
+            Action::DeletePods { key, namespace, pods } => {
+                let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+                for (name, uid) in pods {
+                    // The uid precondition spares a new pod of the same name.
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+                        ..DeleteParams::default()
+                    };
+                    match api.delete(&name, &dp).await {
+                        Ok(_) => {}
+                        Err(e) if is_code(&e, 404) || is_code(&e, 409) => debug!(pod = name, "not deleted: {e}"),
+                        Err(e) => warn!(group = %key, pod = name, "deleting the pod: {e}"),
+                    }
+                }
+                (key, Ok(()))
             }
             _ => continue,
         };
@@ -194,7 +288,8 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
     }
 }
 
-/// Events on the Job and its Group, best effort.
+/// Events on the Job and its Group (on the Group only for plain-pod groups and Jobs muster no
+/// longer sees), best effort.
 async fn event_writer(client: Client, identity: String, mut rx: mpsc::Receiver<Action>) {
     let reporter = Reporter { controller: "muster".into(), instance: Some(identity) };
     let recorder = Recorder::new(client, reporter);
@@ -221,7 +316,8 @@ async fn event_writer(client: Client, identity: String, mut rx: mpsc::Receiver<A
             ..job.clone()
         };
         let group = ObjectReference { uid: None, ..group };
-        for r in [job, group] {
+        let refs = if job.uid.is_some() { vec![job, group] } else { vec![group] };
+        for r in refs {
             if let Err(e) = recorder.publish(&ev, &r).await {
                 debug!(group = %key, reason, "event not recorded: {e}");
             }

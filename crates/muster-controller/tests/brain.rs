@@ -75,6 +75,7 @@ fn pod(job: &str, index: u32, cpu: u64) -> PodView {
         member: None,
         completion_index: Some(index),
         deleting: false,
+        ..PodView::default()
     }
 }
 
@@ -316,4 +317,288 @@ fn a_restart_recovers_running_groups_from_the_store_and_bound_pods() {
     assert_eq!(unsuspends(&a, "a"), 0, "no second admission");
     h2.cycle();
     h2.brain.engine().unwrap().engine().check_invariants().unwrap();
+}
+
+// ----- plain-pod groups: pods with muster.dev/group, gated by the webhook, no Job -----
+
+/// A pod of plain group `group`, as the webhook leaves it: gated, schedulerName muster.
+fn plain(group: &str, i: u32, size: u32, cpu: u64) -> PodView {
+    PodView {
+        uid: format!("{group}-uid-{i}"),
+        namespace: NS.into(),
+        name: format!("{group}-{i}"),
+        ours: true,
+        requests: vec![("cpu".into(), cpu * 1000)],
+        group: Some(group.into()),
+        group_size: Some(size),
+        queue: Some("default".into()),
+        gated: true,
+        created: 50 + i64::from(i),
+        ..PodView::default()
+    }
+}
+
+/// Ungated and bound as the API server would after muster's patch and binding.
+fn bound_plain(p: &PodView, node: &str, member: u32, ready: bool) -> PodView {
+    PodView { gated: false, ..bound(p, node, member, ready) }
+}
+
+fn ungates(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Ungate { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every Bind of a gated pod comes right after that pod's Ungate.
+fn assert_ungated_before_bound(actions: &[Action]) {
+    for (i, a) in actions.iter().enumerate() {
+        if let Action::Ungate { uid, .. } = a {
+            assert!(
+                matches!(actions.get(i + 1), Some(Action::Bind { uid: u, .. }) if u == uid),
+                "the Ungate of {uid} is followed by its Bind: {actions:?}"
+            );
+        }
+    }
+}
+
+fn allocation(h: &Harness, name: &str) -> Vec<(u32, String)> {
+    let g = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, name)).unwrap();
+    g.allocation.as_ref().unwrap().members.iter().map(|m| (m.index, m.node.clone())).collect()
+}
+
+fn deleted_groups(actions: &[Action], name: &str) -> usize {
+    actions.iter().filter(|a| matches!(a, Action::DeleteGroup { key } if key.name == name)).count()
+}
+
+#[test]
+fn a_plain_pod_group_is_admitted_ungated_bound_exactly_finishes_and_goes_with_its_pods() {
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
+    let pods: Vec<PodView> = (0..3).map(|i| plain("ring", i, 3, 2)).collect();
+    // The first pod makes the group known; the group is placed whole although two of its three
+    // pods do not exist yet (admission does not wait for them).
+    let a = h.send(Event::Pod(Change::Apply(pods[0].clone())));
+    let ensure = a.iter().find_map(|a| match a {
+        Action::EnsureGroup { key, spec, job_uid } if key.name == "ring" => Some((spec.clone(), job_uid.clone())),
+        _ => None,
+    });
+    let (spec, owner) = ensure.unwrap_or_else(|| panic!("the Group object is created: {a:?}"));
+    assert_eq!(owner, "", "no owner: muster deletes it with the pods");
+    assert_eq!(spec.members, Members { min: 3, max: None });
+    assert_eq!(spec.queue, "default");
+    assert_eq!(spec.owner, None);
+    assert_eq!(h.state("ring"), Some(GroupState::Admitted), "{a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::Suspend { .. })), "no Job to unsuspend: {a:?}");
+    assert_eq!(last_phase(&a, "ring"), Some(GroupPhase::Admitted), "plain groups get statuses too");
+    let alloc = allocation(&h, "ring");
+    assert_eq!(alloc.len(), 3);
+    let mut all = a;
+    for p in &pods[1..] {
+        all.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    assert_ungated_before_bound(&all);
+    let mut u = ungates(&all);
+    u.sort();
+    assert_eq!(u, ["ring-0", "ring-1", "ring-2"], "each pod ungated once: {all:?}");
+    let b = binds(&all);
+    assert_eq!(b.len(), 3, "{all:?}");
+    let mut members: Vec<u32> = b.iter().map(|(_, _, m)| *m).collect();
+    members.sort();
+    assert_eq!(members, [0, 1, 2], "each member filled once");
+    for (pod, node, member) in &b {
+        let want = alloc.iter().find(|(i, _)| i == member).unwrap();
+        assert_eq!(node, &want.1, "{pod} bound to its member's node");
+    }
+    // Repeated events of pods whose binding is in flight change nothing.
+    let again = h.send(Event::Pod(Change::Apply(pods[1].clone())));
+    assert!(binds(&again).is_empty() && ungates(&again).is_empty(), "{again:?}");
+    // Bound and ready: Running. All Succeeded: the group Succeeded.
+    let mut running = Vec::new();
+    for (pod, node, member) in &b {
+        let p = pods.iter().find(|p| &p.name == pod).unwrap();
+        running.push(bound_plain(p, node, *member, true));
+        h.send(Event::Pod(Change::Apply(running.last().unwrap().clone())));
+    }
+    assert_eq!(h.state("ring"), Some(GroupState::Running));
+    for p in &running[..2] {
+        h.send(Event::Pod(Change::Apply(PodView { phase: PodPhase::Succeeded, ready: false, ..p.clone() })));
+    }
+    assert_eq!(h.state("ring"), Some(GroupState::Running), "not finished while a member runs");
+    let a =
+        h.send(Event::Pod(Change::Apply(PodView { phase: PodPhase::Succeeded, ready: false, ..running[2].clone() })));
+    assert_eq!(h.state("ring"), Some(GroupState::Succeeded), "{a:?}");
+    assert_eq!(last_phase(&a, "ring"), Some(GroupPhase::Succeeded));
+    // The pods go (the user deletes them): the group and its Group object go too.
+    let mut a = Vec::new();
+    for p in &running {
+        assert_eq!(deleted_groups(&a, "ring"), 0, "not before the last pod is gone");
+        a = h.send(Event::Pod(Change::Delete(p.clone())));
+    }
+    assert_eq!(h.state("ring"), None);
+    assert_eq!(deleted_groups(&a, "ring"), 1, "{a:?}");
+    h.brain.engine().unwrap().engine().check_invariants().unwrap();
+}
+
+#[test]
+fn a_plain_group_waits_gated_until_the_whole_group_fits() {
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
+    let first: Vec<PodView> = (0..4).map(|i| plain("a", i, 4, 2)).collect();
+    let second: Vec<PodView> = (0..4).map(|i| plain("b", i, 4, 2)).collect();
+    let mut all = Vec::new();
+    for p in first.iter().chain(&second) {
+        all.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    assert_eq!(h.state("a"), Some(GroupState::Admitted));
+    assert_eq!(h.state("b"), Some(GroupState::Queued));
+    assert!(binds(&all).iter().all(|(pod, _, _)| pod.starts_with("a-")), "b's pods stay gated: {all:?}");
+    assert_eq!(binds(&all).len(), 4);
+    assert!(ungates(&all).iter().all(|p| p.starts_with("a-")));
+    // a runs and ends; b is admitted and its pods are released.
+    let alloc = allocation(&h, "a");
+    let b = binds(&all);
+    for (pod, node, member) in &b {
+        let p = first.iter().find(|p| &p.name == pod).unwrap();
+        assert!(alloc.contains(&(*member, node.clone())));
+        h.send(Event::Pod(Change::Apply(bound_plain(p, node, *member, true))));
+    }
+    let mut all = Vec::new();
+    for (pod, node, member) in &b {
+        let p = first.iter().find(|p| &p.name == pod).unwrap();
+        let done = PodView { phase: PodPhase::Failed, ..bound_plain(p, node, *member, false) };
+        all.extend(h.send(Event::Pod(Change::Apply(done))));
+    }
+    assert_eq!(h.state("a"), Some(GroupState::Failed), "a pod failed: the group failed");
+    assert_eq!(h.state("b"), Some(GroupState::Admitted), "{all:?}");
+    assert_eq!(binds(&all).len(), 4);
+    assert!(binds(&all).iter().all(|(pod, _, _)| pod.starts_with("b-")));
+    assert_ungated_before_bound(&all);
+}
+
+#[test]
+fn a_bad_group_size_is_reported_once_and_skipped() {
+    let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
+    let mut bad = plain("odd", 0, 0, 1);
+    bad.group_size = Some(0);
+    let a = h.send(Event::Pod(Change::Apply(bad.clone())));
+    let invalid = |a: &[Action]| {
+        a.iter().filter(|a| matches!(a, Action::Event { reason, .. } if reason == "InvalidGroup")).count()
+    };
+    assert_eq!(invalid(&a), 1, "{a:?}");
+    assert_eq!(h.state("odd"), None);
+    assert!(binds(&a).is_empty() && !a.iter().any(|a| matches!(a, Action::EnsureGroup { .. })));
+    let mut second = plain("odd", 1, 0, 1);
+    second.group_size = Some(0);
+    let a = h.send(Event::Pod(Change::Apply(second)));
+    assert_eq!(invalid(&a), 0, "reported once: {a:?}");
+    // No queue label: refused the same way.
+    let mut noq = plain("lost", 0, 1, 1);
+    noq.queue = None;
+    let a = h.send(Event::Pod(Change::Apply(noq)));
+    assert_eq!(invalid(&a), 1, "{a:?}");
+    assert_eq!(h.state("lost"), None);
+    // An unknown queue: the engine refuses it once.
+    let mut elsewhere = plain("far", 0, 1, 1);
+    elsewhere.queue = Some("nope".into());
+    let a = h.send(Event::Pod(Change::Apply(elsewhere.clone())));
+    assert!(a.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "NotQueued")), "{a:?}");
+    elsewhere.ready = true;
+    let a = h.send(Event::Pod(Change::Apply(elsewhere)));
+    assert!(!a.iter().any(|a| matches!(a, Action::Event { .. } | Action::EnsureGroup { .. })), "{a:?}");
+}
+
+#[test]
+fn an_evicted_plain_group_deletes_its_pods_and_goes_with_them() {
+    let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
+    let pods: Vec<PodView> = (0..2).map(|i| plain("ring", i, 2, 2)).collect();
+    let mut all = Vec::new();
+    for p in &pods {
+        all.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    assert_eq!(binds(&all).len(), 2);
+    let a = h.send(Event::BindFailed { key: GroupKey::new(NS, "ring"), pod: "ring-1".into(), message: "no".into() });
+    let deleted = a.iter().find_map(|a| match a {
+        Action::DeletePods { key, pods, .. } if key.name == "ring" => Some(pods.clone()),
+        _ => None,
+    });
+    let mut deleted = deleted.unwrap_or_else(|| panic!("the group's pods are deleted: {a:?}"));
+    deleted.sort();
+    assert_eq!(deleted, [("ring-0".to_string(), "ring-uid-0".to_string()), ("ring-1".into(), "ring-uid-1".into())]);
+    assert!(!a.iter().any(|a| matches!(a, Action::Suspend { .. })), "{a:?}");
+    assert!(a.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "Evicted")));
+    // Terminating pods are not bound again; once they are gone, so is the group.
+    for p in &pods {
+        let a = h.send(Event::Pod(Change::Apply(PodView { deleting: true, ..p.clone() })));
+        assert!(binds(&a).is_empty(), "{a:?}");
+    }
+    let mut a = Vec::new();
+    for p in &pods {
+        a = h.send(Event::Pod(Change::Delete(p.clone())));
+    }
+    assert_eq!(h.state("ring"), None);
+    assert_eq!(deleted_groups(&a, "ring"), 1);
+    // Created again by the user: a new group.
+    let a = h.send(Event::Pod(Change::Apply(plain("ring", 0, 2, 2))));
+    assert_eq!(h.state("ring"), Some(GroupState::Admitted), "{a:?}");
+}
+
+#[test]
+fn a_restart_recovers_plain_groups_without_binding_or_admitting_twice() {
+    let nodes = [node("n1", 8), node("n2", 8)];
+    let mut h = Harness::new(&nodes, &[], &[]);
+    let pods: Vec<PodView> = (0..3).map(|i| plain("ring", i, 3, 2)).collect();
+    let mut all = Vec::new();
+    for p in &pods {
+        all.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    // ring-0 and ring-1 bound (ring-0 already done), ring-2 ungated but not yet bound: the
+    // controller stopped in between.
+    let b = binds(&all);
+    let by_pod = |name: &str| b.iter().find(|(p, _, _)| p == name).cloned().unwrap();
+    let (_, n0, m0) = by_pod("ring-0");
+    let (_, n1, m1) = by_pod("ring-1");
+    let (_, n2, m2) = by_pod("ring-2");
+    let listed = vec![
+        PodView { phase: PodPhase::Succeeded, ready: false, ..bound_plain(&pods[0], &n0, m0, false) },
+        bound_plain(&pods[1], &n1, m1, true),
+        PodView { gated: false, ..pods[2].clone() },
+    ];
+    for p in &listed {
+        h.send(Event::Pod(Change::Apply(p.clone())));
+    }
+    assert_eq!(h.state("ring"), Some(GroupState::Admitted));
+    let (dir, now) = (std::mem::replace(&mut h.dir, TempDir::new("unused")), h.now);
+    drop(h.brain);
+    let mut h2 = Harness::start(dir, &nodes, &[], &listed, now + 5);
+    let a = h2.brain.take_actions();
+    assert_eq!(h2.state("ring"), Some(GroupState::Admitted), "not evicted for its finished member: {a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::EnsureGroup { .. })), "not submitted again: {a:?}");
+    assert!(ungates(&a).is_empty(), "{a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::DeletePods { .. })), "{a:?}");
+    assert_eq!(binds(&a), [("ring-2".to_string(), n2.clone(), m2)], "only the unbound pod, into its member");
+    let a = h2.send(Event::Pod(Change::Apply(bound_plain(&pods[2], &n2, m2, true))));
+    assert!(binds(&a).is_empty());
+    assert_eq!(h2.state("ring"), Some(GroupState::Running));
+    h2.brain.engine().unwrap().engine().check_invariants().unwrap();
+    // All done while no controller ran: the next one finds the group finished.
+    let done: Vec<PodView> = [(&pods[0], &n0, m0), (&pods[1], &n1, m1), (&pods[2], &n2, m2)]
+        .into_iter()
+        .map(|(p, n, m)| PodView { phase: PodPhase::Succeeded, ..bound_plain(p, n, m, false) })
+        .collect();
+    let (dir, now) = (std::mem::replace(&mut h2.dir, TempDir::new("unused")), h2.now);
+    drop(h2.brain);
+    let mut h3 = Harness::start(dir, &nodes, &[], &done, now + 5);
+    let a = h3.brain.take_actions();
+    assert_eq!(h3.state("ring"), Some(GroupState::Succeeded), "{a:?}");
+    assert!(binds(&a).is_empty() && !a.iter().any(|a| matches!(a, Action::DeletePods { .. })), "{a:?}");
+    // And with the pods gone as well, the group and its object are deleted.
+    let (dir, now) = (std::mem::replace(&mut h3.dir, TempDir::new("unused")), h3.now);
+    drop(h3.brain);
+    let mut h4 = Harness::start(dir, &nodes, &[], &[], now + 5);
+    let mut a = h4.brain.take_actions();
+    a.extend(h4.cycle());
+    assert_eq!(h4.state("ring"), None);
+    assert_eq!(deleted_groups(&a, "ring"), 1, "{a:?}");
 }

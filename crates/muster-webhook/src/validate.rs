@@ -10,8 +10,8 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::{MAX_DURATION, MAX_MEMBERS};
 use muster_k8s::labels::{
-    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, QUEUE, RESUME_REQUESTED, SUSPEND_REQUESTED,
-    SCHEDULER_NAME, USER_KEYS, is_reserved,
+    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, QUEUE, RESUME_REQUESTED,
+    SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS, is_reserved,
 };
 use muster_k8s::{GroupPhase, QueueSpec};
 

@@ -45,6 +45,13 @@ pub struct ControllerArgs {
     /// [default: system:serviceaccount:muster-system:muster].
     #[arg(long = "controller-user", value_name = "USER")]
     controller_users: Vec<String>,
+    /// Webhook: treat scheduler-plugins' scheduling.x-k8s.io/pod-group label as muster.dev/group
+    /// on plain pods (register it with `muster install --accept-pod-group-alias`).
+    #[arg(long)]
+    accept_pod_group_alias: bool,
+    /// Webhook: the queue of alias pods without a muster.dev/queue label.
+    #[arg(long, value_name = "QUEUE", default_value = muster_webhook::DEFAULT_ALIAS_QUEUE)]
+    alias_queue: String,
 }
 
 fn identity(args: &ControllerArgs) -> String {
@@ -71,7 +78,12 @@ fn webhook_options(args: &ControllerArgs) -> Result<Option<ServeOptions>> {
         cert_file: cert.clone(),
         key_file: key.clone(),
         port_file: None,
-        config: WebhookConfig { controller_users, ..WebhookConfig::default() },
+        config: WebhookConfig {
+            controller_users,
+            accept_pod_group_alias: args.accept_pod_group_alias,
+            alias_queue: args.alias_queue.clone(),
+            ..WebhookConfig::default()
+        },
     }))
 }
 

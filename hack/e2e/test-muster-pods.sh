@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# e2e: a plain-pod group with muster (no Job). Pods labelled muster.dev/group=ring,
+# muster.dev/group-size=3, muster.dev/queue=default are gated by the webhook; muster admits the
+# group once its first pod is seen (it does not wait for the other pods), ungates each pod and
+# binds it to the node its Group assigned to the member it fills; a pod created after the
+# admission takes the member left; they run (KWOK) and succeed; the Group goes Succeeded; once
+# the pods are deleted, muster deletes the Group. A group too big for the cluster waits gated.
+# A running group that loses a node is evicted: pods cannot be suspended, so muster deletes its
+# pods (also the one on the node that is left) and the Group goes with them. A controller
+# restart while an admitted group waits for a pod neither evicts it nor binds anything twice.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/muster.sh"
+ns=e2e-muster-pods
+echo "test-muster-pods" >&2
+cleanup() {
+  muster_down
+  "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+muster_up
+fresh_namespace $ns
+
+# group_pod_yaml NAME GROUP SIZE RUN_SECONDS
+group_pod_yaml() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  labels: {muster.dev/group: $2, muster.dev/group-size: "$3", muster.dev/queue: default}
+  annotations: {kwok.muster.dev/run-seconds: "$4", e2e.muster.dev/test: "true"}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: main
+    image: kwok-fake
+    resources:
+      requests: {cpu: 10m, memory: 1Mi}
+YAML
+}
+
+# gates_and_scheduler POD: "<gates> <schedulerName>"
+gates_and_scheduler() {
+  k -n $ns get pod "$1" -o jsonpath='{.spec.schedulingGates[*].name} {.spec.schedulerName}'
+}
+bound_ungated() { # bound_ungated POD...: every pod has a node and no scheduling gate
+  local p
+  for p in "$@"; do
+    [[ -n $(k -n $ns get pod "$p" -o jsonpath='{.spec.nodeName}') ]] || return 1
+    [[ -z $(k -n $ns get pod "$p" -o jsonpath='{.spec.schedulingGates}') ]] || return 1
+  done
+}
+
+# pods_on_assigned GROUP N: N pods of GROUP are bound, each to the node the Group assigned to
+# the member it fills (muster.dev/member, set through the binding), each member once
+pods_on_assigned() {
+  python3 - "$ns" "$1" "$2" "$K8S_BIN/kubectl" <<'PY'
+import json, subprocess, sys
+ns, group, n, kubectl = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+get = lambda *a: json.loads(subprocess.check_output([kubectl, "-n", ns, "get", *a, "-o", "json"]))
+assigned = {a["member"]: a["node"] for a in get("groups.muster.dev", group).get("status", {}).get("allocation", [])}
+bad, members = [], []
+for p in get("pods", "-l", f"muster.dev/group={group}")["items"]:
+    node = p["spec"].get("nodeName")
+    member = (p["metadata"].get("annotations") or {}).get("muster.dev/member")
+    if not node or member is None or assigned.get(int(member)) != node:
+        bad.append(f'{p["metadata"]["name"]} on {node}, member {member}, assigned {assigned}')
+    else:
+        members.append(int(member))
+if len(members) != n or len(set(members)) != n:
+    bad.append(f"members filled {sorted(members)}, want {n} distinct")
+if bad:
+    print("; ".join(bad), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+
+out=$(group_pod_yaml ring-0 ring 3 8 | k -n $ns create -f - -o jsonpath='{.spec.schedulingGates[*].name} {.spec.schedulerName}')
+check "the webhook gated the plain pod and named muster its scheduler ($out)" test "$out" = "muster.dev/admission muster"
+group_pod_yaml ring-1 ring 3 8 | k -n $ns create -f - >/dev/null
+eventually 30 "the Group of ring is created and admitted with 1-2 of its 3 pods in existence" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.status.phase}') =~ ^(Admitted|Running)$ ]]"
+check "the Group has no owner (plain pods)" test -z "$(k -n $ns get groups.muster.dev ring -o jsonpath='{.metadata.ownerReferences}')"
+eventually 30 "ring-0 and ring-1 are ungated and bound" bound_ungated ring-0 ring-1
+group_pod_yaml ring-2 ring 3 8 | k -n $ns create -f - >/dev/null
+eventually 30 "ring-2, created after the admission, is ungated and bound" bound_ungated ring-2
+check "every pod runs on the node its Group assigned to its member" pods_on_assigned ring 3
+eventually 30 "the group is Running" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.status.phase}') == Running ]]"
+eventually 60 "all three pods succeeded" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l muster.dev/group=ring --field-selector status.phase=Succeeded -o name | wc -l) -eq 3 ]]"
+eventually 30 "the Group is Succeeded" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.status.phase}') == Succeeded ]]"
+check "muster recorded the admission as an event on the Group" bash -c \
+  "'$K8S_BIN/kubectl' -n $ns get events -o jsonpath='{range .items[*]}{.reason}/{.involvedObject.kind} {end}' | grep -q 'Admitted/Group'"
+
+# --- a group that does not fit waits gated; the pods go, the Group goes ----------------------
+group_pod_yaml huge-0 huge 1000 5 | sed 's/cpu: 10m/cpu: "64"/' | k -n $ns create -f - >/dev/null
+eventually 30 "a group too big for the cluster waits in the queue" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.status.phase}') == Queued ]]"
+sleep 2
+check "its pod stays gated and unbound ($(gates_and_scheduler huge-0))" test "$(gates_and_scheduler huge-0)" = "muster.dev/admission muster"
+k -n $ns delete pod ring-0 ring-1 ring-2 huge-0 --wait=false >/dev/null
+eventually 30 "with their pods gone, muster deleted both Groups" bash -c \
+  "[[ -z \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev -o name) ]]"
+
+# --- eviction: a node of a running group is deleted -------------------------------------------
+# Two pods that each need most of a node, so they land on two nodes.
+for i in 0 1; do group_pod_yaml pair-$i pair 2 600 | sed 's/cpu: 10m/cpu: "60"/' | k -n $ns create -f - >/dev/null; done
+eventually 30 "the pair runs" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev pair -o jsonpath='{.status.phase}') == Running ]]"
+check "the pair is on its assigned nodes" pods_on_assigned pair 2
+lost=$(k -n $ns get pod pair-0 -o jsonpath='{.spec.nodeName}')
+kept=$(k -n $ns get pod pair-1 -o jsonpath='{.spec.nodeName}')
+echo "  ..   pair-0 on $lost (deleting the node), pair-1 on $kept" >&2
+check "the two pods are on two nodes" test "$lost" != "$kept"
+k delete node "$lost" --wait=false >/dev/null
+eventually 30 "muster deleted the evicted group's pod on the node that is left" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get pod pair-1 >/dev/null 2>&1"
+evicted_event() {
+  k -n $ns get events --field-selector involvedObject.kind=Group,involvedObject.name=pair,reason=Evicted \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q 'deleting its 2 pods'
+}
+eventually 15 "the eviction was recorded on the Group" evicted_event
+k -n $ns delete pod pair-0 --wait=false --ignore-not-found >/dev/null 2>&1 || true
+eventually 60 "with the pods gone, the Group is deleted" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev pair >/dev/null 2>&1"
+
+# --- a restart while an admitted group still waits for a pod --------------------------------
+group_pod_yaml late-0 late 2 600 | k -n $ns create -f - >/dev/null
+eventually 30 "late-0 of a 2-pod group is ungated and bound before late-1 exists" bound_ungated late-0
+uid=$(k -n $ns get pod late-0 -o jsonpath='{.metadata.uid}')
+muster_kill
+muster_start
+group_pod_yaml late-1 late 2 600 | k -n $ns create -f - >/dev/null
+eventually 30 "after a restart, late-1 takes the member left" bound_ungated late-1
+check "late-0 was neither deleted nor bound again (same pod)" test "$(k -n $ns get pod late-0 -o jsonpath='{.metadata.uid}')" = "$uid"
+check "both on their assigned nodes, each member once" pods_on_assigned late 2
+check "the group was not evicted" test -z "$(k -n $ns get events --field-selector involvedObject.name=late,reason=Evicted -o name)"
+k delete namespace $ns --wait=false >/dev/null
