@@ -63,6 +63,7 @@ fn main() {
             suspended: true,
             finished: None,
             resume_requested: false,
+            suspend_requested: false,
             created: now,
             group: Ok(GroupObjectSpec {
                 queue: "default".into(),

@@ -91,8 +91,8 @@ pub enum Action {
         key: GroupKey,
         suspend: bool,
     },
-    /// Remove the resume-requested annotation once the resume is recorded.
-    ClearResume {
+    /// Remove the user's suspend- and resume-requested annotations once they are recorded.
+    ClearRequests {
         key: GroupKey,
     },
     Bind {
@@ -173,8 +173,6 @@ pub struct Brain<S: Store> {
     ready_sent: HashMap<GroupKey, u32>,
     /// Other schedulers' pods the engine could not count yet (no room): retried each cycle.
     foreign_waiting: BTreeSet<String>,
-    /// Jobs seen running (unsuspended) since their admission: a later suspend is the user's.
-    seen_running: BTreeSet<GroupKey>,
     statuses: HashMap<GroupKey, GroupStatus>,
     engine: Option<DurableEngine<S>>,
     /// Engine inputs waiting for the next batch.
@@ -205,7 +203,6 @@ impl<S: Store> Brain<S> {
             binding: HashMap::new(),
             ready_sent: HashMap::new(),
             foreign_waiting: BTreeSet::new(),
-            seen_running: BTreeSet::new(),
             statuses: HashMap::new(),
             engine: None,
             inputs: Vec::new(),
@@ -266,9 +263,6 @@ impl<S: Store> Brain<S> {
             self.foreign_waiting.insert(p.uid.clone());
         }
         for j in self.jobs.items.values() {
-            if !j.suspended {
-                self.seen_running.insert(j.key.clone());
-            }
             self.dirty_jobs.insert(j.key.to_string());
         }
         self.dirty_groups.extend(self.group_pods.keys().cloned());
@@ -348,7 +342,6 @@ impl<S: Store> Brain<S> {
                 }
                 let (deleted, dropped) = self.jobs.change(c, |j| j.key.to_string());
                 for j in deleted.into_iter().chain(dropped) {
-                    self.seen_running.remove(&j.key);
                     self.dirty_jobs.insert(j.key.to_string());
                 }
             }
@@ -491,17 +484,16 @@ impl<S: Store> Brain<S> {
             }
             return;
         }
-        if !j.suspended && state.holds_allocation() {
-            self.seen_running.insert(j.key.clone());
-        }
-        if j.suspended && state.holds_allocation() && self.seen_running.remove(&j.key) {
+        // The webhook stamps a user's suspension and resumption, so they are never confused with
+        // muster's own suspensions (on eviction) however late a watch event arrives.
+        if j.suspend_requested && state.holds_allocation() {
             self.inputs.push(Input::Suspend(j.key.clone()));
         }
-        if j.resume_requested {
-            if state == GroupState::Suspended || state == GroupState::Deactivated {
-                self.inputs.push(Input::Resume(j.key.clone()));
-            }
-            self.actions.push(Action::ClearResume { key: j.key.clone() });
+        if j.resume_requested && (state == GroupState::Suspended || state == GroupState::Deactivated) {
+            self.inputs.push(Input::Resume(j.key.clone()));
+        }
+        if j.suspend_requested || j.resume_requested {
+            self.actions.push(Action::ClearRequests { key: j.key.clone() });
         }
     }
 
@@ -775,7 +767,6 @@ impl<S: Store> Brain<S> {
                 self.event(key, EventType::Warning, "Evicted", &text);
             }
             (_, GroupState::Evicted) => {
-                self.seen_running.remove(key);
                 self.actions.push(Action::Suspend { key: key.clone(), suspend: true });
                 self.event(key, EventType::Warning, "Evicted", &message);
             }

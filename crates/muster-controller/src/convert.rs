@@ -313,6 +313,8 @@ pub struct JobView {
     /// Some(succeeded) once the Job finished.
     pub finished: Option<bool>,
     pub resume_requested: bool,
+    /// The user suspended it while it ran (stamped by the webhook).
+    pub suspend_requested: bool,
     pub created: i64,
     /// The Group object muster keeps for it, or why the Job cannot be one.
     pub group: Result<GroupObjectSpec, String>,
@@ -343,6 +345,7 @@ pub fn job_view(job: &Job) -> Option<JobView> {
         suspended: spec.suspend.unwrap_or(false),
         finished,
         resume_requested: annotations.contains_key(labels::RESUME_REQUESTED),
+        suspend_requested: annotations.contains_key(labels::SUSPEND_REQUESTED),
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
         group: group_spec(job, &queue, &name, &uid, &annotations),
     })

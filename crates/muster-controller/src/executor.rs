@@ -32,7 +32,7 @@ pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<
     let (job_tx, job_rx) = mpsc::unbounded_channel();
     let (status_tx, status_rx) = mpsc::unbounded_channel();
     let (event_tx, event_rx) = mpsc::channel(10_000);
-    let jobs = tokio::spawn(job_writer(client.clone(), job_rx));
+    let jobs = tokio::spawn(job_writer(client.clone(), opts.concurrency, job_rx));
     let statuses = tokio::spawn(status_writer(client.clone(), opts.concurrency, status_rx));
     let events = tokio::spawn(event_writer(client.clone(), opts.identity.clone(), event_rx));
     let binds = Arc::new(Semaphore::new(opts.concurrency.max(1)));
@@ -171,72 +171,105 @@ async fn remove_gate(client: Client, namespace: &str, pod: &str, uid: &str) -> R
     unreachable!("the loop returns")
 }
 
-/// Job patches and Group objects, in the order decided.
-async fn job_writer(client: Client, mut rx: mpsc::UnboundedReceiver<Action>) {
-    let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
+/// Job patches, Group objects and pod deletions: in the order decided for each group, many
+/// groups at once (one group's unsuspend must not wait behind other groups' objects).
+async fn job_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedReceiver<Action>) {
+    let slots = Arc::new(Semaphore::new(concurrency.max(1)));
+    // The last write of each group: the next one for the group starts after it.
+    let mut last: HashMap<GroupKey, tokio::task::JoinHandle<()>> = HashMap::new();
     while let Some(a) = rx.recv().await {
-        let (key, result) = match a {
-            Action::Suspend { key, suspend } => {
-                let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
-                let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
-                let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
-                (key, r)
+        let Some(key) = group_of(&a) else { continue };
+        let before = last.remove(&key);
+        let (client, slots) = (client.clone(), slots.clone());
+        let task = tokio::spawn(async move {
+            if let Some(b) = before {
+                let _ = b.await;
             }
-            Action::ClearResume { key } => {
-                let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
-                let patch = Patch::Merge(json!({"metadata": {"annotations": {labels::RESUME_REQUESTED: null}}}));
-                let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
-                (key, r)
-            }
-            Action::EnsureGroup { key, spec, job_uid } => {
-                let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
-                let mut metadata = json!({"name": key.name, "namespace": key.namespace});
-                // A plain-pod group has no owner (job_uid empty): muster deletes its object.
-                if !job_uid.is_empty() {
-                    let owner = OwnerReference {
-                        api_version: "batch/v1".into(),
-                        kind: "Job".into(),
-                        name: key.name.clone(),
-                        uid: job_uid,
-                        controller: Some(true),
-                        block_owner_deletion: None,
-                    };
-                    metadata["ownerReferences"] = json!([owner]);
-                }
-                let obj = json!({
-                    "apiVersion": "muster.dev/v1alpha1", "kind": "Group", "metadata": metadata, "spec": spec,
-                });
-                let r = api.patch(&key.name, &apply, &Patch::Apply(obj)).await.map(drop);
-                (key, r)
-            }
-            Action::DeleteGroup { key } => {
-                let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
-                let r = api.delete(&key.name, &DeleteParams::default()).await.map(drop);
-                (key, r)
-            }
-            Action::DeletePods { key, namespace, pods } => {
-                let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-                for (name, uid) in pods {
-                    // The uid precondition spares a new pod of the same name.
-                    let dp = DeleteParams {
-                        preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
-                        ..DeleteParams::default()
-                    };
-                    match api.delete(&name, &dp).await {
-                        Ok(_) => {}
-                        Err(e) if is_code(&e, 404) || is_code(&e, 409) => debug!(pod = name, "not deleted: {e}"),
-                        Err(e) => warn!(group = %key, pod = name, "deleting the pod: {e}"),
-                    }
-                }
-                (key, Ok(()))
-            }
-            _ => continue,
-        };
-        match result {
-            Ok(()) => {}
-            Err(e) if is_code(&e, 404) => debug!(group = %key, "object gone: {e}"),
-            Err(e) => warn!(group = %key, "writing the job or group: {e}"),
+            let _slot = slots.acquire_owned().await.expect("never closed");
+            write(client, a).await;
+        });
+        last.insert(key, task);
+        if last.len() > 4096 {
+            last.retain(|_, t| !t.is_finished());
         }
+    }
+}
+
+fn group_of(a: &Action) -> Option<GroupKey> {
+    match a {
+        Action::Suspend { key, .. }
+        | Action::ClearRequests { key }
+        | Action::EnsureGroup { key, .. }
+        | Action::DeleteGroup { key }
+        | Action::DeletePods { key, .. } => Some(key.clone()),
+        _ => None,
+    }
+}
+
+async fn write(client: Client, a: Action) {
+    let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
+    let (key, result) = match a {
+        Action::Suspend { key, suspend } => {
+            let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
+            let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
+            let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
+            (key, r)
+        }
+        Action::ClearRequests { key } => {
+            let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
+            let annotations = json!({labels::RESUME_REQUESTED: null, labels::SUSPEND_REQUESTED: null});
+            let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
+            let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
+            (key, r)
+        }
+        Action::EnsureGroup { key, spec, job_uid } => {
+            let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
+            let mut metadata = json!({"name": key.name, "namespace": key.namespace});
+            // A plain-pod group has no owner (job_uid empty): muster deletes its object.
+            if !job_uid.is_empty() {
+                let owner = OwnerReference {
+                    api_version: "batch/v1".into(),
+                    kind: "Job".into(),
+                    name: key.name.clone(),
+                    uid: job_uid,
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                };
+                metadata["ownerReferences"] = json!([owner]);
+            }
+            let obj = json!({
+                "apiVersion": "muster.dev/v1alpha1", "kind": "Group", "metadata": metadata, "spec": spec,
+            });
+            let r = api.patch(&key.name, &apply, &Patch::Apply(obj)).await.map(drop);
+            (key, r)
+        }
+        Action::DeleteGroup { key } => {
+            let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
+            let r = api.delete(&key.name, &DeleteParams::default()).await.map(drop);
+            (key, r)
+        }
+        Action::DeletePods { key, namespace, pods } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            for (name, uid) in pods {
+                // The uid precondition spares a new pod of the same name.
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+                    ..DeleteParams::default()
+                };
+                match api.delete(&name, &dp).await {
+                    Ok(_) => {}
+                    Err(e) if is_code(&e, 404) || is_code(&e, 409) => debug!(pod = name, "not deleted: {e}"),
+                    Err(e) => warn!(group = %key, pod = name, "deleting the pod: {e}"),
+                }
+            }
+            (key, Ok(()))
+        }
+        _ => return,
+    };
+    match result {
+        Ok(()) => {}
+        Err(e) if is_code(&e, 404) => debug!(group = %key, "object gone: {e}"),
+        Err(e) => warn!(group = %key, "writing the job or group: {e}"),
     }
 }
 
@@ -279,6 +312,8 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
                     // A newer status that arrived meanwhile wins.
                     pending.entry(key).or_insert((status, tries + 1));
                 }
+                // Still missing after the retries: its Job (or namespace) went meanwhile.
+                Err(e) if is_code(&e, 404) => debug!(group = %key, "group gone before its status: {e}"),
                 Err(e) => warn!(group = %key, "writing the group status: {e}"),
             }
         }
