@@ -2,7 +2,7 @@
 # make e2e: build what is missing, start a private harness cluster, run the e2e tests,
 # and stop every process it started (by pid), whether the tests pass or fail.
 #
-#   hack/e2e/run.sh [TEST...]     (default: all: nodes job gang-ready webhook crds admission cli scale deadlock muster-pods)
+#   hack/e2e/run.sh [TEST...]     (default: all; the list below)
 #
 # `scale` is seed 002's experiment at a small size (50 jobs); hack/e2e/test-scale.sh runs it at
 # any size and with muster as the scheduler.
@@ -15,7 +15,8 @@ export MUSTER_CLUSTER_DIR=${MUSTER_E2E_DIR:-$MUSTER_CACHE/e2e-cluster}
 export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
-(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale deadlock muster-pods)
+(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart
+                                deadlock muster-deadlock muster-nodes muster-pods)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
