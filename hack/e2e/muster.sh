@@ -32,6 +32,8 @@ muster_up() {
   rm -f "$muster_dir"/muster.db*
   free_port > "$muster_dir/port"
   "$MUSTER_BIN" install --out "$muster_dir" --webhook-url "https://127.0.0.1:$(cat "$muster_dir/port")" >/dev/null
+  # install creates Queue default only on a cluster without Queues; earlier tests leave theirs.
+  printf 'apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: default}\nspec: {}\n' | k apply -f - >/dev/null
   muster_start
   pass "muster installed; controller and webhook on 127.0.0.1:$(cat "$muster_dir/port")"
 }

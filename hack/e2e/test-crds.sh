@@ -75,7 +75,7 @@ check "status written through the main resource is ignored" test "$(get group/tr
 k -n $ns patch queue $ns --subresource=status --type=merge -p '{"status": {"observedGeneration": 1}}' >/dev/null
 check "the Queue has a status subresource too" test "$(get queue/$ns .status.observedGeneration)" = 1
 k -n $ns get groups >"$tmp/groups"
-check "Group printer columns: header" grep -qE "^NAME +QUEUE +MIN +MAX +PHASE +ESTIMATED START +AGE$" "$tmp/groups"
+check "Group printer columns: header" grep -qE "^NAME +QUEUE +MIN +MAX +PHASE +POSITION +ESTIMATED START +AGE$" "$tmp/groups"
 check "Group printer columns: values" grep -qE "^train +$ns +4 +8 +Reserved +[0-9]+y" "$tmp/groups"
 check "both kinds are in the muster category" test "$(k -n $ns get muster -o name | sort | tr '\n' ' ')" = "group.muster.dev/train queue.muster.dev/$ns "
 
