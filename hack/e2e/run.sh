@@ -45,9 +45,15 @@ for t in "${tests[@]}"; do
     cli)        run cli "$e2e/test-cli.sh" ;;
     scale)      run scale "$e2e/test-scale.sh" --jobs 50 ;;
     muster-unsatisfiable) run muster-unsatisfiable "$e2e/test-muster-unsatisfiable.sh" ;;
-    muster-pods) run muster-pods "$e2e/test-muster-pods.sh" ;;
-    muster-scale)   run muster-scale "$e2e/test-muster-scale.sh" --jobs 100 ;;
-    muster-restart) run muster-restart "$e2e/test-muster-scale.sh" --jobs 100 --kills 3 ;;
+    muster-pods)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-pods "$e2e/test-muster-pods.sh" ;;
+    muster-scale)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-scale "$e2e/test-muster-scale.sh" --jobs 100 ;;
+    muster-restart)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-restart "$e2e/test-muster-scale.sh" --jobs 100 --kills 3 ;;
     muster-nodes)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-nodes "$e2e/test-muster-nodes.sh" ;;
