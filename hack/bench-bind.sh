@@ -19,9 +19,10 @@
 # With two schedulers it then prints the ratio of the second to the first.
 #
 # By default it starts a private cluster in $MUSTER_BENCH_DIR (default
-# ~/.cache/muster/bench-bind-cluster) with the nodes of scenarios/clusters/seed-scalability.yaml
-# and stops it afterwards. --existing uses the cluster of $KUBECONFIG instead; the muster path
-# needs that, with muster's webhook and controller running and a Queue named "default".
+# ~/.cache/muster/bench-bind-cluster) with the nodes of scenarios/clusters/seed-scalability.yaml,
+# and for muster installs and starts a release build of it (hack/e2e/muster.sh), and stops both
+# afterwards. --existing uses the cluster of $KUBECONFIG instead; the muster path then needs
+# muster's webhook and controller running there and a Queue named "default".
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 schedulers=default shape=pods count=1000 submitters=10 existing=0 out="" release=uncordon
@@ -49,15 +50,27 @@ k() { "$K8S_BIN/kubectl" "$@"; }
 if (( existing )); then
   [[ -n ${KUBECONFIG:-} ]] || die "--existing needs KUBECONFIG"
 else
-  [[ " ${list[*]} " == *" muster "* ]] &&
-    die "the muster path needs muster running: start it in a cluster and pass --existing (KUBECONFIG)"
   export MUSTER_CLUSTER_DIR=${MUSTER_BENCH_DIR:-$MUSTER_CACHE/bench-bind-cluster}
   export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
   "$hack_dir/cluster-build.sh"
-  resolve_muster_bin
-  trap '"$hack_dir/cluster-down.sh"' EXIT
+  if [[ -z ${MUSTER_BIN:-} ]]; then
+    (cd "$repo_dir" && cargo build -q --release -p muster) || die "cargo build --release -p muster failed"
+    MUSTER_BIN=$(cd "$repo_dir" && cargo metadata --no-deps --format-version 1 |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/muster
+    export MUSTER_BIN
+  fi
+  stop() {
+    [[ $(type -t muster_down) == function ]] && muster_down
+    "$hack_dir/cluster-down.sh"
+  }
+  trap stop EXIT
   trap 'exit 130' INT TERM
   "$hack_dir/cluster-up.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml" >/dev/null
+  if [[ " ${list[*]} " == *" muster "* ]]; then
+    . "$hack_dir/e2e/lib.sh"
+    . "$hack_dir/e2e/muster.sh"
+    muster_up
+  fi
 fi
 
 figures=()

@@ -174,6 +174,10 @@ pub struct Brain<S: Store> {
     /// Other schedulers' pods the engine could not count yet (no room): retried each cycle.
     foreign_waiting: BTreeSet<String>,
     statuses: HashMap<GroupKey, GroupStatus>,
+    /// Groups whose Group object this instance has written (a restart writes each once more).
+    ensured: BTreeSet<GroupKey>,
+    /// spec.suspend last patched onto a Job and not yet seen back.
+    suspend_sent: HashMap<GroupKey, bool>,
     engine: Option<DurableEngine<S>>,
     /// Engine inputs waiting for the next batch.
     inputs: Vec<Input>,
@@ -204,6 +208,8 @@ impl<S: Store> Brain<S> {
             ready_sent: HashMap::new(),
             foreign_waiting: BTreeSet::new(),
             statuses: HashMap::new(),
+            ensured: BTreeSet::new(),
+            suspend_sent: HashMap::new(),
             engine: None,
             inputs: Vec::new(),
             dirty_jobs: BTreeSet::new(),
@@ -495,12 +501,36 @@ impl<S: Store> Brain<S> {
         if j.suspend_requested || j.resume_requested {
             self.actions.push(Action::ClearRequests { key: j.key.clone() });
         }
+        // Level-triggered: what a crash lost between writing a decision and acting on it (the
+        // Group object, unsuspending an admitted Job, suspending an evicted one) is done again.
+        if self.ensured.insert(j.key.clone())
+            && let Ok(spec) = &j.group
+        {
+            let (key, job_uid) = (j.key.clone(), j.uid.clone());
+            self.actions.push(Action::EnsureGroup { key, spec: Box::new(spec.clone()), job_uid });
+        }
+        let held = state.holds_allocation();
+        if j.suspended != held {
+            // The Job is as its group wants it.
+            self.suspend_sent.remove(&j.key);
+        } else if !j.suspend_requested && !state.is_terminal() && state != GroupState::Suspended {
+            self.set_suspend(&j.key, !held);
+        }
+    }
+
+    /// Patches a Job's spec.suspend, unless the same patch is already on its way.
+    fn set_suspend(&mut self, key: &GroupKey, suspend: bool) {
+        if self.suspend_sent.insert(key.clone(), suspend) != Some(suspend) {
+            self.actions.push(Action::Suspend { key: key.clone(), suspend });
+        }
     }
 
     /// A group whose Job or pods are gone: out of the engine, and its Group object deleted (a
     /// Job's is garbage-collected anyway; a plain group's has no owner).
     fn vanished(&mut self, key: GroupKey) {
         self.statuses.remove(&key);
+        self.ensured.remove(&key);
+        self.suspend_sent.remove(&key);
         self.ready_sent.remove(&key);
         let pending = self.inputs.iter().any(|i| matches!(i, Input::Delete(k) if *k == key));
         if !pending && self.state(&key).is_some_and(|s| s != GroupState::Deleted) {
@@ -571,6 +601,7 @@ impl<S: Store> Brain<S> {
             Ok(spec) => spec.clone(),
             Err(message) => return self.event(&j.key, EventType::Warning, "InvalidJob", message),
         };
+        self.ensured.insert(j.key.clone());
         self.actions.push(Action::EnsureGroup {
             key: j.key.clone(),
             spec: Box::new(spec.clone()),
@@ -748,7 +779,7 @@ impl<S: Store> Brain<S> {
                     t.allocation.iter().flat_map(|a| a.members.iter().map(|m| m.node.as_str())).collect();
                 let members = t.allocation.as_ref().map_or(0, |a| a.members.len());
                 if !self.is_plain(key) {
-                    self.actions.push(Action::Suspend { key: key.clone(), suspend: false });
+                    self.set_suspend(key, false);
                 }
                 let text = format!("{message}: {members} members on {} nodes", nodes.len());
                 self.event(key, EventType::Normal, "Admitted", &text);
@@ -767,7 +798,7 @@ impl<S: Store> Brain<S> {
                 self.event(key, EventType::Warning, "Evicted", &text);
             }
             (_, GroupState::Evicted) => {
-                self.actions.push(Action::Suspend { key: key.clone(), suspend: true });
+                self.set_suspend(key, true);
                 self.event(key, EventType::Warning, "Evicted", &message);
             }
             (Reason::Submitted, _) => {

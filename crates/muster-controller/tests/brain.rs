@@ -609,3 +609,33 @@ fn a_restart_recovers_plain_groups_without_binding_or_admitting_twice() {
     assert_eq!(h4.state("ring"), None);
     assert_eq!(deleted_groups(&a, "ring"), 1, "{a:?}");
 }
+
+#[test]
+fn a_restart_redoes_what_a_crash_lost_between_deciding_and_acting() {
+    let nodes = [node("n1", 8)];
+    let jobs = [job("a", 2, 2), job("b", 2, 2)];
+    let mut h = Harness::new(&nodes, &jobs, &[]);
+    let a = h.cycle();
+    assert_eq!(unsuspends(&a, "a"), 1);
+    assert_eq!(unsuspends(&a, "b"), 1);
+    // The instance dies before its patches land: both Jobs are still suspended, no pods exist.
+    // Meanwhile a user unsuspended nothing, but b's Job shows running (its patch did land).
+    let (dir, now) = (std::mem::replace(&mut h.dir, TempDir::new("unused")), h.now);
+    drop(h.brain);
+    let mut seen = jobs.to_vec();
+    seen[1].suspended = false;
+    let mut h2 = Harness::start(dir, &nodes, &seen, &[], now + 5);
+    let a = h2.brain.take_actions();
+    assert_eq!(h2.state("a"), Some(GroupState::Admitted), "the admission is kept: {a:?}");
+    assert_eq!(unsuspends(&a, "a"), 1, "a's lost unsuspend is sent again: {a:?}");
+    assert_eq!(unsuspends(&a, "b"), 0, "b's landed; nothing to redo");
+    for name in ["a", "b"] {
+        assert!(
+            a.iter().any(|x| matches!(x, Action::EnsureGroup { key, .. } if key.name == name)),
+            "the Group object of {name} is written again: {a:?}"
+        );
+    }
+    // The same stale view again does not repeat the patch in flight.
+    let again = h2.send(Event::Job(Change::Apply(seen[0].clone())));
+    assert_eq!(unsuspends(&again, "a"), 0, "{again:?}");
+}
