@@ -15,7 +15,7 @@ export MUSTER_CLUSTER_DIR=${MUSTER_E2E_DIR:-$MUSTER_CACHE/e2e-cluster}
 export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
-(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart
+(( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods)
 
 "$hack_dir/cluster-build.sh"
@@ -54,6 +54,7 @@ for t in "${tests[@]}"; do
     muster-restart)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-restart "$e2e/test-muster-scale.sh" --jobs 100 --kills 3 ;;
+    muster-ha) run muster-ha "$e2e/test-muster-ha.sh" ;;
     muster-nodes)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-nodes "$e2e/test-muster-nodes.sh" ;;

@@ -229,6 +229,16 @@ impl<S: Store> Brain<S> {
         self.engine.as_ref()
     }
 
+    /// Gives up the store lease on a clean stop, so that a standby need not wait for it to lapse.
+    pub fn release(&mut self) {
+        if let Some(e) = self.engine.as_mut() {
+            let fence = e.fence().clone();
+            if let Err(err) = e.store_mut().release_lease(&fence) {
+                warn!("releasing the store lease: {err}");
+            }
+        }
+    }
+
     /// Takes the actions decided so far.
     pub fn take_actions(&mut self) -> Vec<Action> {
         std::mem::take(&mut self.actions)

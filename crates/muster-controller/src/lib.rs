@@ -88,6 +88,9 @@ impl Options {
     }
 }
 
+/// Seconds the store lease lasts without renewal (a crashed leader's successor waits this long).
+const STORE_LEASE_TTL_S: i64 = 30;
+
 fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
@@ -125,7 +128,8 @@ pub async fn engine_config(client: &Client) -> Result<EngineConfig, ControllerEr
 }
 
 /// Runs the controller until `shutdown` completes, leadership is lost, or an error. Only the
-/// lease holder acts; others wait for the lease.
+/// lease holder acts; others wait for the lease. On `shutdown` the leader stops its decisions,
+/// gives up the store lease and then the Lease, so a standby takes over at once.
 pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
     tokio::pin!(shutdown);
     let lease = leader::Lease::new(client.clone(), &opts);
@@ -134,10 +138,16 @@ pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = (
         () = &mut shutdown => return Ok(()),
     }
     info!(identity = opts.identity, "leading");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let leading = lead(client.clone(), &opts, stop_rx);
+    tokio::pin!(leading);
     let result = tokio::select! {
         r = lease.hold() => r,
-        r = lead(client.clone(), &opts) => r,
-        () = &mut shutdown => Ok(()),
+        r = &mut leading => r,
+        () = &mut shutdown => {
+            let _ = stop_tx.send(true);
+            (&mut leading).await
+        }
     };
     lease.release().await;
     result
@@ -145,7 +155,11 @@ pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = (
 
 /// One term of leadership: sessions that end when the Queue objects change (the engine is then
 /// recovered from the store with the new configuration).
-async fn lead(client: Client, opts: &Options) -> Result<(), ControllerError> {
+async fn lead(
+    client: Client,
+    opts: &Options,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ControllerError> {
     loop {
         let config = engine_config(&client).await?;
         info!(queues = config.queues.len(), "queue configuration loaded");
@@ -153,10 +167,13 @@ async fn lead(client: Client, opts: &Options) -> Result<(), ControllerError> {
         let (act_tx, act_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = watch::spawn(client.clone(), opts.levels.clone(), tx.clone());
         let exec = tokio::spawn(executor::run(client.clone(), opts.clone(), act_rx, tx.clone()));
-        let cfg =
-            BrainConfig { engine: config, options: DurableOptions::new(&opts.lease_name, 30), policy: opts.policy };
+        let cfg = BrainConfig {
+            engine: config,
+            options: DurableOptions::new(&opts.lease_name, STORE_LEASE_TTL_S),
+            policy: opts.policy,
+        };
         let (store, identity, every) = (opts.store.clone(), opts.identity.clone(), opts.queue_view_every);
-        let brain = tokio::task::spawn_blocking(move || match store.strip_prefix("sqlite:") {
+        let mut brain = tokio::task::spawn_blocking(move || match store.strip_prefix("sqlite:") {
             Some(path) => {
                 let path = path.to_string();
                 think(cfg, move || SqliteStore::open(&path), &identity, rx, act_tx, every)
@@ -167,17 +184,28 @@ async fn lead(client: Client, opts: &Options) -> Result<(), ControllerError> {
             None => Err(ControllerError::StoreUrl(store)),
         });
         let queues_changed = watch::queues_changed(client.clone());
-        let outcome = tokio::select! {
-            r = brain => r.map_err(|e| ControllerError::Stopped(e.to_string())).and_then(|r| r),
+        let joined = |r: Result<Result<(), ControllerError>, tokio::task::JoinError>| {
+            r.map_err(|e| ControllerError::Stopped(e.to_string())).and_then(|r| r)
+        };
+        let (outcome, again) = tokio::select! {
+            r = &mut brain => (joined(r), false),
             () = queues_changed => {
                 info!("a Queue changed; recovering with the new configuration");
+                // The next session starts only once this one's brain has stopped: never two.
                 let _ = tx.send(Message::Stop);
-                Ok(())
+                (joined((&mut brain).await), true)
+            }
+            _ = stop.changed() => {
+                let _ = tx.send(Message::Stop);
+                (joined((&mut brain).await), false)
             }
         };
         watchers.abort_all();
         exec.abort();
         outcome?;
+        if !again {
+            return Ok(());
+        }
     }
 }
 
@@ -234,7 +262,10 @@ fn think<S: Store>(
         for m in batch {
             match m {
                 Message::Event(e) => brain.handle(e, now),
-                Message::Stop => return Ok(()),
+                Message::Stop => {
+                    brain.release();
+                    return Ok(());
+                }
             }
         }
         if let Some(s) = store.take_if(|_| brain.synced()) {

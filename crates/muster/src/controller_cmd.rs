@@ -96,6 +96,8 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
         opts.lease_namespace = args.lease_namespace.clone();
         opts.lease_ttl = Duration::from_secs(args.lease_seconds.max(3));
         opts.concurrency = args.concurrency.max(1);
+        // SIGTERM/SIGINT stop both; the controller stops cleanly (hands its leases over) rather
+        // than being dropped mid-way.
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = move || {
             let mut rx = stop_rx.clone();
@@ -103,12 +105,17 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
-        let webhook = webhook.map(|w| tokio::spawn(muster_webhook::serve(w, client.clone(), stopped())));
-        let controller = muster_controller::run(client, opts, stopped());
-        let result = tokio::select! {
-            r = controller => r.context("controller"),
-            () = crate::server::stop_signal() => Ok(()),
+        let stop_tx = std::sync::Arc::new(stop_tx);
+        let signal = {
+            let stop_tx = stop_tx.clone();
+            tokio::spawn(async move {
+                crate::server::stop_signal().await;
+                let _ = stop_tx.send(true);
+            })
         };
+        let webhook = webhook.map(|w| tokio::spawn(muster_webhook::serve(w, client.clone(), stopped())));
+        let result = muster_controller::run(client, opts, stopped()).await.context("controller");
+        signal.abort();
         let _ = stop_tx.send(true);
         if let Some(w) = webhook {
             w.await.context("webhook task")?.context("webhook")?;
