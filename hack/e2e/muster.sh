@@ -60,27 +60,32 @@ queued_job_yaml() {
 
 group_phase() { k -n "$1" get groups.muster.dev "$2" -o jsonpath='{.status.phase}' 2>/dev/null; }
 
-# placed_on_assigned NS JOB: every bound pod of JOB runs on the node its Group assigned to the
-# member it fills (muster.dev/member, set through the binding)
-placed_on_assigned() {
-  local ns=$1 job=$2
-  python3 - "$ns" "$job" "$K8S_BIN/kubectl" <<'PY'
+# on_assigned NS GROUP SELECTOR [N]: every bound pod of SELECTOR runs on the node its Group GROUP
+# assigned to the member it fills (muster.dev/member, set through the binding); with N, exactly N
+# pods, all bound, filling N distinct members
+on_assigned() {
+  python3 - "$1" "$2" "$3" "${4:-}" "$K8S_BIN/kubectl" <<'PY'
 import json, subprocess, sys
-ns, job, kubectl = sys.argv[1:4]
+ns, group, selector, n, kubectl = sys.argv[1:6]
 get = lambda *a: json.loads(subprocess.check_output([kubectl, "-n", ns, "get", *a, "-o", "json"]))
-group = get("groups.muster.dev", job)
-assigned = {a["member"]: a["node"] for a in group.get("status", {}).get("allocation", [])}
-bad = []
-pods = get("pods", "-l", f"job-name={job}")["items"]
-for p in pods:
+assigned = {a["member"]: a["node"] for a in get("groups.muster.dev", group).get("status", {}).get("allocation", [])}
+bad, members = [], []
+for p in get("pods", "-l", selector)["items"]:
     node = p["spec"].get("nodeName")
-    if not node:
+    if not node and not n:
         continue
     member = (p["metadata"].get("annotations") or {}).get("muster.dev/member")
-    if member is None or assigned.get(int(member)) != node:
-        bad.append(f'{p["metadata"]["name"]} on {node}, member {member}, assigned {assigned.get(int(member)) if member else None}')
+    if not node or member is None or assigned.get(int(member)) != node:
+        bad.append(f'{p["metadata"]["name"]} on {node}, member {member}, assigned {assigned}')
+    else:
+        members.append(int(member))
+if n and (len(members) != int(n) or len(set(members)) != int(n)):
+    bad.append(f"members filled {sorted(members)}, want {n} distinct")
 if bad:
     print("; ".join(bad), file=sys.stderr)
 sys.exit(1 if bad or not assigned else 0)
 PY
 }
+
+# placed_on_assigned NS JOB: on_assigned for the pods of a Job
+placed_on_assigned() { on_assigned "$1" "$2" "job-name=$2"; }

@@ -53,29 +53,8 @@ bound_ungated() { # bound_ungated POD...: every pod has a node and no scheduling
   done
 }
 
-# pods_on_assigned GROUP N: N pods of GROUP are bound, each to the node the Group assigned to
-# the member it fills (muster.dev/member, set through the binding), each member once
-pods_on_assigned() {
-  python3 - "$ns" "$1" "$2" "$K8S_BIN/kubectl" <<'PY'
-import json, subprocess, sys
-ns, group, n, kubectl = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-get = lambda *a: json.loads(subprocess.check_output([kubectl, "-n", ns, "get", *a, "-o", "json"]))
-assigned = {a["member"]: a["node"] for a in get("groups.muster.dev", group).get("status", {}).get("allocation", [])}
-bad, members = [], []
-for p in get("pods", "-l", f"muster.dev/group={group}")["items"]:
-    node = p["spec"].get("nodeName")
-    member = (p["metadata"].get("annotations") or {}).get("muster.dev/member")
-    if not node or member is None or assigned.get(int(member)) != node:
-        bad.append(f'{p["metadata"]["name"]} on {node}, member {member}, assigned {assigned}')
-    else:
-        members.append(int(member))
-if len(members) != n or len(set(members)) != n:
-    bad.append(f"members filled {sorted(members)}, want {n} distinct")
-if bad:
-    print("; ".join(bad), file=sys.stderr)
-sys.exit(1 if bad else 0)
-PY
-}
+# pods_on_assigned GROUP N: N pods of GROUP bound to their assigned nodes, each member once
+pods_on_assigned() { on_assigned "$ns" "$1" "muster.dev/group=$1" "$2"; }
 
 out=$(group_pod_yaml ring-0 ring 3 8 | k -n $ns create -f - -o jsonpath='{.spec.schedulingGates[*].name} {.spec.schedulerName}')
 check "the webhook gated the plain pod and named muster its scheduler ($out)" test "$out" = "muster.dev/admission muster"
