@@ -124,43 +124,24 @@ async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str,
     unreachable!("the loop returns")
 }
 
-/// Removes muster's scheduling gate from a pod (keeping any other gate), with a JSON patch that
-/// tests the pod's uid and its current gates; retried on a conflict or a transient error.
+/// Removes muster's scheduling gate from a pod, keeping any other gate: one strategic-merge
+/// patch (the gate list merges by name) whose uid makes it refuse a different pod of the same
+/// name. Retried on a transient error.
 async fn remove_gate(client: Client, namespace: &str, pod: &str, uid: &str) -> Result<(), String> {
     let api: Api<Pod> = Api::namespaced(client, namespace);
+    let patch = Patch::Strategic(json!({
+        "metadata": {"uid": uid},
+        "spec": {"schedulingGates": [{"$patch": "delete", "name": labels::SCHEDULING_GATE}]},
+    }));
     let mut delay = Duration::from_millis(100);
     for attempt in 0.. {
-        let current = match api.get(pod).await {
-            Ok(p) if p.metadata.uid.as_deref() == Some(uid) => p,
-            // Gone, or a different pod of the same name: the binding finds nothing either.
+        match api.patch(pod, &PatchParams::default(), &patch).await {
             Ok(_) => return Ok(()),
-            Err(e) if is_code(&e, 404) => return Ok(()),
+            // Gone, or (409: the uid precondition) a different pod of the same name: the
+            // binding finds nothing to bind either.
+            Err(e) if is_code(&e, 404) || is_code(&e, 409) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code < 500 && e.code != 429 => return Err(e.message),
             Err(e) if attempt >= 5 => return Err(e.to_string()),
-            Err(e) => {
-                warn!(pod, "reading the pod to ungate it failed, retrying: {e}");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-                continue;
-            }
-        };
-        let gates = current.spec.and_then(|s| s.scheduling_gates).unwrap_or_default();
-        if !gates.iter().any(|g| g.name == labels::SCHEDULING_GATE) {
-            return Ok(());
-        }
-        let rest: Vec<_> = gates.iter().filter(|g| g.name != labels::SCHEDULING_GATE).collect();
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "test", "path": "/metadata/uid", "value": uid},
-            {"op": "test", "path": "/spec/schedulingGates", "value": gates},
-            {"op": "replace", "path": "/spec/schedulingGates", "value": rest},
-        ]))
-        .map_err(|e| e.to_string())?;
-        match api.patch(pod, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
-            Ok(_) => return Ok(()),
-            Err(e) if is_code(&e, 404) => return Ok(()),
-            Err(e) if attempt >= 5 => return Err(e.to_string()),
-            // A failed test (422: the gates changed meanwhile), a conflict or a transient error:
-            // read again.
-            Err(kube::Error::Api(e)) if e.code < 500 && ![409, 422, 429].contains(&e.code) => return Err(e.message),
             Err(e) => {
                 debug!(pod, "ungating: {e}; retrying");
                 tokio::time::sleep(delay).await;

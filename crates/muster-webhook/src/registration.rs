@@ -11,11 +11,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
-    ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE};
+
+use crate::config::DEFAULT_CONTROLLER_USER;
 
 /// The name of both configurations.
 pub const CONFIGURATION_NAME: &str = "muster";
@@ -88,6 +90,16 @@ fn has_label(key: &str) -> Option<LabelSelector> {
         }]),
         match_labels: None,
     })
+}
+
+/// muster's own requests (gate removals, unsuspends, Group objects) never reach the webhook: it
+/// would admit them unchanged anyway (docs/webhook.md), and on a busy control plane every call
+/// is an HTTPS round trip the apiserver makes while muster starts a group.
+fn not_from_muster() -> Option<Vec<MatchCondition>> {
+    Some(vec![MatchCondition {
+        name: "not-from-muster".into(),
+        expression: format!("request.userInfo.username != '{DEFAULT_CONTROLLER_USER}'"),
+    }])
 }
 
 fn managed_namespaces() -> Option<LabelSelector> {
@@ -198,7 +210,7 @@ pub fn mutating_configuration(
             match_policy: Some("Equivalent".into()),
             // Another mutating webhook that changes the object after us gets us called again.
             reinvocation_policy: Some("IfNeeded".into()),
-            match_conditions: None,
+            match_conditions: not_from_muster(),
         })
         .collect();
     MutatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }
@@ -223,7 +235,7 @@ pub fn validating_configuration(
             timeout_seconds: Some(TIMEOUT_SECONDS),
             admission_review_versions: vec!["v1".into()],
             match_policy: Some("Equivalent".into()),
-            match_conditions: None,
+            match_conditions: not_from_muster(),
         })
         .collect();
     ValidatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }
@@ -289,6 +301,7 @@ mod tests {
             assert_eq!(h.client_config.url.as_deref(), Some("https://127.0.0.1:9443/mutate"));
             assert_eq!(h.client_config.ca_bundle, Some(ByteString(b"CA".to_vec())));
             assert!(h.object_selector.is_some() || h.namespace_selector.is_some(), "{}", h.name);
+            assert_eq!(h.match_conditions, not_from_muster(), "{}", h.name);
         }
         let v = validating_configuration(&Endpoint::in_cluster(), None, false);
         for h in v.webhooks.unwrap() {
@@ -296,6 +309,8 @@ mod tests {
             let unscoped = h.object_selector.is_none() && h.namespace_selector.is_none();
             // Only muster's own Groups go through unconditionally.
             assert_eq!(unscoped, h.name == "groups.validate.muster.dev", "{}", h.name);
+            let skipped = h.match_conditions.unwrap_or_default();
+            assert!(skipped[0].expression.contains(DEFAULT_CONTROLLER_USER), "{}", h.name);
         }
     }
 }
