@@ -254,6 +254,9 @@ async fn write(client: Client, a: Action) {
     }
 }
 
+/// How long a status waits for newer ones of the same group before it is written.
+const STATUS_COALESCE: Duration = Duration::from_millis(1000);
+
 /// Group statuses: the latest per group, written a batch at a time. A status whose Group object
 /// does not exist yet is retried with the next batch.
 async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedReceiver<(GroupKey, GroupStatus)>) {
@@ -264,6 +267,9 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
         if pending.is_empty() {
             let Some((k, s)) = rx.recv().await else { return };
             pending.insert(k, (s, 0));
+            // A group usually goes Queued -> Admitted -> PodsReady within a second: one write
+            // instead of three leaves the apiserver to the bindings.
+            tokio::time::sleep(STATUS_COALESCE).await;
         }
         while let Ok((k, s)) = rx.try_recv() {
             pending.insert(k, (s, 0));
@@ -309,34 +315,113 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
 async fn event_writer(client: Client, identity: String, mut rx: mpsc::Receiver<Action>) {
     let reporter = Reporter { controller: "muster".into(), instance: Some(identity) };
     let recorder = Recorder::new(client, reporter);
-    while let Some(a) = rx.recv().await {
-        let Action::Event { key, job_uid, kind, reason, message } = a else { continue };
-        let ev = KubeEvent {
-            type_: if kind == EventType::Warning { KubeEventType::Warning } else { KubeEventType::Normal },
-            reason: reason.clone(),
-            note: Some(message),
-            action: "Schedule".into(),
-            secondary: None,
-        };
-        let job = ObjectReference {
-            api_version: Some("batch/v1".into()),
-            kind: Some("Job".into()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
-            uid: (!job_uid.is_empty()).then_some(job_uid),
-            ..ObjectReference::default()
-        };
-        let group = ObjectReference {
-            api_version: Some("muster.dev/v1alpha1".into()),
-            kind: Some("Group".into()),
-            ..job.clone()
-        };
-        let group = ObjectReference { uid: None, ..group };
-        let refs = if job.uid.is_some() { vec![job, group] } else { vec![group] };
-        for r in refs {
-            if let Err(e) = recorder.publish(&ev, &r).await {
-                debug!(group = %key, reason, "event not recorded: {e}");
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while let Ok(a) = rx.try_recv() {
+            batch.push(a);
+        }
+        for a in fold_queued_into_admitted(batch) {
+            publish(&recorder, a).await;
+        }
+    }
+}
+
+/// A group queued and admitted before its Queued event went out gets one event, Admitted,
+/// that says both: under load that halves the events of groups that never wait.
+fn fold_queued_into_admitted(batch: Vec<Action>) -> Vec<Action> {
+    let mut out: Vec<Option<Action>> = Vec::with_capacity(batch.len());
+    // Where each group's not yet folded Queued event sits in `out`.
+    let mut queued: HashMap<GroupKey, usize> = HashMap::new();
+    for mut a in batch {
+        if let Action::Event { key, reason, message, .. } = &mut a {
+            match reason.as_str() {
+                "Queued" => {
+                    queued.insert(key.clone(), out.len());
+                }
+                "Admitted" => {
+                    if let Some(Some(Action::Event { message: q, .. })) = queued.remove(key).map(|i| out[i].take()) {
+                        *message = format!("{q}; {message}");
+                    }
+                }
+                _ => {}
             }
         }
+        out.push(Some(a));
+    }
+    out.into_iter().flatten().collect()
+}
+
+async fn publish(recorder: &Recorder, a: Action) {
+    let Action::Event { key, job_uid, kind, reason, message } = a else { return };
+    let ev = KubeEvent {
+        type_: if kind == EventType::Warning { KubeEventType::Warning } else { KubeEventType::Normal },
+        reason: reason.clone(),
+        note: Some(message),
+        action: "Schedule".into(),
+        secondary: None,
+    };
+    let job = ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        name: Some(key.name.clone()),
+        namespace: Some(key.namespace.clone()),
+        uid: (!job_uid.is_empty()).then_some(job_uid),
+        ..ObjectReference::default()
+    };
+    let group =
+        ObjectReference { api_version: Some("muster.dev/v1alpha1".into()), kind: Some("Group".into()), ..job.clone() };
+    let group = ObjectReference { uid: None, ..group };
+    let refs = if job.uid.is_some() { vec![job, group] } else { vec![group] };
+    for r in refs {
+        if let Err(e) = recorder.publish(&ev, &r).await {
+            debug!(group = %key, reason, "event not recorded: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: &str, reason: &str, message: &str) -> Action {
+        Action::Event {
+            key: GroupKey::new("ns", name),
+            job_uid: String::new(),
+            kind: EventType::Normal,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    fn reasons(batch: &[Action]) -> Vec<(String, String, String)> {
+        batch
+            .iter()
+            .map(|a| match a {
+                Action::Event { key, reason, message, .. } => (key.name.clone(), reason.clone(), message.clone()),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn executor_folds_a_queued_event_into_the_admitted_one_that_follows() {
+        let batch = vec![
+            event("c", "Admitted", "placed"),
+            event("c", "Queued", "queued in q"),
+            event("a", "Queued", "queued in q"),
+            event("b", "Queued", "queued in q"),
+            event("a", "Admitted", "placed: 2 members on 1 nodes"),
+        ];
+        let folded = reasons(&fold_queued_into_admitted(batch));
+        assert_eq!(
+            folded,
+            vec![
+                // An admission before the Queued event is another story (requeued): both stay.
+                ("c".into(), "Admitted".into(), "placed".into()),
+                ("c".into(), "Queued".into(), "queued in q".into()),
+                ("b".into(), "Queued".into(), "queued in q".into()),
+                ("a".into(), "Admitted".into(), "queued in q; placed: 2 members on 1 nodes".into()),
+            ]
+        );
     }
 }

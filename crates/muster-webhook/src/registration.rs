@@ -24,6 +24,9 @@ pub const CONFIGURATION_NAME: &str = "muster";
 /// The in-cluster Service in front of the webhook, and its namespace.
 pub const SERVICE_NAME: &str = "muster-webhook";
 pub const SERVICE_NAMESPACE: &str = "muster-system";
+/// The Secret (in [`SERVICE_NAMESPACE`]) with the webhook's serving certificate; its `ca.crt`
+/// is the caBundle of both configurations.
+pub const TLS_SECRET: &str = "muster-webhook-tls";
 /// Seconds the API server waits for an answer.
 pub const TIMEOUT_SECONDS: i32 = 10;
 
@@ -239,6 +242,60 @@ pub fn validating_configuration(
         })
         .collect();
     ValidatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }
+}
+
+/// What [`fill_ca_bundle`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaBundle {
+    /// This many webhooks of the two configurations had another caBundle and were patched.
+    Patched(usize),
+    /// No Secret [`TLS_SECRET`], or no `ca.crt` in it: the registration is left as it is.
+    NoSecret,
+}
+
+/// Writes `ca.crt` of the Secret [`TLS_SECRET`] into every webhook of both configurations
+/// whose caBundle differs, so that a certificate renewed in the Secret reaches the apiserver
+/// when muster starts (deploy/webhook.yaml has no caBundle). Each patch tests the webhook's name
+/// at its index, so a configuration edited meanwhile is not patched blindly.
+pub async fn fill_ca_bundle(client: &kube::Client) -> Result<CaBundle, kube::Error> {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::Api;
+    use kube::api::{Patch, PatchParams};
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), SERVICE_NAMESPACE);
+    let Some(ca) = secrets.get_opt(TLS_SECRET).await?.and_then(|s| s.data?.remove("ca.crt")) else {
+        return Ok(CaBundle::NoSecret);
+    };
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let m = mutating.get_opt(CONFIGURATION_NAME).await?.and_then(|c| c.webhooks).unwrap_or_default();
+    let v = validating.get_opt(CONFIGURATION_NAME).await?.and_then(|c| c.webhooks).unwrap_or_default();
+    let stale = |hooks: Vec<(String, Option<ByteString>)>| -> Vec<serde_json::Value> {
+        hooks
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (_, bundle))| bundle.as_ref() != Some(&ca))
+            .flat_map(|(i, (name, _))| {
+                [
+                    serde_json::json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": name}),
+                    serde_json::json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": ca}),
+                ]
+            })
+            .collect()
+    };
+    let m = stale(m.into_iter().map(|h| (h.name, h.client_config.ca_bundle)).collect());
+    let v = stale(v.into_iter().map(|h| (h.name, h.client_config.ca_bundle)).collect());
+    let patched = (m.len() + v.len()) / 2;
+    let params = PatchParams::default();
+    if !m.is_empty() {
+        let patch = serde_json::from_value(serde_json::Value::Array(m)).expect("a JSON patch");
+        mutating.patch(CONFIGURATION_NAME, &params, &Patch::<()>::Json(patch)).await?;
+    }
+    if !v.is_empty() {
+        let patch = serde_json::from_value(serde_json::Value::Array(v)).expect("a JSON patch");
+        validating.patch(CONFIGURATION_NAME, &params, &Patch::<()>::Json(patch)).await?;
+    }
+    Ok(CaBundle::Patched(patched))
 }
 
 /// Both configurations for in-cluster use as one YAML stream (deploy/webhook.yaml); the caBundle

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use muster_controller::Options;
+use muster_webhook::registration::{self, CaBundle};
 use muster_webhook::{DEFAULT_CONTROLLER_USER, ServeOptions, WebhookConfig};
 
 #[derive(Args, Debug)]
@@ -92,6 +93,13 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
     crate::server::init();
     crate::server::runtime()?.block_on(async {
         let (client, _) = crate::server::client(args.kubeconfig.as_deref()).await?;
+        match registration::fill_ca_bundle(&client).await {
+            Ok(CaBundle::Patched(0)) => {}
+            Ok(CaBundle::Patched(n)) => tracing::info!(webhooks = n, "caBundle of the webhook registration updated"),
+            Ok(CaBundle::NoSecret) => tracing::debug!("no webhook CA Secret; the registration's caBundle is kept"),
+            // Not fatal: the registration may be managed by other means (cert-manager's injector).
+            Err(e) => tracing::warn!(error = %e, "cannot update the caBundle of the webhook registration"),
+        }
         let mut opts = Options::new(&args.store, &identity(args));
         opts.lease_namespace = args.lease_namespace.clone();
         opts.lease_ttl = Duration::from_secs(args.lease_seconds.max(3));

@@ -19,7 +19,7 @@ use kube::discovery::{Scope, pinned_kind};
 use kube::{Client, Config};
 use muster_k8s::{Queue, QueueSpec};
 use muster_webhook::ServingCert;
-use muster_webhook::registration::{self, Endpoint, SERVICE_NAMESPACE};
+use muster_webhook::registration::{self, Endpoint, SERVICE_NAMESPACE, TLS_SECRET};
 use serde::Serialize;
 
 const CRDS: &str = include_str!("../../../deploy/crds.yaml");
@@ -29,7 +29,6 @@ const RBAC: &str = include_str!("../../../deploy/rbac.yaml");
 const MANAGER: &str = "muster-install";
 const ACCOUNT: &str = "muster";
 /// The Secret an in-cluster webhook serves from.
-const TLS_SECRET: &str = "muster-webhook-tls";
 
 #[derive(Args, Debug)]
 pub struct InstallArgs {
