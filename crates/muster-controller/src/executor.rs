@@ -3,7 +3,7 @@
 //! Group objects and pod deletions run in order, one at a time; statuses are coalesced per group
 //! (only the latest is written); events never hold anything up.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
-use muster_k8s::{Group, GroupStatus, labels};
+use muster_k8s::{Group, GroupPhase, GroupStatus, labels};
 use muster_queue::GroupKey;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
@@ -263,15 +263,36 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
     use futures::StreamExt;
     let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
     let mut pending: HashMap<GroupKey, (GroupStatus, u32)> = HashMap::new();
+    let mut admitted: HashSet<GroupKey> = HashSet::new();
+    // An admission is written at once: its allocation says where the pods being bound belong.
+    let mut is_admission = |k: &GroupKey, s: &GroupStatus| {
+        if s.phase == Some(GroupPhase::Admitted) {
+            return admitted.insert(k.clone());
+        }
+        admitted.remove(k);
+        false
+    };
     loop {
         if pending.is_empty() {
             let Some((k, s)) = rx.recv().await else { return };
+            let mut urgent = is_admission(&k, &s);
             pending.insert(k, (s, 0));
-            // A group usually goes Queued -> Admitted -> PodsReady within a second: one write
-            // instead of three leaves the apiserver to the bindings.
-            tokio::time::sleep(STATUS_COALESCE).await;
+            // Other changes wait a little for the next ones of the same group (Queued ->
+            // PodsReady within a second): fewer writes leave the apiserver to the bindings.
+            let deadline = tokio::time::Instant::now() + STATUS_COALESCE;
+            while !urgent {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some((k, s))) => {
+                        urgent = is_admission(&k, &s);
+                        pending.insert(k, (s, 0));
+                    }
+                    Ok(None) => return,
+                    Err(_) => break,
+                }
+            }
         }
         while let Ok((k, s)) = rx.try_recv() {
+            is_admission(&k, &s);
             pending.insert(k, (s, 0));
         }
         let batch: Vec<_> = pending.drain().collect();
