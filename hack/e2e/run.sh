@@ -16,7 +16,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods)
+                                deadlock muster-deadlock muster-nodes muster-pods muster-cabundle)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -48,6 +48,7 @@ for t in "${tests[@]}"; do
     muster-pods)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-pods "$e2e/test-muster-pods.sh" ;;
+    muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
     muster-scale)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-scale "$e2e/test-muster-scale.sh" --jobs 100 ;;

@@ -113,6 +113,6 @@ muster_start
 group_pod_yaml late-1 late 2 600 | k -n $ns create -f - >/dev/null
 eventually 30 "after a restart, late-1 takes the member left" bound_ungated late-1
 check "late-0 was neither deleted nor bound again (same pod)" test "$(k -n $ns get pod late-0 -o jsonpath='{.metadata.uid}')" = "$uid"
-check "both on their assigned nodes, each member once" pods_on_assigned late 2
+eventually 10 "both on their assigned nodes, each member once" pods_on_assigned late 2
 check "the group was not evicted" test -z "$(k -n $ns get events --field-selector involvedObject.name=late,reason=Evicted -o name)"
 k delete namespace $ns --wait=false >/dev/null

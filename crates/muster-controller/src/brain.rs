@@ -284,6 +284,15 @@ impl<S: Store> Brain<S> {
         self.dirty_groups.extend(self.group_pods.keys().cloned());
         let plain: Vec<GroupKey> = self.group_pods.keys().filter(|k| self.is_plain(k)).cloned().collect();
         self.dirty_plain.extend(plain);
+        // The last instance may have died before writing a status: every placed group's status
+        // is written again, since its allocation is what says where the pods belong.
+        let placed: Vec<GroupKey> = (self.engine.iter().flat_map(|e| e.engine().groups()))
+            .filter(|g| g.state.holds_allocation())
+            .map(|g| g.spec.key.clone())
+            .collect();
+        for key in placed {
+            self.update_status(&key, "placed; recovered after a restart of muster", now);
+        }
         self.after(recovery.transitions, now);
         self.reconcile(now);
         Ok(())
