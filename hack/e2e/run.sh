@@ -16,7 +16,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-cabundle)
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-jobset muster-cabundle)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -48,6 +48,12 @@ for t in "${tests[@]}"; do
     muster-pods)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-pods "$e2e/test-muster-pods.sh" ;;
+    muster-podgroup)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-podgroup "$e2e/test-muster-podgroup.sh" ;;
+    muster-jobset)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-jobset "$e2e/test-muster-jobset.sh" ;;
     muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
     muster-scale)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"

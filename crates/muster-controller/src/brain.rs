@@ -3,8 +3,9 @@
 //! engine's transitions turned into [`Action`]s for the executor. Tested without a cluster;
 //! the e2e tests run it against a real one.
 //!
-//! Groups are Jobs (key namespace/job) or plain-pod groups (key namespace/group, the
-//! `muster.dev/group` label of pods no Job controls). A plain group is known once its first pod
+//! Groups are Jobs (key namespace/job), JobSets (key namespace/jobset: every pod of every child
+//! Job; the JobSet is suspended and resumed as a Job is) or plain-pod groups (key
+//! namespace/group, the `muster.dev/group` label of pods no Job controls). A plain group is known once its first pod
 //! is seen: its spec comes from that pod's labels and requests. Its pods are ungated and bound
 //! when it is admitted; it finishes when its bound pods all ended; it is deleted (with its
 //! Group object) when its pods are gone; evicted, its pods are deleted (pods cannot be
@@ -22,7 +23,7 @@ use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacemen
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
-use crate::convert::{self, JobView, NodeView, PodPhase, PodView};
+use crate::convert::{self, JobSetView, JobView, NodeView, PodPhase, PodView};
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
 #[derive(Debug, Clone)]
@@ -40,6 +41,9 @@ pub enum Event {
     Node(Change<NodeView>),
     Pod(Change<PodView>),
     Job(Change<JobView>),
+    /// JobSets with the queue label (only watched when their CRD is installed; without it the
+    /// watcher reports one empty listing).
+    JobSet(Change<JobSetView>),
     /// The binding of a pod was refused: the group must not run in part.
     BindFailed {
         key: GroupKey,
@@ -93,6 +97,16 @@ pub enum Action {
     },
     /// Remove the user's suspend- and resume-requested annotations once they are recorded.
     ClearRequests {
+        key: GroupKey,
+    },
+    /// [`Action::Suspend`] for a JobSet (`jobset.x-k8s.io`); its controller suspends or
+    /// resumes the child Jobs.
+    SuspendJobSet {
+        key: GroupKey,
+        suspend: bool,
+    },
+    /// [`Action::ClearRequests`] for a JobSet.
+    ClearJobSetRequests {
         key: GroupKey,
     },
     Bind {
@@ -165,6 +179,7 @@ pub struct Brain<S: Store> {
     nodes: Kind<NodeView>,
     pods: Kind<PodView>,
     jobs: Kind<JobView>,
+    jobsets: Kind<JobSetView>,
     /// Pods of each managed group, by uid.
     group_pods: HashMap<GroupKey, BTreeSet<String>>,
     /// Bindings sent and not yet seen in a pod's nodeName: pod uid -> member.
@@ -203,6 +218,7 @@ impl<S: Store> Brain<S> {
             nodes: Kind::default(),
             pods: Kind::default(),
             jobs: Kind::default(),
+            jobsets: Kind::default(),
             group_pods: HashMap::new(),
             binding: HashMap::new(),
             ready_sent: HashMap::new(),
@@ -222,7 +238,21 @@ impl<S: Store> Brain<S> {
 
     /// Whether every watcher has listed once (recovery needs the whole cluster).
     pub fn synced(&self) -> bool {
-        self.nodes.synced && self.pods.synced && self.jobs.synced
+        self.nodes.synced && self.pods.synced && self.jobs.synced && self.jobsets.synced
+    }
+
+    /// The Job or JobSet mirrored under `mirror_key` ("namespace/name").
+    fn workload(&self, mirror_key: &str) -> Option<&JobView> {
+        self.jobs.items.get(mirror_key).or_else(|| self.jobsets.items.get(mirror_key).map(|s| &s.job))
+    }
+
+    fn workloads(&self) -> impl Iterator<Item = &JobView> {
+        self.jobs.items.values().chain(self.jobsets.items.values().map(|s| &s.job))
+    }
+
+    fn is_jobset(&self, key: &GroupKey) -> bool {
+        let k = key.to_string();
+        !self.jobs.items.contains_key(&k) && self.jobsets.items.contains_key(&k)
     }
 
     pub fn engine(&self) -> Option<&DurableEngine<S>> {
@@ -278,9 +308,8 @@ impl<S: Store> Brain<S> {
         for p in self.pods.items.values().filter(|p| !p.ours && p.holds_capacity()) {
             self.foreign_waiting.insert(p.uid.clone());
         }
-        for j in self.jobs.items.values() {
-            self.dirty_jobs.insert(j.key.to_string());
-        }
+        let keys: Vec<String> = self.workloads().map(|j| j.key.to_string()).collect();
+        self.dirty_jobs.extend(keys);
         self.dirty_groups.extend(self.group_pods.keys().cloned());
         let plain: Vec<GroupKey> = self.group_pods.keys().filter(|k| self.is_plain(k)).cloned().collect();
         self.dirty_plain.extend(plain);
@@ -316,7 +345,7 @@ impl<S: Store> Brain<S> {
                 });
             }
         }
-        for j in self.jobs.items.values() {
+        for j in self.workloads() {
             report.pods_recreated.insert(j.key.clone());
             if let Some(ok) = j.finished {
                 report.finished.insert(j.key.clone(), ok);
@@ -339,7 +368,7 @@ impl<S: Store> Brain<S> {
 
     /// Whether `key` is a plain-pod group: pods of it exist and no Job of that name.
     fn is_plain(&self, key: &GroupKey) -> bool {
-        !self.jobs.items.contains_key(&key.to_string()) && self.plain_pods(key).next().is_some()
+        self.workload(&key.to_string()).is_none() && self.plain_pods(key).next().is_some()
     }
 
     fn plain_pods<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a PodView> + 'a {
@@ -368,6 +397,15 @@ impl<S: Store> Brain<S> {
                 let (deleted, dropped) = self.jobs.change(c, |j| j.key.to_string());
                 for j in deleted.into_iter().chain(dropped) {
                     self.dirty_jobs.insert(j.key.to_string());
+                }
+            }
+            Event::JobSet(c) => {
+                if let Change::Apply(j) | Change::Delete(j) = &c {
+                    self.dirty_jobs.insert(j.job.key.to_string());
+                }
+                let (deleted, dropped) = self.jobsets.change(c, |j| j.job.key.to_string());
+                for j in deleted.into_iter().chain(dropped) {
+                    self.dirty_jobs.insert(j.job.key.to_string());
                 }
             }
             Event::BindFailed { key, pod, message } => {
@@ -487,7 +525,7 @@ impl<S: Store> Brain<S> {
 
     /// Brings the engine in line with one Job (or its absence).
     fn job_changed(&mut self, mirror_key: &str) {
-        let Some(j) = self.jobs.items.get(mirror_key).cloned() else {
+        let Some(j) = self.workload(mirror_key).cloned() else {
             if let Some((ns, name)) = mirror_key.split_once('/') {
                 let key = GroupKey::new(ns, name);
                 // A plain group of the same name lives on its pods.
@@ -518,7 +556,10 @@ impl<S: Store> Brain<S> {
             self.inputs.push(Input::Resume(j.key.clone()));
         }
         if j.suspend_requested || j.resume_requested {
-            self.actions.push(Action::ClearRequests { key: j.key.clone() });
+            let key = j.key.clone();
+            let clear =
+                if self.is_jobset(&key) { Action::ClearJobSetRequests { key } } else { Action::ClearRequests { key } };
+            self.actions.push(clear);
         }
         // Level-triggered: what a crash lost between writing a decision and acting on it (the
         // Group object, unsuspending an admitted Job, suspending an evicted one) is done again.
@@ -537,10 +578,16 @@ impl<S: Store> Brain<S> {
         }
     }
 
-    /// Patches a Job's spec.suspend, unless the same patch is already on its way.
+    /// Patches a Job's (or JobSet's) spec.suspend, unless the same patch is already on its way.
     fn set_suspend(&mut self, key: &GroupKey, suspend: bool) {
         if self.suspend_sent.insert(key.clone(), suspend) != Some(suspend) {
-            self.actions.push(Action::Suspend { key: key.clone(), suspend });
+            let key = key.clone();
+            let patch = if self.is_jobset(&key) {
+                Action::SuspendJobSet { key, suspend }
+            } else {
+                Action::Suspend { key, suspend }
+            };
+            self.actions.push(patch);
         }
     }
 
@@ -560,7 +607,7 @@ impl<S: Store> Brain<S> {
 
     /// Brings the engine in line with the pods of one plain group (or their absence).
     fn plain_changed(&mut self, key: &GroupKey) {
-        if self.jobs.items.contains_key(&key.to_string()) {
+        if self.workload(&key.to_string()).is_some() {
             return;
         }
         let Some(first) = self.plain_pods(key).min_by_key(|p| (p.created, p.name.clone())).cloned() else {
@@ -662,10 +709,15 @@ impl<S: Store> Brain<S> {
             .filter(|p| p.node.is_none() && !p.phase.is_terminal() && !self.binding.contains_key(&p.uid))
             .collect();
         unbound.sort_by_key(|p| (p.completion_index, p.name.clone()));
+        let jobset = self.jobsets.items.get(&key.to_string());
         for p in unbound {
             let free = |m: &u32| !filled.contains(m);
-            let slot = p
-                .completion_index
+            // A JobSet's pods are numbered across its child Jobs; a Job's by completion index.
+            let preferred = match (&p.jobset, jobset) {
+                (Some(at), Some(js)) => js.member_of(at, p.completion_index),
+                _ => p.completion_index,
+            };
+            let slot = preferred
                 .filter(|i| alloc.members.iter().any(|m| m.index == *i) && free(i))
                 .or_else(|| alloc.members.iter().map(|m| m.index).find(free));
             let Some(member) = slot else { break };
@@ -733,7 +785,7 @@ impl<S: Store> Brain<S> {
         let gone: Vec<String> = e
             .engine()
             .groups()
-            .filter(|g| !self.jobs.items.contains_key(&g.spec.key.to_string()) && !self.is_plain(&g.spec.key))
+            .filter(|g| self.workload(&g.spec.key.to_string()).is_none() && !self.is_plain(&g.spec.key))
             .map(|g| g.spec.key.to_string())
             .collect();
         self.dirty_jobs.extend(gone);
@@ -845,6 +897,7 @@ impl<S: Store> Brain<S> {
     }
 
     fn event(&mut self, key: &GroupKey, kind: EventType, reason: &str, message: &str) {
+        // Events name a Job by uid; a JobSet's go on its Group only.
         let job_uid = self.jobs.items.get(&key.to_string()).map(|j| j.uid.clone()).unwrap_or_default();
         self.actions.push(Action::Event {
             key: key.clone(),
@@ -916,9 +969,7 @@ impl<S: Store> Brain<S> {
     }
 
     fn push_status(&mut self, key: &GroupKey, st: GroupStatus) {
-        if self.statuses.get(key) == Some(&st)
-            || !(self.jobs.items.contains_key(&key.to_string()) || self.is_plain(key))
-        {
+        if self.statuses.get(key) == Some(&st) || !(self.workload(&key.to_string()).is_some() || self.is_plain(key)) {
             return;
         }
         self.statuses.insert(key.clone(), st.clone());

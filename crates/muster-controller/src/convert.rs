@@ -8,9 +8,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use kube::Resource;
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_graph::resources::{parse_amount, unit_of};
+use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL, job_pods, jobset_owner};
 use muster_k8s::group::{Members, NodeSelectorRequirement, NodeSelectorTerm, OwnerReference, Toleration};
 use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity, labels};
 use muster_queue::GroupKey;
@@ -121,8 +123,11 @@ pub struct PodView {
     pub phase: PodPhase,
     pub ready: bool,
     pub requests: Vec<(String, u64)>,
-    /// The Job that controls it, by name, when the Job controller made it.
+    /// The Job that controls it, by name, when the Job controller made it; for a pod of a
+    /// JobSet's child Job, the JobSet (the group it belongs to).
     pub job: Option<String>,
+    /// A JobSet's pod: where in the JobSet it is (boxed: other pods pay one pointer).
+    pub jobset: Option<Box<JobSetPod>>,
     /// The member it fills (set by muster's binding).
     pub member: Option<u32>,
     pub completion_index: Option<u32>,
@@ -163,6 +168,26 @@ impl PodView {
     }
 }
 
+/// Where a JobSet's pod is: its replicated Job and the index of its child Job there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSetPod {
+    pub replicated_job: String,
+    pub job_index: u32,
+}
+
+/// A pod of a JobSet's child Job: the JobSet and the pod's place in it, from the labels the
+/// JobSet controller sets, trusted only when the controlling Job bears the name the JobSet
+/// controller gives its children (`<jobset>-<replicated job>-<index>`), so a Job of one's own
+/// labelled as another's child does not join that JobSet's group.
+fn jobset_pod(labels: &BTreeMap<String, String>, job: &str) -> Option<(String, JobSetPod)> {
+    let jobset = labels.get(JOBSET_NAME_LABEL)?;
+    let replicated_job = labels.get(REPLICATED_JOB_LABEL)?;
+    let index = labels.get(JOB_INDEX_LABEL)?;
+    let job_index = index.parse().ok()?;
+    (job == format!("{jobset}-{replicated_job}-{index}"))
+        .then(|| (jobset.clone(), JobSetPod { replicated_job: replicated_job.clone(), job_index }))
+}
+
 pub fn pod_view(pod: &Pod) -> Option<PodView> {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref()?;
@@ -178,12 +203,16 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         .into_iter()
         .flatten()
         .any(|c| c.type_ == "Ready" && c.status == "True");
-    let job = meta
+    let mut job = meta
         .owner_references
         .iter()
         .flatten()
         .find(|o| o.kind == "Job" && o.controller == Some(true))
         .map(|o| o.name.clone());
+    let jobset = job.as_deref().zip(meta.labels.as_ref()).and_then(|(j, l)| jobset_pod(l, j)).map(|(js, at)| {
+        job = Some(js);
+        Box::new(at)
+    });
     let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).and_then(|v| v.parse().ok());
     let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k));
     // Only pods no Job controls form plain groups (the webhook labels Job pods with their Job).
@@ -201,6 +230,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         ready,
         requests: pod_requests(spec),
         job,
+        jobset,
         member: annotation(MEMBER),
         completion_index: annotation(COMPLETION_INDEX),
         deleting: meta.deletion_timestamp.is_some(),
@@ -323,6 +353,10 @@ pub struct JobView {
 pub fn job_view(job: &Job) -> Option<JobView> {
     let meta = &job.metadata;
     let queue = meta.labels.as_ref()?.get(labels::QUEUE)?.clone();
+    // A JobSet's child Job (its template may carry the queue label) is part of the JobSet's group.
+    if jobset_owner(meta.owner_references.as_ref()).is_some() {
+        return None;
+    }
     let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
     let spec = job.spec.as_ref()?;
     let finished = job
@@ -366,14 +400,35 @@ fn group_spec(
     if parallelism < 1 {
         return Err(format!("spec.parallelism is {parallelism}; muster needs at least 1 pod"));
     }
-    let int_annotation = |key: &str| -> Result<Option<i64>, String> {
-        annotations
-            .get(key)
-            .map(|v| v.parse::<i64>().map_err(|_| format!("annotation {key}: {v:?} is not an integer")))
-            .transpose()
+    let min = int_annotation(annotations, labels::MIN_MEMBERS)?.unwrap_or(parallelism);
+    let owner = OwnerReference {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        name: name.to_string(),
+        uid: Some(uid.to_string()),
     };
-    let min = int_annotation(labels::MIN_MEMBERS)?.unwrap_or(parallelism);
-    let resources = requests_to_resources(&pod_requests(pod));
+    let members = Members { min, max: (parallelism != min).then_some(parallelism) };
+    let mut g = shaped(pod, &pod_requests(pod), queue, members, owner)?;
+    g.duration_seconds = int_annotation(annotations, labels::DURATION)?;
+    Ok(g)
+}
+
+fn int_annotation(annotations: &BTreeMap<String, String>, key: &str) -> Result<Option<i64>, String> {
+    annotations
+        .get(key)
+        .map(|v| v.parse::<i64>().map_err(|_| format!("annotation {key}: {v:?} is not an integer")))
+        .transpose()
+}
+
+/// A Group object of `members` members with `requests` each, placed as `pod` asks (node
+/// selector, required node affinity, tolerations, priority class).
+fn shaped(
+    pod: &PodSpec,
+    requests: &[(String, u64)],
+    queue: &str,
+    members: Members,
+    owner: OwnerReference,
+) -> Result<GroupObjectSpec, String> {
     let affinity = pod
         .affinity
         .as_ref()
@@ -409,21 +464,133 @@ fn group_spec(
         .collect::<Result<Vec<_>, String>>()?;
     Ok(GroupObjectSpec {
         queue: queue.to_string(),
-        members: Members { min, max: (parallelism != min).then_some(parallelism) },
-        resources,
+        members,
+        resources: requests_to_resources(requests),
         node_selector: pod.node_selector.clone().unwrap_or_default(),
         affinity,
         tolerations,
         topology: None,
         priority_class_name: pod.priority_class_name.clone(),
-        duration_seconds: int_annotation(labels::DURATION)?,
-        owner: Some(OwnerReference {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            name: name.to_string(),
-            uid: Some(uid.to_string()),
-        }),
+        duration_seconds: None,
+        owner: Some(owner),
     })
+}
+
+/// What the controller keeps of a JobSet with the queue label: the group it is (a [`JobView`],
+/// so that it is queued, admitted, suspended and finished as a Job is) and the sizes of its
+/// replicated Jobs, which number the members.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSetView {
+    pub job: JobView,
+    /// (replicated Job, child Jobs, pods per child Job), in the JobSet's order.
+    pub replicated: Vec<(String, u32, u32)>,
+}
+
+impl JobSetView {
+    /// The member a pod fills: its replicated Job's members come after those of the replicated
+    /// Jobs before it, its child Job's after its siblings', then its completion index. None for
+    /// a pod without a completion index (non-indexed Jobs) or one that does not fit the layout.
+    pub fn member_of(&self, at: &JobSetPod, completion_index: Option<u32>) -> Option<u32> {
+        let mut offset = 0u64;
+        for (name, jobs, pods) in &self.replicated {
+            if *name == at.replicated_job {
+                let index = completion_index.filter(|i| *i < *pods && at.job_index < *jobs)?;
+                return u32::try_from(offset + u64::from(at.job_index) * u64::from(*pods) + u64::from(index)).ok();
+            }
+            offset += u64::from(*jobs) * u64::from(*pods);
+        }
+        None
+    }
+}
+
+pub fn jobset_view(js: &JobSet) -> Option<JobSetView> {
+    let meta = &js.metadata;
+    let queue = meta.labels.as_ref()?.get(labels::QUEUE)?.clone();
+    let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let replicated = js
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|r| {
+            let n = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+            (r.name.clone(), n(r.replicas()), n(r.pods_per_job()))
+        })
+        .collect();
+    Some(JobSetView {
+        job: JobView {
+            key: GroupKey::new(&namespace, &name),
+            uid: uid.clone(),
+            queue: queue.clone(),
+            suspended: js.spec.suspend.unwrap_or(false),
+            finished: js.finished(),
+            resume_requested: annotations.contains_key(labels::RESUME_REQUESTED),
+            suspend_requested: annotations.contains_key(labels::SUSPEND_REQUESTED),
+            created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+            group: jobset_group_spec(js, &queue, &name, &uid, &annotations),
+        },
+        replicated,
+    })
+}
+
+/// The Group object of a JobSet: one group of every pod of every child Job, members all alike
+/// (the graph places identical members): each asks for the most any replicated Job's pod asks of
+/// each resource, and all replicated Jobs must ask for the same nodes.
+fn jobset_group_spec(
+    js: &JobSet,
+    queue: &str,
+    name: &str,
+    uid: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Result<GroupObjectSpec, String> {
+    let mut pods = Vec::new();
+    let mut members = 0i64;
+    for (i, r) in js.spec.replicated_jobs.iter().enumerate() {
+        let job = r.template.spec.as_ref().ok_or(format!("spec.replicatedJobs[{i}].template.spec is missing"))?;
+        let pod = job
+            .template
+            .spec
+            .as_ref()
+            .ok_or(format!("spec.replicatedJobs[{i}].template.spec.template.spec is missing"))?;
+        members += r.replicas().max(0) * job_pods(job).max(0);
+        pods.push(pod);
+    }
+    if members < 1 {
+        return Err("spec.replicatedJobs: the JobSet has no pods; muster needs at least 1".into());
+    }
+    let mut requests: BTreeMap<String, u64> = BTreeMap::new();
+    for pod in &pods {
+        for (r, a) in pod_requests(pod) {
+            let e = requests.entry(r).or_default();
+            *e = (*e).max(a);
+        }
+    }
+    let requests: Vec<(String, u64)> = requests.into_iter().collect();
+    let owner = OwnerReference {
+        api_version: JobSet::api_version(&()).into(),
+        kind: JobSet::kind(&()).into(),
+        name: name.to_string(),
+        uid: Some(uid.to_string()),
+    };
+    let members = Members { min: members, max: None };
+    let specs = pods
+        .iter()
+        .map(|pod| shaped(pod, &requests, queue, members, owner.clone()))
+        .collect::<Result<Vec<_>, String>>()?;
+    let first = &specs[0];
+    let placement = |g: &GroupObjectSpec| {
+        (g.node_selector.clone(), g.affinity.clone(), g.tolerations.clone(), g.priority_class_name.clone())
+    };
+    if let Some(i) = specs.iter().position(|g| placement(g) != placement(first)) {
+        return Err(format!(
+            "spec.replicatedJobs[{i}].template.spec.template.spec: asks for other nodes than spec.replicatedJobs[0] \
+             (nodeSelector, required node affinity, tolerations or priorityClassName differ); muster places a JobSet \
+             as one group of alike members, so make them the same, or submit separate JobSets"
+        ));
+    }
+    let mut g = specs.into_iter().next().expect("at least one replicated Job");
+    g.duration_seconds = int_annotation(annotations, labels::DURATION)?;
+    Ok(g)
 }
 
 #[cfg(test)]
@@ -582,5 +749,90 @@ mod tests {
         assert!(!v.is_plain());
         assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
         assert_eq!((v.group, v.queue, v.group_size, v.duration), (None, None, None, None));
+    }
+
+    fn jobset(extra: serde_json::Value) -> JobSet {
+        let pod = |cpu: &str| {
+            json!({"spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+                            "schedulerName": "muster", "nodeSelector": {"pool": "a"}}})
+        };
+        let mut base = json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "js1",
+                         "creationTimestamp": "2026-01-01T00:00:10Z",
+                         "labels": {"muster.dev/queue": "gpu"},
+                         "annotations": {"muster.dev/duration-seconds": "60"}},
+            "spec": {"suspend": true, "replicatedJobs": [
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 3, "completionMode": "Indexed",
+                    "template": pod("1")}}},
+                {"name": "driver", "template": {"spec": {"template": pod("2500m")}}}]}
+        });
+        json_merge(&mut base, extra);
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn a_jobset_is_one_group_of_every_pod_of_its_child_jobs() {
+        let v = jobset_view(&jobset(json!({}))).unwrap();
+        assert_eq!(v.replicated, [("workers".to_string(), 2, 3), ("driver".into(), 1, 1)]);
+        let j = &v.job;
+        assert_eq!((j.key.clone(), j.uid.as_str(), j.queue.as_str()), (GroupKey::new("ml", "train"), "js1", "gpu"));
+        assert!(j.suspended && j.finished.is_none());
+        let g = j.group.clone().unwrap();
+        // 2 x 3 workers + 1 driver; each member asks what the largest pod asks.
+        assert_eq!(g.members, Members { min: 7, max: None });
+        assert_eq!(g.resources["cpu"], Quantity::Text("2500m".into()));
+        assert_eq!((g.node_selector["pool"].as_str(), g.duration_seconds), ("a", Some(60)));
+        let owner = g.owner.unwrap();
+        assert_eq!(
+            (owner.api_version.as_str(), owner.kind.as_str(), owner.uid.as_deref()),
+            ("jobset.x-k8s.io/v1alpha2", "JobSet", Some("js1"))
+        );
+        // Members: workers Job 1's completion 2 is 1*3+2; the driver's pod is the 7th.
+        let at = |r: &str, job_index| JobSetPod { replicated_job: r.into(), job_index };
+        assert_eq!(v.member_of(&at("workers", 1,), Some(2)), Some(5));
+        assert_eq!(v.member_of(&at("driver", 0), Some(0)), Some(6));
+        assert_eq!(v.member_of(&at("workers", 2), Some(0)), None, "no third workers Job");
+        assert_eq!(v.member_of(&at("workers", 0), None), None, "not indexed: any free member");
+        assert_eq!(v.member_of(&at("other", 0), Some(0)), None);
+        // Finished; replicated Jobs asking for other nodes; no queue label.
+        let done = jobset(json!({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "r",
+            "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}));
+        assert_eq!(jobset_view(&done).unwrap().job.finished, Some(false));
+        let mut odd = jobset(json!({}));
+        odd.spec.replicated_jobs[1].template.spec.as_mut().unwrap().template.spec.as_mut().unwrap().node_selector =
+            None;
+        let e = jobset_view(&odd).unwrap().job.group.unwrap_err();
+        assert!(e.starts_with("spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes"), "{e}");
+        let mut unqueued = jobset(json!({}));
+        unqueued.metadata.labels = None;
+        assert!(jobset_view(&unqueued).is_none());
+    }
+
+    #[test]
+    fn pods_of_a_jobsets_child_jobs_belong_to_the_jobset_and_its_child_jobs_are_no_groups() {
+        let pod = |job: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{job}-1-x"), "namespace": "ml", "uid": "p1",
+                             "labels": {"jobset.sigs.k8s.io/jobset-name": "train",
+                                        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                                        "jobset.sigs.k8s.io/job-index": "1"},
+                             "annotations": {"batch.kubernetes.io/job-completion-index": "1"},
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "j", "controller": true}]},
+                "spec": {"schedulerName": "muster", "containers": []}
+            }))
+            .unwrap()
+        };
+        let v = pod_view(&pod("train-workers-1")).unwrap();
+        assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
+        assert_eq!(v.jobset.as_deref(), Some(&JobSetPod { replicated_job: "workers".into(), job_index: 1 }));
+        assert_eq!(v.completion_index, Some(1));
+        // A Job of one's own labelled as another JobSet's child stays its own Job's.
+        let v = pod_view(&pod("mine")).unwrap();
+        assert_eq!((v.group_key(), v.jobset), (Some(GroupKey::new("ml", "mine")), None));
+        // The child Job carries the queue label from the JobSet's template, and is no group.
+        let child = job(json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train", "uid": "js1", "controller": true}]}}));
+        assert!(job_view(&child).is_none());
     }
 }

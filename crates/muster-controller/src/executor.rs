@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
+use muster_k8s::external::JobSet;
 use muster_k8s::{Group, GroupPhase, GroupStatus, labels};
 use muster_queue::GroupKey;
 use serde_json::json;
@@ -180,6 +181,8 @@ fn group_of(a: &Action) -> Option<GroupKey> {
     match a {
         Action::Suspend { key, .. }
         | Action::ClearRequests { key }
+        | Action::SuspendJobSet { key, .. }
+        | Action::ClearJobSetRequests { key }
         | Action::EnsureGroup { key, .. }
         | Action::DeleteGroup { key }
         | Action::DeletePods { key, .. } => Some(key.clone()),
@@ -198,19 +201,29 @@ async fn write(client: Client, a: Action) {
         }
         Action::ClearRequests { key } => {
             let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
-            let annotations = json!({labels::RESUME_REQUESTED: null, labels::SUSPEND_REQUESTED: null});
-            let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
+            let r = api.patch(&key.name, &PatchParams::default(), &clear_requests()).await.map(drop);
+            (key, r)
+        }
+        Action::SuspendJobSet { key, suspend } => {
+            let api: Api<JobSet> = Api::namespaced(client.clone(), &key.namespace);
+            let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
             let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
+            (key, r)
+        }
+        Action::ClearJobSetRequests { key } => {
+            let api: Api<JobSet> = Api::namespaced(client.clone(), &key.namespace);
+            let r = api.patch(&key.name, &PatchParams::default(), &clear_requests()).await.map(drop);
             (key, r)
         }
         Action::EnsureGroup { key, spec, job_uid } => {
             let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
             let mut metadata = json!({"name": key.name, "namespace": key.namespace});
-            // A plain-pod group has no owner (job_uid empty): muster deletes its object.
-            if !job_uid.is_empty() {
+            // A plain-pod group has no owner (job_uid empty): muster deletes its object. A Job's
+            // or JobSet's is owned by it, as spec.owner says.
+            if let (false, Some(o)) = (job_uid.is_empty(), spec.owner.as_ref()) {
                 let owner = OwnerReference {
-                    api_version: "batch/v1".into(),
-                    kind: "Job".into(),
+                    api_version: o.api_version.clone(),
+                    kind: o.kind.clone(),
                     name: key.name.clone(),
                     uid: job_uid,
                     controller: Some(true),
@@ -256,6 +269,12 @@ async fn write(client: Client, a: Action) {
 
 /// How long a status waits for newer ones of the same group before it is written.
 const STATUS_COALESCE: Duration = Duration::from_millis(1000);
+
+/// Removes the user's suspend- and resume-requested annotations (of a Job or a JobSet).
+fn clear_requests() -> Patch<serde_json::Value> {
+    let annotations = json!({labels::RESUME_REQUESTED: null, labels::SUSPEND_REQUESTED: null});
+    Patch::Merge(json!({"metadata": {"annotations": annotations}}))
+}
 
 /// Group statuses: the latest per group, written a batch at a time. A status whose Group object
 /// does not exist yet is retried with the next batch.

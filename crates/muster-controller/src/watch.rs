@@ -1,4 +1,5 @@
-//! Watchers: nodes, pods and managed Jobs into compact views for the brain; Queue changes.
+//! Watchers: nodes, pods, managed Jobs and (when their CRD is installed) managed JobSets into
+//! compact views for the brain; Queue changes.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -9,16 +10,22 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use muster_k8s::external::{JobSet, served};
 use muster_k8s::{Queue, labels};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::Message;
 use crate::brain::{Change, Event};
 use crate::convert::{self, Levels};
 
-/// Spawns the three watchers; abort the set to stop them.
+/// How often to ask whether the JobSet CRD has been installed.
+const CRD_POLL: std::time::Duration = std::time::Duration::from_secs(30);
+/// How soon to ask again after discovery failed.
+const DISCOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Spawns the watchers; abort the set to stop them.
 pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()> {
     let mut set = JoinSet::new();
     let nodes = Api::<Node>::all(client.clone());
@@ -27,9 +34,41 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     // All pods: muster's, and other schedulers' that use capacity on the same nodes.
     let pods = Api::<Pod>::all(client.clone());
     set.spawn(forward(pods, watcher::Config::default(), convert::pod_view, Event::Pod, tx.clone()));
-    let jobs = Api::<Job>::all(client);
-    set.spawn(forward(jobs, watcher::Config::default().labels(labels::QUEUE), convert::job_view, Event::Job, tx));
+    let jobs = Api::<Job>::all(client.clone());
+    let t = tx.clone();
+    set.spawn(forward(jobs, watcher::Config::default().labels(labels::QUEUE), convert::job_view, Event::Job, t));
+    set.spawn(jobsets(client, tx));
     set
+}
+
+/// JobSets, once their CRD is served. Until then the brain gets one empty listing, so that it
+/// need not wait for a kind the cluster does not have. Only a definite "not served" counts: after
+/// a failed discovery call nothing is listed (recovery would take the JobSets for deleted).
+async fn jobsets(client: Client, tx: Sender<Message>) {
+    let mut listed = false;
+    loop {
+        let wait = match served(&client, &kube::core::ApiResource::erase::<JobSet>(&())).await {
+            Ok(true) => break,
+            Ok(false) if !listed => {
+                listed = true;
+                for c in [Change::Init, Change::InitDone] {
+                    if tx.send(Message::Event(Event::JobSet(c))).is_err() {
+                        return;
+                    }
+                }
+                CRD_POLL
+            }
+            Ok(false) => CRD_POLL,
+            Err(e) => {
+                warn!("cannot tell whether JobSets are served (asking again): {e}");
+                DISCOVERY_RETRY
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+    info!("the JobSet CRD is installed; watching JobSets");
+    let api = Api::<JobSet>::all(client);
+    forward(api, watcher::Config::default().labels(labels::QUEUE), convert::jobset_view, Event::JobSet, tx).await;
 }
 
 /// Streams one kind to the brain, converted to its view. Watch errors are retried with backoff.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use muster_controller::brain::{Action, Brain, BrainConfig, Change, Event};
-use muster_controller::convert::{JobView, NodeView, PodPhase, PodView};
+use muster_controller::convert::{JobSetPod, JobSetView, JobView, NodeView, PodPhase, PodView};
 use muster_durable::Options;
 use muster_graph::{NodeSpec, Policy};
 use muster_k8s::group::{Members, OwnerReference};
@@ -93,6 +93,17 @@ impl Harness {
     }
 
     fn start(dir: TempDir, nodes: &[NodeView], jobs: &[JobView], pods: &[PodView], now: i64) -> Self {
+        Self::start_with(dir, nodes, jobs, &[], pods, now)
+    }
+
+    fn start_with(
+        dir: TempDir,
+        nodes: &[NodeView],
+        jobs: &[JobView],
+        jobsets: &[JobSetView],
+        pods: &[PodView],
+        now: i64,
+    ) -> Self {
         let cfg = BrainConfig {
             engine: EngineConfig::single_queue("default"),
             options: Options::new("muster", 30),
@@ -105,6 +116,9 @@ impl Harness {
         for j in jobs {
             brain.handle(Event::Job(Change::Apply(j.clone())), now);
         }
+        for j in jobsets {
+            brain.handle(Event::JobSet(Change::Apply(j.clone())), now);
+        }
         for p in pods {
             brain.handle(Event::Pod(Change::Apply(p.clone())), now);
         }
@@ -112,6 +126,9 @@ impl Harness {
         for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone), Event::Job(Change::InitDone)] {
             brain.handle(e, now);
         }
+        // JobSets list (empty, without their CRD) like any kind: recovery waits for them too.
+        assert!(!brain.synced(), "not synced before JobSets listed");
+        brain.handle(Event::JobSet(Change::InitDone), now);
         assert!(brain.synced());
         let mut store = SqliteStore::open(dir.0.join("muster.db")).unwrap();
         let fence = store.acquire_lease("muster", "test", now, 30).unwrap().unwrap();
@@ -638,4 +655,145 @@ fn a_restart_redoes_what_a_crash_lost_between_deciding_and_acting() {
     // The same stale view again does not repeat the patch in flight.
     let again = h2.send(Event::Job(Change::Apply(seen[0].clone())));
     assert_eq!(unsuspends(&again, "a"), 0, "{again:?}");
+}
+
+/// JobSet train: 2 workers Jobs x 2 pods and 1 driver pod, 1 cpu each.
+fn jobset(suspended: bool) -> JobSetView {
+    let mut job = job("train", 5, 1);
+    job.suspended = suspended;
+    let g = job.group.as_mut().unwrap();
+    g.owner = Some(OwnerReference {
+        api_version: "jobset.x-k8s.io/v1alpha2".into(),
+        kind: "JobSet".into(),
+        name: "train".into(),
+        uid: Some("uid-train".into()),
+    });
+    JobSetView { job, replicated: vec![("workers".into(), 2, 2), ("driver".into(), 1, 1)] }
+}
+
+/// A pod of JobSet train's child Job `<replicated>-<job_index>`.
+fn jobset_pod(replicated: &str, job_index: u32, completion: u32) -> PodView {
+    let name = format!("train-{replicated}-{job_index}-{completion}");
+    PodView {
+        uid: name.clone(),
+        name,
+        jobset: Some(Box::new(JobSetPod { replicated_job: replicated.into(), job_index })),
+        ..pod("train", completion, 1)
+    }
+}
+
+fn jobset_suspends(actions: &[Action]) -> Vec<bool> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SuspendJobSet { key, suspend } if key.name == "train" => Some(*suspend),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_jobset_is_one_group_and_its_pods_are_numbered_across_its_child_jobs() {
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
+    let a = h.send(Event::JobSet(Change::Apply(jobset(true))));
+    let ensured = a.iter().find_map(|a| match a {
+        Action::EnsureGroup { key, spec, job_uid } if key.name == "train" => Some((spec.clone(), job_uid.clone())),
+        _ => None,
+    });
+    let (spec, uid) = ensured.expect("the Group object is created");
+    assert_eq!((spec.members.min, spec.owner.unwrap().kind.as_str(), uid.as_str()), (5, "JobSet", "uid-train"));
+    assert_eq!(h.state("train"), Some(GroupState::Admitted));
+    assert_eq!(jobset_suspends(&a), [false], "the JobSet is resumed: {a:?}");
+    assert_eq!(unsuspends(&a, "train"), 0, "never patched as a Job");
+    // The JobSet controller resumes its child Jobs; their pods come in any order.
+    let pods = [
+        jobset_pod("driver", 0, 0),
+        jobset_pod("workers", 1, 1),
+        jobset_pod("workers", 0, 1),
+        jobset_pod("workers", 1, 0),
+        jobset_pod("workers", 0, 0),
+    ];
+    let mut all = Vec::new();
+    for p in &pods {
+        all.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    let mut b: Vec<(String, u32)> = binds(&all).into_iter().map(|(pod, _, member)| (pod, member)).collect();
+    b.sort();
+    assert_eq!(
+        b,
+        [
+            ("train-driver-0-0".to_string(), 4),
+            ("train-workers-0-0".into(), 0),
+            ("train-workers-0-1".into(), 1),
+            ("train-workers-1-0".into(), 2),
+            ("train-workers-1-1".into(), 3),
+        ],
+        "members by (replicated Job, Job index, completion index)"
+    );
+    // The JobSet completes: the group finishes.
+    let mut done = jobset(false);
+    done.job.finished = Some(true);
+    let a = h.send(Event::JobSet(Change::Apply(done)));
+    assert_eq!(h.state("train"), Some(GroupState::Succeeded));
+    assert_eq!(last_phase(&a, "train"), Some(GroupPhase::Succeeded));
+    // Deleted: the group goes, and with it the Group object.
+    let a = h.send(Event::JobSet(Change::Delete(jobset(false))));
+    assert!(a.iter().any(|a| matches!(a, Action::DeleteGroup { key } if key.name == "train")), "{a:?}");
+    assert_eq!(h.state("train"), None);
+}
+
+#[test]
+fn a_jobset_is_suspended_on_eviction_and_by_its_user_as_a_jobset() {
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
+    assert_eq!(jobset_suspends(&h.send(Event::JobSet(Change::Apply(jobset(true))))), [false]);
+    let p = jobset_pod("workers", 0, 0);
+    assert_eq!(binds(&h.send(Event::Pod(Change::Apply(p.clone())))).len(), 1);
+    // A refused binding releases the whole group: the JobSet is suspended again (then queued
+    // again at once, and resumed when placed anew).
+    let a = h.send(Event::BindFailed { key: GroupKey::new(NS, "train"), pod: p.name.clone(), message: "no".into() });
+    assert_eq!(jobset_suspends(&a).first(), Some(&true), "{a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::Suspend { .. })), "never patched as a Job");
+    // The user suspends it (the webhook's stamp): its resources go at once.
+    let mut asked = jobset(true);
+    asked.job.suspend_requested = true;
+    let a = h.send(Event::JobSet(Change::Apply(asked)));
+    assert_eq!(h.state("train"), Some(GroupState::Suspended));
+    assert!(a.iter().any(|a| matches!(a, Action::ClearJobSetRequests { key } if key.name == "train")), "{a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::ClearRequests { .. })));
+    // And asks to resume it: through the queue, then resumed by muster.
+    let mut asked = jobset(true);
+    asked.job.resume_requested = true;
+    let a = h.send(Event::JobSet(Change::Apply(asked)));
+    assert_eq!(h.state("train"), Some(GroupState::Admitted));
+    assert_eq!(jobset_suspends(&a), [false], "{a:?}");
+}
+
+#[test]
+fn a_restart_keeps_a_running_jobset_and_binds_nothing_twice() {
+    let nodes = [node("n1", 4), node("n2", 4)];
+    let mut h = Harness::new(&nodes, &[], &[]);
+    h.send(Event::JobSet(Change::Apply(jobset(true))));
+    let pods: Vec<PodView> =
+        [("workers", 0, 0), ("workers", 0, 1), ("workers", 1, 0), ("workers", 1, 1), ("driver", 0, 0)]
+            .into_iter()
+            .map(|(r, j, c)| jobset_pod(r, j, c))
+            .collect();
+    let mut bound_pods = Vec::new();
+    for p in &pods {
+        let a = h.send(Event::Pod(Change::Apply(p.clone())));
+        let (_, node, member) = binds(&a).pop().expect("bound");
+        bound_pods.push(bound(p, &node, member, true));
+    }
+    for p in &bound_pods {
+        h.send(Event::Pod(Change::Apply(p.clone())));
+    }
+    assert_eq!(h.state("train"), Some(GroupState::Running));
+    // The instance dies; the next one lists the resumed JobSet and its bound pods.
+    let (dir, now) = (std::mem::replace(&mut h.dir, TempDir::new("unused")), h.now);
+    drop(h.brain);
+    let mut h2 = Harness::start_with(dir, &nodes, &[], &[jobset(false)], &bound_pods, now + 5);
+    let a = h2.brain.take_actions();
+    assert_eq!(h2.state("train"), Some(GroupState::Running), "{a:?}");
+    assert!(binds(&a).is_empty() && jobset_suspends(&a).is_empty(), "nothing redone: {a:?}");
+    assert!(binds(&h2.cycle()).is_empty());
 }

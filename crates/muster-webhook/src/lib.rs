@@ -9,7 +9,8 @@
 //!
 //! The rules ([`mutate`], [`validate`]) work on `AdmissionRequest`s and read cluster state only
 //! through [`ClusterState`], so they are tested without a cluster; [`serve`] runs them behind
-//! axum over rustls with [`KubeState`] (reflector stores of Queues, Namespaces and Groups).
+//! axum over rustls with [`KubeState`] (reflector stores of Queues, Namespaces, Groups and, once
+//! their CRD is installed, PodGroups).
 
 mod certs;
 mod config;

@@ -4,19 +4,23 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
+use muster_graph::jobspec::MAX_MEMBERS;
+use muster_k8s::external::{JobSet, jobset_owner, pod_group_min_member};
 use muster_k8s::labels::{
-    GROUP, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
+    GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
-use crate::object::{Refusal, Target, get, job_owner, target, typed, user};
+use crate::object::{Refusal, Target, alias_group, get, job_owner, label_field, target, typed, user};
+use crate::state::ClusterState;
 
 /// The JSON patch for a request (empty when the object needs nothing). `now` stamps resume
-/// requests. Refuses only a request whose object cannot be read.
+/// requests.
 ///
 /// - A Job created with `muster.dev/queue`: `spec.suspend=true`, `schedulerName: muster` in the
 ///   pod template.
@@ -24,18 +28,51 @@ use crate::object::{Refusal, Target, get, job_owner, target, typed, user};
 ///   `muster.dev/resume-requested=<now>`; muster resumes it in its queue.
 /// - A managed Job suspended by anyone but muster: `muster.dev/suspend-requested=<now>`, so that
 ///   muster tells the user's suspension from its own and releases the group at once.
+/// - A JobSet with `muster.dev/queue` likewise: created suspended with `schedulerName: muster` in
+///   every replicated Job's pod template; unsuspending and suspending it as for a Job. Its child
+///   Jobs (controlled by the JobSet) are its group's, suspended and resumed by the JobSet
+///   controller: nothing is done to them.
 /// - A pod created with `muster.dev/group` (or the pod-group alias, when accepted) that no Job
 ///   controls: muster's scheduling gate and `schedulerName: muster`; alias pods also get
-///   `muster.dev/group`, and `muster.dev/queue` if they have none.
-pub fn mutate(req: &AdmissionRequest<DynamicObject>, config: &WebhookConfig, now: Timestamp) -> Result<Patch, Refusal> {
+///   `muster.dev/group`, `muster.dev/queue` if they have none, and `muster.dev/group-size` from
+///   their PodGroup's `spec.minMember` if they have none and the PodGroup exists (the validating
+///   rules refuse an alias pod that ends up without a size).
+///
+/// Refuses a request whose object cannot be read, or whose PodGroup cannot be looked up.
+pub async fn mutate<S: ClusterState>(
+    req: &AdmissionRequest<DynamicObject>,
+    config: &WebhookConfig,
+    state: &S,
+    now: Timestamp,
+) -> Result<Patch, Refusal> {
     let Some(obj) = req.object.as_ref() else { return Ok(Patch(Vec::new())) };
     let ops = match (target(req), &req.operation) {
         (Target::Job, Operation::Create) => job_create(&typed(obj, "Job")?),
         (Target::Job, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
-            Some(old) => job_user_suspension(&typed(old, "Job")?, &typed(obj, "Job")?, now),
+            Some(old) => {
+                let (old, new): (Job, Job) = (typed(old, "Job")?, typed(obj, "Job")?);
+                // A Job without a spec is the apiserver's to refuse.
+                let queued = new.spec.is_some() && [&old, &new].iter().any(|j| queued_job(j));
+                user_suspension(queued, suspended(&old), suspended(&new), &new.metadata, now)
+            }
             None => Vec::new(),
         },
-        (Target::Pod, Operation::Create) => pod_create(&typed(obj, "Pod")?, config),
+        (Target::JobSet, Operation::Create) => jobset_create(&typed(obj, "JobSet")?),
+        (Target::JobSet, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
+            Some(old) => {
+                let (old, new): (JobSet, JobSet) = (typed(old, "JobSet")?, typed(obj, "JobSet")?);
+                let queued = [&old, &new].iter().any(|j| get(j.metadata.labels.as_ref(), QUEUE).is_some());
+                let held = |j: &JobSet| j.spec.suspend == Some(true);
+                user_suspension(queued, held(&old), held(&new), &new.metadata, now)
+            }
+            None => Vec::new(),
+        },
+        (Target::Pod, Operation::Create) => {
+            let pod: Pod = typed(obj, "Pod")?;
+            let mut ops = pod_create(&pod, config);
+            ops.extend(pod_group_size(&pod, config, state, req.namespace.as_deref().unwrap_or("")).await?);
+            ops
+        }
         _ => Vec::new(),
     };
     Ok(Patch(ops))
@@ -46,8 +83,13 @@ fn add(path: &[&str], value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path: PointerBuf::from_tokens(path.iter().copied()), value })
 }
 
+/// A Job in a queue, other than a JobSet's child (its JobSet is the group).
+fn queued_job(job: &Job) -> bool {
+    get(job.metadata.labels.as_ref(), QUEUE).is_some() && jobset_owner(job.metadata.owner_references.as_ref()).is_none()
+}
+
 fn job_create(job: &Job) -> Vec<PatchOperation> {
-    if get(job.metadata.labels.as_ref(), QUEUE).is_none() {
+    if !queued_job(job) {
         return Vec::new();
     }
     // A Job without a spec or template is refused by the apiserver itself; patching it would
@@ -68,18 +110,39 @@ fn suspended(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
 }
 
-fn job_user_suspension(old: &Job, new: &Job, now: Timestamp) -> Vec<PatchOperation> {
-    let queued = [old, new].iter().any(|j| get(j.metadata.labels.as_ref(), QUEUE).is_some());
-    if !queued || suspended(old) == suspended(new) || new.spec.is_none() {
+fn jobset_create(js: &JobSet) -> Vec<PatchOperation> {
+    if get(js.metadata.labels.as_ref(), QUEUE).is_none() {
+        return Vec::new();
+    }
+    let mut ops = Vec::new();
+    if js.spec.suspend != Some(true) {
+        ops.push(add(&["spec", "suspend"], json!(true)));
+    }
+    for (i, r) in js.spec.replicated_jobs.iter().enumerate() {
+        // A template without a pod spec is the apiserver's to refuse (the CRD requires it).
+        let Some(pod) = r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref()) else { continue };
+        if pod.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
+            let i = i.to_string();
+            let path = ["spec", "replicatedJobs", &i, "template", "spec", "template", "spec", "schedulerName"];
+            ops.push(add(&path, json!(SCHEDULER_NAME)));
+        }
+    }
+    ops
+}
+
+/// A user turning `spec.suspend` of a queued Job or JobSet: unsuspending becomes a resume
+/// request (it stays suspended), suspending is stamped as the user's.
+fn user_suspension(queued: bool, was: bool, is: bool, meta: &ObjectMeta, now: Timestamp) -> Vec<PatchOperation> {
+    if !queued || was == is {
         return Vec::new();
     }
     let stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let key = if suspended(old) { RESUME_REQUESTED } else { SUSPEND_REQUESTED };
-    let annotation = match new.metadata.annotations {
+    let key = if was { RESUME_REQUESTED } else { SUSPEND_REQUESTED };
+    let annotation = match meta.annotations {
         Some(_) => add(&["metadata", "annotations", key], json!(stamp)),
         None => add(&["metadata", "annotations"], json!({ key: stamp })),
     };
-    if suspended(old) {
+    if was {
         // Unsuspending is muster's to do: the Job stays held and asks to be queued again.
         vec![add(&["spec", "suspend"], json!(true)), annotation]
     } else {
@@ -119,4 +182,25 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
         }
     }
     ops
+}
+
+/// `muster.dev/group-size` from the PodGroup an alias pod names, when the pod has no size of its
+/// own and the PodGroup exists with a valid `spec.minMember`.
+async fn pod_group_size<S: ClusterState>(
+    pod: &Pod,
+    config: &WebhookConfig,
+    state: &S,
+    ns: &str,
+) -> Result<Option<PatchOperation>, Refusal> {
+    let labels = pod.metadata.labels.as_ref();
+    // A size of its own wins (the validating rules check it agrees); a Job's pod has its Job's.
+    let sized = get(labels, GROUP_SIZE).is_some() || job_owner(pod.metadata.owner_references.as_ref()).is_some();
+    let Some(name) = alias_group(labels, config).filter(|_| !sized) else { return Ok(None) };
+    let pg = state
+        .pod_group(ns, name)
+        .await
+        .map_err(|e| Refusal::new(format!("{}: {e}; try again", label_field(POD_GROUP_ALIAS))))?;
+    Ok(pg
+        .and_then(|pg| pod_group_min_member(&pg, MAX_MEMBERS).ok())
+        .map(|n| add(&["metadata", "labels", GROUP_SIZE], json!(n.to_string()))))
 }

@@ -32,6 +32,7 @@ impl std::error::Error for Refusal {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
     Job,
+    JobSet,
     Pod,
     Group,
     Other,
@@ -44,6 +45,7 @@ pub(crate) fn target(req: &AdmissionRequest<DynamicObject>) -> Target {
     }
     match (req.kind.group.as_str(), req.kind.kind.as_str()) {
         ("batch", "Job") => Target::Job,
+        ("jobset.x-k8s.io", "JobSet") => Target::JobSet,
         ("", "Pod") => Target::Pod,
         (muster_k8s::API_GROUP, "Group") => Target::Group,
         _ => Target::Other,
@@ -65,6 +67,16 @@ pub(crate) fn typed<T: DeserializeOwned>(obj: &DynamicObject, kind: &str) -> Res
 /// The controlling owner reference if it is a Job.
 pub(crate) fn job_owner(refs: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
     refs?.iter().find(|r| r.controller == Some(true) && r.kind == "Job" && r.api_version.starts_with("batch/"))
+}
+
+/// The PodGroup an alias pod names, when the alias is accepted and the pod's group comes from it
+/// (no `muster.dev/group`, or the same name).
+pub(crate) fn alias_group<'a>(
+    labels: Option<&'a BTreeMap<String, String>>,
+    config: &crate::config::WebhookConfig,
+) -> Option<&'a str> {
+    let alias = get(labels, muster_k8s::labels::POD_GROUP_ALIAS).filter(|_| config.accept_pod_group_alias)?;
+    get(labels, muster_k8s::labels::GROUP).is_none_or(|g| g == alias).then_some(alias)
 }
 
 pub(crate) fn label_field(key: &str) -> String {

@@ -121,6 +121,12 @@ fn mutating_hooks(alias: bool) -> Vec<Hook> {
             namespace_selector: None,
         },
         Hook {
+            name: "jobsets.mutate.muster.dev",
+            rules: vec![rule("jobset.x-k8s.io", "v1alpha2", "jobsets", &["CREATE", "UPDATE"])],
+            object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        },
+        Hook {
             name: "pods.mutate.muster.dev",
             rules: vec![rule("", "v1", "pods", &["CREATE"])],
             object_selector: has_label(GROUP),
@@ -144,6 +150,12 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
         Hook {
             name: "jobs.validate.muster.dev",
             rules: vec![rule("batch", "v1", "jobs", &["CREATE", "UPDATE"])],
+            object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        },
+        Hook {
+            name: "jobsets.validate.muster.dev",
+            rules: vec![rule("jobset.x-k8s.io", "v1alpha2", "jobsets", &["CREATE", "UPDATE"])],
             object_selector: has_label(QUEUE),
             namespace_selector: None,
         },
@@ -352,7 +364,7 @@ mod tests {
     fn registration_every_hook_fails_closed_and_is_scoped() {
         let m = mutating_configuration(&Endpoint::Url("https://127.0.0.1:9443/".into()), Some(b"CA"), true);
         let hooks = m.webhooks.unwrap();
-        assert_eq!(hooks.len(), 3);
+        assert_eq!(hooks.len(), 4);
         for h in &hooks {
             assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
             assert_eq!(h.client_config.url.as_deref(), Some("https://127.0.0.1:9443/mutate"));

@@ -38,7 +38,7 @@ pub async fn review<S: ClusterState>(
     };
     let allowed = AdmissionResponse::from(&req);
     let outcome = match hook {
-        Hook::Mutate => mutate(&req, config, now).map(|patch| {
+        Hook::Mutate => mutate(&req, config, state, now).await.map(|patch| {
             if patch.0.is_empty() {
                 allowed.clone()
             } else {

@@ -1,6 +1,6 @@
-//! The cluster state the rules read: Queues, namespace labels and Groups. The rules see it only
-//! through [`ClusterState`], so they are tested with [`MemoryState`] and served with
-//! [`KubeState`].
+//! The cluster state the rules read: Queues, namespace labels, Groups and scheduler-plugins'
+//! PodGroups. The rules see it only through [`ClusterState`], so they are tested with
+//! [`MemoryState`] and served with [`KubeState`].
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::core::DynamicObject;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use muster_k8s::external::{pod_group_resource, served};
 use muster_k8s::{Group, Queue};
 use tokio::task::JoinHandle;
 
@@ -35,6 +37,13 @@ pub trait ClusterState: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Arc<Group>>, LookupError>> + Send;
+    /// The scheduler-plugins PodGroup `namespace/name`, or None if there is none (also when its
+    /// CRD is not installed).
+    fn pod_group(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Arc<DynamicObject>>, LookupError>> + Send;
 }
 
 /// A fixed cluster state held in memory (tests, tools).
@@ -43,6 +52,7 @@ pub struct MemoryState {
     pub queues: BTreeMap<String, Arc<Queue>>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     pub groups: BTreeMap<(String, String), Arc<Group>>,
+    pub pod_groups: BTreeMap<(String, String), Arc<DynamicObject>>,
 }
 
 impl MemoryState {
@@ -63,6 +73,13 @@ impl MemoryState {
         self.groups.insert(key, Arc::new(group));
         self
     }
+
+    pub fn with_pod_group(mut self, pod_group: DynamicObject) -> Self {
+        let meta = &pod_group.metadata;
+        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        self.pod_groups.insert(key, Arc::new(pod_group));
+        self
+    }
 }
 
 impl ClusterState for MemoryState {
@@ -77,17 +94,23 @@ impl ClusterState for MemoryState {
     async fn group(&self, namespace: &str, name: &str) -> Result<Option<Arc<Group>>, LookupError> {
         Ok(self.groups.get(&(namespace.to_string(), name.to_string())).cloned())
     }
+
+    async fn pod_group(&self, namespace: &str, name: &str) -> Result<Option<Arc<DynamicObject>>, LookupError> {
+        Ok(self.pod_groups.get(&(namespace.to_string(), name.to_string())).cloned())
+    }
 }
 
-/// Cluster state from reflector stores of Queues, Namespaces and Groups. A miss in a store (an
-/// object created a moment ago, or a store still filling) falls back to a GET, so a Job created
-/// right after its Queue is not refused.
+/// Cluster state from reflector stores of Queues, Namespaces, Groups and PodGroups. A miss in a
+/// store (an object created a moment ago, or a store still filling) falls back to a GET, so a Job
+/// created right after its Queue is not refused. PodGroups are watched only once their CRD is
+/// served (checked every [`CRD_POLL`]); until then every lookup is a GET.
 #[derive(Clone)]
 pub struct KubeState {
     client: Client,
     queues: Store<Queue>,
     namespaces: Store<Namespace>,
     groups: Store<Group>,
+    pod_groups: Store<DynamicObject>,
     _tasks: Arc<Tasks>,
 }
 
@@ -102,29 +125,49 @@ impl Drop for Tasks {
 }
 
 impl KubeState {
-    /// Starts the three watches on the current tokio runtime; they stop when the last clone of
-    /// the state is dropped.
+    /// Starts the watches on the current tokio runtime; they stop when the last clone of the
+    /// state is dropped.
     pub fn start(client: Client) -> Self {
-        let (queues, q_task) = watch(Api::<Queue>::all(client.clone()));
-        let (namespaces, n_task) = watch(Api::<Namespace>::all(client.clone()));
-        let (groups, g_task) = watch(Api::<Group>::all(client.clone()));
-        KubeState { client, queues, namespaces, groups, _tasks: Arc::new(Tasks(vec![q_task, n_task, g_task])) }
+        let (queues, q_task) = watch("Queue", Api::<Queue>::all(client.clone()), Writer::default());
+        let (namespaces, n_task) = watch("Namespace", Api::<Namespace>::all(client.clone()), Writer::default());
+        let (groups, g_task) = watch("Group", Api::<Group>::all(client.clone()), Writer::default());
+        let resource = pod_group_resource();
+        let writer = Writer::new(resource.clone());
+        let pod_groups = writer.as_reader();
+        let c = client.clone();
+        let pg_task = tokio::spawn(async move {
+            loop {
+                match served(&c, &resource).await {
+                    Ok(true) => break,
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, "cannot tell whether PodGroups are served; asking again"),
+                }
+                tokio::time::sleep(CRD_POLL).await;
+            }
+            tracing::info!("the PodGroup CRD is installed; watching PodGroups");
+            let (_, task) = watch("PodGroup", Api::<DynamicObject>::all_with(c, &resource), writer);
+            let _ = task.await;
+        });
+        let tasks = Tasks(vec![q_task, n_task, g_task, pg_task]);
+        KubeState { client, queues, namespaces, groups, pod_groups, _tasks: Arc::new(tasks) }
     }
 }
 
-fn watch<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
+/// How often the webhook asks whether a CRD it can do without (PodGroup) has been installed.
+const CRD_POLL: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn watch<K>(kind: &'static str, api: Api<K>, writer: Writer<K>) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let reader = writer.as_reader();
     let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
     let task = tokio::spawn(async move {
         stream
             .for_each(|event| {
                 if let Err(e) = event {
-                    tracing::warn!(kind = %kind, error = %e, "watch failed; retrying");
+                    tracing::warn!(kind, error = %e, "watch failed; retrying");
                 }
                 futures::future::ready(())
             })
@@ -167,5 +210,19 @@ impl ClusterState for KubeState {
             .await
             .map(|g| g.map(Arc::new))
             .map_err(|e| lookup_error(&format!("Group {namespace}/{name}"), e))
+    }
+
+    async fn pod_group(&self, namespace: &str, name: &str) -> Result<Option<Arc<DynamicObject>>, LookupError> {
+        let resource = pod_group_resource();
+        if let Some(pg) = self.pod_groups.get(&ObjectRef::new_with(name, resource.clone()).within(namespace)) {
+            return Ok(Some(pg));
+        }
+        let api = Api::<DynamicObject>::namespaced_with(self.client.clone(), namespace, &resource);
+        match api.get(name).await {
+            Ok(pg) => Ok(Some(Arc::new(pg))),
+            // Without the CRD the path itself is not found: no PodGroup either way.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(lookup_error(&format!("PodGroup {namespace}/{name}"), e)),
+        }
     }
 }

@@ -5,20 +5,22 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::{MAX_DURATION, MAX_MEMBERS};
+use muster_k8s::external::{JobSet, ReplicatedJob, jobset_owner, pod_group_min_member};
 use muster_k8s::labels::{
-    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, QUEUE, RESUME_REQUESTED,
-    SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS, is_reserved,
+    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS, QUEUE,
+    RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS, is_reserved,
 };
 use muster_k8s::{GroupPhase, QueueSpec};
 
 use crate::config::WebhookConfig;
-use crate::fit::{never_fits, pod_requests};
+use crate::fit::{Amounts, never_fits, pod_requests};
 use crate::object::{
-    Refusal, Target, annotation_field, get, is_object_name, job_owner, label_field, target, typed, user,
+    Refusal, Target, alias_group, annotation_field, get, is_object_name, job_owner, label_field, target, typed, user,
 };
 use crate::state::ClusterState;
 
@@ -56,6 +58,12 @@ pub async fn validate<S: ClusterState>(
             let old: Option<Job> =
                 if create { None } else { req.old_object.as_ref().map(|o| typed(o, "Job")).transpose()? };
             c.job(&new, old.as_ref()).await;
+        }
+        Target::JobSet => {
+            let new: JobSet = typed(obj, "JobSet")?;
+            let old: Option<JobSet> =
+                if create { None } else { req.old_object.as_ref().map(|o| typed(o, "JobSet")).transpose()? };
+            c.jobset(&new, old.as_ref()).await;
         }
         Target::Pod => {
             let new: Pod = typed(obj, "Pod")?;
@@ -125,34 +133,85 @@ impl<S: ClusterState> Checker<'_, S> {
         }
     }
 
-    async fn job(&mut self, new: &Job, old: Option<&Job>) {
-        let (labels, old_labels) = (new.metadata.labels.as_ref(), old.and_then(|o| o.metadata.labels.as_ref()));
-        let queue = get(labels, QUEUE);
-        // The resume request the mutating webhook stamps when this user unsuspends the Job: it
-        // means exactly what unsuspending means, so it may come from the user, as long as it
-        // says now (a back-dated request could claim an earlier place).
+    /// Reserved keys of a Job's or JobSet's own metadata. The requests the mutating webhook
+    /// stamps when this user unsuspends (or suspends) it may come from the user: they mean
+    /// exactly what (un)suspending means, as long as they say now (a back-dated request could
+    /// claim an earlier place).
+    fn workload_metadata(&mut self, new: &ObjectMeta, old: Option<&ObjectMeta>, held: bool, was_held: Option<bool>) {
+        let queued = get(new.labels.as_ref(), QUEUE).is_some();
         let now = self.now;
-        // Likewise the suspend request stamped when this user suspends a running Job.
-        let resume_ok = |key: &str| {
+        let request_ok = |key: &str| {
             let asked = match key {
-                RESUME_REQUESTED => old.is_some_and(suspended),
-                SUSPEND_REQUESTED => old.is_some_and(|o| !suspended(o)),
+                RESUME_REQUESTED => was_held == Some(true),
+                SUSPEND_REQUESTED => was_held == Some(false),
                 _ => return false,
             };
             asked
-                && queue.is_some()
-                && suspended(new)
-                && get(new.metadata.annotations.as_ref(), key)
+                && queued
+                && held
+                && get(new.annotations.as_ref(), key)
                     .and_then(|v| v.parse::<Timestamp>().ok())
                     .is_some_and(|t| (t.as_second() - now.as_second()).abs() <= RESUME_SLACK_SECONDS)
         };
-        self.reserved("metadata.labels", old_labels, labels, &|_| false);
+        self.reserved("metadata.labels", old.and_then(|o| o.labels.as_ref()), new.labels.as_ref(), &|_| false);
         self.reserved(
             "metadata.annotations",
-            old.and_then(|o| o.metadata.annotations.as_ref()),
-            new.metadata.annotations.as_ref(),
-            &resume_ok,
+            old.and_then(|o| o.annotations.as_ref()),
+            new.annotations.as_ref(),
+            &request_ok,
         );
+    }
+
+    /// A Job or JobSet stays in the queue it was created in.
+    fn queue_change(&mut self, kind: &str, old: Option<&str>, new: Option<&str>) {
+        let field = label_field(QUEUE);
+        match (old, new) {
+            (Some(a), None) => self.refuse(format!(
+                "{field}: a {kind} cannot leave its queue; put back {QUEUE}={a} (or delete the {kind})"
+            )),
+            (Some(a), Some(b)) if a != b => self.refuse(format!(
+                "{field}: a {kind} cannot move from queue {a} to queue {b}; keep {QUEUE}={a}, or delete the {kind} \
+                 and create it again with {QUEUE}={b}"
+            )),
+            (None, Some(b)) => self.refuse(format!(
+                "{field}: a {kind} joins a queue when it is created; delete the {kind} and create it again with \
+                 {QUEUE}={b}"
+            )),
+            _ => {}
+        }
+    }
+
+    /// Refuses resizing `name` while muster has placed its group, unless it is suspended in the
+    /// same update (the pods go, and muster queues it again).
+    async fn placed_resize(&mut self, kind: &str, name: &str, field: &str) {
+        match self.state.group(self.ns, name).await {
+            Err(e) => self.refuse(format!("{field}: {e}; try again")),
+            Ok(Some(g)) => {
+                if let Some(phase @ (GroupPhase::Admitted | GroupPhase::Running)) =
+                    g.status.as_ref().and_then(|s| s.phase)
+                {
+                    self.refuse(format!(
+                        "{field}: {} {name} is {} (its Group is {phase:?}) and muster has placed its pods for the \
+                         current size; suspend the {} first (spec.suspend: true), then change {field}, and muster \
+                         queues it again with the new size",
+                        kind.to_lowercase(),
+                        if phase == GroupPhase::Running { "running" } else { "admitted" },
+                        kind.to_lowercase(),
+                    ));
+                }
+            }
+            Ok(None) => {}
+        }
+    }
+
+    async fn job(&mut self, new: &Job, old: Option<&Job>) {
+        // A JobSet's child Job is part of the JobSet's group, checked on the JobSet.
+        if jobset_owner(new.metadata.owner_references.as_ref()).is_some() {
+            return;
+        }
+        let (labels, old_labels) = (new.metadata.labels.as_ref(), old.and_then(|o| o.metadata.labels.as_ref()));
+        let queue = get(labels, QUEUE);
+        self.workload_metadata(&new.metadata, old.map(|o| &o.metadata), suspended(new), old.map(suspended));
         // The Job controller copies the template onto every pod, so its keys are the pods'.
         let template = |j: &Job| j.spec.as_ref().and_then(|s| s.template.metadata.clone());
         let (t_new, t_old) = (template(new), old.and_then(template));
@@ -171,20 +230,7 @@ impl<S: ClusterState> Checker<'_, S> {
 
         let name = new.metadata.name.as_deref().unwrap_or("");
         if let Some(old) = old {
-            let field = label_field(QUEUE);
-            match (get(old_labels, QUEUE), queue) {
-                (Some(a), None) => self.refuse(format!(
-                    "{field}: a Job cannot leave its queue; put back {QUEUE}={a} (or delete the Job)"
-                )),
-                (Some(a), Some(b)) if a != b => self.refuse(format!(
-                    "{field}: a Job cannot move from queue {a} to queue {b}; keep {QUEUE}={a}, or delete the Job \
-                     and create it again with {QUEUE}={b}"
-                )),
-                (None, Some(b)) => self.refuse(format!(
-                    "{field}: a Job joins a queue when it is created; delete the Job and create it again with {QUEUE}={b}"
-                )),
-                _ => {}
-            }
+            self.queue_change("Job", get(old_labels, QUEUE), queue);
             if queue.is_some() && get(old_labels, QUEUE) == queue {
                 self.job_update(name, old, new).await;
             }
@@ -221,27 +267,9 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         // Suspending in the same update is what we ask for: the pods go, and muster requeues.
         if (p_old != p_new || resources.is_some()) && !suspended(new) {
-            match self.state.group(self.ns, name).await {
-                Err(e) => self.refuse(format!("spec.parallelism: {e}; try again")),
-                Ok(Some(g)) => {
-                    if let Some(phase @ (GroupPhase::Admitted | GroupPhase::Running)) =
-                        g.status.as_ref().and_then(|s| s.phase)
-                    {
-                        let field = if p_old != p_new {
-                            "spec.parallelism".to_string()
-                        } else {
-                            resources.clone().unwrap_or_default()
-                        };
-                        self.refuse(format!(
-                            "{field}: job {name} is {} (its Group is {phase:?}) and muster has placed its pods for the \
-                             current size; suspend the job first (spec.suspend: true), then change {field}, and \
-                             muster queues it again with the new size",
-                            if phase == GroupPhase::Running { "running" } else { "admitted" },
-                        ));
-                    }
-                }
-                Ok(None) => {}
-            }
+            let field =
+                if p_old != p_new { "spec.parallelism".to_string() } else { resources.clone().unwrap_or_default() };
+            self.placed_resize("Job", name, &field).await;
         }
         let queue = get(new.metadata.labels.as_ref(), QUEUE).unwrap_or("");
         // The queue was checked at creation; now only its quota matters, if it is still there.
@@ -250,6 +278,123 @@ impl<S: ClusterState> Checker<'_, S> {
             _ => None,
         };
         self.job_shape(new, spec.as_ref().map(|s| (queue, s)));
+    }
+
+    async fn jobset(&mut self, new: &JobSet, old: Option<&JobSet>) {
+        let held = |j: &JobSet| j.spec.suspend == Some(true);
+        let queue = get(new.metadata.labels.as_ref(), QUEUE);
+        self.workload_metadata(&new.metadata, old.map(|o| &o.metadata), held(new), old.map(held));
+        // The JobSet controller copies the Job templates onto child Jobs, and the Job controller
+        // the pod templates onto pods: their keys are the pods'.
+        for (i, r) in new.spec.replicated_jobs.iter().enumerate() {
+            let was = old.and_then(|o| o.spec.replicated_jobs.get(i));
+            let job_meta: &dyn Fn(&ReplicatedJob) -> ObjectMeta = &|r| r.template.metadata.clone().unwrap_or_default();
+            let pod_meta: &dyn Fn(&ReplicatedJob) -> ObjectMeta =
+                &|r| r.template.spec.as_ref().and_then(|j| j.template.metadata.clone()).unwrap_or_default();
+            for (field, meta) in [("template", job_meta), ("template.spec.template", pod_meta)] {
+                let (m_new, m_old) = (meta(r), was.map(meta));
+                let base = format!("spec.replicatedJobs[{i}].{field}.metadata");
+                let (l_old, a_old) = (
+                    m_old.as_ref().and_then(|m| m.labels.as_ref()),
+                    m_old.as_ref().and_then(|m| m.annotations.as_ref()),
+                );
+                self.reserved(&format!("{base}.labels"), l_old, m_new.labels.as_ref(), &|_| false);
+                self.reserved(&format!("{base}.annotations"), a_old, m_new.annotations.as_ref(), &|_| false);
+            }
+        }
+        let name = new.metadata.name.as_deref().unwrap_or("");
+        // On update too: the JobSet's templates are mutable (unlike a Job's pod template), and
+        // its pods must never go to another scheduler.
+        if let Some(queue) = queue {
+            for (i, r) in new.spec.replicated_jobs.iter().enumerate() {
+                let pod = r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref());
+                if pod.and_then(|p| p.scheduler_name.as_deref()) != Some(SCHEDULER_NAME) {
+                    self.refuse(format!(
+                        "spec.replicatedJobs[{i}].template.spec.template.spec.schedulerName: the pods of a JobSet \
+                         in queue {queue} are placed by muster; remove schedulerName (muster's mutating webhook sets \
+                         it to {SCHEDULER_NAME})"
+                    ));
+                }
+            }
+        }
+        if let Some(old) = old {
+            self.queue_change("JobSet", get(old.metadata.labels.as_ref(), QUEUE), queue);
+            let Some(queue) = queue.filter(|q| get(old.metadata.labels.as_ref(), QUEUE) == Some(*q)) else { return };
+            let (members, requests) = (jobset_members(new), jobset_requests(new));
+            let resized = members != jobset_members(old) || requests != jobset_requests(old);
+            if resized && !held(new) {
+                self.placed_resize("JobSet", name, "spec.replicatedJobs").await;
+            }
+            let changed =
+                |k: &str| get(old.metadata.annotations.as_ref(), k) != get(new.metadata.annotations.as_ref(), k);
+            if resized || changed(DURATION) || changed(MIN_MEMBERS) {
+                let spec = match self.state.queue(queue).await {
+                    Ok(Some(q)) => Some(q.spec.clone()),
+                    _ => None,
+                };
+                self.jobset_shape(new, spec.as_ref().map(|s| (queue, s)));
+            }
+            return;
+        }
+        let Some(queue) = queue else { return };
+        if !held(new) {
+            self.refuse(format!(
+                "spec.suspend: a JobSet in queue {queue} must be created suspended, so that muster starts it when \
+                 the whole group fits; remove spec.suspend: false (muster's mutating webhook sets it to true)"
+            ));
+        }
+        let spec = self.queue(queue, &label_field(QUEUE)).await;
+        self.jobset_shape(new, spec.as_ref().map(|s| (queue, s)));
+    }
+
+    /// A JobSet as one group: its size, alike placement of its replicated Jobs (the graph places
+    /// identical members), annotation values, and whether it can ever fit its queue.
+    fn jobset_shape(&mut self, js: &JobSet, queue: Option<(&str, &QueueSpec)>) {
+        let field = "spec.replicatedJobs";
+        let members = jobset_members(js);
+        if members > i64::from(MAX_MEMBERS) {
+            self.refuse(format!(
+                "{field}: {members} pods are more than one group may have (at most {MAX_MEMBERS}); split the JobSet"
+            ));
+            return;
+        }
+        if get(js.metadata.annotations.as_ref(), MIN_MEMBERS).is_some() {
+            self.refuse(format!(
+                "{}: a JobSet starts with all its pods (muster does not shrink JobSets); remove it",
+                annotation_field(MIN_MEMBERS)
+            ));
+        }
+        let pods: Vec<&PodSpec> = js
+            .spec
+            .replicated_jobs
+            .iter()
+            .filter_map(|r| r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref()))
+            .collect();
+        let placement = |p: &PodSpec| {
+            let required = p
+                .affinity
+                .as_ref()
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|n| n.required_during_scheduling_ignored_during_execution.clone());
+            (p.node_selector.clone(), required, p.tolerations.clone(), p.priority_class_name.clone())
+        };
+        if let Some(i) = pods.iter().position(|p| placement(p) != placement(pods[0])) {
+            self.refuse(format!(
+                "spec.replicatedJobs[{i}].template.spec.template.spec: asks for other nodes than \
+                 spec.replicatedJobs[0] (nodeSelector, required node affinity, tolerations or priorityClassName \
+                 differ); muster places a JobSet as one group of alike members, so make them the same, or submit \
+                 separate JobSets"
+            ));
+        }
+        self.duration(js.metadata.annotations.as_ref());
+        if let (Some((name, spec)), Ok(n @ 1..)) = (queue, u64::try_from(members)) {
+            let fix = format!(
+                "lower {field} (replicas, parallelism) or the pods' resource requests, or use a queue with a larger quota"
+            );
+            if let Some(m) = never_fits(name, spec, n, &jobset_requests(js), field, &fix) {
+                self.refuse(m);
+            }
+        }
     }
 
     /// Size and annotation values of a queued Job, and whether it can ever fit its queue.
@@ -439,6 +584,9 @@ impl<S: ClusterState> Checker<'_, S> {
                 ));
             }
         }
+        if let Some(name) = alias_group(labels, self.config) {
+            self.alias_pod_group(name, labels).await;
+        }
         let queue = get(labels, QUEUE);
         if group.is_none() && queue.is_none() {
             return;
@@ -452,6 +600,38 @@ impl<S: ClusterState> Checker<'_, S> {
             if let Some(m) = never_fits(queue, &qspec, n, &pod_requests(spec), &field, &fix) {
                 self.refuse(m);
             }
+        }
+    }
+
+    /// A pod whose group is named by the alias label takes its size from that PodGroup's
+    /// `spec.minMember` (the mutating webhook copies it into `muster.dev/group-size`); without a
+    /// PodGroup it needs a `muster.dev/group-size` of its own.
+    async fn alias_pod_group(&mut self, name: &str, labels: Option<&Labels>) {
+        let (field, size_field, ns) = (label_field(POD_GROUP_ALIAS), label_field(GROUP_SIZE), self.ns);
+        let size = get(labels, GROUP_SIZE);
+        match self.state.pod_group(ns, name).await {
+            Err(e) => self.refuse(format!("{field}: {e}; try again")),
+            Ok(None) if size.is_none() => self.refuse(format!(
+                "{field}: PodGroup {ns}/{name} does not exist (or the PodGroup CRD, scheduling.x-k8s.io/v1alpha1, \
+                 is not installed), so the group has no size; create the PodGroup with spec.minMember before its \
+                 pods, or give the pods the label {GROUP_SIZE}"
+            )),
+            Ok(None) => {}
+            Ok(Some(pg)) => match pod_group_min_member(&pg, MAX_MEMBERS) {
+                Err(e) => self.refuse(format!("{field}: {e}")),
+                Ok(n) => match size {
+                    Some(v) if v.trim().parse::<u32>() == Ok(n) => {}
+                    Some(v) => self.refuse(format!(
+                        "{size_field}: {v:?} disagrees with spec.minMember {n} of PodGroup {ns}/{name}; remove the \
+                         label (muster takes the size from the PodGroup) or set it to \"{n}\""
+                    )),
+                    None => self.refuse(format!(
+                        "{size_field}: the label is missing, and PodGroup {ns}/{name} has spec.minMember {n}; set it \
+                         to \"{n}\" (muster's mutating webhook does so when it is registered for pods with \
+                         {POD_GROUP_ALIAS})"
+                    )),
+                },
+            },
         }
     }
 
@@ -528,6 +708,26 @@ impl<S: ClusterState> Checker<'_, S> {
             ));
         }
     }
+}
+
+/// Pods of a JobSet that run at once: every child Job's.
+fn jobset_members(js: &JobSet) -> i64 {
+    js.spec.replicated_jobs.iter().map(|r| r.replicas().max(0) * r.pods_per_job().max(0)).sum()
+}
+
+/// One member of a JobSet asks for the most any of its pods asks of each resource (members are
+/// alike).
+fn jobset_requests(js: &JobSet) -> Amounts {
+    let mut out = Amounts::new();
+    for r in &js.spec.replicated_jobs {
+        for (k, v) in
+            r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref()).map(pod_requests).unwrap_or_default()
+        {
+            let e = out.entry(k).or_default();
+            *e = (*e).max(v);
+        }
+    }
+    out
 }
 
 /// The first resource field that differs between two pod specs, such as

@@ -121,7 +121,12 @@ fn now() -> Timestamp {
 }
 
 fn patch_of(r: &AdmissionRequest<DynamicObject>, config: &WebhookConfig) -> Patch {
-    mutate(r, config, now()).unwrap()
+    patch_with(r, config, &state()).unwrap()
+}
+
+fn patch_with(r: &AdmissionRequest<DynamicObject>, config: &WebhookConfig, s: &MemoryState) -> Result<Patch, String> {
+    // MemoryState answers at once, so a plain executor serves.
+    futures::executor::block_on(mutate(r, config, s, now())).map_err(|e| e.to_string())
 }
 
 /// The object after the mutating webhook's patch.
@@ -224,6 +229,82 @@ fn pod_group_alias_pods_join_muster_only_when_accepted() {
     own_queue["metadata"]["labels"][QUEUE] = json!("team-a");
     let after = patched(&own_queue, &patch_of(&request("CREATE", TENANT, POD, &own_queue, None), &on));
     assert_eq!(after["metadata"]["labels"][QUEUE], json!("team-a"), "an alias pod keeps its own queue");
+}
+
+fn pod_group(name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ml"}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn alias_pods_take_their_size_from_the_pod_group_and_need_one() {
+    let on = WebhookConfig { accept_pod_group_alias: true, alias_queue: "open".into(), ..WebhookConfig::default() };
+    let s = state()
+        .with_pod_group(pod_group("ring", json!({"minMember": 3, "scheduleTimeoutSeconds": 60})))
+        .with_pod_group(pod_group("empty", json!({})));
+    let create = |p: &Value| request("CREATE", TENANT, POD, p, None);
+    // The PodGroup's minMember becomes the group size; the mutated pod passes validation.
+    let p = pod("ring-0", "ml", json!({POD_GROUP_ALIAS: "ring"}));
+    let after = patched(&p, &patch_with(&create(&p), &on, &s).unwrap());
+    assert_eq!(after["metadata"]["labels"]["muster.dev/group-size"], json!("3"));
+    assert_eq!(check_with(&create(&after), &on, &s).await, Ok(()));
+    // Without the alias accepted, nothing is read.
+    assert!(patch_with(&create(&p), &WebhookConfig::default(), &s).unwrap().0.is_empty());
+    // No PodGroup (or no CRD): no size is invented, and the pod is refused with the fix.
+    let lost = pod("lost-0", "ml", json!({POD_GROUP_ALIAS: "lost"}));
+    let after = patched(&lost, &patch_with(&create(&lost), &on, &s).unwrap());
+    assert!(after["metadata"]["labels"].get("muster.dev/group-size").is_none());
+    assert_eq!(
+        check_with(&create(&after), &on, &s).await.unwrap_err(),
+        "metadata.labels[scheduling.x-k8s.io/pod-group]: PodGroup ml/lost does not exist (or the PodGroup CRD, \
+         scheduling.x-k8s.io/v1alpha1, is not installed), so the group has no size; create the PodGroup with \
+         spec.minMember before its pods, or give the pods the label muster.dev/group-size"
+    );
+    // ...unless the pod says its size itself.
+    let mut sized = after.clone();
+    sized["metadata"]["labels"]["muster.dev/group-size"] = json!("2");
+    assert_eq!(check_with(&create(&sized), &on, &s).await, Ok(()));
+    // A size of its own must agree with the PodGroup; the webhook keeps it and refuses.
+    let mut other = p.clone();
+    other["metadata"]["labels"]["muster.dev/group-size"] = json!("5");
+    let after = patched(&other, &patch_with(&create(&other), &on, &s).unwrap());
+    assert_eq!(after["metadata"]["labels"]["muster.dev/group-size"], json!("5"));
+    assert_eq!(
+        check_with(&create(&after), &on, &s).await.unwrap_err(),
+        "metadata.labels[muster.dev/group-size]: \"5\" disagrees with spec.minMember 3 of PodGroup ml/ring; \
+         remove the label (muster takes the size from the PodGroup) or set it to \"3\""
+    );
+    // A pod that skipped the mutation (no size) next to an existing PodGroup.
+    let mut bare = gated(p.clone());
+    bare["metadata"]["labels"]["muster.dev/group"] = json!("ring");
+    bare["metadata"]["labels"][QUEUE] = json!("open");
+    assert_eq!(
+        check_with(&create(&bare), &on, &s).await.unwrap_err(),
+        "metadata.labels[muster.dev/group-size]: the label is missing, and PodGroup ml/ring has spec.minMember 3; \
+         set it to \"3\" (muster's mutating webhook does so when it is registered for pods with \
+         scheduling.x-k8s.io/pod-group)"
+    );
+    // A PodGroup without minMember is named in the refusal.
+    let e = pod("e-0", "ml", json!({POD_GROUP_ALIAS: "empty"}));
+    let after = patched(&e, &patch_with(&create(&e), &on, &s).unwrap());
+    assert_eq!(
+        check_with(&create(&after), &on, &s).await.unwrap_err(),
+        "metadata.labels[scheduling.x-k8s.io/pod-group]: PodGroup ml/empty has no spec.minMember; set it to the \
+         number of pods in the group"
+    );
+    // The PodGroup's size counts against the queue's quota like the label's (team-a: 8 cpu).
+    let s = s.with_pod_group(pod_group("wide", json!({"minMember": 9})));
+    let mut w = pod("wide-0", "ml", json!({POD_GROUP_ALIAS: "wide", QUEUE: "team-a"}));
+    w = patched(&w, &patch_with(&create(&w), &on, &s).unwrap());
+    let err = check_with(&create(&w), &on, &s).await.unwrap_err();
+    assert!(err.starts_with("metadata.labels[muster.dev/group-size]: 9 pods x cpu 1 = cpu 9"), "{err}");
+    // A pod with its own muster.dev/group is not an alias pod: no PodGroup is read.
+    let mut own = pod("x-0", "ml", json!({POD_GROUP_ALIAS: "lost", "muster.dev/group": "x", QUEUE: "open"}));
+    own = patched(&own, &patch_with(&create(&own), &on, &s).unwrap());
+    assert_eq!(check_with(&create(&own), &on, &s).await, Ok(()));
 }
 
 // ---- validating: placement ---------------------------------------------------------------
@@ -679,4 +760,183 @@ async fn reviews_answer_with_patches_denials_and_invalid_bodies() {
     assert!(out["response"]["status"]["message"].as_str().unwrap().starts_with("spec.suspend:"));
     let out = serde_json::to_value(review(Hook::Validate, b"{not json", &c, &s, now()).await).unwrap();
     assert_eq!(out["response"]["allowed"], json!(false));
+}
+
+// ---- JobSets ------------------------------------------------------------------------------
+
+const JOBSET: Kind = ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets");
+
+/// A JobSet of `workers` Jobs x 2 pods and one driver pod, each pod asking `cpu`.
+fn jobset(name: &str, queue: Option<&str>, workers: i64, cpu: &str) -> Value {
+    let template = |parallelism: i64| {
+        json!({"spec": {"parallelism": parallelism, "completions": parallelism, "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}}})
+    };
+    let mut js = json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "ml", "labels": {}},
+        "spec": {"replicatedJobs": [
+            {"name": "workers", "replicas": workers, "template": template(2)},
+            {"name": "driver", "template": template(1)}]}
+    });
+    if let Some(q) = queue {
+        js["metadata"]["labels"][QUEUE] = json!(q);
+    }
+    js
+}
+
+#[tokio::test]
+async fn a_queued_jobset_is_held_for_muster_as_one_group() {
+    let c = WebhookConfig::default();
+    let js = jobset("train", Some("open"), 2, "1");
+    let create = request("CREATE", TENANT, JOBSET, &js, None);
+    let after = patched(&js, &patch_of(&create, &c));
+    assert_eq!(after["spec"]["suspend"], json!(true));
+    for i in 0..2 {
+        assert_eq!(
+            after["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]["schedulerName"],
+            json!("muster")
+        );
+    }
+    assert_eq!(check(&request("CREATE", TENANT, JOBSET, &after, None)).await, Ok(()));
+    // Not held back (another webhook undid ours): both refusals, with the fields.
+    assert_eq!(
+        check(&create).await.unwrap_err(),
+        "spec.replicatedJobs[0].template.spec.template.spec.schedulerName: the pods of a JobSet in queue open are \
+         placed by muster; remove schedulerName (muster's mutating webhook sets it to muster); \
+         spec.replicatedJobs[1].template.spec.template.spec.schedulerName: the pods of a JobSet in queue open are \
+         placed by muster; remove schedulerName (muster's mutating webhook sets it to muster); \
+         spec.suspend: a JobSet in queue open must be created suspended, so that muster starts it when the whole \
+         group fits; remove spec.suspend: false (muster's mutating webhook sets it to true)"
+    );
+    // Without the queue label, nothing.
+    let plain = jobset("plain", None, 2, "1");
+    assert!(patch_of(&request("CREATE", TENANT, JOBSET, &plain, None), &c).0.is_empty());
+    assert_eq!(check(&request("CREATE", TENANT, JOBSET, &plain, None)).await, Ok(()));
+}
+
+/// A JobSet as the mutating webhook leaves it.
+fn held_jobset(mut js: Value) -> Value {
+    js["spec"]["suspend"] = json!(true);
+    for i in 0..2 {
+        js["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]["schedulerName"] = json!("muster");
+    }
+    js
+}
+
+#[tokio::test]
+async fn a_jobset_is_refused_what_a_job_is_and_what_one_group_cannot_be() {
+    let held = held_jobset;
+    let create = |js: &Value| request("CREATE", TENANT, JOBSET, js, None);
+    // 2 x 2 workers + 1 driver = 5 pods of 2 cpu: over team-a's 8.
+    let big = held(jobset("big", Some("team-a"), 2, "2"));
+    assert_eq!(
+        check(&create(&big)).await.unwrap_err(),
+        "spec.replicatedJobs: 5 pods x cpu 2 = cpu 10, but queue team-a allows at most cpu 8 (nominal 8; no cohort \
+         to borrow from), so the group could never start; lower spec.replicatedJobs (replicas, parallelism) or the \
+         pods' resource requests, or use a queue with a larger quota"
+    );
+    // Members are alike: the largest pod counts for all (the driver asks 4 cpu: 5 x 4 = 20).
+    let mut wide = held(jobset("wide", Some("team-a"), 1, "1"));
+    wide["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        ["cpu"] = json!("4");
+    let e = check(&create(&wide)).await.unwrap_err();
+    assert!(e.starts_with("spec.replicatedJobs: 3 pods x cpu 4 = cpu 12"), "{e}");
+    // Replicated Jobs asking for other nodes; a reserved key in a pod template; min-members.
+    let mut odd = held(jobset("odd", Some("open"), 1, "1"));
+    odd["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["nodeSelector"] = json!({"pool": "b"});
+    odd["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"] =
+        json!({"muster.dev/member": "0"});
+    odd["metadata"]["annotations"] = json!({"muster.dev/min-members": "2"});
+    assert_eq!(
+        check(&create(&odd)).await.unwrap_err(),
+        "spec.replicatedJobs[0].template.spec.template.metadata.annotations[muster.dev/member]: the key is reserved \
+         for muster: only muster may set it; remove it (the muster.dev/ keys you may set are muster.dev/queue, \
+         muster.dev/group, muster.dev/group-size, muster.dev/group-min, muster.dev/min-members, \
+         muster.dev/duration-seconds); \
+         metadata.annotations[muster.dev/min-members]: a JobSet starts with all its pods (muster does not shrink \
+         JobSets); remove it; \
+         spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes than spec.replicatedJobs[0] \
+         (nodeSelector, required node affinity, tolerations or priorityClassName differ); muster places a JobSet \
+         as one group of alike members, so make them the same, or submit separate JobSets"
+    );
+}
+
+#[tokio::test]
+async fn a_jobset_is_unsuspended_through_the_queue_and_stays_in_it() {
+    let c = WebhookConfig::default();
+    let old = held_jobset(jobset("train", Some("open"), 2, "1"));
+    let mut new = old.clone();
+    new["spec"]["suspend"] = json!(false);
+    let update = request("UPDATE", TENANT, JOBSET, &new, Some(&old));
+    let after = patched(&new, &patch_of(&update, &c));
+    assert_eq!(after["spec"]["suspend"], json!(true), "unsuspending never skips the queue");
+    assert_eq!(after["metadata"]["annotations"][RESUME_REQUESTED], json!("2026-03-04T05:06:07Z"));
+    assert_eq!(check(&request("UPDATE", TENANT, JOBSET, &after, Some(&old))).await, Ok(()));
+    // muster itself resumes it.
+    assert!(patch_of(&request("UPDATE", MUSTER, JOBSET, &new, Some(&old)), &c).0.is_empty());
+    // Suspending a running one is stamped as the user's.
+    let after = patched(&old, &patch_of(&request("UPDATE", TENANT, JOBSET, &old, Some(&new)), &c));
+    assert_eq!(after["metadata"]["annotations"][SUSPEND_REQUESTED], json!("2026-03-04T05:06:07Z"));
+    // Another scheduler for its pods, later.
+    let mut elsewhere = old.clone();
+    elsewhere["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["schedulerName"] = json!("other");
+    assert_eq!(
+        check(&request("UPDATE", TENANT, JOBSET, &elsewhere, Some(&old))).await.unwrap_err(),
+        "spec.replicatedJobs[1].template.spec.template.spec.schedulerName: the pods of a JobSet in queue open are \
+         placed by muster; remove schedulerName (muster's mutating webhook sets it to muster)"
+    );
+    // Leaving the queue.
+    let mut gone = old.clone();
+    gone["metadata"]["labels"] = json!({});
+    assert_eq!(
+        check(&request("UPDATE", TENANT, JOBSET, &gone, Some(&old))).await.unwrap_err(),
+        "metadata.labels[muster.dev/queue]: a JobSet cannot leave its queue; put back muster.dev/queue=open (or \
+         delete the JobSet)"
+    );
+    // Resizing while muster has placed it, unless suspended in the same update.
+    let s = state().with_group(group_object("ml", "train", "Running"));
+    let mut running = old.clone();
+    running["spec"]["suspend"] = json!(false);
+    let mut bigger = running.clone();
+    bigger["spec"]["replicatedJobs"][0]["replicas"] = json!(3);
+    assert_eq!(
+        check_with(&request("UPDATE", TENANT, JOBSET, &bigger, Some(&running)), &c, &s).await.unwrap_err(),
+        "spec.replicatedJobs: jobset train is running (its Group is Running) and muster has placed its pods for the \
+         current size; suspend the jobset first (spec.suspend: true), then change spec.replicatedJobs, and muster \
+         queues it again with the new size"
+    );
+    bigger["spec"]["suspend"] = json!(true);
+    bigger["metadata"]["annotations"] = json!({SUSPEND_REQUESTED: "2026-03-04T05:06:07Z"});
+    assert_eq!(check_with(&request("UPDATE", TENANT, JOBSET, &bigger, Some(&running)), &c, &s).await, Ok(()));
+}
+
+#[tokio::test]
+async fn child_jobs_of_a_jobset_are_its_group_not_groups_of_their_own() {
+    let c = WebhookConfig::default();
+    let owned = |mut j: Value| {
+        j["metadata"]["ownerReferences"] = json!([{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "name": "train", "uid": "u", "controller": true}]);
+        j
+    };
+    // The queue label came with the JobSet's template: the JobSet controller creates the child
+    // Job as it likes (suspended while the JobSet is) and resumes it.
+    let mut child = owned(job("train-workers-0", Some("open"), 2, "1"));
+    child["spec"]["suspend"] = json!(true);
+    assert!(
+        patch_of(&request("CREATE", "system:serviceaccount:jobset-system:jobset", JOB, &child, None), &c).0.is_empty()
+    );
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &child, None)).await, Ok(()));
+    let mut resumed = child.clone();
+    resumed["spec"]["suspend"] = json!(false);
+    let update = request("UPDATE", "system:serviceaccount:jobset-system:jobset", JOB, &resumed, Some(&child));
+    assert!(patch_of(&update, &c).0.is_empty(), "the JobSet controller resumes its children");
+    assert_eq!(check(&update).await, Ok(()));
+    // Another owner is no excuse: a Job of its own is held.
+    let mut other = job("x", Some("open"), 2, "1");
+    other["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "example.com/v1", "kind": "JobSet", "name": "x", "uid": "u", "controller": true}]);
+    assert!(!patch_of(&request("CREATE", TENANT, JOB, &other, None), &c).0.is_empty());
 }

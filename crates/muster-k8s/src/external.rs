@@ -1,0 +1,181 @@
+//! Other projects' APIs that muster reads when their CRDs are installed: scheduler-plugins'
+//! PodGroup (its `minMember` sizes a pod group named by the alias label) and JobSet (one group
+//! spanning every pod of its child Jobs). muster never installs these CRDs, so every reader first
+//! asks discovery whether the API is served ([`served`]) and works without it.
+
+use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, CustomResource, Resource};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// scheduler-plugins' PodGroup: `scheduling.x-k8s.io/v1alpha1`, namespaced.
+pub fn pod_group_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scheduling.x-k8s.io", "v1alpha1", "PodGroup"),
+        "podgroups",
+    )
+}
+
+/// The members of a pod group as its PodGroup says: `spec.minMember`, from 1 to `max`.
+/// Errors name the field and the PodGroup.
+pub fn pod_group_min_member(pg: &DynamicObject, max: u32) -> Result<u32, String> {
+    let name = format!(
+        "PodGroup {}/{}",
+        pg.metadata.namespace.as_deref().unwrap_or(""),
+        pg.metadata.name.as_deref().unwrap_or("")
+    );
+    match pg.data.pointer("/spec/minMember") {
+        None => Err(format!("{name} has no spec.minMember; set it to the number of pods in the group")),
+        Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| (1..=max).contains(n)) {
+            Some(n) => Ok(n),
+            None => Err(format!(
+                "{name} has spec.minMember {v}, not a whole number from 1 to {max}; set it to the number of pods \
+                 in the group"
+            )),
+        },
+    }
+}
+
+/// A JobSet (`jobset.x-k8s.io/v1alpha2`), as far as muster reads it: the replicated Jobs, the
+/// suspension muster holds it back with, and whether it finished. Only read and merge-patched,
+/// never written whole, so the fields muster does not know are kept.
+#[derive(CustomResource, Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "jobset.x-k8s.io", version = "v1alpha2", kind = "JobSet", namespaced, status = "JobSetStatus")]
+#[serde(rename_all = "camelCase")]
+pub struct JobSetSpec {
+    #[serde(default)]
+    pub replicated_jobs: Vec<ReplicatedJob>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ReplicatedJob {
+    pub name: String,
+    /// Child Jobs made from the template (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    pub template: JobTemplateSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct JobSetStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Labels the JobSet controller puts on child Jobs and (through their template) their pods.
+pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+pub const REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+pub const JOB_INDEX_LABEL: &str = "jobset.sigs.k8s.io/job-index";
+
+impl ReplicatedJob {
+    pub fn replicas(&self) -> i64 {
+        self.replicas.map_or(1, i64::from)
+    }
+
+    /// Pods that run at once in one child Job: parallelism (default 1), at most completions.
+    pub fn pods_per_job(&self) -> i64 {
+        self.template.spec.as_ref().map_or(1, job_pods)
+    }
+}
+
+/// Pods of a Job that run at once: parallelism (default 1), never more than completions.
+pub fn job_pods(spec: &JobSpec) -> i64 {
+    let p = spec.parallelism.map_or(1, i64::from);
+    spec.completions.map_or(p, |c| p.min(i64::from(c)))
+}
+
+impl JobSet {
+    /// Some(succeeded) once the JobSet has finished (condition Completed or Failed).
+    pub fn finished(&self) -> Option<bool> {
+        self.status.as_ref()?.conditions.iter().filter(|c| c.status == "True").find_map(|c| match c.type_.as_str() {
+            "Completed" => Some(true),
+            "Failed" => Some(false),
+            _ => None,
+        })
+    }
+}
+
+/// The JobSet that controls an object (its controller ownerReference), by name.
+pub fn jobset_owner(refs: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
+    refs?.iter().find(|r| {
+        r.controller == Some(true)
+            && r.kind == JobSet::kind(&())
+            && r.api_version.split('/').next() == Some(JobSet::group(&()).as_ref())
+    })
+}
+
+/// Whether the API server serves `resource` (its CRD is installed and established).
+pub async fn served(client: &Client, resource: &ApiResource) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(&resource.api_version).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == resource.plural)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pg(spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "ring", "namespace": "ml"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pod_group_min_member_is_read_and_bad_values_name_the_field() {
+        assert_eq!(pod_group_min_member(&pg(json!({"minMember": 4, "scheduleTimeoutSeconds": 10})), 10), Ok(4));
+        assert_eq!(
+            pod_group_min_member(&pg(json!({})), 10).unwrap_err(),
+            "PodGroup ml/ring has no spec.minMember; set it to the number of pods in the group"
+        );
+        for bad in [json!(0), json!(11), json!("4"), json!(-1)] {
+            let e = pod_group_min_member(&pg(json!({"minMember": bad})), 10).unwrap_err();
+            assert!(e.starts_with(&format!("PodGroup ml/ring has spec.minMember {bad}, not a whole number")), "{e}");
+        }
+        let r = pod_group_resource();
+        assert_eq!(
+            (r.api_version.as_str(), r.plural.as_str(), r.kind.as_str()),
+            ("scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup")
+        );
+    }
+
+    #[test]
+    fn jobsets_read_members_per_job_finish_and_ownership() {
+        let js: JobSet = serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"suspend": true, "network": {"enableDNSHostnames": true}, "replicatedJobs": [
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 3,
+                    "template": {"spec": {"containers": []}}}}},
+                {"name": "driver", "template": {"spec": {"template": {"spec": {"containers": []}}}}}]},
+            "status": {"conditions": [
+                {"type": "Completed", "status": "True", "reason": "r", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        let rj = &js.spec.replicated_jobs;
+        assert_eq!((rj[0].replicas(), rj[0].pods_per_job(), rj[1].replicas(), rj[1].pods_per_job()), (2, 3, 1, 1));
+        assert_eq!((js.spec.suspend, js.finished()), (Some(true), Some(true)));
+        let owner = |kind: &str, api: &str| {
+            vec![OwnerReference {
+                api_version: api.into(),
+                kind: kind.into(),
+                name: "train".into(),
+                uid: "u".into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]
+        };
+        assert!(jobset_owner(Some(&owner("JobSet", "jobset.x-k8s.io/v1alpha2"))).is_some());
+        assert!(jobset_owner(Some(&owner("JobSet", "example.com/v1"))).is_none());
+        assert!(jobset_owner(Some(&owner("Job", "batch/v1"))).is_none());
+    }
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# e2e: a JobSet (jobset.x-k8s.io/v1alpha2) with muster, against the real JobSet controller (built
+# from its Go module by hack/third-party.sh, run here as a local process with its own defaulting
+# and validating webhooks registered by URL). A JobSet with the queue label is created suspended
+# with muster as its pods' scheduler; muster makes it ONE group spanning every pod of every child
+# Job (replicas x parallelism of each replicated Job), owned by the JobSet, admits it, resumes the
+# JobSet; the JobSet controller resumes its child Jobs, and muster binds each pod to the node of
+# its member, numbered by (replicated Job, Job index, completion index). Child Jobs are no groups
+# of their own. The JobSet completes, so does the Group. A tenant unsuspending a JobSet that
+# waits gets a resume request, not a start; deleting the JobSet deletes its Group. The JobSet CRD
+# is removed after, so later tests run without it.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/muster.sh"
+ns=e2e-muster-jobset
+echo "test-muster-jobset" >&2
+jobset_dir=$("$hack_dir/third-party.sh" jobset)
+tmp=$(mktemp -d)
+jobset_pid=""
+jobset_log=$MUSTER_CLUSTER_DIR/logs/jobset-controller.log
+cleanup() {
+  local rc=$?
+  muster_down
+  k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
+  k delete mutatingwebhookconfiguration jobset-e2e --ignore-not-found >/dev/null 2>&1 || true
+  k delete validatingwebhookconfiguration jobset-e2e --ignore-not-found >/dev/null 2>&1 || true
+  if [[ -n $jobset_pid ]] && kill -0 "$jobset_pid" 2>/dev/null; then kill "$jobset_pid"; wait "$jobset_pid" 2>/dev/null || true; fi
+  (( rc == 0 )) || { echo "--- jobset controller log (tail)" >&2; tail -n 15 "$jobset_log" >&2 || true; }
+  k delete -f "$jobset_dir/jobsets.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- the JobSet controller ------------------------------------------------------------------
+k apply --server-side -f "$jobset_dir/jobsets.yaml" >/dev/null
+eventually 60 "the CRD jobsets.jobset.x-k8s.io is established" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' get crd jobsets.jobset.x-k8s.io -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
+# Its webhooks serve TLS from a directory: a throwaway CA and a certificate for 127.0.0.1.
+mkdir -p "$tmp/certs"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=jobset-e2e-ca \
+  -keyout "$tmp/ca.key" -out "$tmp/ca.crt" >/dev/null 2>&1
+openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$tmp/certs/tls.key" -out "$tmp/tls.csr" >/dev/null 2>&1
+printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$tmp/ext"
+openssl x509 -req -in "$tmp/tls.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" -CAcreateserial -days 1 \
+  -extfile "$tmp/ext" -out "$tmp/certs/tls.crt" >/dev/null 2>&1
+port=$(free_port)
+cat > "$tmp/config.yaml" <<YAML
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $port, certDir: $tmp/certs}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:$(free_port)"}
+YAML
+mkdir -p "$(dirname "$jobset_log")"
+"$jobset_dir/jobset" --config "$tmp/config.yaml" --kubeconfig "$KUBECONFIG" >"$jobset_log" 2>&1 &
+jobset_pid=$!
+ca=$(base64 -w0 < "$tmp/ca.crt")
+for kind in Mutating Validating; do
+  path=mutate; [[ $kind == Validating ]] && path=validate
+  k apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ${kind}WebhookConfiguration
+metadata: {name: jobset-e2e}
+webhooks:
+- name: ${path}.jobset.x-k8s.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig: {url: "https://127.0.0.1:$port/$path-jobset-x-k8s-io-v1alpha2-jobset", caBundle: "$ca"}
+  rules: [{apiGroups: [jobset.x-k8s.io], apiVersions: [v1alpha2], operations: [CREATE, UPDATE], resources: [jobsets]}]
+YAML
+done
+eventually 60 "the JobSet controller (v$JOBSET_VERSION) serves its webhooks" \
+  curl -sk --max-time 1 -o /dev/null "https://127.0.0.1:$port/"
+
+touch "$muster_log"
+log_from=$(( $(wc -l < "$muster_log") + 1 ))
+muster_up
+fresh_namespace $ns
+# The CRD was installed first, so muster's first discovery finds it.
+eventually 30 "muster watches JobSets (the CRD is installed)" bash -c \
+  "tail -n +$log_from '$muster_log' | grep -q 'the JobSet CRD is installed; watching JobSets'"
+
+# jobset_yaml NAME RUN_SECONDS CPU [WORKERS]: workers (WORKERS Jobs, default 2, x 2 indexed pods)
+# and a driver (1 pod)
+jobset_yaml() {
+  local pod
+  pod=$(cat <<YAML
+          metadata:
+            annotations: {kwok.muster.dev/run-seconds: "$2", e2e.muster.dev/test: "true"}
+          spec:
+            restartPolicy: Never
+            terminationGracePeriodSeconds: 0
+            containers:
+            - name: main
+              image: kwok-fake
+              resources:
+                requests: {cpu: "$3", memory: 1Mi}
+YAML
+)
+  cat <<YAML
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: $1
+  labels: {muster.dev/queue: default}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: ${4:-2}
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        completionMode: Indexed
+        backoffLimit: 0
+        template:
+$pod
+  - name: driver
+    template:
+      spec:
+        backoffLimit: 0
+        template:
+$pod
+YAML
+}
+field() { k -n $ns get "$@" 2>/dev/null; }
+
+out=$(jobset_yaml train 8 10m | k -n $ns create -f - -o jsonpath='{.spec.suspend} {.spec.replicatedJobs[*].template.spec.template.spec.schedulerName}')
+check "the webhook held the JobSet and named muster its pods' scheduler ($out)" test "$out" = "true muster muster"
+eventually 30 "the Group train spans every pod of the JobSet (2x2 workers + 1 driver)" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev train -o jsonpath='{.spec.members.min}') == 5 ]]"
+check "the Group is owned by the JobSet" test \
+  "$(field groups.muster.dev train -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}')" \
+  = "JobSet/$(field jobset train -o jsonpath='{.metadata.uid}')"
+eventually 30 "muster admitted the group and resumed the JobSet" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get jobset train -o jsonpath='{.spec.suspend}') == false ]]"
+placed() { on_assigned $ns train jobset.sigs.k8s.io/jobset-name=train 5 2>/dev/null; }
+eventually 60 "all 5 pods are bound, each on the node its Group assigned to its member" placed
+member_of() { # member_of REPLICATED_JOB JOB_INDEX COMPLETION_INDEX
+  k -n $ns get pods -l "jobset.sigs.k8s.io/replicatedjob-name=$1,jobset.sigs.k8s.io/job-index=$2" \
+    -o jsonpath="{range .items[?(@.metadata.annotations.batch\.kubernetes\.io/job-completion-index==\"$3\")]}{.metadata.annotations.muster\.dev/member}{end}"
+}
+members="$(member_of workers 0 0) $(member_of workers 0 1) $(member_of workers 1 0) $(member_of workers 1 1)"
+check "members are numbered by replicated Job, Job index and completion index ($members)" test "$members" = "0 1 2 3"
+check "the driver's pod takes the member left" test "$(k -n $ns get pods -l jobset.sigs.k8s.io/replicatedjob-name=driver -o jsonpath='{.items[0].metadata.annotations.muster\.dev/member}')" = 4
+check "the child Jobs are no groups of their own (one Group in the namespace)" \
+  test "$(k -n $ns get groups.muster.dev -o name)" = "group.muster.dev/train"
+eventually 90 "the JobSet completed" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get jobset train -o jsonpath='{.status.conditions[?(@.type==\"Completed\")].status}') == True ]]"
+eventually 30 "and its Group is Succeeded" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev train -o jsonpath='{.status.phase}') == Succeeded ]]"
+
+# --- a JobSet that does not fit waits; unsuspending it is a request, not a start -------------
+# 401 pods of 64 cpu: more than the 100 nodes of 100 cpu hold.
+jobset_yaml huge 5 64 200 | k -n $ns create -f - >/dev/null
+eventually 30 "a JobSet too big for the cluster waits in the queue" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.status.phase}') == Queued ]]"
+out=$(k -n $ns patch jobset huge --type merge -p '{"spec":{"suspend":false}}' \
+  -o jsonpath='{.spec.suspend} {.metadata.annotations.muster\.dev/resume-requested}')
+check "unsuspending it by hand keeps it suspended, with a resume request ($out)" bash -c "[[ '$out' == 'true '2* ]]"
+sleep 3
+check "no pod of it was created" test -z "$(k -n $ns get pods -l jobset.sigs.k8s.io/jobset-name=huge -o name)"
+k -n $ns delete jobset huge >/dev/null
+eventually 30 "deleting the JobSet deletes its Group" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge >/dev/null 2>&1"
