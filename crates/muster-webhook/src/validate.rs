@@ -249,8 +249,20 @@ impl<S: ClusterState> Checker<'_, S> {
                  schedulerName (muster's mutating webhook sets it to {SCHEDULER_NAME})"
             ));
         }
+        self.preset_node("spec.template.spec.nodeName", "Job", queue, pod_spec(new));
         let spec = self.queue(queue, &label_field(QUEUE)).await;
         self.job_shape(new, spec.as_ref().map(|s| (queue, s)));
+    }
+
+    /// A template's nodeName would put the pods on that node, past muster's placement (the Job
+    /// controller creates them, and kubelets run pods with a node name as they come).
+    fn preset_node(&mut self, field: &str, kind: &str, queue: &str, pod: Option<&PodSpec>) {
+        if let Some(node) = pod.and_then(|p| p.node_name.as_deref()).filter(|n| !n.is_empty()) {
+            self.refuse(format!(
+                "{field}: the pods of a {kind} in queue {queue} cannot choose their node ({node}): muster places \
+                 every member of the group at once; remove nodeName (use a nodeSelector to restrict the nodes)"
+            ));
+        }
     }
 
     async fn job_update(&mut self, name: &str, old: &Job, new: &Job) {
@@ -315,6 +327,8 @@ impl<S: ClusterState> Checker<'_, S> {
                          it to {SCHEDULER_NAME})"
                     ));
                 }
+                let field = format!("spec.replicatedJobs[{i}].template.spec.template.spec.nodeName");
+                self.preset_node(&field, "JobSet", queue, pod);
             }
         }
         if let Some(old) = old {

@@ -940,3 +940,26 @@ async fn child_jobs_of_a_jobset_are_its_group_not_groups_of_their_own() {
         json!([{"apiVersion": "example.com/v1", "kind": "JobSet", "name": "x", "uid": "u", "controller": true}]);
     assert!(!patch_of(&request("CREATE", TENANT, JOB, &other, None), &c).0.is_empty());
 }
+
+#[tokio::test]
+async fn a_queued_template_cannot_pin_its_pods_to_a_node() {
+    let mut j = held(job("pinned", Some("open"), 2, "1"));
+    j["spec"]["template"]["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
+        "spec.template.spec.nodeName: the pods of a Job in queue open cannot choose their node (node-1): muster \
+         places every member of the group at once; remove nodeName (use a nodeSelector to restrict the nodes)"
+    );
+    let mut js = held_jobset(jobset("pinned", Some("open"), 2, "1"));
+    js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(
+        check(&request("CREATE", TENANT, JOBSET, &js, None)).await.unwrap_err(),
+        "spec.replicatedJobs[1].template.spec.template.spec.nodeName: the pods of a JobSet in queue open cannot \
+         choose their node (node-1): muster places every member of the group at once; remove nodeName (use a \
+         nodeSelector to restrict the nodes)"
+    );
+    // Without the queue label it is not muster's Job.
+    let mut plain = job("plain", None, 2, "1");
+    plain["spec"]["template"]["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &plain, None)).await, Ok(()));
+}
