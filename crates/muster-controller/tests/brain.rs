@@ -339,6 +339,16 @@ fn a_restart_recovers_running_groups_from_the_store_and_bound_pods() {
     assert_eq!(h2.state("b"), b_state);
     assert!(binds(&a).is_empty(), "nothing is bound twice: {a:?}");
     assert_eq!(unsuspends(&a, "a"), 0, "no second admission");
+    // The status the last instance may not have written: a's again, with its allocation.
+    let status = a.iter().rev().find_map(|x| match x {
+        Action::Status { key, status } if key.name == "a" => Some(status.clone()),
+        _ => None,
+    });
+    let status = status.expect("a's status is written again after the restart");
+    assert_eq!(status.phase, Some(GroupPhase::Running));
+    let written: Vec<(u32, String)> = status.allocation.iter().map(|m| (m.member, m.node.clone())).collect();
+    let want: Vec<(u32, String)> = alloc.members.iter().map(|m| (m.index, m.node.clone())).collect();
+    assert_eq!(written, want);
     h2.cycle();
     h2.brain.engine().unwrap().engine().check_invariants().unwrap();
 }
