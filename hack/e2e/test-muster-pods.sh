@@ -115,4 +115,13 @@ eventually 30 "after a restart, late-1 takes the member left" bound_ungated late
 check "late-0 was neither deleted nor bound again (same pod)" test "$(k -n $ns get pod late-0 -o jsonpath='{.metadata.uid}')" = "$uid"
 eventually 10 "both on their assigned nodes, each member once" pods_on_assigned late 2
 check "the group was not evicted" test -z "$(k -n $ns get events --field-selector involvedObject.name=late,reason=Evicted -o name)"
+# A plain group's pods run where they ask to: a nodeSelector on one node puts both there.
+for i in 0 1; do
+  group_pod_yaml pinned-$i pinned 2 600 | sed 's/^spec:/spec:\n  nodeSelector: {kubernetes.io\/hostname: worker-7}/' |
+    k -n $ns create -f - >/dev/null
+done
+eventually 30 "both pods of a group with a nodeSelector are bound" bound_ungated pinned-0 pinned-1
+check "both on the node their nodeSelector names" test \
+  "$(k -n $ns get pods pinned-0 pinned-1 -o jsonpath='{.items[*].spec.nodeName}')" = "worker-7 worker-7"
+eventually 10 "each on the node the Group assigned its member" pods_on_assigned pinned 2
 k delete namespace $ns --wait=false >/dev/null

@@ -110,7 +110,15 @@ impl PodPhase {
     }
 }
 
-/// What the controller keeps of a pod. The plain-group fields (`group` .. `duration`) are set
+/// Where the pods of a group may run (the Group object's nodeSelector, affinity, tolerations).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Placement {
+    pub node_selector: BTreeMap<String, String>,
+    pub affinity: Vec<NodeSelectorTerm>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// What the controller keeps of a pod. The plain-group fields (`group` .. `placement`) are set
 /// only on pods no Job controls, so Job pods pay no heap for them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PodView {
@@ -145,6 +153,8 @@ pub struct PodView {
     pub priority_class: Option<String>,
     /// Plain pods: annotation muster.dev/duration-seconds.
     pub duration: Option<u32>,
+    /// Plain pods: where the pod asks to run, or why that cannot be read.
+    pub placement: Option<Box<Result<Placement, String>>>,
     /// Held by muster's scheduling gate (muster.dev/admission).
     pub gated: bool,
     /// metadata.creationTimestamp, Unix seconds.
@@ -239,6 +249,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         queue: label(labels::QUEUE).filter(|_| plain).cloned(),
         priority_class: spec.priority_class_name.clone().filter(|_| plain),
         duration: annotation(labels::DURATION).filter(|_| plain),
+        placement: plain.then(|| Box::new(placement(spec, "spec"))),
         group,
         gated,
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
@@ -247,8 +258,8 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
 
 /// The Group object of a plain-pod group, from one of its pods: `group-size` members (at least
 /// `group-min`), each with the pod's requests. No owner: muster deletes the object once the
-/// group's pods are gone. The pods' nodeSelector, affinity and tolerations are not read (only
-/// Jobs carry them into the Group).
+/// group's pods are gone. The group's pods run where this pod asks to (nodeSelector, required
+/// node affinity, tolerations).
 pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     let group = pod.group.as_deref().ok_or("not a pod of a plain group")?;
     let queue = pod.queue.clone().ok_or_else(|| {
@@ -270,13 +281,18 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
             ));
         }
     };
+    let placement = match pod.placement.as_deref() {
+        Some(Err(e)) => return Err(format!("pod {}: {e}", pod.name)),
+        Some(Ok(p)) => p.clone(),
+        None => Placement::default(),
+    };
     Ok(GroupObjectSpec {
         queue,
         members: Members { min, max: (size != min).then_some(size) },
         resources: requests_to_resources(&pod.requests),
-        node_selector: BTreeMap::new(),
-        affinity: vec![],
-        tolerations: vec![],
+        node_selector: placement.node_selector,
+        affinity: placement.affinity,
+        tolerations: placement.tolerations,
         topology: None,
         priority_class_name: pod.priority_class.clone(),
         duration_seconds: pod.duration.map(i64::from),
@@ -420,15 +436,9 @@ fn int_annotation(annotations: &BTreeMap<String, String>, key: &str) -> Result<O
         .transpose()
 }
 
-/// A Group object of `members` members with `requests` each, placed as `pod` asks (node
-/// selector, required node affinity, tolerations, priority class).
-fn shaped(
-    pod: &PodSpec,
-    requests: &[(String, u64)],
-    queue: &str,
-    members: Members,
-    owner: OwnerReference,
-) -> Result<GroupObjectSpec, String> {
+/// Where a pod asks to run: its node selector, required node affinity and tolerations, as the
+/// Group object says them. `field` is the pod spec's path, for errors.
+fn placement(pod: &PodSpec, field: &str) -> Result<Placement, String> {
     let affinity = pod
         .affinity
         .as_ref()
@@ -439,8 +449,10 @@ fn shaped(
                 .iter()
                 .map(|t| -> Result<NodeSelectorTerm, String> {
                     let exprs = t.match_expressions.iter().flatten().map(|e| {
-                        let operator = serde_json::from_value(serde_json::Value::String(e.operator.clone()))
-                            .map_err(|_| format!("node affinity operator {:?} is not supported", e.operator))?;
+                        let operator =
+                            serde_json::from_value(serde_json::Value::String(e.operator.clone())).map_err(|_| {
+                                format!("{field}.affinity: node affinity operator {:?} is not supported", e.operator)
+                            })?;
                         Ok(NodeSelectorRequirement {
                             key: e.key.clone(),
                             operator,
@@ -459,14 +471,27 @@ fn shaped(
         .flatten()
         .map(|t| {
             let v = serde_json::to_value(t).map_err(|e| e.to_string())?;
-            serde_json::from_value::<Toleration>(v).map_err(|e| format!("spec.template.spec.tolerations: {e}"))
+            serde_json::from_value::<Toleration>(v).map_err(|e| format!("{field}.tolerations: {e}"))
         })
         .collect::<Result<Vec<_>, String>>()?;
+    Ok(Placement { node_selector: pod.node_selector.clone().unwrap_or_default(), affinity, tolerations })
+}
+
+/// A Group object of `members` members with `requests` each, placed as `pod` asks (node
+/// selector, required node affinity, tolerations, priority class).
+fn shaped(
+    pod: &PodSpec,
+    requests: &[(String, u64)],
+    queue: &str,
+    members: Members,
+    owner: OwnerReference,
+) -> Result<GroupObjectSpec, String> {
+    let Placement { node_selector, affinity, tolerations } = placement(pod, "spec.template.spec")?;
     Ok(GroupObjectSpec {
         queue: queue.to_string(),
         members,
         resources: requests_to_resources(requests),
-        node_selector: pod.node_selector.clone().unwrap_or_default(),
+        node_selector,
         affinity,
         tolerations,
         topology: None,
@@ -742,6 +767,16 @@ mod tests {
         noq.metadata.labels.as_mut().unwrap().remove("muster.dev/queue");
         let v = pod_view(&noq).unwrap();
         assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/queue"));
+        // Where the pods may run comes from the pod, as a Job's from its template.
+        let v = pod_view(&plain_pod(json!({"spec": {"nodeSelector": {"pool": "a"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}})))
+        .unwrap();
+        let g = plain_group_spec(&v).unwrap();
+        assert_eq!((g.node_selector["pool"].as_str(), g.tolerations.len()), ("a", 1));
+        let odd = json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Sometimes", "values": ["v"]}]}]}}}}});
+        let v = pod_view(&plain_pod(odd)).unwrap();
+        assert!(plain_group_spec(&v).unwrap_err().contains("spec.affinity: node affinity operator \"Sometimes\""));
         // A Job's pod keeps its Job's group whatever its labels say, and pays nothing for them.
         let owned = plain_pod(json!({"metadata": {"ownerReferences": [
             {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": true}]}}));
@@ -749,6 +784,7 @@ mod tests {
         assert!(!v.is_plain());
         assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
         assert_eq!((v.group, v.queue, v.group_size, v.duration), (None, None, None, None));
+        assert!(v.placement.is_none());
     }
 
     fn jobset(extra: serde_json::Value) -> JobSet {
