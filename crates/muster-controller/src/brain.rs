@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use muster_durable::{ClusterReport, DurableEngine, Input, Options};
 use muster_graph::{Graph, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
-use muster_k8s::{GroupConditionType as Cond, GroupPhase, GroupSpec as GroupObjectSpec, GroupStatus};
+use muster_k8s::{GroupConditionType as Cond, GroupPhase, GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
 use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
@@ -61,6 +61,11 @@ pub enum EventType {
 /// What the executor does against the API server.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
+    /// Write the status of Queue `name` (its groups and what they hold).
+    QueueStatus {
+        name: String,
+        status: Box<QueueStatus>,
+    },
     /// Create or update the Group object of a Job (owned by it), or of a plain-pod group
     /// (`job_uid` empty: no owner; muster deletes it with [`Action::DeleteGroup`]).
     EnsureGroup {
@@ -189,6 +194,8 @@ pub struct Brain<S: Store> {
     /// Other schedulers' pods the engine could not count yet (no room): retried each cycle.
     foreign_waiting: BTreeSet<String>,
     statuses: HashMap<GroupKey, GroupStatus>,
+    /// The Queue statuses last sent, to send only changes.
+    queue_statuses: BTreeMap<String, QueueStatus>,
     /// Groups whose Group object this instance has written (a restart writes each once more).
     ensured: BTreeSet<GroupKey>,
     /// spec.suspend last patched onto a Job and not yet seen back.
@@ -224,6 +231,7 @@ impl<S: Store> Brain<S> {
             ready_sent: HashMap::new(),
             foreign_waiting: BTreeSet::new(),
             statuses: HashMap::new(),
+            queue_statuses: BTreeMap::new(),
             ensured: BTreeSet::new(),
             suspend_sent: HashMap::new(),
             engine: None,
@@ -809,8 +817,10 @@ impl<S: Store> Brain<S> {
         self.flush(now);
     }
 
-    /// Positions and estimated starts of waiting groups into their statuses.
+    /// Positions and estimated starts of waiting groups into their statuses, and each Queue's
+    /// counts and usage into its status.
     pub fn refresh_queue_view(&mut self, now: i64) {
+        self.refresh_queue_statuses();
         let Some(e) = self.engine.as_mut() else { return };
         let view = e.queue_view(now);
         for x in view {
@@ -821,6 +831,33 @@ impl<S: Store> Brain<S> {
                 st.message = Some(x.reason.clone());
             }
             self.push_status(&x.key, st);
+        }
+    }
+
+    fn refresh_queue_statuses(&mut self) {
+        let Some(e) = self.engine.as_ref() else { return };
+        let mut fresh: BTreeMap<String, QueueStatus> =
+            self.cfg.engine.queues.iter().map(|q| (q.name.clone(), QueueStatus::default())).collect();
+        for g in e.engine().groups() {
+            let Some(st) = fresh.get_mut(&g.spec.queue) else { continue };
+            if g.state.is_pending() {
+                st.pending_groups += 1;
+            } else if g.state.holds_allocation() {
+                st.admitted_groups += 1;
+            }
+        }
+        for (queue, held) in e.engine().usage() {
+            if let Some(st) = fresh.get_mut(queue) {
+                let amounts: Vec<(String, u64)> =
+                    held.iter().filter(|(_, a)| **a > 0).map(|(r, a)| (r.clone(), *a)).collect();
+                st.usage = convert::requests_to_resources(&amounts);
+            }
+        }
+        for (name, status) in fresh {
+            if self.queue_statuses.get(&name) != Some(&status) {
+                self.queue_statuses.insert(name.clone(), status.clone());
+                self.actions.push(Action::QueueStatus { name, status: Box::new(status) });
+            }
         }
     }
 

@@ -300,7 +300,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     })
 }
 
-fn requests_to_resources(requests: &[(String, u64)]) -> BTreeMap<String, Quantity> {
+pub(crate) fn requests_to_resources(requests: &[(String, u64)]) -> BTreeMap<String, Quantity> {
     requests
         .iter()
         .map(|(r, a)| {

@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
 use muster_k8s::external::JobSet;
-use muster_k8s::{Group, GroupPhase, GroupStatus, labels};
+use muster_k8s::{Group, GroupPhase, GroupStatus, Queue, QueueStatus, labels};
 use muster_queue::GroupKey;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
@@ -73,6 +73,10 @@ pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<
             }
             Action::Status { key, status } => {
                 let _ = status_tx.send((key, *status));
+            }
+            // Every few seconds at most, one per Queue: no ordering or coalescing needed.
+            Action::QueueStatus { name, status } => {
+                tokio::spawn(write_queue_status(client.clone(), name, *status));
             }
             Action::Event { .. } => {
                 if event_tx.try_send(a).is_err() {
@@ -264,6 +268,14 @@ async fn write(client: Client, a: Action) {
         Ok(()) => {}
         Err(e) if is_code(&e, 404) => debug!(group = %key, "object gone: {e}"),
         Err(e) => warn!(group = %key, "writing the job or group: {e}"),
+    }
+}
+
+async fn write_queue_status(client: Client, name: String, status: QueueStatus) {
+    let api: Api<Queue> = Api::all(client);
+    let patch = Patch::Apply(json!({"apiVersion": "muster.dev/v1alpha1", "kind": "Queue", "status": status}));
+    if let Err(e) = api.patch_status(&name, &PatchParams::apply(labels::FIELD_MANAGER).force(), &patch).await {
+        debug!(queue = name, "writing the queue status: {e}");
     }
 }
 

@@ -10,7 +10,7 @@ use muster_controller::convert::{JobSetPod, JobSetView, JobView, NodeView, PodPh
 use muster_durable::Options;
 use muster_graph::{NodeSpec, Policy};
 use muster_k8s::group::{Members, OwnerReference};
-use muster_k8s::{GroupPhase, GroupSpec as GroupObjectSpec, Quantity};
+use muster_k8s::{GroupPhase, GroupSpec as GroupObjectSpec, Quantity, QueueStatus};
 use muster_queue::{EngineConfig, GroupKey, GroupState};
 use muster_store::testing::TempDir;
 use muster_store::{SqliteStore, Store};
@@ -351,6 +351,32 @@ fn a_restart_recovers_running_groups_from_the_store_and_bound_pods() {
     assert_eq!(written, want);
     h2.cycle();
     h2.brain.engine().unwrap().engine().check_invariants().unwrap();
+}
+
+#[test]
+fn queue_statuses_count_groups_and_their_usage_and_are_sent_when_they_change() {
+    let jobs = [job("a", 2, 2), job("b", 2, 8)];
+    let mut h = Harness::new(&[node("n1", 8), node("n2", 8)], &jobs, &[]);
+    h.cycle();
+    assert_eq!(h.state("b").map(GroupState::is_pending), Some(true), "b waits for a");
+    let queue_statuses = |actions: Vec<Action>| -> Vec<(String, QueueStatus)> {
+        actions
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::QueueStatus { name, status } => Some((name, *status)),
+                _ => None,
+            })
+            .collect()
+    };
+    h.brain.refresh_queue_view(h.now);
+    let sent = queue_statuses(h.brain.take_actions());
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let (name, st) = &sent[0];
+    assert_eq!((name.as_str(), st.pending_groups, st.admitted_groups), ("default", 1, 1));
+    // 2 members x 2 cpu, as the Group object spells cpu.
+    assert_eq!(st.usage.get("cpu"), Some(&Quantity::Text("4000m".into())));
+    h.brain.refresh_queue_view(h.now);
+    assert!(queue_statuses(h.brain.take_actions()).is_empty(), "unchanged: not sent again");
 }
 
 // ----- plain-pod groups: pods with muster.dev/group, gated by the webhook, no Job -----

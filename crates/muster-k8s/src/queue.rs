@@ -28,6 +28,8 @@ use crate::Quantity;
     derive = "PartialEq",
     printcolumn = r#"{"name": "Policy", "type": "string", "jsonPath": ".spec.policy.kind"}"#,
     printcolumn = r#"{"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort"}"#,
+    printcolumn = r#"{"name": "Pending", "type": "integer", "jsonPath": ".status.pendingGroups"}"#,
+    printcolumn = r#"{"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedGroups"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -191,6 +193,15 @@ pub struct QueueStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Groups waiting in the queue (Queued or Reserved), as of the last report.
+    #[serde(default)]
+    pub pending_groups: u32,
+    /// Groups holding a placement (Admitted or Running).
+    #[serde(default)]
+    pub admitted_groups: u32,
+    /// What the admitted groups hold, per resource (what the quotas count).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, Quantity>,
 }
 
 /// Engine field names that the CRD spells differently (seconds in full).
