@@ -12,6 +12,10 @@
   sim-vs-real.py completions KWOK.log [NS]             how spread out in time the pods of each Job
                                                        were marked Succeeded (KWOK's log, ns stamps;
                                                        the pods' finishedAt has only 1 s resolution)
+  sim-vs-real.py metrics REAL.json                     kube-scheduler's own counters over the run
+                                                       (scraped when SCHEDULER_METRICS_URL is set)
+  sim-vs-real.py attempts KUBE-SCHEDULER.log [NS]      per-attempt timing and requeueing, from a
+                                                       kube-scheduler log at --v=3 or more
 
 `jobs` re-implements the part of crates/muster-sim/src/scenario.rs that turns job classes into
 jobs (SplitMix64 streams `arrival:<class>` and `runtime:<class>` seeded from the seed, uniform /
@@ -21,6 +25,8 @@ manifest can express is accepted: rigid jobs (members: N), priority 0, no SWF tr
 """
 import json
 import math
+import os
+import re
 import ssl
 import sys
 import threading
@@ -208,9 +214,53 @@ def job_end(j):
     return "Active", None
 
 
+# kube-scheduler's metrics kept by `run` (counters and gauges; histograms as _sum and _count only).
+SCHED_METRICS = (
+    "scheduler_schedule_attempts_total",
+    "scheduler_scheduling_attempt_duration_seconds_sum",
+    "scheduler_scheduling_attempt_duration_seconds_count",
+    "scheduler_queue_incoming_pods_total",
+    "scheduler_pending_pods",
+    "scheduler_unschedulable_pods",
+    "scheduler_framework_extension_point_duration_seconds_sum",
+    "scheduler_framework_extension_point_duration_seconds_count",
+    "scheduler_event_handling_duration_seconds_count",
+    "rest_client_requests_total",
+    "process_cpu_seconds_total",
+)
+
+
+def scrape(api, url):
+    """The SCHED_METRICS samples of a Prometheus text page, as {"name{labels}": value}."""
+    req = urllib.request.Request(url)
+    with urllib.request.urlopen(req, context=api.ctx, timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        key, _, value = line.rpartition(" ")
+        if key.split("{", 1)[0] in SCHED_METRICS:
+            out[key] = float(value)
+    return out
+
+
+def scrape_every(api, url, t0, period, stop, into):
+    """Scrape `url` every `period` seconds until `stop` is set; append (t, samples) to `into`."""
+    while not stop.is_set():
+        try:
+            into.append({"t": round(time.time() - t0, 2), "samples": scrape(api, url)})
+        except (OSError, urllib.error.URLError) as e:
+            print(f"scheduler metrics: {e}", file=sys.stderr)
+        stop.wait(period)
+
+
 def run_real(jobs_file, kubeconfig, ns, out_file, timeout):
     jobs = json.loads(Path(jobs_file).read_text())
     api = Api(kubeconfig)
+    # SCHEDULER_METRICS_URL (hack/sim-vs-real.sh sets it): scrape kube-scheduler once a second.
+    metrics_url = os.environ.get("SCHEDULER_METRICS_URL")
+    snapshots, stop_scraping = [], threading.Event()
     base = f"/apis/batch/v1/namespaces/{ns}/jobs"
     lag = []
     series = []
@@ -231,6 +281,10 @@ def run_real(jobs_file, kubeconfig, ns, out_file, timeout):
             lag.append(t - at)
 
     t0 = time.time() + 1.0  # scenario time 0
+    if metrics_url:
+        threading.Thread(
+            target=scrape_every, args=(api, metrics_url, t0, 1.0, stop_scraping, snapshots), daemon=True
+        ).start()
     print(f"submitting {len(jobs)} Jobs over {jobs[-1]['submit_ms'] / 1000:.1f}s", file=sys.stderr)
     with ThreadPoolExecutor(max_workers=8) as pool:
         for job in jobs:
@@ -262,10 +316,13 @@ def run_real(jobs_file, kubeconfig, ns, out_file, timeout):
         )
         time.sleep(5)
     time.sleep(1)
+    stop_scraping.set()
     items = api.call("GET", base)["items"]
     pods = api.call("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
     result = summarize(items, pods, t0, lag)
     result["series"] = series
+    if snapshots:
+        result["scheduler_metrics"] = snapshots
     Path(out_file).write_text(json.dumps(result, indent=2) + "\n")
 
 
@@ -488,6 +545,138 @@ def completions(log_file, ns="sim-vs-real"):
     return 0
 
 
+def labels(key):
+    """(name, {label: value}) of a sample key such as name{a="x",b="y"}."""
+    name, _, rest = key.partition("{")
+    return name, dict(re.findall(r'(\w+)="([^"]*)"', rest))
+
+
+def metric_sums(samples, name, by):
+    """Sum of the samples of `name` grouped by the tuple of labels `by`."""
+    out = {}
+    for key, v in samples.items():
+        n, ls = labels(key)
+        if n == name:
+            k = tuple(ls.get(b, "") for b in by)
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def metrics_report(real_file, step=10):
+    """kube-scheduler's counters over the run, from the snapshots `run` scraped."""
+    snaps = json.loads(Path(real_file).read_text()).get("scheduler_metrics")
+    if not snaps:
+        print("no scheduler metrics in this run (SCHEDULER_METRICS_URL was not set)")
+        return 1
+    first, last = snaps[0]["samples"], snaps[-1]["samples"]
+
+    def delta(name, by):
+        a, b = metric_sums(first, name, by), metric_sums(last, name, by)
+        return {k: b[k] - a.get(k, 0.0) for k in sorted(b) if b[k] - a.get(k, 0.0)}
+
+    span = snaps[-1]["t"] - snaps[0]["t"]
+    cpu = delta("process_cpu_seconds_total", ())
+    print(f"{len(snaps)} snapshots over {span:.0f}s; kube-scheduler cpu {sum(cpu.values()):.1f}s")
+    att = delta("scheduler_schedule_attempts_total", ("result",))
+    dur = delta("scheduler_scheduling_attempt_duration_seconds_sum", ("result",))
+    cnt = delta("scheduler_scheduling_attempt_duration_seconds_count", ("result",))
+    for (res,), n in att.items():
+        mean = dur.get((res,), 0.0) / cnt[(res,)] * 1e3 if cnt.get((res,)) else float("nan")
+        print(f"  attempts {res}: {n:.0f} ({n / span:.1f}/s), mean attempt {mean:.2f} ms")
+    ext_s = delta("scheduler_framework_extension_point_duration_seconds_sum", ("extension_point", "status"))
+    ext_n = delta("scheduler_framework_extension_point_duration_seconds_count", ("extension_point", "status"))
+    for k, n in ext_n.items():
+        print(f"  extension point {k[0]} ({k[1]}): {n:.0f} x {ext_s.get(k, 0.0) / n * 1e3:.2f} ms")
+    for (ev, q), n in delta("scheduler_queue_incoming_pods_total", ("event", "queue")).items():
+        print(f"  incoming {ev} -> {q}: {n:.0f}")
+    for (code, method), n in delta("rest_client_requests_total", ("code", "method")).items():
+        print(f"  API {method} {code}: {n:.0f}")
+    print(f"{'t':>5} {'sched/s':>8} {'unsched/s':>9} {'active':>7} {'backoff':>8} {'unsched':>8} {'gated':>6}")
+    prev = first
+    prev_t = snaps[0]["t"]
+    for s in snaps[1:]:
+        if s["t"] - prev_t < step and s is not snaps[-1]:
+            continue
+        dt = s["t"] - prev_t
+        a, b = metric_sums(prev, "scheduler_schedule_attempts_total", ("result",)), metric_sums(
+            s["samples"], "scheduler_schedule_attempts_total", ("result",))
+        r = {k[0]: (b[k] - a.get(k, 0.0)) / dt for k in b}
+        q = {k[0]: v for k, v in metric_sums(s["samples"], "scheduler_pending_pods", ("queue",)).items()}
+        print(f"{s['t']:5.0f} {r.get('scheduled', 0):8.1f} {r.get('unschedulable', 0):9.1f} {q.get('active', 0):7.0f}"
+              f" {q.get('backoff', 0):8.0f} {q.get('unschedulable', 0):8.0f} {q.get('gated', 0):6.0f}")
+        prev, prev_t = s["samples"], s["t"]
+    return 0
+
+
+KLOG = re.compile(r'^[IWE](\d{4}) (\d\d):(\d\d):(\d\d\.\d+)\s+\d+ \S+\] "([^"]*)"(.*)$')
+
+
+def attempts(log_file, ns="sim-vs-real"):
+    """Per-attempt timing and requeueing from kube-scheduler's log at --v=3: an attempt starts with
+    "Attempting to schedule pod" and, when it fails, logs "Pod moved to an internal scheduling
+    queue" with event ScheduleAttemptFailure and the queue (Backoff when a cluster event came in
+    during the attempt, Unschedulable otherwise); "Delete event for scheduled pod" frees a pod's
+    resources (a pod Succeeded, the scheduler's informer dropping terminal pods, or deleted)."""
+    evs = []
+    for line in Path(log_file).read_text(errors="replace").splitlines():
+        m = KLOG.match(line)
+        if not m:
+            continue
+        pod = re.search(r' pod="([^"]+)"', m.group(6))
+        if not pod or not pod.group(1).startswith(ns + "/"):
+            continue
+        t = int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4))
+        evs.append((t, m.group(5), pod.group(1), m.group(6)))
+    starts = [i for i, e in enumerate(evs) if e[1] == "Attempting to schedule pod"]
+    if len(starts) < 2:
+        print("fewer than two attempts in the log (kube-scheduler at --v=3 or more?)")
+        return 1
+
+    def q(xs, f):
+        xs = sorted(xs)
+        return xs[int(f * (len(xs) - 1))] * 1e3
+
+    # Loop time of an attempt: from its start to the next attempt's start (pauses over 1 s, when
+    # nothing was queued, are left out). A pod's first failure includes its status patch.
+    first, repeated, queues, failed_before = [], [], {}, set()
+    nxt = {a: b for a, b in zip(starts, starts[1:])}
+    for i in starts:
+        t, _, pod, _ = evs[i]
+        end = nxt.get(i)
+        fail = next((e for e in evs[i + 1 : end] if e[2] == pod and "ScheduleAttemptFailure" in e[3]), None)
+        if fail is None:
+            continue
+        qm = re.search(r' queue="([^"]+)"', fail[3])
+        queues[qm.group(1) if qm else "?"] = queues.get(qm.group(1) if qm else "?", 0) + 1
+        if end is not None and evs[end][0] - t < 1.0:
+            (repeated if pod in failed_before else first).append(evs[end][0] - t)
+        failed_before.add(pod)
+    bound = sum(1 for e in evs if e[1] == "Successfully bound pod to node")
+    print(f"{len(starts)} attempts, {bound} bound, {sum(queues.values())} failed")
+    for name, xs in (("first failure of a pod", first), ("repeated failure", repeated)):
+        if xs:
+            print(f"  loop time, {name}: n {len(xs)}, p50 {q(xs, .5):.2f} ms, p90 {q(xs, .9):.2f} ms,"
+                  f" mean {sum(xs) / len(xs) * 1e3:.2f} ms")
+    for k, n in sorted(queues.items()):
+        print(f"  failed attempts requeued to {k}: {n}")
+    # How a job's pods go, as the scheduler sees it.
+    dels = {}
+    for t, msg, pod, _ in evs:
+        if msg == "Delete event for scheduled pod":
+            dels.setdefault(pod.rsplit("-", 1)[0], []).append(t)
+    spans, gaps = [], []
+    for ts in dels.values():
+        ts.sort()
+        spans.append(ts[-1] - ts[0])
+        gaps += [b - a for a, b in zip(ts, ts[1:])]
+    if gaps:
+        big = [g for g in gaps if g >= 1e-3]
+        print(f"  pods freed, per job: first -> last p50 {q(spans, .5):.0f} ms, p90 {q(spans, .9):.0f} ms;"
+              f" {len(big) / len(gaps):.0%} of the gaps >= 1 ms, their mean"
+              f" {sum(big) / max(1, len(big)) * 1e3:.1f} ms")
+    return 0
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "jobs":
         jobs = gen_jobs(argv[2], int(argv[3]))
@@ -501,6 +690,10 @@ def main(argv):
         return 0
     if len(argv) in (3, 4) and argv[1] == "completions":
         return completions(*argv[2:])
+    if len(argv) == 3 and argv[1] == "metrics":
+        return metrics_report(argv[2])
+    if len(argv) in (3, 4) and argv[1] == "attempts":
+        return attempts(*argv[2:])
     if len(argv) == 6 and argv[1] == "compare":
         return compare(argv[2], argv[3], argv[4], float(argv[5]))
     print(__doc__, file=sys.stderr)

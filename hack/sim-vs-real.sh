@@ -6,6 +6,10 @@
 #   hack/sim-vs-real.sh [SCENARIO...]
 #       (default: scenarios/sim-vs-real.yaml scenarios/sim-vs-real-clog.yaml)
 #   SEED=1 TOLERANCE=0.10 TIMEOUT=900 OUT=dir hack/sim-vs-real.sh ...
+#   MUSTER_SIM_BIN=path hack/sim-vs-real.sh ...   (a built muster for the sim side instead of
+#                                            cargo build --release -p muster)
+#   SCHEDULER_V=3 hack/sim-vs-real.sh ...   (restart kube-scheduler at that log level, for
+#                                            `hack/sim-vs-real.py attempts`; costs it some cpu)
 #
 # Per scenario: start a private cluster in $MUSTER_SVR_DIR (default ~/.cache/muster/sim-vs-real-cluster)
 # with the nodes of the scenario's own cluster description, measure the control plane's rates on a
@@ -16,6 +20,8 @@
 # Complete or Failed (or TIMEOUT seconds), read completed / failed / makespan (first Job created ->
 # last Job finished) off the Job objects, stop the cluster (by pid), run
 # `muster sim SCENARIO --schedulers default --seed SEED`, and compare.
+# kube-scheduler's metrics are scraped once a second during the run (its secure port, admin
+# certificate) and summarised by `hack/sim-vs-real.py metrics`.
 # Outputs (jobs, real and sim JSON, the comparison) stay in $OUT (default: a temporary directory,
 # printed at the end).
 set -euo pipefail
@@ -32,10 +38,28 @@ k() { "$K8S_BIN/kubectl" "$@"; }
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
-log "building muster (release) for muster sim"
-(cd "$repo_dir" && cargo build --release -q -p muster) || die "cargo build --release -p muster failed"
-sim_bin=$(cd "$repo_dir" && cargo metadata --no-deps --format-version 1 |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/muster
+if [[ -n ${MUSTER_SIM_BIN:-} ]]; then
+  sim_bin=$MUSTER_SIM_BIN
+else
+  log "building muster (release) for muster sim"
+  (cd "$repo_dir" && cargo build --release -q -p muster) || die "cargo build --release -p muster failed"
+  sim_bin=$(cd "$repo_dir" && cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/muster
+fi
+
+# restart_scheduler V: the kube-scheduler cluster-up.sh started (by its recorded pid), again with
+# --v=V appended (the last flag wins); the new pid is recorded for cluster-down.sh.
+restart_scheduler() {
+  local run=$MUSTER_CLUSTER_DIR/run pid
+  read -r pid < "$run/kube-scheduler.pid"
+  kill -TERM "$pid"
+  while [[ -d /proc/$pid ]]; do sleep 0.1; done
+  # shellcheck disable=SC2046
+  setsid $(cat "$run/kube-scheduler.cmd") --v="$1" >>"$MUSTER_CLUSTER_DIR/logs/kube-scheduler.log" 2>&1 </dev/null &
+  echo $! > "$run/kube-scheduler.pid"
+  . "$MUSTER_CLUSTER_DIR/ports.env"
+  until curl -fsSk "https://127.0.0.1:$MUSTER_PORT_SCHEDULER/healthz" >/dev/null 2>&1; do sleep 0.2; done
+}
 
 cluster_running=""
 trap '[[ -n $cluster_running ]] && "$hack_dir/cluster-down.sh"' EXIT
@@ -52,6 +76,10 @@ for scenario in "${scenarios[@]}"; do
   "$hack_dir/cluster-down.sh" >/dev/null 2>&1 || true
   cluster_running=1
   "$hack_dir/cluster-up.sh" "$cluster_file" >/dev/null
+  if [[ -n ${SCHEDULER_V:-} ]]; then restart_scheduler "$SCHEDULER_V"; fi
+  # shellcheck source=/dev/null
+  . "$MUSTER_CLUSTER_DIR/ports.env"
+  export SCHEDULER_METRICS_URL=https://127.0.0.1:$MUSTER_PORT_SCHEDULER/metrics
   for ns in calibrate sim-vs-real; do
     k create namespace $ns >/dev/null
     until k -n $ns get serviceaccount default >/dev/null 2>&1; do sleep 0.2; done
@@ -74,6 +102,7 @@ for scenario in "${scenarios[@]}"; do
     python3 "$py" compare "$OUT/$name.real.json" "$OUT/$name.sim.json" "$OUT/$name.jobs.json" "$TOLERANCE"
     echo "calibration burst (${CAL_JOBS:-16} x 10 pods): $(python3 -c 'import json, sys; print(", ".join(f"{k} {v}" for k, v in json.load(open(sys.argv[1])).items()))' "$OUT/$name.calibration.json")"
   } | tee "$OUT/$name.compare.txt" || true
+  python3 "$py" metrics "$OUT/$name.real.json" > "$OUT/$name.metrics.txt" || true
   grep -q ': yes$' "$OUT/$name.compare.txt" || status=1
 done
 echo "outputs in $OUT" >&2

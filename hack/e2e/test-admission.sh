@@ -90,7 +90,7 @@ check "the muster ServiceAccount's kubeconfig works (least privilege: may list q
   _ "$K8S_BIN/kubectl" "$tmp/muster/controller.kubeconfig"
 
 # --- the webhook, as muster's ServiceAccount ------------------------------------------------
-m webhook --addr "127.0.0.1:$port" --tls-cert "$tmp/muster/tls.crt" --tls-key "$tmp/muster/tls.key" \
+"$MUSTER_BIN" webhook --addr "127.0.0.1:$port" --tls-cert "$tmp/muster/tls.crt" --tls-key "$tmp/muster/tls.key" \
   --port-file "$tmp/port" --kubeconfig "$tmp/muster/controller.kubeconfig" \
   --controller-user system:serviceaccount:muster-system:muster >"$tmp/webhook.log" 2>&1 &
 pid=$!

@@ -9,6 +9,7 @@ use std::io::{IsTerminal, Write};
 use muster_graph::graph::Node;
 
 use crate::SimError;
+use crate::rng::Rng;
 use crate::scenario::{RunStart, Workload};
 use crate::scheduler::{
     Action, ClusterView, JobId, JobPhase, JobState, NodeId, NodeState, PodId, PodPhase, PodState, Scheduler, SimEvent,
@@ -22,6 +23,9 @@ enum Ev {
     BindDone(PodId),
     PodReady(PodId),
     PodDone(PodId),
+    /// One pod of a job whose run ended (`true`: the job completes with the last one) or that
+    /// failed (`false`) goes, when pod ends are spread out (`timing.podEndSpread`).
+    PodEnd(PodId, bool, bool),
     RunDone(JobId, u32),
     Deadline(JobId, u32),
     Wakeup,
@@ -116,6 +120,8 @@ pub struct Engine<'w> {
     clog_total: Vec<f64>,
     events: u64,
     suspensions: u64,
+    /// Gaps between the pod ends of a job (`timing.podEndSpread`).
+    spread_rng: Rng,
 }
 
 /// The node's cluster-description view, enough for `NodeFilter::admits`.
@@ -226,6 +232,7 @@ impl<'w> Engine<'w> {
             clog_total: vec![0.0; r],
             events: 0,
             suspensions: 0,
+            spread_rng: Rng::stream(workload.params.seed, "podend"),
         })
     }
 
@@ -428,12 +435,50 @@ impl<'w> Engine<'w> {
 
     fn finish(&mut self, job: JobId, success: bool) {
         self.delete_pods(job, success);
+        self.end_job(job, success);
+    }
+
+    fn end_job(&mut self, job: JobId, success: bool) {
         let j = &mut self.jobs[job.index()];
         j.phase = if success { JobPhase::Succeeded } else { JobPhase::Failed };
         j.ended_ms = Some(self.now);
         self.epochs[job.index()] += 1;
         self.terminal += 1;
         self.out.push(SimEvent::JobFinished { job, succeeded: success });
+    }
+
+    /// Spreads the ends of the job's remaining pods over time (`timing.podEndSpread`): each pod
+    /// after the first starts a new clump with probability `newClump`, an exponential gap after
+    /// the previous one; a clump's pods end at the same instant. `success`: the run is over (the
+    /// last pod completes the job); else the job has failed and its pods are deleted.
+    fn spread_pod_ends(&mut self, job: JobId, success: bool) {
+        let spread = self.workload.params.timing.pod_end_spread.expect("spread configured");
+        let pods: Vec<PodId> = self.jobs[job.index()]
+            .pods
+            .iter()
+            .copied()
+            .filter(|p| !matches!(self.pods[p.index()].phase, PodPhase::Succeeded | PodPhase::Deleted))
+            .collect();
+        let mut at_us = self.now * 1000;
+        for (k, &pod) in pods.iter().enumerate() {
+            if k > 0 && self.spread_rng.unit() < spread.new_clump {
+                at_us += (-(1.0 - self.spread_rng.unit()).ln() * spread.gap.0 as f64 * 1000.0) as i64;
+            }
+            self.push(at_us.div_euclid(1000), Ev::PodEnd(pod, success, success && k + 1 == pods.len()));
+        }
+        if pods.is_empty() && success {
+            self.finish(job, true);
+        }
+    }
+
+    /// When a run started now and lasting `run` ms ends.
+    fn run_end(&self, run: i64) -> i64 {
+        let now = self.now;
+        if self.workload.params.timing.run_ends_on_second {
+            (now.div_euclid(1000) * 1000 + run.div_euclid(1000) * 1000).max(now)
+        } else {
+            now + run
+        }
     }
 
     fn mark_running(&mut self, job: JobId) {
@@ -561,6 +606,11 @@ impl<'w> Engine<'w> {
                 }
                 self.pods[pod.index()].phase = PodPhase::Ready;
                 let job = self.pods[pod.index()].job;
+                // A pod of a failed job whose deletion is still to come (podEndSpread) starts
+                // nothing: the Job is Failed already.
+                if self.jobs[job.index()].phase.is_terminal() {
+                    return;
+                }
                 let j = &mut self.jobs[job.index()];
                 j.ready += 1;
                 self.out.push(SimEvent::PodReady { pod });
@@ -569,7 +619,8 @@ impl<'w> Engine<'w> {
                 let (min, max) = (j.spec.min_members, j.spec.max_members);
                 match j.spec.run_starts {
                     RunStart::PodStart => {
-                        self.push(now + run_ms, Ev::PodDone(pod));
+                        let end = self.run_end(run_ms);
+                        self.push(end, Ev::PodDone(pod));
                         if ready == members && !running {
                             self.mark_running(job);
                         }
@@ -580,7 +631,8 @@ impl<'w> Engine<'w> {
                             let run = run_ms * i64::from(max) / i64::from(ready);
                             let epoch = self.epochs[job.index()];
                             self.mark_running(job);
-                            self.push(now + run, Ev::RunDone(job, epoch));
+                            let end = self.run_end(run);
+                            self.push(end, Ev::RunDone(job, epoch));
                         }
                     }
                 }
@@ -602,7 +654,32 @@ impl<'w> Engine<'w> {
             }
             Ev::RunDone(job, epoch) | Ev::Deadline(job, epoch) => {
                 if self.epochs[job.index()] == epoch && !self.jobs[job.index()].phase.is_terminal() {
-                    self.finish(job, matches!(ev, Ev::RunDone(..)));
+                    let success = matches!(ev, Ev::RunDone(..));
+                    if self.workload.params.timing.pod_end_spread.is_none() {
+                        self.finish(job, success);
+                    } else {
+                        // A failed Job is marked at its deadline, then its pods are deleted.
+                        if !success {
+                            self.end_job(job, false);
+                        }
+                        self.spread_pod_ends(job, success);
+                    }
+                }
+            }
+            Ev::PodEnd(pod, success, last) => {
+                let phase = self.pods[pod.index()].phase;
+                if matches!(phase, PodPhase::Succeeded | PodPhase::Deleted) {
+                    return;
+                }
+                if phase.holds() {
+                    self.release(pod);
+                }
+                let ok = success && phase == PodPhase::Ready;
+                self.pods[pod.index()].phase = if ok { PodPhase::Succeeded } else { PodPhase::Deleted };
+                self.out.push(SimEvent::PodFinished { pod, succeeded: ok });
+                let job = self.pods[pod.index()].job;
+                if last && !self.jobs[job.index()].phase.is_terminal() {
+                    self.finish(job, true);
                 }
             }
             Ev::Wakeup => {

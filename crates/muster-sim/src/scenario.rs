@@ -63,6 +63,49 @@ fn secs(s: i64) -> Dur {
     Dur(s * 1000)
 }
 
+/// A duration in microseconds, written as `250us`, `1.5ms` or `2s` (a bare number is seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Micros(pub i64);
+
+impl<'de> Deserialize<'de> for Micros {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_yaml_ng::Value::deserialize(d)?;
+        let text = match &v {
+            serde_yaml_ng::Value::String(s) => s.clone(),
+            serde_yaml_ng::Value::Number(n) => n.to_string(),
+            _ => String::new(),
+        };
+        let t = text.trim();
+        let (num, scale) = if let Some(n) = t.strip_suffix("us") {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix("ms") {
+            (n, 1e3)
+        } else {
+            (t.strip_suffix('s').unwrap_or(t), 1e6)
+        };
+        num.trim()
+            .parse::<f64>()
+            .ok()
+            .map(|v| (v * scale).round())
+            .filter(|us| us.is_finite() && *us >= 0.0 && *us < 1e15)
+            .map(|us| Micros(us as i64))
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("{text:?} is not a duration; write e.g. 250us, 1.5ms or 2s"))
+            })
+    }
+}
+
+/// How the pods of a job end in time once its run is over or its deadline passed: the first at
+/// once, each next one with probability `newClump` after an exponential gap of mean `gap`, else
+/// at the same instant as the one before. Measured on the hack/ control plane (KWOK marking pods
+/// Succeeded, the Job controller deleting pods): the scheduler sees a job's pods go in clumps.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodEndSpread {
+    pub new_clump: f64,
+    pub gap: Dur,
+}
+
 /// Rates of the modelled control plane, the same for every scheduler.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -79,6 +122,21 @@ pub struct Timing {
     /// Jobs whose syncs the job controller runs at once (`--concurrent-job-syncs` 5).
     #[serde(default = "default_job_syncs")]
     pub concurrent_job_syncs: u32,
+    /// kube-scheduler's own time for one attempt without API calls (a cycle over the nodes; the
+    /// binding is asynchronous). Absent: every attempt takes one `1/bindQps` interval.
+    #[serde(default)]
+    pub attempt_cost: Option<Micros>,
+    /// With `attemptCost`: what a pod's first failure adds, the PodScheduled=False status patch
+    /// the loop writes synchronously (absent: one `1/bindQps` interval).
+    #[serde(default)]
+    pub status_write: Option<Micros>,
+    /// Absent: all pods of a job end at the same instant.
+    #[serde(default)]
+    pub pod_end_spread: Option<PodEndSpread>,
+    /// Runs end on whole seconds of the clock: from the second the run started (truncated) plus
+    /// the run time truncated to seconds, as the hack/ harness's KWOK stages compute it.
+    #[serde(default)]
+    pub run_ends_on_second: bool,
 }
 
 fn default_create_qps() -> f64 {
@@ -101,6 +159,10 @@ impl Default for Timing {
             bind_qps: default_bind_qps(),
             pod_start_delay: default_start_delay(),
             concurrent_job_syncs: default_job_syncs(),
+            attempt_cost: None,
+            status_write: None,
+            pod_end_spread: None,
+            run_ends_on_second: false,
         }
     }
 }
@@ -395,6 +457,8 @@ pub struct ClassInfo {
 /// Resolved simulation parameters.
 #[derive(Debug, Clone)]
 pub struct SimParams {
+    /// Seeds the engine's own random streams (pod end spread).
+    pub seed: u64,
     pub horizon_ms: i64,
     pub sample_ms: i64,
     pub timing: Timing,
@@ -457,6 +521,15 @@ pub fn from_text_with(
         if !v.is_finite() || v < 0.0 {
             return Err(input(file, field, format!("{v} is out of range; allowed >= 0 (0 = unlimited)")));
         }
+    }
+    if let Some(sp) = t.pod_end_spread
+        && !(0.0..=1.0).contains(&sp.new_clump)
+    {
+        return Err(input(
+            file,
+            "timing.podEndSpread.newClump",
+            format!("{} is out of range; allowed 0..1", sp.new_clump),
+        ));
     }
     if t.concurrent_job_syncs == 0 {
         return Err(input(file, "timing.concurrentJobSyncs", "0 is out of range; allowed >= 1"));
@@ -630,7 +703,7 @@ pub fn from_text_with(
         description: sf.description,
         cluster_file,
         cluster,
-        params: SimParams { horizon_ms, sample_ms, timing: sf.timing },
+        params: SimParams { seed, horizon_ms, sample_ms, timing: sf.timing },
         kueue: sf.kueue,
         coscheduling: sf.coscheduling,
         classes,

@@ -218,6 +218,10 @@ fn scenario_errors_name_the_field() {
     assert!(e.contains("jobClasses[0].arrival.interval"), "{e}");
     let e = bad("name: e\ntiming: {bindQps: -1}\njobClasses: []\n");
     assert!(e.contains("timing.bindQps"), "{e}");
+    let e = bad("name: e\ntiming: {attemptCost: fast}\njobClasses: []\n");
+    assert!(e.contains("timing.attemptCost") && e.contains("250us"), "{e}");
+    let e = bad("name: e\ntiming: {podEndSpread: {newClump: 2, gap: 1s}}\njobClasses: []\n");
+    assert!(e.contains("timing.podEndSpread.newClump"), "{e}");
 }
 
 #[test]
@@ -302,4 +306,93 @@ fn default_model_pops_from_backoff_when_the_active_queue_is_empty() {
     assert_eq!(bound_at(1), Some(a_end), "B must be tried at A's end, inside its backoff");
     // It failed once before: the first failure was at its creation, 500 ms.
     assert!(t.actions.iter().filter(|(_, a)| matches!(a, Action::Bind { .. })).count() == 2);
+}
+
+#[test]
+fn default_model_attempt_cost_and_status_write_pace_the_loop() {
+    // One 4-cpu node. A (4 cpu) runs 0..1.1 s; B and C (4 cpu) arrive at 1 s. B is tried first
+    // and fails; its first failure writes the pod status synchronously (statusWrite 300 ms), so
+    // the loop is busy until 1.301 s and C, never tried, is bound then in the slot A freed at
+    // 1.1 s. Without the status write C fails 1 ms after B, both are requeued by A's end and B,
+    // first in order, gets the slot at 1.1 s.
+    let run = |write: &str| {
+        let w = workload(
+            "attemptcost",
+            TINY_CLUSTER,
+            &format!(
+                "name: p\nsubmitters: {{count: 2}}\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s, \
+                 attemptCost: 1ms, statusWrite: {write}}}\njobClasses:\n\
+                 \x20 - {{name: a, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: 1100ms, runStarts: podStart}}\n\
+                 \x20 - {{name: b, count: 2, members: 1, resources: {{cpu: \"4\"}}, runTime: 1s, runStarts: podStart,\n\
+                 \x20    arrival: {{pattern: burst, start: 1s}}}}\n"
+            ),
+            1,
+        )
+        .unwrap();
+        let (t, _) = tap(&w, models::kube::DefaultScheduler::default());
+        t.actions
+            .iter()
+            .filter_map(|(at, a)| match a {
+                Action::Bind { pod, .. } => Some((*at, pod.0)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run("300ms")[..2], [(0, 0), (1301, 2)]);
+    assert_eq!(run("0us")[..2], [(0, 0), (1100, 1)]);
+}
+
+#[test]
+fn runs_end_on_whole_seconds_and_pod_ends_spread_in_clumps() {
+    // One job of 4 pods x 1 cpu, instant control plane, Ready 300 ms after binding, 20.5 s run.
+    let job =
+        "jobClasses:\n  - {name: j, count: 1, members: 4, resources: {cpu: \"1\"}, runTime: 20500ms, deadline: 60s}\n";
+    let run = |timing: &str, runtime: &str| {
+        let text = format!(
+            "name: s\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 300ms{timing}}}\n{}",
+            job.replace("20500ms", runtime)
+        );
+        let w = workload("podends", TINY_CLUSTER, &text, 1).unwrap();
+        let (t, rec) = tap(&w, models::kube::DefaultScheduler::default());
+        let ends: Vec<i64> =
+            t.events.iter().filter(|(_, e)| matches!(e, SimEvent::PodFinished { .. })).map(|(at, _)| *at).collect();
+        (ends, rec.jobs[0].ended_ms.unwrap(), rec.jobs[0].phase)
+    };
+    use muster_sim::scheduler::JobPhase::{Failed, Succeeded};
+    // Ready at 0.3 s: the run ends at 20.8 s, or on whole seconds at 0 + 20 s.
+    assert_eq!(run("", "20500ms"), (vec![20_800; 4], 20_800, Succeeded));
+    assert_eq!(run(", runEndsOnSecond: true", "20500ms"), (vec![20_000; 4], 20_000, Succeeded));
+    // newClump 0: one clump, as without a spread.
+    let spread = |p: f64| format!(", runEndsOnSecond: true, podEndSpread: {{newClump: {p}, gap: 1s}}");
+    assert_eq!(run(&spread(0.0), "20500ms"), (vec![20_000; 4], 20_000, Succeeded));
+    // newClump 1: every pod after the first ends later than the one before; the job completes
+    // with its last pod.
+    let (ends, end, phase) = run(&spread(1.0), "20500ms");
+    assert_eq!((ends[0], phase), (20_000, Succeeded));
+    assert!(ends.windows(2).all(|w| w[0] < w[1]), "{ends:?}");
+    assert_eq!(end, ends[3]);
+    assert_eq!(run(&spread(1.0), "20500ms").0, ends, "same seed, same spread");
+    // A deadline (60 s, before the 100 s run ends): the job fails at once, its pods go after.
+    let (ends, end, phase) = run(&spread(1.0), "100s");
+    assert_eq!((end, phase, ends[0]), (60_000, Failed, 60_000));
+    assert!(ends.windows(2).all(|w| w[0] < w[1]), "{ends:?}");
+    // Pods that become Ready after their job failed, before their deletion, start no run: bound
+    // every 0.5 s, Ready 1 s later (1.5, 2, 2.5, 3 s), the job fails at 2.2 s (a later job keeps
+    // the run going while the deletions come).
+    let w = workload(
+        "lateready",
+        TINY_CLUSTER,
+        "name: s\ntiming: {podCreateQps: 0, bindQps: 2, podStartDelay: 1s, podEndSpread: {newClump: 1, gap: 10s}}\n\
+         jobClasses:\n  - {name: j, count: 1, members: 4, resources: {cpu: \"1\"}, runTime: 1s, deadline: 2200ms}\n\
+         \x20 - {name: later, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s, arrival: {pattern: burst, start: 60s}}\n",
+        1,
+    )
+    .unwrap();
+    let (t, rec) = tap(&w, models::kube::DefaultScheduler::default());
+    let late = |p: u32| {
+        t.events.iter().any(|(at, e)| *at > 3000 && matches!(e, SimEvent::PodFinished { pod, .. } if pod.0 == p))
+    };
+    assert!(late(2) && late(3), "pods 2 and 3 must outlive their Ready at 2.5 and 3 s");
+    assert_eq!((rec.jobs[0].phase, rec.jobs[0].ended_ms, rec.jobs[0].run_started_ms), (Failed, Some(2200), None));
+    assert!(!t.events.iter().any(|(_, e)| matches!(e, SimEvent::JobRunning { job } if job.0 == 0)));
 }

@@ -76,6 +76,11 @@ impl PodQueue {
         self.freed
     }
 
+    /// Whether the pod has failed an attempt since it was queued.
+    pub fn has_failed(&self, pod: PodId) -> bool {
+        self.attempts.contains_key(&pod)
+    }
+
     pub fn forget(&mut self, pod: PodId) {
         self.attempts.remove(&pod);
     }
@@ -214,28 +219,35 @@ impl Placer {
     }
 }
 
-/// The pod-level scheduling loop shared by the default, coscheduling and Kueue models: one
-/// attempt per binding interval, failed or not. On the CPU-bound control plane the rates are
-/// measured on (hack/: client QPS 500, so `bindQps` is not a client limit but the measured cost
-/// of one pod: a scheduling cycle plus its API write), a failed cycle costs about as much as a
-/// successful one: Filter over the nodes, then DefaultPreemption's dry run over them instead of
-/// Score, and for a first failure the PodScheduled=False patch, written synchronously
-/// (schedule_one.go, handleSchedulingFailure; SchedulerAsyncAPICalls is off in 1.35).
+/// The pod-level scheduling loop shared by the default, coscheduling and Kueue models. Without
+/// `timing.attemptCost`, one attempt per binding interval, failed or not. With it, the loop runs
+/// as kube-scheduler's does (schedule_one.go, ScheduleOne): an attempt costs the loop
+/// `attemptCost` whether it binds (the binding goes on asynchronously, through the engine's
+/// binder at `bindQps`) or fails (Filter, then DefaultPreemption's dry run); a pod's first
+/// failure also writes its PodScheduled=False condition synchronously (handleSchedulingFailure,
+/// updatePod; SchedulerAsyncAPICalls is off in 1.35), `statusWrite`, while a repeated identical
+/// condition is no write. Time is kept in microseconds so that several
+/// attempts fit in one millisecond of the engine.
 pub struct KubeCore {
     pub queue: PodQueue,
     pub placer: Option<Placer>,
-    pub next_attempt: i64,
+    /// When the loop is free for its next attempt, in microseconds.
+    pub next_attempt_us: i64,
 }
 
 impl KubeCore {
     /// `restamp`: order by last queueing time (PrioritySort) rather than by a fixed key.
     pub fn new(restamp: bool) -> Self {
-        KubeCore { queue: PodQueue { restamp, ..PodQueue::default() }, placer: None, next_attempt: 0 }
+        KubeCore { queue: PodQueue { restamp, ..PodQueue::default() }, placer: None, next_attempt_us: 0 }
     }
 
     /// With kube-scheduler 1.35's queue (see `PodQueue::v135`); PrioritySort order.
     pub fn new_v135() -> Self {
-        KubeCore { queue: PodQueue { restamp: true, v135: true, ..PodQueue::default() }, placer: None, next_attempt: 0 }
+        KubeCore {
+            queue: PodQueue { restamp: true, v135: true, ..PodQueue::default() },
+            placer: None,
+            next_attempt_us: 0,
+        }
     }
 
     /// Handles the pod events every pod-level model treats the same way.
@@ -252,29 +264,48 @@ impl KubeCore {
         }
     }
 
-    /// One scheduling attempt: the next pod in the queue is bound where it fits, or parked.
+    /// Scheduling attempts due by now: failed pods are parked; returns at the first binding.
     pub fn bind_next(&mut self, view: &ClusterView<'_>, now: i64) -> Option<Action> {
-        let key = self.next_pod(view, now)?;
-        let pod = key.4;
-        match self.place(view, view.pod(pod).job) {
-            Some(node) => {
-                self.queue.forget(pod);
-                Some(Action::Bind { pod, node })
-            }
-            None => {
-                self.queue.park(key, now);
-                None
+        loop {
+            let start = self.attempt_start(now)?;
+            let key = self.queue.pop(view, now)?;
+            let pod = key.4;
+            let interval_us = view.timing().bind_interval_ms() * 1000;
+            let cost = view.timing().attempt_cost.map(|c| c.0);
+            match self.place(view, view.pod(pod).job) {
+                Some(node) => {
+                    self.next_attempt_us = start + cost.unwrap_or(interval_us);
+                    self.queue.forget(pod);
+                    return Some(Action::Bind { pod, node });
+                }
+                None => {
+                    let write = if self.queue.has_failed(pod) {
+                        0
+                    } else {
+                        view.timing().status_write.map_or(interval_us, |w| w.0)
+                    };
+                    self.next_attempt_us = start + cost.map_or(interval_us, |c| c + write);
+                    self.queue.park(key, now);
+                    // Paced by the binder: one attempt per wake-up, as before attemptCost.
+                    cost?;
+                }
             }
         }
     }
 
-    /// Takes the next pod to try, if an attempt is due now.
+    /// When an attempt due by `now` (ms) starts: where the busy loop left off if that was within
+    /// the last millisecond, else now; None if the loop is still busy.
+    fn attempt_start(&self, now: i64) -> Option<i64> {
+        let now_us = now * 1000;
+        let start = if self.next_attempt_us + 1000 > now_us { self.next_attempt_us } else { now_us };
+        (start <= now_us).then_some(start)
+    }
+
+    /// Takes the next pod to try, if an attempt is due now (one `1/bindQps` interval each).
     pub fn next_pod(&mut self, view: &ClusterView<'_>, now: i64) -> Option<QKey> {
-        if now < self.next_attempt {
-            return None;
-        }
+        let start = self.attempt_start(now)?;
         let key = self.queue.pop(view, now)?;
-        self.next_attempt = now + view.timing().bind_interval_ms();
+        self.next_attempt_us = start + view.timing().bind_interval_ms() * 1000;
         Some(key)
     }
 
@@ -283,8 +314,9 @@ impl KubeCore {
     }
 
     pub fn next_wakeup(&self) -> Option<i64> {
-        let ready = if self.queue.has_active() { Some(self.next_attempt) } else { None };
-        [ready, self.queue.next_ready().map(|t| t.max(self.next_attempt))].into_iter().flatten().min()
+        let free = (self.next_attempt_us + 999).div_euclid(1000);
+        let ready = if self.queue.has_active() { Some(free) } else { None };
+        [ready, self.queue.next_ready().map(|t| t.max(free))].into_iter().flatten().min()
     }
 }
 
