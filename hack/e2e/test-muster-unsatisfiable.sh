@@ -19,7 +19,11 @@ msg=$(k -n $ns get groups.muster.dev giant -o jsonpath='{.status.conditions[?(@.
 echo "  ..   message: $msg" >&2
 check "the reason says how much is needed and what the cluster holds" grep -q "needs 5000 members.*holds" <<<"$msg"
 check "the group waits in its queue (phase Queued)" test "$(group_phase $ns giant)" = Queued
-pending() { (( $(k get queues.muster.dev default -o jsonpath='{.status.pendingGroups}' 2>/dev/null || echo 0) >= 1 )); }
+pending() {
+  local n
+  n=$(k get queues.muster.dev default -o jsonpath='{.status.pendingGroups}' 2>/dev/null) || n=0
+  (( ${n:-0} >= 1 ))
+}
 eventually 15 "the Queue's status counts it among its pending groups" pending
 sleep 6
 events() { k -n $ns get events --field-selector reason=Unsatisfiable,involvedObject.kind=Job -o jsonpath='{range .items[*]}{.count}{.series.count} {end}'; }
