@@ -89,3 +89,24 @@ PY
 
 # placed_on_assigned NS JOB: on_assigned for the pods of a Job
 placed_on_assigned() { on_assigned "$1" "$2" "job-name=$2"; }
+
+# kwok_pod_yaml NAME RUN_SECONDS LABELS: a bare pod that KWOK runs for RUN_SECONDS, with LABELS
+# (the inside of a YAML flow map, e.g. "muster.dev/group: g, muster.dev/group-size: \"2\"")
+kwok_pod_yaml() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  labels: {$3}
+  annotations: {kwok.muster.dev/run-seconds: "$2", e2e.muster.dev/test: "true"}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: main
+    image: kwok-fake
+    resources:
+      requests: {cpu: 10m, memory: 1Mi}
+YAML
+}

@@ -32,22 +32,7 @@ fresh_namespace $ns
 
 # alias_pod NAME GROUP RUN_SECONDS [EXTRA-LABELS]: a pod as coscheduling users write it
 alias_pod() {
-  cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  labels: {scheduling.x-k8s.io/pod-group: $2 ${4:-}}
-  annotations: {kwok.muster.dev/run-seconds: "$3", e2e.muster.dev/test: "true"}
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: main
-    image: kwok-fake
-    resources:
-      requests: {cpu: 10m, memory: 1Mi}
-YAML
+  kwok_pod_yaml "$1" "$3" "scheduling.x-k8s.io/pod-group: $2 ${4:-}"
 }
 # refused DESCRIPTION MESSAGE CMD...: CMD fails and says MESSAGE (stdin goes to CMD)
 refused() {

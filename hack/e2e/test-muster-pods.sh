@@ -23,22 +23,7 @@ fresh_namespace $ns
 
 # group_pod_yaml NAME GROUP SIZE RUN_SECONDS
 group_pod_yaml() {
-  cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  labels: {muster.dev/group: $2, muster.dev/group-size: "$3", muster.dev/queue: default}
-  annotations: {kwok.muster.dev/run-seconds: "$4", e2e.muster.dev/test: "true"}
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: main
-    image: kwok-fake
-    resources:
-      requests: {cpu: 10m, memory: 1Mi}
-YAML
+  kwok_pod_yaml "$1" "$4" "muster.dev/group: $2, muster.dev/group-size: \"$3\", muster.dev/queue: default"
 }
 
 # gates_and_scheduler POD: "<gates> <schedulerName>"
