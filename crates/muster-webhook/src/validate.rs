@@ -238,10 +238,7 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         let Some(queue) = queue else { return };
         if !suspended(new) {
-            self.refuse(format!(
-                "spec.suspend: a Job in queue {queue} must be created suspended, so that muster starts it when \
-                 the whole group fits; remove spec.suspend: false (muster's mutating webhook sets it to true)"
-            ));
+            self.not_held("Job", queue);
         }
         if pod_spec(new).and_then(|p| p.scheduler_name.as_deref()) != Some(SCHEDULER_NAME) {
             self.refuse(format!(
@@ -252,6 +249,13 @@ impl<S: ClusterState> Checker<'_, S> {
         self.preset_node("spec.template.spec.nodeName", "Job", queue, pod_spec(new));
         let spec = self.queue(queue, &label_field(QUEUE)).await;
         self.job_shape(new, spec.as_ref().map(|s| (queue, s)));
+    }
+
+    fn not_held(&mut self, kind: &str, queue: &str) {
+        self.refuse(format!(
+            "spec.suspend: a {kind} in queue {queue} must be created suspended, so that muster starts it when the \
+             whole group fits; remove spec.suspend: false (muster's mutating webhook sets it to true)"
+        ));
     }
 
     /// A template's nodeName would put the pods on that node, past muster's placement (the Job
@@ -352,10 +356,7 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         let Some(queue) = queue else { return };
         if !held(new) {
-            self.refuse(format!(
-                "spec.suspend: a JobSet in queue {queue} must be created suspended, so that muster starts it when \
-                 the whole group fits; remove spec.suspend: false (muster's mutating webhook sets it to true)"
-            ));
+            self.not_held("JobSet", queue);
         }
         let spec = self.queue(queue, &label_field(QUEUE)).await;
         self.jobset_shape(new, spec.as_ref().map(|s| (queue, s)));
