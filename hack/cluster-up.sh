@@ -194,6 +194,20 @@ start() {
   setsid "$bin" "$@" >>"$logs/$name.log" 2>&1 < /dev/null &
   echo $! > "$run/$name.pid"
 }
+# exit_status NAME: sets $how_gone to how a component that died is gone: its exit code, or the
+# signal that killed it (a death by SIGKILL leaves nothing in its log). Not in a subshell: only
+# this shell can `wait` for its own children.
+exit_status() {
+  local pid code=0
+  how_gone="no pid recorded"
+  read -r pid < "$run/$1.pid" 2>/dev/null || return 0
+  if [[ -d /proc/$pid ]]; then
+    how_gone="pid $pid now runs: $(tr '\0' ' ' < "/proc/$pid/cmdline" | cut -c1-100)"
+    return 0
+  fi
+  wait "$pid" 2>/dev/null || code=$?
+  if (( code > 128 )); then how_gone="pid $pid killed by signal $((code - 128))"; else how_gone="pid $pid exit code $code"; fi
+}
 # wait_for NAME SECONDS CMD...: poll CMD until it succeeds; fail with the log's tail.
 wait_for() {
   local name=$1 secs=$2; shift 2
@@ -201,8 +215,9 @@ wait_for() {
   until "$@" >/dev/null 2>&1; do
     if ! pid_alive "$name"; then
       tail -n 30 "$logs/$name.log" >&2 || true
+      exit_status "$name"
       "$hack_dir/cluster-down.sh" >/dev/null 2>&1 || true
-      die "$name exited during startup; log: $logs/$name.log"
+      die "$name exited during startup ($how_gone); log: $logs/$name.log"
     fi
     if (( $(date +%s) > deadline )); then
       tail -n 30 "$logs/$name.log" >&2 || true
