@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e, issue scenario 5, on scenarios/clusters/seed-deadlock.yaml (4 nodes, 6 pods of 316Mi
 # each): pods of another scheduler on muster's nodes use capacity muster does not give away;
-# a node deleted under a running group releases the group, which runs again, whole, on the
+# a label put on a node while muster runs is matched at once; a node deleted under a running group releases the group, which runs again, whole, on the
 # nodes that are left.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -50,6 +50,20 @@ eventually 60 "once that pod is gone, the waiting group runs" running late
 check "on worker-0 ($(nodes_of late))" test "$(nodes_of late)" = "worker-0 "
 k -n $ns delete job wide late --wait=true >/dev/null
 eventually 60 "their pods are gone" bash -c "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -o name) ]]"
+
+# --- a node labelled while muster runs ---------------------------------------------------
+queued_job_yaml picky 2 memory=316Mi run=600 |
+  sed 's/^      restartPolicy: Never/      nodeSelector: {e2e.muster.dev\/pool: late}\n      restartPolicy: Never/' |
+  k -n $ns create -f - >/dev/null
+sleep 3
+check "a group for nodes labelled e2e.muster.dev/pool=late, which none is, waits ($(group_phase $ns picky))" \
+  bash -c "[[ '$(group_phase $ns picky)' != Admitted && '$(group_phase $ns picky)' != Running ]]"
+k label node worker-1 e2e.muster.dev/pool=late >/dev/null
+eventually 30 "once worker-1 has the label, it runs, without a restart of muster" running picky
+check "on worker-1 ($(nodes_of picky))" test "$(nodes_of picky)" = "worker-1 "
+k label node worker-1 e2e.muster.dev/pool- >/dev/null
+k -n $ns delete job picky --wait=true >/dev/null
+eventually 60 "its pods are gone" bash -c "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -o name) ]]"
 
 # --- a node deleted under a running group ------------------------------------------------
 queued_job_yaml steady 12 memory=316Mi run=600 indexed=1 | k -n $ns create -f - >/dev/null

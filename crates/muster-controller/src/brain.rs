@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use muster_durable::{ClusterReport, DurableEngine, Input, Options};
-use muster_graph::{Graph, Policy, ResourceGraph};
+use muster_graph::{Graph, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
 use muster_k8s::{GroupConditionType as Cond, GroupPhase, GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
 use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
@@ -471,13 +471,10 @@ impl<S: Store> Brain<S> {
                 if old.ready != n.ready {
                     self.inputs.push(Input::NodeUp { name: name.clone(), up: n.ready });
                 }
-                if old.spec.pooled != n.spec.pooled
-                    || old.spec.labels != n.spec.labels
-                    || old.spec.taints != n.spec.taints
-                {
-                    // The graph changes node shape only by removal and re-adding, which would
-                    // evict running groups; a changed node takes effect at the next restart.
-                    warn!(node = %name, "node capacity, labels or taints changed; applied at the next restart");
+                // Anything but the cordon, which NodeCordoned carries.
+                if (NodeSpec { unschedulable: n.spec.unschedulable, ..old.spec }) != n.spec {
+                    // Running groups stay; a new rack or resource set waits until the node is idle.
+                    self.inputs.push(Input::NodeChanged(n.spec.clone()));
                 }
             }
         }

@@ -268,6 +268,42 @@ fn other_schedulers_pods_use_capacity() {
 }
 
 #[test]
+fn node_label_and_capacity_changes_apply_at_once_and_evict_nothing() {
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[job("a", 2, 2)], &[]);
+    h.brain.take_actions();
+    h.cycle();
+    assert_eq!(h.state("a"), Some(GroupState::Admitted));
+    let a_nodes = |h: &Harness| -> Vec<String> {
+        let g = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "a")).unwrap().clone();
+        g.allocation.unwrap().members.into_iter().map(|m| m.node).collect()
+    };
+    let placed = a_nodes(&h);
+    // A job for nodes labelled pool=gpu, which no node is yet.
+    let mut gpu = job("gpu", 1, 1);
+    gpu.group.as_mut().unwrap().node_selector.insert("pool".into(), "gpu".into());
+    h.send(Event::Job(Change::Apply(gpu)));
+    h.cycle();
+    assert_ne!(h.state("gpu"), Some(GroupState::Admitted));
+    // Labelling a node lets it run, without a restart.
+    let free_node = if placed.iter().all(|n| n == "n1") { "n2" } else { "n1" };
+    let mut labelled = node(free_node, 4);
+    labelled.spec.labels.insert("pool".into(), "gpu".into());
+    let a = h.send(Event::Node(Change::Apply(labelled)));
+    assert_eq!(h.state("gpu"), Some(GroupState::Admitted), "{a:?}");
+    // Shrinking the capacity under a running group keeps it where it is.
+    let busy = placed[0].clone();
+    let a = h.send(Event::Node(Change::Apply(node(&busy, 1))));
+    assert_eq!(h.state("a"), Some(GroupState::Admitted));
+    assert_eq!(a_nodes(&h), placed);
+    assert!(!a.iter().any(|x| matches!(x, Action::Suspend { suspend: true, .. })), "nothing evicted: {a:?}");
+    // ... and nothing new goes there until it has room again.
+    h.send(Event::Job(Change::Apply(job("small", 1, 1))));
+    h.cycle();
+    let small = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "small")).unwrap().clone();
+    assert!(small.allocation.is_none_or(|al| al.members.iter().all(|m| m.node != busy)), "{busy} is full");
+}
+
+#[test]
 fn a_refused_binding_releases_the_whole_group() {
     let mut h = Harness::new(&[node("n1", 8)], &[job("train", 2, 2)], &[]);
     h.cycle();

@@ -85,6 +85,8 @@ pub enum Input {
     Delete(GroupKey),
     NodeAdded(NodeSpec),
     NodeRemoved(String),
+    /// Labels, taints, capacity or topology of a known node changed.
+    NodeChanged(NodeSpec),
     NodeCordoned {
         name: String,
         cordoned: bool,
@@ -116,6 +118,7 @@ impl Input {
             Input::Delete(key) => e.delete(key, at),
             Input::NodeAdded(spec) => e.node_added(spec, at),
             Input::NodeRemoved(name) => e.node_removed(name, at),
+            Input::NodeChanged(spec) => e.node_changed(spec, at),
             Input::NodeCordoned { name, cordoned } => e.node_cordoned(name, *cordoned, at),
             Input::NodeUp { name, up } => e.node_up(name, *up, at),
             Input::Occupy { id, node, requests } => e.occupy(id, node, requests, at),

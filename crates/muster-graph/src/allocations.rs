@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::builder::NodeSpec;
+use crate::builder::{NodeShape, NodeSpec};
 use crate::error::{GraphError, InputError};
 use crate::graph::{AllocId, Graph, NodeId, Span, VertexId};
 use crate::jobspec::GroupRequest;
@@ -50,6 +50,16 @@ pub enum MatchOutcome {
 }
 
 /// Summary counts for `stat`.
+/// What [`ResourceGraph::update_node`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeUpdate {
+    /// The node is as described.
+    Applied,
+    /// Labels, taints, cordon and pooled amounts are as described; the new topology place or
+    /// set of resources waits until nothing runs on the node.
+    ShapeDeferred,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
     pub nodes: usize,
@@ -312,15 +322,15 @@ impl ResourceGraph {
             let old = node.spans.swap_remove(pos);
             span_start = since.unwrap_or(old.start);
             if !old.reserved {
-                for (f, o) in node.free.iter_mut().zip(&old.amounts) {
-                    *f += o;
+                for (u, o) in node.used.iter_mut().zip(&old.amounts) {
+                    *u -= o;
                 }
             }
         }
         if let Some(amounts) = amounts {
             if !a.reserved {
-                for (f, o) in node.free.iter_mut().zip(&amounts) {
-                    *f -= o;
+                for (u, o) in node.used.iter_mut().zip(&amounts) {
+                    *u += o;
                 }
                 // Devices: members keep (or, on import, claim) what they list; the rest take free ones.
                 for &mi in on_node {
@@ -355,6 +365,7 @@ impl ResourceGraph {
                 slot.holder = None;
             }
         }
+        node.recompute_free();
         self.graph.refresh_node(n);
     }
 
@@ -528,6 +539,32 @@ impl ResourceGraph {
             .map_err(|m| GraphError::Input(InputError::new("add node", format!("node {}", spec.name), m)))?;
         self.graph.rebuild_index();
         Ok(n)
+    }
+
+    /// Brings a node in line with its new description. Labels, taints, cordon and pooled amounts
+    /// change in place, under running allocations (a capacity that shrank below what they hold
+    /// leaves the node with nothing free until enough of them end). A new place in the topology
+    /// or a new set of resources rebuilds the node, which only happens while nothing runs on it:
+    /// until then the old shape stays and [`NodeUpdate::ShapeDeferred`] says so; call again later.
+    pub fn update_node(&mut self, spec: &NodeSpec) -> Result<NodeUpdate, GraphError> {
+        let n = self.graph.node_id(&spec.name)?;
+        if NodeShape::of_node(&self.graph, n) == NodeShape::of_spec(spec) {
+            self.graph.update_node_in_place(n, spec);
+            return Ok(NodeUpdate::Applied);
+        }
+        if self.graph.node(n).runs_something() {
+            self.graph.update_node_in_place(n, spec);
+            return Ok(NodeUpdate::ShapeDeferred);
+        }
+        // Check the new shape before dropping the old one, so a refusal changes nothing.
+        self.graph
+            .check_node(spec)
+            .map_err(|m| GraphError::Input(InputError::new("update node", format!("node {}", spec.name), m)))?;
+        let up = self.graph.node(n).up;
+        self.remove_node(&spec.name)?;
+        self.add_node(spec)?;
+        self.set_up(&spec.name, up)?;
+        Ok(NodeUpdate::Applied)
     }
 
     /// Removes a node. Members placed on it are dropped from their allocations (they are gone);

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::error::InputError;
 use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, Vertex, VertexId, VertexMeta};
+use crate::quantity::Unit;
 use crate::resources::{self, ResourceKind, ResourceTable};
 
 /// One node as the cluster description or a node watcher sees it.
@@ -90,16 +91,9 @@ impl Graph {
         self.domain_child.values().filter(|v| self.vertex(**v).meta.vtype == level).count() as i64
     }
 
-    /// Adds a node's vertices without rebuilding the matching index; callers rebuild once after a
-    /// batch. On error nothing was added.
-    pub(crate) fn insert_node(&mut self, spec: &NodeSpec) -> Result<NodeId, String> {
-        if spec.name.is_empty() {
-            return Err("node name is empty".to_string());
-        }
-        if self.node_by_name.contains_key(&spec.name) {
-            return Err(format!("a node named {:?} already exists; node names must be unique", spec.name));
-        }
-        // Validate everything before the first change, so a refusal leaves the graph as it was.
+    /// The resources a node description brings, checked against the graph: each listed once, each
+    /// of the kind (pooled or device) it has elsewhere, and its topology domains of their levels.
+    pub(crate) fn check_node<'a>(&self, spec: &'a NodeSpec) -> Result<Vec<(&'a str, Unit, ResourceKind, u64)>, String> {
         let mut resources = Vec::new();
         for (name, amount) in &spec.pooled {
             resources.push((name.as_str(), resources::unit_of(name)?, ResourceKind::Pooled, *amount));
@@ -127,6 +121,20 @@ impl Graph {
                 return Err(format!("domain {name:?} is a {} and cannot also be a {level}", self.vertex(v).meta.vtype));
             }
         }
+        Ok(resources)
+    }
+
+    /// Adds a node's vertices without rebuilding the matching index; callers rebuild once after a
+    /// batch. On error nothing was added.
+    pub(crate) fn insert_node(&mut self, spec: &NodeSpec) -> Result<NodeId, String> {
+        if spec.name.is_empty() {
+            return Err("node name is empty".to_string());
+        }
+        if self.node_by_name.contains_key(&spec.name) {
+            return Err(format!("a node named {:?} already exists; node names must be unique", spec.name));
+        }
+        // Validate everything before the first change, so a refusal leaves the graph as it was.
+        let resources = self.check_node(spec)?;
         let mut parent = self.root;
         for (level, name) in &spec.topology {
             parent = self.domain_vertex(parent, level, name)?;
@@ -146,6 +154,7 @@ impl Graph {
             removed: false,
             capacity: vec![0; r_before],
             free: vec![0; r_before],
+            used: vec![0; r_before],
             devices: vec![],
             spans: vec![],
         };
@@ -153,6 +162,7 @@ impl Graph {
             let rid = self.ensure_resource(name, unit, kind)?;
             node.capacity.resize(self.resources.len(), 0);
             node.free.resize(self.resources.len(), 0);
+            node.used.resize(self.resources.len(), 0);
             node.capacity[rid.index()] = amount;
             node.free[rid.index()] = amount;
             let vtype = leaf_type(name);
@@ -178,5 +188,73 @@ impl Graph {
         self.node_by_name.insert(spec.name.clone(), node_id);
         self.nodes.push(node);
         Ok(node_id)
+    }
+}
+
+/// What a node's vertices are built from, apart from amounts: its place in the topology and the
+/// resources under it. Changing any of it means rebuilding the node's vertices.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct NodeShape {
+    topology: Vec<(String, String)>,
+    pooled: Vec<String>,
+    devices: Vec<(String, u32)>,
+}
+
+impl NodeShape {
+    pub(crate) fn of_spec(spec: &NodeSpec) -> Self {
+        let mut pooled: Vec<String> = spec.pooled.iter().map(|(r, _)| r.clone()).collect();
+        pooled.sort();
+        let mut devices = spec.devices.clone();
+        devices.sort();
+        NodeShape { topology: spec.topology.clone(), pooled, devices }
+    }
+
+    pub(crate) fn of_node(g: &Graph, n: NodeId) -> Self {
+        let node = g.node(n);
+        let mut topology = Vec::new();
+        let mut cur = g.vertex(node.vertex).parent;
+        while let Some(v) = cur.filter(|&v| v != g.root) {
+            topology.push((g.vertex(v).meta.vtype.clone(), g.vertex(v).meta.name.clone()));
+            cur = g.vertex(v).parent;
+        }
+        topology.reverse();
+        let mut pooled = Vec::new();
+        let mut devices: BTreeMap<String, u32> = BTreeMap::new();
+        for &c in &g.vertex(node.vertex).children {
+            match g.vertex(c).role {
+                Role::Pooled { resource, .. } => pooled.push(g.resources.def(resource).name.clone()),
+                Role::Device { resource, .. } => {
+                    *devices.entry(g.resources.def(resource).name.clone()).or_default() += 1
+                }
+                _ => {}
+            }
+        }
+        pooled.sort();
+        NodeShape { topology, pooled, devices: devices.into_iter().collect() }
+    }
+}
+
+impl Graph {
+    /// Sets a node's labels, taints, cordon and pooled amounts in place (its shape unchanged).
+    /// Running allocations stay where they are, even when the capacity shrank under them.
+    pub(crate) fn update_node_in_place(&mut self, n: NodeId, spec: &NodeSpec) {
+        let vertex = self.node(n).vertex;
+        for c in self.vertex(vertex).children.clone() {
+            if let Role::Pooled { node, resource, .. } = self.vertex(c).role {
+                let amount = spec.pooled.iter().find(|(r, _)| *r == self.resources.def(resource).name).map(|&(_, a)| a);
+                if let Some(amount) = amount {
+                    let v = &mut self.vertices[c.0 as usize];
+                    v.role = Role::Pooled { node, resource, amount };
+                    v.meta.size = amount;
+                    self.nodes[n.0 as usize].capacity[resource.index()] = amount;
+                }
+            }
+        }
+        let node = self.node_mut(n);
+        node.labels = spec.labels.clone();
+        node.taints = spec.taints.clone();
+        node.unschedulable = spec.unschedulable;
+        node.recompute_free();
+        self.refresh_node(n);
     }
 }

@@ -131,8 +131,12 @@ pub struct Node {
     pub removed: bool,
     /// Capacity by resource index (devices counted).
     pub capacity: Vec<u64>,
-    /// Capacity minus running allocations.
+    /// Capacity minus running allocations (never below zero: a node whose capacity shrank under
+    /// its running allocations has nothing free until enough of them end).
     pub free: Vec<u64>,
+    /// What running allocations hold, by resource index. Kept apart from `free` because a
+    /// capacity change may leave it above the capacity.
+    pub used: Vec<u64>,
     pub devices: Vec<DeviceSlot>,
     pub spans: Vec<Span>,
 }
@@ -157,6 +161,7 @@ impl Node {
             removed: false,
             capacity: vec![],
             free: vec![],
+            used: vec![],
             devices: vec![],
             spans: vec![],
         }
@@ -173,7 +178,19 @@ impl Node {
 
     /// Has no running allocation at all (for exclusive placements).
     pub fn idle(&self) -> bool {
-        self.free == self.capacity
+        self.used.iter().all(|&u| u == 0)
+    }
+
+    /// `free` from `capacity` and `used`.
+    pub(crate) fn recompute_free(&mut self) {
+        for ((f, c), u) in self.free.iter_mut().zip(&self.capacity).zip(&self.used) {
+            *f = c.saturating_sub(*u);
+        }
+    }
+
+    /// Holds a running allocation (reservations do not count).
+    pub fn runs_something(&self) -> bool {
+        self.spans.iter().any(|s| !s.reserved)
     }
 }
 
@@ -473,6 +490,7 @@ impl Graph {
             for n in &mut self.nodes {
                 n.capacity.push(0);
                 n.free.push(0);
+                n.used.push(0);
                 for s in &mut n.spans {
                     s.amounts.push(0);
                 }

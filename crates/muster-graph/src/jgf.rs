@@ -290,6 +290,7 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
                 removed: false,
                 capacity: vec![],
                 free: vec![],
+                used: vec![],
                 devices: vec![],
                 spans: vec![],
             });
@@ -342,6 +343,7 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
     for node in &mut nodes {
         node.capacity.resize(table.len(), 0);
         node.free = node.capacity.clone();
+        node.used = vec![0; node.capacity.len()];
     }
     Ok(Graph::from_parts(table, vertices, VertexId(0), nodes))
 }

@@ -18,7 +18,7 @@ pub mod names;
 pub mod quantity;
 pub mod resources;
 
-pub use allocations::{Allocation, ImportedMember, MatchOutcome, Member, ResourceGraph, Stat};
+pub use allocations::{Allocation, ImportedMember, MatchOutcome, Member, NodeUpdate, ResourceGraph, Stat};
 pub use builder::NodeSpec;
 pub use error::{GraphError, InputError};
 pub use graph::{AllocId, Graph, NodeId};

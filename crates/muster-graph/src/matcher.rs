@@ -175,7 +175,7 @@ impl Graph {
         let (units, until) = match window {
             Window::Empty => (d.units_per_node_for(&node.capacity), i64::MAX),
             Window::Now { .. } if !node.has_reservations() => {
-                if d.request.exclusive && node.free != node.capacity {
+                if d.request.exclusive && !node.idle() {
                     return (0, i64::MAX);
                 }
                 (d.units_per_node_for(&node.free), i64::MAX)

@@ -288,6 +288,83 @@ fn node_changes_while_allocations_exist() {
     check_invariants(&r);
 }
 
+/// The description `update_node` gets for node `name` of RACKS, with its rack and capacity.
+fn rack_node(name: &str, rack: &str, cores: u64) -> muster_graph::NodeSpec {
+    muster_graph::NodeSpec {
+        name: name.into(),
+        topology: vec![("rack".into(), rack.into())],
+        pooled: vec![("cpu".into(), cores * 1000), ("memory".into(), 32 << 30), ("pods".into(), 110)],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn node_labels_taints_and_capacity_change_under_running_allocations() {
+    let mut r = rg(RACKS, Policy::First);
+    let rack = r.graph.node(r.graph.node_id("a-0").unwrap()).labels["muster.dev/rack"].clone();
+    let id = allocated(&mut r, &cpu("g", 2, 4)); // both on a-0
+    let mut spec = rack_node("a-0", &rack, 8);
+    spec.labels.insert("pool".into(), "blue".into());
+    spec.taints = vec![muster_graph::graph::Taint {
+        key: "maint".into(),
+        value: String::new(),
+        effect: muster_graph::graph::TaintEffect::NoSchedule,
+    }];
+    assert_eq!(r.update_node(&spec).unwrap(), muster_graph::NodeUpdate::Applied);
+    assert_eq!(nodes_of(&r, id), ["a-0", "a-0"], "running members stay");
+    let mut blue = cpu("blue", 1, 1);
+    blue.filter.node_selector.insert("pool".into(), "blue".into());
+    assert!(matches!(r.allocate(&blue, 0), MatchOutcome::Unsatisfiable(_)), "the only blue node is tainted");
+    spec.taints.clear();
+    r.update_node(&spec).unwrap();
+    r.cancel(id).unwrap();
+    let b = allocated(&mut r, &blue);
+    assert_eq!(nodes_of(&r, b), ["a-0"], "the new label is matched");
+    r.cancel(b).unwrap();
+    check_invariants(&r);
+
+    // Capacity shrinks below what runs there: nothing new fits until enough of it ends.
+    let id = allocated(&mut r, &cpu("g", 2, 4));
+    r.update_node(&rack_node("a-0", &rack, 4)).unwrap();
+    let n = r.graph.node_id("a-0").unwrap();
+    assert_eq!(r.graph.node(n).free[0], 0);
+    r.shrink(id, &[1]).unwrap();
+    assert_eq!(r.graph.node(n).free[0], 0, "4 of the 4 cores still held");
+    r.shrink(id, &[0]).ok();
+    r.cancel(id).ok();
+    assert_eq!(r.graph.node(n).free[0], 4000);
+    assert_eq!(r.graph.node(n).capacity[0], 4000);
+    check_invariants(&r);
+}
+
+#[test]
+fn node_moves_rack_only_once_nothing_runs_on_it() {
+    let mut r = rg(RACKS, Policy::First);
+    let n = r.graph.node_id("a-0").unwrap();
+    let old_rack = r.graph.node(n).labels["muster.dev/rack"].clone();
+    let id = allocated(&mut r, &cpu("g", 1, 4));
+    let moved = rack_node("a-0", "rack-new", 8);
+    assert_eq!(r.update_node(&moved).unwrap(), muster_graph::NodeUpdate::ShapeDeferred);
+    let rack_of = |r: &ResourceGraph| {
+        let n = r.graph.node_id("a-0").unwrap();
+        r.graph.vertex(r.graph.vertex(r.graph.node(n).vertex).parent.unwrap()).meta.name.clone()
+    };
+    assert_eq!(rack_of(&r), old_rack);
+    r.cancel(id).unwrap();
+    r.set_up("a-0", false).unwrap();
+    assert_eq!(r.update_node(&moved).unwrap(), muster_graph::NodeUpdate::Applied);
+    assert_eq!(rack_of(&r), "rack-new");
+    let n = r.graph.node_id("a-0").unwrap();
+    assert!(!r.graph.node(n).up, "a node down stays down when rebuilt");
+    assert_eq!(r.stat().nodes, 10);
+    // A refused shape changes nothing.
+    let mut bad = moved.clone();
+    bad.devices = vec![("cpu".into(), 2)];
+    assert!(r.update_node(&bad).is_err());
+    assert_eq!(rack_of(&r), "rack-new");
+    check_invariants(&r);
+}
+
 #[test]
 fn reserve_finds_the_same_start_as_allocate_orelse_reserve_and_waits_for_reservations_to_end() {
     let mut r = rg(RACKS, Policy::First);

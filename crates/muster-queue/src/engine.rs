@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
 
-use muster_graph::{AllocId, GraphError, GroupRequest, ImportedMember, MatchOutcome, NodeSpec, ResourceGraph};
+use muster_graph::{
+    AllocId, GraphError, GroupRequest, ImportedMember, MatchOutcome, NodeSpec, NodeUpdate, ResourceGraph,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Compiled, EngineConfig, QueuePolicy, RequeueOrder, WithinQueue};
@@ -157,6 +159,9 @@ pub struct Engine {
     shapes: BTreeMap<GroupKey, u64>,
     /// Satisfiability by (shape, min members), valid for the current structure version.
     sat_cache: BTreeMap<(u64, u32), Result<(), String>>,
+    /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
+    /// the snapshot: a restore builds the graph from the nodes as they are now.
+    deferred_reshapes: BTreeMap<String, NodeSpec>,
     last_stats: CycleStats,
 }
 
@@ -201,6 +206,7 @@ impl Engine {
             reservations: BTreeMap::new(),
             shapes: BTreeMap::new(),
             sat_cache: BTreeMap::new(),
+            deferred_reshapes: BTreeMap::new(),
             last_stats: CycleStats::default(),
         })
     }
@@ -735,9 +741,7 @@ impl Engine {
     pub fn node_added(&mut self, spec: &NodeSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
         self.advance(now);
         self.graph.add_node(spec)?;
-        self.structure_version += 1;
-        self.sat_cache.clear();
-        self.dirty = true;
+        self.structure_changed();
         Ok(Vec::new())
     }
 
@@ -748,9 +752,8 @@ impl Engine {
         self.external.retain(|_, (h, _)| h.node != name);
         self.cordoned.remove(name);
         self.down.remove(name);
-        self.structure_version += 1;
-        self.sat_cache.clear();
-        self.dirty = true;
+        self.deferred_reshapes.remove(name);
+        self.structure_changed();
         let mut out = Vec::new();
         for (id, lost) in affected {
             if let Some(key) = self.by_graph_alloc.get(&id).cloned() {
@@ -760,6 +763,43 @@ impl Engine {
             // Reservations on the node are recomputed in the next cycle.
         }
         Ok(out)
+    }
+
+    /// A node's labels, taints, capacity or topology changed (see [`ResourceGraph::update_node`]).
+    /// Running groups stay where they are; what placement reads changes at once, except a new
+    /// topology place or resource set, which each cycle applies once nothing runs on the node.
+    pub fn node_changed(&mut self, spec: &NodeSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
+        self.advance(now);
+        self.deferred_reshapes.remove(&spec.name);
+        if self.graph.update_node(spec)? == NodeUpdate::ShapeDeferred {
+            self.deferred_reshapes.insert(spec.name.clone(), spec.clone());
+        }
+        if spec.unschedulable {
+            self.cordoned.insert(spec.name.clone());
+        } else {
+            self.cordoned.remove(&spec.name);
+        }
+        self.structure_changed();
+        Ok(Vec::new())
+    }
+
+    /// Rebuilds the nodes whose deferred new shape can now be applied.
+    fn apply_deferred_reshapes(&mut self) {
+        let specs: Vec<NodeSpec> = self.deferred_reshapes.values().cloned().collect();
+        for spec in specs {
+            // An error here means the node is gone, which its removal handles.
+            if !matches!(self.graph.update_node(&spec), Ok(NodeUpdate::ShapeDeferred)) {
+                self.deferred_reshapes.remove(&spec.name);
+                self.structure_changed();
+            }
+        }
+    }
+
+    /// Nodes were added, removed or reshaped: cached satisfiability no longer holds.
+    fn structure_changed(&mut self) {
+        self.structure_version += 1;
+        self.sat_cache.clear();
+        self.dirty = true;
     }
 
     pub fn node_cordoned(&mut self, name: &str, cordoned: bool, now: i64) -> Result<Vec<Transition>, EngineError> {
@@ -959,6 +999,9 @@ impl Engine {
         let mut out = Vec::new();
         self.last_stats = CycleStats::default();
         self.expire_timers(&mut out);
+        if !self.deferred_reshapes.is_empty() {
+            self.apply_deferred_reshapes();
+        }
         if !self.dirty && !self.timer_due() {
             return out;
         }

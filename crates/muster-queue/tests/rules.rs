@@ -743,3 +743,33 @@ fn pods_of_other_schedulers_hold_capacity_until_they_go() {
     assert_eq!(to(&ts, "two"), [GroupState::Admitted]);
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn a_node_gaining_devices_is_rebuilt_once_its_group_ends_and_then_runs_device_groups() {
+    let mut e = engine(graph(1, 4), one_queue(QueuePolicy::BestEffortFifo));
+    e.submit(spec("cpu-job", "q", 1, 4, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let mut gpu = spec("gpu-job", "q", 1, 1, None, 1);
+    gpu.request.requests.push(("nvidia.com/gpu".into(), 1));
+    e.submit(gpu, 1).unwrap();
+    e.schedule(1);
+    assert_ne!(e.group(&key("gpu-job")).unwrap().state, GroupState::Admitted);
+    // The device plugin starts: the node now has 2 GPUs. Its group keeps running meanwhile.
+    let with_gpus = muster_graph::NodeSpec {
+        name: "n-0".into(),
+        pooled: vec![("cpu".into(), 4000), ("memory".into(), 64 << 30), ("pods".into(), 110)],
+        devices: vec![("nvidia.com/gpu".into(), 2)],
+        ..Default::default()
+    };
+    e.node_changed(&with_gpus, 2).unwrap();
+    e.schedule(2);
+    assert_eq!(e.group(&key("cpu-job")).unwrap().state, GroupState::Running);
+    assert_ne!(e.group(&key("gpu-job")).unwrap().state, GroupState::Admitted, "the node runs cpu-job");
+    e.finished(&key("cpu-job"), true, 3).unwrap();
+    e.schedule(3);
+    let g = e.group(&key("gpu-job")).unwrap();
+    assert_eq!(g.state, GroupState::Admitted, "{g:?}");
+    assert_eq!(g.allocation.as_ref().unwrap().members[0].node, "n-0");
+    e.check_invariants().unwrap();
+}

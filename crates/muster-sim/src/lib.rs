@@ -104,23 +104,8 @@ pub fn run_workload(w: &Workload, opts: &RunOptions) -> Result<Report, SimError>
     for n in &names {
         scheds.push(build(n, w, opts)?);
     }
-    let mut runs = Vec::new();
-    let mut summary = None;
-    for mut s in scheds {
-        let eng = engine::Engine::new(w)?;
-        if summary.is_none() {
-            summary = Some(targets(w, &eng));
-        }
-        let clock = std::time::Instant::now();
-        let rec = eng.run(s.as_mut(), opts.progress)?;
-        let mut result = metrics::summarize(w, &rec);
-        result.wall_ms = clock.elapsed().as_millis() as u64;
-        runs.push(result);
-    }
-    let (cluster, ideal, lower_bound_s) = match summary {
-        Some(s) => s,
-        None => targets(w, &engine::Engine::new(w)?),
-    };
+    let (cluster, ideal, lower_bound_s) = targets(w, &engine::Engine::new(w)?);
+    let runs = run_in_parallel(w, scheds, opts.progress)?;
     Ok(Report {
         scenario: w.name.clone(),
         description: w.description.clone(),
@@ -131,6 +116,44 @@ pub fn run_workload(w: &Workload, opts: &RunOptions) -> Result<Report, SimError>
         lower_bound_s,
         runs,
     })
+}
+
+/// Runs each scheduler on its own copy of the world, as many at once as there are cores (the runs
+/// share nothing, so the results are the same as one after the other), in the order given.
+fn run_in_parallel(
+    w: &Workload,
+    scheds: Vec<Box<dyn Scheduler>>,
+    progress: bool,
+) -> Result<Vec<metrics::RunResult>, SimError> {
+    let count = scheds.len();
+    let queue = std::sync::Mutex::new(scheds.into_iter().enumerate());
+    let results = std::sync::Mutex::new((0..count).map(|_| None).collect::<Vec<_>>());
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(count);
+    let run_one = |mut s: Box<dyn Scheduler>| -> Result<metrics::RunResult, SimError> {
+        let clock = std::time::Instant::now();
+        let rec = engine::Engine::new(w)?.run(s.as_mut(), progress)?;
+        let mut result = metrics::summarize(w, &rec);
+        result.wall_ms = clock.elapsed().as_millis() as u64;
+        Ok(result)
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let Some((i, s)) = next else { break };
+                    let r = run_one(s);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every run finished"))
+        .collect()
 }
 
 /// The cluster summary, the ideal FIFO gang schedule and the lower bound.

@@ -257,7 +257,7 @@ impl ClusterView<'_> {
 /// A scheduler model. The engine calls `on_event` for each event, then `decide` (again while it
 /// returns actions, at the same instant), and wakes the scheduler at `next_wakeup` even if nothing
 /// happens. Implementations must be deterministic.
-pub trait Scheduler {
+pub trait Scheduler: Send {
     fn name(&self) -> String;
     fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, now_ms: i64);
     fn decide(&mut self, view: &ClusterView<'_>, now_ms: i64) -> Vec<Action>;

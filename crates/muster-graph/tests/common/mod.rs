@@ -52,6 +52,7 @@ pub fn check_invariants(rg: &ResourceGraph) {
         for i in 0..r {
             let used: u64 = n.spans.iter().filter(|s| !s.reserved).map(|s| s.amounts[i]).sum();
             assert!(used <= n.capacity[i], "node {} resource {i}: allocations use {used} of {}", n.name, n.capacity[i]);
+            assert_eq!(n.used[i], used, "node {} resource {i}: used out of step", n.name);
             assert_eq!(n.free[i], n.capacity[i] - used, "node {} resource {i}: free out of step", n.name);
         }
         // At every span start, allocations plus reservations fit.
