@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::config::WebhookConfig;
 use crate::object::{Refusal, Target, alias_group, get, job_owner, label_field, target, typed, user};
 use crate::state::ClusterState;
+use crate::validate;
 
 /// The JSON patch for a request (empty when the object needs nothing). `now` stamps resume
 /// requests.
@@ -47,7 +48,14 @@ pub async fn mutate<S: ClusterState>(
 ) -> Result<Patch, Refusal> {
     let Some(obj) = req.object.as_ref() else { return Ok(Patch(Vec::new())) };
     let ops = match (target(req), &req.operation) {
-        (Target::Job, Operation::Create) => job_create(&typed(obj, "Job")?),
+        (Target::Job, Operation::Create) => {
+            let job: Job = typed(obj, "Job")?;
+            let ops = job_create(&job);
+            if queued_job(&job) {
+                validate::job_create(&patched(obj, &ops)?, req, config, state, now).await?;
+            }
+            ops
+        }
         (Target::Job, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
             Some(old) => {
                 let (old, new): (Job, Job) = (typed(old, "Job")?, typed(obj, "Job")?);
@@ -76,6 +84,14 @@ pub async fn mutate<S: ClusterState>(
         _ => Vec::new(),
     };
     Ok(Patch(ops))
+}
+
+/// The Job as `ops` leave it.
+fn patched(obj: &DynamicObject, ops: &[PatchOperation]) -> Result<Job, Refusal> {
+    let mut value =
+        serde_json::to_value(obj).map_err(|e| Refusal::new(format!("the webhook cannot read this Job: {e}")))?;
+    json_patch::patch(&mut value, ops).map_err(|e| Refusal::new(format!("the webhook cannot patch this Job: {e}")))?;
+    serde_json::from_value(value).map_err(|e| Refusal::new(format!("the webhook cannot read this Job: {e}")))
 }
 
 fn add(path: &[&str], value: Value) -> PatchOperation {

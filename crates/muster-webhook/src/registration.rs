@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
-use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE};
+use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, SCHEDULER_NAME};
 
 use crate::config::DEFAULT_CONTROLLER_USER;
 
@@ -105,6 +105,32 @@ fn not_from_muster() -> Option<Vec<MatchCondition>> {
     }])
 }
 
+/// The validating hook for Jobs skips a create that still carries the mutation: the mutating
+/// webhook has checked that Job already (`mutate`), so a queued Job's create costs one webhook
+/// call, not two. A create that lost the mutation to a later mutating webhook (no longer
+/// suspended, another scheduler, a node name) is still checked here and refused.
+const JOBS_VALIDATE: &str = "jobs.validate.muster.dev";
+
+fn checked_by_mutation() -> MatchCondition {
+    let spec = "object.spec.template.spec";
+    MatchCondition {
+        name: "create-not-checked-by-the-mutation".into(),
+        expression: format!(
+            "request.operation != 'CREATE' || !(has(object.spec.suspend) && object.spec.suspend == true && \
+             has({spec}.schedulerName) && {spec}.schedulerName == '{SCHEDULER_NAME}' && \
+             (!has({spec}.nodeName) || {spec}.nodeName == ''))"
+        ),
+    }
+}
+
+fn validating_conditions(hook: &str) -> Option<Vec<MatchCondition>> {
+    let mut conditions = not_from_muster()?;
+    if hook == JOBS_VALIDATE {
+        conditions.push(checked_by_mutation());
+    }
+    Some(conditions)
+}
+
 fn managed_namespaces() -> Option<LabelSelector> {
     Some(LabelSelector {
         match_labels: Some(BTreeMap::from([(MANAGED_NAMESPACE.to_string(), "true".to_string())])),
@@ -148,7 +174,7 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
     let pods = || vec![rule("", "v1", "pods", &["CREATE", "UPDATE"])];
     let mut hooks = vec![
         Hook {
-            name: "jobs.validate.muster.dev",
+            name: JOBS_VALIDATE,
             rules: vec![rule("batch", "v1", "jobs", &["CREATE", "UPDATE"])],
             object_selector: has_label(QUEUE),
             namespace_selector: None,
@@ -250,7 +276,7 @@ pub fn validating_configuration(
             timeout_seconds: Some(TIMEOUT_SECONDS),
             admission_review_versions: vec!["v1".into()],
             match_policy: Some("Equivalent".into()),
-            match_conditions: not_from_muster(),
+            match_conditions: validating_conditions(h.name),
         })
         .collect();
     ValidatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }
@@ -380,6 +406,14 @@ mod tests {
             assert_eq!(unscoped, h.name == "groups.validate.muster.dev", "{}", h.name);
             let skipped = h.match_conditions.unwrap_or_default();
             assert!(skipped[0].expression.contains(DEFAULT_CONTROLLER_USER), "{}", h.name);
+            // Only the Job hook skips what the mutating webhook checked: a create still suspended,
+            // for muster, with no node name.
+            assert_eq!(skipped.len(), if h.name == JOBS_VALIDATE { 2 } else { 1 }, "{}", h.name);
+            if let Some(c) = skipped.get(1) {
+                for part in ["'CREATE'", "object.spec.suspend == true", "schedulerName == 'muster'", "nodeName"] {
+                    assert!(c.expression.contains(part), "{part} in {}", c.expression);
+                }
+            }
         }
     }
 }

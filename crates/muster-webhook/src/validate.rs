@@ -51,7 +51,7 @@ pub async fn validate<S: ClusterState>(
         return Ok(());
     };
     let create = req.operation == Operation::Create;
-    let mut c = Checker { config, state, user, ns: req.namespace.as_deref().unwrap_or(""), now, out: Vec::new() };
+    let mut c = Checker::new(req, config, state, now);
     match target(req) {
         Target::Job => {
             let new: Job = typed(obj, "Job")?;
@@ -74,7 +74,25 @@ pub async fn validate<S: ClusterState>(
         Target::Group => c.group(obj, if create { None } else { req.old_object.as_ref() }),
         Target::Other => {}
     }
-    if c.out.is_empty() { Ok(()) } else { Err(Refusal { messages: c.out }) }
+    c.verdict()
+}
+
+/// The rules for a Job created in a queue, checked by the mutating webhook on the Job as its
+/// mutation leaves it, so that such a create costs one webhook call: the validating webhook skips
+/// a create that still carries the mutation (`registration`), and checks any other.
+pub(crate) async fn job_create<S: ClusterState>(
+    job: &Job,
+    req: &AdmissionRequest<DynamicObject>,
+    config: &WebhookConfig,
+    state: &S,
+    now: Timestamp,
+) -> Result<(), Refusal> {
+    if config.is_muster(user(req)) {
+        return Ok(());
+    }
+    let mut c = Checker::new(req, config, state, now);
+    c.job(job, None).await;
+    c.verdict()
 }
 
 struct Checker<'a, S> {
@@ -84,6 +102,16 @@ struct Checker<'a, S> {
     ns: &'a str,
     now: Timestamp,
     out: Vec<String>,
+}
+
+impl<'a, S: ClusterState> Checker<'a, S> {
+    fn new(req: &'a AdmissionRequest<DynamicObject>, config: &'a WebhookConfig, state: &'a S, now: Timestamp) -> Self {
+        Checker { config, state, user: user(req), ns: req.namespace.as_deref().unwrap_or(""), now, out: Vec::new() }
+    }
+
+    fn verdict(self) -> Result<(), Refusal> {
+        if self.out.is_empty() { Ok(()) } else { Err(Refusal { messages: self.out }) }
+    }
 }
 
 fn suspended(job: &Job) -> bool {

@@ -155,6 +155,34 @@ fn a_queued_job_is_created_suspended_with_muster_as_scheduler_and_nothing_else()
     }
 }
 
+#[tokio::test]
+async fn the_mutating_webhook_refuses_a_queued_job_create_as_the_validating_one_would() {
+    let c = WebhookConfig::default();
+    let mut node_named = job("pinned", Some("team-a"), 1, "1");
+    node_named["spec"]["template"]["spec"]["nodeName"] = json!("worker-0");
+    let mut forged = job("forged", Some("team-a"), 1, "1");
+    forged["spec"]["template"]["metadata"]["labels"]["muster.dev/member"] = json!("0");
+    let mut other_ns = job("elsewhere", Some("team-a"), 1, "1");
+    other_ns["metadata"]["namespace"] = json!("web");
+    let cases = [
+        ("an unknown queue", job("u", Some("nope"), 1, "1")),
+        ("a group larger than the quota", job("big", Some("team-a"), 100, "1")),
+        ("a preset node name", node_named),
+        ("a reserved template label", forged),
+        ("a namespace the queue does not admit", other_ns),
+    ];
+    for (what, j) in cases {
+        // One webhook call refuses what the validating webhook (which the apiserver now skips
+        // for such a create) would refuse, with the same message.
+        let refused = patch_with(&request("CREATE", TENANT, JOB, &j, None), &c, &state()).unwrap_err();
+        let would = check(&request("CREATE", TENANT, JOB, &held(j.clone()), None)).await.unwrap_err();
+        assert_eq!(refused, would, "{what}");
+    }
+    let ok = job("fine", Some("team-a"), 2, "1");
+    assert!(patch_with(&request("CREATE", TENANT, JOB, &ok, None), &c, &state()).is_ok());
+    assert!(patch_with(&request("CREATE", MUSTER, JOB, &job("u", Some("nope"), 1, "1"), None), &c, &state()).is_ok());
+}
+
 #[test]
 fn a_job_without_queue_or_already_held_is_not_patched() {
     let c = WebhookConfig::default();

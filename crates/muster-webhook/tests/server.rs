@@ -51,7 +51,8 @@ async fn answers_admission_reviews_over_tls_with_the_generated_certificate() {
         config: WebhookConfig::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve_with_state(opts, MemoryState::default(), async {
+    let state = MemoryState::default().with_queue(muster_k8s::Queue::new("team-a", Default::default()));
+    let server = tokio::spawn(serve_with_state(opts, state, async {
         let _ = stopped.await;
     }));
     let mut port = None;
@@ -68,25 +69,27 @@ async fn answers_admission_reviews_over_tls_with_the_generated_certificate() {
     assert!(status.contains("200"), "{status}");
     assert_eq!(body, b"ok");
 
-    let job = json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "train", "namespace": "ml", "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {"parallelism": 2, "template": {"spec": {"restartPolicy": "Never",
-                 "containers": [{"name": "main", "image": "busybox"}]}}}
-    });
-    let review = |op: &str| {
+    let job = |queue: &str| {
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "labels": {"muster.dev/queue": queue}},
+            "spec": {"parallelism": 2, "template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "busybox"}]}}}
+        })
+    };
+    let review = |op: &str, queue: &str| {
         serde_json::to_vec(&json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {
                 "uid": "7f3e", "kind": {"group": "batch", "version": "v1", "kind": "Job"},
                 "resource": {"group": "batch", "version": "v1", "resource": "jobs"},
                 "name": "train", "namespace": "ml", "operation": op,
-                "userInfo": {"username": "tenant"}, "object": job, "dryRun": false
+                "userInfo": {"username": "tenant"}, "object": job(queue), "dryRun": false
             }
         }))
         .unwrap()
     };
-    let (status, body) = call(port, &cert.ca_pem, "POST", "/mutate", &review("CREATE")).await;
+    let (status, body) = call(port, &cert.ca_pem, "POST", "/mutate", &review("CREATE", "team-a")).await;
     assert!(status.contains("200"), "{status}");
     let out: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(out["kind"], json!("AdmissionReview"));
@@ -105,12 +108,12 @@ async fn answers_admission_reviews_over_tls_with_the_generated_certificate() {
                {"op": "add", "path": "/spec/template/spec/schedulerName", "value": "muster"}])
     );
 
-    // The queue does not exist in this (empty) cluster state: refused, with the field named.
-    let (_, body) = call(port, &cert.ca_pem, "POST", "/validate", &review("CREATE")).await;
+    // Queue "nope" does not exist: refused, with the field named.
+    let (_, body) = call(port, &cert.ca_pem, "POST", "/validate", &review("CREATE", "nope")).await;
     let out: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(out["response"]["allowed"], json!(false));
     let message = out["response"]["status"]["message"].as_str().unwrap();
-    assert!(message.contains("metadata.labels[muster.dev/queue]: queue \"team-a\" does not exist"), "{message}");
+    assert!(message.contains("metadata.labels[muster.dev/queue]: queue \"nope\" does not exist"), "{message}");
 
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(15), server).await.unwrap().unwrap().unwrap();
