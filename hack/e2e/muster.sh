@@ -3,6 +3,7 @@
 #                 `muster controller` with its webhook under the muster ServiceAccount's identity
 #   muster_kill   SIGKILL the controller (a crash); muster_start starts it again (same store)
 #   muster_down   stop it and remove the webhook registration (it fails closed)
+#   muster_metric NAME   a sample of the controller's /metrics (NAME with its labels, if any)
 # State in $MUSTER_CLUSTER_DIR/muster-e2e; the controller log is logs/muster-controller.log.
 resolve_muster_bin
 muster_dir=$MUSTER_CLUSTER_DIR/muster-e2e
@@ -16,6 +17,7 @@ muster_start() {
   "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" \
     --store "sqlite:$muster_dir/muster.db" --identity e2e-controller --lease-seconds 6 \
     --webhook-addr "127.0.0.1:$(cat "$muster_dir/port")" \
+    --metrics-addr "127.0.0.1:$(cat "$muster_dir/metrics-port")" \
     --tls-cert "$muster_dir/tls.crt" --tls-key "$muster_dir/tls.key" >>"$muster_log" 2>&1 &
   echo $! > "$muster_dir/pid"
   local i
@@ -31,6 +33,7 @@ muster_up() {
   mkdir -p "$muster_dir" "$(dirname "$muster_log")"
   rm -f "$muster_dir"/muster.db*
   free_port > "$muster_dir/port"
+  free_port > "$muster_dir/metrics-port"
   "$MUSTER_BIN" install --out "$muster_dir" --webhook-url "https://127.0.0.1:$(cat "$muster_dir/port")" >/dev/null
   # install creates Queue default only on a cluster without Queues; earlier tests leave theirs.
   printf 'apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: default}\nspec: {}\n' | k apply -f - >/dev/null
@@ -51,6 +54,12 @@ muster_down() {
   if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
   k delete mutatingwebhookconfiguration muster --ignore-not-found >/dev/null 2>&1 || true
   k delete validatingwebhookconfiguration muster --ignore-not-found >/dev/null 2>&1 || true
+}
+
+muster_metric() {
+  # Empty, never a failure, when the controller does not answer: the caller's check says so.
+  { curl -s --max-time 5 "http://127.0.0.1:$(cat "$muster_dir/metrics-port")/metrics" || true; } |
+    awk -v name="$1" '$1 == name { print $2 }'
 }
 
 # queued_job_yaml NAME PODS [key=value...]: job_yaml with the queue label (default queue)

@@ -17,7 +17,7 @@ trap cleanup EXIT
 muster_up
 "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" \
   --store "sqlite:$muster_dir/muster.db" --identity e2e-standby --lease-seconds 6 \
-  >"$MUSTER_CLUSTER_DIR/logs/muster-standby.log" 2>&1 &
+  --metrics-addr "127.0.0.1:$(free_port)" >"$MUSTER_CLUSTER_DIR/logs/muster-standby.log" 2>&1 &
 standby_pid=$!
 fresh_namespace $ns
 holder() { k -n muster-system get lease muster-controller -o jsonpath='{.spec.holderIdentity}'; }

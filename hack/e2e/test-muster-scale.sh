@@ -44,6 +44,14 @@ if (( kills > 0 )); then
   n=$(grep -c "recovered from the store" "$muster_log" || true)
   check "the controller recovered after each kill ($n recoveries)" test "$n" -ge $((kills + 1))
 fi
+# The controller's /metrics: it leads, and (without kills, which reset the counters) it counted
+# the bindings it made.
+check "the controller's /metrics says it leads" test "$(muster_metric muster_leader)" = 1
+if (( kills == 0 )); then
+  bound=$(muster_metric muster_pods_bound_total)
+  check "the controller's /metrics counted its bindings (muster_pods_bound_total ${bound:-missing})" \
+    test "${bound:-0}" -gt 0
+fi
 # Every job finished: the store (what a restarted controller would recover) holds no allocation.
 no_allocations() {
   [[ $(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from allocations").fetchone()[0])' "$muster_dir/muster.db") == 0 ]]

@@ -12,6 +12,7 @@
 //! suspended) and users create them again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -24,6 +25,7 @@ use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
 use crate::convert::{self, JobSetView, JobView, NodeView, PodPhase, PodView};
+use crate::metrics::Metrics;
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
 #[derive(Debug, Clone)]
@@ -212,6 +214,7 @@ pub struct Brain<S: Store> {
     /// submitted again until their pods are gone.
     plain_refused: BTreeSet<GroupKey>,
     actions: Vec<Action>,
+    metrics: Arc<Metrics>,
 }
 
 fn time(secs: i64) -> Time {
@@ -241,7 +244,14 @@ impl<S: Store> Brain<S> {
             dirty_plain: BTreeSet::new(),
             plain_refused: BTreeSet::new(),
             actions: Vec::new(),
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// Counts decisions into `metrics` (by default into a registry of its own).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Whether every watcher has listed once (recovery needs the whole cluster).
@@ -850,6 +860,7 @@ impl<S: Store> Brain<S> {
                 st.usage = convert::requests_to_resources(&amounts);
             }
         }
+        self.metrics.set_groups(&fresh);
         for (name, status) in fresh {
             if self.queue_statuses.get(&name) != Some(&status) {
                 self.queue_statuses.insert(name.clone(), status.clone());
@@ -862,6 +873,7 @@ impl<S: Store> Brain<S> {
     fn after(&mut self, ts: Vec<Transition>, now: i64) {
         let mut touched = BTreeMap::new();
         for t in &ts {
+            self.metrics.transition(t, self.engine.as_ref().and_then(|e| e.engine().group(&t.key)));
             self.transition_actions(t);
             touched.insert(t.key.clone(), t.reason.message());
         }

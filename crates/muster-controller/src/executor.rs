@@ -23,13 +23,20 @@ use tracing::{debug, warn};
 
 use crate::brain::{Action, Event, EventType};
 use crate::convert::MEMBER;
+use crate::metrics::Metrics;
 use crate::{Message, Options};
 
 fn is_code(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<Action>, back: Sender<Message>) {
+pub async fn run(
+    client: Client,
+    opts: Options,
+    mut rx: mpsc::UnboundedReceiver<Action>,
+    back: Sender<Message>,
+    metrics: Arc<Metrics>,
+) {
     let (job_tx, job_rx) = mpsc::unbounded_channel();
     let (status_tx, status_rx) = mpsc::unbounded_channel();
     let (event_tx, event_rx) = mpsc::channel(10_000);
@@ -55,7 +62,7 @@ pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<
             Action::Bind { key, namespace, pod, uid, node, member } => {
                 let gated = ungate.take().is_some();
                 let permit = binds.clone().acquire_owned().await.expect("never closed");
-                let (client, back) = (client.clone(), back.clone());
+                let (client, back, metrics) = (client.clone(), back.clone(), metrics.clone());
                 tokio::spawn(async move {
                     let r = match gated {
                         true => remove_gate(client.clone(), &namespace, &pod, &uid).await,
@@ -65,8 +72,13 @@ pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<
                         Ok(()) => bind(client, &namespace, &pod, &uid, &node, member).await,
                         Err(e) => Err(e),
                     };
-                    if let Err(message) = r {
-                        let _ = back.send(Message::Event(Event::BindFailed { key, pod, message }));
+                    match r {
+                        Ok(Bound::Yes) => metrics.pod_bound(),
+                        Ok(Bound::Gone) => {}
+                        Err(message) => {
+                            metrics.bind_failed();
+                            let _ = back.send(Message::Event(Event::BindFailed { key, pod, message }));
+                        }
                     }
                     drop(permit);
                 });
@@ -93,9 +105,16 @@ pub async fn run(client: Client, opts: Options, mut rx: mpsc::UnboundedReceiver<
     events.abort();
 }
 
+/// What became of a binding that was not refused.
+enum Bound {
+    Yes,
+    /// The pod is gone (or is another pod of the same name): nothing was bound.
+    Gone,
+}
+
 /// Binds a pod to its member's node; the member rides on the binding as an annotation, so that
 /// a restarted controller knows which member each bound pod fills. Transient errors are retried.
-async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str, member: u32) -> Result<(), String> {
+async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str, member: u32) -> Result<Bound, String> {
     let api: Api<Pod> = Api::namespaced(client, namespace);
     let binding = Binding {
         metadata: ObjectMeta {
@@ -114,9 +133,9 @@ async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str,
     let mut delay = Duration::from_millis(100);
     for attempt in 0.. {
         match api.create_subresource::<_, serde_json::Value>("binding", pod, &PostParams::default(), &binding).await {
-            Ok(_) => return Ok(()),
+            Ok(_) => return Ok(Bound::Yes),
             // Gone, or a different pod of the same name: nothing to bind.
-            Err(e) if is_code(&e, 404) => return Ok(()),
+            Err(e) if is_code(&e, 404) => return Ok(Bound::Gone),
             Err(kube::Error::Api(e)) if e.code < 500 && e.code != 429 => return Err(e.message),
             Err(e) if attempt >= 5 => return Err(e.to_string()),
             Err(e) => {

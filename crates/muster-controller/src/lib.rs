@@ -11,10 +11,11 @@ pub mod brain;
 pub mod convert;
 mod executor;
 mod leader;
+pub mod metrics;
 mod watch;
 
 use std::future::Future;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -31,6 +32,7 @@ use tracing::{info, warn};
 
 use crate::brain::{Brain, BrainConfig, Event};
 use crate::convert::Levels;
+use crate::metrics::{Metrics, TimedStore};
 
 #[derive(Debug, Error)]
 pub enum ControllerError {
@@ -129,8 +131,14 @@ pub async fn engine_config(client: &Client) -> Result<EngineConfig, ControllerEr
 
 /// Runs the controller until `shutdown` completes, leadership is lost, or an error. Only the
 /// lease holder acts; others wait for the lease. On `shutdown` the leader stops its decisions,
-/// gives up the store lease and then the Lease, so a standby takes over at once.
-pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
+/// gives up the store lease and then the Lease, so a standby takes over at once. Everything it
+/// does is counted into `metrics`.
+pub async fn run(
+    client: Client,
+    opts: Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ControllerError> {
     tokio::pin!(shutdown);
     let lease = leader::Lease::new(client.clone(), &opts);
     tokio::select! {
@@ -138,8 +146,9 @@ pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = (
         () = &mut shutdown => return Ok(()),
     }
     info!(identity = opts.identity, "leading");
+    metrics.set_leader(true);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let leading = lead(client.clone(), &opts, stop_rx);
+    let leading = lead(client.clone(), &opts, &metrics, stop_rx);
     tokio::pin!(leading);
     let result = tokio::select! {
         r = lease.hold() => r,
@@ -149,6 +158,7 @@ pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = (
             (&mut leading).await
         }
     };
+    metrics.set_leader(false);
     lease.release().await;
     result
 }
@@ -158,6 +168,7 @@ pub async fn run(client: Client, opts: Options, shutdown: impl Future<Output = (
 async fn lead(
     client: Client,
     opts: &Options,
+    metrics: &Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
     loop {
@@ -166,20 +177,21 @@ async fn lead(
         let (tx, rx) = mpsc::channel();
         let (act_tx, act_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = watch::spawn(client.clone(), opts.levels.clone(), tx.clone());
-        let exec = tokio::spawn(executor::run(client.clone(), opts.clone(), act_rx, tx.clone()));
+        let exec = tokio::spawn(executor::run(client.clone(), opts.clone(), act_rx, tx.clone(), metrics.clone()));
         let cfg = BrainConfig {
             engine: config,
             options: DurableOptions::new(&opts.lease_name, STORE_LEASE_TTL_S),
             policy: opts.policy,
         };
         let (store, identity, every) = (opts.store.clone(), opts.identity.clone(), opts.queue_view_every);
+        let m = metrics.clone();
         let mut brain = tokio::task::spawn_blocking(move || match store.strip_prefix("sqlite:") {
             Some(path) => {
                 let path = path.to_string();
-                think(cfg, move || SqliteStore::open(&path), &identity, rx, act_tx, every)
+                think(cfg, move || SqliteStore::open(&path), &identity, rx, act_tx, every, m)
             }
             None if store.starts_with("postgres") || store.contains("host=") => {
-                think(cfg, move || PgStore::connect(&store), &identity, rx, act_tx, every)
+                think(cfg, move || PgStore::connect(&store), &identity, rx, act_tx, every, m)
             }
             None => Err(ControllerError::StoreUrl(store)),
         });
@@ -224,8 +236,9 @@ fn think<S: Store>(
     rx: mpsc::Receiver<Message>,
     actions: tokio::sync::mpsc::UnboundedSender<brain::Action>,
     queue_view_every: Duration,
+    metrics: Arc<Metrics>,
 ) -> Result<(), ControllerError> {
-    let mut store = open()?;
+    let mut store = TimedStore::new(open()?, metrics.clone());
     let ttl = cfg.options.lease.ttl_s;
     let lease_name = cfg.options.lease.name.clone();
     // The store lease fences writes of an instance that lost the Kubernetes lease but still runs.
@@ -236,11 +249,11 @@ fn think<S: Store>(
         info!("waiting for the store lease {lease_name}");
         std::thread::sleep(Duration::from_secs(1));
     };
-    let mut brain: Brain<S> = Brain::new(cfg);
+    let mut brain: Brain<TimedStore<S>> = Brain::new(cfg).with_metrics(metrics.clone());
     let mut store = Some(store);
     let mut last_view = Instant::now();
     let mut last_cycle = Instant::now();
-    let send = |brain: &mut Brain<S>| {
+    let send = |brain: &mut Brain<TimedStore<S>>| {
         for a in brain.take_actions() {
             if actions.send(a).is_err() {
                 return Err(ControllerError::Stopped("the executor stopped".into()));
@@ -273,7 +286,9 @@ fn think<S: Store>(
         }
         // Every event batch gets a cycle; a quiet controller still cycles each second (timers).
         if brain.engine().is_some() && (!quiet || last_cycle.elapsed() >= Duration::from_secs(1)) {
+            let started = Instant::now();
             brain.cycle(now);
+            metrics.observe_cycle(started.elapsed());
             last_cycle = Instant::now();
             if last_view.elapsed() >= queue_view_every {
                 brain.refresh_queue_view(now);

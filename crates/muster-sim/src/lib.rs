@@ -119,14 +119,19 @@ pub fn run_workload(w: &Workload, opts: &RunOptions) -> Result<Report, SimError>
 }
 
 /// Runs each scheduler on its own copy of the world, as many at once as there are cores (the runs
-/// share nothing, so the results are the same as one after the other), in the order given.
+/// share nothing, so the results are the same as one after the other); results in the order given.
+/// The real engine (muster and its variants) costs several times a model per event, so those runs
+/// start first: the cheap ones then fill the other cores instead of leaving one run alone at the end.
 fn run_in_parallel(
     w: &Workload,
     scheds: Vec<Box<dyn Scheduler>>,
     progress: bool,
 ) -> Result<Vec<metrics::RunResult>, SimError> {
     let count = scheds.len();
-    let queue = std::sync::Mutex::new(scheds.into_iter().enumerate());
+    let mut order: Vec<(usize, Box<dyn Scheduler>)> = scheds.into_iter().enumerate().collect();
+    let is_engine = |s: &dyn Scheduler| models::muster::VARIANTS.iter().any(|(n, _)| *n == s.name());
+    order.sort_by_key(|(i, s)| (!is_engine(s.as_ref()), *i));
+    let queue = std::sync::Mutex::new(order.into_iter());
     let results = std::sync::Mutex::new((0..count).map(|_| None).collect::<Vec<_>>());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(count);
     let run_one = |mut s: Box<dyn Scheduler>| -> Result<metrics::RunResult, SimError> {

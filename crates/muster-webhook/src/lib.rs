@@ -10,11 +10,12 @@
 //! The rules ([`mutate`], [`validate`]) work on `AdmissionRequest`s and read cluster state only
 //! through [`ClusterState`], so they are tested without a cluster; [`serve`] runs them behind
 //! axum over rustls with [`KubeState`] (reflector stores of Queues, Namespaces, Groups and, once
-//! their CRD is installed, PodGroups).
+//! their CRD is installed, PodGroups) and counts every review (`/metrics`).
 
 mod certs;
 mod config;
 mod fit;
+mod metrics;
 mod mutate;
 mod object;
 pub mod registration;

@@ -19,6 +19,52 @@ pub enum Hook {
     Validate,
 }
 
+impl Hook {
+    /// Its name in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Hook::Mutate => "mutate",
+            Hook::Validate => "validate",
+        }
+    }
+}
+
+/// How a review was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// Refused by a rule (HTTP 403 in the review).
+    Denied,
+    /// The review could not be answered: a body that is no review, or a patch that did not encode.
+    Error,
+}
+
+impl Verdict {
+    /// Its name in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::Denied => "denied",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+/// A review's answer with what the metrics count of it.
+pub(crate) struct Answer {
+    pub review: AdmissionReview<DynamicObject>,
+    /// The object's kind; empty when the body held no request.
+    pub kind: String,
+    pub verdict: Verdict,
+}
+
+impl Answer {
+    fn error(message: impl ToString) -> Self {
+        let review = AdmissionResponse::invalid(message).into_review();
+        Answer { review, kind: String::new(), verdict: Verdict::Error }
+    }
+}
+
 /// Answers the AdmissionReview in `body` (JSON). A body that is not a review gets an invalid
 /// response; a refusal is a denial with HTTP code 403 and the rules' message.
 pub async fn review<S: ClusterState>(
@@ -28,28 +74,43 @@ pub async fn review<S: ClusterState>(
     state: &S,
     now: Timestamp,
 ) -> AdmissionReview<DynamicObject> {
+    answer(hook, body, config, state, now).await.review
+}
+
+/// [`review`], and what the metrics count of it.
+pub(crate) async fn answer<S: ClusterState>(
+    hook: Hook,
+    body: &[u8],
+    config: &WebhookConfig,
+    state: &S,
+    now: Timestamp,
+) -> Answer {
     let parsed: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
         Ok(r) => r,
-        Err(e) => return AdmissionResponse::invalid(format!("not an AdmissionReview: {e}")).into_review(),
+        Err(e) => return Answer::error(format!("not an AdmissionReview: {e}")),
     };
     let req: AdmissionRequest<DynamicObject> = match parsed.try_into() {
         Ok(r) => r,
-        Err(_) => return AdmissionResponse::invalid("the AdmissionReview has no request").into_review(),
+        Err(_) => return Answer::error("the AdmissionReview has no request"),
     };
+    let kind = req.kind.kind.clone();
     let allowed = AdmissionResponse::from(&req);
     let outcome = match hook {
         Hook::Mutate => mutate(&req, config, state, now).await.map(|patch| {
             if patch.0.is_empty() {
-                allowed.clone()
+                (allowed.clone(), Verdict::Allowed)
             } else {
                 tracing::debug!(uid = %req.uid, ops = patch.0.len(), "patched");
-                allowed.clone().with_patch(patch).unwrap_or_else(|e| AdmissionResponse::invalid(e.to_string()))
+                match allowed.clone().with_patch(patch) {
+                    Ok(resp) => (resp, Verdict::Allowed),
+                    Err(e) => (AdmissionResponse::invalid(e.to_string()), Verdict::Error),
+                }
             }
         }),
-        Hook::Validate => validate(&req, config, state, now).await.map(|()| allowed.clone()),
+        Hook::Validate => validate(&req, config, state, now).await.map(|()| (allowed.clone(), Verdict::Allowed)),
     };
     match outcome {
-        Ok(resp) => resp.into_review(),
+        Ok((resp, verdict)) => Answer { review: resp.into_review(), kind, verdict },
         Err(refusal) => {
             tracing::info!(
                 uid = %req.uid,
@@ -64,7 +125,7 @@ pub async fn review<S: ClusterState>(
             denied.result.code = 403;
             denied.result.reason = "Forbidden".into();
             denied.result.status = Some(StatusSummary::Failure);
-            denied.into_review()
+            Answer { review: denied.into_review(), kind, verdict: Verdict::Denied }
         }
     }
 }

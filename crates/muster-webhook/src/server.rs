@@ -1,14 +1,16 @@
-//! The HTTPS server: axum over rustls, `/mutate`, `/validate` and `/healthz`.
+//! The HTTPS server: axum over rustls, `/mutate`, `/validate`, `/metrics` and `/healthz`.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::tls_rustls::RustlsConfig;
 use k8s_openapi::jiff::Timestamp;
@@ -20,7 +22,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::WebhookError;
 use crate::config::WebhookConfig;
-use crate::review::{Hook, review};
+use crate::metrics::{self, Metrics};
+use crate::review::{Hook, answer};
 use crate::state::{ClusterState, KubeState};
 
 /// Where and how to serve.
@@ -77,9 +80,10 @@ pub async fn serve_with_state<S: ClusterState + 'static>(
     let app = Router::new()
         .route("/mutate", post(handle::<S, true>))
         .route("/validate", post(handle::<S, false>))
+        .route("/metrics", get(metrics_text::<S>))
         .route("/healthz", get(|| async { "ok" }))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(Arc::new(App { config: opts.config.clone(), state }));
+        .with_state(Arc::new(App { config: opts.config.clone(), state, metrics: Metrics::new() }));
 
     let handle = axum_server::Handle::new();
     let stopper = handle.clone();
@@ -102,6 +106,7 @@ pub async fn serve_with_state<S: ClusterState + 'static>(
 struct App<S> {
     config: WebhookConfig,
     state: S,
+    metrics: Metrics,
 }
 
 async fn handle<S: ClusterState + 'static, const MUTATE: bool>(
@@ -109,7 +114,17 @@ async fn handle<S: ClusterState + 'static, const MUTATE: bool>(
     body: Bytes,
 ) -> axum::Json<AdmissionReview<DynamicObject>> {
     let hook = if MUTATE { Hook::Mutate } else { Hook::Validate };
-    axum::Json(review(hook, &body, &app.config, &app.state, Timestamp::now()).await)
+    let started = Instant::now();
+    let a = answer(hook, &body, &app.config, &app.state, Timestamp::now()).await;
+    app.metrics.review(hook, &a.kind, a.verdict, started.elapsed());
+    axum::Json(a.review)
+}
+
+async fn metrics_text<S: ClusterState + 'static>(State(app): State<Arc<App<S>>>) -> Response {
+    match app.metrics.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the metrics: {e}")).into_response(),
+    }
 }
 
 fn tls_config(cert_file: &Path, key_file: &Path) -> Result<Arc<ServerConfig>, WebhookError> {

@@ -5,11 +5,13 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use muster_controller::Options;
+use muster_controller::metrics::{self, Metrics};
 use muster_webhook::registration::{self, CaBundle};
 use muster_webhook::{DEFAULT_CONTROLLER_USER, ServeOptions, WebhookConfig};
 
@@ -53,6 +55,23 @@ pub struct ControllerArgs {
     /// Webhook: the queue of alias pods without a muster.dev/queue label.
     #[arg(long, value_name = "QUEUE", default_value = muster_webhook::DEFAULT_ALIAS_QUEUE)]
     alias_queue: String,
+    /// Serve /metrics (Prometheus) and /healthz over plain HTTP here; "" or "off" disables.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", value_parser = parse_metrics_addr)]
+    metrics_addr: MetricsAddr,
+}
+
+/// `--metrics-addr`: an address, or none when disabled.
+#[derive(Debug, Clone)]
+struct MetricsAddr(Option<SocketAddr>);
+
+fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
+    match s.trim() {
+        "" | "off" => Ok(MetricsAddr(None)),
+        a => a
+            .parse()
+            .map(|a| MetricsAddr(Some(a)))
+            .map_err(|e| format!("{e} (an address such as 0.0.0.0:8080, or off)")),
+    }
 }
 
 fn identity(args: &ControllerArgs) -> String {
@@ -121,13 +140,36 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
                 let _ = stop_tx.send(true);
             })
         };
+        let metrics = Arc::new(Metrics::new());
+        let metrics_server = match args.metrics_addr.0 {
+            Some(addr) => Some(serve_metrics(addr, metrics.clone(), stopped()).await?),
+            None => None,
+        };
         let webhook = webhook.map(|w| tokio::spawn(muster_webhook::serve(w, client.clone(), stopped())));
-        let result = muster_controller::run(client, opts, stopped()).await.context("controller");
+        let result = muster_controller::run(client, opts, metrics, stopped()).await.context("controller");
         signal.abort();
+        if let Some(m) = metrics_server {
+            m.abort();
+        }
         let _ = stop_tx.send(true);
         if let Some(w) = webhook {
             w.await.context("webhook task")?.context("webhook")?;
         }
         result.map(|()| ExitCode::SUCCESS)
     })
+}
+
+/// Listens on `addr` (a taken port fails the start) and serves the metrics in a task.
+async fn serve_metrics(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--metrics-addr {addr}"))?;
+    tracing::info!(addr = %addr, "metrics serving on /metrics");
+    Ok(tokio::spawn(async move {
+        if let Err(e) = metrics::serve(listener, metrics, shutdown).await {
+            tracing::warn!(error = %e, "the metrics server stopped");
+        }
+    }))
 }

@@ -1,0 +1,432 @@
+//! The controller's Prometheus metrics. One [`Metrics`] owns the registry; the brain (decisions),
+//! the executor (bindings), the leader election and the store (through [`TimedStore`]) count into
+//! it through an `Arc`, and [`serve`] answers `/metrics` (OpenMetrics text) and `/healthz` over
+//! plain HTTP. docs/user-guide.md lists every metric.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use muster_k8s::QueueStatus;
+use muster_queue::{Group, GroupKey, GroupState, Reason, Transition};
+use muster_store::{Fence, HistoryEntry, PutResult, Snapshot, Store, StoreError, UsageSum, Write};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// The content type of the OpenMetrics text format, which Prometheus scrapes as is.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    queue: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EvictionLabels {
+    queue: String,
+    reason: &'static str,
+}
+
+/// The controller's metrics and their registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    groups: Family<GroupLabels, Gauge>,
+    admissions: Family<QueueLabels, Counter>,
+    evictions: Family<EvictionLabels, Counter>,
+    pods_bound: Counter,
+    bind_failures: Counter,
+    cycle_duration: Histogram,
+    admission_wait: Histogram,
+    leader: Gauge,
+    store_write_duration: Histogram,
+    /// When each waiting group entered its queue, from the transitions seen: the engine keeps
+    /// only the time that orders a group, which a requeue after preemption does not move.
+    queued_since: Mutex<HashMap<GroupKey, i64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("muster");
+        let groups = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "groups",
+            "Groups per queue and state (pending or admitted), as the Queue status",
+            groups.clone(),
+        );
+        let admissions = Family::<QueueLabels, Counter>::default();
+        registry.register("admissions", "Groups admitted (placed whole)", admissions.clone());
+        let evictions = Family::<EvictionLabels, Counter>::default();
+        registry.register("evictions", "Groups whose allocation was released before they finished", evictions.clone());
+        let pods_bound = Counter::default();
+        registry.register("pods_bound", "Pods bound to their member's node", pods_bound.clone());
+        let bind_failures = Counter::default();
+        registry.register(
+            "bind_failures",
+            "Bindings refused (the group is released and queued again)",
+            bind_failures.clone(),
+        );
+        // 0.5 ms .. 16 s: a cycle on a big queue takes milliseconds, a stuck store seconds.
+        let cycle_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        registry.register_with_unit(
+            "cycle_duration",
+            "One scheduling cycle of the engine",
+            Unit::Seconds,
+            cycle_duration.clone(),
+        );
+        // 1 s .. 4.5 h; the engine's clock counts whole seconds.
+        let admission_wait = Histogram::new(exponential_buckets(1.0, 2.0, 15));
+        registry.register_with_unit(
+            "admission_wait",
+            "From entering the queue (submission or requeue) to admission",
+            Unit::Seconds,
+            admission_wait.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register("leader", "1 while this replica holds the leader lease", leader.clone());
+        let store_write_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        registry.register_with_unit(
+            "store_write_duration",
+            "One write transaction of the durable store",
+            Unit::Seconds,
+            store_write_duration.clone(),
+        );
+        Metrics {
+            registry,
+            groups,
+            admissions,
+            evictions,
+            pods_bound,
+            bind_failures,
+            cycle_duration,
+            admission_wait,
+            leader,
+            store_write_duration,
+            queued_since: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The registry in the OpenMetrics text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+
+    /// The group counts of the Queue statuses just computed; queues no longer configured go.
+    pub fn set_groups(&self, statuses: &BTreeMap<String, QueueStatus>) {
+        self.groups.clear();
+        for (queue, st) in statuses {
+            for (state, n) in [("pending", st.pending_groups), ("admitted", st.admitted_groups)] {
+                self.groups.get_or_create(&GroupLabels { queue: queue.clone(), state }).set(i64::from(n));
+            }
+        }
+    }
+
+    /// Counts one engine transition; `group` is the engine's group after it (for its queue and
+    /// times), if the engine still has it.
+    pub fn transition(&self, t: &Transition, group: Option<&Group>) {
+        let queue = group.map(|g| g.spec.queue.clone()).unwrap_or_default();
+        let mut waiting = self.queued_since.lock().unwrap_or_else(PoisonError::into_inner);
+        if t.to.is_pending() && !t.from.is_pending() {
+            // A new group waits since its submission (the Job's creation), however late the
+            // controller saw it; a requeued one since its requeue.
+            let since = if t.from == GroupState::New { group.map(|g| g.spec.submitted_at) } else { None };
+            waiting.insert(t.key.clone(), since.unwrap_or(t.at));
+        }
+        if t.to == GroupState::Admitted && t.from != GroupState::Admitted {
+            self.admissions.get_or_create(&QueueLabels { queue }).inc();
+            // After a restart the wait began before this process: the engine's ordering time.
+            let since = waiting.remove(&t.key).or(group.map(|g| g.order_time));
+            if let Some(since) = since {
+                self.admission_wait.observe(t.at.saturating_sub(since).max(0) as f64);
+            }
+            return;
+        }
+        if t.to == GroupState::Evicted {
+            self.evictions.get_or_create(&EvictionLabels { queue, reason: eviction_reason(&t.reason) }).inc();
+        }
+        if !t.to.is_pending() {
+            waiting.remove(&t.key);
+        }
+    }
+
+    pub fn pod_bound(&self) {
+        self.pods_bound.inc();
+    }
+
+    pub fn bind_failed(&self) {
+        self.bind_failures.inc();
+    }
+
+    pub fn observe_cycle(&self, took: Duration) {
+        self.cycle_duration.observe(took.as_secs_f64());
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+}
+
+/// A short, fixed label value for why a group was evicted.
+fn eviction_reason(r: &Reason) -> &'static str {
+    match r {
+        Reason::PodsReadyTimeout { .. } => "pods_ready_timeout",
+        Reason::RecoveryTimeout { .. } => "recovery_timeout",
+        Reason::Preempted { .. } => "preempted",
+        Reason::Reclaimed { .. } => "reclaimed",
+        Reason::MembersLost { .. } => "members_lost",
+        _ => "other",
+    }
+}
+
+/// A store whose write transactions ([`Store::apply`]) are timed into the metrics.
+pub struct TimedStore<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S: Store> TimedStore<S> {
+    pub fn new(inner: S, metrics: Arc<Metrics>) -> Self {
+        TimedStore { inner, metrics }
+    }
+}
+
+impl<S: Store> Store for TimedStore<S> {
+    fn apply(&mut self, fence: &Fence, now: i64, batch: &[Write]) -> Result<Vec<PutResult>, StoreError> {
+        let started = Instant::now();
+        let r = self.inner.apply(fence, now, batch);
+        self.metrics.store_write_duration.observe(started.elapsed().as_secs_f64());
+        r
+    }
+
+    fn load(&mut self) -> Result<Snapshot, StoreError> {
+        self.inner.load()
+    }
+
+    fn acquire_lease(&mut self, name: &str, holder: &str, now: i64, ttl: i64) -> Result<Option<Fence>, StoreError> {
+        self.inner.acquire_lease(name, holder, now, ttl)
+    }
+
+    fn renew_lease(&mut self, fence: &Fence, now: i64, ttl: i64) -> Result<bool, StoreError> {
+        self.inner.renew_lease(fence, now, ttl)
+    }
+
+    fn release_lease(&mut self, fence: &Fence) -> Result<bool, StoreError> {
+        self.inner.release_lease(fence)
+    }
+
+    fn usage_since(&mut self, queue: Option<&str>, since: i64) -> Result<Vec<UsageSum>, StoreError> {
+        self.inner.usage_since(queue, since)
+    }
+
+    fn decayed_usage(&mut self, now: i64, half_life_seconds: i64) -> Result<Vec<UsageSum>, StoreError> {
+        self.inner.decayed_usage(now, half_life_seconds)
+    }
+
+    fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+        self.inner.history(group_key)
+    }
+}
+
+async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the metrics: {e}")).into_response(),
+    }
+}
+
+/// `/metrics` and `/healthz`.
+pub fn router(metrics: Arc<Metrics>) -> Router {
+    Router::new().route("/metrics", get(metrics_text)).route("/healthz", get(|| async { "ok" })).with_state(metrics)
+}
+
+/// Serves [`router`] on `listener` (plain HTTP) until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(metrics)).with_graceful_shutdown(shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_durable::Options;
+    use muster_graph::{NodeSpec, Policy};
+    use muster_k8s::group::Members;
+    use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity};
+    use muster_queue::EngineConfig;
+    use muster_store::SqliteStore;
+    use muster_store::testing::TempDir;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::brain::{Brain, BrainConfig, Change, Event};
+    use crate::convert::{JobView, NodeView};
+
+    fn node(name: &str, cpu: u64) -> NodeView {
+        NodeView {
+            spec: NodeSpec {
+                name: name.into(),
+                topology: vec![],
+                pooled: vec![("cpu".into(), cpu * 1000), ("memory".into(), 64 << 30), ("pods".into(), 110)],
+                devices: vec![],
+                labels: BTreeMap::new(),
+                taints: vec![],
+                unschedulable: false,
+            },
+            ready: true,
+        }
+    }
+
+    /// A Job of one member asking for `cpu` cores, created at time 100.
+    fn job(name: &str, cpu: i64) -> JobView {
+        JobView {
+            key: GroupKey::new("team", name),
+            uid: format!("uid-{name}"),
+            queue: "default".into(),
+            suspended: true,
+            finished: None,
+            resume_requested: false,
+            suspend_requested: false,
+            created: 100,
+            group: Ok(GroupObjectSpec {
+                queue: "default".into(),
+                members: Members { min: 1, max: None },
+                resources: BTreeMap::from([("cpu".to_string(), Quantity::Int(cpu))]),
+                node_selector: BTreeMap::new(),
+                affinity: vec![],
+                tolerations: vec![],
+                topology: None,
+                priority_class_name: None,
+                duration_seconds: None,
+                owner: None,
+            }),
+        }
+    }
+
+    /// A started brain on one 4-core node, counting into `metrics`, with `jobs` known at time 1000.
+    fn brain(dir: &TempDir, metrics: &Arc<Metrics>, jobs: &[JobView]) -> Brain<TimedStore<SqliteStore>> {
+        let cfg = BrainConfig {
+            engine: EngineConfig::single_queue("default"),
+            options: Options::new("muster", 30),
+            policy: Policy::Pack,
+        };
+        let mut brain = Brain::new(cfg).with_metrics(metrics.clone());
+        brain.handle(Event::Node(Change::Apply(node("n1", 4))), 1000);
+        for j in jobs {
+            brain.handle(Event::Job(Change::Apply(j.clone())), 1000);
+        }
+        for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone), Event::Job(Change::InitDone)] {
+            brain.handle(e, 1000);
+        }
+        brain.handle(Event::JobSet(Change::InitDone), 1000);
+        let mut store = TimedStore::new(SqliteStore::open(dir.0.join("muster.db")).unwrap(), metrics.clone());
+        let fence = store.acquire_lease("muster", "test", 1000, 30).unwrap().unwrap();
+        brain.start(store, fence, 1000).unwrap();
+        brain
+    }
+
+    fn has(text: &str, line: &str) -> bool {
+        text.lines().any(|l| l == line)
+    }
+
+    fn value(text: &str, name: &str) -> f64 {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
+    }
+
+    #[test]
+    fn metrics_count_what_the_brain_decides() {
+        let dir = TempDir::new("muster-metrics");
+        let metrics = Arc::new(Metrics::new());
+        // One node of 4 cores: a is admitted, b waits behind it.
+        let mut brain = brain(&dir, &metrics, &[job("a", 4), job("b", 4)]);
+        brain.cycle(1001);
+        brain.refresh_queue_view(1001);
+        let text = metrics.encode().unwrap();
+        assert!(has(&text, r#"muster_admissions_total{queue="default"} 1"#), "{text}");
+        assert!(has(&text, r#"muster_groups{queue="default",state="admitted"} 1"#), "{text}");
+        assert!(has(&text, r#"muster_groups{queue="default",state="pending"} 1"#), "{text}");
+        // Waited from the Job's creation (100) to admission (1001), though seen only at 1000.
+        assert!(has(&text, "muster_admission_wait_seconds_count 1"), "{text}");
+        assert_eq!(value(&text, "muster_admission_wait_seconds_sum"), 901.0, "{text}");
+        assert!(value(&text, "muster_store_write_duration_seconds_count") >= 1.0, "{text}");
+
+        // A refused binding releases a and queues it again at 1010, at its old place (not its
+        // fault): it is admitted again at 1011, having waited 1 s this time, not since 100.
+        let failed = Event::BindFailed { key: GroupKey::new("team", "a"), pod: "a-0".into(), message: "no".into() };
+        brain.handle(failed, 1010);
+        brain.cycle(1011);
+        let text = metrics.encode().unwrap();
+        assert!(has(&text, r#"muster_evictions_total{queue="default",reason="members_lost"} 1"#), "{text}");
+        assert!(has(&text, r#"muster_admissions_total{queue="default"} 2"#), "{text}");
+        assert_eq!(value(&text, "muster_admission_wait_seconds_sum"), 901.0 + 1.0, "{text}");
+    }
+
+    #[test]
+    fn metrics_drop_the_group_counts_of_a_queue_that_is_gone() {
+        let metrics = Metrics::new();
+        let status = |pending| QueueStatus { pending_groups: pending, ..QueueStatus::default() };
+        metrics.set_groups(&BTreeMap::from([("old".to_string(), status(3))]));
+        metrics.set_groups(&BTreeMap::from([("new".to_string(), status(1))]));
+        let text = metrics.encode().unwrap();
+        assert!(has(&text, r#"muster_groups{queue="new",state="pending"} 1"#), "{text}");
+        assert!(!text.contains(r#"queue="old""#), "{text}");
+    }
+
+    /// One plain HTTP/1.1 GET; the whole response.
+    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn metrics_are_served_over_http_with_healthz() {
+        let metrics = Arc::new(Metrics::new());
+        metrics.set_leader(true);
+        metrics.pod_bound();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, metrics, async {
+            let _ = stopped.await;
+        }));
+        let page = get(addr, "/metrics").await;
+        assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+        assert!(page.contains(CONTENT_TYPE), "{page}");
+        assert!(page.lines().any(|l| l == "muster_leader 1"), "{page}");
+        assert!(page.lines().any(|l| l == "muster_pods_bound_total 1"), "{page}");
+        assert!(page.trim_end().ends_with("# EOF"), "{page}");
+        assert!(get(addr, "/healthz").await.ends_with("\r\n\r\nok"));
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+}
