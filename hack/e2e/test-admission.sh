@@ -124,7 +124,14 @@ held() { [[ $(qjob probe-$RANDOM 1 $queue | kt -n $ns create --dry-run=server -f
 eventually 20 "the apiserver sends queued Jobs through the webhook" held
 
 # --- a valid Job is held for the queue -----------------------------------------------------
+reviews() { # reviews HOOK KIND: reviews of KIND the webhook has answered on HOOK (its /metrics)
+  curl -fsS --cacert "$tmp/muster/ca.crt" "https://127.0.0.1:$port/metrics" |
+    awk -v h="hook=\"$1\"" -v kd="kind=\"$2\"" '/^muster_webhook_requests_total\{/ && index($0, h) && index($0, kd) {s += $NF} END {print s + 0}'
+}
+mutated=$(reviews mutate Job) validated=$(reviews validate Job)
 qjob train 2 $queue | kt -n $ns create -f - >/dev/null
+check "a queued Job's create costs one webhook call: mutate ($mutated -> $(reviews mutate Job)), not validate ($validated -> $(reviews validate Job))" \
+  bash -c '(( $1 > $2 && $3 == $4 ))' _ "$(reviews mutate Job)" "$mutated" "$(reviews validate Job)" "$validated"
 get() { k -n $ns get "$1" -o jsonpath="{$2}"; }
 check "a queued Job is created suspended" test "$(get job/train .spec.suspend)" = true
 check "its pods go to muster's scheduler" test "$(get job/train .spec.template.spec.schedulerName)" = muster
