@@ -157,6 +157,9 @@ pub struct Engine {
     by_graph_alloc: BTreeMap<AllocId, GroupKey>,
     reservations: BTreeMap<GroupKey, AllocId>,
     shapes: BTreeMap<GroupKey, u64>,
+    /// Groups that may run with fewer members than they ask (min < max): the only ones a cycle
+    /// tries to grow, so that it does not look up every running group to find them.
+    elastic: BTreeSet<GroupKey>,
     /// Satisfiability by (shape, min members), valid for the current structure version.
     sat_cache: BTreeMap<(u64, u32), Result<(), String>>,
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
@@ -205,6 +208,7 @@ impl Engine {
             by_graph_alloc: BTreeMap::new(),
             reservations: BTreeMap::new(),
             shapes: BTreeMap::new(),
+            elastic: BTreeSet::new(),
             sat_cache: BTreeMap::new(),
             deferred_reshapes: BTreeMap::new(),
             last_stats: CycleStats::default(),
@@ -534,7 +538,7 @@ impl Engine {
             reason: "not yet considered".into(),
             spec,
         };
-        self.shapes.insert(key.clone(), shape_of(&g.spec.request));
+        self.index_spec(&key, &g.spec.request);
         self.groups.insert(key.clone(), g);
         let mut out = Vec::new();
         self.step(&key, GroupState::Queued, Reason::Submitted, None, &mut out);
@@ -733,6 +737,7 @@ impl Engine {
         let out = self.move_out(key, GroupState::Deleted, Reason::Deleted, now)?;
         self.groups.remove(key);
         self.shapes.remove(key);
+        self.elastic.remove(key);
         Ok(out)
     }
 
@@ -1617,10 +1622,21 @@ impl Engine {
 
     /// Grows running elastic groups toward max where capacity (and quota) allow, without touching
     /// any reservation.
+    /// What is kept about a group's request for fast lookups: its shape, and whether it is elastic.
+    fn index_spec(&mut self, key: &GroupKey, request: &GroupRequest) {
+        self.shapes.insert(key.clone(), shape_of(request));
+        if request.min_members < request.max_members {
+            self.elastic.insert(key.clone());
+        } else {
+            self.elastic.remove(key);
+        }
+    }
+
     fn grow_elastic(&mut self, out: &mut Vec<Transition>) {
         let keys: Vec<GroupKey> = self
-            .live
+            .elastic
             .iter()
+            .filter(|k| self.live.contains(*k))
             .filter(|k| {
                 let g = &self.groups[*k];
                 g.state == GroupState::Running
@@ -1878,7 +1894,7 @@ impl Engine {
             if !e.compiled.queues.contains_key(&g.spec.queue) {
                 return Err(e.unknown_queue_err(&key, &g.spec.queue));
             }
-            e.shapes.insert(key.clone(), shape_of(&g.spec.request));
+            e.index_spec(&key, &g.spec.request);
             let state = g.state;
             let alloc = g.allocation.clone();
             e.groups.insert(key.clone(), g);
