@@ -884,9 +884,17 @@ impl Engine {
     // ----- the cycle -----
 
     /// Expires readiness and recovery timeouts and backoffs.
+    /// The groups in `live`, found by state in one pass over all groups: cheaper than looking
+    /// each one up by its key (string comparisons) when thousands run.
+    fn live_groups(&self) -> impl Iterator<Item = (&GroupKey, &Group)> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| matches!(g.state, GroupState::Admitted | GroupState::Running | GroupState::Evicted))
+    }
+
     fn expire_timers(&mut self, out: &mut Vec<Transition>) {
         let now = self.now;
-        let keys: Vec<GroupKey> = self.live.iter().cloned().collect();
+        let keys: Vec<GroupKey> = self.live_groups().map(|(k, _)| k.clone()).collect();
         for key in keys {
             let g = &self.groups[&key];
             let r = &self.queue_cfg(&g.spec.queue).readiness;
@@ -955,8 +963,7 @@ impl Engine {
     /// of a backoff, a reservation's start, an elastic group's wait for max. A driver with nothing
     /// else to report may sleep until then.
     pub fn next_timer(&self) -> Option<i64> {
-        let live = self.live.iter().filter_map(|key| {
-            let g = &self.groups[key];
+        let live = self.live_groups().filter_map(|(_, g)| {
             let r = &self.queue_cfg(&g.spec.queue).readiness;
             match g.state {
                 GroupState::Admitted => r.timeout_s.zip(g.admitted_at).map(|(t, a)| a.saturating_add(t)),
