@@ -1,4 +1,5 @@
-//! The server answers a real AdmissionReview over TLS, verified against the generated CA.
+//! The server answers a real AdmissionReview over TLS, verified against the generated CA, and
+//! counts what it answered on `/metrics`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,6 +115,21 @@ async fn answers_admission_reviews_over_tls_with_the_generated_certificate() {
     assert_eq!(out["response"]["allowed"], json!(false));
     let message = out["response"]["status"]["message"].as_str().unwrap();
     assert!(message.contains("metadata.labels[muster.dev/queue]: queue \"nope\" does not exist"), "{message}");
+
+    // Every review is counted on /metrics, by hook, kind and result, over the same TLS.
+    call(port, &cert.ca_pem, "POST", "/validate", b"{not a review").await;
+    let (status, body) = call(port, &cert.ca_pem, "GET", "/metrics", b"").await;
+    assert!(status.contains("200"), "{status}");
+    let text = String::from_utf8(body).unwrap();
+    for line in [
+        r#"muster_webhook_requests_total{hook="mutate",kind="Job",result="allowed"} 1"#,
+        r#"muster_webhook_requests_total{hook="validate",kind="Job",result="denied"} 1"#,
+        r#"muster_webhook_requests_total{hook="validate",kind="unknown",result="error"} 1"#,
+        r#"muster_webhook_request_duration_seconds_count{hook="mutate"} 1"#,
+        r#"muster_webhook_request_duration_seconds_count{hook="validate"} 2"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "no line {line} in:\n{text}");
+    }
 
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(15), server).await.unwrap().unwrap().unwrap();
