@@ -275,116 +275,12 @@ pub async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use muster_durable::Options;
-    use muster_graph::{NodeSpec, Policy};
-    use muster_k8s::group::Members;
-    use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity};
-    use muster_queue::EngineConfig;
-    use muster_store::SqliteStore;
-    use muster_store::testing::TempDir;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
-    use crate::brain::{Brain, BrainConfig, Change, Event};
-    use crate::convert::{JobView, NodeView};
-
-    fn node(name: &str, cpu: u64) -> NodeView {
-        NodeView {
-            spec: NodeSpec {
-                name: name.into(),
-                topology: vec![],
-                pooled: vec![("cpu".into(), cpu * 1000), ("memory".into(), 64 << 30), ("pods".into(), 110)],
-                devices: vec![],
-                labels: BTreeMap::new(),
-                taints: vec![],
-                unschedulable: false,
-            },
-            ready: true,
-        }
-    }
-
-    /// A Job of one member asking for `cpu` cores, created at time 100.
-    fn job(name: &str, cpu: i64) -> JobView {
-        JobView {
-            key: GroupKey::new("team", name),
-            uid: format!("uid-{name}"),
-            queue: "default".into(),
-            suspended: true,
-            finished: None,
-            resume_requested: false,
-            suspend_requested: false,
-            created: 100,
-            group: Ok(GroupObjectSpec {
-                queue: "default".into(),
-                members: Members { min: 1, max: None },
-                resources: BTreeMap::from([("cpu".to_string(), Quantity::Int(cpu))]),
-                node_selector: BTreeMap::new(),
-                affinity: vec![],
-                tolerations: vec![],
-                topology: None,
-                priority_class_name: None,
-                duration_seconds: None,
-                owner: None,
-            }),
-        }
-    }
-
-    /// A started brain on one 4-core node, counting into `metrics`, with `jobs` known at time 1000.
-    fn brain(dir: &TempDir, metrics: &Arc<Metrics>, jobs: &[JobView]) -> Brain<TimedStore<SqliteStore>> {
-        let cfg = BrainConfig {
-            engine: EngineConfig::single_queue("default"),
-            options: Options::new("muster", 30),
-            policy: Policy::Pack,
-        };
-        let mut brain = Brain::new(cfg).with_metrics(metrics.clone());
-        brain.handle(Event::Node(Change::Apply(node("n1", 4))), 1000);
-        for j in jobs {
-            brain.handle(Event::Job(Change::Apply(j.clone())), 1000);
-        }
-        for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone), Event::Job(Change::InitDone)] {
-            brain.handle(e, 1000);
-        }
-        brain.handle(Event::JobSet(Change::InitDone), 1000);
-        let mut store = TimedStore::new(SqliteStore::open(dir.0.join("muster.db")).unwrap(), metrics.clone());
-        let fence = store.acquire_lease("muster", "test", 1000, 30).unwrap().unwrap();
-        brain.start(store, fence, 1000).unwrap();
-        brain
-    }
 
     fn has(text: &str, line: &str) -> bool {
         text.lines().any(|l| l == line)
-    }
-
-    fn value(text: &str, name: &str) -> f64 {
-        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
-    }
-
-    #[test]
-    fn metrics_count_what_the_brain_decides() {
-        let dir = TempDir::new("muster-metrics");
-        let metrics = Arc::new(Metrics::new());
-        // One node of 4 cores: a is admitted, b waits behind it.
-        let mut brain = brain(&dir, &metrics, &[job("a", 4), job("b", 4)]);
-        brain.cycle(1001);
-        brain.refresh_queue_view(1001);
-        let text = metrics.encode().unwrap();
-        assert!(has(&text, r#"muster_admissions_total{queue="default"} 1"#), "{text}");
-        assert!(has(&text, r#"muster_groups{queue="default",state="admitted"} 1"#), "{text}");
-        assert!(has(&text, r#"muster_groups{queue="default",state="pending"} 1"#), "{text}");
-        // Waited from the Job's creation (100) to admission (1001), though seen only at 1000.
-        assert!(has(&text, "muster_admission_wait_seconds_count 1"), "{text}");
-        assert_eq!(value(&text, "muster_admission_wait_seconds_sum"), 901.0, "{text}");
-        assert!(value(&text, "muster_store_write_duration_seconds_count") >= 1.0, "{text}");
-
-        // A refused binding releases a and queues it again at 1010, at its old place (not its
-        // fault): it is admitted again at 1011, having waited 1 s this time, not since 100.
-        let failed = Event::BindFailed { key: GroupKey::new("team", "a"), pod: "a-0".into(), message: "no".into() };
-        brain.handle(failed, 1010);
-        brain.cycle(1011);
-        let text = metrics.encode().unwrap();
-        assert!(has(&text, r#"muster_evictions_total{queue="default",reason="members_lost"} 1"#), "{text}");
-        assert!(has(&text, r#"muster_admissions_total{queue="default"} 2"#), "{text}");
-        assert_eq!(value(&text, "muster_admission_wait_seconds_sum"), 901.0 + 1.0, "{text}");
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! apiserver in hack/e2e (test-muster-*.sh).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use muster_controller::brain::{Action, Brain, BrainConfig, Change, Event};
 use muster_controller::convert::{JobSetPod, JobSetView, JobView, NodeView, PodPhase, PodView};
+use muster_controller::metrics::{Metrics, TimedStore};
 use muster_durable::Options;
 use muster_graph::{NodeSpec, Policy};
 use muster_k8s::group::{Members, OwnerReference};
@@ -80,8 +82,10 @@ fn pod(job: &str, index: u32, cpu: u64) -> PodView {
     }
 }
 
+/// A brain on a real SQLite store, counting into `metrics` as the controller does.
 struct Harness {
-    brain: Brain<SqliteStore>,
+    brain: Brain<TimedStore<SqliteStore>>,
+    metrics: Arc<Metrics>,
     dir: TempDir,
     now: i64,
 }
@@ -109,7 +113,8 @@ impl Harness {
             options: Options::new("muster", 30),
             policy: Policy::Pack,
         };
-        let mut brain = Brain::new(cfg);
+        let metrics = Arc::new(Metrics::new());
+        let mut brain = Brain::new(cfg).with_metrics(metrics.clone());
         for n in nodes {
             brain.handle(Event::Node(Change::Apply(n.clone())), now);
         }
@@ -130,10 +135,10 @@ impl Harness {
         assert!(!brain.synced(), "not synced before JobSets listed");
         brain.handle(Event::JobSet(Change::InitDone), now);
         assert!(brain.synced());
-        let mut store = SqliteStore::open(dir.0.join("muster.db")).unwrap();
+        let mut store = TimedStore::new(SqliteStore::open(dir.0.join("muster.db")).unwrap(), metrics.clone());
         let fence = store.acquire_lease("muster", "test", now, 30).unwrap().unwrap();
         brain.start(store, fence, now).unwrap();
-        Harness { brain, dir, now }
+        Harness { brain, metrics, dir, now }
     }
 
     fn cycle(&mut self) -> Vec<Action> {
@@ -301,6 +306,36 @@ fn node_label_and_capacity_changes_apply_at_once_and_evict_nothing() {
     h.cycle();
     let small = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "small")).unwrap().clone();
     assert!(small.allocation.is_none_or(|al| al.members.iter().all(|m| m.node != busy)), "{busy} is full");
+}
+
+#[test]
+fn metrics_count_what_the_brain_decides() {
+    let has = |text: &str, line: &str| text.lines().any(|l| l == line);
+    let value = |text: &str, name: &str| -> f64 {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
+    };
+    // One node of 4 cores: a is admitted, b waits behind it.
+    let mut h = Harness::new(&[node("n1", 4)], &[job("a", 1, 4), job("b", 1, 4)], &[]);
+    h.cycle();
+    h.brain.refresh_queue_view(h.now);
+    let text = h.metrics.encode().unwrap();
+    assert!(has(&text, r#"muster_admissions_total{queue="default"} 1"#), "{text}");
+    assert!(has(&text, r#"muster_groups{queue="default",state="admitted"} 1"#), "{text}");
+    assert!(has(&text, r#"muster_groups{queue="default",state="pending"} 1"#), "{text}");
+    // Waited from the Job's creation (100) to admission (1001), though seen only at 1000.
+    assert!(has(&text, "muster_admission_wait_seconds_count 1"), "{text}");
+    assert_eq!(value(&text, "muster_admission_wait_seconds_sum"), 901.0, "{text}");
+    assert!(value(&text, "muster_store_write_duration_seconds_count") >= 1.0, "{text}");
+
+    // A refused binding releases a and queues it again at 1010, at its old place (not its
+    // fault): it is admitted again at 1011, having waited 1 s this time, not since 100.
+    let failed = Event::BindFailed { key: GroupKey::new(NS, "a"), pod: "a-0".into(), message: "no".into() };
+    h.brain.handle(failed, 1010);
+    h.brain.cycle(1011);
+    let text = h.metrics.encode().unwrap();
+    assert!(has(&text, r#"muster_evictions_total{queue="default",reason="members_lost"} 1"#), "{text}");
+    assert!(has(&text, r#"muster_admissions_total{queue="default"} 2"#), "{text}");
+    assert_eq!(value(&text, "muster_admission_wait_seconds_sum"), 901.0 + 1.0, "{text}");
 }
 
 #[test]
