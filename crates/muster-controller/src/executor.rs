@@ -381,8 +381,7 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
     }
 }
 
-/// Events on the Job and its Group (on the Group only for plain-pod groups and Jobs muster no
-/// longer sees), best effort.
+/// Events, best effort: one per decision (see `publish`).
 async fn event_writer(client: Client, identity: String, mut rx: mpsc::Receiver<Action>) {
     let reporter = Reporter { controller: "muster".into(), instance: Some(identity) };
     let recorder = Recorder::new(client, reporter);
@@ -424,29 +423,36 @@ fn fold_queued_into_admitted(batch: Vec<Action>) -> Vec<Action> {
 
 async fn publish(recorder: &Recorder, a: Action) {
     let Action::Event { key, job_uid, kind, reason, message } = a else { return };
+    let group = ObjectReference {
+        api_version: Some("muster.dev/v1alpha1".into()),
+        kind: Some("Group".into()),
+        name: Some(key.name.clone()),
+        namespace: Some(key.namespace.clone()),
+        ..ObjectReference::default()
+    };
+    // One event per decision: on the Job (what its owner describes) with its Group as the
+    // related object, or on the Group alone when no Job is known (plain pods, JobSets).
+    let (regarding, related) = match job_uid.is_empty() {
+        true => (group, None),
+        false => {
+            let job = ObjectReference {
+                api_version: Some("batch/v1".into()),
+                kind: Some("Job".into()),
+                uid: Some(job_uid),
+                ..group.clone()
+            };
+            (job, Some(group))
+        }
+    };
     let ev = KubeEvent {
         type_: if kind == EventType::Warning { KubeEventType::Warning } else { KubeEventType::Normal },
         reason: reason.clone(),
         note: Some(message),
         action: "Schedule".into(),
-        secondary: None,
+        secondary: related,
     };
-    let job = ObjectReference {
-        api_version: Some("batch/v1".into()),
-        kind: Some("Job".into()),
-        name: Some(key.name.clone()),
-        namespace: Some(key.namespace.clone()),
-        uid: (!job_uid.is_empty()).then_some(job_uid),
-        ..ObjectReference::default()
-    };
-    let group =
-        ObjectReference { api_version: Some("muster.dev/v1alpha1".into()), kind: Some("Group".into()), ..job.clone() };
-    let group = ObjectReference { uid: None, ..group };
-    let refs = if job.uid.is_some() { vec![job, group] } else { vec![group] };
-    for r in refs {
-        if let Err(e) = recorder.publish(&ev, &r).await {
-            debug!(group = %key, reason, "event not recorded: {e}");
-        }
+    if let Err(e) = recorder.publish(&ev, &regarding).await {
+        debug!(group = %key, reason, "event not recorded: {e}");
     }
 }
 

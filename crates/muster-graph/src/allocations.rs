@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::builder::{NodeShape, NodeSpec};
 use crate::error::{GraphError, InputError};
@@ -83,7 +84,9 @@ pub struct ImportedMember {
 #[derive(Debug, Clone)]
 pub struct ResourceGraph {
     pub graph: Graph,
-    allocations: BTreeMap<AllocId, Allocation>,
+    /// Shared with copies of the graph (the durable layer copies the engine before each batch):
+    /// only a changed allocation is copied.
+    allocations: BTreeMap<AllocId, Arc<Allocation>>,
     next_id: AllocId,
     pub policy: Policy,
 }
@@ -94,11 +97,11 @@ impl ResourceGraph {
     }
 
     pub fn allocation(&self, id: AllocId) -> Result<&Allocation, GraphError> {
-        self.allocations.get(&id).ok_or(GraphError::UnknownAllocation(id))
+        self.allocations.get(&id).map(|a| &**a).ok_or(GraphError::UnknownAllocation(id))
     }
 
     pub fn allocations(&self) -> impl Iterator<Item = &Allocation> {
-        self.allocations.values()
+        self.allocations.values().map(|a| &**a)
     }
 
     fn end_of(now: i64, req: &GroupRequest) -> i64 {
@@ -138,7 +141,7 @@ impl ResourceGraph {
         if placed_units(&p) >= d.min_units && d.max_units > 0 {
             let id = self.take_id();
             let alloc = self.commit(id, &d, &p, now, end, false, domain);
-            self.allocations.insert(id, alloc);
+            self.allocations.insert(id, Arc::new(alloc));
             return MatchOutcome::Allocated(id);
         }
         if let Err(reason) = self.satisfiability(req) {
@@ -172,7 +175,7 @@ impl ResourceGraph {
             if placed_units(&p) >= d.min_units {
                 let id = self.take_id();
                 let alloc = self.commit(id, d, &p, t, w_end, true, domain);
-                self.allocations.insert(id, alloc);
+                self.allocations.insert(id, Arc::new(alloc));
                 return MatchOutcome::Reserved { id, at: t };
             }
         }
@@ -206,7 +209,7 @@ impl ResourceGraph {
     /// reservations expensive on big clusters.
     fn candidate_times(&self, d: &Demand, now: i64) -> Vec<i64> {
         let mut ends: Vec<(i64, &Allocation)> =
-            self.allocations.values().filter(|a| a.end > now && a.end != FOREVER).map(|a| (a.end, a)).collect();
+            self.allocations().filter(|a| a.end > now && a.end != FOREVER).map(|a| (a.end, a)).collect();
         ends.sort_unstable_by_key(|&(end, a)| (end, a.id));
         let need: Vec<u64> = d.per_member.iter().map(|q| q.saturating_mul(u64::from(d.members(d.min_units)))).collect();
         let mut total = self.graph.totals().1.to_vec();
@@ -371,7 +374,7 @@ impl ResourceGraph {
 
     /// Releases everything an allocation or reservation holds.
     pub fn cancel(&mut self, id: AllocId) -> Result<Allocation, GraphError> {
-        let mut alloc = self.allocations.remove(&id).ok_or(GraphError::UnknownAllocation(id))?;
+        let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).ok_or(GraphError::UnknownAllocation(id))?);
         let members = std::mem::take(&mut alloc.members);
         self.apply_nodes(&mut alloc, members.iter().map(|m| m.node), None);
         alloc.members = members;
@@ -389,13 +392,13 @@ impl ResourceGraph {
                 return Err(GraphError::UnknownMember { alloc: id, member: m });
             }
         }
-        let mut alloc = self.allocations.remove(&id).expect("checked above");
+        let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).expect("checked above"));
         let released: BTreeSet<u32> = members.iter().copied().collect();
         let nodes: Vec<NodeId> = alloc.members.iter().filter(|x| released.contains(&x.index)).map(|x| x.node).collect();
         alloc.members.retain(|x| !released.contains(&x.index));
         self.apply_nodes(&mut alloc, nodes, None);
         if !alloc.members.is_empty() {
-            self.allocations.insert(id, alloc);
+            self.allocations.insert(id, Arc::new(alloc));
         }
         Ok(())
     }
@@ -423,7 +426,7 @@ impl ResourceGraph {
         if placed_units(&p) < d.min_units {
             return Ok(None);
         }
-        let mut alloc = self.allocations.remove(&id).expect("checked above");
+        let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).expect("checked above"));
         // New members take the lowest free indices, as an indexed Job refills completion indexes.
         let used: BTreeSet<u32> = alloc.members.iter().map(|m| m.index).collect();
         let mut free_indices = (0..).filter(|i| !used.contains(i));
@@ -436,7 +439,7 @@ impl ResourceGraph {
             }
         }
         self.apply_nodes(&mut alloc, p.iter().map(|&(n, _)| n), Some(now));
-        self.allocations.insert(id, alloc);
+        self.allocations.insert(id, Arc::new(alloc));
         Ok(Some(added))
     }
 
@@ -512,7 +515,7 @@ impl ResourceGraph {
         }
         self.apply_nodes(&mut alloc, per_node.into_keys(), None);
         self.next_id = self.next_id.max(id + 1);
-        self.allocations.insert(id, alloc);
+        self.allocations.insert(id, Arc::new(alloc));
         Ok(())
     }
 
@@ -579,11 +582,11 @@ impl ResourceGraph {
             }
         }
         for (id, lost) in &affected {
-            let mut alloc = self.allocations.remove(id).expect("listed above");
+            let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(id).expect("listed above"));
             alloc.members.retain(|m| !lost.contains(&m.index));
             self.apply_nodes(&mut alloc, [n], None);
             if !alloc.members.is_empty() {
-                self.allocations.insert(*id, alloc);
+                self.allocations.insert(*id, Arc::new(alloc));
             }
         }
         let node = self.graph.node_mut(n);

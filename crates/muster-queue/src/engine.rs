@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use muster_graph::{
     AllocId, GraphError, GroupRequest, ImportedMember, MatchOutcome, NodeSpec, NodeUpdate, ResourceGraph,
@@ -142,7 +143,10 @@ pub struct Engine {
     next_alloc_id: u64,
     structure_version: u64,
     dirty: bool,
-    groups: BTreeMap<GroupKey, Group>,
+    /// Shared with the copies the durable layer takes before each batch: a group is copied only
+    /// when changed, and an unchanged one is the same allocation in both (which is how the
+    /// store's diff skips it).
+    groups: BTreeMap<GroupKey, Arc<Group>>,
     usage_hist: BTreeMap<String, QueueUsage>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     cordoned: BTreeSet<String>,
@@ -224,11 +228,11 @@ impl Engine {
     }
 
     pub fn group(&self, key: &GroupKey) -> Option<&Group> {
-        self.groups.get(key)
+        self.groups.get(key).map(|g| &**g)
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values()
+        self.groups.values().map(|g| &**g)
     }
 
     /// Admitted usage per queue, by resource name, in base units.
@@ -379,7 +383,7 @@ impl Engine {
         allocation: Option<AllocationRecord>,
         out: &mut Vec<Transition>,
     ) -> Result<(), EngineError> {
-        let g = self.groups.get_mut(key).ok_or_else(|| EngineError::UnknownGroup(key.clone()))?;
+        let g = Arc::make_mut(self.groups.get_mut(key).ok_or_else(|| EngineError::UnknownGroup(key.clone()))?);
         let from = g.state;
         GroupState::transition(from, to)
             .map_err(|source| EngineError::IllegalTransition { key: key.clone(), source })?;
@@ -448,7 +452,7 @@ impl Engine {
             let _ = self.graph.cancel(id);
         }
         self.add_usage(key, members, -1);
-        let g = self.groups.get_mut(key).expect("group exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("group exists"));
         g.ready_members = 0;
         g.not_ready_since = None;
         g.admitted_at = None;
@@ -463,7 +467,7 @@ impl Engine {
     }
 
     fn get(&self, key: &GroupKey) -> Result<&Group, EngineError> {
-        self.groups.get(key).ok_or_else(|| EngineError::UnknownGroup(key.clone()))
+        self.groups.get(key).map(|g| &**g).ok_or_else(|| EngineError::UnknownGroup(key.clone()))
     }
 
     // ----- inputs -----
@@ -539,7 +543,7 @@ impl Engine {
             spec,
         };
         self.index_spec(&key, &g.spec.request);
-        self.groups.insert(key.clone(), g);
+        self.groups.insert(key.clone(), Arc::new(g));
         let mut out = Vec::new();
         self.step(&key, GroupState::Queued, Reason::Submitted, None, &mut out);
         self.add_pending(&key);
@@ -563,18 +567,18 @@ impl Engine {
         self.advance(now);
         let ready = ready.min(members);
         let mut out = Vec::new();
-        self.groups.get_mut(key).expect("exists").ready_members = ready;
+        Arc::make_mut(self.groups.get_mut(key).expect("exists")).ready_members = ready;
         match state {
             GroupState::Admitted if ready >= members => {
                 self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
                 self.dirty |= self.config.block_admission;
             }
             GroupState::Running if ready < members && !recovering => {
-                self.groups.get_mut(key).expect("exists").not_ready_since = Some(self.now);
+                Arc::make_mut(self.groups.get_mut(key).expect("exists")).not_ready_since = Some(self.now);
                 self.step(key, GroupState::Running, Reason::ReadinessLost, None, &mut out);
             }
             GroupState::Running if ready >= members && recovering => {
-                self.groups.get_mut(key).expect("exists").not_ready_since = None;
+                Arc::make_mut(self.groups.get_mut(key).expect("exists")).not_ready_since = None;
                 self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
             }
             _ => {}
@@ -641,7 +645,7 @@ impl Engine {
             }
             self.add_usage(key, lost.len() as u32, -1);
             let rec = self.record_of(id, alloc_id);
-            let g = self.groups.get_mut(key).expect("exists");
+            let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
             g.allocation = Some(rec.clone());
             g.ready_members = g.ready_members.min(remaining);
             self.dirty = true;
@@ -650,7 +654,7 @@ impl Engine {
         }
         if already_dropped {
             // The graph removed these members; make the record agree before releasing the rest.
-            let g = self.groups.get_mut(key).expect("exists");
+            let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
             if let Some(a) = g.allocation.as_mut() {
                 a.members.retain(|m| !lost.contains(&m.index));
             }
@@ -661,14 +665,14 @@ impl Engine {
             }
         }
         let rec = self.release(key);
-        let g = self.groups.get_mut(key).expect("exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
         g.evictions += 1;
         self.step(key, GroupState::Evicted, Reason::MembersLost { members }, rec, out);
         self.requeue_now(key, out);
     }
 
     fn requeue_now(&mut self, key: &GroupKey, out: &mut Vec<Transition>) {
-        let g = self.groups.get_mut(key).expect("exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
         g.requeue_at = None;
         self.step(key, GroupState::Queued, Reason::Requeued, None, out);
         self.add_pending(key);
@@ -702,10 +706,10 @@ impl Engine {
         if state.is_pending() {
             self.remove_pending(key);
             self.drop_reservation(key);
-            self.groups.get_mut(key).expect("exists").reserved_at = None;
+            Arc::make_mut(self.groups.get_mut(key).expect("exists")).reserved_at = None;
             self.dirty = true;
         }
-        let g = self.groups.get_mut(key).expect("exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
         g.requeue_at = None;
         if state.holds_allocation() { self.release(key) } else { None }
     }
@@ -720,7 +724,7 @@ impl Engine {
             });
         }
         self.advance(now);
-        let g = self.groups.get_mut(key).expect("exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
         if state == GroupState::Deactivated {
             g.requeues = 0;
         }
@@ -883,15 +887,25 @@ impl Engine {
 
     // ----- the cycle -----
 
-    /// Expires readiness and recovery timeouts and backoffs.
+    /// Rewritten every cycle for every waiting group, but mostly to the same text: only a new
+    /// text copies the group (see `groups`).
+    fn set_reason(&mut self, key: &GroupKey, reason: String) {
+        let g = self.groups.get_mut(key).expect("exists");
+        if g.reason != reason {
+            Arc::make_mut(g).reason = reason;
+        }
+    }
+
     /// The groups in `live`, found by state in one pass over all groups: cheaper than looking
     /// each one up by its key (string comparisons) when thousands run.
     fn live_groups(&self) -> impl Iterator<Item = (&GroupKey, &Group)> {
         self.groups
             .iter()
             .filter(|(_, g)| matches!(g.state, GroupState::Admitted | GroupState::Running | GroupState::Evicted))
+            .map(|(k, g)| (k, &**g))
     }
 
+    /// Expires readiness and recovery timeouts and backoffs.
     fn expire_timers(&mut self, out: &mut Vec<Transition>) {
         let now = self.now;
         let keys: Vec<GroupKey> = self.live_groups().map(|(k, _)| k.clone()).collect();
@@ -914,7 +928,7 @@ impl Engine {
                     }
                 }
                 GroupState::Evicted if g.requeue_at.is_some_and(|t| now >= t) => {
-                    let g = self.groups.get_mut(&key).expect("exists");
+                    let g = Arc::make_mut(self.groups.get_mut(&key).expect("exists"));
                     g.requeue_at = None;
                     self.step(&key, GroupState::Queued, Reason::BackoffExpired, None, out);
                     self.add_pending(&key);
@@ -930,7 +944,7 @@ impl Engine {
         let now = self.now;
         let rcfg = self.queue_cfg(&self.groups[key].spec.queue).readiness.clone();
         let rec = self.release(key);
-        let g = self.groups.get_mut(key).expect("exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
         g.evictions += 1;
         let over_limit = rcfg.backoff_limit.is_some_and(|l| g.requeues >= l);
         if over_limit {
@@ -1048,7 +1062,7 @@ impl Engine {
                 }
                 Some(_) => {}
                 None => {
-                    self.groups.get_mut(&key).expect("exists").reserved_at = None;
+                    Arc::make_mut(self.groups.get_mut(&key).expect("exists")).reserved_at = None;
                     self.step(&key, GroupState::Queued, Reason::ReservationDropped, None, &mut out);
                 }
             }
@@ -1062,7 +1076,7 @@ impl Engine {
         let msg = format!("blockAdmission: waiting for {k} to have all members ready before admitting another group");
         let heads: Vec<GroupKey> = self.pending.values().filter_map(|p| p.values().next().cloned()).collect();
         for h in heads {
-            self.groups.get_mut(&h).expect("exists").reason = msg.clone();
+            self.set_reason(&h, msg.clone());
         }
     }
 
@@ -1179,13 +1193,13 @@ impl Engine {
                         .collect();
                     for k in behind {
                         n += 1;
-                        let g = self.groups.get_mut(&k).expect("exists");
-                        if g.unsatisfiable.is_none() {
-                            g.reason = if policy == QueuePolicy::StrictFifo {
+                        if self.groups[&k].unsatisfiable.is_none() {
+                            let reason = if policy == QueuePolicy::StrictFifo {
                                 format!("waiting behind {fb} (queue {q} is strict FIFO)")
                             } else {
                                 format!("waiting behind {fb}; not tried this cycle (backfill attempts used up)")
                             };
+                            self.set_reason(&k, reason);
                         }
                     }
                     let _ = n;
@@ -1250,7 +1264,7 @@ impl Engine {
 
     fn mark_unsatisfiable(&mut self, key: &GroupKey, message: String, out: &mut Vec<Transition>) {
         let v = self.structure_version;
-        let g = self.groups.get_mut(key).expect("exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
         let known = g.unsatisfiable.as_ref().is_some_and(|(m, _)| *m == message);
         g.unsatisfiable = Some((message.clone(), v));
         g.reason = format!("unsatisfiable: {message}");
@@ -1287,7 +1301,7 @@ impl Engine {
                 self.mark_unsatisfiable(key, message, out);
                 return Attempt::Skipped;
             }
-            Ok(()) if had_unsat => self.groups.get_mut(key).expect("exists").unsatisfiable = None,
+            Ok(()) if had_unsat => Arc::make_mut(self.groups.get_mut(key).expect("exists")).unsatisfiable = None,
             Ok(()) => {}
         }
         let mut eff_min = self.effective_min(&self.groups[key]);
@@ -1322,7 +1336,7 @@ impl Engine {
                 failed_shapes.clear();
                 return a;
             }
-            self.groups.get_mut(key).expect("exists").reason = reason;
+            self.set_reason(key, reason);
             return Attempt::Blocked;
         }
         req.max_members = qmax.max(eff_min);
@@ -1370,7 +1384,7 @@ impl Engine {
                 MatchOutcome::Reserved { id, at } => {
                     self.reservations.insert(key.clone(), id);
                     new_reserved.insert(key.clone(), at);
-                    let g = self.groups.get_mut(key).expect("exists");
+                    let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
                     let prev = g.state;
                     g.reserved_at = Some(at);
                     g.reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {at}");
@@ -1384,11 +1398,11 @@ impl Engine {
                     return Attempt::Admitted;
                 }
                 MatchOutcome::Busy(r) => {
-                    self.groups.get_mut(key).expect("exists").reason = format!("{prefix}waiting for capacity: {r}");
+                    self.set_reason(key, format!("{prefix}waiting for capacity: {r}"));
                     return Attempt::Blocked;
                 }
                 MatchOutcome::Unsatisfiable(m) => {
-                    self.groups.get_mut(key).expect("exists").reason = format!("{prefix}unsatisfiable now: {m}");
+                    self.set_reason(key, format!("{prefix}unsatisfiable now: {m}"));
                     return Attempt::Blocked;
                 }
             }
@@ -1399,7 +1413,7 @@ impl Engine {
         } else {
             format!("; beyond the reservation depth {depth}, so it can only backfill")
         };
-        self.groups.get_mut(key).expect("exists").reason = format!("{prefix}waiting for capacity: {busy}{tail}");
+        self.set_reason(key, format!("{prefix}waiting for capacity: {busy}{tail}"));
         Attempt::Blocked
     }
 
@@ -1426,7 +1440,7 @@ impl Engine {
         self.graph_alloc.insert(key.clone(), id);
         self.by_graph_alloc.insert(id, key.clone());
         let now = self.now;
-        let g = self.groups.get_mut(key).expect("exists");
+        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
         g.allocation = Some(rec.clone());
         g.admitted_at = Some(now);
         g.reserved_at = None;
@@ -1532,8 +1546,8 @@ impl Engine {
         victims.sort();
         // Commit: evict the victims (already out of the graph and quota), then admit.
         for (vk, reclaim) in &victims {
-            let rec = self.groups.get_mut(vk).expect("exists").allocation.take();
-            let g = self.groups.get_mut(vk).expect("exists");
+            let rec = Arc::make_mut(self.groups.get_mut(vk).expect("exists")).allocation.take();
+            let g = Arc::make_mut(self.groups.get_mut(vk).expect("exists"));
             g.ready_members = 0;
             g.not_ready_since = None;
             g.admitted_at = None;
@@ -1670,7 +1684,7 @@ impl Engine {
                     Ok(Some(added)) => {
                         let rec = self.record_of(id, alloc_id);
                         self.add_usage(&key, added.len() as u32, 1);
-                        let g = self.groups.get_mut(&key).expect("exists");
+                        let g = Arc::make_mut(self.groups.get_mut(&key).expect("exists"));
                         g.allocation = Some(rec.clone());
                         self.step(&key, GroupState::Running, Reason::Grown { members: added }, Some(rec), out);
                         break;
@@ -1860,7 +1874,7 @@ impl Engine {
             next_alloc_id: self.next_alloc_id,
             structure_version: self.structure_version,
             dirty: self.dirty,
-            groups: self.groups.values().cloned().collect(),
+            groups: self.groups.values().map(|g| Group::clone(g)).collect(),
             usage: self.usage_hist.clone(),
             namespaces: self.namespaces.clone(),
             cordoned: self.cordoned.clone(),
@@ -1904,7 +1918,7 @@ impl Engine {
             e.index_spec(&key, &g.spec.request);
             let state = g.state;
             let alloc = g.allocation.clone();
-            e.groups.insert(key.clone(), g);
+            e.groups.insert(key.clone(), Arc::new(g));
             if state.is_pending() {
                 e.add_pending(&key);
             }

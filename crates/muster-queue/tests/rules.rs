@@ -773,3 +773,33 @@ fn a_node_gaining_devices_is_rebuilt_once_its_group_ends_and_then_runs_device_gr
     assert_eq!(g.allocation.as_ref().unwrap().members[0].node, "n-0");
     e.check_invariants().unwrap();
 }
+
+/// The durable layer copies the engine before each batch and diffs the copy against the result;
+/// both stay cheap only if a copy shares every group the batch leaves alone.
+#[test]
+fn a_copy_of_the_engine_shares_the_groups_a_batch_leaves_alone() {
+    let mut e = blocked_head(QueuePolicy::BestEffortFifo);
+    for i in 0..4 {
+        e.submit(spec(&format!("w{i}"), "q", 1, 1, None, 5), 5).unwrap();
+    }
+    let ts = e.schedule(6);
+    ready_all(&mut e, &ts, 6);
+    e.schedule(7);
+    let before = e.clone();
+    let shared =
+        |a: &Engine, b: &Engine, name: &str| std::ptr::eq(a.group(&key(name)).unwrap(), b.group(&key(name)).unwrap());
+    // A cycle that changes nothing (the waiting groups' reasons are rewritten to the same text).
+    e.schedule(8);
+    let names: Vec<String> = e.groups().map(|g| g.spec.key.name.clone()).collect();
+    assert!(names.len() >= 6, "{names:?}");
+    for n in &names {
+        assert!(shared(&before, &e, n), "{n} was copied by a cycle that changed nothing");
+    }
+    // One group's readiness changes: that group alone is copied.
+    e.pods_ready(&key("w0"), 0, 9).unwrap();
+    assert!(!shared(&before, &e, "w0"));
+    assert_eq!(before.group(&key("w0")).unwrap().ready_members, 1, "the copy keeps its own value");
+    for n in names.iter().filter(|n| *n != "w0") {
+        assert!(shared(&before, &e, n), "{n} was copied though only w0 changed");
+    }
+}
