@@ -46,6 +46,9 @@ for j in quick-job job1 job2; do
 done
 failed=$(k -n $ns get pods --field-selector status.phase=Failed -o name | wc -l)
 check "no pod failed ($failed)" test "$failed" -eq 0
-check "muster recorded its decisions as events on the jobs" bash -c \
-  "'$K8S_BIN/kubectl' -n $ns get events -o jsonpath='{range .items[*]}{.reason}/{.involvedObject.kind} {end}' | grep -q 'Admitted/Job'"
+# One event per decision: on the Job, its Group related; none repeated on the Group.
+events=$(k -n $ns get events -o jsonpath='{range .items[*]}{.reason}/{.involvedObject.kind}/{.related.kind} {end}')
+check "muster recorded its decisions as events on the jobs, the groups related ($events)" \
+  grep -q 'Admitted/Job/Group' <<<"$events"
+check "and not once more on the groups" bash -c "! grep -q '/Group/' <<<'$events'"
 k delete namespace $ns --wait=false >/dev/null

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e, issue scenario 5, on scenarios/clusters/seed-deadlock.yaml (4 nodes, 6 pods of 316Mi
 # each): pods of another scheduler on muster's nodes use capacity muster does not give away;
-# a label put on a node while muster runs is matched at once; a node deleted under a running group releases the group, which runs again, whole, on the
+# a label put on a node while muster runs is matched at once; a group on a cordoned cluster
+# waits, not Unsatisfiable; a node deleted under a running group releases the group, which runs again, whole, on the
 # nodes that are left.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -11,6 +12,7 @@ other=e2e-muster-other
 echo "test-muster-nodes" >&2
 cleanup() {
   muster_down
+  k uncordon $(k get nodes -o name) >/dev/null 2>&1 || true
   "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -63,6 +65,23 @@ eventually 30 "once worker-1 has the label, it runs, without a restart of muster
 check "on worker-1 ($(nodes_of picky))" test "$(nodes_of picky)" = "worker-1 "
 k label node worker-1 e2e.muster.dev/pool- >/dev/null
 k -n $ns delete job picky --wait=true >/dev/null
+eventually 60 "its pods are gone" bash -c "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -o name) ]]"
+
+# --- a cordoned cluster ------------------------------------------------------------------
+# Kubernetes mirrors a cordon as the taint node.kubernetes.io/unschedulable; muster reads the
+# cordon itself, so a group waits for the nodes instead of being marked Unsatisfiable.
+workers=$(k get nodes -o name | grep worker- | tr '\n' ' ')
+k cordon $workers >/dev/null
+eventually 30 "the cordon taint is on the nodes" bash -c \
+  "'$K8S_BIN/kubectl' get nodes -o jsonpath='{.items[*].spec.taints[*].key}' | grep -q node.kubernetes.io/unschedulable"
+queued_job_yaml patient 2 memory=316Mi run=600 | k -n $ns create -f - >/dev/null
+sleep 5
+unsat=$(k -n $ns get groups.muster.dev patient -o jsonpath='{.status.conditions[?(@.type=="Unsatisfiable")].status}')
+check "a group on a cordoned cluster waits ($(group_phase $ns patient)), not Unsatisfiable ($unsat)" \
+  bash -c "[[ '$(group_phase $ns patient)' == Queued && '$unsat' != True ]]"
+k uncordon $workers >/dev/null
+eventually 30 "once the nodes are uncordoned, it runs" running patient
+k -n $ns delete job patient --wait=true >/dev/null
 eventually 60 "its pods are gone" bash -c "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -o name) ]]"
 
 # --- a node deleted under a running group ------------------------------------------------

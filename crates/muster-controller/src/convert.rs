@@ -42,6 +42,13 @@ pub fn default_levels() -> Levels {
         .collect()
 }
 
+/// Taints the node lifecycle controller sets to mirror a cordon or the Ready condition, which
+/// muster reads itself (`unschedulable`, `ready`): kept as taints they would make every group
+/// that does not tolerate them look unsatisfiable while a cluster is cordoned or its nodes
+/// restart, when they only have to wait.
+const MIRRORED_TAINTS: [&str; 3] =
+    ["node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+
 pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
     let name = node.metadata.name.clone()?;
     let labels = node.metadata.labels.clone().unwrap_or_default();
@@ -63,6 +70,7 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
         .and_then(|s| s.taints.as_ref())
         .into_iter()
         .flatten()
+        .filter(|t| !MIRRORED_TAINTS.contains(&t.key.as_str()))
         .filter_map(|t| {
             Some(Taint {
                 key: t.key.clone(),
@@ -696,7 +704,10 @@ mod tests {
     fn nodes_split_pooled_resources_from_devices_and_read_readiness() {
         let node: Node = serde_json::from_value(json!({
             "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "z1", "muster.dev/rack": "r3"}},
-            "spec": {"unschedulable": true, "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+            "spec": {"unschedulable": true, "taints": [
+                {"key": "k", "value": "v", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]},
             "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "2"},
                        "conditions": [{"type": "Ready", "status": "True"}]}
         }))
@@ -707,7 +718,8 @@ mod tests {
         assert_eq!(v.spec.topology, [("zone".to_string(), "z1".to_string()), ("rack".into(), "r3".into())]);
         assert!(v.spec.pooled.contains(&("cpu".to_string(), 8000)));
         assert_eq!(v.spec.devices, [("nvidia.com/gpu".to_string(), 2)]);
-        assert_eq!(v.spec.taints.len(), 1);
+        // The cordon and readiness taints are read as `unschedulable` and `ready` instead.
+        assert_eq!(v.spec.taints.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), ["k"]);
     }
 
     #[test]
