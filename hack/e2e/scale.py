@@ -600,7 +600,9 @@ def bind_burst(args, kube, ns, tracker, stop, n):
     release_s = None
     if args.release == "uncordon":
         deadline = t_create + args.timeout
-        while tracker.counts()["pods"] < n and time.time() < deadline:
+        # muster creates a queued Job's pods only once it admits the Job: none to wait for.
+        want = 0 if args.scheduler == "muster" and args.shape != "pods" else n
+        while tracker.counts()["pods"] < want and time.time() < deadline:
             time.sleep(0.2)
         time.sleep(args.settle_seconds)  # let the scheduler (or muster) look at them all once
         held = tracker.counts()["bound"]

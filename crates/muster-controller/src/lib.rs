@@ -74,6 +74,12 @@ pub struct Options {
     pub queue_view_every: Duration,
 }
 
+/// Bindings and writes in flight at once, by default. A plain pod costs two requests (ungate,
+/// bind) and a 1000-pod group's bindings go out together: at 64 in flight they bound about 200
+/// pods/s on the bench's control plane, below kube-scheduler (docs/benchmarks.md). A throttled
+/// request (429) is retried.
+pub const DEFAULT_CONCURRENCY: usize = 256;
+
 impl Options {
     pub fn new(store: &str, identity: &str) -> Self {
         Options {
@@ -84,7 +90,7 @@ impl Options {
             lease_ttl: Duration::from_secs(15),
             levels: convert::default_levels(),
             policy: Policy::Pack,
-            concurrency: 64,
+            concurrency: DEFAULT_CONCURRENCY,
             queue_view_every: Duration::from_secs(5),
         }
     }

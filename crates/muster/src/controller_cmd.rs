@@ -33,7 +33,7 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 15)]
     lease_seconds: u64,
     /// Bindings and writes in flight at once.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = muster_controller::DEFAULT_CONCURRENCY)]
     concurrency: usize,
     /// Also serve the admission webhook on this address (with --tls-cert and --tls-key).
     #[arg(long, value_name = "ADDR")]
