@@ -113,7 +113,8 @@ enum Bound {
 }
 
 /// Binds a pod to its member's node; the member rides on the binding as an annotation, so that
-/// a restarted controller knows which member each bound pod fills. Transient errors are retried.
+/// a restarted controller knows which member each bound pod fills. Transient errors are retried
+/// (`retry_delay`).
 async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str, member: u32) -> Result<Bound, String> {
     let api: Api<Pod> = Api::namespaced(client, namespace);
     let binding = Binding {
@@ -130,22 +131,43 @@ async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str,
             ..ObjectReference::default()
         },
     };
-    let mut delay = Duration::from_millis(100);
     for attempt in 0.. {
         match api.create_subresource::<_, serde_json::Value>("binding", pod, &PostParams::default(), &binding).await {
             Ok(_) => return Ok(Bound::Yes),
             // Gone, or a different pod of the same name: nothing to bind.
             Err(e) if is_code(&e, 404) => return Ok(Bound::Gone),
-            Err(kube::Error::Api(e)) if e.code < 500 && e.code != 429 => return Err(e.message),
-            Err(e) if attempt >= 5 => return Err(e.to_string()),
-            Err(e) => {
-                warn!(pod, node, "binding failed, retrying: {e}");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
+            Err(e) => match retry_delay(&e, attempt) {
+                Some(delay) => {
+                    debug!(pod, node, "binding: {e}; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                None => return Err(error_message(e)),
+            },
         }
     }
     unreachable!("the loop returns")
+}
+
+/// How long to wait before sending a failed request again, or `None` to give up. A refusal
+/// (4xx) is final. Throttling (429: the apiserver's fairness queues are full, which many
+/// bindings in flight can cause on a busy cluster) says nothing against the request: it is
+/// retried for about a minute. Other errors (5xx, the connection) are retried five times.
+fn retry_delay(e: &kube::Error, attempt: u32) -> Option<Duration> {
+    let throttled = is_code(e, 429);
+    match e {
+        kube::Error::Api(s) if s.code < 500 && !throttled => return None,
+        _ => {}
+    }
+    let limit = if throttled { 35 } else { 5 };
+    let cap = if throttled { Duration::from_secs(2) } else { Duration::from_secs(5) };
+    (attempt < limit).then(|| (Duration::from_millis(100) * 2u32.saturating_pow(attempt.min(16))).min(cap))
+}
+
+fn error_message(e: kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message,
+        e => e.to_string(),
+    }
 }
 
 /// Removes muster's scheduling gate from a pod, keeping any other gate: one strategic-merge
@@ -157,20 +179,19 @@ async fn remove_gate(client: Client, namespace: &str, pod: &str, uid: &str) -> R
         "metadata": {"uid": uid},
         "spec": {"schedulingGates": [{"$patch": "delete", "name": labels::SCHEDULING_GATE}]},
     }));
-    let mut delay = Duration::from_millis(100);
     for attempt in 0.. {
         match api.patch(pod, &PatchParams::default(), &patch).await {
             Ok(_) => return Ok(()),
             // Gone, or (409: the uid precondition) a different pod of the same name: the
             // binding finds nothing to bind either.
             Err(e) if is_code(&e, 404) || is_code(&e, 409) => return Ok(()),
-            Err(kube::Error::Api(e)) if e.code < 500 && e.code != 429 => return Err(e.message),
-            Err(e) if attempt >= 5 => return Err(e.to_string()),
-            Err(e) => {
-                debug!(pod, "ungating: {e}; retrying");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
+            Err(e) => match retry_delay(&e, attempt) {
+                Some(delay) => {
+                    debug!(pod, "ungating: {e}; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                None => return Err(error_message(e)),
+            },
         }
     }
     unreachable!("the loop returns")
@@ -478,6 +499,23 @@ mod tests {
                 _ => unreachable!(),
             })
             .collect()
+    }
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status::failure(&format!("code {code}"), "").with_code(code)))
+    }
+
+    #[test]
+    fn throttling_is_retried_for_about_a_minute_other_errors_five_times_refusals_never() {
+        let total = |code| (0..).map_while(|a| retry_delay(&api_error(code), a)).sum::<Duration>();
+        let tries = |code| (0..).map_while(|a| retry_delay(&api_error(code), a)).count();
+        assert_eq!(tries(403), 0);
+        assert_eq!(tries(422), 0);
+        assert_eq!(tries(500), 5);
+        assert_eq!(total(500), Duration::from_millis(100 + 200 + 400 + 800 + 1600));
+        assert!((50..=70).contains(&total(429).as_secs()), "{:?}", total(429));
+        assert_eq!(retry_delay(&api_error(429), 30), Some(Duration::from_secs(2)), "backoff is capped");
+        assert_eq!(error_message(api_error(403)), "code 403");
     }
 
     #[test]
