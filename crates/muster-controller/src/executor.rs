@@ -138,7 +138,7 @@ async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str,
             Err(e) if is_code(&e, 404) => return Ok(Bound::Gone),
             Err(e) => match retry_delay(&e, attempt) {
                 Some(delay) => {
-                    debug!(pod, node, "binding: {e}; retrying");
+                    warn!(pod, node, "binding failed, retrying: {e}");
                     tokio::time::sleep(delay).await;
                 }
                 None => return Err(error_message(e)),
@@ -154,9 +154,8 @@ async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str,
 /// retried for about a minute. Other errors (5xx, the connection) are retried five times.
 fn retry_delay(e: &kube::Error, attempt: u32) -> Option<Duration> {
     let throttled = is_code(e, 429);
-    match e {
-        kube::Error::Api(s) if s.code < 500 && !throttled => return None,
-        _ => {}
+    if matches!(e, kube::Error::Api(s) if s.code < 500) && !throttled {
+        return None;
     }
     let limit = if throttled { 35 } else { 5 };
     let cap = if throttled { Duration::from_secs(2) } else { Duration::from_secs(5) };

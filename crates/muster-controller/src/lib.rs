@@ -280,7 +280,8 @@ fn think<S: Store>(
         Ok(())
     };
     loop {
-        let wait = match pending {
+        // Before the engine starts (the first listings) there is no cycle to wait for.
+        let wait = match pending && brain.engine().is_some() {
             true => next_cycle_at.saturating_duration_since(Instant::now()),
             false => Duration::from_millis(250),
         };
