@@ -452,11 +452,11 @@ impl Engine {
             let _ = self.graph.cancel(id);
         }
         self.add_usage(key, members, -1);
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("group exists"));
+        self.dirty = true;
+        let g = self.group_mut(key);
         g.ready_members = 0;
         g.not_ready_since = None;
         g.admitted_at = None;
-        self.dirty = true;
         g.allocation.take()
     }
 
@@ -567,18 +567,18 @@ impl Engine {
         self.advance(now);
         let ready = ready.min(members);
         let mut out = Vec::new();
-        Arc::make_mut(self.groups.get_mut(key).expect("exists")).ready_members = ready;
+        self.group_mut(key).ready_members = ready;
         match state {
             GroupState::Admitted if ready >= members => {
                 self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
                 self.dirty |= self.config.block_admission;
             }
             GroupState::Running if ready < members && !recovering => {
-                Arc::make_mut(self.groups.get_mut(key).expect("exists")).not_ready_since = Some(self.now);
+                self.group_mut(key).not_ready_since = Some(self.now);
                 self.step(key, GroupState::Running, Reason::ReadinessLost, None, &mut out);
             }
             GroupState::Running if ready >= members && recovering => {
-                Arc::make_mut(self.groups.get_mut(key).expect("exists")).not_ready_since = None;
+                self.group_mut(key).not_ready_since = None;
                 self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
             }
             _ => {}
@@ -645,7 +645,7 @@ impl Engine {
             }
             self.add_usage(key, lost.len() as u32, -1);
             let rec = self.record_of(id, alloc_id);
-            let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+            let g = self.group_mut(key);
             g.allocation = Some(rec.clone());
             g.ready_members = g.ready_members.min(remaining);
             self.dirty = true;
@@ -654,7 +654,7 @@ impl Engine {
         }
         if already_dropped {
             // The graph removed these members; make the record agree before releasing the rest.
-            let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+            let g = self.group_mut(key);
             if let Some(a) = g.allocation.as_mut() {
                 a.members.retain(|m| !lost.contains(&m.index));
             }
@@ -665,14 +665,14 @@ impl Engine {
             }
         }
         let rec = self.release(key);
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+        let g = self.group_mut(key);
         g.evictions += 1;
         self.step(key, GroupState::Evicted, Reason::MembersLost { members }, rec, out);
         self.requeue_now(key, out);
     }
 
     fn requeue_now(&mut self, key: &GroupKey, out: &mut Vec<Transition>) {
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+        let g = self.group_mut(key);
         g.requeue_at = None;
         self.step(key, GroupState::Queued, Reason::Requeued, None, out);
         self.add_pending(key);
@@ -706,10 +706,10 @@ impl Engine {
         if state.is_pending() {
             self.remove_pending(key);
             self.drop_reservation(key);
-            Arc::make_mut(self.groups.get_mut(key).expect("exists")).reserved_at = None;
+            self.group_mut(key).reserved_at = None;
             self.dirty = true;
         }
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+        let g = self.group_mut(key);
         g.requeue_at = None;
         if state.holds_allocation() { self.release(key) } else { None }
     }
@@ -724,7 +724,7 @@ impl Engine {
             });
         }
         self.advance(now);
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+        let g = self.group_mut(key);
         if state == GroupState::Deactivated {
             g.requeues = 0;
         }
@@ -887,6 +887,11 @@ impl Engine {
 
     // ----- the cycle -----
 
+    /// A group to change: copied first if a copy of the engine still shares it (see `groups`).
+    fn group_mut(&mut self, key: &GroupKey) -> &mut Group {
+        Arc::make_mut(self.groups.get_mut(key).expect("exists"))
+    }
+
     /// Rewritten every cycle for every waiting group, but mostly to the same text: only a new
     /// text copies the group (see `groups`).
     fn set_reason(&mut self, key: &GroupKey, reason: String) {
@@ -928,7 +933,7 @@ impl Engine {
                     }
                 }
                 GroupState::Evicted if g.requeue_at.is_some_and(|t| now >= t) => {
-                    let g = Arc::make_mut(self.groups.get_mut(&key).expect("exists"));
+                    let g = self.group_mut(&key);
                     g.requeue_at = None;
                     self.step(&key, GroupState::Queued, Reason::BackoffExpired, None, out);
                     self.add_pending(&key);
@@ -944,7 +949,7 @@ impl Engine {
         let now = self.now;
         let rcfg = self.queue_cfg(&self.groups[key].spec.queue).readiness.clone();
         let rec = self.release(key);
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+        let g = self.group_mut(key);
         g.evictions += 1;
         let over_limit = rcfg.backoff_limit.is_some_and(|l| g.requeues >= l);
         if over_limit {
@@ -1062,7 +1067,7 @@ impl Engine {
                 }
                 Some(_) => {}
                 None => {
-                    Arc::make_mut(self.groups.get_mut(&key).expect("exists")).reserved_at = None;
+                    self.group_mut(&key).reserved_at = None;
                     self.step(&key, GroupState::Queued, Reason::ReservationDropped, None, &mut out);
                 }
             }
@@ -1264,7 +1269,7 @@ impl Engine {
 
     fn mark_unsatisfiable(&mut self, key: &GroupKey, message: String, out: &mut Vec<Transition>) {
         let v = self.structure_version;
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+        let g = self.group_mut(key);
         let known = g.unsatisfiable.as_ref().is_some_and(|(m, _)| *m == message);
         g.unsatisfiable = Some((message.clone(), v));
         g.reason = format!("unsatisfiable: {message}");
@@ -1301,7 +1306,7 @@ impl Engine {
                 self.mark_unsatisfiable(key, message, out);
                 return Attempt::Skipped;
             }
-            Ok(()) if had_unsat => Arc::make_mut(self.groups.get_mut(key).expect("exists")).unsatisfiable = None,
+            Ok(()) if had_unsat => self.group_mut(key).unsatisfiable = None,
             Ok(()) => {}
         }
         let mut eff_min = self.effective_min(&self.groups[key]);
@@ -1384,7 +1389,7 @@ impl Engine {
                 MatchOutcome::Reserved { id, at } => {
                     self.reservations.insert(key.clone(), id);
                     new_reserved.insert(key.clone(), at);
-                    let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+                    let g = self.group_mut(key);
                     let prev = g.state;
                     g.reserved_at = Some(at);
                     g.reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {at}");
@@ -1440,7 +1445,7 @@ impl Engine {
         self.graph_alloc.insert(key.clone(), id);
         self.by_graph_alloc.insert(id, key.clone());
         let now = self.now;
-        let g = Arc::make_mut(self.groups.get_mut(key).expect("exists"));
+        let g = self.group_mut(key);
         g.allocation = Some(rec.clone());
         g.admitted_at = Some(now);
         g.reserved_at = None;
@@ -1546,8 +1551,8 @@ impl Engine {
         victims.sort();
         // Commit: evict the victims (already out of the graph and quota), then admit.
         for (vk, reclaim) in &victims {
-            let rec = Arc::make_mut(self.groups.get_mut(vk).expect("exists")).allocation.take();
-            let g = Arc::make_mut(self.groups.get_mut(vk).expect("exists"));
+            let rec = self.group_mut(vk).allocation.take();
+            let g = self.group_mut(vk);
             g.ready_members = 0;
             g.not_ready_since = None;
             g.admitted_at = None;
@@ -1684,7 +1689,7 @@ impl Engine {
                     Ok(Some(added)) => {
                         let rec = self.record_of(id, alloc_id);
                         self.add_usage(&key, added.len() as u32, 1);
-                        let g = Arc::make_mut(self.groups.get_mut(&key).expect("exists"));
+                        let g = self.group_mut(&key);
                         g.allocation = Some(rec.clone());
                         self.step(&key, GroupState::Running, Reason::Grown { members: added }, Some(rec), out);
                         break;
