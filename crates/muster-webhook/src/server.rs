@@ -93,8 +93,9 @@ pub async fn serve_with_state<S: ClusterState + 'static>(
         stopper.graceful_shutdown(Some(Duration::from_secs(10)));
     });
     let reload = tokio::spawn(reload_on_change(tls.clone(), opts.cert_file.clone(), opts.key_file.clone()));
-    // Without TCP_NODELAY a response written in pieces (TLS records, HTTP/2 frames) waits for
-    // the apiserver's delayed ACK: about 40 ms on every review.
+    // A response goes out in pieces (TLS records, HTTP/2 frames); without TCP_NODELAY a piece
+    // can wait for the apiserver's delayed ACK. (The 40 ms reviews seen under load were the
+    // busy apiserver's own queueing, docs/benchmarks.md; this only rules the socket out.)
     let acceptor = RustlsAcceptor::new(tls).acceptor(NoDelayAcceptor);
     let result = axum_server::from_tcp(listener)
         .map_err(WebhookError::Serve)?
