@@ -49,6 +49,17 @@ pub fn default_levels() -> Levels {
 const MIRRORED_TAINTS: [&str; 3] =
     ["node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
 
+/// Taints the node lifecycle controller sets while a node is under memory, disk or process
+/// pressure or has no network yet. Like a cordon they keep new pods off the node for a while and
+/// leave running ones alone, so they are read as a cordon: a group waits for the pressure to pass
+/// instead of looking unsatisfiable.
+const PASSING_TAINTS: [&str; 4] = [
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/disk-pressure",
+    "node.kubernetes.io/pid-pressure",
+    "node.kubernetes.io/network-unavailable",
+];
+
 pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
     let name = node.metadata.name.clone()?;
     let labels = node.metadata.labels.clone().unwrap_or_default();
@@ -66,11 +77,10 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
         }
     }
     let spec = node.spec.as_ref();
-    let taints = spec
-        .and_then(|s| s.taints.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|t| !MIRRORED_TAINTS.contains(&t.key.as_str()))
+    let node_taints = spec.and_then(|s| s.taints.as_ref()).into_iter().flatten();
+    let under_pressure = node_taints.clone().any(|t| PASSING_TAINTS.contains(&t.key.as_str()));
+    let taints = node_taints
+        .filter(|t| !MIRRORED_TAINTS.contains(&t.key.as_str()) && !PASSING_TAINTS.contains(&t.key.as_str()))
         .filter_map(|t| {
             Some(Taint {
                 key: t.key.clone(),
@@ -92,7 +102,7 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
             devices,
             labels,
             taints,
-            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            unschedulable: under_pressure || spec.and_then(|s| s.unschedulable).unwrap_or(false),
         },
         ready,
     })
@@ -720,6 +730,26 @@ mod tests {
         assert_eq!(v.spec.devices, [("nvidia.com/gpu".to_string(), 2)]);
         // The cordon and readiness taints are read as `unschedulable` and `ready` instead.
         assert_eq!(v.spec.taints.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), ["k"]);
+    }
+
+    #[test]
+    fn a_node_under_pressure_is_read_as_cordoned_not_as_tainted() {
+        let node = |taint: &str| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "n1"},
+                "spec": {"taints": [{"key": taint, "effect": "NoSchedule"}]},
+                "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
+            }))
+            .unwrap()
+        };
+        for taint in ["node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure"] {
+            let v = node_view(&node(taint), &default_levels()).unwrap();
+            assert!(v.spec.unschedulable, "{taint}");
+            assert!(v.spec.taints.is_empty(), "{taint}");
+        }
+        let v = node_view(&node("example.com/dedicated"), &default_levels()).unwrap();
+        assert!(!v.spec.unschedulable);
+        assert_eq!(v.spec.taints.len(), 1);
     }
 
     #[test]
