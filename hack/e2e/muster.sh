@@ -4,6 +4,7 @@
 #   muster_kill   SIGKILL the controller (a crash); muster_start starts it again (same store)
 #   muster_down   stop it and remove the webhook registration (it fails closed)
 #   muster_metric NAME   a sample of the controller's /metrics (NAME with its labels, if any)
+#   group_status_writes  Group status writes the apiserver has served (its /metrics)
 # State in $MUSTER_CLUSTER_DIR/muster-e2e; the controller log is logs/muster-controller.log.
 resolve_muster_bin
 muster_dir=$MUSTER_CLUSTER_DIR/muster-e2e
@@ -63,6 +64,12 @@ muster_metric() {
 }
 
 # queued_job_yaml NAME PODS [key=value...]: job_yaml with the queue label (default queue)
+# Writes of Group statuses the apiserver has served (only muster writes them).
+group_status_writes() {
+  k get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="groups"/ && /subresource="status"/ {s += $NF}
+    END {print s + 0}'
+}
+
 queued_job_yaml() {
   job_yaml "$@" | sed 's/^metadata:/metadata:\n  labels: {muster.dev\/queue: default}/'
 }

@@ -3,7 +3,7 @@
 # each): pods of another scheduler on muster's nodes use capacity muster does not give away;
 # a label put on a node while muster runs is matched at once; a group on a cordoned cluster
 # waits, not Unsatisfiable; a node deleted under a running group releases the group, which runs again, whole, on the
-# nodes that are left.
+# nodes that are left; deleting the namespace then makes muster write nothing into it.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -99,4 +99,13 @@ moved() { running steady && [[ -n $(nodes_of steady) && " $(nodes_of steady)" !=
   [[ $(k -n $ns get pods -l job-name=steady --field-selector status.phase=Running -o name | wc -l) -eq 12 ]]; }
 eventually 90 "it runs again, whole (12 pods), without $victim" moved
 check "every pod on the node its Group assigned" placed_on_assigned $ns steady
-k delete namespace $ns $other --wait=false >/dev/null
+
+# --- the namespace deleted under the running group -----------------------------------------
+# Its pods go before its Job: muster writes nothing into a namespace being deleted (no readiness
+# drop in the status, no events, no delete of a Group the collector removes).
+sleep 3
+writes=$(group_status_writes)
+k delete namespace $ns --wait=true --timeout=120s >/dev/null
+check "the namespace's teardown made muster write no Group status ($writes, then $(group_status_writes))" \
+  test "$(group_status_writes)" = "$writes"
+k delete namespace $other --wait=false >/dev/null

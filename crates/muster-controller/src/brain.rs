@@ -24,7 +24,7 @@ use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacemen
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
-use crate::convert::{self, JobSetView, JobView, NodeView, PodPhase, PodView};
+use crate::convert::{self, JobSetView, JobView, NamespaceView, NodeView, PodPhase, PodView};
 use crate::metrics::Metrics;
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
@@ -46,6 +46,8 @@ pub enum Event {
     /// JobSets with the queue label (only watched when their CRD is installed; without it the
     /// watcher reports one empty listing).
     JobSet(Change<JobSetView>),
+    /// Namespaces: only whether one is being deleted matters (nothing is written into it then).
+    Namespace(Change<NamespaceView>),
     /// The binding of a pod was refused: the group must not run in part.
     BindFailed {
         key: GroupKey,
@@ -133,6 +135,26 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The group an action is for (all but a Queue's status).
+    pub fn group(&self) -> Option<&GroupKey> {
+        match self {
+            Action::QueueStatus { .. } => None,
+            Action::EnsureGroup { key, .. }
+            | Action::DeleteGroup { key }
+            | Action::Ungate { key, .. }
+            | Action::DeletePods { key, .. }
+            | Action::Status { key, .. }
+            | Action::Suspend { key, .. }
+            | Action::ClearRequests { key }
+            | Action::SuspendJobSet { key, .. }
+            | Action::ClearJobSetRequests { key }
+            | Action::Bind { key, .. }
+            | Action::Event { key, .. } => Some(key),
+        }
+    }
+}
+
 struct Kind<T> {
     items: HashMap<String, T>,
     /// Keys not seen again since a relist began.
@@ -187,6 +209,7 @@ pub struct Brain<S: Store> {
     pods: Kind<PodView>,
     jobs: Kind<JobView>,
     jobsets: Kind<JobSetView>,
+    namespaces: Kind<NamespaceView>,
     /// Pods of each managed group, by uid.
     group_pods: HashMap<GroupKey, BTreeSet<String>>,
     /// Bindings sent and not yet seen in a pod's nodeName: pod uid -> member.
@@ -229,6 +252,7 @@ impl<S: Store> Brain<S> {
             pods: Kind::default(),
             jobs: Kind::default(),
             jobsets: Kind::default(),
+            namespaces: Kind::default(),
             group_pods: HashMap::new(),
             binding: HashMap::new(),
             ready_sent: HashMap::new(),
@@ -287,9 +311,15 @@ impl<S: Store> Brain<S> {
         }
     }
 
-    /// Takes the actions decided so far.
+    /// Takes the actions decided so far, but none for a namespace being deleted: its objects
+    /// are going anyway, and the apiserver refuses new ones there. A namespace's teardown deletes
+    /// pods before their Jobs, so each group would otherwise report its readiness dropping
+    /// (statuses, events) and then delete a Group object already collected.
     pub fn take_actions(&mut self) -> Vec<Action> {
-        std::mem::take(&mut self.actions)
+        let mut actions = std::mem::take(&mut self.actions);
+        let terminating = |ns: &str| self.namespaces.items.get(ns).is_some_and(|n| n.terminating);
+        actions.retain(|a| a.group().is_none_or(|k| !terminating(&k.namespace)));
+        actions
     }
 
     /// Recovery: the store replayed and reconciled with the cluster as the watchers listed it.
@@ -425,6 +455,9 @@ impl<S: Store> Brain<S> {
                 for j in deleted.into_iter().chain(dropped) {
                     self.dirty_jobs.insert(j.job.key.to_string());
                 }
+            }
+            Event::Namespace(c) => {
+                self.namespaces.change(c, |n| n.name.clone());
             }
             Event::BindFailed { key, pod, message } => {
                 warn!(group = %key, pod, "binding refused: {message}");

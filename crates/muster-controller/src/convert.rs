@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use kube::Resource;
 use muster_graph::NodeSpec;
@@ -110,6 +110,17 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
 
 fn amount_of(resource: &str, q: &K8sQuantity) -> Option<u64> {
     parse_amount(unit_of(resource).ok()?, &q.0).ok()
+}
+
+/// A namespace, as far as writes go: once it is being deleted muster writes nothing into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceView {
+    pub name: String,
+    pub terminating: bool,
+}
+
+pub fn namespace_view(ns: &Namespace) -> Option<NamespaceView> {
+    Some(NamespaceView { name: ns.metadata.name.clone()?, terminating: ns.metadata.deletion_timestamp.is_some() })
 }
 
 /// A pod's phase, as far as capacity and readiness go.

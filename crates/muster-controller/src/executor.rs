@@ -203,7 +203,7 @@ async fn job_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedR
     // The last write of each group: the next one for the group starts after it.
     let mut last: HashMap<GroupKey, tokio::task::JoinHandle<()>> = HashMap::new();
     while let Some(a) = rx.recv().await {
-        let Some(key) = group_of(&a) else { continue };
+        let Some(key) = a.group().cloned() else { continue };
         let before = last.remove(&key);
         let (client, slots) = (client.clone(), slots.clone());
         let task = tokio::spawn(async move {
@@ -217,19 +217,6 @@ async fn job_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedR
         if last.len() > 4096 {
             last.retain(|_, t| !t.is_finished());
         }
-    }
-}
-
-fn group_of(a: &Action) -> Option<GroupKey> {
-    match a {
-        Action::Suspend { key, .. }
-        | Action::ClearRequests { key }
-        | Action::SuspendJobSet { key, .. }
-        | Action::ClearJobSetRequests { key }
-        | Action::EnsureGroup { key, .. }
-        | Action::DeleteGroup { key }
-        | Action::DeletePods { key, .. } => Some(key.clone()),
-        _ => None,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Watchers: nodes, pods, managed Jobs and (when their CRD is installed) managed JobSets into
+//! Watchers: nodes, pods, namespaces, managed Jobs and (when their CRD is installed) managed JobSets into
 //! compact views for the brain; Queue changes.
 
 use std::collections::HashMap;
@@ -7,7 +7,7 @@ use std::sync::mpsc::Sender;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::external::{JobSet, served};
@@ -37,6 +37,9 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     let jobs = Api::<Job>::all(client.clone());
     let t = tx.clone();
     set.spawn(forward(jobs, watcher::Config::default().labels(labels::QUEUE), convert::job_view, Event::Job, t));
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let t = tx.clone();
+    set.spawn(forward(namespaces, watcher::Config::default(), convert::namespace_view, Event::Namespace, t));
     set.spawn(jobsets(client, tx));
     set
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use muster_controller::brain::{Action, Brain, BrainConfig, Change, Event};
-use muster_controller::convert::{JobSetPod, JobSetView, JobView, NodeView, PodPhase, PodView};
+use muster_controller::convert::{JobSetPod, JobSetView, JobView, NamespaceView, NodeView, PodPhase, PodView};
 use muster_controller::metrics::{Metrics, TimedStore};
 use muster_durable::Options;
 use muster_graph::{NodeSpec, Policy};
@@ -336,6 +336,41 @@ fn metrics_count_what_the_brain_decides() {
     assert!(has(&text, r#"muster_evictions_total{queue="default",reason="members_lost"} 1"#), "{text}");
     assert!(has(&text, r#"muster_admissions_total{queue="default"} 2"#), "{text}");
     assert_eq!(value(&text, "muster_admission_wait_seconds_sum"), 901.0 + 1.0, "{text}");
+}
+
+#[test]
+fn nothing_is_written_into_a_namespace_being_deleted_but_its_groups_still_release_their_nodes() {
+    let mut h = Harness::new(&[node("n1", 4)], &[job("train", 2, 2)], &[]);
+    h.brain.handle(Event::Namespace(Change::Apply(NamespaceView { name: NS.into(), terminating: false })), h.now);
+    h.cycle();
+    let pods: Vec<PodView> = (0..2).map(|i| pod("train", i, 2)).collect();
+    for p in &pods {
+        h.send(Event::Pod(Change::Apply(p.clone())));
+    }
+    for (i, p) in pods.iter().enumerate() {
+        h.send(Event::Pod(Change::Apply(bound(p, "n1", i as u32, true))));
+    }
+    assert_eq!(h.state("train"), Some(GroupState::Running));
+    // The teardown: the namespace is marked, its pods go, then its Job.
+    let mut a = h.send(Event::Namespace(Change::Apply(NamespaceView { name: NS.into(), terminating: true })));
+    for (i, p) in pods.iter().enumerate() {
+        let going = PodView { deleting: true, ..bound(p, "n1", i as u32, false) };
+        a.extend(h.send(Event::Pod(Change::Apply(going))));
+        a.extend(h.send(Event::Pod(Change::Delete(p.clone()))));
+    }
+    let train = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "train")).unwrap();
+    assert!(train.not_ready_since.is_some(), "the engine saw its pods go");
+    a.extend(h.send(Event::Job(Change::Delete(job("train", 2, 2)))));
+    let written: Vec<&Action> = a.iter().filter(|a| a.group().is_some()).collect();
+    assert!(written.is_empty(), "no status, event or Group delete for a namespace being deleted: {written:?}");
+    assert!(h.state("train").is_none_or(|s| s == GroupState::Deleted), "{:?}", h.state("train"));
+    // Its node is free again: a Job elsewhere that needs all of it is admitted and written.
+    let other = JobView { key: GroupKey::new("elsewhere", "next"), ..job("next", 2, 2) };
+    let a = h.send(Event::Job(Change::Apply(other)));
+    assert!(
+        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: false } if key.namespace == "elsewhere")),
+        "{a:?}"
+    );
 }
 
 #[test]
