@@ -244,9 +244,14 @@ class Tracker:
         now = time.time()
         name = job["metadata"]["name"]
         with self.lock:
-            j = self.jobs.setdefault(name, {"seen": now, "end": None, "outcome": None, "reason": None})
+            j = self.jobs.setdefault(name, {"seen": now, "end": None, "outcome": None, "reason": None, "start": None})
             if j["end"] is not None:
                 return
+            # The Job controller sets startTime when the Job starts (again, after a suspension):
+            # where activeDeadlineSeconds counts from.
+            started = (job.get("status") or {}).get("startTime")
+            if started:
+                j["start"] = rfc3339(started)
             for c in (job.get("status") or {}).get("conditions") or []:
                 if c.get("status") == "True" and c.get("type") in ("Complete", "Failed"):
                     j["end"], j["outcome"], j["reason"] = now, c["type"], c.get("reason")
@@ -399,6 +404,21 @@ def bind_figures(pods, t0):
     }
 
 
+def job_start_figures(jobs, pods, complete, failed):
+    last_created, all_ready = {}, {}
+    for p in pods:
+        if p["job"]:
+            last_created[p["job"]] = max(last_created.get(p["job"], 0.0), p["seen"])
+            if p["all_ready"]:
+                all_ready[p["job"]] = p["all_ready"]
+    out = {}
+    for label, names in (("Completed", complete), ("Failed", failed)):
+        started = [(n, jobs[n]["start"]) for n in names if jobs[n].get("start")]
+        out[f"startToPodsCreatedSeconds{label}"] = quantiles([last_created[n] - s for n, s in started if n in last_created])
+        out[f"startToAllReadySeconds{label}"] = quantiles([all_ready[n] - s for n, s in started if n in all_ready])
+    return out
+
+
 def node_figures(tracker, pod_cpu, pod_mem):
     alloc = tracker.alloc
     used = {n: pk for n, pk in tracker.peak.items() if pk[2] > 0}
@@ -536,6 +556,9 @@ def cmd_scale(args):
         "boundToRunningSeconds": quantiles([p["running"] - p["bound"] for p in pods if p["running"] and p["bound"]]),
         "runLagSeconds": quantiles([p["ended"] - p["all_ready"] - args.run_seconds for p in pods
                                     if p["phase"] == "Succeeded" and p["all_ready"] and p["ended"]]),
+        # From a Job's start (its deadline's clock) to its last pod created and to its all-ready
+        # stamp, for the Jobs that completed and those that failed: where a deadline went.
+        **job_start_figures(jobs, pods, complete, failed),
         "loadAverage": [round(x, 2) for x in os.getloadavg()],
         "goodput": round(sum(held.get(n, 0.0) for n in complete) / held_total, 3) if held_total else None,
         "podsCreated": len(pods),
