@@ -51,6 +51,16 @@ if (( kills == 0 )); then
   bound=$(muster_metric muster_pods_bound_total)
   check "the controller's /metrics counted its bindings (muster_pods_bound_total ${bound:-missing})" \
     test "${bound:-0}" -gt 0
+  # Every job's admission is an event on it, each recorded one timed from its decision.
+  jobs=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["jobs"])' "$line")
+  events_recorded() {
+    local recorded timed
+    recorded=$(muster_metric 'muster_events_total{outcome="recorded"}')
+    timed=$(muster_metric muster_event_delay_seconds_count)
+    echo "events recorded: ${recorded:-none}, timed: ${timed:-none}, jobs: $jobs" >&2
+    [[ -n $recorded && $recorded -ge $jobs && $recorded == "$timed" ]]
+  }
+  eventually 20 "the controller recorded an event per job at least, each timed" events_recorded
 fi
 # Every job finished: the store (what a restarted controller would recover) holds no allocation.
 no_allocations() {

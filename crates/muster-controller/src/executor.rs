@@ -4,10 +4,11 @@
 //! (only the latest is written); events never hold anything up.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::sync::mpsc::Sender;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
+use futures::stream::{self, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -23,7 +24,7 @@ use tracing::{debug, warn};
 
 use crate::brain::{Action, Event, EventType};
 use crate::convert::MEMBER;
-use crate::metrics::Metrics;
+use crate::metrics::{EventOutcome, Metrics};
 use crate::{Message, Options};
 
 fn is_code(e: &kube::Error, code: u16) -> bool {
@@ -42,7 +43,7 @@ pub async fn run(
     let (event_tx, event_rx) = mpsc::channel(10_000);
     let jobs = tokio::spawn(job_writer(client.clone(), opts.concurrency, job_rx));
     let statuses = tokio::spawn(status_writer(client.clone(), opts.concurrency, status_rx));
-    let events = tokio::spawn(event_writer(client.clone(), opts.identity.clone(), event_rx));
+    let events = tokio::spawn(event_writer(client.clone(), opts.identity.clone(), event_rx, metrics.clone()));
     let binds = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     // An ungating waits for the pod's Bind, which the brain sends right after it.
     let mut ungate: Option<(GroupKey, String, String, String)> = None;
@@ -90,8 +91,10 @@ pub async fn run(
             Action::QueueStatus { name, status } => {
                 tokio::spawn(write_queue_status(client.clone(), name, *status));
             }
-            Action::Event { .. } => {
-                if event_tx.try_send(a).is_err() {
+            Action::Event { key, job_uid, kind, reason, message } => {
+                let pending = PendingEvent { decided: Instant::now(), key, job_uid, kind, reason, message };
+                if event_tx.try_send(pending).is_err() {
+                    metrics.event(EventOutcome::Skipped, Duration::ZERO);
                     debug!("event dropped: the event queue is full");
                 }
             }
@@ -317,7 +320,6 @@ fn clear_requests() -> Patch<serde_json::Value> {
 /// Group statuses: the latest per group, written a batch at a time. A status whose Group object
 /// does not exist yet is retried with the next batch.
 async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedReceiver<(GroupKey, GroupStatus)>) {
-    use futures::StreamExt;
     let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
     let mut pending: HashMap<GroupKey, (GroupStatus, u32)> = HashMap::new();
     let mut admitted: HashSet<GroupKey> = HashSet::new();
@@ -353,7 +355,7 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
             pending.insert(k, (s, 0));
         }
         let batch: Vec<_> = pending.drain().collect();
-        let results: Vec<_> = futures::stream::iter(batch)
+        let results: Vec<_> = stream::iter(batch)
             .map(|(key, (status, tries))| {
                 let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
                 let apply = apply.clone();
@@ -388,87 +390,165 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
     }
 }
 
-/// Events, best effort: one per decision (see `publish`).
-async fn event_writer(client: Client, identity: String, mut rx: mpsc::Receiver<Action>) {
+/// Events in flight at once: enough to keep up with a burst's decisions, few beside the
+/// bindings' so that they take little of a saturated apiserver.
+const EVENTS_IN_FLIGHT: usize = 4;
+
+/// How long the events of a namespace the apiserver called terminating are skipped unsent.
+/// Short, as a namespace of the same name may come back once the old one is gone.
+const TERMINATING_FOR: Duration = Duration::from_secs(10);
+
+/// An event waiting to be sent, and when it was decided.
+struct PendingEvent {
+    decided: Instant,
+    key: GroupKey,
+    job_uid: String,
+    kind: EventType,
+    reason: String,
+    message: String,
+}
+
+/// Namespaces whose events the apiserver refused as the namespace was being deleted, and
+/// until when their other events are skipped: a teardown would refuse each of them.
+#[derive(Default)]
+struct ClosedNamespaces(HashMap<String, Instant>);
+
+impl ClosedNamespaces {
+    fn close(&mut self, namespace: &str, now: Instant) {
+        self.0.insert(namespace.to_string(), now + TERMINATING_FOR);
+    }
+
+    fn is_closed(&mut self, namespace: &str, now: Instant) -> bool {
+        self.0.retain(|_, until| *until > now);
+        self.0.contains_key(namespace)
+    }
+}
+
+/// Events, best effort: one per decision (see `publish`). Each batch goes out a few groups at
+/// a time, the events of one group in order.
+async fn event_writer(client: Client, identity: String, mut rx: mpsc::Receiver<PendingEvent>, metrics: Arc<Metrics>) {
     let reporter = Reporter { controller: "muster".into(), instance: Some(identity) };
     let recorder = Recorder::new(client, reporter);
+    let closed = Mutex::new(ClosedNamespaces::default());
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
-        while let Ok(a) = rx.try_recv() {
-            batch.push(a);
+        while let Ok(e) = rx.try_recv() {
+            batch.push(e);
         }
-        for a in fold_queued_into_admitted(batch) {
-            publish(&recorder, a).await;
-        }
+        stream::iter(per_group(fold_queued_into_admitted(batch)))
+            .for_each_concurrent(EVENTS_IN_FLIGHT, |events| async {
+                for e in events {
+                    let skip = closed
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .is_closed(&e.key.namespace, Instant::now());
+                    let outcome = match skip {
+                        true => EventOutcome::Skipped,
+                        false => match publish(&recorder, &e).await {
+                            Ok(()) => EventOutcome::Recorded,
+                            Err(err) => {
+                                if namespace_closed(&err) {
+                                    closed
+                                        .lock()
+                                        .unwrap_or_else(PoisonError::into_inner)
+                                        .close(&e.key.namespace, Instant::now());
+                                }
+                                debug!(group = %e.key, reason = e.reason, "event not recorded: {err}");
+                                EventOutcome::Failed
+                            }
+                        },
+                    };
+                    metrics.event(outcome, e.decided.elapsed());
+                }
+            })
+            .await;
     }
+}
+
+/// Whether the apiserver refused a write because its namespace is being deleted or is gone.
+fn namespace_closed(e: &kube::Error) -> bool {
+    let kube::Error::Api(s) = e else { return false };
+    s.details.as_ref().is_some_and(|d| {
+        d.causes.iter().any(|c| c.reason == "NamespaceTerminating") || (s.is_not_found() && d.kind == "namespaces")
+    })
+}
+
+/// The batch's events split per group, each group's in order, groups in order of their first.
+fn per_group(batch: Vec<PendingEvent>) -> Vec<Vec<PendingEvent>> {
+    let mut groups: Vec<Vec<PendingEvent>> = Vec::new();
+    let mut index: HashMap<GroupKey, usize> = HashMap::new();
+    for e in batch {
+        let i = *index.entry(e.key.clone()).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[i].push(e);
+    }
+    groups
 }
 
 /// A group queued and admitted before its Queued event went out gets one event, Admitted,
 /// that says both: under load that halves the events of groups that never wait.
-fn fold_queued_into_admitted(batch: Vec<Action>) -> Vec<Action> {
-    let mut out: Vec<Option<Action>> = Vec::with_capacity(batch.len());
+fn fold_queued_into_admitted(batch: Vec<PendingEvent>) -> Vec<PendingEvent> {
+    let mut out: Vec<Option<PendingEvent>> = Vec::with_capacity(batch.len());
     // Where each group's not yet folded Queued event sits in `out`.
     let mut queued: HashMap<GroupKey, usize> = HashMap::new();
-    for mut a in batch {
-        if let Action::Event { key, reason, message, .. } = &mut a {
-            match reason.as_str() {
-                "Queued" => {
-                    queued.insert(key.clone(), out.len());
-                }
-                "Admitted" => {
-                    if let Some(Some(Action::Event { message: q, .. })) = queued.remove(key).map(|i| out[i].take()) {
-                        *message = format!("{q}; {message}");
-                    }
-                }
-                _ => {}
+    for mut e in batch {
+        match e.reason.as_str() {
+            "Queued" => {
+                queued.insert(e.key.clone(), out.len());
             }
+            "Admitted" => {
+                if let Some(q) = queued.remove(&e.key).and_then(|i| out[i].take()) {
+                    e.message = format!("{}; {}", q.message, e.message);
+                }
+            }
+            _ => {}
         }
-        out.push(Some(a));
+        out.push(Some(e));
     }
     out.into_iter().flatten().collect()
 }
 
-async fn publish(recorder: &Recorder, a: Action) {
-    let Action::Event { key, job_uid, kind, reason, message } = a else { return };
+async fn publish(recorder: &Recorder, e: &PendingEvent) -> Result<(), kube::Error> {
     let group = ObjectReference {
         api_version: Some("muster.dev/v1alpha1".into()),
         kind: Some("Group".into()),
-        name: Some(key.name.clone()),
-        namespace: Some(key.namespace.clone()),
+        name: Some(e.key.name.clone()),
+        namespace: Some(e.key.namespace.clone()),
         ..ObjectReference::default()
     };
     // One event per decision: on the Job (what its owner describes) with its Group as the
     // related object, or on the Group alone when no Job is known (plain pods, JobSets).
-    let (regarding, related) = match job_uid.is_empty() {
+    let (regarding, related) = match e.job_uid.is_empty() {
         true => (group, None),
         false => {
             let job = ObjectReference {
                 api_version: Some("batch/v1".into()),
                 kind: Some("Job".into()),
-                uid: Some(job_uid),
+                uid: Some(e.job_uid.clone()),
                 ..group.clone()
             };
             (job, Some(group))
         }
     };
     let ev = KubeEvent {
-        type_: if kind == EventType::Warning { KubeEventType::Warning } else { KubeEventType::Normal },
-        reason: reason.clone(),
-        note: Some(message),
+        type_: if e.kind == EventType::Warning { KubeEventType::Warning } else { KubeEventType::Normal },
+        reason: e.reason.clone(),
+        note: Some(e.message.clone()),
         action: "Schedule".into(),
         secondary: related,
     };
-    if let Err(e) = recorder.publish(&ev, &regarding).await {
-        debug!(group = %key, reason, "event not recorded: {e}");
-    }
+    recorder.publish(&ev, &regarding).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn event(name: &str, reason: &str, message: &str) -> Action {
-        Action::Event {
+    fn event(name: &str, reason: &str, message: &str) -> PendingEvent {
+        PendingEvent {
+            decided: Instant::now(),
             key: GroupKey::new("ns", name),
             job_uid: String::new(),
             kind: EventType::Normal,
@@ -477,14 +557,8 @@ mod tests {
         }
     }
 
-    fn reasons(batch: &[Action]) -> Vec<(String, String, String)> {
-        batch
-            .iter()
-            .map(|a| match a {
-                Action::Event { key, reason, message, .. } => (key.name.clone(), reason.clone(), message.clone()),
-                _ => unreachable!(),
-            })
-            .collect()
+    fn reasons(batch: &[PendingEvent]) -> Vec<(String, String, String)> {
+        batch.iter().map(|e| (e.key.name.clone(), e.reason.clone(), e.message.clone())).collect()
     }
 
     fn api_error(code: u16) -> kube::Error {
@@ -525,4 +599,55 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_batch_of_events_goes_out_per_group_each_in_order() {
+        let batch = vec![
+            event("a", "Admitted", "1"),
+            event("b", "Admitted", "2"),
+            event("a", "PodsReady", "3"),
+            event("c", "Evicted", "4"),
+            event("b", "PodsReady", "5"),
+        ];
+        let groups: Vec<Vec<_>> = per_group(batch).iter().map(|g| reasons(g)).collect();
+        let e = |n: &str, r: &str, m: &str| (n.to_string(), r.to_string(), m.to_string());
+        assert_eq!(
+            groups,
+            vec![
+                vec![e("a", "Admitted", "1"), e("a", "PodsReady", "3")],
+                vec![e("b", "Admitted", "2"), e("b", "PodsReady", "5")],
+                vec![e("c", "Evicted", "4")],
+            ]
+        );
+    }
+
+    #[test]
+    fn a_namespace_refused_as_terminating_is_skipped_for_a_while_then_tried_again() {
+        let t0 = Instant::now();
+        let mut closed = ClosedNamespaces::default();
+        closed.close("gone", t0);
+        assert!(closed.is_closed("gone", t0 + Duration::from_secs(1)));
+        assert!(!closed.is_closed("other", t0 + Duration::from_secs(1)));
+        assert!(!closed.is_closed("gone", t0 + TERMINATING_FOR), "a namespace of that name may come back");
+        assert!(closed.0.is_empty(), "expired entries are forgotten");
+    }
+
+    #[test]
+    fn only_a_terminating_or_missing_namespace_closes_it() {
+        // The bodies kube-apiserver 1.35 sends for an event created in a namespace being deleted
+        // and in one already gone (captured from the harness's control plane), and a missing Job.
+        let status = |body: &str| kube::Error::Api(Box::new(serde_json::from_str(body).expect("a Status")));
+        let terminating = status(TERMINATING_BODY);
+        let missing_namespace = status(MISSING_NAMESPACE_BODY);
+        let missing_job = status(
+            r#"{"status":"Failure","reason":"NotFound","code":404,"details":{"name":"j","group":"batch","kind":"jobs"}}"#,
+        );
+        assert!(namespace_closed(&terminating));
+        assert!(namespace_closed(&missing_namespace));
+        assert!(!namespace_closed(&missing_job));
+        assert!(!namespace_closed(&api_error(403)));
+    }
+
+    const TERMINATING_BODY: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"events.events.k8s.io \"x.1\" is forbidden: unable to create new content in namespace t because it is being terminated","reason":"Forbidden","details":{"name":"x.1","group":"events.k8s.io","kind":"events","causes":[{"reason":"NamespaceTerminating","message":"namespace t is being terminated","field":"metadata.namespace"}]},"code":403}"#;
+    const MISSING_NAMESPACE_BODY: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"namespaces \"nope\" not found","reason":"NotFound","details":{"name":"nope","kind":"namespaces"},"code":404}"#;
 }

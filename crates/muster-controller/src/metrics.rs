@@ -39,6 +39,21 @@ struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    outcome: &'static str,
+}
+
+/// What became of one event muster decided to record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventOutcome {
+    Recorded,
+    /// The apiserver refused it or could not be reached.
+    Failed,
+    /// Never sent: the queue of events was full, or its namespace is being deleted.
+    Skipped,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EvictionLabels {
     queue: String,
     reason: &'static str,
@@ -53,6 +68,8 @@ pub struct Metrics {
     evictions: Family<EvictionLabels, Counter>,
     pods_bound: Counter,
     bind_failures: Counter,
+    events: Family<EventLabels, Counter>,
+    event_delay: Histogram,
     cycle_duration: Histogram,
     admission_wait: Histogram,
     leader: Gauge,
@@ -89,6 +106,16 @@ impl Metrics {
             "Bindings refused (the group is released and queued again)",
             bind_failures.clone(),
         );
+        let events = Family::<EventLabels, Counter>::default();
+        registry.register("events", "Kubernetes events muster decided to record, by outcome", events.clone());
+        // 1 ms .. 33 s: under load events wait behind each other.
+        let event_delay = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register_with_unit(
+            "event_delay",
+            "From the decision to its event recorded by the apiserver",
+            Unit::Seconds,
+            event_delay.clone(),
+        );
         // 0.5 ms .. 16 s: a cycle on a big queue takes milliseconds, a stuck store seconds.
         let cycle_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         registry.register_with_unit(
@@ -121,6 +148,8 @@ impl Metrics {
             evictions,
             pods_bound,
             bind_failures,
+            events,
+            event_delay,
             cycle_duration,
             admission_wait,
             leader,
@@ -180,6 +209,19 @@ impl Metrics {
 
     pub fn bind_failed(&self) {
         self.bind_failures.inc();
+    }
+
+    /// Counts one event's outcome; a recorded one's delay since its decision too.
+    pub fn event(&self, outcome: EventOutcome, since_decision: Duration) {
+        let outcome = match outcome {
+            EventOutcome::Recorded => {
+                self.event_delay.observe(since_decision.as_secs_f64());
+                "recorded"
+            }
+            EventOutcome::Failed => "failed",
+            EventOutcome::Skipped => "skipped",
+        };
+        self.events.get_or_create(&EventLabels { outcome }).inc();
     }
 
     pub fn observe_cycle(&self, took: Duration) {
