@@ -8,7 +8,8 @@
 # KWOK nodes. Idempotent: when the cluster is already up, only the node set is brought in
 # line with CLUSTER_FILE. State (PKI, etcd data, logs, pids, kubeconfig) lives in
 # $MUSTER_CLUSTER_DIR (default ~/.cache/muster/cluster). Stop with hack/cluster-down.sh.
-# See docs/control-plane.md.
+# MUSTER_APISERVER_PROFILING=1 serves kube-apiserver's /debug/pprof, for a CPU profile of a run
+# (docs/benchmarks.md). See docs/control-plane.md.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -17,6 +18,8 @@ cluster_file=${1:-${MUSTER_CLUSTER_FILE:-$repo_dir/scenarios/clusters/seed-deadl
 cluster_file=$(cd "$(dirname "$cluster_file")" && pwd)/$(basename "$cluster_file")
 
 dir=$MUSTER_CLUSTER_DIR
+apiserver_profiling=false
+[[ ${MUSTER_APISERVER_PROFILING:-0} == 1 ]] && apiserver_profiling=true
 pki=$dir/pki
 logs=$dir/logs
 run=$dir/run
@@ -257,7 +260,7 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
   --allow-privileged=true \
   --endpoint-reconciler-type=none \
   --max-requests-inflight=2000 --max-mutating-requests-inflight=1000 \
-  --profiling=false --v=1
+  --profiling="$apiserver_profiling" --v=1
 wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$server/readyz"
 
 log "starting kube-controller-manager and kube-scheduler"
