@@ -159,6 +159,11 @@ pub struct ReadinessSpec {
     /// or Creation (its old place).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_order: Option<RequeueOrderSpec>,
+    /// A start window: at most this many members of the queue's admitted groups not yet ready
+    /// (pods being created, pulled, started); the next group waits until enough are ready, and
+    /// one larger than the window starts alone. 0 or absent: no window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_starting_members: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -253,6 +258,7 @@ impl QueueSpec {
                 Some(RequeueOrderSpec::Eviction) => RequeueOrder::Eviction,
                 Some(RequeueOrderSpec::Creation) => RequeueOrder::Creation,
             },
+            max_starting_members: r.max_starting_members.filter(|&n| n > 0),
         };
         let p = self.preemption.clone().unwrap_or_default();
         let selector = self.namespace_selector.clone().unwrap_or_default();
@@ -342,7 +348,7 @@ mod tests {
             "quotas:\n  cpu: {nominal: 64, borrowingLimit: 32, lendingLimit: '16'}\n  nvidia.com/gpu: {nominal: 8}\n\
              cohort: research\npolicy: {kind: conservative, depth: 4}\nfairShareWeight: 2.5\n\
              namespaceSelector:\n  matchLabels: {team: a}\n  matchExpressions: [{key: env, operator: NotIn, values: [prod]}]\n  namespaces: [ml]\n\
-             readiness: {timeoutSeconds: 0, recoveryTimeoutSeconds: 120, backoffBaseSeconds: 10, backoffMaxSeconds: 100, backoffLimit: 3, requeueOrder: Creation}\n\
+             readiness: {timeoutSeconds: 0, recoveryTimeoutSeconds: 120, backoffBaseSeconds: 10, backoffMaxSeconds: 100, backoffLimit: 3, requeueOrder: Creation, maxStartingMembers: 500}\n\
              preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\nelasticMaxWaitSeconds: 30\n",
         )
         .to_config("team-a")
@@ -364,8 +370,11 @@ mod tests {
                 backoff_max_s: 100,
                 backoff_limit: Some(3),
                 requeue_order: RequeueOrder::Creation,
+                max_starting_members: Some(500),
             }
         );
+        let no_window = spec("readiness: {maxStartingMembers: 0}").to_config("q").unwrap();
+        assert_eq!(no_window.readiness.max_starting_members, None, "0 is no window, like the timeouts");
         assert_eq!(
             c.preemption,
             PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true }

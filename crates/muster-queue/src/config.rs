@@ -190,6 +190,10 @@ pub struct ReadinessConfig {
     /// Requeues allowed before the group is deactivated; null = requeue forever.
     pub backoff_limit: Option<u32>,
     pub requeue_order: RequeueOrder,
+    /// A start window: at most this many members of the queue's admitted groups not yet ready.
+    /// The next group waits until enough are ready; one larger than the window starts alone.
+    /// null = no window.
+    pub max_starting_members: Option<u32>,
 }
 
 impl Default for ReadinessConfig {
@@ -201,6 +205,7 @@ impl Default for ReadinessConfig {
             backoff_max_s: 3600,
             backoff_limit: None,
             requeue_order: RequeueOrder::Eviction,
+            max_starting_members: None,
         }
     }
 }
@@ -509,6 +514,12 @@ impl EngineConfig {
                     format!("{} is below backoffBaseS {}", r.backoff_max_s, r.backoff_base_s),
                 ));
             }
+            if r.max_starting_members == Some(0) {
+                return Err(err(
+                    at("readiness.maxStartingMembers"),
+                    "0 would start nothing; use 1 or more, or null for no window".into(),
+                ));
+            }
             if q.elastic_max_wait_s < 0 {
                 return Err(err(at("elasticMaxWaitS"), format!("{} is negative", q.elastic_max_wait_s)));
             }
@@ -608,6 +619,9 @@ mod tests {
         assert_eq!(e.path, "queues[1].name");
         let e = parse("queues:\n  - name: a\n    readiness: {backoffBaseS: 0}\n").unwrap_err();
         assert_eq!(e.path, "queues[0].readiness.backoffBaseS");
+        let e = parse("queues:\n  - name: a\n    readiness: {maxStartingMembers: 0}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].readiness.maxStartingMembers");
+        assert!(e.message.contains("1 or more, or null"), "{}", e.message);
         let e = parse("queues:\n  - name: a\n    policy: {kind: conservative, depth: 0}\n").unwrap_err();
         assert_eq!(e.path, "queues[0].policy.depth");
         let e = parse("queues:\n  - name: a\n    fairShareWeight: 0\n").unwrap_err();

@@ -128,6 +128,9 @@ enum Attempt {
     Reserved,
     /// Did not fit (capacity or quota); blocks a strict FIFO queue.
     Blocked,
+    /// Its queue's start window is full: the groups behind it wait too, so that smaller ones
+    /// do not keep a large one out of the window.
+    WindowFull,
     /// Never fits, or not tried: does not block the queue.
     Skipped,
 }
@@ -169,6 +172,9 @@ pub struct Engine {
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
     /// the snapshot: a restore builds the graph from the nodes as they are now.
     deferred_reshapes: BTreeMap<String, NodeSpec>,
+    /// Per queue, members admitted and not yet ready (for its start window); counted at the
+    /// start of each cycle and as the cycle admits.
+    starting: BTreeMap<String, u32>,
     last_stats: CycleStats,
 }
 
@@ -215,6 +221,7 @@ impl Engine {
             elastic: BTreeSet::new(),
             sat_cache: BTreeMap::new(),
             deferred_reshapes: BTreeMap::new(),
+            starting: BTreeMap::new(),
             last_stats: CycleStats::default(),
         })
     }
@@ -564,6 +571,8 @@ impl Engine {
         }
         let members = g.member_count();
         let recovering = g.not_ready_since.is_some();
+        // Members ready leave the start window: room for the groups waiting on it.
+        let windowed = self.queue_cfg(&g.spec.queue).readiness.max_starting_members.is_some();
         self.advance(now);
         let ready = ready.min(members);
         let mut out = Vec::new();
@@ -571,8 +580,9 @@ impl Engine {
         match state {
             GroupState::Admitted if ready >= members => {
                 self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
-                self.dirty |= self.config.block_admission;
+                self.dirty |= self.config.block_admission || windowed;
             }
+            GroupState::Admitted => self.dirty |= windowed,
             GroupState::Running if ready < members && !recovering => {
                 self.group_mut(key).not_ready_since = Some(self.now);
                 self.step(key, GroupState::Running, Reason::ReadinessLost, None, &mut out);
@@ -1106,6 +1116,7 @@ impl Engine {
             reservations: u32,
             first_blocked: Option<GroupKey>,
         }
+        self.count_starting();
         let queue_names: Vec<String> = self.config.queues.iter().map(|q| q.name.clone()).collect();
         let mut cursors: Vec<Cursor> = queue_names
             .iter()
@@ -1138,6 +1149,7 @@ impl Engine {
             let policy = self.queue_cfg(&q).policy;
             let is_backfill = cursors[qi].blocked;
             let mut stop_queue = false;
+            let mut window_full = false;
             if is_backfill {
                 if backfill_budget == 0 {
                     stop_queue = true;
@@ -1184,6 +1196,12 @@ impl Engine {
                             stop_queue = true;
                         }
                     }
+                    Attempt::WindowFull => {
+                        cursors[qi].blocked = true;
+                        cursors[qi].first_blocked.get_or_insert(key.clone());
+                        window_full = true;
+                        stop_queue = true;
+                    }
                     Attempt::Skipped => {}
                 }
             }
@@ -1199,7 +1217,9 @@ impl Engine {
                     for k in behind {
                         n += 1;
                         if self.groups[&k].unsatisfiable.is_none() {
-                            let reason = if policy == QueuePolicy::StrictFifo {
+                            let reason = if window_full {
+                                format!("waiting behind {fb} for the start window of queue {q}")
+                            } else if policy == QueuePolicy::StrictFifo {
                                 format!("waiting behind {fb} (queue {q} is strict FIFO)")
                             } else {
                                 format!("waiting behind {fb}; not tried this cycle (backfill attempts used up)")
@@ -1214,6 +1234,21 @@ impl Engine {
             if let Some(nk) = next_of(self, qi, Some(pk)) {
                 let share = Share(self.fair_share(&q));
                 heads.insert((nk.neg_priority, share, nk.order_time, nk.seq, qi));
+            }
+        }
+    }
+
+    /// Counts the members admitted and not yet ready per queue with a start window.
+    fn count_starting(&mut self) {
+        self.starting.clear();
+        if self.config.queues.iter().all(|q| q.readiness.max_starting_members.is_none()) {
+            return;
+        }
+        for k in &self.live {
+            let g = &self.groups[k];
+            if g.state == GroupState::Admitted {
+                *self.starting.entry(g.spec.queue.clone()).or_default() +=
+                    g.member_count().saturating_sub(g.ready_members);
             }
         }
     }
@@ -1319,6 +1354,21 @@ impl Engine {
             }
         }
         let waiting_max = eff_min > request.min_members;
+        let window = self.queue_cfg(&q).readiness.max_starting_members;
+        let starting = self.starting.get(&q).copied().unwrap_or(0);
+        if let Some(limit) = window
+            && starting > 0
+            && starting.saturating_add(eff_min) > limit
+        {
+            self.set_reason(
+                key,
+                format!(
+                    "start window: {starting} members of queue {q} are starting \
+                     (readiness.maxStartingMembers {limit}); waiting for them to be ready"
+                ),
+            );
+            return Attempt::WindowFull;
+        }
         let amounts = quota::per_member(&request);
         let (qmax, qreason) = {
             let resources = &self.graph.graph.resources;
@@ -1345,6 +1395,9 @@ impl Engine {
             return Attempt::Blocked;
         }
         req.max_members = qmax.max(eff_min);
+        if let Some(limit) = window {
+            req.max_members = req.max_members.min(limit.saturating_sub(starting).max(eff_min));
+        }
         let shape_key = (shape, req.min_members, req.max_members);
         let mut busy = if failed_shapes.contains(&shape_key) {
             Some("a group of the same shape ahead of it did not fit".to_string())
@@ -1452,6 +1505,8 @@ impl Engine {
         g.ready_members = 0;
         g.not_ready_since = None;
         g.reason = String::new();
+        let queue = g.spec.queue.clone();
+        *self.starting.entry(queue).or_default() += members;
         self.add_usage(key, members, 1);
         self.step(key, GroupState::Admitted, reason, Some(rec), out);
     }

@@ -477,6 +477,70 @@ fn block_admission_admits_one_at_a_time() {
     assert_eq!(to(&e.schedule(2), "b"), vec![GroupState::Admitted]);
 }
 
+/// A queue with a start window of `window` members, on 8 nodes of 4 cpu (room for all groups).
+fn windowed(window: Option<u32>) -> Engine {
+    let mut c = one_queue(QueuePolicy::BestEffortFifo);
+    c.queues[0].readiness.max_starting_members = window;
+    engine(graph(8, 4), c)
+}
+
+#[test]
+fn a_start_window_holds_groups_until_the_started_ones_are_ready() {
+    let mut e = windowed(Some(10));
+    e.submit(spec("a", "q", 6, 1, None, 0), 0).unwrap();
+    e.submit(spec("b", "q", 6, 1, None, 1), 1).unwrap();
+    e.submit(spec("c", "q", 3, 1, None, 2), 2).unwrap();
+    e.schedule(2);
+    assert_eq!(state(&e, "a"), GroupState::Admitted);
+    assert_eq!(state(&e, "b"), GroupState::Queued, "6 starting + 6 > 10");
+    assert!(e.explain(&key("b"), 2).unwrap().reason.contains("start window: 6 members of queue q are starting"));
+    // c would fit the window (6 + 3) but waits behind b: smaller groups must not keep b out.
+    assert_eq!(state(&e, "c"), GroupState::Queued);
+    assert!(e.explain(&key("c"), 2).unwrap().reason.contains("for the start window of queue q"));
+    // Members ready leave the window: 4 of a's 6 ready leave 2 starting, room for b (6) but not c.
+    e.pods_ready(&key("a"), 4, 3).unwrap();
+    e.schedule(3);
+    assert_eq!(state(&e, "b"), GroupState::Admitted);
+    assert_eq!(state(&e, "c"), GroupState::Queued, "2 + 6 starting + 3 > 10");
+    e.pods_ready(&key("a"), 6, 4).unwrap();
+    e.schedule(4);
+    assert_eq!(state(&e, "c"), GroupState::Admitted, "6 + 3 <= 10");
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_group_larger_than_the_start_window_starts_alone() {
+    let mut e = windowed(Some(4));
+    e.submit(spec("big", "q", 12, 1, None, 0), 0).unwrap();
+    e.submit(spec("small", "q", 1, 1, None, 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "big"), GroupState::Admitted, "nothing else starting: never held forever");
+    assert_eq!(state(&e, "small"), GroupState::Queued);
+    e.pods_ready(&key("big"), 12, 2).unwrap();
+    e.schedule(2);
+    assert_eq!(state(&e, "small"), GroupState::Admitted);
+}
+
+#[test]
+fn without_a_start_window_every_group_that_fits_starts_at_once() {
+    let mut e = windowed(None);
+    for (i, n) in ["a", "b", "c"].iter().enumerate() {
+        e.submit(spec(n, "q", 6, 1, None, i as i64), i as i64).unwrap();
+    }
+    let ts = e.schedule(3);
+    assert_eq!(ts.iter().filter(|t| t.to == GroupState::Admitted).count(), 3);
+}
+
+#[test]
+fn an_elastic_group_takes_no_more_than_the_start_window_leaves() {
+    let mut e = windowed(Some(10));
+    e.submit(spec("a", "q", 4, 1, None, 0), 0).unwrap();
+    e.submit(elastic("el", "q", 2, 12, 1, None, 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "el"), GroupState::Admitted);
+    assert_eq!(e.group(&key("el")).unwrap().member_count(), 6, "10 - 4 starting");
+}
+
 #[test]
 fn suspend_resume_delete_in_every_state() {
     use GroupState::*;
