@@ -175,6 +175,9 @@ pub struct Engine {
     /// Per queue, members admitted and not yet ready (for its start window); counted at the
     /// start of each cycle and as the cycle admits.
     starting: BTreeMap<String, u32>,
+    /// Per queue, the first group its start window held in the last cycle: it and the groups
+    /// behind it start when members become ready, which no plan can tell.
+    window_held: BTreeMap<String, PendingKey>,
     last_stats: CycleStats,
 }
 
@@ -222,6 +225,7 @@ impl Engine {
             sat_cache: BTreeMap::new(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
+            window_held: BTreeMap::new(),
             last_stats: CycleStats::default(),
         })
     }
@@ -1197,6 +1201,7 @@ impl Engine {
                         }
                     }
                     Attempt::WindowFull => {
+                        self.window_held.insert(q.clone(), pk);
                         cursors[qi].blocked = true;
                         cursors[qi].first_blocked.get_or_insert(key.clone());
                         window_full = true;
@@ -1241,6 +1246,7 @@ impl Engine {
     /// Counts the members admitted and not yet ready per queue with a start window.
     fn count_starting(&mut self) {
         self.starting.clear();
+        self.window_held.clear();
         if self.config.queues.iter().all(|q| q.readiness.max_starting_members.is_none()) {
             return;
         }
@@ -1785,14 +1791,14 @@ impl Engine {
         let depth = self.config.estimate_depth;
         let mut planner_left = self.config.planner_estimates;
         let profile = self.end_profile();
-        for (_, q, position, key) in order {
+        for (pk, q, position, key) in order {
             let g = &self.groups[&key];
             let mut reason = g.reason.clone();
             let mut aggregate = false;
             let estimated_start = if position > depth {
                 reason = format!("position {position} in queue {q}; estimate not computed (beyond the first {depth})");
                 None
-            } else if g.unsatisfiable.is_some() {
+            } else if g.unsatisfiable.is_some() || self.window_held.get(&q).is_some_and(|held| pk >= *held) {
                 None
             } else if let Some(at) = g.reserved_at.filter(|_| self.reservations.contains_key(&key)) {
                 Some(at)

@@ -493,10 +493,14 @@ fn a_start_window_holds_groups_until_the_started_ones_are_ready() {
     e.schedule(2);
     assert_eq!(state(&e, "a"), GroupState::Admitted);
     assert_eq!(state(&e, "b"), GroupState::Queued, "6 starting + 6 > 10");
-    assert!(e.explain(&key("b"), 2).unwrap().reason.contains("start window: 6 members of queue q are starting"));
+    let held = e.explain(&key("b"), 2).unwrap();
+    assert!(held.reason.contains("start window: 6 members of queue q are starting"), "{}", held.reason);
+    assert_eq!(held.estimated_start, None, "it starts when members become ready, which no plan knows");
     // c would fit the window (6 + 3) but waits behind b: smaller groups must not keep b out.
     assert_eq!(state(&e, "c"), GroupState::Queued);
-    assert!(e.explain(&key("c"), 2).unwrap().reason.contains("for the start window of queue q"));
+    let behind = e.explain(&key("c"), 2).unwrap();
+    assert!(behind.reason.contains("for the start window of queue q"), "{}", behind.reason);
+    assert_eq!(behind.estimated_start, None);
     // Members ready leave the window: 4 of a's 6 ready leave 2 starting, room for b (6) but not c.
     e.pods_ready(&key("a"), 4, 3).unwrap();
     e.schedule(3);
