@@ -1223,7 +1223,8 @@ impl Engine {
                         n += 1;
                         if self.groups[&k].unsatisfiable.is_none() {
                             let reason = if window_full {
-                                format!("waiting behind {fb} for the start window of queue {q}")
+                                // The group the window held, not an earlier one blocked otherwise.
+                                format!("waiting behind {key} for the start window of queue {q}")
                             } else if policy == QueuePolicy::StrictFifo {
                                 format!("waiting behind {fb} (queue {q} is strict FIFO)")
                             } else {

@@ -513,6 +513,21 @@ fn a_start_window_holds_groups_until_the_started_ones_are_ready() {
 }
 
 #[test]
+fn groups_behind_a_start_window_name_the_group_it_holds() {
+    let mut e = windowed(Some(20));
+    e.submit(spec("a", "q", 6, 1, None, 0), 0).unwrap();
+    // Needs 7 whole nodes while a takes parts of two: blocked by capacity, not by the window.
+    e.submit(spec("wide", "q", 7, 4, None, 1), 1).unwrap();
+    e.submit(spec("b", "q", 15, 1, None, 2), 2).unwrap();
+    e.submit(spec("c", "q", 1, 1, None, 3), 3).unwrap();
+    e.schedule(3);
+    assert_eq!(state(&e, "wide"), GroupState::Queued);
+    assert!(e.explain(&key("b"), 3).unwrap().reason.starts_with("start window: 6 members"));
+    let behind = e.explain(&key("c"), 3).unwrap().reason;
+    assert!(behind.contains("waiting behind ns/b for the start window of queue q"), "{behind}");
+}
+
+#[test]
 fn a_group_larger_than_the_start_window_starts_alone() {
     let mut e = windowed(Some(4));
     e.submit(spec("big", "q", 12, 1, None, 0), 0).unwrap();
