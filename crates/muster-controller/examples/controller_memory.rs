@@ -65,6 +65,7 @@ fn main() {
             resume_requested: false,
             suspend_requested: false,
             created: now,
+            deleting: false,
             group: Ok(GroupObjectSpec {
                 queue: "default".into(),
                 members: Members { min: pods as i64, max: None },

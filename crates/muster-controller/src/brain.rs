@@ -19,12 +19,14 @@ use k8s_openapi::jiff::Timestamp;
 use muster_durable::{ClusterReport, DurableEngine, Input, Options};
 use muster_graph::{Graph, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
-use muster_k8s::{GroupConditionType as Cond, GroupPhase, GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
+use muster_k8s::{
+    GroupConditionType as Cond, GroupPhase, GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus, labels,
+};
 use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
-use crate::convert::{self, JobSetView, JobView, NamespaceView, NodeView, PodPhase, PodView};
+use crate::convert::{self, GroupObjectView, JobSetView, JobView, NamespaceView, NodeView, PodPhase, PodView};
 use crate::metrics::Metrics;
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
@@ -48,6 +50,9 @@ pub enum Event {
     JobSet(Change<JobSetView>),
     /// Namespaces: only whether one is being deleted matters (nothing is written into it then).
     Namespace(Change<NamespaceView>),
+    /// Group objects: their statuses are muster's, so one changed or deleted by anyone else is
+    /// repaired.
+    GroupObject(Change<GroupObjectView>),
     /// The binding of a pod was refused: the group must not run in part.
     BindFailed {
         key: GroupKey,
@@ -60,6 +65,17 @@ pub enum Event {
 pub enum EventType {
     Normal,
     Warning,
+}
+
+/// What an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// The group's Group object (plain-pod groups, JobSets).
+    Group,
+    /// The group's Job, by uid, with its Group as the related object.
+    Job { uid: String },
+    /// A pod of no group, by uid (the event's key then names the pod).
+    Pod { uid: String },
 }
 
 /// What the executor does against the API server.
@@ -99,6 +115,11 @@ pub enum Action {
         key: GroupKey,
         status: Box<GroupStatus>,
     },
+    /// Replace a Group's whole status with muster's, over one someone else wrote.
+    RestoreStatus {
+        key: GroupKey,
+        status: Box<GroupStatus>,
+    },
     /// Set the Job's spec.suspend.
     Suspend {
         key: GroupKey,
@@ -126,9 +147,10 @@ pub enum Action {
         node: String,
         member: u32,
     },
+    /// An event about `key`'s group, or about the pod `key` names when the subject is a pod.
     Event {
         key: GroupKey,
-        job_uid: String,
+        subject: Subject,
         kind: EventType,
         reason: String,
         message: String,
@@ -145,6 +167,7 @@ impl Action {
             | Action::Ungate { key, .. }
             | Action::DeletePods { key, .. }
             | Action::Status { key, .. }
+            | Action::RestoreStatus { key, .. }
             | Action::Suspend { key, .. }
             | Action::ClearRequests { key }
             | Action::SuspendJobSet { key, .. }
@@ -210,14 +233,21 @@ pub struct Brain<S: Store> {
     jobs: Kind<JobView>,
     jobsets: Kind<JobSetView>,
     namespaces: Kind<NamespaceView>,
+    group_objects: Kind<GroupObjectView>,
+    /// Groups whose object disagrees with what muster wrote (or is gone), since when: repaired
+    /// if it still does after [`REPAIR_AFTER_SECS`].
+    suspect: BTreeMap<GroupKey, i64>,
     /// Pods of each managed group, by uid.
     group_pods: HashMap<GroupKey, BTreeSet<String>>,
     /// Bindings sent and not yet seen in a pod's nodeName: pod uid -> member.
     binding: HashMap<String, u32>,
     /// Ready counts last reported to the engine.
     ready_sent: HashMap<GroupKey, u32>,
-    /// Other schedulers' pods the engine could not count yet (no room): retried each cycle.
+    /// Other schedulers' pods the engine could not count yet (on a node it does not know yet):
+    /// retried each cycle.
     foreign_waiting: BTreeSet<String>,
+    /// Pods told by a warning event why muster does not bind them (by uid): told once.
+    told_pods: BTreeSet<String>,
     statuses: HashMap<GroupKey, GroupStatus>,
     /// The Queue statuses last sent, to send only changes.
     queue_statuses: BTreeMap<String, QueueStatus>,
@@ -240,6 +270,10 @@ pub struct Brain<S: Store> {
     metrics: Arc<Metrics>,
 }
 
+/// How long a Group object may disagree with muster before it is repaired: muster's own writes
+/// come back through the watch a little later, and a deleted Job's Group goes with it.
+const REPAIR_AFTER_SECS: i64 = 2;
+
 fn time(secs: i64) -> Time {
     Time(Timestamp::from_second(secs.clamp(0, 253_402_207_199)).unwrap_or(Timestamp::UNIX_EPOCH))
 }
@@ -253,10 +287,13 @@ impl<S: Store> Brain<S> {
             jobs: Kind::default(),
             jobsets: Kind::default(),
             namespaces: Kind::default(),
+            group_objects: Kind::default(),
+            suspect: BTreeMap::new(),
             group_pods: HashMap::new(),
             binding: HashMap::new(),
             ready_sent: HashMap::new(),
             foreign_waiting: BTreeSet::new(),
+            told_pods: BTreeSet::new(),
             statuses: HashMap::new(),
             queue_statuses: BTreeMap::new(),
             ensured: BTreeSet::new(),
@@ -459,6 +496,23 @@ impl<S: Store> Brain<S> {
             Event::Namespace(c) => {
                 self.namespaces.change(c, |n| n.name.clone());
             }
+            Event::GroupObject(c) => {
+                let applied = if let Change::Apply(g) = &c { Some(g.clone()) } else { None };
+                let (deleted, dropped) = self.group_objects.change(c, |g| g.key.to_string());
+                for g in deleted.into_iter().chain(dropped) {
+                    self.suspect.entry(g.key).or_insert(now);
+                }
+                if let Some(g) = applied {
+                    // Only another writer's status is suspect: muster's own older writes come
+                    // back late under load, and repairing those would double its writes.
+                    let ours = self.statuses.get(&g.key).map(convert::status_fingerprint);
+                    if g.foreign_status && ours.is_some_and(|f| f != g.status) {
+                        self.suspect.entry(g.key).or_insert(now);
+                    } else {
+                        self.suspect.remove(&g.key);
+                    }
+                }
+            }
             Event::BindFailed { key, pod, message } => {
                 warn!(group = %key, pod, "binding refused: {message}");
                 self.binding.retain(|uid, _| self.pods.items.get(uid).is_none_or(|p| p.name != pod));
@@ -528,6 +582,7 @@ impl<S: Store> Brain<S> {
         let (deleted, dropped) = self.pods.change(c, |p| p.uid.clone());
         for p in deleted.into_iter().chain(dropped) {
             self.binding.remove(&p.uid);
+            self.told_pods.remove(&p.uid);
             if let Some(key) = p.group_key().filter(|_| p.ours) {
                 if let Some(s) = self.group_pods.get_mut(&key) {
                     s.remove(&p.uid);
@@ -556,6 +611,17 @@ impl<S: Store> Brain<S> {
                 self.dirty_plain.insert(key.clone());
             }
             self.dirty_groups.insert(key);
+        } else if p.ours && p.node.is_none() && !p.phase.is_terminal() && !p.deleting {
+            let message = format!(
+                "pod {} names schedulerName {} but belongs to no group, so muster never places it: give it the \
+                 labels {} and {} (or create it from a Job with the queue label)",
+                p.name,
+                labels::SCHEDULER_NAME,
+                labels::QUEUE,
+                labels::GROUP
+            );
+            let key = GroupKey::new(&p.namespace, &p.name);
+            self.tell_pod(&key, &p.namespace, &p.name, &p.uid, "MissingGroup", &message);
         } else if self.engine.is_some() {
             if p.holds_capacity() {
                 let (id, requests) = (p.uid.clone(), p.requests.clone());
@@ -654,7 +720,7 @@ impl<S: Store> Brain<S> {
     }
 
     /// Brings the engine in line with the pods of one plain group (or their absence).
-    fn plain_changed(&mut self, key: &GroupKey) {
+    fn plain_changed(&mut self, key: &GroupKey, now: i64) {
         if self.workload(&key.to_string()).is_some() {
             return;
         }
@@ -664,42 +730,76 @@ impl<S: Store> Brain<S> {
             return;
         };
         let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else {
-            let live = self.plain_pods(key).any(|p| !p.phase.is_terminal() && !p.deleting);
-            if live && !self.plain_refused.contains(key) {
-                self.submit_plain(key, &first);
+            if !self.plain_refused.contains(key) {
+                self.submit_plain(key, &first, now);
             }
             return;
         };
-        if g.state.holds_allocation() {
+        let held = g.state.holds_allocation();
+        if held {
             let members = g.allocation.as_ref().map_or(1, |a| a.members.len());
             if let Some(succeeded) = self.plain_finished(key, members) {
                 self.inputs.push(Input::Finished { key: key.clone(), succeeded });
             }
         }
+        // Level-triggered, as for Jobs: the Group object again after a restart or a deletion.
+        if !self.ensured.contains(key)
+            && let Ok(spec) = convert::plain_group_spec(&first)
+        {
+            self.ensured.insert(key.clone());
+            self.actions.push(Action::EnsureGroup { key: key.clone(), spec: Box::new(spec), job_uid: String::new() });
+        }
     }
 
-    /// A new plain group: its Group object (no owner), and the group into its queue. Its pods
-    /// need not all exist: the group is placed whole and each pod takes a member as it comes.
-    fn submit_plain(&mut self, key: &GroupKey, first: &PodView) {
+    /// Pods of a plain group that still run or wait (not ended, not being deleted).
+    fn live_plain_pods<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a PodView> + 'a {
+        self.plain_pods(key).filter(|p| !p.phase.is_terminal() && !p.deleting)
+    }
+
+    /// A new plain group into its queue, sized from its first pod, once every pod agrees with
+    /// that one and at least its minimum of pods exist. Admitted earlier, it would hold room for
+    /// pods that may never come; and a pod asking more than the first would be placed as if it
+    /// asked what the first asks.
+    fn submit_plain(&mut self, key: &GroupKey, first: &PodView, now: i64) {
+        let live: Vec<PodView> = self.live_plain_pods(key).cloned().collect();
+        if live.is_empty() {
+            return;
+        }
+        let refuse = |brain: &mut Self, message: &str| {
+            brain.plain_refused.insert(key.clone());
+            brain.event(key, EventType::Warning, "InvalidGroup", message);
+        };
         let spec = match convert::plain_group_spec(first) {
             Ok(spec) => spec,
-            Err(message) => {
-                self.plain_refused.insert(key.clone());
-                return self.event(key, EventType::Warning, "InvalidGroup", &message);
-            }
+            Err(message) => return refuse(self, &message),
         };
+        for p in &live {
+            let theirs = convert::plain_group_spec(p);
+            if let Some(difference) = convert::plain_pods_differ(first, &spec, p, theirs.as_ref()) {
+                let message = format!(
+                    "{difference}; the pods of a group must agree, as muster places them as alike members: delete \
+                     the group's pods and create them alike"
+                );
+                return refuse(self, &message);
+            }
+        }
         let request = match spec.to_request(&key.name) {
             Ok(r) => r,
-            Err(e) => {
-                self.plain_refused.insert(key.clone());
-                return self.event(key, EventType::Warning, "InvalidGroup", &e.to_string());
-            }
+            Err(e) => return refuse(self, &e.to_string()),
         };
-        self.actions.push(Action::EnsureGroup {
-            key: key.clone(),
-            spec: Box::new(spec.clone()),
-            job_uid: String::new(),
-        });
+        if self.ensured.insert(key.clone()) {
+            let spec = Box::new(spec.clone());
+            self.actions.push(Action::EnsureGroup { key: key.clone(), spec, job_uid: String::new() });
+        }
+        let needed = spec.members.min;
+        if (live.len() as i64) < needed {
+            let message = format!(
+                "waiting for its pods: {} of the {needed} it needs to start exist; muster holds no room for a group \
+                 until they do",
+                live.len()
+            );
+            return self.waiting_for_pods(key, &message, now);
+        }
         self.inputs.push(Input::Submit(GroupSpec {
             key: key.clone(),
             queue: spec.queue.clone(),
@@ -707,6 +807,17 @@ impl<S: Store> Brain<S> {
             request,
             submitted_at: first.created,
         }));
+    }
+
+    /// The status of a plain group not yet in the engine because too few of its pods exist.
+    fn waiting_for_pods(&mut self, key: &GroupKey, message: &str, now: i64) {
+        let mut st = GroupStatus::default();
+        st.set_condition(Cond::Queued, false, "WaitingForPods", message, None, time(now));
+        st.message = Some(message.to_string());
+        // The same wait again is no news (its condition's time would only churn writes).
+        if self.statuses.get(key).and_then(|s| s.message.as_deref()) != Some(message) {
+            self.push_status(key, st);
+        }
     }
 
     /// A new Job: its Group object, and the group into its queue.
@@ -758,7 +869,14 @@ impl<S: Store> Brain<S> {
             .collect();
         unbound.sort_by_key(|p| (p.completion_index, p.name.clone()));
         let jobset = self.jobsets.items.get(&key.to_string());
+        let mut misfits = Vec::new();
         for p in unbound {
+            // Members were placed for what the group's spec asks: a pod asking more would
+            // over-commit the node it is bound to.
+            if let Some(over) = convert::exceeds(&p.requests, &g.spec.request.requests) {
+                misfits.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), over));
+                continue;
+            }
             let free = |m: &u32| !filled.contains(m);
             // A JobSet's pods are numbered across its child Jobs; a Job's by completion index.
             let preferred = match (&p.jobset, jobset) {
@@ -772,6 +890,13 @@ impl<S: Store> Brain<S> {
             let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
             filled.insert(member);
             binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member, p.gated));
+        }
+        for (uid, pod, namespace, over) in misfits {
+            let message = format!(
+                "pod {pod} asks more than the members of group {key} were placed for ({over}); muster does not \
+                 bind it: delete it, and create it asking what the group's other pods ask"
+            );
+            self.tell_pod(key, &namespace, &pod, &uid, "PodTooLarge", &message);
         }
         for (uid, pod, namespace, node, member, gated) in binds {
             self.binding.insert(uid.clone(), member);
@@ -799,7 +924,7 @@ impl<S: Store> Brain<S> {
                         self.plain_refused.insert(spec.key.clone());
                         self.event(&spec.key, EventType::Warning, "NotQueued", &error);
                     }
-                    // No room yet (the engine placed ours first): counted once capacity frees.
+                    // On a node the engine does not know yet: counted once it does.
                     Input::Occupy { id, .. } => {
                         self.foreign_waiting.insert(id);
                     }
@@ -817,7 +942,7 @@ impl<S: Store> Brain<S> {
             self.job_changed(&key);
         }
         for key in std::mem::take(&mut self.dirty_plain) {
-            self.plain_changed(&key);
+            self.plain_changed(&key, now);
         }
         self.flush(now);
         for key in std::mem::take(&mut self.dirty_groups) {
@@ -852,9 +977,44 @@ impl<S: Store> Brain<S> {
                 self.inputs.push(Input::Occupy { id: uid, node, requests });
             }
         }
+        self.repair_group_objects(now);
         self.reconcile(now);
         self.inputs.push(Input::Schedule);
         self.flush(now);
+    }
+
+    /// Group objects that still disagree with muster: a status someone else wrote gets muster's
+    /// back; a deleted one is created again while its Job (or a plain group's pods) lives.
+    fn repair_group_objects(&mut self, now: i64) {
+        let due: Vec<GroupKey> = self
+            .suspect
+            .iter()
+            .filter(|(_, since)| now - **since >= REPAIR_AFTER_SECS)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.suspect.remove(&key);
+            let Some(ours) = self.statuses.get(&key).cloned() else { continue };
+            let mirror = key.to_string();
+            let live = self.workload(&mirror).map_or_else(|| self.is_plain(&key), |j| !j.deleting);
+            if !live {
+                continue;
+            }
+            match self.group_objects.items.get(&mirror) {
+                None => {
+                    warn!(group = %key, "the Group object was deleted, not by muster; creating it again");
+                    self.ensured.remove(&key);
+                    self.dirty_jobs.insert(mirror);
+                    self.dirty_plain.insert(key.clone());
+                    self.actions.push(Action::Status { key, status: Box::new(ours) });
+                }
+                Some(g) if g.status == convert::status_fingerprint(&ours) => {}
+                Some(_) => {
+                    warn!(group = %key, "the Group status was written, not by muster; writing muster's back");
+                    self.actions.push(Action::RestoreStatus { key, status: Box::new(ours) });
+                }
+            }
+        }
     }
 
     /// Positions and estimated starts of waiting groups into their statuses, and each Queue's
@@ -977,14 +1137,31 @@ impl<S: Store> Brain<S> {
 
     fn event(&mut self, key: &GroupKey, kind: EventType, reason: &str, message: &str) {
         // Events name a Job by uid; a JobSet's go on its Group only.
-        let job_uid = self.jobs.items.get(&key.to_string()).map(|j| j.uid.clone()).unwrap_or_default();
+        let subject = match self.jobs.items.get(&key.to_string()) {
+            Some(j) => Subject::Job { uid: j.uid.clone() },
+            None => Subject::Group,
+        };
         self.actions.push(Action::Event {
             key: key.clone(),
-            job_uid,
+            subject,
             kind,
             reason: reason.to_string(),
             message: message.to_string(),
         });
+    }
+
+    /// A warning event on a pod muster will not bind, once per pod.
+    fn tell_pod(&mut self, key: &GroupKey, namespace: &str, pod: &str, uid: &str, reason: &str, message: &str) {
+        if self.told_pods.insert(uid.to_string()) {
+            self.actions.push(Action::Event {
+                key: GroupKey::new(namespace, pod),
+                subject: Subject::Pod { uid: uid.to_string() },
+                kind: EventType::Warning,
+                reason: reason.to_string(),
+                message: message.to_string(),
+            });
+            warn!(group = %key, pod, "{message}");
+        }
     }
 
     /// The Group object's status from the engine's group.

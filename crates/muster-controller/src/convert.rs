@@ -6,15 +6,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
 use kube::Resource;
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
-use muster_graph::resources::{parse_amount, unit_of};
 use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL, job_pods, jobset_owner};
 use muster_k8s::group::{Members, NodeSelectorRequirement, NodeSelectorTerm, OwnerReference, Toleration};
-use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity, labels};
+use muster_k8s::pod::{self, amount_of};
+use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, Quantity, labels};
 use muster_queue::GroupKey;
 
 /// The Job controller's label naming a pod's Job.
@@ -108,10 +107,6 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
     })
 }
 
-fn amount_of(resource: &str, q: &K8sQuantity) -> Option<u64> {
-    parse_amount(unit_of(resource).ok()?, &q.0).ok()
-}
-
 /// A namespace, as far as writes go: once it is being deleted muster writes nothing into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamespaceView {
@@ -121,6 +116,38 @@ pub struct NamespaceView {
 
 pub fn namespace_view(ns: &Namespace) -> Option<NamespaceView> {
     Some(NamespaceView { name: ns.metadata.name.clone()?, terminating: ns.metadata.deletion_timestamp.is_some() })
+}
+
+/// A Group object as the controller checks it: only muster writes Group statuses, so one that
+/// differs from what muster wrote was forged (or is muster's own write still coming back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupObjectView {
+    pub key: GroupKey,
+    /// [`status_fingerprint`] of its status.
+    pub status: u64,
+    /// Someone other than muster has written its status (its managed fields say so).
+    pub foreign_status: bool,
+}
+
+pub fn group_object_view(g: &Group) -> Option<GroupObjectView> {
+    let meta = &g.metadata;
+    let key = GroupKey::new(meta.namespace.as_deref()?, meta.name.as_deref()?);
+    let foreign_status = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|f| f.subresource.as_deref() == Some("status") && f.manager.as_deref() != Some(labels::FIELD_MANAGER));
+    let status = status_fingerprint(&g.status.clone().unwrap_or_default());
+    Some(GroupObjectView { key, status, foreign_status })
+}
+
+/// A hash of a Group status as written: equal statuses, equal fingerprints (a whole copy of
+/// each observed status would double what the controller keeps per group).
+pub fn status_fingerprint(status: &GroupStatus) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
 /// A pod's phase, as far as capacity and readiness go.
@@ -329,6 +356,63 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     })
 }
 
+/// How pod `p` of a plain group differs from the group's first pod `first`, whose Group spec
+/// is `spec` (`theirs` is `p`'s, or why it has none), naming the field and both values; None
+/// when they agree.
+pub fn plain_pods_differ(
+    first: &PodView,
+    spec: &GroupObjectSpec,
+    p: &PodView,
+    theirs: Result<&GroupObjectSpec, &String>,
+) -> Option<String> {
+    let theirs = match theirs {
+        Err(e) => return Some(e.clone()),
+        Ok(t) if t == spec => return None,
+        Ok(t) => t,
+    };
+    let group = p.group.as_deref().unwrap_or_default();
+    let (field, mine, yours) = if theirs.resources != spec.resources {
+        let show = |v: &PodView| pod::show_all(v.requests.iter().map(|(r, a)| (r, a)));
+        ("spec.containers[*].resources", show(p), show(first))
+    } else if theirs.node_selector != spec.node_selector {
+        ("spec.nodeSelector", format!("{:?}", theirs.node_selector), format!("{:?}", spec.node_selector))
+    } else if theirs.affinity != spec.affinity {
+        ("spec.affinity.nodeAffinity", format!("{:?}", theirs.affinity), format!("{:?}", spec.affinity))
+    } else if theirs.tolerations != spec.tolerations {
+        ("spec.tolerations", format!("{:?}", theirs.tolerations), format!("{:?}", spec.tolerations))
+    } else if theirs.members != spec.members {
+        let show = |m: &Members| format!("{}..{}", m.min, m.max.unwrap_or(m.min));
+        ("labels muster.dev/group-size and group-min", show(&theirs.members), show(&spec.members))
+    } else if theirs.queue != spec.queue {
+        ("label muster.dev/queue", theirs.queue.clone(), spec.queue.clone())
+    } else if theirs.priority_class_name != spec.priority_class_name {
+        let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
+        ("spec.priorityClassName", show(&theirs.priority_class_name), show(&spec.priority_class_name))
+    } else {
+        let show = |d: Option<i64>| d.map_or("none".into(), |d| d.to_string());
+        ("annotation muster.dev/duration-seconds", show(theirs.duration_seconds), show(spec.duration_seconds))
+    };
+    Some(format!(
+        "{field}: pod {} of group {group} has {mine}, but pod {} (the first, which sized the group) has {yours}",
+        p.name, first.name
+    ))
+}
+
+/// What a pod asks beyond one member of its group (`member`), as `cpu 7 where a member has cpu
+/// 10m`; None when it fits within the member.
+pub fn exceeds(requests: &[(String, u64)], member: &[(String, u64)]) -> Option<String> {
+    let has = |r: &str| member.iter().find(|(m, _)| m == r).map_or(0, |(_, a)| *a);
+    let over: Vec<String> = requests
+        .iter()
+        .filter(|(r, a)| *a > has(r))
+        .map(|(r, a)| {
+            let show = |v: u64| pod::show(r, u128::from(v));
+            format!("{r} {} where a member has {r} {}", show(*a), show(has(r)))
+        })
+        .collect();
+    (!over.is_empty()).then(|| over.join(", "))
+}
+
 pub(crate) fn requests_to_resources(requests: &[(String, u64)]) -> BTreeMap<String, Quantity> {
     requests
         .iter()
@@ -343,39 +427,9 @@ pub(crate) fn requests_to_resources(requests: &[(String, u64)]) -> BTreeMap<Stri
         .collect()
 }
 
-/// What a pod asks of its node, as the kubelet admits it: the sum over containers, at least the
-/// largest init container, plus the pod overhead. Limits stand in for absent requests.
+/// What a pod asks of its node (muster_k8s::pod::requests), in the graph's form.
 pub fn pod_requests(spec: &PodSpec) -> Vec<(String, u64)> {
-    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
-    for c in &spec.containers {
-        for (r, a) in container_requests(c.resources.as_ref()) {
-            *sum.entry(r).or_default() += a;
-        }
-    }
-    for c in spec.init_containers.iter().flatten() {
-        for (r, a) in container_requests(c.resources.as_ref()) {
-            let e = sum.entry(r).or_default();
-            *e = (*e).max(a);
-        }
-    }
-    for (r, q) in spec.overhead.iter().flatten() {
-        if let Some(a) = amount_of(r, q) {
-            *sum.entry(r.clone()).or_default() += a;
-        }
-    }
-    sum.into_iter().filter(|(_, a)| *a > 0).collect()
-}
-
-fn container_requests(res: Option<&ResourceRequirements>) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    let Some(res) = res else { return out };
-    for (r, q) in res.limits.iter().flatten().chain(res.requests.iter().flatten()) {
-        // Requests come second and win over limits.
-        if let Some(a) = amount_of(r, q) {
-            out.insert(r.clone(), a);
-        }
-    }
-    out
+    pod::requests(spec).into_iter().collect()
 }
 
 /// What the controller keeps of a Job with the queue label.
@@ -391,6 +445,8 @@ pub struct JobView {
     /// The user suspended it while it ran (stamped by the webhook).
     pub suspend_requested: bool,
     pub created: i64,
+    /// Being deleted (its Group object goes with it: not to be recreated).
+    pub deleting: bool,
     /// The Group object muster keeps for it, or why the Job cannot be one.
     pub group: Result<GroupObjectSpec, String>,
 }
@@ -426,12 +482,13 @@ pub fn job_view(job: &Job) -> Option<JobView> {
         resume_requested: annotations.contains_key(labels::RESUME_REQUESTED),
         suspend_requested: annotations.contains_key(labels::SUSPEND_REQUESTED),
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+        deleting: meta.deletion_timestamp.is_some(),
         group: group_spec(job, &queue, &name, &uid, &annotations),
     })
 }
 
-/// The Group object of a Job: members from parallelism (and the min-members annotation), one
-/// member's requests and constraints from the pod template.
+/// The Group object of a Job: members from parallelism capped by completions (and the
+/// min-members annotation), one member's requests and constraints from the pod template.
 fn group_spec(
     job: &Job,
     queue: &str,
@@ -441,18 +498,20 @@ fn group_spec(
 ) -> Result<GroupObjectSpec, String> {
     let spec = job.spec.as_ref().ok_or("the Job has no spec")?;
     let pod = spec.template.spec.as_ref().ok_or("spec.template.spec is missing")?;
-    let parallelism = i64::from(spec.parallelism.unwrap_or(1));
-    if parallelism < 1 {
-        return Err(format!("spec.parallelism is {parallelism}; muster needs at least 1 pod"));
+    let size = muster_k8s::job::members(spec);
+    if size < 1 {
+        return Err(format!(
+            "spec.parallelism and spec.completions allow {size} pods at once; muster needs at least 1 pod"
+        ));
     }
-    let min = int_annotation(annotations, labels::MIN_MEMBERS)?.unwrap_or(parallelism);
+    let min = int_annotation(annotations, labels::MIN_MEMBERS)?.unwrap_or(size);
     let owner = OwnerReference {
         api_version: "batch/v1".into(),
         kind: "Job".into(),
         name: name.to_string(),
         uid: Some(uid.to_string()),
     };
-    let members = Members { min, max: (parallelism != min).then_some(parallelism) };
+    let members = Members { min, max: (size != min).then_some(size) };
     let mut g = shaped(pod, &pod_requests(pod), queue, members, owner)?;
     g.duration_seconds = int_annotation(annotations, labels::DURATION)?;
     Ok(g)
@@ -581,6 +640,7 @@ pub fn jobset_view(js: &JobSet) -> Option<JobSetView> {
             resume_requested: annotations.contains_key(labels::RESUME_REQUESTED),
             suspend_requested: annotations.contains_key(labels::SUSPEND_REQUESTED),
             created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+            deleting: meta.deletion_timestamp.is_some(),
             group: jobset_group_spec(js, &queue, &name, &uid, &annotations),
         },
         replicated,
@@ -699,6 +759,23 @@ mod tests {
         let req = g.to_request("train").unwrap();
         assert_eq!(req.min_members, 4);
         assert!(req.requests.contains(&("cpu".to_string(), 3000)));
+    }
+
+    #[test]
+    fn a_job_holds_no_more_members_than_pods_it_will_create() {
+        let v = job_view(&job(json!({"spec": {"completions": 2}}))).unwrap();
+        assert_eq!(v.group.unwrap().members, Members { min: 2, max: None }, "parallelism 4, completions 2");
+        let v = job_view(&job(json!({"spec": {"completions": 9}}))).unwrap();
+        assert_eq!(v.group.unwrap().members, Members { min: 4, max: None });
+    }
+
+    #[test]
+    fn a_native_sidecar_counts_beside_the_containers() {
+        let sidecar = json!({"spec": {"template": {"spec": {"initContainers": [
+            {"name": "side", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "4"}}}]}}}});
+        let g = job_view(&job(sidecar)).unwrap().group.unwrap();
+        // Containers 1.5 + 0.5 plus the sidecar's 4: what the kubelet counts, not the largest init.
+        assert_eq!(g.resources["cpu"], Quantity::Text("6000m".into()));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
-use crate::brain::{Action, Event, EventType};
+use crate::brain::{Action, Event, EventType, Subject};
 use crate::convert::MEMBER;
 use crate::metrics::{EventOutcome, Metrics};
 use crate::{Message, Options};
@@ -91,8 +91,8 @@ pub async fn run(
             Action::QueueStatus { name, status } => {
                 tokio::spawn(write_queue_status(client.clone(), name, *status));
             }
-            Action::Event { key, job_uid, kind, reason, message } => {
-                let pending = PendingEvent { decided: Instant::now(), key, job_uid, kind, reason, message };
+            Action::Event { key, subject, kind, reason, message } => {
+                let pending = PendingEvent { decided: Instant::now(), key, subject, kind, reason, message };
                 if event_tx.try_send(pending).is_err() {
                     metrics.event(EventOutcome::Skipped, Duration::ZERO);
                     debug!("event dropped: the event queue is full");
@@ -246,6 +246,19 @@ async fn write(client: Client, a: Action) {
         Action::ClearJobSetRequests { key } => {
             let api: Api<JobSet> = Api::namespaced(client.clone(), &key.namespace);
             let r = api.patch(&key.name, &PatchParams::default(), &clear_requests()).await.map(drop);
+            (key, r)
+        }
+        Action::RestoreStatus { key, status } => {
+            // The whole status replaced: an apply would keep the fields another writer owns.
+            let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
+            let r = match api.get(&key.name).await {
+                Ok(mut g) => {
+                    g.status = Some(*status);
+                    let pp = PostParams { field_manager: Some(labels::FIELD_MANAGER.into()), ..PostParams::default() };
+                    api.replace_status(&key.name, &pp, &g).await.map(drop)
+                }
+                Err(e) => Err(e),
+            };
             (key, r)
         }
         Action::EnsureGroup { key, spec, job_uid } => {
@@ -402,7 +415,7 @@ const TERMINATING_FOR: Duration = Duration::from_secs(10);
 struct PendingEvent {
     decided: Instant,
     key: GroupKey,
-    job_uid: String,
+    subject: Subject,
     kind: EventType,
     reason: String,
     message: String,
@@ -519,17 +532,27 @@ async fn publish(recorder: &Recorder, e: &PendingEvent) -> Result<(), kube::Erro
         ..ObjectReference::default()
     };
     // One event per decision: on the Job (what its owner describes) with its Group as the
-    // related object, or on the Group alone when no Job is known (plain pods, JobSets).
-    let (regarding, related) = match e.job_uid.is_empty() {
-        true => (group, None),
-        false => {
+    // related object, on the Group alone when no Job is known (plain pods, JobSets), or on a pod
+    // that belongs to no group.
+    let (regarding, related) = match &e.subject {
+        Subject::Group => (group, None),
+        Subject::Job { uid } => {
             let job = ObjectReference {
                 api_version: Some("batch/v1".into()),
                 kind: Some("Job".into()),
-                uid: Some(e.job_uid.clone()),
+                uid: Some(uid.clone()),
                 ..group.clone()
             };
             (job, Some(group))
+        }
+        Subject::Pod { uid } => {
+            let pod = ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                uid: Some(uid.clone()),
+                ..group
+            };
+            (pod, None)
         }
     };
     let ev = KubeEvent {
@@ -550,7 +573,7 @@ mod tests {
         PendingEvent {
             decided: Instant::now(),
             key: GroupKey::new("ns", name),
-            job_uid: String::new(),
+            subject: Subject::Group,
             kind: EventType::Normal,
             reason: reason.into(),
             message: message.into(),

@@ -1,5 +1,5 @@
-//! Watchers: nodes, pods, namespaces, managed Jobs and (when their CRD is installed) managed JobSets into
-//! compact views for the brain; Queue changes.
+//! Watchers: nodes, pods, namespaces, Group objects, managed Jobs and (when their CRD is installed)
+//! managed JobSets into compact views for the brain; Queue changes.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::external::{JobSet, served};
-use muster_k8s::{Queue, labels};
+use muster_k8s::{Group, Queue, labels};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
@@ -40,6 +40,10 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     let namespaces = Api::<Namespace>::all(client.clone());
     let t = tx.clone();
     set.spawn(forward(namespaces, watcher::Config::default(), convert::namespace_view, Event::Namespace, t));
+    // Group objects: a status or a deletion not muster's is repaired.
+    let groups = Api::<Group>::all(client.clone());
+    let t = tx.clone();
+    set.spawn(forward(groups, watcher::Config::default(), convert::group_object_view, Event::GroupObject, t));
     set.spawn(jobsets(client, tx));
     set
 }

@@ -452,6 +452,18 @@ impl ResourceGraph {
         members: &[ImportedMember],
         start: i64,
     ) -> Result<(), GraphError> {
+        self.record(id, req, members, start, true)
+    }
+
+    /// [`ResourceGraph::import`], checking capacity only with `check_capacity`.
+    fn record(
+        &mut self,
+        id: AllocId,
+        req: &GroupRequest,
+        members: &[ImportedMember],
+        start: i64,
+        check_capacity: bool,
+    ) -> Result<(), GraphError> {
         if self.allocations.contains_key(&id) {
             return Err(GraphError::DuplicateAllocation(id));
         }
@@ -498,7 +510,7 @@ impl ResourceGraph {
             reserved: false,
             domain,
         };
-        for (&n, &count) in &per_node {
+        for (&n, &count) in per_node.iter().filter(|_| check_capacity) {
             let need = self.amounts_on(&alloc, n, count);
             let node = self.graph.node(n);
             for (i, (&want, &free)) in need.iter().zip(&node.free).enumerate() {
@@ -521,8 +533,11 @@ impl ResourceGraph {
 
     /// Records capacity used on `node` by something the matcher did not place (a pod of another
     /// scheduler), under a fresh id; release it with [`ResourceGraph::cancel`]. Resources the
-    /// graph does not know are ignored: nothing here can be allocated to them anyway. Errors, and
-    /// changes nothing, when the node lacks the free capacity.
+    /// graph does not know are ignored: nothing here can be allocated to them anyway.
+    ///
+    /// Recorded even beyond the node's free capacity: the pod is there, whatever the graph
+    /// thought was free. The node then has nothing free until enough ends, so a release never
+    /// hands room to a group that the pod already uses. Errors only for an unknown node.
     pub fn hold(&mut self, node: &str, requests: &[(String, u64)], now: i64) -> Result<AllocId, GraphError> {
         let known: Vec<(String, u64)> =
             requests.iter().filter(|(r, _)| self.graph.resources.get(r).is_some()).cloned().collect();
@@ -530,7 +545,7 @@ impl ResourceGraph {
         req.requests = known;
         let id = self.next_id;
         let member = ImportedMember { index: 0, node: node.to_string(), devices: Vec::new() };
-        self.import(id, &req, &[member], now)?;
+        self.record(id, &req, &[member], now, false)?;
         Ok(id)
     }
 

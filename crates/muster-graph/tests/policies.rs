@@ -385,3 +385,19 @@ fn reserve_finds_the_same_start_as_allocate_orelse_reserve_and_waits_for_reserva
     assert_eq!(at(r.reserve(&next, 0)), 150);
     check_invariants(&r);
 }
+
+#[test]
+fn a_hold_beyond_free_capacity_is_recorded_and_frees_nothing_until_enough_ends() {
+    let mut rg =
+        rg("name: one\nnodeClasses:\n  - {name: a, count: 1, capacity: {cpu: 8, memory: 32Gi}}\n", Policy::Pack);
+    let whole = allocated(&mut rg, &cpu("whole", 1, 8));
+    // Another scheduler's pod is there anyway: a fact, not a decision, so it is recorded.
+    let hold = rg.hold("a-0", &[("cpu".into(), 7000)], 0).unwrap();
+    rg.cancel(whole).unwrap();
+    let n = rg.graph.node_id("a-0").unwrap();
+    assert_eq!(rg.graph.node(n).free[0], 1000, "the release frees only what the pod does not use");
+    assert!(matches!(rg.allocate(&cpu("honest", 1, 4), 0), MatchOutcome::Busy(_)), "4 cores do not fit beside 7");
+    rg.cancel(hold).unwrap();
+    assert_eq!(rg.graph.node(n).free[0], 8000);
+    assert!(rg.hold("nowhere", &[("cpu".into(), 1)], 0).is_err(), "an unknown node is refused");
+}

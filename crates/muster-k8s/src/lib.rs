@@ -9,7 +9,9 @@
 
 pub mod external;
 pub mod group;
+pub mod job;
 pub mod labels;
+pub mod pod;
 mod quantity;
 pub mod queue;
 

@@ -850,8 +850,10 @@ impl Engine {
     }
 
     /// A pod the engine did not place (another scheduler's) uses capacity on `node`; `id` names it
-    /// for [`Engine::vacate`]. Idempotent for an unchanged pod. Errors, changing nothing, when the
-    /// node is unknown or lacks the free capacity (the caller retries once capacity frees).
+    /// for [`Engine::vacate`]. Idempotent for an unchanged pod. Counted even where the graph saw
+    /// no room (the pod is there; the node then has nothing free until enough of it ends), so a
+    /// group released in the same batch never hands that room to another group. Errors, changing
+    /// nothing, only when the node is unknown (the caller retries once the node is known).
     pub fn occupy(
         &mut self,
         id: &str,
@@ -864,20 +866,11 @@ impl Engine {
         if self.external.get(id).is_some_and(|(h, _)| *h == hold) {
             return Ok(Vec::new());
         }
+        // Hold first: on an unknown node nothing changes, not even the pod's old hold.
+        let alloc = self.graph.hold(node, requests, now)?;
         // A changed pod (resized, or moved by a restart of its scheduler) replaces its old hold.
-        if let Some((old, alloc)) = self.external.remove(id) {
-            self.graph.cancel(alloc)?;
-            match self.graph.hold(node, requests, now) {
-                Ok(alloc) => self.external.insert(id.to_string(), (hold, alloc)),
-                Err(e) => {
-                    let alloc = self.graph.hold(&old.node, &old.requests, now)?;
-                    self.external.insert(id.to_string(), (old, alloc));
-                    return Err(e.into());
-                }
-            };
-        } else {
-            let alloc = self.graph.hold(node, requests, now)?;
-            self.external.insert(id.to_string(), (hold, alloc));
+        if let Some((_, old)) = self.external.insert(id.to_string(), (hold, alloc)) {
+            self.graph.cancel(old)?;
         }
         self.dirty = true;
         Ok(Vec::new())

@@ -1,0 +1,186 @@
+//! What one pod asks of its node, as kube-scheduler and the kubelet count it. The webhook's quota
+//! check and the controller's group sizes both call [`requests`]: a second copy once drifted and
+//! let two members share a node that could hold one (native sidecars were not added).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use muster_graph::quantity::Unit;
+use muster_graph::resources::{parse_amount, unit_of};
+
+/// Amounts in base units (millicores, bytes, counts) by resource name.
+pub type Amounts = BTreeMap<String, u64>;
+
+/// A quantity in the base unit of `resource`; None for a resource muster cannot count (the
+/// apiserver has validated the text, so only unknown units end here).
+pub fn amount_of(resource: &str, q: &K8sQuantity) -> Option<u64> {
+    parse_amount(unit_of(resource).ok()?, &q.0).ok()
+}
+
+/// One container's requests; a limit without a request counts as the request (the apiserver
+/// defaults it so).
+fn container(r: Option<&ResourceRequirements>) -> Amounts {
+    let mut out = Amounts::new();
+    let Some(r) = r else { return out };
+    // Requests come second and win over limits.
+    for (name, q) in r.limits.iter().flatten().chain(r.requests.iter().flatten()) {
+        if let Some(a) = amount_of(name, q) {
+            out.insert(name.clone(), a);
+        }
+    }
+    out
+}
+
+fn add(into: &mut Amounts, from: &Amounts) {
+    for (k, v) in from {
+        let e = into.entry(k.clone()).or_default();
+        *e = e.saturating_add(*v);
+    }
+}
+
+/// What a pod reserves on its node (without the implicit one of `pods`):
+/// - the app containers added up, plus every restartable init container (a native sidecar runs
+///   beside them);
+/// - at least, per resource, the peak during init: each ordinary init container plus the
+///   sidecars started before it;
+/// - pod-level `spec.resources` replaces the container sum for the resources it names;
+/// - plus the pod overhead (RuntimeClass).
+///
+/// Zero amounts are left out.
+pub fn requests(spec: &PodSpec) -> Amounts {
+    let mut total = Amounts::new();
+    for c in &spec.containers {
+        add(&mut total, &container(c.resources.as_ref()));
+    }
+    let mut sidecars = Amounts::new();
+    let mut init_peak = Amounts::new();
+    for c in spec.init_containers.iter().flatten() {
+        let r = container(c.resources.as_ref());
+        if c.restart_policy.as_deref() == Some("Always") {
+            add(&mut sidecars, &r);
+        } else {
+            for (k, v) in r {
+                let peak = v.saturating_add(sidecars.get(&k).copied().unwrap_or(0));
+                let e = init_peak.entry(k).or_default();
+                *e = (*e).max(peak);
+            }
+        }
+    }
+    add(&mut total, &sidecars);
+    for (k, v) in init_peak {
+        let e = total.entry(k).or_default();
+        *e = (*e).max(v);
+    }
+    if let Some(pod_level) = spec.resources.as_ref() {
+        total.extend(container(Some(pod_level)));
+    }
+    for (name, q) in spec.overhead.iter().flatten() {
+        if let Some(a) = amount_of(name, q) {
+            let e = total.entry(name.clone()).or_default();
+            *e = e.saturating_add(a);
+        }
+    }
+    total.retain(|_, a| *a > 0);
+    total
+}
+
+/// An amount written the way Kubernetes users write it (`1500m`, `2`, `4Gi`).
+pub fn show(resource: &str, v: u128) -> String {
+    match unit_of(resource) {
+        Ok(Unit::Millicores) if v.is_multiple_of(1000) => (v / 1000).to_string(),
+        Ok(Unit::Millicores) => format!("{v}m"),
+        Ok(Unit::Bytes) => {
+            for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+                if v > 0 && v.is_multiple_of(1u128 << shift) {
+                    return format!("{}{suffix}", v >> shift);
+                }
+            }
+            v.to_string()
+        }
+        _ => v.to_string(),
+    }
+}
+
+/// Amounts as a user reads them: `cpu 7, memory 10Mi` (`nothing` when empty).
+pub fn show_all<'a>(amounts: impl IntoIterator<Item = (&'a String, &'a u64)>) -> String {
+    let parts: Vec<String> = amounts.into_iter().map(|(r, a)| format!("{r} {}", show(r, u128::from(*a)))).collect();
+    if parts.is_empty() { "nothing".to_string() } else { parts.join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> PodSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn containers_add_up_and_an_init_container_counts_at_its_peak() {
+        let s = spec(
+            "containers:\n- {name: a, resources: {requests: {cpu: 500m, memory: 1Gi}}}\n\
+             - {name: b, resources: {limits: {cpu: '1', nvidia.com/gpu: '2'}}}\n\
+             initContainers:\n- {name: i, resources: {requests: {cpu: '4', memory: 100Mi}}}\n\
+             overhead: {cpu: 100m}\n",
+        );
+        let r = requests(&s);
+        assert_eq!(r["cpu"], 4100, "the init container's 4 cpu beat the containers' 1.5, plus overhead");
+        assert_eq!(r["memory"], 1 << 30);
+        assert_eq!(r["nvidia.com/gpu"], 2, "a limit without a request counts as the request");
+        assert!(!r.contains_key("pods"), "the implicit pod count is the caller's");
+    }
+
+    #[test]
+    fn a_native_sidecar_runs_beside_the_containers_and_counts_with_them() {
+        // The case that over-committed a node: sidecar 4 cpu + container 1 cpu is 5, not 4.
+        let s = spec(
+            "containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
+             initContainers:\n- {name: side, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n",
+        );
+        assert_eq!(requests(&s)["cpu"], 5000);
+        // An ordinary init container after the sidecar runs beside it: 4 + 3 = 7 beats 5.
+        let s = spec(
+            "containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
+             initContainers:\n- {name: side, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n\
+             - {name: setup, resources: {requests: {cpu: '3'}}}\n",
+        );
+        assert_eq!(requests(&s)["cpu"], 7000);
+        // Before the sidecar it runs alone: max(3, 1 + 4) = 5.
+        let s = spec(
+            "containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
+             initContainers:\n- {name: setup, resources: {requests: {cpu: '3'}}}\n\
+             - {name: side, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n",
+        );
+        assert_eq!(requests(&s)["cpu"], 5000);
+    }
+
+    #[test]
+    fn pod_level_resources_replace_the_container_sum_for_what_they_name() {
+        let s = spec(
+            "containers:\n- {name: a, resources: {requests: {cpu: '1', memory: 1Gi}}}\n\
+             resources: {requests: {cpu: '3'}}\n",
+        );
+        let r = requests(&s);
+        assert_eq!(r["cpu"], 3000);
+        assert_eq!(r["memory"], 1 << 30, "memory is not named at pod level: the containers' sum stands");
+    }
+
+    #[test]
+    fn amounts_are_shown_in_kubernetes_units() {
+        assert_eq!(show("cpu", 2000), "2");
+        assert_eq!(show("cpu", 1500), "1500m");
+        assert_eq!(show("memory", 4 << 30), "4Gi");
+        assert_eq!(show("memory", 1000), "1000");
+        assert_eq!(show("nvidia.com/gpu", 3), "3");
+        let a = Amounts::from([("cpu".to_string(), 7000), ("memory".to_string(), 10 << 20)]);
+        assert_eq!(show_all(&a), "cpu 7, memory 10Mi");
+        assert_eq!(show_all(&Amounts::new()), "nothing");
+    }
+
+    #[test]
+    fn zero_amounts_are_left_out() {
+        let s = spec("containers:\n- {name: a, resources: {requests: {cpu: '0', memory: 1Mi}}}\n");
+        assert_eq!(requests(&s), Amounts::from([("memory".to_string(), 1 << 20)]));
+    }
+}
