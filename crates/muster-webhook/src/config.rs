@@ -4,6 +4,10 @@
 pub const DEFAULT_CONTROLLER_USER: &str = "system:serviceaccount:muster-system:muster";
 /// The Job controller of kube-controller-manager (with `--use-service-account-credentials`).
 pub const DEFAULT_JOB_CONTROLLER_USER: &str = "system:serviceaccount:kube-system:job-controller";
+/// The garbage collector of kube-controller-manager: deletes the Group of a Job that is gone.
+pub const DEFAULT_GARBAGE_COLLECTOR_USER: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
+/// The namespace controller of kube-controller-manager: deletes what a deleted namespace holds.
+pub const DEFAULT_NAMESPACE_CONTROLLER_USER: &str = "system:serviceaccount:kube-system:namespace-controller";
 /// The queue of pods that carry only scheduler-plugins' pod-group label.
 pub const DEFAULT_ALIAS_QUEUE: &str = "default";
 
@@ -35,5 +39,12 @@ impl WebhookConfig {
     /// Whether `user` is muster itself.
     pub fn is_muster(&self, user: &str) -> bool {
         self.controller_users.iter().any(|u| u == user)
+    }
+
+    /// Whether `user` may delete Group objects: muster, the garbage collector and the namespace
+    /// controller. (The latter two are fixed for now: a field for each would break the struct
+    /// literal in crates/muster/src/webhook_cmd.rs, which is to gain flags for them.)
+    pub fn may_delete_groups(&self, user: &str) -> bool {
+        self.is_muster(user) || user == DEFAULT_GARBAGE_COLLECTOR_USER || user == DEFAULT_NAMESPACE_CONTROLLER_USER
     }
 }

@@ -12,6 +12,7 @@
 //! axum over rustls with [`KubeState`] (reflector stores of Queues, Namespaces, Groups and, once
 //! their CRD is installed, PodGroups) and counts every review (`/metrics`).
 
+mod alike;
 mod certs;
 mod config;
 mod fit;
@@ -25,7 +26,10 @@ mod state;
 mod validate;
 
 pub use certs::ServingCert;
-pub use config::{DEFAULT_ALIAS_QUEUE, DEFAULT_CONTROLLER_USER, DEFAULT_JOB_CONTROLLER_USER, WebhookConfig};
+pub use config::{
+    DEFAULT_ALIAS_QUEUE, DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_JOB_CONTROLLER_USER,
+    DEFAULT_NAMESPACE_CONTROLLER_USER, WebhookConfig,
+};
 pub use mutate::mutate;
 pub use object::Refusal;
 pub use review::{Hook, review};

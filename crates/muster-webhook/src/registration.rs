@@ -17,7 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, SCHEDULER_NAME};
 
-use crate::config::DEFAULT_CONTROLLER_USER;
+use crate::config::{DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_NAMESPACE_CONTROLLER_USER};
 
 /// The name of both configurations.
 pub const CONFIGURATION_NAME: &str = "muster";
@@ -123,10 +123,30 @@ fn checked_by_mutation() -> MatchCondition {
     }
 }
 
+/// The validating hook for Groups: their creation, spec and metadata (UPDATE), their status
+/// subresource and their deletion are muster's.
+const GROUPS_VALIDATE: &str = "groups.validate.muster.dev";
+
+/// The garbage collector and the namespace controller delete Groups (a Job's once the Job is
+/// gone, a namespace's when it is deleted), which the webhook allows; skipping the call spares
+/// the round trip, and keeps namespace deletion from waiting on a webhook that is down.
+fn not_a_system_delete() -> MatchCondition {
+    MatchCondition {
+        name: "not-a-system-delete".into(),
+        expression: format!(
+            "request.operation != 'DELETE' || !(request.userInfo.username in \
+             ['{DEFAULT_GARBAGE_COLLECTOR_USER}', '{DEFAULT_NAMESPACE_CONTROLLER_USER}'])"
+        ),
+    }
+}
+
 fn validating_conditions(hook: &str) -> Option<Vec<MatchCondition>> {
     let mut conditions = not_from_muster()?;
     if hook == JOBS_VALIDATE {
         conditions.push(checked_by_mutation());
+    }
+    if hook == GROUPS_VALIDATE {
+        conditions.push(not_a_system_delete());
     }
     Some(conditions)
 }
@@ -205,8 +225,11 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
             namespace_selector: managed_namespaces(),
         },
         Hook {
-            name: "groups.validate.muster.dev",
-            rules: vec![rule(muster_k8s::API_GROUP, "v1alpha1", "groups", &["CREATE", "UPDATE"])],
+            name: GROUPS_VALIDATE,
+            rules: vec![
+                rule(muster_k8s::API_GROUP, "v1alpha1", "groups", &["CREATE", "UPDATE", "DELETE"]),
+                rule(muster_k8s::API_GROUP, "v1alpha1", "groups/status", &["UPDATE"]),
+            ],
             object_selector: None,
             namespace_selector: None,
         },
@@ -403,16 +426,34 @@ mod tests {
             assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
             let unscoped = h.object_selector.is_none() && h.namespace_selector.is_none();
             // Only muster's own Groups go through unconditionally.
-            assert_eq!(unscoped, h.name == "groups.validate.muster.dev", "{}", h.name);
+            assert_eq!(unscoped, h.name == GROUPS_VALIDATE, "{}", h.name);
             let skipped = h.match_conditions.unwrap_or_default();
             assert!(skipped[0].expression.contains(DEFAULT_CONTROLLER_USER), "{}", h.name);
             // Only the Job hook skips what the mutating webhook checked: a create still suspended,
-            // for muster, with no node name.
-            assert_eq!(skipped.len(), if h.name == JOBS_VALIDATE { 2 } else { 1 }, "{}", h.name);
-            if let Some(c) = skipped.get(1) {
+            // for muster, with no node name; only the Group hook skips the system's deletes.
+            let extra = h.name == JOBS_VALIDATE || h.name == GROUPS_VALIDATE;
+            assert_eq!(skipped.len(), if extra { 2 } else { 1 }, "{}", h.name);
+            if h.name == JOBS_VALIDATE {
                 for part in ["'CREATE'", "object.spec.suspend == true", "schedulerName == 'muster'", "nodeName"] {
-                    assert!(c.expression.contains(part), "{part} in {}", c.expression);
+                    assert!(skipped[1].expression.contains(part), "{part} in {}", skipped[1].expression);
                 }
+            }
+            if h.name == GROUPS_VALIDATE {
+                let c = &skipped[1].expression;
+                for part in ["'DELETE'", DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_NAMESPACE_CONTROLLER_USER] {
+                    assert!(c.contains(part), "{part} in {c}");
+                }
+                // Tenants' status writes and deletes reach the webhook.
+                let rules = h.rules.unwrap_or_default();
+                let ops = |res: &str| {
+                    rules
+                        .iter()
+                        .filter(|r| r.resources.iter().flatten().any(|x| x == res))
+                        .flat_map(|r| r.operations.clone().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(ops("groups"), ["CREATE", "UPDATE", "DELETE"]);
+                assert_eq!(ops("groups/status"), ["UPDATE"]);
             }
         }
     }

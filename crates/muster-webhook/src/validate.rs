@@ -17,6 +17,7 @@ use muster_k8s::labels::{
 };
 use muster_k8s::{GroupPhase, QueueSpec};
 
+use crate::alike;
 use crate::config::WebhookConfig;
 use crate::fit::{Amounts, never_fits, pod_requests};
 use crate::object::{
@@ -47,6 +48,7 @@ pub async fn validate<S: ClusterState>(
     if config.is_muster(user) {
         return Ok(());
     }
+    group_lifecycle(req, config)?;
     let (Some(obj), Operation::Create | Operation::Update) = (req.object.as_ref(), &req.operation) else {
         return Ok(());
     };
@@ -75,6 +77,30 @@ pub async fn validate<S: ClusterState>(
         Target::Other => {}
     }
     c.verdict()
+}
+
+/// A Group's status and its deletion are muster's: the status records what muster decided (a
+/// phase, an allocation), and deleting a Group drops that while the job's pods may run. Only
+/// muster writes the status subresource; only muster, the garbage collector (a Group whose owner
+/// Job is gone) and the namespace controller delete Groups.
+fn group_lifecycle(req: &AdmissionRequest<DynamicObject>, config: &WebhookConfig) -> Result<(), Refusal> {
+    if req.resource.group != muster_k8s::API_GROUP || req.resource.resource != "groups" {
+        return Ok(());
+    }
+    let name = format!("{}/{}", req.namespace.as_deref().unwrap_or(""), req.name);
+    let status = req.sub_resource.as_deref() == Some("status");
+    let fix = "delete or suspend the Job (or delete the pods) instead";
+    match req.operation {
+        Operation::Update if status => Err(Refusal::new(format!(
+            "status: Group {name}: a Group's status and lifecycle are muster's (its phase and allocation record \
+             what muster decided); {fix}, and muster updates the Group"
+        ))),
+        Operation::Delete if !config.may_delete_groups(user(req)) => Err(Refusal::new(format!(
+            "Group {name}: a Group's status and lifecycle are muster's (deleting it would drop what muster \
+             decided while the job's pods may run); {fix}, and muster deletes the Group once the job is gone"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The rules for a Job created in a queue, checked by the mutating webhook on the Job as its
@@ -578,12 +604,21 @@ impl<S: ClusterState> Checker<'_, S> {
             } else {
                 match self.state.namespace_labels(self.ns).await {
                     Err(e) => self.refuse(format!("spec.nodeName: {e}; try again")),
-                    Ok(l) if get(l.as_ref(), MANAGED_NAMESPACE) == Some("true") => self.refuse(format!(
-                        "spec.nodeName: pods in namespace {ns} cannot choose their node ({node}): the namespace is \
-                         labelled {MANAGED_NAMESPACE}=true, so muster places its pods; remove spec.nodeName (and \
-                         give the pod a {QUEUE} label to have muster place it)",
-                        ns = self.ns
-                    )),
+                    Ok(l) if get(l.as_ref(), MANAGED_NAMESPACE) == Some("true") => {
+                        let then = match get(labels, QUEUE).filter(|_| owner.is_none()) {
+                            Some(q) => format!(
+                                "it has {QUEUE}={q} already; muster places it once it also has the label \
+                                 {GROUP}: NAME"
+                            ),
+                            None => format!("and give the pod the labels {QUEUE} and {GROUP} to have muster place it"),
+                        };
+                        self.refuse(format!(
+                            "spec.nodeName: pods in namespace {ns} cannot choose their node ({node}): the namespace \
+                             is labelled {MANAGED_NAMESPACE}=true, so muster places its pods; remove spec.nodeName \
+                             ({then})",
+                            ns = self.ns
+                        ))
+                    }
                     Ok(_) => {}
                 }
             }
@@ -627,12 +662,31 @@ impl<S: ClusterState> Checker<'_, S> {
                 ));
             }
         }
-        if let Some(name) = alias_group(labels, self.config) {
+        let alias = alias_group(labels, self.config);
+        if let Some(name) = alias {
             self.alias_pod_group(name, labels).await;
         }
         let queue = get(labels, QUEUE);
         if group.is_none() && queue.is_none() {
             return;
+        }
+        // A queue label alone queues nothing: without a group muster never sees the pod, and the
+        // default scheduler would run it past the queue and its quota. (Mirror pods are the
+        // kubelet's, which runs them whatever the API says.)
+        if let (None, None, Some(q)) = (group, alias, queue)
+            && !self.user.starts_with("system:node:")
+        {
+            self.refuse(format!(
+                "{}: pod {} has the queue label ({QUEUE}={q}) but no group, so it would skip the queue and be \
+                 run by the default scheduler; add the label {GROUP}: NAME (and {GROUP_SIZE}: N for a group of \
+                 more than one pod), or remove the label {QUEUE}",
+                label_field(QUEUE),
+                pod_name(new)
+            ));
+            return;
+        }
+        if let Some(group) = group.filter(|g| is_object_name(g)) {
+            self.alike(new, group).await;
         }
         let members = self.pod_group_size(new);
         self.duration(new.metadata.annotations.as_ref());
@@ -642,6 +696,43 @@ impl<S: ClusterState> Checker<'_, S> {
             let fix = format!("lower {field} or the pods' resource requests, or use a queue with a larger quota");
             if let Some(m) = never_fits(queue, &qspec, n, &pod_requests(spec), &field, &fix) {
                 self.refuse(m);
+            }
+        }
+    }
+
+    /// A new pod of a plain-pod group whose Group exists must ask what the Group's members ask,
+    /// and for the same nodes: muster places it as one of them (the controller sized the Group
+    /// from the group's first pod, and checks this too).
+    async fn alike(&mut self, pod: &Pod, group: &str) {
+        let ns = self.ns;
+        let g = match self.state.group(ns, group).await {
+            Err(e) => return self.refuse(format!("{}: {e}; try again", label_field(GROUP))),
+            Ok(None) => return,
+            // Being deleted: the group's pods are gone, and these start a new one.
+            Ok(Some(g)) if g.metadata.deletion_timestamp.is_some() => return,
+            Ok(Some(g)) => g,
+        };
+        let Some(spec) = pod.spec.as_ref() else { return };
+        let name = pod_name(pod);
+        let sized = "(the Group was sized from its first pod)";
+        if let Some((mine, theirs)) = alike::requests_differ(spec, &g.spec) {
+            self.refuse(format!(
+                "spec.containers[*].resources: pod {name} asks {mine}, but the members of group {group} ask \
+                 {theirs} {sized}; give every pod of a group the same requests, or use another group"
+            ));
+        }
+        match alike::placement(spec) {
+            Err((field, e)) => self.refuse(format!(
+                "{field}: pod {name}: {e}, so muster cannot tell whether it may run where the members of group \
+                 {group} run; give every pod of a group the same {field}"
+            )),
+            Ok(p) => {
+                for (field, what, mine, theirs) in alike::placement_differs(&p, &alike::group_placement(&g.spec)) {
+                    self.refuse(format!(
+                        "{field}: pod {name} has {mine}, but the members of group {group} have {theirs} {sized}; \
+                         give every pod of a group the same {what}, or use another group"
+                    ));
+                }
             }
         }
     }
@@ -750,6 +841,15 @@ impl<S: ClusterState> Checker<'_, S> {
                 changed.join(", ")
             ));
         }
+    }
+}
+
+/// A pod's name for messages (a pod created with generateName has none yet).
+fn pod_name(pod: &Pod) -> String {
+    match (pod.metadata.name.as_deref(), pod.metadata.generate_name.as_deref()) {
+        (Some(n), _) if !n.is_empty() => n.to_string(),
+        (_, Some(g)) if !g.is_empty() => format!("{g}*"),
+        _ => "(unnamed)".to_string(),
     }
 }
 

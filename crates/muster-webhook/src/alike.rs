@@ -1,0 +1,248 @@
+//! Whether a new pod of a plain-pod group is alike the members its Group was sized for.
+//!
+//! The controller sizes a plain-pod group from its first pod (muster-controller's
+//! `convert::plain_group_spec`): one member's requests and where it may run (nodeSelector,
+//! required node affinity, tolerations), in the Group's form. A later pod that asks for more, or
+//! for other nodes, than that would be placed as if it were the first: a node could be
+//! over-committed, or the pod run where its own constraints forbid. So the webhook reads the pod
+//! the way the controller does and compares it with the Group's spec.
+
+use k8s_openapi::api::core::v1::PodSpec;
+use muster_k8s::GroupSpec;
+use muster_k8s::group::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
+
+use crate::fit::{Amounts, pod_requests, show};
+
+/// One member's requests as the Group says them, in base units (zero amounts left out, as
+/// `muster_k8s::pod::requests` leaves them out). A quantity that does not parse (muster never
+/// writes one) is kept as `Err` with its text, so that it differs from any pod's.
+fn group_requests(spec: &GroupSpec) -> Result<Amounts, String> {
+    let mut out = Amounts::new();
+    for (r, q) in &spec.resources {
+        let a = q.amount(r).map_err(|e| format!("{r} {} ({e})", json(q)))?;
+        if a > 0 {
+            out.insert(r.clone(), u128::from(a));
+        }
+    }
+    Ok(out)
+}
+
+/// What one member asks of its node, without the implicit one of `pods` (the Group leaves it
+/// out too).
+fn member_requests(pod: &PodSpec) -> Amounts {
+    let mut r = pod_requests(pod);
+    r.remove("pods");
+    r
+}
+
+/// The resources whose amounts differ, as (the pod's, the group's), each written like
+/// `cpu 7, memory 1Gi`; None when they agree.
+pub(crate) fn requests_differ(pod: &PodSpec, group: &GroupSpec) -> Option<(String, String)> {
+    let mine = member_requests(pod);
+    let theirs = match group_requests(group) {
+        Ok(t) => t,
+        Err(e) => return Some((show_all(&mine), format!("an unreadable amount, {e}"))),
+    };
+    if mine == theirs {
+        return None;
+    }
+    let names: std::collections::BTreeSet<&String> = mine.keys().chain(theirs.keys()).collect();
+    let differ: Vec<&String> = names.into_iter().filter(|r| mine.get(*r) != theirs.get(*r)).collect();
+    let list = |a: &Amounts| {
+        differ
+            .iter()
+            .map(|r| format!("{r} {}", show(r, a.get(*r).copied().unwrap_or(0))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some((list(&mine), list(&theirs)))
+}
+
+fn show_all(a: &Amounts) -> String {
+    if a.is_empty() {
+        return "nothing".into();
+    }
+    a.iter().map(|(r, v)| format!("{r} {}", show(r, *v))).collect::<Vec<_>>().join(", ")
+}
+
+/// Where a pod may run, in the Group's form (as muster-controller's `convert::placement` reads
+/// it: required node affinity by its match expressions, tolerations without tolerationSeconds).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Placement {
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    pub affinity: Vec<NodeSelectorTerm>,
+    pub tolerations: Vec<Toleration>,
+}
+
+pub(crate) const NODE_SELECTOR: &str = "spec.nodeSelector";
+pub(crate) const AFFINITY: &str = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+pub(crate) const TOLERATIONS: &str = "spec.tolerations";
+
+/// The pod's placement, or the field muster cannot read and why.
+pub(crate) fn placement(pod: &PodSpec) -> Result<Placement, (&'static str, String)> {
+    let terms = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|s| s.node_selector_terms.as_slice())
+        .unwrap_or(&[]);
+    let mut affinity = Vec::new();
+    for t in terms {
+        let mut exprs = Vec::new();
+        for e in t.match_expressions.iter().flatten() {
+            let operator = serde_json::from_value(serde_json::Value::String(e.operator.clone()))
+                .map_err(|_| (AFFINITY, format!("node affinity operator {:?} is not supported", e.operator)))?;
+            exprs.push(NodeSelectorRequirement {
+                key: e.key.clone(),
+                operator,
+                values: e.values.clone().unwrap_or_default(),
+            });
+        }
+        affinity.push(NodeSelectorTerm { match_expressions: exprs });
+    }
+    let tolerations = pod
+        .tolerations
+        .iter()
+        .flatten()
+        .map(|t| {
+            serde_json::to_value(t)
+                .and_then(serde_json::from_value::<Toleration>)
+                .map_err(|e| (TOLERATIONS, e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Placement { node_selector: pod.node_selector.clone().unwrap_or_default(), affinity, tolerations })
+}
+
+/// The Group's placement.
+pub(crate) fn group_placement(spec: &GroupSpec) -> Placement {
+    Placement {
+        node_selector: spec.node_selector.clone(),
+        affinity: spec.affinity.clone(),
+        tolerations: spec.tolerations.clone(),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// A value as the messages show it: compact JSON, or `none`.
+fn shown<T: serde::Serialize>(v: &T, empty: bool) -> String {
+    if empty { "none".into() } else { json(v) }
+}
+
+/// Terms are ORed and the expressions of a term ANDed, and tolerations are a set: their order
+/// does not matter.
+fn canonical_affinity(terms: &[NodeSelectorTerm]) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = terms
+        .iter()
+        .map(|t| {
+            let mut e: Vec<String> = t.match_expressions.iter().map(json).collect();
+            e.sort();
+            e
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn canonical_tolerations(t: &[Toleration]) -> Vec<String> {
+    let mut out: Vec<String> = t.iter().map(json).collect();
+    out.sort();
+    out
+}
+
+/// The placement fields that differ: (field, what it is called in the fix, the pod's value, the
+/// group's value).
+pub(crate) fn placement_differs(
+    pod: &Placement,
+    group: &Placement,
+) -> Vec<(&'static str, &'static str, String, String)> {
+    let mut out = Vec::new();
+    if pod.node_selector != group.node_selector {
+        out.push((
+            NODE_SELECTOR,
+            "nodeSelector",
+            shown(&pod.node_selector, pod.node_selector.is_empty()),
+            shown(&group.node_selector, group.node_selector.is_empty()),
+        ));
+    }
+    if canonical_affinity(&pod.affinity) != canonical_affinity(&group.affinity) {
+        out.push((
+            AFFINITY,
+            "required node affinity",
+            shown(&pod.affinity, pod.affinity.is_empty()),
+            shown(&group.affinity, group.affinity.is_empty()),
+        ));
+    }
+    if canonical_tolerations(&pod.tolerations) != canonical_tolerations(&group.tolerations) {
+        out.push((
+            TOLERATIONS,
+            "tolerations",
+            shown(&pod.tolerations, pod.tolerations.is_empty()),
+            shown(&group.tolerations, group.tolerations.is_empty()),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> PodSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn group(yaml: &str) -> GroupSpec {
+        serde_yaml_ng::from_str(&format!("queue: q\nmembers: {{min: 2}}\n{yaml}")).unwrap()
+    }
+
+    #[test]
+    fn requests_compare_in_base_units_as_the_controller_writes_them() {
+        // The controller writes cpu in millicores and the rest as integers of base units.
+        let g = group("resources: {cpu: 1500m, memory: 1073741824}");
+        let p = pod("containers:\n- {name: a, resources: {requests: {cpu: '1.5', memory: 1Gi}}}\n");
+        assert_eq!(requests_differ(&p, &g), None);
+        let p = pod("containers:\n- {name: a, resources: {requests: {cpu: '7', memory: 1Gi, nvidia.com/gpu: '1'}}}\n");
+        assert_eq!(
+            requests_differ(&p, &g),
+            Some(("cpu 7, nvidia.com/gpu 1".to_string(), "cpu 1500m, nvidia.com/gpu 0".to_string()))
+        );
+    }
+
+    #[test]
+    fn a_native_sidecar_counts_as_the_controller_counts_it() {
+        // Sized from a pod of 1 cpu + a 4 cpu sidecar: a pod of 5 plain cpu is alike.
+        let g = group("resources: {cpu: 5000m}");
+        let p = pod("containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
+             initContainers:\n- {name: s, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n");
+        assert_eq!(requests_differ(&p, &g), None);
+        assert_eq!(
+            requests_differ(&pod("containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n"), &g),
+            Some(("cpu 1".to_string(), "cpu 5".to_string()))
+        );
+    }
+
+    #[test]
+    fn placement_is_read_in_the_groups_form_and_order_does_not_matter() {
+        let p = pod("containers: [{name: a}]\nnodeSelector: {zone: a}\n\
+             affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [\
+             {matchExpressions: [{key: x, operator: In, values: ['1']}, {key: y, operator: Exists}]}]}}}\n\
+             tolerations:\n- {key: t, operator: Exists, effect: NoSchedule}\n\
+             - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 300}\n");
+        let g = group(
+            "nodeSelector: {zone: a}\n\
+             affinity: [{matchExpressions: [{key: y, operator: Exists}, {key: x, operator: In, values: ['1']}]}]\n\
+             tolerations:\n- {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute}\n\
+             - {key: t, operator: Exists, effect: NoSchedule}\n",
+        );
+        assert_eq!(placement_differs(&placement(&p).unwrap(), &group_placement(&g)), vec![]);
+        let other = pod("containers: [{name: a}]\nnodeSelector: {zone: b}\n");
+        let d = placement_differs(&placement(&other).unwrap(), &group_placement(&g));
+        assert_eq!(d.iter().map(|d| d.0).collect::<Vec<_>>(), [NODE_SELECTOR, AFFINITY, TOLERATIONS]);
+        assert_eq!((d[0].2.as_str(), d[0].3.as_str()), (r#"{"zone":"b"}"#, r#"{"zone":"a"}"#));
+        assert_eq!(d[1].2, "none");
+    }
+}
