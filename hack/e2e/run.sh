@@ -16,7 +16,8 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-jobset muster-cabundle)
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-jobset muster-cabundle
+                                muster-tenant)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -60,6 +61,9 @@ for t in "${tests[@]}"; do
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-jobset "$e2e/test-muster-jobset.sh" ;;
     muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
+    muster-tenant)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
+      run muster-tenant "$e2e/test-muster-tenant.sh" ;;
     muster-scale)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-scale "$e2e/test-muster-scale.sh" --jobs 100 ;;
