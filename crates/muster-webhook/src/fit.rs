@@ -77,7 +77,8 @@ mod tests {
 
     #[test]
     fn a_pod_counts_one_of_pods_beside_what_it_requests() {
-        let s: PodSpec = serde_yaml_ng::from_str("containers:\n- {name: a, resources: {requests: {cpu: 500m}}}\n").unwrap();
+        let s: PodSpec =
+            serde_yaml_ng::from_str("containers:\n- {name: a, resources: {requests: {cpu: 500m}}}\n").unwrap();
         assert_eq!(pod_requests(&s), Amounts::from([("cpu".to_string(), 500), ("pods".to_string(), 1)]));
     }
 

@@ -207,7 +207,8 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
         },
         Hook {
             name: "group-pods.validate.muster.dev",
-            rules: pods(),
+            // A resize of a placed pod asking more than it was placed for is refused.
+            rules: [pods(), vec![rule("", "v1", "pods/resize", &["UPDATE"])]].concat(),
             object_selector: has_label(GROUP),
             namespace_selector: None,
         },

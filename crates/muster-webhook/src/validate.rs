@@ -49,6 +49,7 @@ pub async fn validate<S: ClusterState>(
         return Ok(());
     }
     group_lifecycle(req, config)?;
+    pod_resize(req)?;
     let (Some(obj), Operation::Create | Operation::Update) = (req.object.as_ref(), &req.operation) else {
         return Ok(());
     };
@@ -103,6 +104,40 @@ fn group_lifecycle(req: &AdmissionRequest<DynamicObject>, config: &WebhookConfig
     }
 }
 
+/// A pod muster placed keeps the requests it was placed for: muster gave the rest of its node to
+/// other groups, so a resize that asks more (`pods/resize`, in-place vertical scaling) would
+/// over-commit the node as muster counts it. Asking less is fine.
+fn pod_resize(req: &AdmissionRequest<DynamicObject>) -> Result<(), Refusal> {
+    if req.resource.resource != "pods" || req.sub_resource.as_deref() != Some("resize") {
+        return Ok(());
+    }
+    let (Some(new), Some(old)) = (req.object.as_ref(), req.old_object.as_ref()) else { return Ok(()) };
+    let (new, old): (Pod, Pod) = (typed(new, "Pod")?, typed(old, "Pod")?);
+    let (Some(spec), Some(was)) = (new.spec.as_ref(), old.spec.as_ref()) else { return Ok(()) };
+    if spec.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
+        return Ok(());
+    }
+    let (asks, placed) = (muster_k8s::pod::requests(spec), muster_k8s::pod::requests(was));
+    let more: Vec<String> = asks
+        .iter()
+        .filter(|(r, a)| **a > placed.get(*r).copied().unwrap_or(0))
+        .map(|(r, a)| {
+            let show = |v: u64| muster_k8s::pod::show(r, u128::from(v));
+            format!("{r} {} (placed for {})", show(*a), show(placed.get(r).copied().unwrap_or(0)))
+        })
+        .collect();
+    if more.is_empty() {
+        return Ok(());
+    }
+    Err(Refusal::new(format!(
+        "spec.containers[*].resources: pod {} was placed by muster for what it asked then, and muster gave the \
+         rest of its node to other groups; a resize to {} could over-commit the node; resize it down only, or \
+         suspend the job and change its requests there",
+        req.name,
+        more.join(", ")
+    )))
+}
+
 /// The rules for a Job created in a queue, checked by the mutating webhook on the Job as its
 /// mutation leaves it, so that such a create costs one webhook call: the validating webhook skips
 /// a create that still carries the mutation (`registration`), and checks any other.
@@ -148,10 +183,9 @@ fn parallelism(job: &Job) -> i64 {
     job.spec.as_ref().and_then(|s| s.parallelism).map_or(1, i64::from)
 }
 
-/// Pods that run at once: parallelism, but never more than completions.
+/// Pods that run at once: the Job's group size, as the controller computes it.
 fn job_members(job: &Job) -> i64 {
-    let p = parallelism(job);
-    job.spec.as_ref().and_then(|s| s.completions).map_or(p, |c| p.min(i64::from(c)))
+    job.spec.as_ref().map_or(1, muster_k8s::job::members)
 }
 
 fn pod_spec(job: &Job) -> Option<&PodSpec> {

@@ -1200,3 +1200,33 @@ async fn a_groups_status_and_deletion_are_muster_s() {
     r.object = None;
     assert_eq!(check(&r).await, Ok(()));
 }
+
+/// A `pods/resize` request (in-place vertical scaling) from `old` to `new`.
+fn resize_request(user: &str, new: &Value, old: &Value) -> AdmissionRequest<DynamicObject> {
+    let mut r = request("UPDATE", user, POD, new, Some(old));
+    r.sub_resource = Some("resize".into());
+    r
+}
+
+#[tokio::test]
+async fn a_placed_pod_may_be_resized_down_but_never_up() {
+    let mut placed = gated(pod("w-0", "ml", json!({"muster.dev/group": "g"})));
+    placed["spec"]["schedulingGates"] = json!([]);
+    placed["spec"]["nodeName"] = json!("node-1");
+    let mut up = placed.clone();
+    up["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("6");
+    assert_eq!(
+        check(&resize_request(TENANT, &up, &placed)).await.unwrap_err(),
+        "spec.containers[*].resources: pod w-0 was placed by muster for what it asked then, and muster gave the rest \
+         of its node to other groups; a resize to cpu 6 (placed for 1) could over-commit the node; resize it down \
+         only, or suspend the job and change its requests there"
+    );
+    let mut down = placed.clone();
+    down["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("500m");
+    assert_eq!(check(&resize_request(TENANT, &down, &placed)).await, Ok(()));
+    // Other schedulers' pods are theirs to resize.
+    let (mut theirs, mut bigger) = (pod("web", "ml", json!({})), pod("web", "ml", json!({})));
+    bigger["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("6");
+    theirs["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(check(&resize_request(TENANT, &bigger, &theirs)).await, Ok(()));
+}
