@@ -344,6 +344,7 @@ r5d() {
   km -n "$ns" delete groups.muster.dev run5 --wait=false >/dev/null
   pass "muster's identity deleted Group run5"
   eventually 10 "the Group is back (a new object, not being deleted)" renewed "$ns" run5 "$uid"
+  eventually 10 "with muster's status (Running)" phase_is "$ns" run5 Running
   check "the Job still exists" job_exists "$ns" run5
   m queue -n "$ns" >"$tmp/queue" 2>&1 || true
   sed 's/^/       /' "$tmp/queue" >&2
