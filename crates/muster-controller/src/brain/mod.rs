@@ -5,11 +5,17 @@
 //!
 //! Groups are Jobs (key namespace/job), JobSets (key namespace/jobset: every pod of every child
 //! Job; the JobSet is suspended and resumed as a Job is) or plain-pod groups (key
-//! namespace/group, the `muster.dev/group` label of pods no Job controls). A plain group is known once its first pod
-//! is seen: its spec comes from that pod's labels and requests. Its pods are ungated and bound
-//! when it is admitted; it finishes when its bound pods all ended; it is deleted (with its
-//! Group object) when its pods are gone; evicted, its pods are deleted (pods cannot be
-//! suspended) and users create them again.
+//! namespace/group, the `muster.dev/group` label of pods no Job controls).
+//!
+//! Rooms: this file holds the mirror, the batches and Jobs; `actions` the vocabulary between the
+//! watchers, the brain and the executor; `plain` plain-pod groups; `status` what muster tells
+//! (Group and Queue statuses, events) and the repair of Group objects others changed.
+
+mod actions;
+mod plain;
+mod status;
+
+pub use actions::{Action, Change, Event, EventType, Subject};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -19,164 +25,13 @@ use k8s_openapi::jiff::Timestamp;
 use muster_durable::{ClusterReport, DurableEngine, Input, Options};
 use muster_graph::{Graph, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
-use muster_k8s::{
-    GroupConditionType as Cond, GroupPhase, GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus, labels,
-};
+use muster_k8s::{GroupConditionType as Cond, GroupPhase, GroupStatus, QueueStatus, labels};
 use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
 use crate::convert::{self, GroupObjectView, JobSetView, JobView, NamespaceView, NodeView, PodPhase, PodView};
 use crate::metrics::Metrics;
-
-/// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
-#[derive(Debug, Clone)]
-pub enum Change<T> {
-    Init,
-    Apply(T),
-    Delete(T),
-    InitDone,
-}
-
-// Events move once through a channel; boxing the big variant would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone)]
-pub enum Event {
-    Node(Change<NodeView>),
-    Pod(Change<PodView>),
-    Job(Change<JobView>),
-    /// JobSets with the queue label (only watched when their CRD is installed; without it the
-    /// watcher reports one empty listing).
-    JobSet(Change<JobSetView>),
-    /// Namespaces: only whether one is being deleted matters (nothing is written into it then).
-    Namespace(Change<NamespaceView>),
-    /// Group objects: their statuses are muster's, so one changed or deleted by anyone else is
-    /// repaired.
-    GroupObject(Change<GroupObjectView>),
-    /// The binding of a pod was refused: the group must not run in part.
-    BindFailed {
-        key: GroupKey,
-        pod: String,
-        message: String,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-/// What an event is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Subject {
-    /// The group's Group object (plain-pod groups, JobSets).
-    Group,
-    /// The group's Job, by uid, with its Group as the related object.
-    Job { uid: String },
-    /// A pod of no group, by uid (the event's key then names the pod).
-    Pod { uid: String },
-}
-
-/// What the executor does against the API server.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Write the status of Queue `name` (its groups and what they hold).
-    QueueStatus {
-        name: String,
-        status: Box<QueueStatus>,
-    },
-    /// Create or update the Group object of a Job (owned by it), or of a plain-pod group
-    /// (`job_uid` empty: no owner; muster deletes it with [`Action::DeleteGroup`]).
-    EnsureGroup {
-        key: GroupKey,
-        spec: Box<GroupObjectSpec>,
-        job_uid: String,
-    },
-    /// Delete the Group object of a group that is gone (a plain group's pods are all gone).
-    DeleteGroup {
-        key: GroupKey,
-    },
-    /// Remove muster's scheduling gate from a plain pod. Always directly followed by the pod's
-    /// [`Action::Bind`] (the apiserver refuses a binding while gates remain).
-    Ungate {
-        key: GroupKey,
-        namespace: String,
-        pod: String,
-        uid: String,
-    },
-    /// Delete pods of a plain group (evicted: pods cannot be suspended). (name, uid) each.
-    DeletePods {
-        key: GroupKey,
-        namespace: String,
-        pods: Vec<(String, String)>,
-    },
-    Status {
-        key: GroupKey,
-        status: Box<GroupStatus>,
-    },
-    /// Replace a Group's whole status with muster's, over one someone else wrote.
-    RestoreStatus {
-        key: GroupKey,
-        status: Box<GroupStatus>,
-    },
-    /// Set the Job's spec.suspend.
-    Suspend {
-        key: GroupKey,
-        suspend: bool,
-    },
-    /// Remove the user's suspend- and resume-requested annotations once they are recorded.
-    ClearRequests {
-        key: GroupKey,
-    },
-    /// [`Action::Suspend`] for a JobSet (`jobset.x-k8s.io`); its controller suspends or
-    /// resumes the child Jobs.
-    SuspendJobSet {
-        key: GroupKey,
-        suspend: bool,
-    },
-    /// [`Action::ClearRequests`] for a JobSet.
-    ClearJobSetRequests {
-        key: GroupKey,
-    },
-    Bind {
-        key: GroupKey,
-        namespace: String,
-        pod: String,
-        uid: String,
-        node: String,
-        member: u32,
-    },
-    /// An event about `key`'s group, or about the pod `key` names when the subject is a pod.
-    Event {
-        key: GroupKey,
-        subject: Subject,
-        kind: EventType,
-        reason: String,
-        message: String,
-    },
-}
-
-impl Action {
-    /// The group an action is for (all but a Queue's status).
-    pub fn group(&self) -> Option<&GroupKey> {
-        match self {
-            Action::QueueStatus { .. } => None,
-            Action::EnsureGroup { key, .. }
-            | Action::DeleteGroup { key }
-            | Action::Ungate { key, .. }
-            | Action::DeletePods { key, .. }
-            | Action::Status { key, .. }
-            | Action::RestoreStatus { key, .. }
-            | Action::Suspend { key, .. }
-            | Action::ClearRequests { key }
-            | Action::SuspendJobSet { key, .. }
-            | Action::ClearJobSetRequests { key }
-            | Action::Bind { key, .. }
-            | Action::Event { key, .. } => Some(key),
-        }
-    }
-}
 
 struct Kind<T> {
     items: HashMap<String, T>,
@@ -235,7 +90,7 @@ pub struct Brain<S: Store> {
     namespaces: Kind<NamespaceView>,
     group_objects: Kind<GroupObjectView>,
     /// Groups whose object disagrees with what muster wrote (or is gone), since when: repaired
-    /// if it still does after [`REPAIR_AFTER_SECS`].
+    /// if it still does a little later (`status::REPAIR_AFTER_SECS`).
     suspect: BTreeMap<GroupKey, i64>,
     /// Pods of each managed group, by uid.
     group_pods: HashMap<GroupKey, BTreeSet<String>>,
@@ -269,10 +124,6 @@ pub struct Brain<S: Store> {
     actions: Vec<Action>,
     metrics: Arc<Metrics>,
 }
-
-/// How long a Group object may disagree with muster before it is repaired: muster's own writes
-/// come back through the watch a little later, and a deleted Job's Group goes with it.
-const REPAIR_AFTER_SECS: i64 = 2;
 
 fn time(secs: i64) -> Time {
     Time(Timestamp::from_second(secs.clamp(0, 253_402_207_199)).unwrap_or(Timestamp::UNIX_EPOCH))
@@ -449,24 +300,6 @@ impl<S: Store> Brain<S> {
             }
         }
         report
-    }
-
-    /// Whether `key` is a plain-pod group: pods of it exist and no Job of that name.
-    fn is_plain(&self, key: &GroupKey) -> bool {
-        self.workload(&key.to_string()).is_none() && self.plain_pods(key).next().is_some()
-    }
-
-    fn plain_pods<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a PodView> + 'a {
-        self.group_pods.get(key).into_iter().flatten().filter_map(|u| self.pods.items.get(u)).filter(|p| p.is_plain())
-    }
-
-    /// Some(all succeeded) once a plain group has ended: at least `members` pods were bound and
-    /// every bound pod is Succeeded or Failed (unbound pods, such as gated extra pods of an
-    /// elastic group admitted below its size, do not count).
-    fn plain_finished(&self, key: &GroupKey, members: usize) -> Option<bool> {
-        let bound: Vec<&PodView> = self.plain_pods(key).filter(|p| p.node.is_some()).collect();
-        let ended = bound.len() >= members.max(1) && bound.iter().all(|p| p.phase.is_terminal());
-        ended.then(|| bound.iter().all(|p| p.phase == PodPhase::Succeeded))
     }
 
     /// Mirrors one watch event. Engine inputs wait for the next [`Brain::cycle`], which runs
@@ -719,107 +552,6 @@ impl<S: Store> Brain<S> {
         }
     }
 
-    /// Brings the engine in line with the pods of one plain group (or their absence).
-    fn plain_changed(&mut self, key: &GroupKey, now: i64) {
-        if self.workload(&key.to_string()).is_some() {
-            return;
-        }
-        let Some(first) = self.plain_pods(key).min_by_key(|p| (p.created, p.name.clone())).cloned() else {
-            self.plain_refused.remove(key);
-            self.vanished(key.clone());
-            return;
-        };
-        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else {
-            if !self.plain_refused.contains(key) {
-                self.submit_plain(key, &first, now);
-            }
-            return;
-        };
-        let held = g.state.holds_allocation();
-        if held {
-            let members = g.allocation.as_ref().map_or(1, |a| a.members.len());
-            if let Some(succeeded) = self.plain_finished(key, members) {
-                self.inputs.push(Input::Finished { key: key.clone(), succeeded });
-            }
-        }
-        // Level-triggered, as for Jobs: the Group object again after a restart or a deletion.
-        if !self.ensured.contains(key)
-            && let Ok(spec) = convert::plain_group_spec(&first)
-        {
-            self.ensured.insert(key.clone());
-            self.actions.push(Action::EnsureGroup { key: key.clone(), spec: Box::new(spec), job_uid: String::new() });
-        }
-    }
-
-    /// Pods of a plain group that still run or wait (not ended, not being deleted).
-    fn live_plain_pods<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a PodView> + 'a {
-        self.plain_pods(key).filter(|p| !p.phase.is_terminal() && !p.deleting)
-    }
-
-    /// A new plain group into its queue, sized from its first pod, once every pod agrees with
-    /// that one and at least its minimum of pods exist. Admitted earlier, it would hold room for
-    /// pods that may never come; and a pod asking more than the first would be placed as if it
-    /// asked what the first asks.
-    fn submit_plain(&mut self, key: &GroupKey, first: &PodView, now: i64) {
-        let live: Vec<PodView> = self.live_plain_pods(key).cloned().collect();
-        if live.is_empty() {
-            return;
-        }
-        let refuse = |brain: &mut Self, message: &str| {
-            brain.plain_refused.insert(key.clone());
-            brain.event(key, EventType::Warning, "InvalidGroup", message);
-        };
-        let spec = match convert::plain_group_spec(first) {
-            Ok(spec) => spec,
-            Err(message) => return refuse(self, &message),
-        };
-        for p in &live {
-            let theirs = convert::plain_group_spec(p);
-            if let Some(difference) = convert::plain_pods_differ(first, &spec, p, theirs.as_ref()) {
-                let message = format!(
-                    "{difference}; the pods of a group must agree, as muster places them as alike members: delete \
-                     the group's pods and create them alike"
-                );
-                return refuse(self, &message);
-            }
-        }
-        let request = match spec.to_request(&key.name) {
-            Ok(r) => r,
-            Err(e) => return refuse(self, &e.to_string()),
-        };
-        if self.ensured.insert(key.clone()) {
-            let spec = Box::new(spec.clone());
-            self.actions.push(Action::EnsureGroup { key: key.clone(), spec, job_uid: String::new() });
-        }
-        let needed = spec.members.min;
-        if (live.len() as i64) < needed {
-            let message = format!(
-                "waiting for its pods: {} of the {needed} it needs to start exist; muster holds no room for a group \
-                 until they do",
-                live.len()
-            );
-            return self.waiting_for_pods(key, &message, now);
-        }
-        self.inputs.push(Input::Submit(GroupSpec {
-            key: key.clone(),
-            queue: spec.queue.clone(),
-            priority_class: spec.priority_class_name.clone(),
-            request,
-            submitted_at: first.created,
-        }));
-    }
-
-    /// The status of a plain group not yet in the engine because too few of its pods exist.
-    fn waiting_for_pods(&mut self, key: &GroupKey, message: &str, now: i64) {
-        let mut st = GroupStatus::default();
-        st.set_condition(Cond::Queued, false, "WaitingForPods", message, None, time(now));
-        st.message = Some(message.to_string());
-        // The same wait again is no news (its condition's time would only churn writes).
-        if self.statuses.get(key).and_then(|s| s.message.as_deref()) != Some(message) {
-            self.push_status(key, st);
-        }
-    }
-
     /// A new Job: its Group object, and the group into its queue.
     fn submit(&mut self, j: &JobView) {
         let spec = match &j.group {
@@ -983,85 +715,6 @@ impl<S: Store> Brain<S> {
         self.flush(now);
     }
 
-    /// Group objects that still disagree with muster: a status someone else wrote gets muster's
-    /// back; a deleted one is created again while its Job (or a plain group's pods) lives.
-    fn repair_group_objects(&mut self, now: i64) {
-        let due: Vec<GroupKey> = self
-            .suspect
-            .iter()
-            .filter(|(_, since)| now - **since >= REPAIR_AFTER_SECS)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
-            self.suspect.remove(&key);
-            let Some(ours) = self.statuses.get(&key).cloned() else { continue };
-            let mirror = key.to_string();
-            let live = self.workload(&mirror).map_or_else(|| self.is_plain(&key), |j| !j.deleting);
-            if !live {
-                continue;
-            }
-            match self.group_objects.items.get(&mirror) {
-                None => {
-                    warn!(group = %key, "the Group object was deleted, not by muster; creating it again");
-                    self.ensured.remove(&key);
-                    self.dirty_jobs.insert(mirror);
-                    self.dirty_plain.insert(key.clone());
-                    self.actions.push(Action::Status { key, status: Box::new(ours) });
-                }
-                Some(g) if g.status == convert::status_fingerprint(&ours) => {}
-                Some(_) => {
-                    warn!(group = %key, "the Group status was written, not by muster; writing muster's back");
-                    self.actions.push(Action::RestoreStatus { key, status: Box::new(ours) });
-                }
-            }
-        }
-    }
-
-    /// Positions and estimated starts of waiting groups into their statuses, and each Queue's
-    /// counts and usage into its status.
-    pub fn refresh_queue_view(&mut self, now: i64) {
-        self.refresh_queue_statuses();
-        let Some(e) = self.engine.as_mut() else { return };
-        let view = e.queue_view(now);
-        for x in view {
-            let mut st = self.statuses.get(&x.key).cloned().unwrap_or_default();
-            st.queue_position = (x.position > 0).then_some(x.position as u32);
-            st.estimated_start = x.estimated_start.filter(|t| *t < i64::MAX / 2).map(time);
-            if !x.reason.is_empty() {
-                st.message = Some(x.reason.clone());
-            }
-            self.push_status(&x.key, st);
-        }
-    }
-
-    fn refresh_queue_statuses(&mut self) {
-        let Some(e) = self.engine.as_ref() else { return };
-        let mut fresh: BTreeMap<String, QueueStatus> =
-            self.cfg.engine.queues.iter().map(|q| (q.name.clone(), QueueStatus::default())).collect();
-        for g in e.engine().groups() {
-            let Some(st) = fresh.get_mut(&g.spec.queue) else { continue };
-            if g.state.is_pending() {
-                st.pending_groups += 1;
-            } else if g.state.holds_allocation() {
-                st.admitted_groups += 1;
-            }
-        }
-        for (queue, held) in e.engine().usage() {
-            if let Some(st) = fresh.get_mut(queue) {
-                let amounts: Vec<(String, u64)> =
-                    held.iter().filter(|(_, a)| **a > 0).map(|(r, a)| (r.clone(), *a)).collect();
-                st.usage = convert::requests_to_resources(&amounts);
-            }
-        }
-        self.metrics.set_groups(&fresh);
-        for (name, status) in fresh {
-            if self.queue_statuses.get(&name) != Some(&status) {
-                self.queue_statuses.insert(name.clone(), status.clone());
-                self.actions.push(Action::QueueStatus { name, status: Box::new(status) });
-            }
-        }
-    }
-
     /// Acts on transitions: Job suspension, statuses, events; then binds what became bindable.
     fn after(&mut self, ts: Vec<Transition>, now: i64) {
         let mut touched = BTreeMap::new();
@@ -1078,157 +731,5 @@ impl<S: Store> Brain<S> {
                 self.ready_sent.remove(&key);
             }
         }
-    }
-
-    fn transition_actions(&mut self, t: &Transition) {
-        let key = &t.key;
-        let message = t.reason.message();
-        match (&t.reason, t.to) {
-            (_, GroupState::Admitted) if t.from != GroupState::Admitted => {
-                let nodes: BTreeSet<&str> =
-                    t.allocation.iter().flat_map(|a| a.members.iter().map(|m| m.node.as_str())).collect();
-                let members = t.allocation.as_ref().map_or(0, |a| a.members.len());
-                if !self.is_plain(key) {
-                    self.set_suspend(key, false);
-                }
-                let text = format!("{message}: {members} members on {} nodes", nodes.len());
-                self.event(key, EventType::Normal, "Admitted", &text);
-            }
-            (_, GroupState::Evicted) if self.is_plain(key) => {
-                // Pods cannot be suspended: the group's pods go, and the group with them once
-                // they are gone. Users create them again.
-                let pods: Vec<(String, String)> =
-                    self.plain_pods(key).filter(|p| !p.deleting).map(|p| (p.name.clone(), p.uid.clone())).collect();
-                let n = pods.len();
-                if n > 0 {
-                    self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.clone(), pods });
-                }
-                let text =
-                    format!("{message}; deleting its {n} pods (plain pods cannot be suspended; create them again)");
-                self.event(key, EventType::Warning, "Evicted", &text);
-            }
-            (_, GroupState::Evicted) => {
-                self.set_suspend(key, true);
-                self.event(key, EventType::Warning, "Evicted", &message);
-            }
-            (Reason::Submitted, _) => {
-                let queue = self.state_queue(key);
-                self.event(key, EventType::Normal, "Queued", &format!("queued in {queue}"));
-            }
-            (Reason::Unsatisfiable { .. }, _) => self.event(key, EventType::Warning, "Unsatisfiable", &message),
-            (Reason::Reserved { .. }, _) => self.event(key, EventType::Normal, "Reserved", &message),
-            (Reason::AllReady, GroupState::Running) => self.event(key, EventType::Normal, "PodsReady", &message),
-            (Reason::Finished { succeeded }, _) => {
-                let reason = if *succeeded { "Succeeded" } else { "Failed" };
-                self.event(key, EventType::Normal, reason, &message);
-            }
-            (Reason::BackoffLimitExceeded { .. }, _) => self.event(key, EventType::Warning, "Deactivated", &message),
-            (Reason::Suspended | Reason::Resumed | Reason::Shrunk { .. } | Reason::Grown { .. }, _) => {
-                let reason = format!("{:?}", t.reason).split([' ', '{']).next().unwrap_or("Changed").to_string();
-                self.event(key, EventType::Normal, &reason, &message);
-            }
-            _ => {}
-        }
-    }
-
-    fn state_queue(&self, key: &GroupKey) -> String {
-        self.engine.as_ref().and_then(|e| e.engine().group(key)).map(|g| g.spec.queue.clone()).unwrap_or_default()
-    }
-
-    fn event(&mut self, key: &GroupKey, kind: EventType, reason: &str, message: &str) {
-        // Events name a Job by uid; a JobSet's go on its Group only.
-        let subject = match self.jobs.items.get(&key.to_string()) {
-            Some(j) => Subject::Job { uid: j.uid.clone() },
-            None => Subject::Group,
-        };
-        self.actions.push(Action::Event {
-            key: key.clone(),
-            subject,
-            kind,
-            reason: reason.to_string(),
-            message: message.to_string(),
-        });
-    }
-
-    /// A warning event on a pod muster will not bind, once per pod.
-    fn tell_pod(&mut self, key: &GroupKey, namespace: &str, pod: &str, uid: &str, reason: &str, message: &str) {
-        if self.told_pods.insert(uid.to_string()) {
-            self.actions.push(Action::Event {
-                key: GroupKey::new(namespace, pod),
-                subject: Subject::Pod { uid: uid.to_string() },
-                kind: EventType::Warning,
-                reason: reason.to_string(),
-                message: message.to_string(),
-            });
-            warn!(group = %key, pod, "{message}");
-        }
-    }
-
-    /// The Group object's status from the engine's group.
-    /// `message` says what happened last, for when the engine keeps no waiting reason.
-    fn update_status(&mut self, key: &GroupKey, message: &str, now: i64) {
-        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)).cloned() else { return };
-        let mut st = self.statuses.get(key).cloned().unwrap_or_default();
-        let at = time(now);
-        let s = g.state;
-        st.phase = GroupPhase::of(s);
-        let reason = |on: bool, yes: &str, no: &str| if on { yes.to_string() } else { no.to_string() };
-        let msg = if g.reason.is_empty() || !s.is_pending() { message.to_string() } else { g.reason.clone() };
-        st.set_condition(
-            Cond::Queued,
-            s.is_pending(),
-            &reason(s.is_pending(), "Waiting", "NotWaiting"),
-            &msg,
-            None,
-            at.clone(),
-        );
-        let reserved = s == GroupState::Reserved;
-        st.set_condition(
-            Cond::Reserved,
-            reserved,
-            &reason(reserved, "Reserved", "NotReserved"),
-            &msg,
-            None,
-            at.clone(),
-        );
-        let admitted = s.holds_allocation();
-        st.set_condition(Cond::Admitted, admitted, &reason(admitted, "Placed", "NotPlaced"), &msg, None, at.clone());
-        let ready = s == GroupState::Running && g.not_ready_since.is_none();
-        st.set_condition(Cond::PodsReady, ready, &reason(ready, "AllReady", "NotAllReady"), &msg, None, at.clone());
-        if s.is_terminal() {
-            let ok = s == GroupState::Succeeded;
-            st.set_condition(Cond::Finished, true, &reason(ok, "Succeeded", "Failed"), &msg, None, at.clone());
-        }
-        if g.evictions > 0 || st.condition(Cond::Evicted).is_some() {
-            let ev = s == GroupState::Evicted;
-            st.set_condition(Cond::Evicted, ev, &reason(ev, "Evicted", "NotEvicted"), &msg, None, at.clone());
-        }
-        if let Some((m, _)) = &g.unsatisfiable {
-            st.set_condition(Cond::Unsatisfiable, true, "Unsatisfiable", m, None, at.clone());
-        } else if st.condition(Cond::Unsatisfiable).is_some() {
-            st.set_condition(Cond::Unsatisfiable, false, "Satisfiable", &msg, None, at.clone());
-        }
-        st.allocation = g
-            .allocation
-            .as_ref()
-            .filter(|_| admitted)
-            .map(|a| a.members.iter().map(|m| MemberAllocation { member: m.index, node: m.node.clone() }).collect())
-            .unwrap_or_default();
-        st.requeue = (g.requeues > 0 || g.evictions > 0)
-            .then(|| RequeueState { count: g.evictions, requeue_at: g.requeue_at.map(time) });
-        if !s.is_pending() {
-            st.queue_position = None;
-            st.estimated_start = None;
-        }
-        st.message = Some(msg);
-        self.push_status(key, st);
-    }
-
-    fn push_status(&mut self, key: &GroupKey, st: GroupStatus) {
-        if self.statuses.get(key) == Some(&st) || !(self.workload(&key.to_string()).is_some() || self.is_plain(key)) {
-            return;
-        }
-        self.statuses.insert(key.clone(), st.clone());
-        self.actions.push(Action::Status { key: key.clone(), status: Box::new(st) });
     }
 }

@@ -1,0 +1,155 @@
+//! What flows through the brain: changes the watchers saw in, actions for the executor out.
+
+use muster_k8s::{GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
+use muster_queue::GroupKey;
+
+use crate::convert::{GroupObjectView, JobSetView, JobView, NamespaceView, NodeView, PodView};
+
+/// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
+#[derive(Debug, Clone)]
+pub enum Change<T> {
+    Init,
+    Apply(T),
+    Delete(T),
+    InitDone,
+}
+
+// Events move once through a channel; boxing the big variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Event {
+    Node(Change<NodeView>),
+    Pod(Change<PodView>),
+    Job(Change<JobView>),
+    /// JobSets with the queue label (only watched when their CRD is installed; without it the
+    /// watcher reports one empty listing).
+    JobSet(Change<JobSetView>),
+    /// Namespaces: only whether one is being deleted matters (nothing is written into it then).
+    Namespace(Change<NamespaceView>),
+    /// Group objects: their statuses are muster's, so one changed or deleted by anyone else is
+    /// repaired.
+    GroupObject(Change<GroupObjectView>),
+    /// The binding of a pod was refused: the group must not run in part.
+    BindFailed {
+        key: GroupKey,
+        pod: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// What an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// The group's Group object (plain-pod groups, JobSets).
+    Group,
+    /// The group's Job, by uid, with its Group as the related object.
+    Job { uid: String },
+    /// A pod of no group, by uid (the event's key then names the pod).
+    Pod { uid: String },
+}
+
+/// What the executor does against the API server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Write the status of Queue `name` (its groups and what they hold).
+    QueueStatus {
+        name: String,
+        status: Box<QueueStatus>,
+    },
+    /// Create or update the Group object of a Job (owned by it), or of a plain-pod group
+    /// (`job_uid` empty: no owner; muster deletes it with [`Action::DeleteGroup`]).
+    EnsureGroup {
+        key: GroupKey,
+        spec: Box<GroupObjectSpec>,
+        job_uid: String,
+    },
+    /// Delete the Group object of a group that is gone (a plain group's pods are all gone).
+    DeleteGroup {
+        key: GroupKey,
+    },
+    /// Remove muster's scheduling gate from a plain pod. Always directly followed by the pod's
+    /// [`Action::Bind`] (the apiserver refuses a binding while gates remain).
+    Ungate {
+        key: GroupKey,
+        namespace: String,
+        pod: String,
+        uid: String,
+    },
+    /// Delete pods of a plain group (evicted: pods cannot be suspended). (name, uid) each.
+    DeletePods {
+        key: GroupKey,
+        namespace: String,
+        pods: Vec<(String, String)>,
+    },
+    Status {
+        key: GroupKey,
+        status: Box<GroupStatus>,
+    },
+    /// Replace a Group's whole status with muster's, over one someone else wrote.
+    RestoreStatus {
+        key: GroupKey,
+        status: Box<GroupStatus>,
+    },
+    /// Set the Job's spec.suspend.
+    Suspend {
+        key: GroupKey,
+        suspend: bool,
+    },
+    /// Remove the user's suspend- and resume-requested annotations once they are recorded.
+    ClearRequests {
+        key: GroupKey,
+    },
+    /// [`Action::Suspend`] for a JobSet (`jobset.x-k8s.io`); its controller suspends or
+    /// resumes the child Jobs.
+    SuspendJobSet {
+        key: GroupKey,
+        suspend: bool,
+    },
+    /// [`Action::ClearRequests`] for a JobSet.
+    ClearJobSetRequests {
+        key: GroupKey,
+    },
+    Bind {
+        key: GroupKey,
+        namespace: String,
+        pod: String,
+        uid: String,
+        node: String,
+        member: u32,
+    },
+    /// An event about `key`'s group, or about the pod `key` names when the subject is a pod.
+    Event {
+        key: GroupKey,
+        subject: Subject,
+        kind: EventType,
+        reason: String,
+        message: String,
+    },
+}
+
+impl Action {
+    /// The group an action is for (all but a Queue's status).
+    pub fn group(&self) -> Option<&GroupKey> {
+        match self {
+            Action::QueueStatus { .. } => None,
+            Action::EnsureGroup { key, .. }
+            | Action::DeleteGroup { key }
+            | Action::Ungate { key, .. }
+            | Action::DeletePods { key, .. }
+            | Action::Status { key, .. }
+            | Action::RestoreStatus { key, .. }
+            | Action::Suspend { key, .. }
+            | Action::ClearRequests { key }
+            | Action::SuspendJobSet { key, .. }
+            | Action::ClearJobSetRequests { key }
+            | Action::Bind { key, .. }
+            | Action::Event { key, .. } => Some(key),
+        }
+    }
+}

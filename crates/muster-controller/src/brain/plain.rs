@@ -1,0 +1,128 @@
+//! Plain-pod groups: pods no Job controls, grouped by the `muster.dev/group` label. A group is
+//! queued once its minimum of pods exists and every pod agrees with the first (which gives its
+//! Group object); its pods are ungated and bound when it is admitted; it finishes when its bound
+//! pods all ended; it goes (with its Group object) when its pods are gone; evicted, its pods are
+//! deleted (pods cannot be suspended) and users create them again.
+
+use super::*;
+
+impl<S: Store> Brain<S> {
+    /// Whether `key` is a plain-pod group: pods of it exist and no Job of that name.
+    pub(super) fn is_plain(&self, key: &GroupKey) -> bool {
+        self.workload(&key.to_string()).is_none() && self.plain_pods(key).next().is_some()
+    }
+
+    pub(super) fn plain_pods<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a PodView> + 'a {
+        self.group_pods.get(key).into_iter().flatten().filter_map(|u| self.pods.items.get(u)).filter(|p| p.is_plain())
+    }
+
+    /// Some(all succeeded) once a plain group has ended: at least `members` pods were bound and
+    /// every bound pod is Succeeded or Failed (unbound pods, such as gated extra pods of an
+    /// elastic group admitted below its size, do not count).
+    pub(super) fn plain_finished(&self, key: &GroupKey, members: usize) -> Option<bool> {
+        let bound: Vec<&PodView> = self.plain_pods(key).filter(|p| p.node.is_some()).collect();
+        let ended = bound.len() >= members.max(1) && bound.iter().all(|p| p.phase.is_terminal());
+        ended.then(|| bound.iter().all(|p| p.phase == PodPhase::Succeeded))
+    }
+
+    /// Brings the engine in line with the pods of one plain group (or their absence).
+    pub(super) fn plain_changed(&mut self, key: &GroupKey, now: i64) {
+        if self.workload(&key.to_string()).is_some() {
+            return;
+        }
+        let Some(first) = self.plain_pods(key).min_by_key(|p| (p.created, p.name.clone())).cloned() else {
+            self.plain_refused.remove(key);
+            self.vanished(key.clone());
+            return;
+        };
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else {
+            if !self.plain_refused.contains(key) {
+                self.submit_plain(key, &first, now);
+            }
+            return;
+        };
+        let held = g.state.holds_allocation();
+        if held {
+            let members = g.allocation.as_ref().map_or(1, |a| a.members.len());
+            if let Some(succeeded) = self.plain_finished(key, members) {
+                self.inputs.push(Input::Finished { key: key.clone(), succeeded });
+            }
+        }
+        // Level-triggered, as for Jobs: the Group object again after a restart or a deletion.
+        if !self.ensured.contains(key)
+            && let Ok(spec) = convert::plain_group_spec(&first)
+        {
+            self.ensured.insert(key.clone());
+            self.actions.push(Action::EnsureGroup { key: key.clone(), spec: Box::new(spec), job_uid: String::new() });
+        }
+    }
+
+    /// Pods of a plain group that still run or wait (not ended, not being deleted).
+    pub(super) fn live_plain_pods<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a PodView> + 'a {
+        self.plain_pods(key).filter(|p| !p.phase.is_terminal() && !p.deleting)
+    }
+
+    /// A new plain group into its queue, sized from its first pod, once every pod agrees with
+    /// that one and at least its minimum of pods exist. Admitted earlier, it would hold room for
+    /// pods that may never come; and a pod asking more than the first would be placed as if it
+    /// asked what the first asks.
+    pub(super) fn submit_plain(&mut self, key: &GroupKey, first: &PodView, now: i64) {
+        let live: Vec<PodView> = self.live_plain_pods(key).cloned().collect();
+        if live.is_empty() {
+            return;
+        }
+        let refuse = |brain: &mut Self, message: &str| {
+            brain.plain_refused.insert(key.clone());
+            brain.event(key, EventType::Warning, "InvalidGroup", message);
+        };
+        let spec = match convert::plain_group_spec(first) {
+            Ok(spec) => spec,
+            Err(message) => return refuse(self, &message),
+        };
+        for p in &live {
+            let theirs = convert::plain_group_spec(p);
+            if let Some(difference) = convert::plain_pods_differ(first, &spec, p, theirs.as_ref()) {
+                let message = format!(
+                    "{difference}; the pods of a group must agree, as muster places them as alike members: delete \
+                     the group's pods and create them alike"
+                );
+                return refuse(self, &message);
+            }
+        }
+        let request = match spec.to_request(&key.name) {
+            Ok(r) => r,
+            Err(e) => return refuse(self, &e.to_string()),
+        };
+        if self.ensured.insert(key.clone()) {
+            let spec = Box::new(spec.clone());
+            self.actions.push(Action::EnsureGroup { key: key.clone(), spec, job_uid: String::new() });
+        }
+        let needed = spec.members.min;
+        if (live.len() as i64) < needed {
+            let message = format!(
+                "waiting for its pods: {} of the {needed} it needs to start exist; muster holds no room for a group \
+                 until they do",
+                live.len()
+            );
+            return self.waiting_for_pods(key, &message, now);
+        }
+        self.inputs.push(Input::Submit(GroupSpec {
+            key: key.clone(),
+            queue: spec.queue.clone(),
+            priority_class: spec.priority_class_name.clone(),
+            request,
+            submitted_at: first.created,
+        }));
+    }
+
+    /// The status of a plain group not yet in the engine because too few of its pods exist.
+    pub(super) fn waiting_for_pods(&mut self, key: &GroupKey, message: &str, now: i64) {
+        let mut st = GroupStatus::default();
+        st.set_condition(Cond::Queued, false, "WaitingForPods", message, None, time(now));
+        st.message = Some(message.to_string());
+        // The same wait again is no news (its condition's time would only churn writes).
+        if self.statuses.get(key).and_then(|s| s.message.as_deref()) != Some(message) {
+            self.push_status(key, st);
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! What muster tells: Group statuses (conditions, allocation, position, estimated start), Queue
+//! statuses, events; and the repair of Group objects someone else wrote or deleted.
+
+use super::*;
+
+/// How long a Group object may disagree with muster before it is repaired: muster's own writes
+/// come back through the watch a little later, and a deleted Job's Group goes with it.
+const REPAIR_AFTER_SECS: i64 = 2;
+
+impl<S: Store> Brain<S> {
+    /// Positions and estimated starts of waiting groups into their statuses, and each Queue's
+    /// counts and usage into its status.
+    pub fn refresh_queue_view(&mut self, now: i64) {
+        self.refresh_queue_statuses();
+        let Some(e) = self.engine.as_mut() else { return };
+        let view = e.queue_view(now);
+        for x in view {
+            let mut st = self.statuses.get(&x.key).cloned().unwrap_or_default();
+            st.queue_position = (x.position > 0).then_some(x.position as u32);
+            st.estimated_start = x.estimated_start.filter(|t| *t < i64::MAX / 2).map(time);
+            if !x.reason.is_empty() {
+                st.message = Some(x.reason.clone());
+            }
+            self.push_status(&x.key, st);
+        }
+    }
+
+    pub(super) fn refresh_queue_statuses(&mut self) {
+        let Some(e) = self.engine.as_ref() else { return };
+        let mut fresh: BTreeMap<String, QueueStatus> =
+            self.cfg.engine.queues.iter().map(|q| (q.name.clone(), QueueStatus::default())).collect();
+        for g in e.engine().groups() {
+            let Some(st) = fresh.get_mut(&g.spec.queue) else { continue };
+            if g.state.is_pending() {
+                st.pending_groups += 1;
+            } else if g.state.holds_allocation() {
+                st.admitted_groups += 1;
+            }
+        }
+        for (queue, held) in e.engine().usage() {
+            if let Some(st) = fresh.get_mut(queue) {
+                let amounts: Vec<(String, u64)> =
+                    held.iter().filter(|(_, a)| **a > 0).map(|(r, a)| (r.clone(), *a)).collect();
+                st.usage = convert::requests_to_resources(&amounts);
+            }
+        }
+        self.metrics.set_groups(&fresh);
+        for (name, status) in fresh {
+            if self.queue_statuses.get(&name) != Some(&status) {
+                self.queue_statuses.insert(name.clone(), status.clone());
+                self.actions.push(Action::QueueStatus { name, status: Box::new(status) });
+            }
+        }
+    }
+
+    pub(super) fn transition_actions(&mut self, t: &Transition) {
+        let key = &t.key;
+        let message = t.reason.message();
+        match (&t.reason, t.to) {
+            (_, GroupState::Admitted) if t.from != GroupState::Admitted => {
+                let nodes: BTreeSet<&str> =
+                    t.allocation.iter().flat_map(|a| a.members.iter().map(|m| m.node.as_str())).collect();
+                let members = t.allocation.as_ref().map_or(0, |a| a.members.len());
+                if !self.is_plain(key) {
+                    self.set_suspend(key, false);
+                }
+                let text = format!("{message}: {members} members on {} nodes", nodes.len());
+                self.event(key, EventType::Normal, "Admitted", &text);
+            }
+            (_, GroupState::Evicted) if self.is_plain(key) => {
+                // Pods cannot be suspended: the group's pods go, and the group with them once
+                // they are gone. Users create them again.
+                let pods: Vec<(String, String)> =
+                    self.plain_pods(key).filter(|p| !p.deleting).map(|p| (p.name.clone(), p.uid.clone())).collect();
+                let n = pods.len();
+                if n > 0 {
+                    self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.clone(), pods });
+                }
+                let text =
+                    format!("{message}; deleting its {n} pods (plain pods cannot be suspended; create them again)");
+                self.event(key, EventType::Warning, "Evicted", &text);
+            }
+            (_, GroupState::Evicted) => {
+                self.set_suspend(key, true);
+                self.event(key, EventType::Warning, "Evicted", &message);
+            }
+            (Reason::Submitted, _) => {
+                let queue = self.state_queue(key);
+                self.event(key, EventType::Normal, "Queued", &format!("queued in {queue}"));
+            }
+            (Reason::Unsatisfiable { .. }, _) => self.event(key, EventType::Warning, "Unsatisfiable", &message),
+            (Reason::Reserved { .. }, _) => self.event(key, EventType::Normal, "Reserved", &message),
+            (Reason::AllReady, GroupState::Running) => self.event(key, EventType::Normal, "PodsReady", &message),
+            (Reason::Finished { succeeded }, _) => {
+                let reason = if *succeeded { "Succeeded" } else { "Failed" };
+                self.event(key, EventType::Normal, reason, &message);
+            }
+            (Reason::BackoffLimitExceeded { .. }, _) => self.event(key, EventType::Warning, "Deactivated", &message),
+            (Reason::Suspended | Reason::Resumed | Reason::Shrunk { .. } | Reason::Grown { .. }, _) => {
+                let reason = format!("{:?}", t.reason).split([' ', '{']).next().unwrap_or("Changed").to_string();
+                self.event(key, EventType::Normal, &reason, &message);
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn state_queue(&self, key: &GroupKey) -> String {
+        self.engine.as_ref().and_then(|e| e.engine().group(key)).map(|g| g.spec.queue.clone()).unwrap_or_default()
+    }
+
+    pub(super) fn event(&mut self, key: &GroupKey, kind: EventType, reason: &str, message: &str) {
+        // Events name a Job by uid; a JobSet's go on its Group only.
+        let subject = match self.jobs.items.get(&key.to_string()) {
+            Some(j) => Subject::Job { uid: j.uid.clone() },
+            None => Subject::Group,
+        };
+        self.actions.push(Action::Event {
+            key: key.clone(),
+            subject,
+            kind,
+            reason: reason.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    /// A warning event on a pod muster will not bind, once per pod.
+    pub(super) fn tell_pod(
+        &mut self,
+        key: &GroupKey,
+        namespace: &str,
+        pod: &str,
+        uid: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        if self.told_pods.insert(uid.to_string()) {
+            self.actions.push(Action::Event {
+                key: GroupKey::new(namespace, pod),
+                subject: Subject::Pod { uid: uid.to_string() },
+                kind: EventType::Warning,
+                reason: reason.to_string(),
+                message: message.to_string(),
+            });
+            warn!(group = %key, pod, "{message}");
+        }
+    }
+
+    /// The Group object's status from the engine's group.
+    /// `message` says what happened last, for when the engine keeps no waiting reason.
+    pub(super) fn update_status(&mut self, key: &GroupKey, message: &str, now: i64) {
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)).cloned() else { return };
+        let mut st = self.statuses.get(key).cloned().unwrap_or_default();
+        let at = time(now);
+        let s = g.state;
+        st.phase = GroupPhase::of(s);
+        let reason = |on: bool, yes: &str, no: &str| if on { yes.to_string() } else { no.to_string() };
+        let msg = if g.reason.is_empty() || !s.is_pending() { message.to_string() } else { g.reason.clone() };
+        st.set_condition(
+            Cond::Queued,
+            s.is_pending(),
+            &reason(s.is_pending(), "Waiting", "NotWaiting"),
+            &msg,
+            None,
+            at.clone(),
+        );
+        let reserved = s == GroupState::Reserved;
+        st.set_condition(
+            Cond::Reserved,
+            reserved,
+            &reason(reserved, "Reserved", "NotReserved"),
+            &msg,
+            None,
+            at.clone(),
+        );
+        let admitted = s.holds_allocation();
+        st.set_condition(Cond::Admitted, admitted, &reason(admitted, "Placed", "NotPlaced"), &msg, None, at.clone());
+        let ready = s == GroupState::Running && g.not_ready_since.is_none();
+        st.set_condition(Cond::PodsReady, ready, &reason(ready, "AllReady", "NotAllReady"), &msg, None, at.clone());
+        if s.is_terminal() {
+            let ok = s == GroupState::Succeeded;
+            st.set_condition(Cond::Finished, true, &reason(ok, "Succeeded", "Failed"), &msg, None, at.clone());
+        }
+        if g.evictions > 0 || st.condition(Cond::Evicted).is_some() {
+            let ev = s == GroupState::Evicted;
+            st.set_condition(Cond::Evicted, ev, &reason(ev, "Evicted", "NotEvicted"), &msg, None, at.clone());
+        }
+        if let Some((m, _)) = &g.unsatisfiable {
+            st.set_condition(Cond::Unsatisfiable, true, "Unsatisfiable", m, None, at.clone());
+        } else if st.condition(Cond::Unsatisfiable).is_some() {
+            st.set_condition(Cond::Unsatisfiable, false, "Satisfiable", &msg, None, at.clone());
+        }
+        st.allocation = g
+            .allocation
+            .as_ref()
+            .filter(|_| admitted)
+            .map(|a| a.members.iter().map(|m| MemberAllocation { member: m.index, node: m.node.clone() }).collect())
+            .unwrap_or_default();
+        st.requeue = (g.requeues > 0 || g.evictions > 0)
+            .then(|| RequeueState { count: g.evictions, requeue_at: g.requeue_at.map(time) });
+        if !s.is_pending() {
+            st.queue_position = None;
+            st.estimated_start = None;
+        }
+        st.message = Some(msg);
+        self.push_status(key, st);
+    }
+
+    pub(super) fn push_status(&mut self, key: &GroupKey, st: GroupStatus) {
+        if self.statuses.get(key) == Some(&st) || !(self.workload(&key.to_string()).is_some() || self.is_plain(key)) {
+            return;
+        }
+        self.statuses.insert(key.clone(), st.clone());
+        self.actions.push(Action::Status { key: key.clone(), status: Box::new(st) });
+    }
+
+    /// Group objects that still disagree with muster: a status someone else wrote gets muster's
+    /// back; a deleted one is created again while its Job (or a plain group's pods) lives.
+    pub(super) fn repair_group_objects(&mut self, now: i64) {
+        let due: Vec<GroupKey> = self
+            .suspect
+            .iter()
+            .filter(|(_, since)| now - **since >= REPAIR_AFTER_SECS)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.suspect.remove(&key);
+            let Some(ours) = self.statuses.get(&key).cloned() else { continue };
+            let mirror = key.to_string();
+            let live = self.workload(&mirror).map_or_else(|| self.is_plain(&key), |j| !j.deleting);
+            if !live {
+                continue;
+            }
+            match self.group_objects.items.get(&mirror) {
+                None => {
+                    warn!(group = %key, "the Group object was deleted, not by muster; creating it again");
+                    self.ensured.remove(&key);
+                    self.dirty_jobs.insert(mirror);
+                    self.dirty_plain.insert(key.clone());
+                    self.actions.push(Action::Status { key, status: Box::new(ours) });
+                }
+                Some(g) if g.status == convert::status_fingerprint(&ours) => {}
+                Some(_) => {
+                    warn!(group = %key, "the Group status was written, not by muster; writing muster's back");
+                    self.actions.push(Action::RestoreStatus { key, status: Box::new(ours) });
+                }
+            }
+        }
+    }
+}

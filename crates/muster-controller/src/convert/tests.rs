@@ -1,0 +1,293 @@
+//! The views from real object shapes (JSON as the apiserver serves them).
+
+use super::*;
+use serde_json::json;
+
+fn job(extra: serde_json::Value) -> Job {
+    let mut base = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml", "uid": "u1",
+                     "creationTimestamp": "2026-01-01T00:00:10Z",
+                     "labels": {"muster.dev/queue": "gpu"}},
+        "spec": {"parallelism": 4, "suspend": true, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "a", "image": "x", "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}},
+                {"name": "b", "image": "x", "resources": {"limits": {"cpu": "500m", "nvidia.com/gpu": "1"}}}],
+            "initContainers": [{"name": "i", "image": "x", "resources": {"requests": {"cpu": "3"}}}],
+            "nodeSelector": {"pool": "a"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+    });
+    json_merge(&mut base, extra);
+    serde_json::from_value(base).unwrap()
+}
+
+fn json_merge(a: &mut serde_json::Value, b: serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                json_merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+#[test]
+fn a_job_becomes_a_group_of_its_parallelism_with_summed_requests() {
+    let v = job_view(&job(json!({}))).unwrap();
+    assert_eq!(v.key, GroupKey::new("ml", "train"));
+    assert_eq!(v.queue, "gpu");
+    assert!(v.suspended);
+    assert_eq!(v.created, 1_767_225_610);
+    let g = v.group.unwrap();
+    assert_eq!(g.members, Members { min: 4, max: None });
+    // cpu: max(1.5 + 0.5, init 3) = 3 cores; gpu from a limit.
+    assert_eq!(g.resources["cpu"], Quantity::Text("3000m".into()));
+    assert_eq!(g.resources["memory"], Quantity::Int(1 << 30));
+    assert_eq!(g.resources["nvidia.com/gpu"], Quantity::Int(1));
+    assert_eq!(g.tolerations.len(), 1);
+    let req = g.to_request("train").unwrap();
+    assert_eq!(req.min_members, 4);
+    assert!(req.requests.contains(&("cpu".to_string(), 3000)));
+}
+
+#[test]
+fn a_job_holds_no_more_members_than_pods_it_will_create() {
+    let v = job_view(&job(json!({"spec": {"completions": 2}}))).unwrap();
+    assert_eq!(v.group.unwrap().members, Members { min: 2, max: None }, "parallelism 4, completions 2");
+    let v = job_view(&job(json!({"spec": {"completions": 9}}))).unwrap();
+    assert_eq!(v.group.unwrap().members, Members { min: 4, max: None });
+}
+
+#[test]
+fn a_native_sidecar_counts_beside_the_containers() {
+    let sidecar = json!({"spec": {"template": {"spec": {"initContainers": [
+        {"name": "side", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "4"}}}]}}}});
+    let g = job_view(&job(sidecar)).unwrap().group.unwrap();
+    // Containers 1.5 + 0.5 plus the sidecar's 4: what the kubelet counts, not the largest init.
+    assert_eq!(g.resources["cpu"], Quantity::Text("6000m".into()));
+}
+
+#[test]
+fn elastic_and_bad_annotations() {
+    let v = job_view(&job(json!({"metadata": {"annotations": {"muster.dev/min-members": "2"}}}))).unwrap();
+    assert_eq!(v.group.unwrap().members, Members { min: 2, max: Some(4) });
+    let v = job_view(&job(json!({"metadata": {"annotations": {"muster.dev/duration-seconds": "soon"}}}))).unwrap();
+    let e = v.group.unwrap_err();
+    assert!(e.contains("muster.dev/duration-seconds") && e.contains("not an integer"), "{e}");
+}
+
+#[test]
+fn jobs_without_the_queue_label_are_not_ours_and_finish_states_are_read() {
+    let mut j = job(json!({}));
+    j.metadata.labels = None;
+    assert!(job_view(&j).is_none());
+    let done = job(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}));
+    assert_eq!(job_view(&done).unwrap().finished, Some(true));
+    let failed = job(json!({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}));
+    assert_eq!(job_view(&failed).unwrap().finished, Some(false));
+}
+
+#[test]
+fn nodes_split_pooled_resources_from_devices_and_read_readiness() {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "z1", "muster.dev/rack": "r3"}},
+        "spec": {"unschedulable": true, "taints": [
+            {"key": "k", "value": "v", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]},
+        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "2"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap();
+    let v = node_view(&node, &default_levels()).unwrap();
+    assert!(v.ready);
+    assert!(v.spec.unschedulable);
+    assert_eq!(v.spec.topology, [("zone".to_string(), "z1".to_string()), ("rack".into(), "r3".into())]);
+    assert!(v.spec.pooled.contains(&("cpu".to_string(), 8000)));
+    assert_eq!(v.spec.devices, [("nvidia.com/gpu".to_string(), 2)]);
+    // The cordon and readiness taints are read as `unschedulable` and `ready` instead.
+    assert_eq!(v.spec.taints.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), ["k"]);
+}
+
+#[test]
+fn a_node_under_pressure_is_read_as_cordoned_not_as_tainted() {
+    let node = |taint: &str| -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": [{"key": taint, "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap()
+    };
+    for taint in ["node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure"] {
+        let v = node_view(&node(taint), &default_levels()).unwrap();
+        assert!(v.spec.unschedulable, "{taint}");
+        assert!(v.spec.taints.is_empty(), "{taint}");
+    }
+    let v = node_view(&node("example.com/dedicated"), &default_levels()).unwrap();
+    assert!(!v.spec.unschedulable);
+    assert_eq!(v.spec.taints.len(), 1);
+}
+
+#[test]
+fn pods_read_owner_member_and_phase() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "train-0", "namespace": "ml", "uid": "p1",
+                     "annotations": {"muster.dev/member": "3", "batch.kubernetes.io/job-completion-index": "0"},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": true}]},
+        "spec": {"schedulerName": "muster", "nodeName": "n1",
+                 "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap();
+    let v = pod_view(&pod).unwrap();
+    assert!(v.ours && v.ready && v.holds_capacity());
+    assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
+    assert_eq!((v.member, v.completion_index), (Some(3), Some(0)));
+    assert_eq!(v.requests, [("cpu".to_string(), 2000)]);
+}
+
+fn plain_pod(extra: serde_json::Value) -> Pod {
+    let mut base = json!({
+        "metadata": {"name": "w-0", "namespace": "ml", "uid": "p1",
+                     "creationTimestamp": "2026-01-01T00:00:10Z",
+                     "labels": {"muster.dev/group": "ring", "muster.dev/group-size": "4",
+                                "muster.dev/group-min": "2", "muster.dev/queue": "gpu"},
+                     "annotations": {"muster.dev/duration-seconds": "600"}},
+        "spec": {"schedulerName": "muster", "schedulingGates": [{"name": "muster.dev/admission"}],
+                 "priorityClassName": "high",
+                 "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}
+    });
+    json_merge(&mut base, extra);
+    serde_json::from_value(base).unwrap()
+}
+
+#[test]
+fn plain_pods_read_their_group_and_make_its_spec() {
+    let v = pod_view(&plain_pod(json!({}))).unwrap();
+    assert!(v.is_plain() && v.gated && v.ours);
+    assert_eq!(v.group_key(), Some(GroupKey::new("ml", "ring")));
+    assert_eq!((v.group_size, v.group_min, v.queue.as_deref()), (Some(4), Some(2), Some("gpu")));
+    assert_eq!((v.created, v.duration, v.priority_class.as_deref()), (1_767_225_610, Some(600), Some("high")));
+    let g = plain_group_spec(&v).unwrap();
+    assert_eq!(g.members, Members { min: 2, max: Some(4) });
+    assert_eq!(g.resources["cpu"], Quantity::Text("2000m".into()));
+    assert_eq!((g.owner, g.duration_seconds, g.queue.as_str()), (None, Some(600), "gpu"));
+    // Ungated; a bad size; a min above the size; no queue.
+    let v = pod_view(&plain_pod(json!({"spec": {"schedulingGates": []},
+        "metadata": {"labels": {"muster.dev/group-size": "many"}}})))
+    .unwrap();
+    assert!(!v.gated);
+    assert_eq!(v.group_size, Some(0));
+    assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/group-size"));
+    let v = pod_view(&plain_pod(json!({"metadata": {"labels": {"muster.dev/group-min": "9"}}}))).unwrap();
+    assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/group-min"));
+    let mut noq = plain_pod(json!({}));
+    noq.metadata.labels.as_mut().unwrap().remove("muster.dev/queue");
+    let v = pod_view(&noq).unwrap();
+    assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/queue"));
+    // Where the pods may run comes from the pod, as a Job's from its template.
+    let v = pod_view(&plain_pod(json!({"spec": {"nodeSelector": {"pool": "a"},
+        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}})))
+    .unwrap();
+    let g = plain_group_spec(&v).unwrap();
+    assert_eq!((g.node_selector["pool"].as_str(), g.tolerations.len()), ("a", 1));
+    let odd = json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Sometimes", "values": ["v"]}]}]}}}}});
+    let v = pod_view(&plain_pod(odd)).unwrap();
+    assert!(plain_group_spec(&v).unwrap_err().contains("spec.affinity: node affinity operator \"Sometimes\""));
+    // A Job's pod keeps its Job's group whatever its labels say, and pays nothing for them.
+    let owned = plain_pod(json!({"metadata": {"ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": true}]}}));
+    let v = pod_view(&owned).unwrap();
+    assert!(!v.is_plain());
+    assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
+    assert_eq!((v.group, v.queue, v.group_size, v.duration), (None, None, None, None));
+    assert!(v.placement.is_none());
+}
+
+fn jobset(extra: serde_json::Value) -> JobSet {
+    let pod = |cpu: &str| {
+        json!({"spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+                        "schedulerName": "muster", "nodeSelector": {"pool": "a"}}})
+    };
+    let mut base = json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "train", "namespace": "ml", "uid": "js1",
+                     "creationTimestamp": "2026-01-01T00:00:10Z",
+                     "labels": {"muster.dev/queue": "gpu"},
+                     "annotations": {"muster.dev/duration-seconds": "60"}},
+        "spec": {"suspend": true, "replicatedJobs": [
+            {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 3, "completionMode": "Indexed",
+                "template": pod("1")}}},
+            {"name": "driver", "template": {"spec": {"template": pod("2500m")}}}]}
+    });
+    json_merge(&mut base, extra);
+    serde_json::from_value(base).unwrap()
+}
+
+#[test]
+fn a_jobset_is_one_group_of_every_pod_of_its_child_jobs() {
+    let v = jobset_view(&jobset(json!({}))).unwrap();
+    assert_eq!(v.replicated, [("workers".to_string(), 2, 3), ("driver".into(), 1, 1)]);
+    let j = &v.job;
+    assert_eq!((j.key.clone(), j.uid.as_str(), j.queue.as_str()), (GroupKey::new("ml", "train"), "js1", "gpu"));
+    assert!(j.suspended && j.finished.is_none());
+    let g = j.group.clone().unwrap();
+    // 2 x 3 workers + 1 driver; each member asks what the largest pod asks.
+    assert_eq!(g.members, Members { min: 7, max: None });
+    assert_eq!(g.resources["cpu"], Quantity::Text("2500m".into()));
+    assert_eq!((g.node_selector["pool"].as_str(), g.duration_seconds), ("a", Some(60)));
+    let owner = g.owner.unwrap();
+    assert_eq!(
+        (owner.api_version.as_str(), owner.kind.as_str(), owner.uid.as_deref()),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet", Some("js1"))
+    );
+    // Members: workers Job 1's completion 2 is 1*3+2; the driver's pod is the 7th.
+    let at = |r: &str, job_index| JobSetPod { replicated_job: r.into(), job_index };
+    assert_eq!(v.member_of(&at("workers", 1,), Some(2)), Some(5));
+    assert_eq!(v.member_of(&at("driver", 0), Some(0)), Some(6));
+    assert_eq!(v.member_of(&at("workers", 2), Some(0)), None, "no third workers Job");
+    assert_eq!(v.member_of(&at("workers", 0), None), None, "not indexed: any free member");
+    assert_eq!(v.member_of(&at("other", 0), Some(0)), None);
+    // Finished; replicated Jobs asking for other nodes; no queue label.
+    let done = jobset(json!({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "r",
+        "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}));
+    assert_eq!(jobset_view(&done).unwrap().job.finished, Some(false));
+    let mut odd = jobset(json!({}));
+    odd.spec.replicated_jobs[1].template.spec.as_mut().unwrap().template.spec.as_mut().unwrap().node_selector = None;
+    let e = jobset_view(&odd).unwrap().job.group.unwrap_err();
+    assert!(e.starts_with("spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes"), "{e}");
+    let mut unqueued = jobset(json!({}));
+    unqueued.metadata.labels = None;
+    assert!(jobset_view(&unqueued).is_none());
+}
+
+#[test]
+fn pods_of_a_jobsets_child_jobs_belong_to_the_jobset_and_its_child_jobs_are_no_groups() {
+    let pod = |job: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{job}-1-x"), "namespace": "ml", "uid": "p1",
+                         "labels": {"jobset.sigs.k8s.io/jobset-name": "train",
+                                    "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                                    "jobset.sigs.k8s.io/job-index": "1"},
+                         "annotations": {"batch.kubernetes.io/job-completion-index": "1"},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "j", "controller": true}]},
+            "spec": {"schedulerName": "muster", "containers": []}
+        }))
+        .unwrap()
+    };
+    let v = pod_view(&pod("train-workers-1")).unwrap();
+    assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
+    assert_eq!(v.jobset.as_deref(), Some(&JobSetPod { replicated_job: "workers".into(), job_index: 1 }));
+    assert_eq!(v.completion_index, Some(1));
+    // A Job of one's own labelled as another JobSet's child stays its own Job's.
+    let v = pod_view(&pod("mine")).unwrap();
+    assert_eq!((v.group_key(), v.jobset), (Some(GroupKey::new("ml", "mine")), None));
+    // The child Job carries the queue label from the JobSet's template, and is no group.
+    let child = job(json!({"metadata": {"ownerReferences": [
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train", "uid": "js1", "controller": true}]}}));
+    assert!(job_view(&child).is_none());
+}
