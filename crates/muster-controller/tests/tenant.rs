@@ -81,7 +81,19 @@ fn a_plain_group_waits_for_its_pods_and_refuses_pods_that_differ_from_its_first(
     h.send(Event::Job(Change::Apply(job("honest", 2, 8))));
     h.cycle();
     assert_eq!(h.state("big"), None, "5 of 50 pods: not queued, nothing held");
+    let mut gone = Vec::new();
+    for p in &few {
+        gone.extend(h.send(Event::Pod(Change::Delete(p.clone()))));
+    }
+    assert!(gone.iter().any(|a| matches!(a, Action::DeleteGroup { key } if key.name == "big")), "{gone:?}");
     assert!(admitted(&h, "honest"), "both whole nodes are free for the honest Job");
+    // Elastic (group-min 1): queued with its one pod, but for one member, not fifty.
+    let lone = PodView { group_min: Some(1), ..plain("lone", 0, 50, 1) };
+    h.send(Event::Pod(Change::Apply(lone)));
+    h.send(Event::Job(Change::Delete(job("honest", 2, 8))));
+    h.cycle();
+    assert!(admitted(&h, "lone"));
+    assert_eq!(allocation(&h, "lone").len(), 1, "as many members as pods");
 }
 
 #[test]

@@ -542,12 +542,15 @@ impl<S: Store> Brain<S> {
     /// Job's is garbage-collected anyway; a plain group's has no owner).
     fn vanished(&mut self, key: GroupKey) {
         self.statuses.remove(&key);
-        self.ensured.remove(&key);
+        let ensured = self.ensured.remove(&key);
         self.suspend_sent.remove(&key);
         self.ready_sent.remove(&key);
         let pending = self.inputs.iter().any(|i| matches!(i, Input::Delete(k) if *k == key));
         if !pending && self.state(&key).is_some_and(|s| s != GroupState::Deleted) {
             self.inputs.push(Input::Delete(key.clone()));
+            self.actions.push(Action::DeleteGroup { key });
+        } else if ensured && self.state(&key).is_none() {
+            // A plain group that waited for its pods never reached the engine, but has an object.
             self.actions.push(Action::DeleteGroup { key });
         }
     }

@@ -1,6 +1,6 @@
 //! Plain-pod groups: pods no Job controls, grouped by the `muster.dev/group` label. A group is
 //! queued once its minimum of pods exists and every pod agrees with the first (which gives its
-//! Group object); its pods are ungated and bound when it is admitted; it finishes when its bound
+//! Group object), for no more members than it has pods then; its pods are ungated and bound when it is admitted; it finishes when its bound
 //! pods all ended; it goes (with its Group object) when its pods are gone; evicted, its pods are
 //! deleted (pods cannot be suspended) and users create them again.
 
@@ -89,10 +89,13 @@ impl<S: Store> Brain<S> {
                 return refuse(self, &message);
             }
         }
-        let request = match spec.to_request(&key.name) {
+        let mut request = match spec.to_request(&key.name) {
             Ok(r) => r,
             Err(e) => return refuse(self, &e.to_string()),
         };
+        // An elastic group holds no more members than it has pods: with `group-min: 1` and one
+        // pod it would otherwise hold room for its whole size. Later pods wait, gated.
+        request.max_members = request.max_members.min(u32::try_from(live.len()).unwrap_or(u32::MAX));
         if self.ensured.insert(key.clone()) {
             let spec = Box::new(spec.clone());
             self.actions.push(Action::EnsureGroup { key: key.clone(), spec, job_uid: String::new() });
