@@ -14,6 +14,7 @@ pub mod labels;
 pub mod pod;
 mod quantity;
 pub mod queue;
+pub mod view;
 
 pub use group::{Group, GroupConditionType, GroupPhase, GroupSpec, GroupStatus};
 pub use quantity::Quantity;

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -26,17 +26,28 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 
 /// A client from `--kubeconfig`, or the in-cluster account, or $KUBECONFIG; and its config.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<(Client, Config)> {
+    let config = config(kubeconfig, None).await?;
+    let client = Client::try_from(config.clone()).context("cannot build a Kubernetes client")?;
+    Ok((client, config))
+}
+
+/// The cluster's config as kubectl picks it: `--kubeconfig` (and `--context`), else the
+/// in-cluster account or $KUBECONFIG. A dead apiserver fails the connection within 10 s.
+pub async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Config> {
+    let options = KubeConfigOptions { context: context.map(str::to_string), cluster: None, user: None };
     let mut config = match kubeconfig {
         Some(path) => {
             let kc =
                 Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.context("invalid kubeconfig")?
+            Config::from_custom_kubeconfig(kc, &options).await.context("invalid kubeconfig")?
         }
-        None => Config::infer().await.context("no usable kubeconfig (in-cluster, $KUBECONFIG or --kubeconfig)")?,
+        None if context.is_none() => Config::infer()
+            .await
+            .map_err(|e| anyhow!("no usable kubeconfig (in-cluster, $KUBECONFIG or --kubeconfig): {e}"))?,
+        None => Config::from_kubeconfig(&options).await.context("cannot load the kubeconfig")?,
     };
     config.connect_timeout = Some(Duration::from_secs(10));
-    let client = Client::try_from(config.clone()).context("cannot build a Kubernetes client")?;
-    Ok((client, config))
+    Ok(config)
 }
 
 /// Completes on SIGINT or SIGTERM.
