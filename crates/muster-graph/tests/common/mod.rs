@@ -1,6 +1,8 @@
 //! Helpers shared by the matcher's integration tests.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
+
+pub mod parse;
 
 use muster_graph::graph::Span;
 use muster_graph::{Graph, ResourceGraph, cluster};

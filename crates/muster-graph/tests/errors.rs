@@ -1,0 +1,248 @@
+//! Every parser's refusals: the file, the exact path of the bad field, and what is allowed.
+
+mod common;
+
+use common::parse::*;
+
+// Required error messages: file, exact path, what is allowed
+// ---------------------------------------------------------------------------------------------
+
+fn cluster_with(class_fields: &str) -> String {
+    format!("name: t\nnodeClasses:\n  - name: a\n{class_fields}")
+}
+
+#[test]
+fn cluster_counts_out_of_range() {
+    for count in ["0", "-1", "-9223372036854775808", "100001", "1000000000000", "9223372036854775807"] {
+        let text = cluster_with(&format!("    count: {count}\n    capacity: {{cpu: 1}}\n"));
+        for r in [cluster::load("c.yaml", &text).map(|_| ()), ClusterDescription::parse("c.yaml", &text).map(|_| ())] {
+            let e = expect_err(r, "c.yaml", "nodeClasses[0].count", "out of range");
+            assert!(e.message.contains("allowed 1..=100000"), "{e}");
+            assert!(e.message.contains(count), "{e}");
+        }
+    }
+    // Beyond i64: refused by the parser, still at the field.
+    let text = cluster_with("    count: 99999999999999999999999\n    capacity: {cpu: 1}\n");
+    expect_err(cluster::load("c.yaml", &text), "c.yaml", "nodeClasses[0].count", "");
+    // The second class is named in the path.
+    let text = "name: t\nnodeClasses:\n  - {name: a, count: 1, capacity: {cpu: 1}}\n  - {name: b, count: 0, capacity: {cpu: 1}}\n";
+    expect_err(cluster::load("c.yaml", text), "c.yaml", "nodeClasses[1].count", "allowed 1..=100000");
+}
+
+#[test]
+fn cluster_unknown_resource_and_duplicates() {
+    let text = cluster_with("    count: 1\n    capacity: {cpu: 1, gpu: 1}\n");
+    let e =
+        expect_err(cluster::load("c.yaml", &text), "c.yaml", "nodeClasses[0].capacity.gpu", "unknown resource \"gpu\"");
+    assert!(e.message.contains("nvidia.com/gpu"), "says what is allowed: {e}");
+    let text = cluster_with("    count: 1\n    capacity: {cpu: 1}\n    devices: {gpu: 2}\n");
+    expect_err(cluster::load("c.yaml", &text), "c.yaml", "nodeClasses[0].devices.gpu", "unknown resource \"gpu\"");
+    let text = cluster_with("    count: 1\n    capacity: {cpu: 1}\n    devices: {nvidia.com/gpu: 0}\n");
+    expect_err(cluster::load("c.yaml", &text), "c.yaml", "nodeClasses[0].devices.nvidia.com/gpu", "allowed 1..=1024");
+    let text = "name: t\nnodeClasses:\n  - {name: a, count: 1, capacity: {cpu: 1}}\n  - {name: b, count: 1, capacity: {cpu: 1}}\n  - {name: a, count: 1, capacity: {cpu: 1}}\n";
+    expect_err(cluster::load("c.yaml", text), "c.yaml", "nodeClasses[2].name", "declared twice");
+    let text = cluster_with("    count: 1\n    capacity: {cpu: -2}\n");
+    expect_err(cluster::load("c.yaml", &text), "c.yaml", "nodeClasses[0].capacity.cpu", "negative");
+    let text = cluster_with("    count: 1\n    capacity: {cpu: 1}\n    colour: red\n");
+    expect_err(cluster::load("c.yaml", &text), "c.yaml", "nodeClasses[0].colour", "unknown field `colour`");
+    expect_err(cluster::load("c.yaml", "name: t\nnodeClasses: []\n"), "c.yaml", "nodeClasses", "at least one");
+    expect_err(cluster::load("c.yaml", "name: T_T\nnodeClasses: []\n"), "c.yaml", "name", "not a valid name");
+}
+
+#[test]
+fn jobspec_counts_out_of_range() {
+    for members in ["0", "-1", "1000001", "99999999999", "{min: 0, max: 4}", "{min: 2, max: 2000000}"] {
+        let text = format!("name: x\nmembers: {members}\nresources: {{cpu: 1}}\n");
+        let e = expect_err(jobspec::parse("g.yaml", &text), "g.yaml", "members", "out of range");
+        assert!(e.message.contains("allowed 1..=1000000"), "{e}");
+    }
+    expect_err(
+        jobspec::parse("g.yaml", "name: x\nmembers: {min: 4, max: 2}\nresources: {cpu: 1}\n"),
+        "g.yaml",
+        "members",
+        "below min",
+    );
+    let flux = |top: &str, slot: &str| {
+        format!(
+            "version: 1\nresources:\n  - type: node\n    count: {top}\n    with:\n      - type: slot\n        count: 1\n        with:\n          - type: core\n            count: {slot}\n"
+        )
+    };
+    for bad in ["0", "-3", "1000001", "18446744073709551615"] {
+        let r = jobspec::parse("j.yaml", &flux(bad, "1"));
+        let e = expect_err(r, "j.yaml", "resources[0].count", "");
+        if bad != "18446744073709551615" {
+            assert!(e.message.contains("allowed 1..=1000000"), "{e}");
+        }
+        let r = jobspec::parse("j.yaml", &flux("1", bad));
+        expect_err(r, "j.yaml", "resources[0].with[0].with[0].count", "");
+    }
+    // Members in all: nodes x slots per node beyond the maximum.
+    let text = "version: 1\nresources:\n  - type: node\n    count: 1000\n    with:\n      - type: slot\n        count: 1001\n        with:\n          - type: core\n            count: 1\n";
+    expect_err(jobspec::parse("j.yaml", text), "j.yaml", "resources", "more than 1000000 members");
+}
+
+/// Sockets inside a slot multiply what is under them; each count is within 1..=1000000 but the
+/// product is not, and must be refused (or saturated), not overflow.
+#[test]
+fn flux_socket_products_do_not_overflow() {
+    let slot = |inner: &str| format!("version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n{inner}");
+    let cases = [
+        // 1e6 sockets x 1e6 TB of memory: 2^40 * 1e12 bytes.
+        "      - type: socket\n        count: 1000000\n        with:\n          - type: memory\n            count: 1000000\n            unit: TB\n",
+        // 1e6^3 cores, in millicores.
+        "      - type: socket\n        count: 1000000\n        with:\n          - type: socket\n            count: 1000000\n            with:\n              - type: core\n                count: 1000000\n",
+        // Four levels of sockets overflow the multiplier itself.
+        "      - type: socket\n        count: 1000000\n        with:\n          - type: socket\n            count: 1000000\n            with:\n              - type: socket\n                count: 1000000\n                with:\n                  - type: socket\n                    count: 1000000\n                    with:\n                      - type: gpu\n                        count: 1\n",
+    ];
+    let mut panicked = Vec::new();
+    for (i, inner) in cases.iter().enumerate() {
+        let text = slot(inner);
+        match std::panic::catch_unwind(|| jobspec::parse("j.yaml", &text)) {
+            Err(_) => panicked.push(i),
+            Ok(Ok(g)) => assert!(g.requests.iter().all(|(_, a)| *a <= 1 << 60), "case {i}: {g:?}"),
+            Ok(Err(e)) => check_error("j.yaml", &e),
+        }
+    }
+    assert!(panicked.is_empty(), "jobspec::parse panicked on cases {panicked:?}");
+}
+
+#[test]
+fn jobspec_unknown_resources() {
+    let e = expect_err(
+        jobspec::parse("g.yaml", "name: x\nmembers: 2\nresources: {cpu: 1, gpu: 1}\n"),
+        "g.yaml",
+        "resources.gpu",
+        "unknown resource \"gpu\"",
+    );
+    assert!(e.message.contains("nvidia.com/gpu"), "{e}");
+    let text =
+        "version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: widget\n        count: 1\n";
+    let e = expect_err(
+        jobspec::parse("j.yaml", text),
+        "j.yaml",
+        "resources[0].with[0].type",
+        "unknown resource \"widget\"",
+    );
+    assert!(e.message.contains("core, gpu, memory and socket"), "{e}");
+    let text =
+        "version: 2\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: core\n        count: 1\n";
+    expect_err(jobspec::parse("j.yaml", text), "j.yaml", "version", "only 1");
+    let text = "version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: memory\n        count: 1\n        unit: parsec\n";
+    expect_err(jobspec::parse("j.yaml", text), "j.yaml", "resources[0].with[0].unit", "allowed B, KB, MB, GB");
+}
+
+#[test]
+fn jgf_unknown_leaf_type() {
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["metadata"]["type"] = json!("widget");
+    let e = expect_err(
+        jgf::import("g.json", &doc.to_string()),
+        "g.json",
+        "graph.nodes[2].metadata.type",
+        "unknown resource type \"widget\"",
+    );
+    assert!(e.message.contains("core, memory, gpu"), "{e}");
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["metadata"]["properties"] = json!({"muster.dev/resource": "gpu"});
+    expect_err(
+        jgf::import("g.json", &doc.to_string()),
+        "g.json",
+        "graph.nodes[2].metadata.type",
+        "unknown resource \"gpu\"",
+    );
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["metadata"]["type"] = json!("memory");
+    doc["graph"]["nodes"][2]["metadata"]["unit"] = json!("parsec");
+    expect_err(
+        jgf::import("g.json", &doc.to_string()),
+        "g.json",
+        "graph.nodes[2].metadata.type",
+        "allowed B, KB, MB, GB",
+    );
+}
+
+#[test]
+fn jgf_duplicates() {
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["id"] = json!("b");
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.nodes[2].id", "duplicate vertex id \"b\"");
+    // Two nodes of the same name under the cluster.
+    let mut doc = small_jgf();
+    let nodes = doc["graph"]["nodes"].as_array_mut().unwrap();
+    nodes.push(json!({"id": "d", "metadata": {"type": "node", "basename": "n", "name": "n0"}}));
+    nodes.push(json!({"id": "e", "metadata": {"type": "core", "basename": "core", "name": "core0"}}));
+    let edges = doc["graph"]["edges"].as_array_mut().unwrap();
+    edges.push(json!({"source": "a", "target": "d"}));
+    edges.push(json!({"source": "d", "target": "e"}));
+    expect_err(
+        jgf::import("g.json", &doc.to_string()),
+        "g.json",
+        "graph.nodes[3].metadata.name",
+        "duplicate node name \"n0\"",
+    );
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][1]["metadata"]["uniq_id"] = json!(7);
+    doc["graph"]["nodes"][2]["metadata"]["uniq_id"] = json!(7);
+    expect_err(
+        jgf::import("g.json", &doc.to_string()),
+        "g.json",
+        "graph.nodes[2].metadata.uniq_id",
+        "duplicate uniq_id 7",
+    );
+}
+
+#[test]
+fn jgf_cycles_and_dangling_edges() {
+    // b and c contain each other; a is the only root and cannot reach them.
+    let mut doc = small_jgf();
+    doc["graph"]["edges"] = json!([{"source": "b", "target": "c"}, {"source": "c", "target": "b"}]);
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.nodes[1]", "cycle");
+    // Every vertex has a parent: no root at all.
+    let mut doc = small_jgf();
+    doc["graph"]["edges"].as_array_mut().unwrap().push(json!({"source": "c", "target": "a"}));
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.edges", "cycle");
+    // A vertex containing itself.
+    let mut doc = small_jgf();
+    doc["graph"]["edges"].as_array_mut().unwrap().push(json!({"source": "c", "target": "c"}));
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.edges[2]", "contains itself");
+    // An edge to a missing id, in either position.
+    let mut doc = small_jgf();
+    doc["graph"]["edges"][1]["target"] = json!("zz");
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.edges[1]", "dangling edge \"b\" -> \"zz\"");
+    let mut doc = small_jgf();
+    doc["graph"]["edges"][0]["source"] = json!("nowhere");
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.edges[0]", "dangling edge");
+    // Two parents; two roots.
+    let mut doc = small_jgf();
+    doc["graph"]["edges"].as_array_mut().unwrap().push(json!({"source": "a", "target": "c"}));
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.edges[2]", "two containment parents");
+    let mut doc = small_jgf();
+    doc["graph"]["edges"].as_array_mut().unwrap().pop();
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.edges", "2 roots");
+}
+
+#[test]
+fn jgf_sizes_and_shapes() {
+    // Size 0 is a real capacity (a node advertising none of a resource) and imports.
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["metadata"]["size"] = json!(0);
+    assert!(jgf::import("g.json", &doc.to_string()).is_ok());
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["metadata"]["size"] = json!(-4);
+    expect_err(jgf::import("g.json", &doc.to_string()), "g.json", "graph.nodes[2].metadata.size", "");
+    expect_err(jgf::import("g.json", "{\"graph\": {\"nodes\": []}}"), "g.json", "graph.nodes", "no vertices");
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["metadata"]["paths"] = json!({"containment": "/c/elsewhere/core0"});
+    expect_err(
+        jgf::import("g.json", &doc.to_string()),
+        "g.json",
+        "graph.nodes[2].metadata.paths.containment",
+        "disagrees",
+    );
+    let e = jgf::import("g.json", "{\"graph\": ").unwrap_err();
+    check_error("g.json", &e);
+    let e = load_graph("g.json", "{\"graph\": 3}").unwrap_err();
+    check_error("g.json", &e);
+}
+
+// ---------------------------------------------------------------------------------------------
