@@ -1,0 +1,325 @@
+//! One pending group's attempt within a cycle, as a pipeline of steps. Each step either hands on
+//! to the next (`Continue`) or ends the attempt with its outcome (`Break`):
+//!
+//! 1. `check_satisfiable`: a group that never fits, even on the empty cluster, is skipped (decided
+//!    once per graph structure); else how many members it asks for now (elastic groups).
+//! 2. `check_start_window`: its queue's start window is full: the group waits for members to be
+//!    ready.
+//! 3. `apply_quota`: over quota: preempt, or blocked; else the request narrowed to what the quota
+//!    and the start window allow.
+//! 4. `match_now`: placed now (admitted), or why not.
+//! 5. `preempt`: admitted by evicting whole groups, where the queue allows it.
+//! 6. `reserve_or_wait`: the earliest start reserved, or blocked with its reason.
+
+use std::ops::ControlFlow::{self, Break, Continue};
+
+use muster_graph::{GroupRequest, MatchOutcome};
+
+use super::Engine;
+use super::cycle::Pass;
+use crate::group::{GroupKey, GroupState, Reason, Transition};
+use crate::quota;
+
+/// How a cycle left a group.
+pub(super) enum Attempt {
+    Admitted,
+    Reserved,
+    /// Did not fit (capacity or quota); blocks a strict FIFO queue.
+    Blocked,
+    /// Its queue's start window is full: the groups behind it wait too, so that smaller ones
+    /// do not keep a large one out of the window.
+    WindowFull,
+    /// Never fits, or not tried: does not block the queue.
+    Skipped,
+}
+
+/// A step's result: what the next step needs, or the attempt's outcome.
+type Step<T> = ControlFlow<Attempt, T>;
+
+/// The group an attempt is for, as its steps read it.
+struct Candidate<'k> {
+    key: &'k GroupKey,
+    queue: String,
+    shape: u64,
+    /// The group's own request.
+    request: GroupRequest,
+    /// The members it asks for now: its min, or all of max while an elastic group waits for max.
+    min: u32,
+    /// Its queue's reservation depth is not used up in this cycle.
+    may_reserve: bool,
+}
+
+impl Candidate<'_> {
+    fn waiting_for_max(&self) -> bool {
+        self.min > self.request.min_members
+    }
+}
+
+impl Engine {
+    /// Tries one pending group: satisfiability, start window, quota, placement now, preemption,
+    /// reservation.
+    pub(super) fn attempt(&mut self, key: &GroupKey, may_reserve: bool, pass: &mut Pass<'_>) -> Attempt {
+        match self.attempt_steps(key, may_reserve, pass) {
+            Break(outcome) | Continue(outcome) => outcome,
+        }
+    }
+
+    fn attempt_steps(&mut self, key: &GroupKey, may_reserve: bool, pass: &mut Pass<'_>) -> Step<Attempt> {
+        let c = self.check_satisfiable(key, may_reserve, pass.out)?;
+        self.check_start_window(&c)?;
+        let req = self.apply_quota(&c, pass)?;
+        let busy = self.match_now(&c, &req, pass)?;
+        self.preempt(&c, &req, pass)?;
+        Continue(self.reserve_or_wait(&c, &req, &busy, pass))
+    }
+
+    /// Step 1: skips a group that can never fit on the cluster as it is built.
+    fn check_satisfiable<'k>(
+        &mut self,
+        key: &'k GroupKey,
+        may_reserve: bool,
+        out: &mut Vec<Transition>,
+    ) -> Step<Candidate<'k>> {
+        let g = &self.groups[key];
+        // Unsatisfiable: decided once per graph structure version, never retried in between.
+        if g.unsatisfiable.as_ref().is_some_and(|(_, v)| *v == self.structure_version) {
+            return Break(Attempt::Skipped);
+        }
+        let shape = self.shapes[key];
+        let request = g.spec.request.clone();
+        let queue = g.spec.queue.clone();
+        let had_unsat = g.unsatisfiable.is_some();
+        match self.satisfiable(shape, &request) {
+            Err(message) => {
+                self.mark_unsatisfiable(key, message, out);
+                return Break(Attempt::Skipped);
+            }
+            Ok(()) if had_unsat => self.group_mut(key).unsatisfiable = None,
+            Ok(()) => {}
+        }
+        let min = self.members_now(key, shape, &request);
+        Continue(Candidate { key, queue, shape, request, min, may_reserve })
+    }
+
+    /// The members the group asks for now: all of max while an elastic group waits for max, which
+    /// makes sense only if max could ever fit.
+    fn members_now(&mut self, key: &GroupKey, shape: u64, request: &GroupRequest) -> u32 {
+        let eff_min = self.effective_min(&self.groups[key]);
+        if eff_min > request.min_members {
+            let mut full = request.clone();
+            full.min_members = full.max_members;
+            if self.satisfiable(shape ^ 1, &full).is_err() {
+                return request.min_members;
+            }
+        }
+        eff_min
+    }
+
+    /// Step 2: the queue's start window must have room for the group's members.
+    fn check_start_window(&mut self, c: &Candidate<'_>) -> Step<()> {
+        if let Some((limit, starting)) = self.start_window(&c.queue)
+            && starting > 0
+            && starting.saturating_add(c.min) > limit
+        {
+            let q = &c.queue;
+            self.set_reason(
+                c.key,
+                format!(
+                    "start window: {starting} members of queue {q} are starting \
+                     (readiness.maxStartingMembers {limit}); waiting for them to be ready"
+                ),
+            );
+            return Break(Attempt::WindowFull);
+        }
+        Continue(())
+    }
+
+    /// A queue's start window, if it has one: (readiness.maxStartingMembers, members starting).
+    fn start_window(&self, q: &str) -> Option<(u32, u32)> {
+        let limit = self.queue_cfg(q).readiness.max_starting_members?;
+        Some((limit, self.starting.get(q).copied().unwrap_or(0)))
+    }
+
+    /// Step 3: the quota must allow the members the group asks for now (else preemption may make
+    /// room); the request is then capped at what the quota and the start window allow.
+    fn apply_quota(&mut self, c: &Candidate<'_>, pass: &mut Pass<'_>) -> Step<GroupRequest> {
+        let (qmax, qreason) = self.quota_room(&c.queue, &c.request);
+        let mut req = c.request.clone();
+        req.min_members = c.min;
+        if qmax < c.min {
+            self.preempt(c, &req, pass)?;
+            self.set_reason(c.key, qreason.unwrap_or_else(|| "quota".into()));
+            return Break(Attempt::Blocked);
+        }
+        req.max_members = qmax.max(c.min);
+        if let Some((limit, starting)) = self.start_window(&c.queue) {
+            req.max_members = req.max_members.min(limit.saturating_sub(starting).max(c.min));
+        }
+        Continue(req)
+    }
+
+    /// The most members (up to the request's max) the quota lets `queue` add now, and, when that
+    /// is fewer than max, why (amounts in the graph's units).
+    fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
+        let amounts = quota::per_member(request);
+        let resources = &self.graph.graph.resources;
+        let fmt = |r: &str, a: u64| match resources.get(r) {
+            Some(id) => resources.format(id, a),
+            None => match muster_graph::resources::unit_of(r) {
+                Ok(u) => muster_graph::quantity::format_amount(a, u),
+                Err(_) => a.to_string(),
+            },
+        };
+        quota::max_members(&self.compiled, &self.usage, queue, &amounts, request.max_members, &fmt)
+    }
+
+    /// Step 4: places the group now if it fits; else says why not. A request that did not fit is
+    /// remembered so that the same one behind it is not matched again in this cycle.
+    fn match_now(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<String> {
+        let shape_key = (c.shape, req.min_members, req.max_members);
+        if pass.failed_shapes.contains(&shape_key) {
+            return Continue("a group of the same shape ahead of it did not fit".to_string());
+        }
+        if let Err(busy) = self.may_fit_now(req) {
+            return Continue(busy);
+        }
+        self.last_stats.match_calls += 1;
+        let busy = match self.graph.allocate(req, self.now) {
+            MatchOutcome::Allocated(id) => {
+                self.admit(c.key, id, Reason::Admitted { backfill: pass.any_reservation }, pass.out);
+                return Break(Attempt::Admitted);
+            }
+            MatchOutcome::Unsatisfiable(message) => {
+                self.mark_unsatisfiable(c.key, message, pass.out);
+                return Break(Attempt::Skipped);
+            }
+            MatchOutcome::Busy(r) => r,
+            MatchOutcome::Reserved { id, .. } => {
+                let _ = self.graph.cancel(id);
+                "busy".into()
+            }
+        };
+        pass.failed_shapes.insert(shape_key);
+        Continue(busy)
+    }
+
+    /// Step 5 (and within step 3): admits the group by preemption while the cycle's budget lasts.
+    /// Room freed this way may fit requests that failed before, so they are forgotten.
+    fn preempt(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<()> {
+        if pass.preempt_budget > 0 && self.try_preempt(c.key, req, pass) {
+            pass.failed_shapes.clear();
+            return Break(Attempt::Admitted);
+        }
+        Continue(())
+    }
+
+    /// Step 6: reserves the group's earliest start if its queue's depth allows; else it waits,
+    /// and its reason says for what.
+    fn reserve_or_wait(&mut self, c: &Candidate<'_>, req: &GroupRequest, busy: &str, pass: &mut Pass<'_>) -> Attempt {
+        let prefix = if c.waiting_for_max() {
+            let until = self.groups[c.key].spec.submitted_at + self.queue_cfg(&c.queue).elastic_max_wait_s;
+            format!("elastic: waiting until {until} for all {} members; ", req.min_members)
+        } else {
+            String::new()
+        };
+        if c.may_reserve {
+            return self.reserve(c.key, req, &prefix, busy, pass);
+        }
+        let depth = self.queue_cfg(&c.queue).policy.reservation_depth();
+        let tail = if depth == 0 {
+            String::new()
+        } else {
+            format!("; beyond the reservation depth {depth}, so it can only backfill")
+        };
+        self.set_reason(c.key, format!("{prefix}waiting for capacity: {busy}{tail}"));
+        Attempt::Blocked
+    }
+
+    /// Reserves the earliest time the whole group fits (or admits it, if that is now).
+    fn reserve(
+        &mut self,
+        key: &GroupKey,
+        req: &GroupRequest,
+        prefix: &str,
+        busy: &str,
+        pass: &mut Pass<'_>,
+    ) -> Attempt {
+        self.last_stats.match_calls += 1;
+        match self.graph.reserve(req, self.now) {
+            MatchOutcome::Reserved { id, at } => {
+                self.reservations.insert(key.clone(), id);
+                pass.reserved.insert(key.clone(), at);
+                let g = self.group_mut(key);
+                let prev = g.state;
+                g.reserved_at = Some(at);
+                g.reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {at}");
+                if prev == GroupState::Queued {
+                    self.step(key, GroupState::Reserved, Reason::Reserved { at }, None, pass.out);
+                }
+                Attempt::Reserved
+            }
+            MatchOutcome::Allocated(id) => {
+                self.admit(key, id, Reason::Admitted { backfill: pass.any_reservation }, pass.out);
+                Attempt::Admitted
+            }
+            MatchOutcome::Busy(r) => {
+                self.set_reason(key, format!("{prefix}waiting for capacity: {r}"));
+                Attempt::Blocked
+            }
+            MatchOutcome::Unsatisfiable(m) => {
+                self.set_reason(key, format!("{prefix}unsatisfiable now: {m}"));
+                Attempt::Blocked
+            }
+        }
+    }
+
+    /// Satisfiability of a request on the empty cluster, cached per shape and graph structure.
+    fn satisfiable(&mut self, shape: u64, req: &GroupRequest) -> Result<(), String> {
+        let k = (shape, req.min_members);
+        if let Some(r) = self.sat_cache.get(&k) {
+            return r.clone();
+        }
+        self.last_stats.match_calls += 1;
+        let r = self.graph.satisfiability(req);
+        self.sat_cache.insert(k, r.clone());
+        r
+    }
+
+    fn mark_unsatisfiable(&mut self, key: &GroupKey, message: String, out: &mut Vec<Transition>) {
+        let v = self.structure_version;
+        let g = self.group_mut(key);
+        let known = g.unsatisfiable.as_ref().is_some_and(|(m, _)| *m == message);
+        g.unsatisfiable = Some((message.clone(), v));
+        g.reason = format!("unsatisfiable: {message}");
+        if !known {
+            let state = g.state;
+            self.step(key, state, Reason::Unsatisfiable { message }, None, out);
+        }
+    }
+
+    /// Necessary condition for a fit now, from the cluster's aggregates (cheap).
+    pub(super) fn may_fit_now(&self, req: &GroupRequest) -> Result<(), String> {
+        let g = &self.graph.graph;
+        let (_, free) = g.totals();
+        let root = g.domain(g.root_domain);
+        for (r, per) in quota::per_member(req) {
+            let Some(id) = g.resources.get(&r) else { continue };
+            let i = id.index();
+            let need = per.saturating_mul(u64::from(req.min_members));
+            if need > free[i] {
+                return Err(format!(
+                    "needs {} {r} in all, {} is free",
+                    g.resources.format(id, need),
+                    g.resources.format(id, free[i])
+                ));
+            }
+            if per > root.max_free[i] {
+                return Err(format!(
+                    "each member needs {} {r}; no schedulable node has that much free now",
+                    g.resources.format(id, per)
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,335 @@
+//! The scheduling cycle. `schedule` expires timers, then `cycle` merges every queue's pending
+//! groups in global order ([`HeadKey`]: priority, then fair share, then order time) and hands each
+//! head to `attempt.rs`; what the outcome means for its queue (a strict FIFO queue stops, the
+//! groups behind a blocked head are backfill with a budget) is decided here. Reservations are made
+//! afresh every cycle: those that moved or were not made again are reported at the end, and
+//! running elastic groups grow last.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use super::attempt::Attempt;
+use super::{Engine, PendingKey};
+use crate::config::QueuePolicy;
+use crate::group::{GroupKey, GroupState, Reason, Transition};
+
+/// Counters of the last cycle, for benchmarks and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CycleStats {
+    pub ran: bool,
+    pub examined: usize,
+    pub admitted: usize,
+    pub reserved: usize,
+    pub match_calls: usize,
+    pub preemptions: usize,
+}
+
+/// A queue's fair share as an ordering key (`f64::total_cmp`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Share(f64);
+
+impl Eq for Share {}
+
+impl PartialOrd for Share {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Share {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// Where a queue's next group stands in the global order, compared field by field: higher
+/// priority first, then the queue with the lower fair share, then the earlier order time, then
+/// submission order. The queue's index (in the configuration) says whose head it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct HeadKey {
+    neg_priority: i64,
+    share: Share,
+    order_time: i64,
+    seq: u64,
+    queue: usize,
+}
+
+impl HeadKey {
+    pub(super) fn new(pk: PendingKey, share: f64, queue: usize) -> Self {
+        Self { neg_priority: pk.neg_priority, share: Share(share), order_time: pk.order_time, seq: pk.seq, queue }
+    }
+
+    pub(super) fn pending_key(&self) -> PendingKey {
+        PendingKey { neg_priority: self.neg_priority, order_time: self.order_time, seq: self.seq }
+    }
+}
+
+/// The merge of the queues: at most one head per queue, taken in [`HeadKey`] order. A queue's next
+/// group becomes its head only once the cycle is done with the one before, at the queue's fair
+/// share by then (what the cycle admitted raises it).
+struct Heads {
+    queues: Vec<String>,
+    set: BTreeSet<HeadKey>,
+}
+
+impl Heads {
+    /// Every queue's first pending group.
+    fn new(e: &Engine) -> Self {
+        let queues: Vec<String> = e.config.queues.iter().map(|q| q.name.clone()).collect();
+        let mut heads = Self { queues, set: BTreeSet::new() };
+        for qi in 0..heads.queues.len() {
+            heads.push_after(e, qi, None);
+        }
+        heads
+    }
+
+    /// Makes queue `qi`'s group after `after` (its first, for `None`) its head, if there is one.
+    fn push_after(&mut self, e: &Engine, qi: usize, after: Option<PendingKey>) {
+        let name = &self.queues[qi];
+        let p = &e.pending[name];
+        let next = match after {
+            None => p.keys().next().copied(),
+            Some(l) => p.range((Bound::Excluded(l), Bound::Unbounded)).next().map(|(k, _)| *k),
+        };
+        if let Some(pk) = next {
+            self.set.insert(HeadKey::new(pk, e.fair_share(name), qi));
+        }
+    }
+
+    fn pop(&mut self) -> Option<HeadKey> {
+        self.set.pop_first()
+    }
+}
+
+/// What the cycle knows about one queue so far.
+#[derive(Debug, Clone, Default)]
+struct Cursor {
+    /// A group of the queue did not start: the groups behind it are backfill.
+    blocked: bool,
+    reservations: u32,
+    /// The first group that blocked the queue; the groups behind it name it in their reasons.
+    first_blocked: Option<GroupKey>,
+}
+
+impl Cursor {
+    fn block(&mut self, key: &GroupKey) {
+        self.blocked = true;
+        self.first_blocked.get_or_insert(key.clone());
+    }
+}
+
+/// What a cycle carries from one attempt to the next.
+pub(super) struct Pass<'o> {
+    pub(super) out: &'o mut Vec<Transition>,
+    /// The start of every reservation made in this cycle, by group.
+    pub(super) reserved: BTreeMap<GroupKey, i64>,
+    /// Requests (shape, min, max) that did not fit now: the same request behind one does not
+    /// either, until a preemption frees room.
+    pub(super) failed_shapes: BTreeSet<(u64, u32, u32)>,
+    backfill_budget: usize,
+    pub(super) preempt_budget: usize,
+    /// A reservation was made earlier in this cycle: a group admitted now is backfill.
+    pub(super) any_reservation: bool,
+}
+
+/// What the cycle does with a queue after taking one of its groups.
+enum Then {
+    /// Take the queue's next group in turn.
+    NextInQueue,
+    /// Nothing more from this queue in this cycle (`window_full`: its start window is full).
+    StopQueue { window_full: bool },
+    /// Nothing more at all (blockAdmission admitted a group).
+    EndCycle,
+}
+
+impl Engine {
+    /// One scheduling cycle at `now`: expire timers, then for each queue admit what fits by
+    /// policy, reserve for blocked heads, backfill, preempt where allowed, grow elastic groups.
+    pub fn schedule(&mut self, now: i64) -> Vec<Transition> {
+        self.advance(now);
+        let mut out = Vec::new();
+        self.last_stats = CycleStats::default();
+        self.expire_timers(&mut out);
+        if !self.deferred_reshapes.is_empty() {
+            self.apply_deferred_reshapes();
+        }
+        if !self.dirty && !self.timer_due() {
+            return out;
+        }
+        if self.config.block_admission
+            && let Some(k) = self.groups.values().find(|g| g.state == GroupState::Admitted).map(|g| g.spec.key.clone())
+        {
+            self.mark_blocked_heads(&k);
+            self.dirty = false;
+            return out;
+        }
+        self.dirty = false;
+        self.last_stats.ran = true;
+        let old_reserved = self.cancel_reservations();
+        let new_reserved = self.cycle(&mut out);
+        self.settle_reservations(old_reserved, &new_reserved, &mut out);
+        self.grow_elastic(&mut out);
+        out
+    }
+
+    /// Cancels every reservation on the graph (each cycle makes them afresh); returns the start
+    /// each reserved group had.
+    fn cancel_reservations(&mut self) -> BTreeMap<GroupKey, i64> {
+        let old_reserved = self
+            .groups
+            .values()
+            .filter(|g| g.state == GroupState::Reserved)
+            .map(|g| (g.spec.key.clone(), g.reserved_at.unwrap_or(0)))
+            .collect();
+        for (_, id) in std::mem::take(&mut self.reservations) {
+            let _ = self.graph.cancel(id);
+        }
+        old_reserved
+    }
+
+    /// Reports the reservations the cycle moved, and drops those it did not make again.
+    fn settle_reservations(
+        &mut self,
+        old_reserved: BTreeMap<GroupKey, i64>,
+        new_reserved: &BTreeMap<GroupKey, i64>,
+        out: &mut Vec<Transition>,
+    ) {
+        for (key, old_at) in old_reserved {
+            let Some(g) = self.groups.get(&key) else { continue };
+            if g.state != GroupState::Reserved {
+                continue;
+            }
+            match new_reserved.get(&key) {
+                Some(&at) if at != old_at => {
+                    self.step(&key, GroupState::Reserved, Reason::Reserved { at }, None, out);
+                }
+                Some(_) => {}
+                None => {
+                    self.group_mut(&key).reserved_at = None;
+                    self.step(&key, GroupState::Queued, Reason::ReservationDropped, None, out);
+                }
+            }
+        }
+    }
+
+    /// blockAdmission: the head of every queue waits for `k` to be ready.
+    fn mark_blocked_heads(&mut self, k: &GroupKey) {
+        let msg = format!("blockAdmission: waiting for {k} to have all members ready before admitting another group");
+        let heads: Vec<GroupKey> = self.pending.values().filter_map(|p| p.values().next().cloned()).collect();
+        for h in heads {
+            self.set_reason(&h, msg.clone());
+        }
+    }
+
+    /// The merge of all queues in global order; returns the reservations it made.
+    fn cycle(&mut self, out: &mut Vec<Transition>) -> BTreeMap<GroupKey, i64> {
+        self.count_starting();
+        let mut heads = Heads::new(self);
+        let mut cursors = vec![Cursor::default(); heads.queues.len()];
+        let mut pass = Pass {
+            out,
+            reserved: BTreeMap::new(),
+            failed_shapes: BTreeSet::new(),
+            backfill_budget: self.config.backfill_attempts_per_cycle,
+            preempt_budget: self.config.preemption_attempts_per_cycle,
+            any_reservation: false,
+        };
+        while let Some(head) = heads.pop() {
+            let qi = head.queue;
+            let q = heads.queues[qi].clone();
+            let pk = head.pending_key();
+            let Some(key) = self.pending[&q].get(&pk).cloned() else { continue };
+            match self.take_head(&key, &q, pk, &mut cursors[qi], &mut pass) {
+                Then::NextInQueue => heads.push_after(self, qi, Some(pk)),
+                Then::StopQueue { window_full } => self.explain_stopped_queue(&q, pk, &key, &cursors[qi], window_full),
+                Then::EndCycle => break,
+            }
+        }
+        pass.reserved
+    }
+
+    /// Takes one head: spends a backfill attempt if its queue is blocked, attempts the group, and
+    /// notes the outcome on the queue's cursor.
+    fn take_head(&mut self, key: &GroupKey, q: &str, pk: PendingKey, cursor: &mut Cursor, pass: &mut Pass<'_>) -> Then {
+        let policy = self.queue_cfg(q).policy;
+        if cursor.blocked {
+            if pass.backfill_budget == 0 {
+                return Then::StopQueue { window_full: false };
+            }
+            pass.backfill_budget -= 1;
+        }
+        self.last_stats.examined += 1;
+        let may_reserve = cursor.reservations < policy.reservation_depth();
+        let stops_queue = match self.attempt(key, may_reserve, pass) {
+            Attempt::Admitted => {
+                self.last_stats.admitted += 1;
+                if self.config.block_admission {
+                    // One group at a time: nothing else this cycle.
+                    self.mark_blocked_heads(key);
+                    return Then::EndCycle;
+                }
+                false
+            }
+            Attempt::Reserved => {
+                cursor.reservations += 1;
+                pass.any_reservation = true;
+                self.last_stats.reserved += 1;
+                cursor.block(key);
+                policy == QueuePolicy::StrictFifo
+            }
+            Attempt::Blocked => {
+                cursor.block(key);
+                policy == QueuePolicy::StrictFifo
+            }
+            Attempt::WindowFull => {
+                self.window_held.insert(q.to_string(), pk);
+                cursor.block(key);
+                return Then::StopQueue { window_full: true };
+            }
+            Attempt::Skipped => false,
+        };
+        if stops_queue { Then::StopQueue { window_full: false } } else { Then::NextInQueue }
+    }
+
+    /// A queue stopped at `key` (its head `pk`): everything behind stays where it is, and the
+    /// first groups behind (up to the estimate depth) say what they wait for.
+    fn explain_stopped_queue(&mut self, q: &str, pk: PendingKey, key: &GroupKey, cursor: &Cursor, window_full: bool) {
+        let Some(fb) = &cursor.first_blocked else { return };
+        let policy = self.queue_cfg(q).policy;
+        let behind: Vec<GroupKey> = self.pending[q]
+            .range((Bound::Excluded(pk), Bound::Unbounded))
+            .map(|(_, k)| k.clone())
+            .take(self.config.estimate_depth)
+            .collect();
+        for k in behind {
+            if self.groups[&k].unsatisfiable.is_none() {
+                let reason = if window_full {
+                    // The group the window held, not an earlier one blocked otherwise.
+                    format!("waiting behind {key} for the start window of queue {q}")
+                } else if policy == QueuePolicy::StrictFifo {
+                    format!("waiting behind {fb} (queue {q} is strict FIFO)")
+                } else {
+                    format!("waiting behind {fb}; not tried this cycle (backfill attempts used up)")
+                };
+                self.set_reason(&k, reason);
+            }
+        }
+    }
+
+    /// Counts the members admitted and not yet ready per queue with a start window.
+    fn count_starting(&mut self) {
+        self.starting.clear();
+        self.window_held.clear();
+        if self.config.queues.iter().all(|q| q.readiness.max_starting_members.is_none()) {
+            return;
+        }
+        for k in &self.live {
+            let g = &self.groups[k];
+            if g.state == GroupState::Admitted {
+                *self.starting.entry(g.spec.queue.clone()).or_default() +=
+                    g.member_count().saturating_sub(g.ready_members);
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Elastic groups (min < max members): how many members one asks for now (all of max while it
+//! waits for max), and growing running ones toward max after each cycle.
+
+use super::Engine;
+use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
+use crate::quota;
+
+impl Engine {
+    /// The member count an elastic group asks for now: all of max while it waits for max.
+    pub(super) fn effective_min(&self, g: &Group) -> u32 {
+        let r = &g.spec.request;
+        let wait = self.queue_cfg(&g.spec.queue).elastic_max_wait_s;
+        if r.min_members < r.max_members && wait > 0 && self.now < g.spec.submitted_at.saturating_add(wait) {
+            r.max_members
+        } else {
+            r.min_members
+        }
+    }
+
+    /// Grows running elastic groups toward max where capacity (and quota) allow, without touching
+    /// any reservation.
+    pub(super) fn grow_elastic(&mut self, out: &mut Vec<Transition>) {
+        let keys: Vec<GroupKey> = self
+            .elastic
+            .iter()
+            .filter(|k| self.live.contains(*k))
+            .filter(|k| {
+                let g = &self.groups[*k];
+                g.state == GroupState::Running
+                    && g.not_ready_since.is_none()
+                    && g.spec.request.members_per_node.is_none()
+                    && g.member_count() < g.spec.request.max_members
+            })
+            .cloned()
+            .collect();
+        for key in keys {
+            let g = &self.groups[&key];
+            let cur = g.member_count();
+            let amounts = quota::per_member(&g.spec.request);
+            let (qmax, _) =
+                quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &amounts, u32::MAX, &|_, a| {
+                    a.to_string()
+                });
+            let mut want = (g.spec.request.max_members - cur).min(qmax);
+            let alloc_id = g.allocation.as_ref().map_or(0, |a| a.alloc_id);
+            let id = self.graph_alloc[&key];
+            while want > 0 {
+                self.last_stats.match_calls += 1;
+                match self.graph.grow(id, want, self.now) {
+                    Ok(Some(added)) => {
+                        let rec = self.record_of(id, alloc_id);
+                        self.add_usage(&key, added.len() as u32, 1);
+                        let g = self.group_mut(&key);
+                        g.allocation = Some(rec.clone());
+                        self.step(&key, GroupState::Running, Reason::Grown { members: added }, Some(rec), out);
+                        break;
+                    }
+                    Ok(None) => want /= 2,
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Explanations: why each group is where it is. The queue view (every pending group with its
+//! position, estimated start and reason), the estimates behind it (the planner for the first
+//! groups, cluster totals beyond its budget), and `explain` for one group.
+
+use muster_graph::MatchOutcome;
+use serde::{Deserialize, Serialize};
+
+use super::cycle::HeadKey;
+use super::{Engine, EngineError, PendingKey};
+use crate::group::{Group, GroupKey, GroupState};
+use crate::quota;
+
+/// What one pending group is waiting for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Explanation {
+    pub key: GroupKey,
+    pub queue: String,
+    pub state: GroupState,
+    /// 1-based position in its queue (pending groups only; 0 otherwise).
+    pub position: usize,
+    pub estimated_start: Option<i64>,
+    pub reason: String,
+}
+
+impl Engine {
+    /// Every pending group, queue by queue in configuration order and in queue order, with its
+    /// position, estimated start (for the first `estimate_depth` of each queue) and reason.
+    /// Estimates come from the planner: each group in turn is placed or reserved on the graph
+    /// assuming running groups end when expected, so later groups queue behind earlier ones; all of
+    /// it is undone before returning.
+    pub fn queue_view(&mut self, now: i64) -> Vec<Explanation> {
+        let now = now.max(self.now);
+        let mut temps = Vec::new();
+        let mut out = Vec::new();
+        let depth = self.config.estimate_depth;
+        let mut planner_left = self.config.planner_estimates;
+        let profile = self.end_profile();
+        for (pk, q, position, key) in self.global_order() {
+            let g = &self.groups[&key];
+            let mut reason = g.reason.clone();
+            let mut aggregate = false;
+            let estimated_start = if position > depth {
+                reason = format!("position {position} in queue {q}; estimate not computed (beyond the first {depth})");
+                None
+            } else if g.unsatisfiable.is_some() || self.window_held.get(&q).is_some_and(|held| pk >= *held) {
+                None
+            } else if let Some(at) = g.reserved_at.filter(|_| self.reservations.contains_key(&key)) {
+                Some(at)
+            } else if planner_left > 0 {
+                planner_left -= 1;
+                let mut req = g.spec.request.clone();
+                req.min_members = self.effective_min(g);
+                match self.graph.allocate_orelse_reserve(&req, now) {
+                    MatchOutcome::Allocated(id) => {
+                        temps.push(id);
+                        Some(now)
+                    }
+                    MatchOutcome::Reserved { id, at } => {
+                        temps.push(id);
+                        Some(at)
+                    }
+                    MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => None,
+                }
+            } else {
+                aggregate = true;
+                self.aggregate_estimate(&profile, g, now)
+            };
+            if aggregate && let Some(t) = estimated_start {
+                reason = format!("{reason}; not before {t} (estimate from cluster totals)");
+            }
+            if reason.is_empty() || reason == "considered" || reason == "not yet considered" {
+                reason = match estimated_start {
+                    Some(t) if t <= now => "fits now; starts at the next cycle".into(),
+                    Some(t) => format!("waiting for capacity; estimated start {t}"),
+                    None => "waiting; no estimate (running groups without an expected end)".into(),
+                };
+            }
+            out.push(Explanation { key, queue: q, state: g.state, position, estimated_start, reason });
+        }
+        for id in temps {
+            let _ = self.graph.cancel(id);
+        }
+        out
+    }
+
+    /// Every pending group with its queue and 1-based position there, in the cycle's global order
+    /// (see [`HeadKey`]) at the fair shares of now, so that estimates stack up as the scheduler
+    /// would take the groups.
+    fn global_order(&self) -> Vec<(PendingKey, String, usize, GroupKey)> {
+        let mut order: Vec<(HeadKey, String, usize, GroupKey)> = Vec::new();
+        for (qi, q) in self.config.queues.iter().enumerate() {
+            let share = self.fair_share(&q.name);
+            for (i, (pk, k)) in self.pending[&q.name].iter().enumerate() {
+                order.push((HeadKey::new(*pk, share, qi), q.name.clone(), i + 1, k.clone()));
+            }
+        }
+        order.sort_by_key(|a| a.0);
+        order.into_iter().map(|(head, q, position, key)| (head.pending_key(), q, position, key)).collect()
+    }
+
+    /// Running allocations' expected ends with what they free, by resource index, in time order.
+    fn end_profile(&self) -> Vec<(i64, Vec<u64>)> {
+        let mut v: Vec<(i64, Vec<u64>)> = self
+            .graph
+            .allocations()
+            .filter(|a| !a.reserved && a.end != i64::MAX)
+            .map(|a| (a.end, a.per_member.iter().map(|q| q * a.members.len() as u64).collect()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Earliest time the cluster's free totals could hold the group: a lower bound that ignores
+    /// fragmentation and other pending groups (cheap; used beyond the planner's budget).
+    fn aggregate_estimate(&self, profile: &[(i64, Vec<u64>)], g: &Group, now: i64) -> Option<i64> {
+        let gr = &self.graph.graph;
+        let (_, free) = gr.totals();
+        let mut free = free.to_vec();
+        let min = u64::from(self.effective_min(g));
+        let need: Vec<(usize, u64)> = quota::per_member(&g.spec.request)
+            .into_iter()
+            .filter_map(|(r, per)| gr.resources.get(&r).map(|id| (id.index(), per.saturating_mul(min))))
+            .collect();
+        let fits = |free: &[u64]| need.iter().all(|&(i, n)| free.get(i).is_some_and(|f| *f >= n));
+        if fits(&free) {
+            return Some(now);
+        }
+        for (t, amounts) in profile {
+            for (f, a) in free.iter_mut().zip(amounts) {
+                *f += a;
+            }
+            if fits(&free) {
+                return Some((*t).max(now));
+            }
+        }
+        None
+    }
+
+    /// Why one group is where it is.
+    pub fn explain(&mut self, key: &GroupKey, now: i64) -> Result<Explanation, EngineError> {
+        let g = self.get(key)?;
+        if g.state.is_pending() {
+            return Ok(self
+                .queue_view(now)
+                .into_iter()
+                .find(|e| &e.key == key)
+                .expect("pending groups are in the view"));
+        }
+        let r = &self.queue_cfg(&g.spec.queue).readiness;
+        let reason = match g.state {
+            GroupState::Admitted => {
+                let deadline = r.timeout_s.and_then(|t| g.admitted_at.map(|a| a + t));
+                format!(
+                    "admitted at {}; {} of {} members ready{}",
+                    g.admitted_at.unwrap_or(0),
+                    g.ready_members,
+                    g.member_count(),
+                    deadline.map_or(String::new(), |d| format!("; must be all ready by {d}"))
+                )
+            }
+            GroupState::Running => match g.not_ready_since {
+                Some(s) => format!(
+                    "running; {} of {} members ready since {s}{}",
+                    g.ready_members,
+                    g.member_count(),
+                    r.recovery_timeout_s.map_or(String::new(), |t| format!("; released at {} unless recovered", s + t))
+                ),
+                None => format!("running with {} members", g.member_count()),
+            },
+            GroupState::Evicted => format!(
+                "evicted {} time(s); queued again at {}",
+                g.evictions,
+                g.requeue_at.map_or("once released".to_string(), |t| t.to_string())
+            ),
+            GroupState::Deactivated => {
+                format!("deactivated after {} requeues (backoff limit); resume to retry", g.requeues)
+            }
+            GroupState::Suspended => "suspended by the user".into(),
+            s => format!("{s}"),
+        };
+        Ok(Explanation {
+            key: key.clone(),
+            queue: g.spec.queue.clone(),
+            state: g.state,
+            position: 0,
+            estimated_start: None,
+            reason,
+        })
+    }
+}

@@ -1,0 +1,200 @@
+//! The engine: takes inputs (each with the current time), decides, and reports every change as a
+//! list of `Transition`s. Pure and deterministic: no wall clock, no hash-order iteration in
+//! decisions.
+//!
+//! **Where to start reading.** This file holds the [`Engine`] struct: every field, what it means
+//! and which are derived. Then [`Engine::schedule`] in `cycle.rs`: one scheduling cycle, which
+//! merges the queues in global order and hands each group to `attempt.rs`, where the attempt runs
+//! as named steps (satisfiable, start window, quota, match now, preempt, reserve). Everything else
+//! either feeds the cycle (inputs, nodes, timers) or reads its results (explanations, snapshot).
+//!
+//! The rooms, one job each:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `state.rs` | bookkeeping every room shares: group access, the pending index, checked state changes, invariants |
+//! | `placement.rs` | allocations in the graph and the quota: admit, release, take out and put back |
+//! | `fair_share.rs` | the clock, decayed usage history and each queue's fair share |
+//! | `inputs.rs` | a group's inputs: submit, pods ready, members lost, finished, suspend, resume, delete |
+//! | `nodes.rs` | node inputs (added, removed, changed, cordoned, up/down) and other schedulers' pods |
+//! | `timers.rs` | readiness and recovery timeouts, requeue backoff, the next timer |
+//! | `cycle.rs` | the scheduling cycle: the merge of the queues, reservations kept or dropped |
+//! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
+//! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
+//! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
+//! | `explanations.rs` | reasons, the queue view with estimated starts, `explain` |
+//! | `snapshot.rs` | the serializable state: snapshot and restore |
+
+mod attempt;
+mod cycle;
+mod elastic;
+mod explanations;
+mod fair_share;
+mod inputs;
+mod nodes;
+mod placement;
+mod preemption;
+mod snapshot;
+mod state;
+mod timers;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use muster_graph::{AllocId, GraphError, NodeSpec, ResourceGraph};
+use serde::{Deserialize, Serialize};
+
+pub use self::cycle::CycleStats;
+pub use self::explanations::Explanation;
+pub use self::fair_share::QueueUsage;
+pub use self::nodes::ExternalHold;
+pub use self::snapshot::Snapshot;
+use crate::config::{Compiled, EngineConfig};
+use crate::group::{Group, GroupKey, IllegalTransition};
+use crate::quota::Usage;
+
+/// Why an input was refused. The engine is unchanged after any of these.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Config(#[from] muster_graph::InputError),
+    #[error("no group {0}")]
+    UnknownGroup(GroupKey),
+    #[error("group {0} already exists (delete it first)")]
+    DuplicateGroup(GroupKey),
+    #[error("group {key}: {source}")]
+    IllegalTransition { key: GroupKey, source: IllegalTransition },
+    /// A submitted group is wrong; `field` names the field of the spec.
+    #[error("group {key}: {field}: {message}")]
+    InvalidGroup { key: GroupKey, field: String, message: String },
+    #[error("group {key}: member {member} does not exist")]
+    UnknownMember { key: GroupKey, member: u32 },
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+}
+
+/// Key of a pending group within its queue: priority (higher first), order time, submission order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PendingKey {
+    pub neg_priority: i64,
+    pub order_time: i64,
+    pub seq: u64,
+}
+
+/// The queue engine.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    graph: ResourceGraph,
+    config: EngineConfig,
+    compiled: Compiled,
+    now: i64,
+    seq: u64,
+    next_alloc_id: u64,
+    structure_version: u64,
+    dirty: bool,
+    /// Shared with the copies the durable layer takes before each batch: a group is copied only
+    /// when changed, and an unchanged one is the same allocation in both (which is how the
+    /// store's diff skips it).
+    groups: BTreeMap<GroupKey, Arc<Group>>,
+    usage_hist: BTreeMap<String, QueueUsage>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    cordoned: BTreeSet<String>,
+    down: BTreeSet<String>,
+    external: BTreeMap<String, (ExternalHold, AllocId)>,
+    // Derived, rebuilt on restore.
+    usage: Usage,
+    pending: BTreeMap<String, BTreeMap<PendingKey, GroupKey>>,
+    /// Groups holding an allocation or in backoff (have timers).
+    live: BTreeSet<GroupKey>,
+    graph_alloc: BTreeMap<GroupKey, AllocId>,
+    by_graph_alloc: BTreeMap<AllocId, GroupKey>,
+    reservations: BTreeMap<GroupKey, AllocId>,
+    shapes: BTreeMap<GroupKey, u64>,
+    /// Groups that may run with fewer members than they ask (min < max): the only ones a cycle
+    /// tries to grow, so that it does not look up every running group to find them.
+    elastic: BTreeSet<GroupKey>,
+    /// Satisfiability by (shape, min members), valid for the current structure version.
+    sat_cache: BTreeMap<(u64, u32), Result<(), String>>,
+    /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
+    /// the snapshot: a restore builds the graph from the nodes as they are now.
+    deferred_reshapes: BTreeMap<String, NodeSpec>,
+    /// Per queue, members admitted and not yet ready (for its start window); counted at the
+    /// start of each cycle and as the cycle admits.
+    starting: BTreeMap<String, u32>,
+    /// Per queue, the first group its start window held in the last cycle: it and the groups
+    /// behind it start when members become ready, which no plan can tell.
+    window_held: BTreeMap<String, PendingKey>,
+    last_stats: CycleStats,
+}
+
+impl Engine {
+    /// An engine over `graph` (which may already hold allocations of other schedulers).
+    pub fn new(graph: ResourceGraph, config: EngineConfig) -> Result<Self, EngineError> {
+        let compiled = config.compile("config")?;
+        let usage_hist = config.queues.iter().map(|q| (q.name.clone(), QueueUsage::default())).collect();
+        let pending = config.queues.iter().map(|q| (q.name.clone(), BTreeMap::new())).collect();
+        Ok(Self {
+            graph,
+            config,
+            compiled,
+            now: i64::MIN,
+            seq: 0,
+            next_alloc_id: 1,
+            structure_version: 0,
+            dirty: true,
+            groups: BTreeMap::new(),
+            usage_hist,
+            namespaces: BTreeMap::new(),
+            cordoned: BTreeSet::new(),
+            down: BTreeSet::new(),
+            external: BTreeMap::new(),
+            usage: BTreeMap::new(),
+            pending,
+            live: BTreeSet::new(),
+            graph_alloc: BTreeMap::new(),
+            by_graph_alloc: BTreeMap::new(),
+            reservations: BTreeMap::new(),
+            shapes: BTreeMap::new(),
+            elastic: BTreeSet::new(),
+            sat_cache: BTreeMap::new(),
+            deferred_reshapes: BTreeMap::new(),
+            starting: BTreeMap::new(),
+            window_held: BTreeMap::new(),
+            last_stats: CycleStats::default(),
+        })
+    }
+
+    pub fn graph(&self) -> &ResourceGraph {
+        &self.graph
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn group(&self, key: &GroupKey) -> Option<&Group> {
+        self.groups.get(key).map(|g| &**g)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.values().map(|g| &**g)
+    }
+
+    /// Admitted usage per queue, by resource name, in base units.
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
+    }
+
+    pub fn last_cycle(&self) -> CycleStats {
+        self.last_stats
+    }
+
+    /// The engine's clock: the latest time any input carried.
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+}

@@ -1,0 +1,151 @@
+//! Allocations in the graph and in the quota, kept in step: admitting a group onto an allocation,
+//! releasing it, and taking a placed group out and putting it back exactly (for preemption's
+//! what-ifs).
+
+use muster_graph::{AllocId, GroupRequest, ImportedMember};
+
+use super::Engine;
+use crate::group::{AllocationRecord, GroupKey, GroupState, MemberPlacement, Reason, Transition};
+use crate::quota;
+
+/// What preemption keeps to put a group back exactly.
+#[derive(Debug, Clone)]
+pub(super) struct SavedAlloc {
+    id: AllocId,
+    request: GroupRequest,
+    members: Vec<ImportedMember>,
+    start: i64,
+}
+
+impl Engine {
+    /// The record (node and device names) of graph allocation `id`, under the engine's `alloc_id`.
+    pub(super) fn record_of(&self, id: AllocId, alloc_id: u64) -> AllocationRecord {
+        let a = self.graph.allocation(id).expect("allocation exists");
+        let g = &self.graph.graph;
+        AllocationRecord {
+            alloc_id,
+            members: a
+                .members
+                .iter()
+                .map(|m| MemberPlacement {
+                    index: m.index,
+                    node: g.node(m.node).name.clone(),
+                    devices: m.devices.iter().map(|&v| g.vertex(v).meta.name.clone()).collect(),
+                })
+                .collect(),
+            start: a.start,
+            end: a.end,
+        }
+    }
+
+    /// Adds (`sign` > 0) or removes `members` members' worth of the group's request to its queue's usage.
+    pub(super) fn add_usage(&mut self, key: &GroupKey, members: u32, sign: i64) {
+        let g = &self.groups[key];
+        let q = g.spec.queue.clone();
+        let amounts = quota::per_member(&g.spec.request);
+        let u = self.usage.entry(q).or_default();
+        for (r, per) in amounts {
+            let delta = per.saturating_mul(u64::from(members));
+            let e = u.entry(r).or_insert(0);
+            if sign > 0 {
+                *e = e.saturating_add(delta);
+            } else {
+                *e = e.saturating_sub(delta);
+            }
+        }
+    }
+
+    /// Places a group: records the allocation, moves it to Admitted.
+    pub(super) fn admit(&mut self, key: &GroupKey, id: AllocId, reason: Reason, out: &mut Vec<Transition>) {
+        // The matcher was given a narrowed request (quota cap, waiting for max); the allocation
+        // must carry the group's own request so it can grow to its real max later, exactly as an
+        // allocation imported on restore does.
+        let spec_req = &self.groups[key].spec.request;
+        if self.graph.allocation(id).is_ok_and(|a| a.request != *spec_req) {
+            let spec_req = spec_req.clone();
+            let saved = self.saved_alloc(id);
+            let _ = self.graph.cancel(id);
+            self.graph.import(id, &spec_req, &saved.members, saved.start).expect("same placement fits again");
+        }
+        self.remove_pending(key);
+        if let Some(rid) = self.reservations.remove(key) {
+            let _ = self.graph.cancel(rid);
+        }
+        let alloc_id = self.next_alloc_id;
+        self.next_alloc_id += 1;
+        let rec = self.record_of(id, alloc_id);
+        let members = rec.members.len() as u32;
+        self.graph_alloc.insert(key.clone(), id);
+        self.by_graph_alloc.insert(id, key.clone());
+        let now = self.now;
+        let g = self.group_mut(key);
+        g.allocation = Some(rec.clone());
+        g.admitted_at = Some(now);
+        g.reserved_at = None;
+        g.ready_members = 0;
+        g.not_ready_since = None;
+        g.reason = String::new();
+        let queue = g.spec.queue.clone();
+        *self.starting.entry(queue).or_default() += members;
+        self.add_usage(key, members, 1);
+        self.step(key, GroupState::Admitted, reason, Some(rec), out);
+    }
+
+    /// Releases a group's allocation (graph and quota); returns the released record.
+    pub(super) fn release(&mut self, key: &GroupKey) -> Option<AllocationRecord> {
+        let members = self.groups[key].member_count();
+        if let Some(id) = self.graph_alloc.remove(key) {
+            self.by_graph_alloc.remove(&id);
+            let _ = self.graph.cancel(id);
+        }
+        self.add_usage(key, members, -1);
+        self.dirty = true;
+        let g = self.group_mut(key);
+        g.ready_members = 0;
+        g.not_ready_since = None;
+        g.admitted_at = None;
+        g.allocation.take()
+    }
+
+    pub(super) fn drop_reservation(&mut self, key: &GroupKey) {
+        if let Some(id) = self.reservations.remove(key) {
+            let _ = self.graph.cancel(id);
+        }
+    }
+
+    /// Temporarily removes a placed group from the graph and the quota (for preemption).
+    pub(super) fn take_out(&mut self, key: &GroupKey) -> SavedAlloc {
+        let id = self.graph_alloc.remove(key).expect("placed");
+        self.by_graph_alloc.remove(&id);
+        let saved = self.saved_alloc(id);
+        let _ = self.graph.cancel(id);
+        let n = self.groups[key].member_count();
+        self.add_usage(key, n, -1);
+        saved
+    }
+
+    /// Undoes [`Engine::take_out`].
+    pub(super) fn put_back(&mut self, key: &GroupKey, saved: SavedAlloc) {
+        self.graph.import(saved.id, &saved.request, &saved.members, saved.start).expect("state restored exactly");
+        self.graph_alloc.insert(key.clone(), saved.id);
+        self.by_graph_alloc.insert(saved.id, key.clone());
+        let n = self.groups[key].member_count();
+        self.add_usage(key, n, 1);
+    }
+
+    /// What it takes to import allocation `id` again exactly.
+    fn saved_alloc(&self, id: AllocId) -> SavedAlloc {
+        let a = self.graph.allocation(id).expect("exists");
+        let g = &self.graph.graph;
+        let members = a
+            .members
+            .iter()
+            .map(|m| ImportedMember {
+                index: m.index,
+                node: g.node(m.node).name.clone(),
+                devices: m.devices.iter().map(|&v| g.vertex(v).meta.name.clone()).collect(),
+            })
+            .collect();
+        SavedAlloc { id, request: a.request.clone(), members, start: a.start }
+    }
+}

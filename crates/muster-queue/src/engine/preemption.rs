@@ -1,0 +1,209 @@
+//! Gang-aware preemption: whole groups are evicted, never single members. The candidates are
+//! lower-priority groups of the same queue and groups borrowing in the cohort (when the queue is
+//! within its nominal quota); the fewest of them that let the group fit are evicted and queued
+//! again at once, and the group is admitted. Every what-if runs on the real graph and is undone.
+
+use muster_graph::{GroupRequest, MatchOutcome};
+
+use super::Engine;
+use super::cycle::Pass;
+use super::placement::SavedAlloc;
+use crate::config::WithinQueue;
+use crate::group::{GroupKey, GroupState, Reason, Transition};
+use crate::quota;
+
+/// A group preemption may evict. Ordered best victim first: borrowers of other queues first, then
+/// lowest priority, fewest members, most recently admitted (least work lost), key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Candidate {
+    not_borrower: bool,
+    priority: i32,
+    members: u32,
+    neg_admitted_at: i64,
+    key: GroupKey,
+    /// Reclaimed for the cohort (it borrows), rather than preempted within its queue.
+    reclaim: bool,
+}
+
+impl Engine {
+    /// Evicts whole lower-priority groups of the same queue and/or groups borrowing in the
+    /// cohort, the fewest that let `key` (as `req`) fit, and admits `key`. False, with nothing
+    /// changed, if no set of candidates makes room. Spends one of the cycle's preemption attempts
+    /// when there are candidates at all.
+    pub(super) fn try_preempt(&mut self, key: &GroupKey, req: &GroupRequest, pass: &mut Pass<'_>) -> bool {
+        let Some(cands) = self.preemption_candidates(key, req) else { return false };
+        pass.preempt_budget -= 1;
+        let Some(victims) = self.choose_victims(key, req, &cands) else { return false };
+        self.evict_and_admit(key, req, victims, pass.out);
+        true
+    }
+
+    /// Who may be evicted for `key`, best first (at most 256); `None` if its queue does not
+    /// preempt or nobody qualifies.
+    fn preemption_candidates(&self, key: &GroupKey, req: &GroupRequest) -> Option<Vec<Candidate>> {
+        let g = &self.groups[key];
+        let q = &g.spec.queue;
+        let cfg = self.queue_cfg(q).preemption;
+        if cfg.within_queue == WithinQueue::Never && !cfg.reclaim_within_cohort {
+            return None;
+        }
+        let prio = g.priority;
+        let amounts = quota::per_member(&g.spec.request);
+        let root = &self.compiled.queues[q].root_cohort;
+        let can_reclaim = cfg.reclaim_within_cohort
+            && root.is_some()
+            && quota::within_nominal(&self.compiled, &self.usage, q, &amounts, req.min_members);
+        let mut cands = Vec::new();
+        for k in &self.live {
+            let v = &self.groups[k];
+            if !v.state.holds_allocation() || !self.graph_alloc.contains_key(k) {
+                continue;
+            }
+            let candidate = |reclaim: bool| Candidate {
+                not_borrower: !reclaim,
+                priority: v.priority,
+                members: v.member_count(),
+                neg_admitted_at: -v.admitted_at.unwrap_or(0),
+                key: k.clone(),
+                reclaim,
+            };
+            if v.spec.queue == *q {
+                if cfg.within_queue == WithinQueue::LowerPriority && v.priority < prio {
+                    cands.push(candidate(false));
+                }
+            } else if can_reclaim
+                && self.compiled.queues[&v.spec.queue].root_cohort == *root
+                && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &amounts)
+            {
+                cands.push(candidate(true));
+            }
+        }
+        if cands.is_empty() {
+            return None;
+        }
+        cands.sort();
+        cands.truncate(256);
+        Some(cands)
+    }
+
+    /// The fewest candidates whose eviction lets `key` fit, as (key, reclaim), already taken out
+    /// of the graph and the quota; `None`, with everything put back, if all are not enough.
+    fn choose_victims(
+        &mut self,
+        key: &GroupKey,
+        req: &GroupRequest,
+        cands: &[Candidate],
+    ) -> Option<Vec<(GroupKey, bool)>> {
+        // One victim is the smallest set: try each candidate alone first (best first).
+        for c in cands.iter().take(64) {
+            let saved = self.take_out(&c.key);
+            let ok = self.fits_now(key, req);
+            self.put_back(&c.key, saved);
+            if ok {
+                self.take_out(&c.key);
+                return Some(vec![(c.key.clone(), c.reclaim)]);
+            }
+        }
+        // Take candidates away in order until the group fits...
+        let mut removed: Vec<(GroupKey, SavedAlloc, bool)> = Vec::new();
+        let mut fits = false;
+        for c in cands {
+            let saved = self.take_out(&c.key);
+            removed.push((c.key.clone(), saved, c.reclaim));
+            if self.fits_now(key, req) {
+                fits = true;
+                break;
+            }
+        }
+        if !fits {
+            for (vk, saved, _) in removed.into_iter().rev() {
+                self.put_back(&vk, saved);
+            }
+            return None;
+        }
+        // ...then give back every victim the group can do without, latest taken first.
+        let mut victims = Vec::new();
+        let last = removed.len() - 1;
+        for (i, (vk, saved, reclaim)) in removed.into_iter().enumerate().rev() {
+            if i < last {
+                self.put_back(&vk, saved);
+                if self.fits_now(key, req) {
+                    continue;
+                }
+                self.take_out(&vk);
+            }
+            victims.push((vk, reclaim));
+        }
+        Some(victims)
+    }
+
+    /// Commits a preemption: evicts the victims (already out of the graph and quota), queues them
+    /// again at once, and admits `key`.
+    fn evict_and_admit(
+        &mut self,
+        key: &GroupKey,
+        req: &GroupRequest,
+        mut victims: Vec<(GroupKey, bool)>,
+        out: &mut Vec<Transition>,
+    ) {
+        victims.sort();
+        for (vk, reclaim) in &victims {
+            let rec = self.group_mut(vk).allocation.take();
+            let g = self.group_mut(vk);
+            g.ready_members = 0;
+            g.not_ready_since = None;
+            g.admitted_at = None;
+            g.evictions += 1;
+            let reason =
+                if *reclaim { Reason::Reclaimed { by: key.clone() } } else { Reason::Preempted { by: key.clone() } };
+            self.step(vk, GroupState::Evicted, reason, rec, out);
+            self.requeue_now(vk, out);
+        }
+        self.last_stats.preemptions += victims.len();
+        self.dirty = true;
+        let capped = self.fitting_request(key, req).expect("the fit was checked on the same state");
+        self.last_stats.match_calls += 1;
+        match self.graph.allocate(&capped, self.now) {
+            MatchOutcome::Allocated(id) => {
+                let victims = victims.into_iter().map(|(k, _)| k).collect();
+                self.admit(key, id, Reason::AdmittedByPreemption { victims }, out);
+            }
+            _ => unreachable!("the fit was checked on the same state"),
+        }
+    }
+
+    /// Would `key` (as `req`) fit now, quota and placement? Changes nothing.
+    fn fits_now(&mut self, key: &GroupKey, req: &GroupRequest) -> bool {
+        self.fitting_request(key, req).is_some()
+    }
+
+    /// `req` with its max capped by the quota now, if that fits now (quota and placement).
+    fn fitting_request(&mut self, key: &GroupKey, req: &GroupRequest) -> Option<GroupRequest> {
+        let g = &self.groups[key];
+        let amounts = quota::per_member(&g.spec.request);
+        let (qmax, _) =
+            quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &amounts, req.max_members, &|_, a| {
+                a.to_string()
+            });
+        if qmax < req.min_members {
+            return None;
+        }
+        let mut r = req.clone();
+        r.max_members = qmax;
+        if self.may_fit_now(&r).is_err() {
+            return None;
+        }
+        self.last_stats.match_calls += 1;
+        match self.graph.allocate(&r, self.now) {
+            MatchOutcome::Allocated(id) => {
+                let _ = self.graph.cancel(id);
+                Some(r)
+            }
+            MatchOutcome::Reserved { id, .. } => {
+                let _ = self.graph.cancel(id);
+                None
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The engine's whole state as one serializable value, and the way back: `snapshot` and
+//! `restore` (which imports placed groups onto a fresh graph of the cluster's nodes).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use muster_graph::{ImportedMember, ResourceGraph};
+use serde::{Deserialize, Serialize};
+
+use super::{Engine, EngineError, ExternalHold, QueueUsage};
+use crate::config::EngineConfig;
+use crate::group::{Group, GroupState};
+
+/// The engine's whole state, serializable. `Engine::restore` rebuilds an engine from it and a graph
+/// of the cluster's nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub config: EngineConfig,
+    pub now: i64,
+    pub seq: u64,
+    pub next_alloc_id: u64,
+    pub structure_version: u64,
+    /// Something changed since the last full cycle.
+    pub dirty: bool,
+    pub groups: Vec<Group>,
+    pub usage: BTreeMap<String, QueueUsage>,
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    pub cordoned: BTreeSet<String>,
+    pub down: BTreeSet<String>,
+    /// Capacity held by pods of other schedulers, by the caller's id (a pod uid).
+    #[serde(default)]
+    pub external: BTreeMap<String, ExternalHold>,
+}
+
+impl Engine {
+    /// The engine's full state. Reservations are not part of it: every cycle recomputes them.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            config: self.config.clone(),
+            now: self.now,
+            seq: self.seq,
+            next_alloc_id: self.next_alloc_id,
+            structure_version: self.structure_version,
+            dirty: self.dirty,
+            groups: self.groups.values().map(|g| Group::clone(g)).collect(),
+            usage: self.usage_hist.clone(),
+            namespaces: self.namespaces.clone(),
+            cordoned: self.cordoned.clone(),
+            down: self.down.clone(),
+            external: self.external.iter().map(|(id, (h, _))| (id.clone(), h.clone())).collect(),
+        }
+    }
+
+    /// Rebuilds an engine from a snapshot and a graph of the cluster's nodes (without this engine's
+    /// allocations; it may hold other schedulers' pods). Placed groups are imported onto the graph
+    /// under their recorded nodes and devices; an import that no longer fits is an error.
+    pub fn restore(mut graph: ResourceGraph, snap: Snapshot) -> Result<Self, EngineError> {
+        for n in &snap.cordoned {
+            if graph.graph.node_id(n).is_ok() {
+                graph.set_unschedulable(n, true)?;
+            }
+        }
+        for n in &snap.down {
+            if graph.graph.node_id(n).is_ok() {
+                graph.set_up(n, false)?;
+            }
+        }
+        let mut e = Engine::new(graph, snap.config)?;
+        e.now = snap.now;
+        e.seq = snap.seq;
+        e.next_alloc_id = snap.next_alloc_id;
+        e.structure_version = snap.structure_version;
+        e.dirty = snap.dirty;
+        e.namespaces = snap.namespaces;
+        e.cordoned = snap.cordoned;
+        e.down = snap.down;
+        for (q, u) in snap.usage {
+            e.usage_hist.insert(q, u);
+        }
+        let mut next_graph_id = e.graph.allocations().map(|a| a.id).max().unwrap_or(0) + 1;
+        for g in snap.groups {
+            let key = g.spec.key.clone();
+            if !e.compiled.queues.contains_key(&g.spec.queue) {
+                return Err(e.unknown_queue_err(&key, &g.spec.queue));
+            }
+            e.index_spec(&key, &g.spec.request);
+            let state = g.state;
+            let alloc = g.allocation.clone();
+            e.groups.insert(key.clone(), Arc::new(g));
+            if state.is_pending() {
+                e.add_pending(&key);
+            }
+            if matches!(state, GroupState::Admitted | GroupState::Running | GroupState::Evicted) {
+                e.live.insert(key.clone());
+            }
+            if state.holds_allocation()
+                && let Some(a) = alloc
+            {
+                let members: Vec<ImportedMember> = a
+                    .members
+                    .iter()
+                    .map(|m| ImportedMember { index: m.index, node: m.node.clone(), devices: m.devices.clone() })
+                    .collect();
+                let req = e.groups[&key].spec.request.clone();
+                let id = next_graph_id;
+                next_graph_id += 1;
+                e.graph.import(id, &req, &members, a.start)?;
+                e.graph_alloc.insert(key.clone(), id);
+                e.by_graph_alloc.insert(id, key.clone());
+                e.add_usage(&key, a.members.len() as u32, 1);
+            }
+        }
+        // Other schedulers' pods after ours: the recorded placements were made around them.
+        for (id, hold) in snap.external {
+            e.occupy(&id, &hold.node, &hold.requests, e.now)?;
+        }
+        Ok(e)
+    }
+}

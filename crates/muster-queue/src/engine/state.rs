@@ -1,0 +1,195 @@
+//! Bookkeeping every room shares: access to groups, the pending index, the checked state change
+//! that reports each `Transition`, the request index (shapes, elastic groups), and the invariants
+//! tests check.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use muster_graph::GroupRequest;
+use serde::Serialize;
+
+use super::{Engine, EngineError, PendingKey};
+use crate::config::QueueConfig;
+use crate::group::{AllocationRecord, Group, GroupKey, GroupState, Reason, Transition};
+use crate::quota::{self, Usage};
+
+/// A fingerprint of a request without its name: groups with equal shapes fit or fail alike.
+fn shape_of(req: &GroupRequest) -> u64 {
+    #[derive(Serialize)]
+    struct W(#[serde(with = "crate::wire")] GroupRequest);
+    let mut r = req.clone();
+    r.name.clear();
+    let text = serde_json::to_string(&W(r)).unwrap_or_default();
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish() & !1
+}
+
+impl Engine {
+    pub(super) fn get(&self, key: &GroupKey) -> Result<&Group, EngineError> {
+        self.groups.get(key).map(|g| &**g).ok_or_else(|| EngineError::UnknownGroup(key.clone()))
+    }
+
+    /// A group to change: copied first if a copy of the engine still shares it (see `groups`).
+    pub(super) fn group_mut(&mut self, key: &GroupKey) -> &mut Group {
+        Arc::make_mut(self.groups.get_mut(key).expect("exists"))
+    }
+
+    /// Rewritten every cycle for every waiting group, but mostly to the same text: only a new
+    /// text copies the group (see `groups`).
+    pub(super) fn set_reason(&mut self, key: &GroupKey, reason: String) {
+        let g = self.groups.get_mut(key).expect("exists");
+        if g.reason != reason {
+            Arc::make_mut(g).reason = reason;
+        }
+    }
+
+    pub(super) fn queue_cfg(&self, q: &str) -> &QueueConfig {
+        &self.config.queues[self.compiled.queues[q].index]
+    }
+
+    pub(super) fn unknown_queue_err(&self, key: &GroupKey, queue: &str) -> EngineError {
+        EngineError::InvalidGroup {
+            key: key.clone(),
+            field: "queue".into(),
+            message: format!(
+                "unknown queue {queue:?}; known: {:?}",
+                self.config.queues.iter().map(|q| q.name.as_str()).collect::<Vec<_>>()
+            ),
+        }
+    }
+
+    // ----- the pending index -----
+
+    pub(super) fn pending_key(g: &Group) -> PendingKey {
+        PendingKey { neg_priority: -i64::from(g.priority), order_time: g.order_time, seq: g.seq }
+    }
+
+    pub(super) fn add_pending(&mut self, key: &GroupKey) {
+        let g = &self.groups[key];
+        let pk = Self::pending_key(g);
+        self.pending.entry(g.spec.queue.clone()).or_default().insert(pk, key.clone());
+    }
+
+    pub(super) fn remove_pending(&mut self, key: &GroupKey) {
+        let g = &self.groups[key];
+        let pk = Self::pending_key(g);
+        if let Some(p) = self.pending.get_mut(&g.spec.queue) {
+            p.remove(&pk);
+        }
+    }
+
+    // ----- state changes -----
+
+    /// Records a state change after checking it against the lifecycle.
+    pub(super) fn set_state(
+        &mut self,
+        key: &GroupKey,
+        to: GroupState,
+        reason: Reason,
+        allocation: Option<AllocationRecord>,
+        out: &mut Vec<Transition>,
+    ) -> Result<(), EngineError> {
+        let g = Arc::make_mut(self.groups.get_mut(key).ok_or_else(|| EngineError::UnknownGroup(key.clone()))?);
+        let from = g.state;
+        GroupState::transition(from, to)
+            .map_err(|source| EngineError::IllegalTransition { key: key.clone(), source })?;
+        g.state = to;
+        if matches!(to, GroupState::Admitted | GroupState::Running | GroupState::Evicted) {
+            self.live.insert(key.clone());
+        } else {
+            self.live.remove(key);
+        }
+        out.push(Transition { at: self.now, key: key.clone(), from, to, reason, allocation });
+        Ok(())
+    }
+
+    /// Internal transitions the engine itself chose: legal by construction.
+    pub(super) fn step(
+        &mut self,
+        key: &GroupKey,
+        to: GroupState,
+        reason: Reason,
+        allocation: Option<AllocationRecord>,
+        out: &mut Vec<Transition>,
+    ) {
+        self.set_state(key, to, reason, allocation, out).expect("engine-chosen transition is legal");
+    }
+
+    /// Queues a released group again at once (no backoff).
+    pub(super) fn requeue_now(&mut self, key: &GroupKey, out: &mut Vec<Transition>) {
+        let g = self.group_mut(key);
+        g.requeue_at = None;
+        self.step(key, GroupState::Queued, Reason::Requeued, None, out);
+        self.add_pending(key);
+    }
+
+    /// The groups in `live`, found by state in one pass over all groups: cheaper than looking
+    /// each one up by its key (string comparisons) when thousands run.
+    pub(super) fn live_groups(&self) -> impl Iterator<Item = (&GroupKey, &Group)> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| matches!(g.state, GroupState::Admitted | GroupState::Running | GroupState::Evicted))
+            .map(|(k, g)| (k, &**g))
+    }
+
+    /// What is kept about a group's request for fast lookups: its shape, and whether it is elastic.
+    pub(super) fn index_spec(&mut self, key: &GroupKey, request: &GroupRequest) {
+        self.shapes.insert(key.clone(), shape_of(request));
+        if request.min_members < request.max_members {
+            self.elastic.insert(key.clone());
+        } else {
+            self.elastic.remove(key);
+        }
+    }
+
+    /// Checks internal invariants (for tests): quotas, all-or-nothing placements, indices.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        quota::check(&self.compiled, &self.usage)?;
+        for g in self.groups.values() {
+            let placed = self.graph_alloc.get(&g.spec.key);
+            if g.state.holds_allocation() {
+                let id = placed.ok_or_else(|| format!("{} is {} without an allocation", g.spec.key, g.state))?;
+                let a = self.graph.allocation(*id).map_err(|e| e.to_string())?;
+                let n = a.members.len() as u32;
+                if n < g.spec.request.min_members || n > g.spec.request.max_members {
+                    return Err(format!(
+                        "{} holds {n} members outside {}..={}",
+                        g.spec.key, g.spec.request.min_members, g.spec.request.max_members
+                    ));
+                }
+                if g.member_count() != n {
+                    return Err(format!("{} record has {} members, graph {n}", g.spec.key, g.member_count()));
+                }
+                if a.reserved {
+                    return Err(format!("{} holds a reservation as allocation", g.spec.key));
+                }
+            } else if placed.is_some() {
+                return Err(format!("{} is {} but holds an allocation", g.spec.key, g.state));
+            }
+            let in_pending =
+                self.pending.get(&g.spec.queue).is_some_and(|p| p.get(&Self::pending_key(g)) == Some(&g.spec.key));
+            if g.state.is_pending() != in_pending {
+                return Err(format!("{} is {} but pending index says {in_pending}", g.spec.key, g.state));
+            }
+        }
+        // Quota usage equals the sum of placed groups.
+        let mut usage: Usage = BTreeMap::new();
+        for g in self.groups.values().filter(|g| g.state.holds_allocation()) {
+            let u = usage.entry(g.spec.queue.clone()).or_default();
+            for (r, per) in quota::per_member(&g.spec.request) {
+                *u.entry(r).or_insert(0) += per * u64::from(g.member_count());
+            }
+        }
+        for (q, u) in &self.usage {
+            for (r, a) in u {
+                let want = usage.get(q).and_then(|m| m.get(r)).copied().unwrap_or(0);
+                if *a != want {
+                    return Err(format!("queue {q} usage {r} is {a}, placed groups sum to {want}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! Timers: readiness and recovery timeouts (release, then requeue after an exponential backoff or
+//! deactivate), the end of a backoff, and when the next timer fires.
+
+use super::Engine;
+use crate::config::RequeueOrder;
+use crate::group::{GroupKey, GroupState, Reason, Transition};
+
+impl Engine {
+    /// Expires readiness and recovery timeouts and backoffs.
+    pub(super) fn expire_timers(&mut self, out: &mut Vec<Transition>) {
+        let now = self.now;
+        let keys: Vec<GroupKey> = self.live_groups().map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            let g = &self.groups[&key];
+            let r = &self.queue_cfg(&g.spec.queue).readiness;
+            match g.state {
+                GroupState::Admitted => {
+                    if let (Some(t), Some(a)) = (r.timeout_s, g.admitted_at)
+                        && now >= a.saturating_add(t)
+                    {
+                        self.timeout(&key, false, out);
+                    }
+                }
+                GroupState::Running => {
+                    if let (Some(t), Some(s)) = (r.recovery_timeout_s, g.not_ready_since)
+                        && now >= s.saturating_add(t)
+                    {
+                        self.timeout(&key, true, out);
+                    }
+                }
+                GroupState::Evicted if g.requeue_at.is_some_and(|t| now >= t) => {
+                    let g = self.group_mut(&key);
+                    g.requeue_at = None;
+                    self.step(&key, GroupState::Queued, Reason::BackoffExpired, None, out);
+                    self.add_pending(&key);
+                    self.dirty = true;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A readiness (or recovery) timeout: release, then requeue after backoff or deactivate.
+    fn timeout(&mut self, key: &GroupKey, recovery: bool, out: &mut Vec<Transition>) {
+        let now = self.now;
+        let rcfg = self.queue_cfg(&self.groups[key].spec.queue).readiness.clone();
+        let rec = self.release(key);
+        let g = self.group_mut(key);
+        g.evictions += 1;
+        let over_limit = rcfg.backoff_limit.is_some_and(|l| g.requeues >= l);
+        if over_limit {
+            let requeues = g.requeues;
+            let reason = if recovery {
+                Reason::RecoveryTimeout { requeue_at: now, requeues }
+            } else {
+                Reason::PodsReadyTimeout { requeue_at: now, requeues }
+            };
+            self.step(key, GroupState::Evicted, reason, rec, out);
+            self.step(key, GroupState::Deactivated, Reason::BackoffLimitExceeded { requeues }, None, out);
+            return;
+        }
+        g.requeues += 1;
+        let requeues = g.requeues;
+        let requeue_at = now.saturating_add(rcfg.backoff(requeues));
+        g.requeue_at = Some(requeue_at);
+        if rcfg.requeue_order == RequeueOrder::Eviction {
+            g.order_time = now;
+        }
+        let reason = if recovery {
+            Reason::RecoveryTimeout { requeue_at, requeues }
+        } else {
+            Reason::PodsReadyTimeout { requeue_at, requeues }
+        };
+        self.step(key, GroupState::Evicted, reason, rec, out);
+    }
+
+    /// The earliest time (seconds) at which a timer fires: a readiness or recovery timeout, the end
+    /// of a backoff, a reservation's start, an elastic group's wait for max. A driver with nothing
+    /// else to report may sleep until then.
+    pub fn next_timer(&self) -> Option<i64> {
+        let live = self.live_groups().filter_map(|(_, g)| {
+            let r = &self.queue_cfg(&g.spec.queue).readiness;
+            match g.state {
+                GroupState::Admitted => r.timeout_s.zip(g.admitted_at).map(|(t, a)| a.saturating_add(t)),
+                GroupState::Running => r.recovery_timeout_s.zip(g.not_ready_since).map(|(t, s)| s.saturating_add(t)),
+                GroupState::Evicted => g.requeue_at,
+                _ => None,
+            }
+        });
+        let reserved = self.reservations.keys().filter_map(|k| self.groups[k].reserved_at);
+        let elastic = self
+            .pending
+            .iter()
+            .map(|(q, p)| (self.queue_cfg(q).elastic_max_wait_s, p))
+            .filter(|(wait, _)| *wait > 0)
+            .flat_map(|(wait, p)| {
+                p.values().filter_map(move |k| {
+                    let g = &self.groups[k];
+                    (g.spec.request.min_members < g.spec.request.max_members)
+                        .then(|| g.spec.submitted_at.saturating_add(wait))
+                })
+            });
+        live.chain(reserved).chain(elastic).filter(|&t| t > self.now).min()
+    }
+
+    /// True if a time-driven event (a reservation's start, an elastic group's wait) is due.
+    pub(super) fn timer_due(&self) -> bool {
+        let now = self.now;
+        self.groups.values().any(|g| g.state == GroupState::Reserved && g.reserved_at.is_some_and(|t| t <= now))
+            || self.pending.iter().any(|(q, p)| {
+                let wait = self.queue_cfg(q).elastic_max_wait_s;
+                wait > 0
+                    && p.values().any(|k| {
+                        let g = &self.groups[k];
+                        g.spec.request.min_members < g.spec.request.max_members
+                            && g.spec.submitted_at.saturating_add(wait) <= now
+                            && g.reason.starts_with("elastic:")
+                    })
+            })
+    }
+}
