@@ -221,7 +221,8 @@ pub struct Domain {
 /// recomputing a maximum after an allocation touches at most this many entries per level.
 const FAN_OUT: usize = 32;
 
-/// The whole graph. Operations that change it live in `matcher` and `planner`.
+/// The whole graph. Searches live in `matcher`; operations that change who holds what in
+/// `allocations` (now) and `planner` (reservations).
 #[derive(Debug, Clone)]
 pub struct Graph {
     pub resources: ResourceTable,

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::error::InputError;
 use crate::filter::{NodeFilter, NodeSelectorTerm, Toleration};
-use crate::matcher::Policy;
+use crate::policy::Policy;
 use crate::resources;
 
 /// Most members one group may ask for.

@@ -15,6 +15,7 @@ pub mod jgf;
 pub mod jobspec;
 pub mod matcher;
 pub mod names;
+pub mod policy;
 pub mod quantity;
 pub mod resources;
 
@@ -23,7 +24,7 @@ pub use builder::NodeSpec;
 pub use error::{GraphError, InputError};
 pub use graph::{AllocId, Graph, NodeId};
 pub use jobspec::GroupRequest;
-pub use matcher::Policy;
+pub use policy::Policy;
 
 /// Loads a graph from a file's text: JGF when it is a JSON object with a `graph` key, else a
 /// cluster description (which may be written in JSON or YAML flow style too).

@@ -8,47 +8,10 @@ use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use serde::Deserialize;
-
 use crate::graph::{DomainId, Graph, NodeId, VertexId};
 use crate::jobspec::{ConstraintMode, GroupRequest};
+use crate::policy::Policy;
 use crate::resources::ResourceKind;
-
-/// How to choose among nodes that fit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Policy {
-    /// First nodes in tree order (lowest ids first) that fit.
-    #[default]
-    First,
-    /// Highest ids first.
-    HighId,
-    /// Fewest nodes: the nodes that can take the most members first (Fluxion's lonode).
-    Pack,
-    /// Most nodes: one member per node, on the least allocated nodes first (Fluxion's hinode).
-    Spread,
-    /// The innermost topology level (rack, then block, zone, cluster) with a domain that fits the
-    /// whole group; of those, the one with the least free capacity; packed within it.
-    Locality,
-    /// Nodes with the least free amount of the group's scarcest resource first.
-    BestFit,
-}
-
-impl Policy {
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "first" | "low" | "lowid" | "first-fit" => Self::First,
-            "high" | "highid" | "high-id" => Self::HighId,
-            "pack" | "lonode" => Self::Pack,
-            "spread" | "hinode" => Self::Spread,
-            "locality" => Self::Locality,
-            "best-fit" | "bestfit" => Self::BestFit,
-            _ => return None,
-        })
-    }
-
-    pub const NAMES: &'static str = "first, high-id, pack, spread, locality, best-fit";
-}
 
 /// The time window a search is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -278,6 +278,26 @@ fn preemption_minimises_after_greedy() {
 }
 
 #[test]
+fn a_preemption_tried_on_a_node_others_over_committed_is_undone_cleanly() {
+    // n-0 runs `a` (4 of 4 cpu); another scheduler's pod lands there too (2 cpu: 6 of 4). Taking
+    // `a` out leaves 2 free, too little for `hi`: the what-if is undone, over the over-commit.
+    let mut e = engine(graph(1, 4), preempt_cfg());
+    e.submit(spec("a", "q", 1, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    e.occupy("pod-x", "n-0", &[("cpu".into(), 2000)], 1).unwrap();
+    let mut hi = spec("hi", "q", 1, 4, None, 1);
+    hi.priority_class = Some("high".into());
+    e.submit(hi, 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "a"), GroupState::Admitted, "not evicted for nothing");
+    assert_ne!(state(&e, "hi"), GroupState::Admitted);
+    e.vacate("pod-x", 2).unwrap();
+    let ts = e.schedule(2);
+    assert_eq!(to(&ts, "hi"), [GroupState::Admitted], "with the room back, preemption goes ahead");
+    assert_eq!(to(&ts, "a"), [GroupState::Evicted, GroupState::Queued]);
+}
+
+#[test]
 fn no_preemption_of_equal_priority_or_when_disabled() {
     let mut e = engine(graph(1, 4), preempt_cfg());
     e.submit(spec("a", "q", 1, 4, None, 0), 0).unwrap();
@@ -812,16 +832,20 @@ fn pods_of_other_schedulers_hold_capacity_until_they_go() {
     e.submit(spec("two", "q", 2, 4, None, 1), 1).unwrap();
     let ts = e.schedule(1);
     assert!(to(&ts, "two").is_empty(), "must wait for the foreign pod: {ts:?}");
-    // Idempotent for an unchanged pod; a resize that does not fit is refused and keeps the old hold.
+    // Idempotent for an unchanged pod. A resize, or another pod, is counted even beyond the free
+    // room: the pods are there, whatever the graph thought was free.
     e.occupy("pod-a", &node0, &[("cpu".into(), 3000), ("unknown.example/thing".into(), 1)], 2).unwrap();
-    e.occupy("pod-a", &node0, &[("cpu".into(), 5000)], 2).unwrap_err();
-    let err = e.occupy("pod-b", &node0, &[("cpu".into(), 2000)], 2).unwrap_err();
-    assert!(err.to_string().contains("cpu"), "{err}");
-    assert_eq!(e.external().count(), 1);
+    e.occupy("pod-a", &node0, &[("cpu".into(), 5000)], 2).unwrap();
+    e.occupy("pod-b", &node0, &[("cpu".into(), 2000)], 2).unwrap();
+    let err = e.occupy("pod-c", "no-such-node", &[("cpu".into(), 1)], 2).unwrap_err();
+    assert!(err.to_string().contains("no-such-node"), "{err}");
+    assert_eq!(e.external().count(), 2);
     let snap = e.snapshot();
-    assert_eq!(snap.external.len(), 1);
+    assert_eq!(snap.external.len(), 2);
     e.vacate("pod-a", 3).unwrap();
     e.vacate("pod-a", 3).unwrap();
+    assert!(to(&e.schedule(3), "two").is_empty(), "pod-b still holds 2 of node 0's 4 cores");
+    e.vacate("pod-b", 3).unwrap();
     let ts = e.schedule(3);
     assert_eq!(to(&ts, "two"), [GroupState::Admitted]);
     e.check_invariants().unwrap();

@@ -126,7 +126,7 @@ impl Engine {
 
     /// Undoes [`Engine::take_out`].
     pub(super) fn put_back(&mut self, key: &GroupKey, saved: SavedAlloc) {
-        self.graph.import(saved.id, &saved.request, &saved.members, saved.start).expect("state restored exactly");
+        self.graph.restore(saved.id, &saved.request, &saved.members, saved.start).expect("state restored exactly");
         self.graph_alloc.insert(key.clone(), saved.id);
         self.by_graph_alloc.insert(saved.id, key.clone());
         let n = self.groups[key].member_count();
