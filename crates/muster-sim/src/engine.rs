@@ -9,12 +9,12 @@ use std::io::{IsTerminal, Write};
 use muster_graph::graph::Node;
 
 use crate::SimError;
+use crate::node_index::NodeIndex;
 use crate::rng::Rng;
 use crate::scenario::{RunStart, Workload};
 use crate::scheduler::{
     Action, ClusterView, JobId, JobPhase, JobState, NodeId, NodeState, PodId, PodPhase, PodState, Scheduler, SimEvent,
 };
-use crate::world::NodeIndex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {

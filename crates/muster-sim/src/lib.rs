@@ -7,13 +7,13 @@ pub mod engine;
 pub mod ideal;
 pub mod metrics;
 pub mod models;
+pub mod node_index;
 pub mod plots;
 pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod scheduler;
 pub mod swf;
-pub mod world;
 
 use std::path::PathBuf;
 

@@ -194,7 +194,7 @@ pub struct ClusterView<'a> {
     pub(crate) jobs: &'a [JobState],
     pub(crate) pods: &'a [PodState],
     pub(crate) eligible: &'a [Vec<bool>],
-    pub(crate) index: &'a crate::world::NodeIndex,
+    pub(crate) index: &'a crate::node_index::NodeIndex,
     pub(crate) timing: &'a Timing,
     pub(crate) binder_free_at: i64,
 }
