@@ -1,0 +1,58 @@
+//! muster's real-cluster harness (not published): what hack/sim-vs-real.sh, hack/e2e/test-scale.sh
+//! and hack/bench-bind.sh run against a control plane, on kube-rs.
+//!
+//! - [`workload`]: a scenario's jobs as muster-sim's own generator draws them
+//!   (`muster_sim::scenario::load`), and the batch/v1 Jobs they become.
+//! - [`simreal`]: those Jobs created at their submit times on a real cluster, the control plane's
+//!   rates on a calibration burst, the comparison with `muster sim`, kube-scheduler's metrics.
+//! - [`scale`]: seed 002's scale experiment and the bind-rate bursts, followed through watches.
+//!
+//! Quantities are parsed by muster's own parser (`muster_graph::resources`).
+
+pub mod cluster;
+pub mod scale;
+pub mod simreal;
+pub mod stats;
+pub mod workload;
+
+/// Why a harness command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Sim(#[from] muster_sim::SimError),
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    #[error("{what}: {source}")]
+    Kube { what: String, source: kube::Error },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn file(path: &std::path::Path, e: impl std::fmt::Display) -> Self {
+        Error::File { path: path.display().to_string(), message: e.to_string() }
+    }
+
+    pub(crate) fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let what = what.into();
+        move |source| Error::Kube { what, source }
+    }
+}
+
+/// Reads a JSON file into `T`.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::file(path, e))
+}
+
+/// Writes `value` as JSON indented by `indent` spaces, with a final newline.
+pub fn write_json<T: serde::Serialize>(path: &std::path::Path, value: &T, indent: usize) -> Result<()> {
+    let mut out = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(&b"    "[..indent.min(4)]);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+    value.serialize(&mut ser).map_err(|e| Error::file(path, e))?;
+    out.push(b'\n');
+    std::fs::write(path, out).map_err(|e| Error::file(path, e))
+}

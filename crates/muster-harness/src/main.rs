@@ -1,0 +1,93 @@
+//! muster-harness: the real-cluster side of hack/sim-vs-real.sh, hack/e2e/test-scale.sh and
+//! hack/bench-bind.sh (see the crate's documentation and docs/control-plane.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use muster_harness::{scale, simreal, workload};
+
+#[derive(Parser)]
+#[command(
+    name = "muster-harness",
+    about = "muster's real-cluster harness: scenario Jobs, sim-vs-real, scale and bind runs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The scenario's jobs as muster-sim draws them for SEED, as JSON (what `run` reads).
+    Jobs { scenario: PathBuf, seed: u64, out: PathBuf },
+    /// The scenario's jobs as batch/v1 Job manifests (a YAML stream for kubectl apply).
+    Objects {
+        scenario: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Label the Jobs for muster (muster.dev/queue) and declare their run time.
+        #[arg(long)]
+        queue: Option<String>,
+        /// spec.template.spec.schedulerName.
+        #[arg(long)]
+        scheduler_name: Option<String>,
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// Submit each Job of JOBS at its time, wait until all are Complete/Failed (or TIMEOUT s),
+    /// read the objects into OUT (scrapes $SCHEDULER_METRICS_URL once a second if set).
+    Run { jobs: PathBuf, kubeconfig: PathBuf, namespace: String, out: PathBuf, timeout: f64 },
+    /// Rates of the control plane on a burst of JOBS Jobs x PODS pods that fits.
+    Calibrate { kubeconfig: PathBuf, namespace: String, jobs: usize, pods: u32, out: PathBuf },
+    /// Real and sim side by side; exit status 1 beyond TOLERANCE (0.10) on completed or makespan.
+    Compare { real: PathBuf, sim: PathBuf, jobs: PathBuf, tolerance: f64 },
+    /// kube-scheduler's own counters over a run (from `run`'s REAL.json).
+    Metrics { real: PathBuf },
+    /// Seed 002's scale experiment: N Jobs x P pods, one JSON line of figures.
+    Scale(scale::ScaleArgs),
+    /// A burst of pods, Jobs or one gang Job; how fast they are bound, as one JSON line.
+    Bind(scale::BindArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.cmd) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> anyhow::Result<u8> {
+    let rt = || tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime");
+    Ok(match cmd {
+        Cmd::Jobs { scenario, seed, out } => {
+            let jobs = workload::jobs(&scenario, seed)?;
+            muster_harness::write_json(&out, &jobs, 1)?;
+            0
+        }
+        Cmd::Objects { scenario, seed, queue, scheduler_name, namespace } => {
+            let jobs = workload::jobs(&scenario, seed)?;
+            let yaml = workload::objects_yaml(&jobs, &workload::ManifestOptions { queue, scheduler_name, namespace });
+            // A closed pipe (| head) is not an error.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), yaml.as_bytes());
+            0
+        }
+        Cmd::Run { jobs, kubeconfig, namespace, out, timeout } => {
+            rt()?.block_on(simreal::run(&jobs, &kubeconfig, &namespace, &out, timeout))?;
+            0
+        }
+        Cmd::Calibrate { kubeconfig, namespace, jobs, pods, out } => {
+            rt()?.block_on(simreal::calibrate(&kubeconfig, &namespace, jobs, pods, &out))?;
+            0
+        }
+        Cmd::Compare { real, sim, jobs, tolerance } => u8::from(!simreal::compare(&real, &sim, &jobs, tolerance)?),
+        Cmd::Metrics { real } => u8::from(!simreal::metrics_report(&real, 10.0)?),
+        Cmd::Scale(a) => rt()?.block_on(scale::scale(&a))? as u8,
+        Cmd::Bind(a) => rt()?.block_on(scale::bind(&a))? as u8,
+    })
+}

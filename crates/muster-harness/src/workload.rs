@@ -1,0 +1,259 @@
+//! A scenario's jobs as muster-sim itself draws them (`muster_sim::scenario::load`: the same
+//! random streams, duration parser, arrivals and submitters), and the batch/v1 Jobs they become.
+//! Only what a Job manifest can express is accepted: rigid jobs, priority 0, deadlines in whole
+//! seconds.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::ObjectMeta;
+use muster_graph::filter::TolerationOperator;
+use muster_graph::{quantity, resources};
+use muster_k8s::labels;
+use muster_sim::scenario::RunStart;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// One job of a scenario as the real run needs it (the `jobs` JSON file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub name: String,
+    pub class: String,
+    pub pods: u32,
+    /// Per pod, Kubernetes quantities (`pods` left out).
+    pub requests: BTreeMap<String, String>,
+    pub run_ms: i64,
+    /// `all-ready` or `start`: kwok.muster.dev/run-after (hack/kwok/stages.yaml).
+    pub run_after: String,
+    pub deadline_s: Option<i64>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+    pub submit_ms: i64,
+    /// What the job declares as its run time (muster.dev/duration-seconds for muster).
+    #[serde(default)]
+    pub expected_run_ms: i64,
+}
+
+/// The jobs of `scenario` for `seed`, in submission order.
+pub fn jobs(scenario: &Path, seed: u64) -> Result<Vec<JobRecord>> {
+    let w = muster_sim::scenario::load(scenario, seed)?;
+    w.jobs.iter().map(record).collect()
+}
+
+/// One of muster-sim's jobs as a record, or why a Job cannot express it.
+pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
+    let refuse = |what: &str| Err(Error::Input(format!("class {}: {what}", j.class)));
+    if j.is_elastic() {
+        return refuse("only rigid jobs (members: N) can be run as Jobs");
+    }
+    if j.priority != 0 {
+        return refuse("priority needs a PriorityClass; not supported here");
+    }
+    if j.deadline_ms.is_some_and(|d| d % 1000 != 0) {
+        return refuse("activeDeadlineSeconds needs a whole number of seconds");
+    }
+    let mut requests = BTreeMap::new();
+    for (name, amount) in j.requests.iter().filter(|(n, _)| n != "pods") {
+        let unit = resources::unit_of(name).map_err(Error::Input)?;
+        requests.insert(name.clone(), quantity::format_amount(*amount, unit));
+    }
+    let tolerations = j
+        .filter
+        .tolerations
+        .iter()
+        .map(|t| Toleration {
+            key: (!t.key.is_empty()).then(|| t.key.clone()),
+            operator: Some(match t.operator {
+                TolerationOperator::Equal => "Equal".into(),
+                TolerationOperator::Exists => "Exists".into(),
+            }),
+            value: (!t.value.is_empty()).then(|| t.value.clone()),
+            effect: t.effect.clone().filter(|e| !e.is_empty()),
+            toleration_seconds: None,
+        })
+        .collect();
+    Ok(JobRecord {
+        name: j.name.clone(),
+        class: j.class.clone(),
+        pods: j.max_members,
+        requests,
+        run_ms: j.run_ms,
+        run_after: match j.run_starts {
+            RunStart::AllReady => "all-ready",
+            RunStart::PodStart => "start",
+        }
+        .into(),
+        deadline_s: j.deadline_ms.map(|d| d / 1000),
+        node_selector: j.filter.node_selector.clone(),
+        tolerations,
+        submit_ms: j.submit_ms,
+        expected_run_ms: j.expected_run_ms,
+    })
+}
+
+/// How a record becomes a Job beyond the record itself.
+#[derive(Debug, Clone, Default)]
+pub struct ManifestOptions {
+    /// muster.dev/queue: muster's webhook holds the Job and muster places it; the Job also
+    /// declares its expected run time (muster.dev/duration-seconds), as the sim's muster does.
+    pub queue: Option<String>,
+    /// spec.template.spec.schedulerName (another scheduler profile or plugin).
+    pub scheduler_name: Option<String>,
+    pub namespace: Option<String>,
+}
+
+/// `ms` as a decimal number of seconds with no trailing zeros (25191 -> "25.191").
+pub fn seconds(ms: i64) -> String {
+    let s = format!("{}.{:03}", ms / 1000, ms % 1000);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The batch/v1 Job of a record: parallelism = completions = pods, backoffLimit 0, the run time
+/// as KWOK's stages read it (kwok.muster.dev/run-seconds, run-after), requests, node selector,
+/// tolerations and activeDeadlineSeconds.
+pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
+    let annotations = BTreeMap::from([
+        ("kwok.muster.dev/run-seconds".to_string(), seconds(job.run_ms)),
+        ("kwok.muster.dev/run-after".to_string(), job.run_after.clone()),
+    ]);
+    let requests = job.requests.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect();
+    let pod = PodSpec {
+        restart_policy: Some("Never".into()),
+        termination_grace_period_seconds: Some(0),
+        containers: vec![Container {
+            name: "main".into(),
+            image: Some("kwok-fake".into()),
+            resources: Some(ResourceRequirements { requests: Some(requests), ..Default::default() }),
+            ..Default::default()
+        }],
+        node_selector: (!job.node_selector.is_empty()).then(|| job.node_selector.clone()),
+        tolerations: (!job.tolerations.is_empty()).then(|| job.tolerations.clone()),
+        scheduler_name: opts.scheduler_name.clone(),
+        ..Default::default()
+    };
+    let mut meta = ObjectMeta { name: Some(job.name.clone()), namespace: opts.namespace.clone(), ..Default::default() };
+    if let Some(q) = &opts.queue {
+        meta.labels = Some(BTreeMap::from([(labels::QUEUE.to_string(), q.clone())]));
+        let secs = (job.expected_run_ms.max(job.run_ms) as u64).div_ceil(1000).max(1);
+        meta.annotations = Some(BTreeMap::from([(labels::DURATION.to_string(), secs.to_string())]));
+    }
+    Job {
+        metadata: meta,
+        spec: Some(JobSpec {
+            parallelism: Some(job.pods as i32),
+            completions: Some(job.pods as i32),
+            backoff_limit: Some(0),
+            active_deadline_seconds: job.deadline_s,
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { annotations: Some(annotations), ..Default::default() }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Every Job of a scenario as a YAML stream (`kubectl apply -f`), each with its submit time.
+pub fn objects_yaml(jobs: &[JobRecord], opts: &ManifestOptions) -> String {
+    let mut out = String::new();
+    for j in jobs {
+        let yaml = serde_yaml_ng::to_string(&manifest(j, opts)).expect("a Job is plain data and always serializes");
+        out.push_str(&format!("---\n# submit at {} s\n{yaml}", seconds(j.submit_ms)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name)
+    }
+
+    /// The records are muster-sim's own jobs: same count, order, pods, requests, submit times,
+    /// run times and deadlines.
+    #[test]
+    fn jobs_are_muster_sims_jobs() {
+        for (file, seed) in [("sim-vs-real.yaml", 1), ("sim-vs-real-clog.yaml", 7), ("sim-vs-real-seed.yaml", 1)] {
+            let path = scenario(file);
+            let sim = muster_sim::scenario::load(&path, seed).unwrap().jobs;
+            let ours = jobs(&path, seed).unwrap();
+            assert_eq!(ours.len(), sim.len(), "{file}");
+            for (r, s) in ours.iter().zip(&sim) {
+                assert_eq!(r.name, s.name);
+                assert_eq!(r.pods, s.max_members);
+                assert_eq!((r.submit_ms, r.run_ms, r.expected_run_ms), (s.submit_ms, s.run_ms, s.expected_run_ms));
+                assert_eq!(r.deadline_s.map(|d| d * 1000), s.deadline_ms);
+                assert_eq!(r.node_selector, s.filter.node_selector);
+                // The requests read back by muster's parser are the sim's, apart from `pods: 1`.
+                let back: Vec<(String, u64)> = r
+                    .requests
+                    .iter()
+                    .map(|(n, q)| (n.clone(), resources::parse_amount(resources::unit_of(n).unwrap(), q).unwrap()))
+                    .collect();
+                let want: Vec<(String, u64)> = s.requests.iter().filter(|(n, _)| n != "pods").cloned().collect();
+                assert_eq!(back, want);
+            }
+        }
+        // The values the Python copy of the generator drew for seed 1 (hack/sim-vs-real.py, last
+        // run before it was removed): the first jobs of sim-vs-real.yaml.
+        let first = jobs(&scenario("sim-vs-real.yaml"), 1).unwrap();
+        let got: Vec<(i64, i64)> = first.iter().take(2).map(|j| (j.run_ms, j.submit_ms)).collect();
+        assert_eq!(got, [(25191, 0), (22299, 500)]);
+        assert_eq!(first[0].requests, BTreeMap::from([("cpu".into(), "2".into()), ("memory".into(), "2Gi".into())]));
+    }
+
+    #[test]
+    fn manifests_carry_what_kwok_and_muster_read() {
+        let j = &jobs(&scenario("sim-vs-real-seed.yaml"), 1).unwrap()[0];
+        let plain = serde_json::to_value(manifest(j, &ManifestOptions::default())).unwrap();
+        let ann = &plain["spec"]["template"]["metadata"]["annotations"];
+        assert_eq!(ann["kwok.muster.dev/run-seconds"], seconds(j.run_ms));
+        assert_eq!(ann["kwok.muster.dev/run-after"], "all-ready");
+        assert_eq!(plain["spec"]["parallelism"], 10);
+        assert_eq!(plain["spec"]["completions"], 10);
+        assert_eq!(plain["spec"]["backoffLimit"], 0);
+        assert_eq!(plain["spec"]["activeDeadlineSeconds"], 900);
+        let pod = &plain["spec"]["template"]["spec"];
+        assert_eq!(pod["containers"][0]["resources"]["requests"]["memory"], "2Gi");
+        assert_eq!(pod["nodeSelector"]["muster.dev/pool"], "worker");
+        assert!(plain["metadata"].get("labels").is_none());
+        assert!(pod.get("schedulerName").is_none());
+        let opts = ManifestOptions {
+            queue: Some("default".into()),
+            scheduler_name: Some("other".into()),
+            namespace: Some("ns".into()),
+        };
+        let queued = serde_json::to_value(manifest(j, &opts)).unwrap();
+        assert_eq!(queued["metadata"]["labels"]["muster.dev/queue"], "default");
+        assert_eq!(queued["metadata"]["annotations"]["muster.dev/duration-seconds"], "270");
+        assert_eq!(queued["metadata"]["namespace"], "ns");
+        assert_eq!(queued["spec"]["template"]["spec"]["schedulerName"], "other");
+        assert!(
+            objects_yaml(std::slice::from_ref(j), &opts)
+                .contains("# submit at 0.4 s\napiVersion: batch/v1\nkind: Job\n")
+        );
+    }
+
+    #[test]
+    fn what_a_job_cannot_express_is_refused() {
+        assert_eq!(seconds(25191), "25.191");
+        assert_eq!(seconds(20000), "20");
+        assert_eq!(seconds(500), "0.5");
+        let mut s = muster_sim::scenario::load(&scenario("sim-vs-real.yaml"), 1).unwrap().jobs.remove(0);
+        s.min_members = 2;
+        assert!(record(&s).unwrap_err().to_string().contains("rigid"));
+        s.min_members = s.max_members;
+        s.deadline_ms = Some(1500);
+        assert!(record(&s).unwrap_err().to_string().contains("whole number"));
+        s.deadline_ms = None;
+        s.priority = 3;
+        assert!(record(&s).unwrap_err().to_string().contains("PriorityClass"));
+    }
+}
