@@ -1,15 +1,14 @@
 //! The cluster-scoped `Queue`: quotas, cohort, policy, fair share, namespaces, readiness and
-//! preemption. Mirrors `muster_queue::QueueConfig`; [`QueueSpec::to_config`] converts.
+//! preemption. Mirrors `muster_queue::QueueConfig`; [`QueueSpec::to_config`] converts. Quotas and
+//! the namespace selector are the engine's own types (re-exported here).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use muster_graph::InputError;
-use muster_queue::config::{
-    LabelOperator, LabelRequirement, NamespaceSelector as EngineSelector, PreemptionConfig, QuotaSpec as EngineQuota,
-    WithinQueue,
-};
+pub use muster_queue::config::{LabelOperator, LabelRequirement, NamespaceSelector, QuotaSpec};
+use muster_queue::config::{PreemptionConfig, WithinQueue};
 use muster_queue::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -63,20 +62,6 @@ pub struct QueueSpec {
     pub elastic_max_wait_seconds: Option<i64>,
 }
 
-/// Per-resource quota (Kueue's nominalQuota, borrowingLimit, lendingLimit).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct QuotaSpec {
-    /// What the queue is guaranteed.
-    pub nominal: Quantity,
-    /// How much above nominal the queue may borrow from its cohort; absent = no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub borrowing_limit: Option<Quantity>,
-    /// How much of its unused nominal the queue lends to its cohort; absent = all of it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lending_limit: Option<Quantity>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum PolicyKind {
@@ -101,35 +86,6 @@ pub struct PolicySpec {
 
 /// Default reservation depth of conservative backfill.
 pub const DEFAULT_DEPTH: u32 = 16;
-
-/// Which namespaces may use a queue. Every given part must hold.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NamespaceSelector {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub match_labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub match_expressions: Vec<NamespaceRequirement>,
-    /// Namespaces by name, in addition to the label rules.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub namespaces: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct NamespaceRequirement {
-    pub key: String,
-    pub operator: NamespaceOperator,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum NamespaceOperator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-}
 
 /// Readiness timeouts and requeue backoff (Kueue's waitForPodsReady). Absent fields take the
 /// defaults of `muster_queue::ReadinessConfig`.
@@ -261,40 +217,11 @@ impl QueueSpec {
             max_starting_members: r.max_starting_members.filter(|&n| n > 0),
         };
         let p = self.preemption.clone().unwrap_or_default();
-        let selector = self.namespace_selector.clone().unwrap_or_default();
         let config = QueueConfig {
             name: name.to_string(),
             cohort: self.cohort.clone(),
-            namespace_selector: EngineSelector {
-                match_labels: selector.match_labels,
-                match_expressions: selector
-                    .match_expressions
-                    .into_iter()
-                    .map(|e| LabelRequirement {
-                        key: e.key,
-                        operator: match e.operator {
-                            NamespaceOperator::In => LabelOperator::In,
-                            NamespaceOperator::NotIn => LabelOperator::NotIn,
-                            NamespaceOperator::Exists => LabelOperator::Exists,
-                            NamespaceOperator::DoesNotExist => LabelOperator::DoesNotExist,
-                        },
-                        values: e.values,
-                    })
-                    .collect(),
-                namespaces: selector.namespaces,
-            },
-            quotas: self
-                .quotas
-                .iter()
-                .map(|(r, q)| {
-                    let spec = EngineQuota {
-                        nominal: q.nominal.to_queue(),
-                        borrowing_limit: q.borrowing_limit.as_ref().map(Quantity::to_queue),
-                        lending_limit: q.lending_limit.as_ref().map(Quantity::to_queue),
-                    };
-                    (r.clone(), spec)
-                })
-                .collect(),
+            namespace_selector: self.namespace_selector.clone().unwrap_or_default(),
+            quotas: self.quotas.clone(),
             policy,
             fair_share_weight: self.fair_share_weight.unwrap_or(1.0),
             readiness,

@@ -8,28 +8,47 @@ use muster_graph::InputError;
 use muster_graph::resources;
 use serde::{Deserialize, Serialize};
 
-/// A resource amount as written: a number or a Kubernetes quantity string (`32`, `128Gi`, `500m`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+/// An amount of a resource: `32`, `"500m"`, `"128Gi"`. In the CRD schema it is int-or-string with
+/// the Kubernetes quantity pattern, so the apiserver refuses `"lots"` or `"-1"` (negative integers
+/// pass the schema and are refused by [`Quantity::amount`]). The engine's file may also give a
+/// float (`1.5`); it is kept as its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged, from = "written::Quantity")]
 pub enum Quantity {
     Int(i64),
-    Float(f64),
     Text(String),
 }
 
-impl Quantity {
-    fn text(&self) -> String {
-        match self {
-            Quantity::Int(i) => i.to_string(),
-            Quantity::Float(f) => f.to_string(),
-            Quantity::Text(s) => s.clone(),
-        }
+mod written {
+    /// What a quantity may be written as; named `Quantity` for serde's error messages.
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    pub enum Quantity {
+        Int(i64),
+        Float(f64),
+        Text(String),
     }
 
+    impl From<Quantity> for super::Quantity {
+        fn from(q: Quantity) -> Self {
+            match q {
+                Quantity::Int(i) => Self::Int(i),
+                Quantity::Float(f) => Self::Text(f.to_string()),
+                Quantity::Text(s) => Self::Text(s),
+            }
+        }
+    }
+}
+
+impl Quantity {
     /// The amount of resource `name` in base units (millicores, bytes, count).
     pub fn amount(&self, name: &str) -> Result<u64, String> {
         let unit = resources::unit_of(name)?;
-        resources::parse_amount(unit, &self.text()).map_err(|e| e.to_string())
+        let text = match self {
+            Quantity::Int(i) => i.to_string(),
+            Quantity::Text(s) => s.clone(),
+        };
+        resources::parse_amount(unit, &text).map_err(|e| e.to_string())
     }
 }
 
@@ -45,13 +64,33 @@ impl From<&str> for Quantity {
     }
 }
 
-/// Per-resource quota of one queue (Kueue's nominalQuota, borrowingLimit, lendingLimit).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Quantity {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A non-negative resource amount: an integer or a Kubernetes quantity such as 500m or 128Gi.",
+            "pattern": "^(\\+)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$",
+            "x-kubernetes-int-or-string": true
+        })
+    }
+}
+
+/// Per-resource quota (Kueue's nominalQuota, borrowingLimit, lendingLimit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct QuotaSpec {
     /// What the queue is guaranteed.
     pub nominal: Quantity,
-    /// How much above nominal the queue may use by borrowing from its cohort; absent = no limit.
+    /// How much above nominal the queue may borrow from its cohort; absent = no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub borrowing_limit: Option<Quantity>,
     /// How much of its unused nominal the queue lends to its cohort; absent = all of it.
@@ -79,17 +118,20 @@ impl Quota {
     }
 }
 
-/// One requirement of a label selector (Kubernetes `matchExpressions`).
+// One requirement of a label selector (Kubernetes `matchExpressions`). A comment, not a doc:
+// a doc would become a description in the CRD schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LabelRequirement {
     pub key: String,
     pub operator: LabelOperator,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum LabelOperator {
     In,
     NotIn,
@@ -99,13 +141,14 @@ pub enum LabelOperator {
 
 /// Which namespaces may submit to a queue. Every given part must hold; all empty = every namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NamespaceSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<LabelRequirement>,
-    /// Namespaces by name (in addition to the label rules).
+    /// Namespaces by name, in addition to the label rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
 }
@@ -632,6 +675,15 @@ mod tests {
             parse("queues:\n  - name: a\n    namespaceSelector:\n      matchExpressions: [{key: k, operator: In}]\n")
                 .unwrap_err();
         assert_eq!(e.path, "queues[0].namespaceSelector.matchExpressions[0]");
+    }
+
+    #[test]
+    fn quantities_read_ints_floats_and_strings() {
+        let q: Vec<Quantity> = serde_yaml_ng::from_str("[4, 1.5, 4Gi]").unwrap();
+        assert_eq!(q, [Quantity::Int(4), Quantity::Text("1.5".into()), Quantity::Text("4Gi".into())]);
+        assert_eq!(q[1].amount("cpu"), Ok(1500));
+        let e = serde_yaml_ng::from_str::<Quantity>("[1]").unwrap_err().to_string();
+        assert!(e.contains("untagged enum Quantity"), "{e}");
     }
 
     #[test]
