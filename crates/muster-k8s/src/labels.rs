@@ -6,8 +6,8 @@
 
 /// The queue a Job or Pod waits in (label).
 pub const QUEUE: &str = "muster.dev/queue";
-/// The group a pod belongs to (label). Set by users on plain pods; set by the webhook on the pod
-/// template of a Job (the Job's name).
+/// The group a plain pod belongs to (label), set by users. A Job's pods belong to their Job's
+/// group through their controller reference, not this label.
 pub const GROUP: &str = "muster.dev/group";
 /// Members of a plain-pod group (label, a positive integer).
 pub const GROUP_SIZE: &str = "muster.dev/group-size";

@@ -140,13 +140,25 @@ fn not_a_system_delete() -> MatchCondition {
     }
 }
 
+/// The validating hook for in-place resizes (`pods/resize`) of the pods muster placed, in any
+/// namespace: a resize up would use room muster gave to others. Scoped by the pod's scheduler, so
+/// other schedulers' pods never wait on muster.
+const RESIZE_VALIDATE: &str = "pod-resize.validate.muster.dev";
+
+fn placed_by_muster() -> MatchCondition {
+    MatchCondition {
+        name: "placed-by-muster".into(),
+        expression: format!("has(object.spec.schedulerName) && object.spec.schedulerName == '{SCHEDULER_NAME}'"),
+    }
+}
+
 fn validating_conditions(hook: &str) -> Option<Vec<MatchCondition>> {
     let mut conditions = not_from_muster()?;
-    if hook == JOBS_VALIDATE {
-        conditions.push(checked_by_mutation());
-    }
-    if hook == GROUPS_VALIDATE {
-        conditions.push(not_a_system_delete());
+    match hook {
+        JOBS_VALIDATE => conditions.push(checked_by_mutation()),
+        GROUPS_VALIDATE => conditions.push(not_a_system_delete()),
+        RESIZE_VALIDATE => conditions.push(placed_by_muster()),
+        _ => {}
     }
     Some(conditions)
 }
@@ -207,8 +219,7 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
         },
         Hook {
             name: "group-pods.validate.muster.dev",
-            // A resize of a placed pod asking more than it was placed for is refused.
-            rules: [pods(), vec![rule("", "v1", "pods/resize", &["UPDATE"])]].concat(),
+            rules: pods(),
             object_selector: has_label(GROUP),
             namespace_selector: None,
         },
@@ -224,6 +235,12 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
             rules: pods(),
             object_selector: None,
             namespace_selector: managed_namespaces(),
+        },
+        Hook {
+            name: RESIZE_VALIDATE,
+            rules: vec![rule("", "v1", "pods/resize", &["UPDATE"])],
+            object_selector: None,
+            namespace_selector: None,
         },
         Hook {
             name: GROUPS_VALIDATE,
@@ -426,13 +443,14 @@ mod tests {
         for h in v.webhooks.unwrap() {
             assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
             let unscoped = h.object_selector.is_none() && h.namespace_selector.is_none();
-            // Only muster's own Groups go through unconditionally.
-            assert_eq!(unscoped, h.name == GROUPS_VALIDATE, "{}", h.name);
+            // Only muster's own Groups, and resizes of the pods it placed (scoped by a condition on
+            // the scheduler), go through without a selector.
+            assert_eq!(unscoped, h.name == GROUPS_VALIDATE || h.name == RESIZE_VALIDATE, "{}", h.name);
             let skipped = h.match_conditions.unwrap_or_default();
             assert!(skipped[0].expression.contains(DEFAULT_CONTROLLER_USER), "{}", h.name);
             // Only the Job hook skips what the mutating webhook checked: a create still suspended,
             // for muster, with no node name; only the Group hook skips the system's deletes.
-            let extra = h.name == JOBS_VALIDATE || h.name == GROUPS_VALIDATE;
+            let extra = [JOBS_VALIDATE, GROUPS_VALIDATE, RESIZE_VALIDATE].contains(&h.name.as_str());
             assert_eq!(skipped.len(), if extra { 2 } else { 1 }, "{}", h.name);
             if h.name == JOBS_VALIDATE {
                 for part in ["'CREATE'", "object.spec.suspend == true", "schedulerName == 'muster'", "nodeName"] {
@@ -455,6 +473,9 @@ mod tests {
                 };
                 assert_eq!(ops("groups"), ["CREATE", "UPDATE", "DELETE"]);
                 assert_eq!(ops("groups/status"), ["UPDATE"]);
+            }
+            if h.name == RESIZE_VALIDATE {
+                assert!(skipped[1].expression.contains("schedulerName == 'muster'"), "{}", skipped[1].expression);
             }
         }
     }
