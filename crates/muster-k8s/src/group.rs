@@ -9,9 +9,10 @@ use kube::CustomResource;
 use muster_graph::GroupRequest;
 use muster_graph::InputError;
 use muster_graph::filter::{
-    MatchExpression, NodeFilter, NodeSelectorTerm as EngineTerm, SelectorOperator, Toleration as EngineToleration,
-    TolerationOperator as EngineTolerationOperator,
+    MatchExpression, NodeFilter, NodeSelectorTerm as EngineTerm, Toleration as EngineToleration,
 };
+/// The operators are the matcher's own (with their schema), so a Group says what the graph reads.
+pub use muster_graph::filter::{SelectorOperator as NodeSelectorOperator, TolerationOperator};
 use muster_graph::jobspec::{ConstraintMode, MAX_DURATION, MAX_MEMBERS, TopologyConstraint as EngineTopology};
 use muster_queue::GroupState;
 use schemars::JsonSchema;
@@ -94,16 +95,6 @@ pub struct NodeSelectorRequirement {
     pub values: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum NodeSelectorOperator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-    Gt,
-    Lt,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Toleration {
     /// Empty with operator Exists tolerates every taint.
@@ -117,12 +108,6 @@ pub struct Toleration {
     /// Absent tolerates every effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<TaintEffect>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum TolerationOperator {
-    Equal,
-    Exists,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -337,18 +322,7 @@ impl GroupSpec {
         for (ti, term) in self.affinity.iter().enumerate() {
             let mut exprs = Vec::new();
             for (ei, e) in term.match_expressions.iter().enumerate() {
-                let expr = MatchExpression {
-                    key: e.key.clone(),
-                    operator: match e.operator {
-                        NodeSelectorOperator::In => SelectorOperator::In,
-                        NodeSelectorOperator::NotIn => SelectorOperator::NotIn,
-                        NodeSelectorOperator::Exists => SelectorOperator::Exists,
-                        NodeSelectorOperator::DoesNotExist => SelectorOperator::DoesNotExist,
-                        NodeSelectorOperator::Gt => SelectorOperator::Gt,
-                        NodeSelectorOperator::Lt => SelectorOperator::Lt,
-                    },
-                    values: e.values.clone(),
-                };
+                let expr = MatchExpression { key: e.key.clone(), operator: e.operator, values: e.values.clone() };
                 expr.validate().map_err(|m| err(format!("spec.affinity[{ti}].matchExpressions[{ei}]"), m))?;
                 exprs.push(expr);
             }
@@ -356,14 +330,11 @@ impl GroupSpec {
         }
         let mut tolerations = Vec::new();
         for (i, t) in self.tolerations.iter().enumerate() {
-            let operator = match t.operator {
-                None | Some(TolerationOperator::Equal) => EngineTolerationOperator::Equal,
-                Some(TolerationOperator::Exists) => EngineTolerationOperator::Exists,
-            };
-            if operator == EngineTolerationOperator::Exists && !t.value.is_empty() {
+            let operator = t.operator.unwrap_or_default();
+            if operator == TolerationOperator::Exists && !t.value.is_empty() {
                 return Err(err(format!("spec.tolerations[{i}].value"), "operator Exists takes no value".into()));
             }
-            if operator == EngineTolerationOperator::Equal && t.key.is_empty() {
+            if operator == TolerationOperator::Equal && t.key.is_empty() {
                 return Err(err(format!("spec.tolerations[{i}].key"), "operator Equal needs a key".into()));
             }
             tolerations.push(EngineToleration {
@@ -430,19 +401,19 @@ mod tests {
             [("cpu".to_string(), 2000), ("memory".to_string(), 4 << 30), ("nvidia.com/gpu".to_string(), 1)]
         );
         assert_eq!(r.filter.node_selector["pool"], "gpu");
-        assert_eq!(r.filter.affinity[0].match_expressions[1].operator, SelectorOperator::Gt);
+        assert_eq!(r.filter.affinity[0].match_expressions[1].operator, NodeSelectorOperator::Gt);
         assert_eq!(
             r.filter.tolerations,
             [
                 EngineToleration {
                     key: "gpu".into(),
-                    operator: EngineTolerationOperator::Exists,
+                    operator: TolerationOperator::Exists,
                     value: String::new(),
                     effect: Some("NoSchedule".into()),
                 },
                 EngineToleration {
                     key: "team".into(),
-                    operator: EngineTolerationOperator::Equal,
+                    operator: TolerationOperator::Equal,
                     value: "a".into(),
                     effect: None,
                 },
