@@ -44,7 +44,7 @@ done
 [[ $release =~ ^(uncordon|create)$ ]] || die "--release must be uncordon or create"
 IFS=, read -r -a list <<<"$schedulers"
 for s in "${list[@]}"; do [[ $s == default || $s == muster ]] || die "unknown scheduler: $s"; done
-python3 -c 'import yaml' 2>/dev/null || die "python3 with PyYAML is required"
+resolve_harness_bin
 k() { "$K8S_BIN/kubectl" "$@"; }
 
 if (( existing )); then
@@ -83,7 +83,7 @@ for s in "${list[@]}"; do
   k create namespace "$ns" >/dev/null
   until k -n "$ns" get serviceaccount default >/dev/null 2>&1; do sleep 0.2; done
   log "$s: $count pods as $shape, $submitters submitters, timed from $release"
-  line=$(python3 "$hack_dir/e2e/scale.py" bind --kubeconfig "$KUBECONFIG" --namespace "$ns" --scheduler "$s" \
+  line=$("$MUSTER_HARNESS_BIN" bind --kubeconfig "$KUBECONFIG" --namespace "$ns" --scheduler "$s" \
     --shape "$shape" --count "$count" --submitters "$submitters" --release "$release" ${out:+--out "$out"}) || true
   [[ -n $line ]] || die "$s: no figures"
   echo "$line"

@@ -32,3 +32,17 @@ resolve_muster_bin() {
   [[ -x $target/debug/muster ]] || die "no muster binary at $target/debug/muster"
   export MUSTER_BIN=$target/debug/muster
 }
+
+# resolve_harness_bin: unless MUSTER_HARNESS_BIN is set, build muster-harness (crates/muster-harness;
+# release, since it follows thousands of pods through watches on cores the control plane shares)
+# and export MUSTER_HARNESS_BIN.
+resolve_harness_bin() {
+  [[ -n ${MUSTER_HARNESS_BIN:-} ]] && return 0
+  command -v cargo >/dev/null || die "cargo not found: set MUSTER_HARNESS_BIN (a built muster-harness)"
+  (cd "$repo_dir" && cargo build -q --release -p muster-harness) || die "cargo build --release -p muster-harness failed"
+  local target
+  target=$(cd "$repo_dir" && cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  [[ -x $target/release/muster-harness ]] || die "no muster-harness binary at $target/release/muster-harness"
+  export MUSTER_HARNESS_BIN=$target/release/muster-harness
+}

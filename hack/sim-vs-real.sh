@@ -8,20 +8,20 @@
 #   SEED=1 TOLERANCE=0.10 TIMEOUT=900 OUT=dir hack/sim-vs-real.sh ...
 #   MUSTER_SIM_BIN=path hack/sim-vs-real.sh ...   (a built muster for the sim side instead of
 #                                            cargo build --release -p muster)
-#   SCHEDULER_V=3 hack/sim-vs-real.sh ...   (restart kube-scheduler at that log level, for
-#                                            `hack/sim-vs-real.py attempts`; costs it some cpu)
+#   SCHEDULER_V=3 hack/sim-vs-real.sh ...   (restart kube-scheduler at that log level; its log is
+#                                            kept in $OUT/NAME.logs; costs it some cpu)
 #
 # Per scenario: start a private cluster in $MUSTER_SVR_DIR (default ~/.cache/muster/sim-vs-real-cluster)
 # with the nodes of the scenario's own cluster description, measure the control plane's rates on a
 # burst of CAL_JOBS (16) x 10 pods that fits (pod creations/s, bindings/s, bound -> all-ready; the
 # figures the scenario's timing block models), create the scenario's jobs
-# (hack/sim-vs-real.py draws them exactly as muster-sim does for SEED: count, pods, requests, run
-# time, deadline, submit time) as batch/v1 Jobs at their submit times, wait until every Job is
+# (`muster-harness jobs` draws them with muster-sim's own generator for SEED: count, pods, requests,
+# run time, deadline, submit time) as batch/v1 Jobs at their submit times, wait until every Job is
 # Complete or Failed (or TIMEOUT seconds), read completed / failed / makespan (first Job created ->
 # last Job finished) off the Job objects, stop the cluster (by pid), run
 # `muster sim SCENARIO --schedulers default --seed SEED`, and compare.
 # kube-scheduler's metrics are scraped once a second during the run (its secure port, admin
-# certificate) and summarised by `hack/sim-vs-real.py metrics`.
+# certificate) and summarised by `muster-harness metrics`.
 # Outputs (jobs, real and sim JSON, the comparison) stay in $OUT (default: a temporary directory,
 # printed at the end).
 set -euo pipefail
@@ -33,11 +33,12 @@ OUT=${OUT:-$(mktemp -d -t sim-vs-real.XXXXXX)}
 mkdir -p "$OUT"
 scenarios=("$@")
 (( ${#scenarios[@]} )) || scenarios=("$repo_dir/scenarios/sim-vs-real.yaml" "$repo_dir/scenarios/sim-vs-real-clog.yaml")
-py=$hack_dir/sim-vs-real.py
 k() { "$K8S_BIN/kubectl" "$@"; }
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
+resolve_harness_bin
+harness=$MUSTER_HARNESS_BIN
 if [[ -n ${MUSTER_SIM_BIN:-} ]]; then
   sim_bin=$MUSTER_SIM_BIN
 else
@@ -70,7 +71,7 @@ for scenario in "${scenarios[@]}"; do
   scenario=$(realpath "$scenario")
   name=$(basename "$scenario" .yaml)
   cluster_file=$(python3 -c 'import sys, yaml, os; p = sys.argv[1]; print(os.path.join(os.path.dirname(p), yaml.safe_load(open(p))["cluster"]))' "$scenario")
-  python3 "$py" jobs "$scenario" "$SEED" "$OUT/$name.jobs.json"
+  "$harness" jobs "$scenario" "$SEED" "$OUT/$name.jobs.json"
 
   log "$name: starting a private cluster with the nodes of $cluster_file"
   "$hack_dir/cluster-down.sh" >/dev/null 2>&1 || true
@@ -86,10 +87,10 @@ for scenario in "${scenarios[@]}"; do
   done
   # The control plane's own rates (what the scenario's timing block models), on a burst of
   # CAL_JOBS x 10 pods that fits the cluster; its pods are Succeeded before the scenario starts.
-  python3 "$py" calibrate "$KUBECONFIG" calibrate "${CAL_JOBS:-16}" 10 "$OUT/$name.calibration.json"
+  "$harness" calibrate "$KUBECONFIG" calibrate "${CAL_JOBS:-16}" 10 "$OUT/$name.calibration.json"
   log "$name: running the jobs on the real control plane (seed $SEED)"
   started=$(date -u +%FT%TZ)
-  python3 "$py" run "$OUT/$name.jobs.json" "$KUBECONFIG" sim-vs-real "$OUT/$name.real.json" "$TIMEOUT"
+  "$harness" run "$OUT/$name.jobs.json" "$KUBECONFIG" sim-vs-real "$OUT/$name.real.json" "$TIMEOUT"
   cp -r "$MUSTER_CLUSTER_DIR/logs" "$OUT/$name.logs" 2>/dev/null || true
   "$hack_dir/cluster-down.sh" >/dev/null
   cluster_running=""
@@ -99,10 +100,10 @@ for scenario in "${scenarios[@]}"; do
     > "$OUT/$name.sim.txt" 2>/dev/null
   {
     echo "== $name (seed $SEED, real run started $started, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
-    python3 "$py" compare "$OUT/$name.real.json" "$OUT/$name.sim.json" "$OUT/$name.jobs.json" "$TOLERANCE"
+    "$harness" compare "$OUT/$name.real.json" "$OUT/$name.sim.json" "$OUT/$name.jobs.json" "$TOLERANCE"
     echo "calibration burst (${CAL_JOBS:-16} x 10 pods): $(python3 -c 'import json, sys; print(", ".join(f"{k} {v}" for k, v in json.load(open(sys.argv[1])).items()))' "$OUT/$name.calibration.json")"
   } | tee "$OUT/$name.compare.txt" || true
-  python3 "$py" metrics "$OUT/$name.real.json" > "$OUT/$name.metrics.txt" || true
+  "$harness" metrics "$OUT/$name.real.json" > "$OUT/$name.metrics.txt" || true
   grep -q ': yes$' "$OUT/$name.compare.txt" || status=1
 done
 echo "outputs in $OUT" >&2

@@ -44,7 +44,7 @@ done
 [[ $scheduler == default || $scheduler == muster ]] || die "--scheduler must be default or muster"
 echo "test-scale ($scheduler)" >&2
 [[ -n ${KUBECONFIG:-} ]] || die "KUBECONFIG is not set"
-python3 -c 'import yaml' 2>/dev/null || die "python3 with PyYAML is required"
+resolve_harness_bin
 
 workers=$(k get nodes -l muster.dev/pool=worker --no-headers 2>/dev/null | wc -l)
 (( workers > 0 )) || die "no nodes labelled muster.dev/pool=worker: start the cluster with scenarios/clusters/seed-scalability.yaml"
@@ -55,7 +55,7 @@ fi
 
 fresh_namespace "$ns"
 set +e
-python3 "$(dirname "$0")/scale.py" scale --kubeconfig "$KUBECONFIG" --namespace "$ns" "${args[@]}" > "${TMPDIR:-/tmp}/muster-scale.$$"
+"$MUSTER_HARNESS_BIN" scale --kubeconfig "$KUBECONFIG" --namespace "$ns" "${args[@]}" > "${TMPDIR:-/tmp}/muster-scale.$$"
 rc=$?
 set -e
 line=$(cat "${TMPDIR:-/tmp}/muster-scale.$$"); rm -f "${TMPDIR:-/tmp}/muster-scale.$$"
@@ -80,5 +80,5 @@ ok() { python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if $1 
 check "no node was ever over-committed" ok "r['overcommittedNodes'] == 0"
 check "every job completed or failed within the timeout" ok "not r['timedOut'] and r['unfinished'] == 0"
 check "every pod of every submitted job was created" ok "r['podsCreated'] >= r['submitted'] * r['podsPerJob'] or r['failed'] > 0"
-(( rc == 0 )) || fail "scale.py exited with $rc"
+(( rc == 0 )) || fail "muster-harness scale exited with $rc"
 k delete namespace "$ns" --wait=false >/dev/null
