@@ -44,7 +44,7 @@ done
 [[ $release =~ ^(uncordon|create)$ ]] || die "--release must be uncordon or create"
 IFS=, read -r -a list <<<"$schedulers"
 for s in "${list[@]}"; do [[ $s == default || $s == muster ]] || die "unknown scheduler: $s"; done
-resolve_harness_bin
+resolve_harness_bin release
 k() { "$K8S_BIN/kubectl" "$@"; }
 
 if (( existing )); then

@@ -33,16 +33,19 @@ resolve_muster_bin() {
   export MUSTER_BIN=$target/debug/muster
 }
 
-# resolve_harness_bin: unless MUSTER_HARNESS_BIN is set, build muster-harness (crates/muster-harness;
-# release, since it follows thousands of pods through watches on cores the control plane shares)
-# and export MUSTER_HARNESS_BIN.
+# resolve_harness_bin [PROFILE]: unless MUSTER_HARNESS_BIN is set, build muster-harness
+# (crates/muster-harness) and export MUSTER_HARNESS_BIN. PROFILE (default $MUSTER_HARNESS_PROFILE,
+# else debug, which shares what `cargo test` built) is release for benchmarks: there it follows
+# thousands of pods through watches on cores the control plane shares.
 resolve_harness_bin() {
   [[ -n ${MUSTER_HARNESS_BIN:-} ]] && return 0
+  local profile=${1:-${MUSTER_HARNESS_PROFILE:-debug}} flag="" dir=debug
+  [[ $profile == release ]] && { flag=--release; dir=release; }
   command -v cargo >/dev/null || die "cargo not found: set MUSTER_HARNESS_BIN (a built muster-harness)"
-  (cd "$repo_dir" && cargo build -q --release -p muster-harness) || die "cargo build --release -p muster-harness failed"
+  (cd "$repo_dir" && cargo build -q $flag -p muster-harness) || die "cargo build $flag -p muster-harness failed"
   local target
   target=$(cd "$repo_dir" && cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-  [[ -x $target/release/muster-harness ]] || die "no muster-harness binary at $target/release/muster-harness"
-  export MUSTER_HARNESS_BIN=$target/release/muster-harness
+  [[ -x $target/$dir/muster-harness ]] || die "no muster-harness binary at $target/$dir/muster-harness"
+  export MUSTER_HARNESS_BIN=$target/$dir/muster-harness
 }

@@ -37,7 +37,7 @@ k() { "$K8S_BIN/kubectl" "$@"; }
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
-resolve_harness_bin
+resolve_harness_bin release
 harness=$MUSTER_HARNESS_BIN
 if [[ -n ${MUSTER_SIM_BIN:-} ]]; then
   sim_bin=$MUSTER_SIM_BIN
