@@ -28,7 +28,7 @@ demo:  ## a tour of the matcher on the shipped example cluster
 # A real Kubernetes control plane on loopback with KWOK nodes (docs/control-plane.md).
 CLUSTER ?= scenarios/clusters/seed-deadlock.yaml
 
-.PHONY: cluster-build cluster-up cluster-down e2e bench-cluster bench-bind sim-vs-real
+.PHONY: cluster-build cluster-up cluster-down e2e peers bench-cluster bench-bind sim-vs-real
 
 cluster-build:  ## build etcd, kube-apiserver/-controller-manager/-scheduler, kubectl, kwok (cached)
 	hack/cluster-build.sh
@@ -41,6 +41,9 @@ cluster-down:  ## stop every process cluster-up started
 
 e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped afterwards
 	hack/e2e/run.sh
+
+peers: cluster-build  ## seed 001 under the real Kueue, built from its Go module (docs/peers.md; not in e2e)
+	hack/e2e/run.sh peer-kueue
 
 bench-cluster: cluster-build  ## 1000 pods created -> bound -> Succeeded with the default scheduler
 	hack/bench-cluster.sh

@@ -7,6 +7,9 @@
 # `scale` is seed 002's experiment at a small size (50 jobs); hack/e2e/test-scale.sh runs it at
 # any size and with muster as the scheduler.
 #
+# Peers (docs/peers.md) run only when named, never by default: `peer-kueue` is seed 001 under the
+# real Kueue (hack/e2e/test-peer-kueue.sh; `make peers`).
+#
 # The cluster lives in $MUSTER_E2E_DIR (default ~/.cache/muster/e2e-cluster), apart from
 # the one `make cluster-up` starts, so the two never disturb each other.
 set -euo pipefail
@@ -77,6 +80,9 @@ for t in "${tests[@]}"; do
     muster-deadlock)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-deadlock "$e2e/test-muster-deadlock.sh" ;;
+    peer-kueue)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run peer-kueue "$e2e/test-peer-kueue.sh" ;;
     deadlock)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run nodes-deadlock "$e2e/test-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
