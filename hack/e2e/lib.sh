@@ -67,6 +67,17 @@ YAML
 pods_in_phase() { # pods_in_phase NS SELECTOR PHASE
   k -n "$1" get pods -l "$2" --field-selector "status.phase=$3" -o name | wc -l
 }
+# jobs_span NS: seconds from the first Job's creation to the last Job's completion, from the
+# Jobs' own timestamps (1 s resolution): a wall time that no poll loop skews, the same for muster
+# and its peers.
+jobs_span() {
+  k -n "$1" get jobs -o json | python3 -c '
+import json, sys
+from datetime import datetime
+t = lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").timestamp()
+jobs = json.load(sys.stdin)["items"]
+print(int(max(t(j["status"]["completionTime"]) for j in jobs) - min(t(j["metadata"]["creationTimestamp"]) for j in jobs)))'
+}
 job_complete() { # job_complete NS JOB
   [[ $(k -n "$1" get job "$2" -o jsonpath='{.status.conditions[?(@.type=="Complete")].status}') == True ]]
 }

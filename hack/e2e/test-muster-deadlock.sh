@@ -53,5 +53,5 @@ events=$(k -n $ns get events -o jsonpath='{range .items[*]}{.reason}/{.involvedO
 check "muster recorded its decisions as events on the jobs, the groups related ($events)" \
   grep -q 'Admitted/Job/Group' <<<"$events"
 check "and not once more on the groups" bash -c "! grep -q '/Group/' <<<'$events'"
-echo "result: scheduler=muster seed=001 wall_seconds=$wall both_big_jobs_bound=$overlap" >&2
+echo "result: scheduler=muster seed=001 wall_seconds=$wall job_span_seconds=$(jobs_span $ns) both_big_jobs_bound=$overlap" >&2
 k delete namespace $ns --wait=false >/dev/null

@@ -106,4 +106,4 @@ for j in job1 job2; do
     -o jsonpath='{range .items[*]}admitted {.status.conditions[?(@.type=="Admitted")].lastTransitionTime}, pods ready {.status.conditions[?(@.type=="PodsReady")].lastTransitionTime}{end}')" >&2
 done
 echo "  ..   samples with pods of both big jobs bound: $overlap" >&2
-echo "result: peer=kueue-$KUEUE_VERSION seed=001 wall_seconds=$wall evictions=$evictions requeues=$requeues evict_events=$evict_events both_big_jobs_bound_samples=$overlap" >&2
+echo "result: peer=kueue-$KUEUE_VERSION seed=001 wall_seconds=$wall job_span_seconds=$(jobs_span $ns) evictions=$evictions requeues=$requeues evict_events=$evict_events both_big_jobs_bound_samples=$overlap" >&2
