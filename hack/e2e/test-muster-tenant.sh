@@ -385,6 +385,20 @@ r6c() {
   eventually 10 "a Warning event MissingGroup on pod $pod" has_warning "$ns" MissingGroup $pod
 }
 
+# A Job without the queue label whose template names muster's scheduler: nobody places its pod.
+r6d() {
+  tjob unqueued 1 10m queue=0 | sed 's/^    spec:$/    spec:\n      schedulerName: muster/' | kt -n "$ns" create -f - >/dev/null
+  pass "the tenant created Job unqueued (no queue label) whose pods name muster's scheduler"
+  local pod=""
+  for _ in $(seq 1 20); do
+    pod=$(k -n "$ns" get pods -l batch.kubernetes.io/job-name=unqueued -o jsonpath='{.items[0].metadata.name}' 2>/dev/null) || true
+    [[ -n $pod ]] && break
+    sleep 0.5
+  done
+  [[ -n $pod ]] || fail "the Job controller made no pod for Job unqueued"
+  eventually 10 "a Warning event MissingGroup on its pod $pod" has_warning "$ns" MissingGroup "$pod"
+}
+
 # === the test ====================================================================================
 muster_up
 # Rights on Groups an admin might give a tenant (bound in replay 5), so that muster is what refuses.
@@ -442,6 +456,7 @@ managed_ns "$ns"
 part 6a "a Job holds room for the pods it can have at once" r6a
 part 6b "a plain group is not admitted before its pods exist" r6b
 part 6c "a pod for muster without group labels is reported" r6c
+part 6d "a pod of a Job without the queue label, for muster, is reported" r6d
 release "$ns"
 
 # --- the over-commit checker's verdict ---------------------------------------------------------

@@ -138,6 +138,24 @@ fn a_pod_for_muster_without_a_group_is_told_what_it_lacks_once() {
     assert!(!a.iter().any(|a| matches!(a, Action::Event { .. })), "once: {a:?}");
 }
 
+#[test]
+fn a_pod_of_a_job_without_the_queue_label_is_told_what_its_job_lacks() {
+    // The Job watch only lists queued Jobs: a pod of another Job naming muster's scheduler.
+    let mut h = Harness::new(&[node("n1", 8)], &[job("queued", 1, 1)], &[]);
+    h.brain.take_actions();
+    let a = h.send(Event::Pod(Change::Apply(pod("unqueued", 0, 1))));
+    let told = a.iter().find_map(|a| match a {
+        Action::Event { reason, message, .. } if reason == "MissingGroup" => Some(message.clone()),
+        _ => None,
+    });
+    let told = told.unwrap_or_else(|| panic!("a MissingGroup event: {a:?}"));
+    assert!(told.contains("Job unqueued has no muster.dev/queue label"), "{told}");
+    // The queued Job's own pod is not told anything.
+    h.cycle();
+    let a = h.send(Event::Pod(Change::Apply(pod("queued", 0, 1))));
+    assert!(!a.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "MissingGroup")), "{a:?}");
+}
+
 fn group_object(name: &str, status: u64, foreign_status: bool) -> GroupObjectView {
     GroupObjectView { key: GroupKey::new(NS, name), status, foreign_status }
 }

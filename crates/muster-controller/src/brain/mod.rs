@@ -443,6 +443,21 @@ impl<S: Store> Brain<S> {
             if p.is_plain() {
                 self.dirty_plain.insert(key.clone());
             }
+            // A queued Job is known long before its pods exist (they come after muster resumes
+            // it); a pod of a Job muster does not know, once Jobs are listed, is of a Job without
+            // the queue label whose template names muster's scheduler.
+            let job_unknown = self.jobs.synced && self.jobsets.synced && self.workload(&key.to_string()).is_none();
+            if !p.is_plain() && job_unknown && p.node.is_none() && !p.phase.is_terminal() && !p.deleting {
+                let message = format!(
+                    "pod {} names schedulerName {} but its Job {} has no {} label, so muster never places it: \
+                     create the Job again with the label, or without schedulerName",
+                    p.name,
+                    labels::SCHEDULER_NAME,
+                    key.name,
+                    labels::QUEUE
+                );
+                self.tell_pod(&key, &p.namespace, &p.name, &p.uid, "MissingGroup", &message);
+            }
             self.dirty_groups.insert(key);
         } else if p.ours && p.node.is_none() && !p.phase.is_terminal() && !p.deleting {
             let message = format!(
