@@ -26,6 +26,14 @@ run=$dir/run
 kubeconfig=$dir/kubeconfig
 KUBECTL=$K8S_BIN/kubectl
 t_start=$(date +%s.%N)
+# The native Workload API (KEP-4671: Workload and PodGroup in scheduling.k8s.io/v1beta1, beta and
+# off by default in Kubernetes 1.37) and its gang scheduling: one feature gate, GenericWorkload,
+# which since 1.37 also covers the removed GangScheduling and WorkloadAwarePreemption gates. It
+# serves the API (kube-apiserver, with the beta group version switched on), enables the
+# GangScheduling plugin (kube-scheduler) and the PodGroup protection controller
+# (kube-controller-manager), so all three get it.
+feature_gates=GenericWorkload=true
+runtime_config=scheduling.k8s.io/v1beta1=true
 
 for tool in openssl curl python3; do
   command -v "$tool" >/dev/null || die "$tool is required"
@@ -259,6 +267,7 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
   --service-cluster-ip-range=10.96.0.0/16 \
   --allow-privileged=true \
   --endpoint-reconciler-type=none \
+  --feature-gates="$feature_gates" --runtime-config="$runtime_config" \
   --max-requests-inflight=2000 --max-mutating-requests-inflight=1000 \
   --profiling="$apiserver_profiling" --v=1
 wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$server/readyz"
@@ -278,6 +287,7 @@ start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
   --leader-elect=false \
   --kube-api-qps=500 --kube-api-burst=1000 \
   --concurrent-job-syncs=10 \
+  --feature-gates="$feature_gates" \
   --profiling=false --v=1
 start kube-scheduler "$K8S_BIN/kube-scheduler" \
   --kubeconfig="$dir/config/scheduler.kubeconfig" \
@@ -288,6 +298,7 @@ start kube-scheduler "$K8S_BIN/kube-scheduler" \
   --client-ca-file="$pki/ca.crt" \
   --leader-elect=false \
   --kube-api-qps=500 --kube-api-burst=1000 \
+  --feature-gates="$feature_gates" \
   --profiling=false --v=1
 
 log "starting kwok (fake kubelets) and muster-gang-ready"

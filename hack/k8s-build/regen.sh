@@ -6,8 +6,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 hack=$(dirname "$here")
 # shellcheck source=../versions.env
 . "$hack/versions.env"
-k8s_minor=${K8S_VERSION#*.}            # 35.4
-staging="v0.${k8s_minor}"              # v0.35.4
+k8s_minor=${K8S_VERSION#*.}            # 37.2
+staging="v0.${k8s_minor}"              # v0.37.2
 
 export GOFLAGS=-mod=mod
 

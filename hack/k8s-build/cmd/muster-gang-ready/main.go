@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -84,6 +85,12 @@ type marker struct {
 	pods   cache.Indexer
 	jobs   cache.Indexer
 	queue  workqueue.TypedRateLimitingInterface[gangKey]
+	// stamped holds the UIDs of the pods this process stamped whose stamp the informer cache
+	// may not show yet: the patches' own watch events queue the gang again, and a sync that
+	// runs before the last of them arrives would otherwise stamp that pod a second time, with
+	// a later time (seen with Kubernetes 1.37: one gang, two stamps a second apart). An entry
+	// goes when an event shows the pod with its stamp (its delete event included).
+	stamped sync.Map // types.UID -> struct{}
 }
 
 // wanted returns how many pods of the gang must be ready at once, or 0 if unknown.
@@ -138,12 +145,17 @@ func (m *marker) sync(ctx context.Context, k gangKey) error {
 	marked := 0
 	for _, p := range ready {
 		if _, done := p.Annotations[annAllReadyAt]; done {
+			m.stamped.Delete(p.UID)
+			continue
+		}
+		if _, done := m.stamped.Load(p.UID); done {
 			continue
 		}
 		_, err := m.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return fmt.Errorf("annotate %s/%s: %w", p.Namespace, p.Name, err)
 		}
+		m.stamped.Store(p.UID, struct{}{})
 		marked++
 	}
 	if marked > 0 {
@@ -191,6 +203,9 @@ func main() {
 			obj = t.Obj
 		}
 		if p, ok := obj.(*corev1.Pod); ok {
+			if _, stamped := p.Annotations[annAllReadyAt]; stamped {
+				m.stamped.Delete(p.UID)
+			}
 			if k, ok := gangOf(p); ok {
 				m.queue.Add(k)
 			}
