@@ -446,7 +446,7 @@ part 5a "the tenant cannot mark its running Group Succeeded" r5a
 part 5b "the tenant cannot delete its Group" r5b
 part 5c "muster restores a forged Group status" r5c
 part 5d "muster recreates a deleted Group" r5d
-# No replay of an in-place resize (pods/resize): kube-apiserver 1.35 refuses it on KWOK nodes
+# No replay of an in-place resize (pods/resize): kube-apiserver (1.35 and 1.37) refuses it on KWOK nodes
 # before admission ("Pod running on node without support for resize"); the webhook's rule is
 # tested in crates/muster-webhook/tests/tenant.rs.
 release "$ns"

@@ -78,7 +78,7 @@ while :; do
   (( b1 > 0 && b2 > 0 )) && overlap=$((overlap + 1))
   if job_complete $ns job1 && job_complete $ns job2 && job_complete $ns quick-job; then break; fi
   if (( $(date +%s) >= deadline )); then
-    k -n $ns get workloads -o wide >&2 || true
+    k -n $ns get workloads.kueue.x-k8s.io -o wide >&2 || true
     fail "not every job completed within ${timeout}s (job1 $b1, job2 $b2 pods bound)"
   fi
   sleep 0.5
@@ -86,8 +86,10 @@ done
 wall=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
 pass "all three jobs completed in ${wall}s"
 
+# Kueue's Workloads by their full name: from Kubernetes 1.37 `workloads` also names the native
+# scheduling.k8s.io Workloads.
 # Evictions: Kueue's own count per Workload (status.schedulingStats.evictions), and its events.
-wl=$(k -n $ns get workloads -o json)
+wl=$(k -n $ns get workloads.kueue.x-k8s.io -o json)
 read -r nwl admitted finished evictions requeues <<<"$(python3 -c '
 import json, sys
 items = json.load(sys.stdin)["items"]
@@ -102,7 +104,7 @@ failed=$(k -n $ns get pods --field-selector status.phase=Failed -o name | wc -l)
 check "no pod failed ($failed)" test "$failed" -eq 0
 # When each big job was admitted (blockAdmission: job2 only after job1's pods are all ready).
 for j in job1 job2; do
-  echo "  ..   $j: $(k -n $ns get workloads -l kueue.x-k8s.io/job-uid="$(k -n $ns get job $j -o jsonpath='{.metadata.uid}')" \
+  echo "  ..   $j: $(k -n $ns get workloads.kueue.x-k8s.io -l kueue.x-k8s.io/job-uid="$(k -n $ns get job $j -o jsonpath='{.metadata.uid}')" \
     -o jsonpath='{range .items[*]}admitted {.status.conditions[?(@.type=="Admitted")].lastTransitionTime}, pods ready {.status.conditions[?(@.type=="PodsReady")].lastTransitionTime}{end}')" >&2
 done
 echo "  ..   samples with pods of both big jobs bound: $overlap" >&2
