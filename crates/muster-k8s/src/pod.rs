@@ -1,6 +1,7 @@
-//! What one pod asks of its node, as kube-scheduler and the kubelet count it. The webhook's quota
-//! check and the controller's group sizes both call [`requests`]: a second copy once drifted and
-//! let two members share a node that could hold one (native sidecars were not added).
+//! What one pod asks of its node, as kube-scheduler and the kubelet count it, and where it may
+//! run. The webhook and the controller both call [`requests`] and [`placement`]: a second copy of
+//! the requests once drifted and let two members share a node that could hold one (native
+//! sidecars were not added).
 
 use std::collections::BTreeMap;
 
@@ -8,6 +9,8 @@ use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use muster_graph::quantity::Unit;
 use muster_graph::resources::{parse_amount, unit_of};
+
+use crate::group::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 
 /// Amounts in base units (millicores, bytes, counts) by resource name.
 pub type Amounts = BTreeMap<String, u64>;
@@ -83,6 +86,52 @@ pub fn requests(spec: &PodSpec) -> Amounts {
     }
     total.retain(|_, a| *a > 0);
     total
+}
+
+/// Where a pod may run, in the Group object's form: nodeSelector, required node affinity,
+/// tolerations.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Placement {
+    pub node_selector: BTreeMap<String, String>,
+    pub affinity: Vec<NodeSelectorTerm>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// The placement of a pod spec found at `field` (`spec`, `spec.template.spec`), or what muster
+/// cannot read there, naming the field (an unknown affinity operator, a bad toleration).
+pub fn placement(pod: &PodSpec, field: &str) -> Result<Placement, String> {
+    let terms = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|s| s.node_selector_terms.as_slice())
+        .unwrap_or(&[]);
+    let mut affinity = Vec::new();
+    for t in terms {
+        let mut match_expressions = Vec::new();
+        for e in t.match_expressions.iter().flatten() {
+            let operator = serde_json::from_value(serde_json::Value::String(e.operator.clone()))
+                .map_err(|_| format!("{field}.affinity: node affinity operator {:?} is not supported", e.operator))?;
+            match_expressions.push(NodeSelectorRequirement {
+                key: e.key.clone(),
+                operator,
+                values: e.values.clone().unwrap_or_default(),
+            });
+        }
+        affinity.push(NodeSelectorTerm { match_expressions });
+    }
+    let tolerations = pod
+        .tolerations
+        .iter()
+        .flatten()
+        .map(|t| {
+            serde_json::to_value(t)
+                .and_then(serde_json::from_value::<Toleration>)
+                .map_err(|e| format!("{field}.tolerations: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Placement { node_selector: pod.node_selector.clone().unwrap_or_default(), affinity, tolerations })
 }
 
 /// An amount written the way Kubernetes users write it (`1500m`, `2`, `4Gi`).

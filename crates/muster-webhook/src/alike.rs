@@ -5,13 +5,13 @@
 //! required node affinity, tolerations), in the Group's form. A later pod that asks for more, or
 //! for other nodes, than that would be placed as if it were the first: a node could be
 //! over-committed, or the pod run where its own constraints forbid. So the webhook reads the pod
-//! the way the controller does and compares it with the Group's spec.
+//! with the controller's own functions (`muster_k8s::pod::{requests, placement}`) and compares
+//! it with the Group's spec.
 
 use k8s_openapi::api::core::v1::PodSpec;
 use muster_k8s::GroupSpec;
-use muster_k8s::group::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
-
-use crate::fit::{Amounts, pod_requests, show};
+use muster_k8s::group::{NodeSelectorTerm, Toleration};
+use muster_k8s::pod::{Amounts, Placement, requests, show, show_all};
 
 /// One member's requests as the Group says them, in base units (zero amounts left out, as
 /// `muster_k8s::pod::requests` leaves them out). A quantity that does not parse (muster never
@@ -21,24 +21,16 @@ fn group_requests(spec: &GroupSpec) -> Result<Amounts, String> {
     for (r, q) in &spec.resources {
         let a = q.amount(r).map_err(|e| format!("{r} {} ({e})", json(q)))?;
         if a > 0 {
-            out.insert(r.clone(), u128::from(a));
+            out.insert(r.clone(), a);
         }
     }
     Ok(out)
 }
 
-/// What one member asks of its node, without the implicit one of `pods` (the Group leaves it
-/// out too).
-fn member_requests(pod: &PodSpec) -> Amounts {
-    let mut r = pod_requests(pod);
-    r.remove("pods");
-    r
-}
-
 /// The resources whose amounts differ, as (the pod's, the group's), each written like
 /// `cpu 7, memory 1Gi`; None when they agree.
 pub(crate) fn requests_differ(pod: &PodSpec, group: &GroupSpec) -> Option<(String, String)> {
-    let mine = member_requests(pod);
+    let mine = requests(pod);
     let theirs = match group_requests(group) {
         Ok(t) => t,
         Err(e) => return Some((show_all(&mine), format!("an unreadable amount, {e}"))),
@@ -51,68 +43,16 @@ pub(crate) fn requests_differ(pod: &PodSpec, group: &GroupSpec) -> Option<(Strin
     let list = |a: &Amounts| {
         differ
             .iter()
-            .map(|r| format!("{r} {}", show(r, a.get(*r).copied().unwrap_or(0))))
+            .map(|r| format!("{r} {}", show(r, u128::from(a.get(*r).copied().unwrap_or(0)))))
             .collect::<Vec<_>>()
             .join(", ")
     };
     Some((list(&mine), list(&theirs)))
 }
 
-fn show_all(a: &Amounts) -> String {
-    if a.is_empty() {
-        return "nothing".into();
-    }
-    a.iter().map(|(r, v)| format!("{r} {}", show(r, *v))).collect::<Vec<_>>().join(", ")
-}
-
-/// Where a pod may run, in the Group's form (as muster-controller's `convert::placement` reads
-/// it: required node affinity by its match expressions, tolerations without tolerationSeconds).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct Placement {
-    pub node_selector: std::collections::BTreeMap<String, String>,
-    pub affinity: Vec<NodeSelectorTerm>,
-    pub tolerations: Vec<Toleration>,
-}
-
 pub(crate) const NODE_SELECTOR: &str = "spec.nodeSelector";
 pub(crate) const AFFINITY: &str = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
 pub(crate) const TOLERATIONS: &str = "spec.tolerations";
-
-/// The pod's placement, or the field muster cannot read and why.
-pub(crate) fn placement(pod: &PodSpec) -> Result<Placement, (&'static str, String)> {
-    let terms = pod
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-        .map(|s| s.node_selector_terms.as_slice())
-        .unwrap_or(&[]);
-    let mut affinity = Vec::new();
-    for t in terms {
-        let mut exprs = Vec::new();
-        for e in t.match_expressions.iter().flatten() {
-            let operator = serde_json::from_value(serde_json::Value::String(e.operator.clone()))
-                .map_err(|_| (AFFINITY, format!("node affinity operator {:?} is not supported", e.operator)))?;
-            exprs.push(NodeSelectorRequirement {
-                key: e.key.clone(),
-                operator,
-                values: e.values.clone().unwrap_or_default(),
-            });
-        }
-        affinity.push(NodeSelectorTerm { match_expressions: exprs });
-    }
-    let tolerations = pod
-        .tolerations
-        .iter()
-        .flatten()
-        .map(|t| {
-            serde_json::to_value(t)
-                .and_then(serde_json::from_value::<Toleration>)
-                .map_err(|e| (TOLERATIONS, e.to_string()))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Placement { node_selector: pod.node_selector.clone().unwrap_or_default(), affinity, tolerations })
-}
 
 /// The Group's placement.
 pub(crate) fn group_placement(spec: &GroupSpec) -> Placement {
@@ -238,9 +178,10 @@ mod tests {
              tolerations:\n- {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute}\n\
              - {key: t, operator: Exists, effect: NoSchedule}\n",
         );
-        assert_eq!(placement_differs(&placement(&p).unwrap(), &group_placement(&g)), vec![]);
+        let placement = |p: &PodSpec| muster_k8s::pod::placement(p, "spec").unwrap();
+        assert_eq!(placement_differs(&placement(&p), &group_placement(&g)), vec![]);
         let other = pod("containers: [{name: a}]\nnodeSelector: {zone: b}\n");
-        let d = placement_differs(&placement(&other).unwrap(), &group_placement(&g));
+        let d = placement_differs(&placement(&other), &group_placement(&g));
         assert_eq!(d.iter().map(|d| d.0).collect::<Vec<_>>(), [NODE_SELECTOR, AFFINITY, TOLERATIONS]);
         assert_eq!((d[0].2.as_str(), d[0].3.as_str()), (r#"{"zone":"b"}"#, r#"{"zone":"a"}"#));
         assert_eq!(d[1].2, "none");

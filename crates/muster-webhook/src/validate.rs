@@ -755,10 +755,10 @@ impl<S: ClusterState> Checker<'_, S> {
                  {theirs} {sized}; give every pod of a group the same requests, or use another group"
             ));
         }
-        match alike::placement(spec) {
-            Err((field, e)) => self.refuse(format!(
-                "{field}: pod {name}: {e}, so muster cannot tell whether it may run where the members of group \
-                 {group} run; give every pod of a group the same {field}"
+        match muster_k8s::pod::placement(spec, "spec") {
+            Err(e) => self.refuse(format!(
+                "{e} (pod {name}), so muster cannot tell whether it may run where the members of group {group} \
+                 run; give every pod of a group the same placement, in fields muster reads"
             )),
             Ok(p) => {
                 for (field, what, mine, theirs) in alike::placement_differs(&p, &alike::group_placement(&g.spec)) {

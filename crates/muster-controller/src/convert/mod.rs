@@ -11,8 +11,8 @@ use kube::Resource;
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL, job_pods, jobset_owner};
-use muster_k8s::group::{Members, NodeSelectorRequirement, NodeSelectorTerm, OwnerReference, Toleration};
-use muster_k8s::pod::{self, amount_of};
+use muster_k8s::group::{Members, OwnerReference};
+use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, Quantity, labels};
 use muster_queue::GroupKey;
 
@@ -164,14 +164,6 @@ impl PodPhase {
     pub fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
     }
-}
-
-/// Where the pods of a group may run (the Group object's nodeSelector, affinity, tolerations).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Placement {
-    pub node_selector: BTreeMap<String, String>,
-    pub affinity: Vec<NodeSelectorTerm>,
-    pub tolerations: Vec<Toleration>,
 }
 
 /// What the controller keeps of a pod. The plain-group fields (`group` .. `placement`) are set
@@ -522,47 +514,6 @@ fn int_annotation(annotations: &BTreeMap<String, String>, key: &str) -> Result<O
         .get(key)
         .map(|v| v.parse::<i64>().map_err(|_| format!("annotation {key}: {v:?} is not an integer")))
         .transpose()
-}
-
-/// Where a pod asks to run: its node selector, required node affinity and tolerations, as the
-/// Group object says them. `field` is the pod spec's path, for errors.
-fn placement(pod: &PodSpec, field: &str) -> Result<Placement, String> {
-    let affinity = pod
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-        .map(|sel| {
-            sel.node_selector_terms
-                .iter()
-                .map(|t| -> Result<NodeSelectorTerm, String> {
-                    let exprs = t.match_expressions.iter().flatten().map(|e| {
-                        let operator =
-                            serde_json::from_value(serde_json::Value::String(e.operator.clone())).map_err(|_| {
-                                format!("{field}.affinity: node affinity operator {:?} is not supported", e.operator)
-                            })?;
-                        Ok(NodeSelectorRequirement {
-                            key: e.key.clone(),
-                            operator,
-                            values: e.values.clone().unwrap_or_default(),
-                        })
-                    });
-                    Ok(NodeSelectorTerm { match_expressions: exprs.collect::<Result<_, String>>()? })
-                })
-                .collect::<Result<Vec<_>, String>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    let tolerations = pod
-        .tolerations
-        .iter()
-        .flatten()
-        .map(|t| {
-            let v = serde_json::to_value(t).map_err(|e| e.to_string())?;
-            serde_json::from_value::<Toleration>(v).map_err(|e| format!("{field}.tolerations: {e}"))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok(Placement { node_selector: pod.node_selector.clone().unwrap_or_default(), affinity, tolerations })
 }
 
 /// A Group object of `members` members with `requests` each, placed as `pod` asks (node
