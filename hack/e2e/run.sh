@@ -7,8 +7,9 @@
 # `scale` is seed 002's experiment at a small size (50 jobs); hack/e2e/test-scale.sh runs it at
 # any size and with muster as the scheduler.
 #
-# Peers (docs/peers.md) run only when named, never by default: `peer-kueue` is seed 001 under the
-# real Kueue (hack/e2e/test-peer-kueue.sh; `make peers`).
+# Peers (docs/peers.md): `peer-kueue`, `peer-coscheduling`, `peer-volcano`, `peer-native` run seed
+# 001 under the real Kueue, scheduler-plugins coscheduling, Volcano and kube-scheduler's own gang
+# scheduling (hack/e2e/test-peer-NAME.sh; `make peers` runs them all).
 #
 # The cluster lives in $MUSTER_E2E_DIR (default ~/.cache/muster/e2e-cluster), apart from
 # the one `make cluster-up` starts, so the two never disturb each other.
@@ -80,9 +81,9 @@ for t in "${tests[@]}"; do
     muster-deadlock)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-deadlock "$e2e/test-muster-deadlock.sh" ;;
-    peer-kueue)
+    peer-kueue|peer-coscheduling|peer-volcano|peer-native)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
-      run peer-kueue "$e2e/test-peer-kueue.sh" ;;
+      run "$t" "$e2e/test-$t.sh" ;;
     deadlock)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run nodes-deadlock "$e2e/test-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
