@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::graph::{Node, Taint, TaintEffect};
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Toleration {
     #[serde(default)]
@@ -17,7 +17,7 @@ pub struct Toleration {
     #[serde(default)]
     pub value: String,
     /// Empty tolerates every effect.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<String>,
 }
 
@@ -45,13 +45,13 @@ impl Toleration {
 }
 
 /// One term of `requiredDuringSchedulingIgnoredDuringExecution`: all expressions must hold.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeSelectorTerm {
     pub match_expressions: Vec<MatchExpression>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatchExpression {
     pub key: String,
@@ -104,11 +104,14 @@ impl MatchExpression {
 }
 
 /// What a member asks of a node besides capacity.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeFilter {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     /// Terms are ORed; empty means no affinity requirement.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub affinity: Vec<NodeSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
 }
 

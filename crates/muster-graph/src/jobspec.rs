@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
 use crate::filter::{NodeFilter, NodeSelectorTerm, Toleration};
@@ -16,7 +16,7 @@ pub const MAX_MEMBERS: u32 = 1_000_000;
 pub const MAX_DURATION: u64 = 10 * 365 * 24 * 3600;
 
 /// Whether a topology constraint must hold or is only preferred.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConstraintMode {
     Required,
@@ -24,30 +24,39 @@ pub enum ConstraintMode {
 }
 
 /// All members within one domain of `level` (rack, block, zone, ...).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopologyConstraint {
     pub level: String,
     pub mode: ConstraintMode,
 }
 
-/// A group of identical members to place all at once.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A group of identical members to place all at once. Its serde form is how muster stores a
+/// group (muster-queue's GroupSpec); users write the jobspecs `parse` reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupRequest {
     pub name: String,
+    #[serde(rename = "min")]
     pub min_members: u32,
+    #[serde(rename = "max")]
     pub max_members: u32,
     /// Per member, in base units, by Kubernetes resource name.
     pub requests: Vec<(String, u64)>,
+    #[serde(flatten)]
     pub filter: NodeFilter,
     /// Exactly this many members on each node used, each node distinct (Flux `node > slot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members_per_node: Option<u32>,
     /// Whole nodes: nothing else may run beside the group on a node it uses.
+    #[serde(default)]
     pub exclusive: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyConstraint>,
     /// Expected run time in seconds; None means until cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<u64>,
     /// Overrides the matcher's default policy for this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
 }
 

@@ -1,9 +1,9 @@
 //! How the matcher chooses among nodes that fit: a group's own choice or the graph's default.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How to choose among nodes that fit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Policy {
     /// First nodes in tree order (lowest ids first) that fit.

@@ -632,3 +632,18 @@ proptest! {
         }
     }
 }
+
+/// The serde form of a request is how muster-queue stores a group: every field must come back.
+#[test]
+fn a_group_request_survives_its_stored_form() {
+    let text = "name: t\nmembers: {min: 2, max: 4}\nresources: {cpu: 2, memory: 1Gi}\nnodeSelector: {a: b}\n\
+                affinity:\n  - matchExpressions:\n      - {key: z, operator: In, values: [x]}\n\
+                tolerations:\n  - {key: g, operator: Exists, effect: NoSchedule}\n  - {key: h, value: v}\n\
+                topology: {level: rack, mode: preferred}\nduration: 60\npolicy: best-fit\n";
+    let request = muster_graph::jobspec::parse("g", text).unwrap();
+    let json = serde_json::to_string(&request).unwrap();
+    let back: muster_graph::GroupRequest = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, request);
+    assert!(json.contains("\"policy\":\"best-fit\""), "{json}");
+    assert!(json.contains("\"min\":2") && json.contains("\"max\":4"), "{json}");
+}

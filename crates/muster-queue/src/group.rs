@@ -104,7 +104,6 @@ pub struct GroupSpec {
     pub queue: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
-    #[serde(with = "crate::wire")]
     pub request: GroupRequest,
     pub submitted_at: i64,
 }

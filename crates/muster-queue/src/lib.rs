@@ -11,7 +11,6 @@ pub mod config;
 pub mod engine;
 pub mod group;
 pub mod quota;
-mod wire;
 
 pub use config::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 pub use engine::{CycleStats, Engine, EngineError, Explanation, ExternalHold, Snapshot};

@@ -7,7 +7,6 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use muster_graph::GroupRequest;
-use serde::Serialize;
 
 use super::{Engine, EngineError, PendingKey};
 use crate::config::QueueConfig;
@@ -16,11 +15,9 @@ use crate::quota::{self, Usage};
 
 /// A fingerprint of a request without its name: groups with equal shapes fit or fail alike.
 fn shape_of(req: &GroupRequest) -> u64 {
-    #[derive(Serialize)]
-    struct W(#[serde(with = "crate::wire")] GroupRequest);
     let mut r = req.clone();
     r.name.clear();
-    let text = serde_json::to_string(&W(r)).unwrap_or_default();
+    let text = serde_json::to_string(&r).unwrap_or_default();
     let mut h = std::hash::DefaultHasher::new();
     text.hash(&mut h);
     h.finish() & !1
