@@ -42,8 +42,8 @@ cluster-down:  ## stop every process cluster-up started
 e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped afterwards
 	hack/e2e/run.sh
 
-peers: cluster-build  ## seed 001 under the real Kueue, built from its Go module (docs/peers.md; not in e2e)
-	hack/e2e/run.sh peer-kueue
+peers: cluster-build  ## seed 001 under the real Kueue, coscheduling, Volcano and kube-scheduler's native gangs (docs/peers.md)
+	hack/e2e/run.sh peer-kueue peer-coscheduling peer-volcano peer-native
 
 bench-cluster: cluster-build  ## 1000 pods created -> bound -> Succeeded with the default scheduler
 	hack/bench-cluster.sh

@@ -9,7 +9,8 @@
 #
 # Peers (docs/peers.md): `peer-kueue`, `peer-coscheduling`, `peer-volcano`, `peer-native` run seed
 # 001 under the real Kueue, scheduler-plugins coscheduling, Volcano and kube-scheduler's own gang
-# scheduling (hack/e2e/test-peer-NAME.sh; `make peers` runs them all).
+# scheduling (hack/e2e/test-peer-NAME.sh; `make peers` runs them all). The default list keeps Kueue's
+# as a smoke test of the peer harness.
 #
 # The cluster lives in $MUSTER_E2E_DIR (default ~/.cache/muster/e2e-cluster), apart from
 # the one `make cluster-up` starts, so the two never disturb each other.
@@ -21,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-jobset muster-cabundle
-                                muster-tenant)
+                                muster-tenant peer-kueue)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
