@@ -13,6 +13,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod scheduler;
+pub mod suite;
 pub mod swf;
 
 use std::path::PathBuf;

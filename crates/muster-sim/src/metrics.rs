@@ -97,10 +97,13 @@ pub struct RunResult {
     pub bounded_slowdown: f64,
     pub mean_util_cpu: f64,
     pub mean_util_memory: f64,
+    /// Share of the cluster's GPUs (`nvidia.com/gpu`) held by pods; absent without GPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_util_gpu: Option<f64>,
     /// Resource-seconds held by pods whose job was not running.
     pub clog_cpu_core_s: f64,
     pub clog_memory_gib_s: f64,
-    /// Largest of cpu and memory: clogged resource-seconds / (capacity x run length).
+    /// Largest of cpu, memory and GPUs: clogged resource-seconds / (capacity x run length).
     pub clog_share: f64,
     pub suspensions: u64,
     pub events: u64,
@@ -114,6 +117,9 @@ pub struct RunResult {
     #[serde(skip)]
     pub wall_ms: u64,
 }
+
+/// The scarce resource of a GPU cluster, reported beside cpu and memory when a node has it.
+const GPU: &str = "nvidia.com/gpu";
 
 fn res(rec: &RunRecord, name: &str) -> Option<usize> {
     rec.resources.iter().position(|r| r == name)
@@ -184,7 +190,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         series[(*t / 600_000) as usize] += 1;
     }
     let span = makespan.unwrap_or(end).max(1);
-    let (cpu, mem) = (res(rec, "cpu"), res(rec, "memory"));
+    let (cpu, mem, gpu) = (res(rec, "cpu"), res(rec, "memory"), res(rec, GPU));
     let sample = rec.sample_ms;
     let share = |r: Option<usize>| -> Vec<f64> {
         let Some(r) = r else { return vec![] };
@@ -204,7 +210,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         round3(total / (end as f64 * rec.capacity[r].max(1) as f64))
     };
     let clog_of = |r: Option<usize>| r.map_or(0.0, |r| rec.clog[r]);
-    let clog_share = [cpu, mem]
+    let clog_share = [cpu, mem, gpu]
         .into_iter()
         .flatten()
         .map(|r| rec.clog[r] / (rec.capacity[r].max(1) as f64 * end as f64))
@@ -225,6 +231,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         bounded_slowdown: bounded_slowdown(&wr),
         mean_util_cpu: mean(cpu),
         mean_util_memory: mean(mem),
+        mean_util_gpu: gpu.map(|_| mean(gpu)),
         clog_cpu_core_s: round3(clog_of(cpu) / 1e6),
         clog_memory_gib_s: round3(clog_of(mem) / (1024.0 * 1024.0 * 1024.0) / 1000.0),
         clog_share: round3(clog_share),

@@ -40,8 +40,27 @@ pub struct Report {
     pub runs: Vec<RunResult>,
 }
 
-fn f(x: f64, d: usize) -> String {
+pub(crate) fn f(x: f64, d: usize) -> String {
     format!("{x:.d$}")
+}
+
+/// Columns padded to their widest cell: the first left-aligned, the others right-aligned.
+pub(crate) fn aligned(head: &[String], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> =
+        (0..head.len()).map(|c| rows.iter().map(|r| r[c].len()).chain([head[c].len()]).max().unwrap_or(0)).collect();
+    let line = |cells: &[String]| {
+        let mut s = format!("{:<w$}", cells[0], w = widths[0]);
+        for (k, cell) in cells.iter().enumerate().skip(1) {
+            let _ = write!(s, "  {:>w$}", cell, w = widths[k]);
+        }
+        s
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", line(head));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r));
+    }
+    out
 }
 
 impl Report {
@@ -72,6 +91,9 @@ impl Report {
         row("bounded slowdown", f(i.bounded_slowdown, 2), &|r| f(r.bounded_slowdown, 2));
         row("cpu util mean (%)", dash(), &|r| f(r.mean_util_cpu * 100.0, 1));
         row("memory util mean (%)", dash(), &|r| f(r.mean_util_memory * 100.0, 1));
+        if self.runs.iter().any(|r| r.mean_util_gpu.is_some()) {
+            row("gpu util mean (%)", dash(), &|r| r.mean_util_gpu.map_or(dash(), |u| f(u * 100.0, 1)));
+        }
         row("clog cpu (core-h)", "0.0".into(), &|r| f(r.clog_cpu_core_s / 3600.0, 1));
         row("clog memory (GiB-h)", "0.0".into(), &|r| f(r.clog_memory_gib_s / 3600.0, 1));
         row("clog share (%)", "0.0".into(), &|r| f(r.clog_share * 100.0, 2));
@@ -94,9 +116,6 @@ impl Report {
                 });
             }
         }
-        let widths: Vec<usize> = (0..head.len())
-            .map(|c| rows.iter().map(|r| r[c].len()).chain([head[c].len()]).max().unwrap_or(0))
-            .collect();
         let mut out = String::new();
         let c = &self.cluster;
         let _ = writeln!(
@@ -110,17 +129,7 @@ impl Report {
             f(c.cpu_cores, 0),
             f(c.memory_gib, 0)
         );
-        let line = |cells: &[String]| {
-            let mut s = format!("{:<w$}", cells[0], w = widths[0]);
-            for (k, cell) in cells.iter().enumerate().skip(1) {
-                let _ = write!(s, "  {:>w$}", cell, w = widths[k]);
-            }
-            s
-        };
-        let _ = writeln!(out, "{}", line(&head));
-        for r in &rows {
-            let _ = writeln!(out, "{}", line(r));
-        }
+        out.push_str(&aligned(&head, &rows));
         let _ = writeln!(
             out,
             "lower bound on makespan: {} s (max of total work / capacity and the latest job's submit + run time)",
@@ -160,6 +169,9 @@ impl Report {
             put(s, "*", "bounded_slowdown", f(r.bounded_slowdown, 3));
             put(s, "*", "util_cpu_mean", f(r.mean_util_cpu, 3));
             put(s, "*", "util_memory_mean", f(r.mean_util_memory, 3));
+            if let Some(u) = r.mean_util_gpu {
+                put(s, "*", "util_gpu_mean", f(u, 3));
+            }
             put(s, "*", "clog_cpu_core_s", f(r.clog_cpu_core_s, 3));
             put(s, "*", "clog_memory_gib_s", f(r.clog_memory_gib_s, 3));
             put(s, "*", "clog_share", f(r.clog_share, 3));

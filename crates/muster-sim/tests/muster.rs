@@ -31,7 +31,7 @@ fn seed_scalability_completes_every_job_close_to_the_ideal_fifo_gang_schedule() 
 
 #[test]
 fn seed_001_deadlock_does_not_happen_with_muster() {
-    let report = run("wait-for-pods-ready.yaml", &["default", "muster"]);
+    let report = run("suite/seed-001.yaml", &["default", "muster"]);
     let (default, muster) = (&report.runs[0], &report.runs[1]);
     assert!(default.unfinished > 0, "the default model deadlocks, as in the seed");
     assert_eq!((muster.completed, muster.failed, muster.unfinished), (3, 0, 0));
@@ -47,4 +47,32 @@ fn every_queue_policy_runs_and_is_deterministic() {
         assert_eq!(r.failed, 0, "{}: no job misses its deadline", r.scheduler);
     }
     assert_eq!(first.to_json(), run("priority-probe.yaml", &names).to_json(), "same seed, same result");
+}
+
+#[test]
+fn gpu_gangs_of_mixed_shapes_fragment_under_quota_admission_but_not_under_muster() {
+    let report = run("suite/gpu-burst.yaml", &["kueue", "muster"]);
+    let (kueue, muster) = (&report.runs[0], &report.runs[1]);
+    assert!(kueue.unfinished > 0, "admission by GPU quota alone lets half-node pods split whole-node gangs");
+    assert!(kueue.clog_share > 0.5, "and the partial gangs hold GPUs: {}", kueue.clog_share);
+    assert_eq!((muster.completed, muster.failed), (report.jobs, 0));
+    assert!(muster.clog_share < 0.01, "no partial gang holds GPUs: {}", muster.clog_share);
+    assert!(muster.mean_util_gpu.is_some_and(|u| u > 0.8), "{:?}", muster.mean_util_gpu);
+    assert!(muster.makespan_s.unwrap() >= report.lower_bound_s);
+}
+
+#[test]
+fn whole_cluster_gangs_do_not_starve_behind_a_stream_of_small_jobs() {
+    let report = run("suite/starvation.yaml", &["kueue", "muster"]);
+    let (kueue, muster) = (&report.runs[0], &report.runs[1]);
+    let whole = |r: &muster_sim::RunResult| r.classes.iter().find(|c| c.class == "whole").unwrap().wait.max_s;
+    assert_eq!((muster.completed, muster.failed), (report.jobs, 0));
+    assert!(
+        whole(muster) * 4.0 < whole(kueue),
+        "a reservation starts the big gangs long before best-effort admission does: {} s against {} s",
+        whole(muster),
+        whole(kueue)
+    );
+    let makespan = muster.makespan_s.unwrap();
+    assert!(makespan >= report.lower_bound_s && makespan <= report.lower_bound_s * 1.05, "{makespan}");
 }

@@ -60,7 +60,7 @@ fn tap<S: Scheduler>(w: &Workload, s: S) -> (Tap<S>, muster_sim::engine::RunReco
 }
 
 fn seed_deadlock() -> Workload {
-    scenario::load(&repo().join("scenarios/wait-for-pods-ready.yaml"), 1).unwrap()
+    scenario::load(&repo().join("scenarios/suite/seed-001.yaml"), 1).unwrap()
 }
 
 #[test]

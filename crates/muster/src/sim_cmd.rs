@@ -8,14 +8,39 @@ use muster_sim::{RunOptions, SimError, scenario};
 
 use crate::cluster_cmd::emit;
 
-/// The built-in scenario (seed 002's scalability test) and its cluster, carried in the binary so
+/// One scenario of the built-in suite and the cluster it names, carried in the binary so
 /// `muster sim` works from any directory.
-const BUILTIN_SCENARIO: &str = include_str!("../../../scenarios/seed-scalability.yaml");
-const BUILTIN_CLUSTER: &str = include_str!("../../../scenarios/clusters/seed-scalability.yaml");
+struct Builtin {
+    file: &'static str,
+    text: &'static str,
+    cluster_file: &'static str,
+    cluster: &'static str,
+}
+
+macro_rules! builtin {
+    ($file:literal, $cluster:literal) => {
+        Builtin {
+            file: $file,
+            text: include_str!(concat!("../../../scenarios/", $file)),
+            cluster_file: $cluster,
+            cluster: include_str!(concat!("../../../scenarios/", $cluster)),
+        }
+    };
+}
+
+/// The suite `muster sim` runs when no scenario is named: seed 001's deadlock, seed 002's scale
+/// test, and the suite's scenarios where the schedulers differ most (docs/simulator.md).
+const SUITE: [Builtin; 5] = [
+    builtin!("suite/seed-001.yaml", "clusters/seed-deadlock.yaml"),
+    builtin!("seed-scalability.yaml", "clusters/seed-scalability.yaml"),
+    builtin!("suite/gpu-burst.yaml", "clusters/gpu-32.yaml"),
+    builtin!("suite/starvation.yaml", "clusters/cpu-16.yaml"),
+    builtin!("suite/elastic.yaml", "clusters/elastic-32.yaml"),
+];
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Scenario file; the built-in seed-scalability scenario when absent.
+    /// Scenario file; the built-in suite (one summary table) when absent.
     scenario: Option<PathBuf>,
     /// Comma-separated schedulers to compare (default: all of them).
     #[arg(long, value_delimiter = ',')]
@@ -39,48 +64,81 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     opts.seed = args.seed;
     opts.schedulers = args.schedulers.clone();
     opts.progress = true;
-    let workload = match &args.scenario {
-        Some(path) => scenario::load(path, args.seed)?,
+    let reports = match &args.scenario {
+        Some(path) => {
+            let report = muster_sim::run_workload(&scenario::load(path, args.seed)?, &opts)?;
+            emit(report.render_table().trim_end())?;
+            vec![report]
+        }
         None => {
-            let read = |p: &Path| {
-                if p.ends_with("clusters/seed-scalability.yaml") {
-                    Ok(BUILTIN_CLUSTER.to_string())
-                } else {
-                    Err(SimError::Io {
-                        path: p.display().to_string(),
-                        message: "not part of the built-in scenario".into(),
-                    })
-                }
-            };
-            scenario::from_text_with(
-                "built-in:seed-scalability.yaml",
-                BUILTIN_SCENARIO,
-                Path::new(""),
+            let mut reports = Vec::new();
+            for b in &SUITE {
+                reports.push(muster_sim::run_workload(&builtin_workload(b, args.seed)?, &opts)?);
+            }
+            emit(&format!(
+                "built-in suite (seed {}); `muster sim scenarios/FILE` shows one scenario in full\n\n{}",
                 args.seed,
-                &read,
-            )?
+                muster_sim::suite::render_table(&reports).trim_end()
+            ))?;
+            reports
         }
     };
-    let report = muster_sim::run_workload(&workload, &opts)?;
-    emit(report.render_table().trim_end())?;
     // Wall times vary run to run, so they go to stderr and keep stdout byte-identical per seed.
-    for r in &report.runs {
-        let rate = r.events as f64 / (r.wall_ms.max(1) as f64 / 1000.0);
-        eprintln!("{}: {} events in {} ms ({rate:.0} events/s)", r.scheduler, r.events, r.wall_ms);
+    for report in &reports {
+        for r in &report.runs {
+            let rate = r.events as f64 / (r.wall_ms.max(1) as f64 / 1000.0);
+            eprintln!(
+                "{} {}: {} events in {} ms ({rate:.0} events/s)",
+                report.scenario, r.scheduler, r.events, r.wall_ms
+            );
+        }
     }
+    write_outputs(args, &reports)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn builtin_workload(b: &Builtin, seed: u64) -> Result<muster_sim::Workload, SimError> {
+    let read = |p: &Path| {
+        if p.ends_with(b.cluster_file) {
+            Ok(b.cluster.to_string())
+        } else {
+            Err(SimError::Io { path: p.display().to_string(), message: "not part of the built-in suite".into() })
+        }
+    };
+    scenario::from_text_with(&format!("built-in:{}", b.file), b.text, Path::new("scenarios"), seed, &read)
+}
+
+/// JSON (one report, or an array for the suite), CSV (a `scenario` column first) and plots (a
+/// directory per scenario for the suite).
+fn write_outputs(args: &Args, reports: &[muster_sim::Report]) -> Result<()> {
     let write = |path: &PathBuf, text: String| {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
     };
+    let one = args.scenario.is_some();
     if let Some(p) = &args.json {
-        write(p, report.to_json())?;
+        let json = if one {
+            reports[0].to_json()
+        } else {
+            serde_json::to_string_pretty(reports).context("encoding the reports")? + "\n"
+        };
+        write(p, json)?;
     }
     if let Some(p) = &args.csv {
-        write(p, report.to_csv())?;
+        let mut csv = String::from("scenario,scheduler,class,metric,value\n");
+        for r in reports {
+            for line in r.to_csv().lines().skip(1) {
+                csv.push_str(&format!("{},{line}\n", r.scenario));
+            }
+        }
+        write(p, csv)?;
     }
     if let Some(dir) = &args.plots {
-        for file in report.write_plots(dir)? {
-            eprintln!("wrote {}", file.display());
+        for r in reports {
+            let dir = if one { dir.clone() } else { dir.join(&r.scenario) };
+            for file in r.write_plots(&dir)? {
+                eprintln!("wrote {}", file.display());
+            }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -95,13 +95,17 @@ fn jgf_export_reimports_to_the_same_graph() {
 }
 
 #[test]
-fn sim_runs_the_built_in_scenario_deterministically() {
+fn sim_runs_the_built_in_suite_deterministically() {
     let run = |seed: &str| muster(&["sim", "--schedulers", "default,kueue", "--seed", seed], "");
     let first = run("7");
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     let text = stdout(&first);
-    assert!(text.contains("scenario seed-scalability (seed 7)"), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("jobs completed")), "{text}");
+    assert!(text.starts_with("built-in suite (seed 7)"), "{text}");
+    for scenario in ["seed-001", "seed-scalability", "gpu-burst", "starvation", "elastic"] {
+        let rows = text.lines().filter(|l| l.starts_with(&format!("{scenario} "))).count();
+        assert_eq!(rows, 3, "{scenario}: a row in each of the three tables\n{text}");
+    }
+    assert!(text.contains("DEFAULT") && text.contains("KUEUE"), "a column per scheduler\n{text}");
     assert_eq!(text, stdout(&run("7")), "same seed, same output");
     assert_ne!(text, stdout(&run("8")), "the seed changes the workload");
 }
