@@ -16,7 +16,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
 use muster_k8s::external::JobSet;
-use muster_k8s::{Group, GroupPhase, GroupStatus, Queue, QueueStatus, labels};
+use muster_k8s::{Group, GroupState, GroupStatus, Queue, QueueStatus, labels};
 use muster_queue::GroupKey;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
@@ -338,7 +338,7 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
     let mut admitted: HashSet<GroupKey> = HashSet::new();
     // An admission is written at once: its allocation says where the pods being bound belong.
     let mut is_admission = |k: &GroupKey, s: &GroupStatus| {
-        if s.phase == Some(GroupPhase::Admitted) {
+        if s.phase == Some(GroupState::Admitted) {
             return admitted.insert(k.clone());
         }
         admitted.remove(k);

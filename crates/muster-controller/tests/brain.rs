@@ -20,7 +20,7 @@ fn a_job_is_queued_admitted_bound_exactly_and_runs() {
     let a = h.cycle();
     assert_eq!(h.state("train"), Some(GroupState::Admitted));
     assert_eq!(unsuspends(&a, "train"), 1, "{a:?}");
-    assert_eq!(last_phase(&a, "train"), Some(GroupPhase::Admitted));
+    assert_eq!(last_phase(&a, "train"), Some(GroupState::Admitted));
     let alloc =
         h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "train")).unwrap().allocation.clone().unwrap();
     // The Job controller creates its pods; each is bound to its member's node, by completion index.
@@ -48,7 +48,7 @@ fn a_job_is_queued_admitted_bound_exactly_and_runs() {
     done.finished = Some(true);
     let a = h.send(Event::Job(Change::Apply(done)));
     assert_eq!(h.state("train"), Some(GroupState::Succeeded));
-    assert_eq!(last_phase(&a, "train"), Some(GroupPhase::Succeeded));
+    assert_eq!(last_phase(&a, "train"), Some(GroupState::Succeeded));
 }
 
 #[test]
@@ -273,7 +273,7 @@ fn a_restart_recovers_running_groups_from_the_store_and_bound_pods() {
         _ => None,
     });
     let status = status.expect("a's status is written again after the restart");
-    assert_eq!(status.phase, Some(GroupPhase::Running));
+    assert_eq!(status.phase, Some(GroupState::Running));
     let written: Vec<(u32, String)> = status.allocation.iter().map(|m| (m.member, m.node.clone())).collect();
     let want: Vec<(u32, String)> = alloc.members.iter().map(|m| (m.index, m.node.clone())).collect();
     assert_eq!(written, want);
@@ -334,7 +334,7 @@ fn a_plain_pod_group_is_admitted_ungated_bound_exactly_finishes_and_goes_with_it
     assert_eq!(spec.owner, None);
     assert_eq!(h.state("ring"), Some(GroupState::Admitted), "{a:?}");
     assert!(!a.iter().any(|a| matches!(a, Action::Suspend { .. })), "no Job to unsuspend: {a:?}");
-    assert_eq!(last_phase(&a, "ring"), Some(GroupPhase::Admitted), "plain groups get statuses too");
+    assert_eq!(last_phase(&a, "ring"), Some(GroupState::Admitted), "plain groups get statuses too");
     let alloc = allocation(&h, "ring");
     assert_eq!(alloc.len(), 3);
     let all = a;
@@ -369,7 +369,7 @@ fn a_plain_pod_group_is_admitted_ungated_bound_exactly_finishes_and_goes_with_it
     let a =
         h.send(Event::Pod(Change::Apply(PodView { phase: PodPhase::Succeeded, ready: false, ..running[2].clone() })));
     assert_eq!(h.state("ring"), Some(GroupState::Succeeded), "{a:?}");
-    assert_eq!(last_phase(&a, "ring"), Some(GroupPhase::Succeeded));
+    assert_eq!(last_phase(&a, "ring"), Some(GroupState::Succeeded));
     // The pods go (the user deletes them): the group and its Group object go too.
     let mut a = Vec::new();
     for p in &running {
@@ -652,7 +652,7 @@ fn a_jobset_is_one_group_and_its_pods_are_numbered_across_its_child_jobs() {
     done.job.finished = Some(true);
     let a = h.send(Event::JobSet(Change::Apply(done)));
     assert_eq!(h.state("train"), Some(GroupState::Succeeded));
-    assert_eq!(last_phase(&a, "train"), Some(GroupPhase::Succeeded));
+    assert_eq!(last_phase(&a, "train"), Some(GroupState::Succeeded));
     // Deleted: the group goes, and with it the Group object.
     let a = h.send(Event::JobSet(Change::Delete(jobset(false))));
     assert!(a.iter().any(|a| matches!(a, Action::DeleteGroup { key } if key.name == "train")), "{a:?}");

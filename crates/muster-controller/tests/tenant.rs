@@ -160,7 +160,7 @@ fn group_object(name: &str, status: u64, foreign_status: bool) -> GroupObjectVie
     GroupObjectView { key: GroupKey::new(NS, name), status, foreign_status }
 }
 
-fn restores(actions: &[Action]) -> Vec<GroupPhase> {
+fn restores(actions: &[Action]) -> Vec<GroupState> {
     actions
         .iter()
         .filter_map(|a| match a {
@@ -192,7 +192,7 @@ fn a_group_status_written_by_someone_else_is_restored_and_a_deleted_group_recrea
     h.send(Event::GroupObject(Change::Apply(group_object("train", mine ^ 1, true))));
     assert!(restores(&h.cycle()).is_empty(), "not at once");
     h.now += 2;
-    assert_eq!(restores(&h.cycle()), [GroupPhase::Admitted]);
+    assert_eq!(restores(&h.cycle()), [GroupState::Admitted]);
     h.send(Event::GroupObject(Change::Apply(group_object("train", mine, true))));
     h.now += 10;
     assert!(restores(&h.cycle()).is_empty(), "restored: nothing more to do");
@@ -201,7 +201,7 @@ fn a_group_status_written_by_someone_else_is_restored_and_a_deleted_group_recrea
     h.now += 3;
     let a = h.cycle();
     assert!(a.iter().any(|a| matches!(a, Action::EnsureGroup { key, .. } if key.name == "train")), "{a:?}");
-    assert_eq!(last_phase(&a, "train"), Some(GroupPhase::Admitted));
+    assert_eq!(last_phase(&a, "train"), Some(GroupState::Admitted));
     assert!(admitted(&h, "train"), "the engine kept the group all along");
     // Deleted with its Job: gone for good.
     h.send(Event::Job(Change::Apply(JobView { deleting: true, ..job("train", 2, 2) })));

@@ -154,38 +154,6 @@ pub struct OwnerReference {
     pub uid: Option<String>,
 }
 
-/// Where a group is in its life (the engine's `GroupState` as users see it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum GroupPhase {
-    Queued,
-    Reserved,
-    Admitted,
-    Running,
-    Succeeded,
-    Failed,
-    Evicted,
-    Deactivated,
-    Suspended,
-}
-
-impl GroupPhase {
-    /// The phase of an engine state; None for states no object shows (`New`, `Deleted`).
-    pub fn of(state: GroupState) -> Option<Self> {
-        Some(match state {
-            GroupState::New | GroupState::Deleted => return None,
-            GroupState::Queued => GroupPhase::Queued,
-            GroupState::Reserved => GroupPhase::Reserved,
-            GroupState::Admitted => GroupPhase::Admitted,
-            GroupState::Running => GroupPhase::Running,
-            GroupState::Succeeded => GroupPhase::Succeeded,
-            GroupState::Failed => GroupPhase::Failed,
-            GroupState::Evicted => GroupPhase::Evicted,
-            GroupState::Deactivated => GroupPhase::Deactivated,
-            GroupState::Suspended => GroupPhase::Suspended,
-        })
-    }
-}
-
 /// The condition types of a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupConditionType {
@@ -217,7 +185,7 @@ impl GroupConditionType {
 #[serde(rename_all = "camelCase")]
 pub struct GroupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<GroupPhase>,
+    pub phase: Option<GroupState>,
     /// Kubernetes conditions of the types in `GroupConditionType`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
@@ -489,7 +457,7 @@ mod tests {
         )
         .unwrap();
         let status = g.status.as_ref().unwrap();
-        assert_eq!(status.phase, Some(GroupPhase::Reserved));
+        assert_eq!(status.phase, Some(GroupState::Reserved));
         assert_eq!(status.condition(GroupConditionType::Queued).unwrap().reason, "Reserved");
         assert_eq!(status.allocation, [MemberAllocation { member: 0, node: "node-1".into() }]);
         assert_eq!(status.requeue, Some(RequeueState { count: 1, requeue_at: None }));
@@ -501,10 +469,10 @@ mod tests {
 
     #[test]
     fn every_engine_state_but_new_and_deleted_has_a_phase() {
-        assert_eq!(GroupPhase::of(GroupState::New), None);
-        assert_eq!(GroupPhase::of(GroupState::Deleted), None);
-        assert_eq!(GroupPhase::of(GroupState::Reserved), Some(GroupPhase::Reserved));
-        assert_eq!(GroupPhase::of(GroupState::Deactivated), Some(GroupPhase::Deactivated));
+        assert_eq!(GroupState::New.shown(), None);
+        assert_eq!(GroupState::Deleted.shown(), None);
+        assert_eq!(GroupState::Reserved.shown(), Some(GroupState::Reserved));
+        assert_eq!(GroupState::Deactivated.shown(), Some(GroupState::Deactivated));
     }
 
     #[test]

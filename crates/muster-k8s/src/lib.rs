@@ -16,7 +16,9 @@ mod quantity;
 pub mod queue;
 pub mod view;
 
-pub use group::{Group, GroupConditionType, GroupPhase, GroupSpec, GroupStatus};
+pub use group::{Group, GroupConditionType, GroupSpec, GroupStatus};
+/// A Group object's `status.phase` is the engine's state (never `New` or `Deleted`).
+pub use muster_queue::GroupState;
 pub use quantity::Quantity;
 pub use queue::{Queue, QueueSpec, QueueStatus};
 

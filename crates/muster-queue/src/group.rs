@@ -24,10 +24,13 @@ impl fmt::Display for GroupKey {
     }
 }
 
-/// Where a group is in its life.
+/// Where a group is in its life: the engine's state, and the `phase` of a Group object's status
+/// (which never shows `New` or `Deleted`, so the API schema leaves them out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum GroupState {
     /// Not yet known to the engine (the `from` of a submission).
+    #[cfg_attr(feature = "schema", schemars(skip))]
     New,
     /// Waiting for capacity or quota.
     Queued,
@@ -45,10 +48,16 @@ pub enum GroupState {
     Deactivated,
     /// Held by the user.
     Suspended,
+    #[cfg_attr(feature = "schema", schemars(skip))]
     Deleted,
 }
 
 impl GroupState {
+    /// The phase a Group object shows: None for `New` and `Deleted`, which no object has.
+    pub fn shown(self) -> Option<Self> {
+        (!matches!(self, GroupState::New | GroupState::Deleted)).then_some(self)
+    }
+
     /// Waiting for a place (in a queue's pending set).
     pub fn is_pending(self) -> bool {
         matches!(self, GroupState::Queued | GroupState::Reserved)

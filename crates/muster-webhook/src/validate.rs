@@ -15,7 +15,7 @@ use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS, QUEUE,
     RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS, is_reserved,
 };
-use muster_k8s::{GroupPhase, QueueSpec};
+use muster_k8s::{GroupState, QueueSpec};
 
 use crate::alike;
 use crate::config::WebhookConfig;
@@ -275,7 +275,7 @@ impl<S: ClusterState> Checker<'_, S> {
         match self.state.group(self.ns, name).await {
             Err(e) => self.refuse(format!("{field}: {e}; try again")),
             Ok(Some(g)) => {
-                if let Some(phase @ (GroupPhase::Admitted | GroupPhase::Running)) =
+                if let Some(phase @ (GroupState::Admitted | GroupState::Running)) =
                     g.status.as_ref().and_then(|s| s.phase)
                 {
                     self.refuse(format!(
@@ -283,7 +283,7 @@ impl<S: ClusterState> Checker<'_, S> {
                          current size; suspend the {} first (spec.suspend: true), then change {field}, and muster \
                          queues it again with the new size",
                         kind.to_lowercase(),
-                        if phase == GroupPhase::Running { "running" } else { "admitted" },
+                        if phase == GroupState::Running { "running" } else { "admitted" },
                         kind.to_lowercase(),
                     ));
                 }

@@ -152,7 +152,7 @@ impl<S: Store> Brain<S> {
         let mut st = self.statuses.get(key).cloned().unwrap_or_default();
         let at = time(now);
         let s = g.state;
-        st.phase = GroupPhase::of(s);
+        st.phase = s.shown();
         let reason = |on: bool, yes: &str, no: &str| if on { yes.to_string() } else { no.to_string() };
         let msg = if g.reason.is_empty() || !s.is_pending() { message.to_string() } else { g.reason.clone() };
         st.set_condition(

@@ -11,7 +11,7 @@ pub use muster_controller::metrics::{Metrics, TimedStore};
 pub use muster_durable::Options;
 pub use muster_graph::{NodeSpec, Policy};
 pub use muster_k8s::group::{Members, OwnerReference};
-pub use muster_k8s::{GroupPhase, GroupSpec as GroupObjectSpec, Quantity, QueueStatus};
+pub use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity, QueueStatus};
 pub use muster_queue::{EngineConfig, GroupKey, GroupState};
 pub use muster_store::testing::TempDir;
 pub use muster_store::{SqliteStore, Store};
@@ -173,7 +173,7 @@ pub fn unsuspends(actions: &[Action], name: &str) -> usize {
     actions.iter().filter(|a| matches!(a, Action::Suspend { key, suspend: false } if key.name == name)).count()
 }
 
-pub fn last_phase(actions: &[Action], name: &str) -> Option<GroupPhase> {
+pub fn last_phase(actions: &[Action], name: &str) -> Option<GroupState> {
     actions.iter().rev().find_map(|a| match a {
         Action::Status { key, status } if key.name == name => status.phase,
         _ => None,

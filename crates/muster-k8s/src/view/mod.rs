@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::queue::{DEFAULT_DEPTH, PolicyKind};
-use crate::{Group, GroupPhase, Queue, labels};
+use crate::{Group, GroupState, Queue, labels};
 use text::{REASON_WIDTH, one_line, or_none, truncate};
 pub use text::{absolute, allocation_lines, human_duration, quantity_text, relative, table};
 
@@ -27,7 +27,7 @@ pub struct Row {
     pub namespace: String,
     pub name: String,
     pub queue: String,
-    pub phase: Option<GroupPhase>,
+    pub phase: Option<GroupState>,
     pub position: Option<u32>,
     pub members: String,
     pub estimated_start: Option<Timestamp>,
@@ -37,16 +37,18 @@ pub struct Row {
 }
 
 /// Pending first, then admitted and running, then finished.
-fn stage(phase: Option<GroupPhase>) -> u8 {
+fn stage(phase: Option<GroupState>) -> u8 {
     match phase {
         None
-        | Some(GroupPhase::Queued)
-        | Some(GroupPhase::Reserved)
-        | Some(GroupPhase::Evicted)
-        | Some(GroupPhase::Suspended)
-        | Some(GroupPhase::Deactivated) => 0,
-        Some(GroupPhase::Admitted) | Some(GroupPhase::Running) => 1,
-        Some(GroupPhase::Succeeded) | Some(GroupPhase::Failed) => 2,
+        | Some(GroupState::Queued)
+        | Some(GroupState::Reserved)
+        | Some(GroupState::Evicted)
+        | Some(GroupState::Suspended)
+        | Some(GroupState::Deactivated) => 0,
+        Some(GroupState::Admitted) | Some(GroupState::Running) => 1,
+        Some(GroupState::Succeeded) | Some(GroupState::Failed) | Some(GroupState::Deleted) => 2,
+        // A status never shows New.
+        Some(GroupState::New) => 0,
     }
 }
 
