@@ -51,7 +51,8 @@ for t in "${tests[@]}"; do
     job)        run job "$e2e/test-job.sh" ;;
     gang-ready) run gang-ready "$e2e/test-gang-ready.sh" ;;
     webhook)    run webhook "$e2e/test-webhook.sh" ;;
-    crds)       run crds "$e2e/test-crds.sh" ;;
+    # A Rust integration test (crates/muster-harness/tests/crds.rs), gated on MUSTER_E2E_KUBECONFIG.
+    crds)       run crds env MUSTER_E2E_KUBECONFIG="$KUBECONFIG" cargo test -q -p muster-harness --test crds ;;
     admission)  run admission "$e2e/test-admission.sh" ;;
     cli)        run cli "$e2e/test-cli.sh" ;;
     scale)      run scale "$e2e/test-scale.sh" --jobs 50 ;;
