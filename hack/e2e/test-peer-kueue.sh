@@ -9,22 +9,15 @@
 # Run only when named: hack/e2e/run.sh peer-kueue (make peers).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-ns=e2e-peer-kueue
-timeout=${PEER_TIMEOUT:-600}
-peers=$hack_dir/peers
-echo "test-peer-kueue" >&2
 
-cleanup() {
-  # Kueue still up: its finalizers on Workloads, the ClusterQueue and the ResourceFlavor need it.
-  k delete namespace $ns --ignore-not-found --wait=true --timeout=120s >/dev/null 2>&1 || true
+kueue_teardown() { # Kueue's cluster-scoped objects, while Kueue (their finalizers) still runs
   k delete clusterqueue cluster-queue --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
   k delete resourceflavor default-flavor --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
-  "$peers/kueue.sh" down || true
 }
-trap cleanup EXIT
-"$peers/kueue.sh" up
+peer_test kueue kueue_teardown
+"$hack_dir/peers/kueue.sh" up
 pass "Kueue $KUEUE_VERSION up (manager, CRDs, webhooks on loopback)"
-fresh_namespace $ns
+fresh_namespace "$ns"
 
 # The page's preparation: total allocatable memory of the worker nodes, the quota twice that.
 total=$(k get node --selector='!node-role.kubernetes.io/master,!node-role.kubernetes.io/control-plane' \
@@ -64,32 +57,14 @@ kueue_job_yaml() {
     -e 's/^spec:/spec:\n  suspend: true/' -e 's/cpu: "[^"]*", //'
 }
 
-t0=$(date +%s.%N)
-kueue_job_yaml quick-job 50 run=1 memory=1 | k -n $ns create -f - >/dev/null
-{ kueue_job_yaml job1 20 run=5 after=all-ready indexed=1 memory=316Mi; echo ---;
-  kueue_job_yaml job2 20 run=5 after=all-ready indexed=1 memory=316Mi; } | k -n $ns create -f - >/dev/null
-
-overlap=0 b1=0 b2=0
-deadline=$(( $(date +%s) + timeout ))
-while :; do
-  snap=$(k -n $ns get pods -o jsonpath='{range .items[*]}{.metadata.labels.job-name}:{.spec.nodeName}:{.status.phase}{"\n"}{end}')
-  b1=$(awk -F: '$1=="job1" && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$snap" | wc -l)
-  b2=$(awk -F: '$1=="job2" && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$snap" | wc -l)
-  (( b1 > 0 && b2 > 0 )) && overlap=$((overlap + 1))
-  if job_complete $ns job1 && job_complete $ns job2 && job_complete $ns quick-job; then break; fi
-  if (( $(date +%s) >= deadline )); then
-    k -n $ns get workloads.kueue.x-k8s.io -o wide >&2 || true
-    fail "not every job completed within ${timeout}s (job1 $b1, job2 $b2 pods bound)"
-  fi
-  sleep 0.5
-done
-wall=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
-pass "all three jobs completed in ${wall}s"
+kueue_stuck() { k -n "$ns" get workloads.kueue.x-k8s.io -o wide; }
+seed001_jobs kueue_job_yaml
+seed001_watch stuck=kueue_stuck
 
 # Kueue's Workloads by their full name: from Kubernetes 1.37 `workloads` also names the native
 # scheduling.k8s.io Workloads.
 # Evictions: Kueue's own count per Workload (status.schedulingStats.evictions), and its events.
-wl=$(k -n $ns get workloads.kueue.x-k8s.io -o json)
+wl=$(k -n "$ns" get workloads.kueue.x-k8s.io -o json)
 read -r nwl admitted finished evictions requeues <<<"$(python3 -c '
 import json, sys
 items = json.load(sys.stdin)["items"]
@@ -97,15 +72,14 @@ cond = lambda w, t: any(c["type"] == t and c["status"] == "True" for c in w.get(
 ev = sum(e.get("count", 0) for w in items for e in (w.get("status", {}).get("schedulingStats") or {}).get("evictions", []))
 rq = sum((w.get("status", {}).get("requeueState") or {}).get("count", 0) for w in items)
 print(len(items), sum(cond(w, "Admitted") for w in items), sum(cond(w, "Finished") for w in items), ev, rq)' <<<"$wl")"
-evict_events=$(k -n $ns get events -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | grep -c -i evict || true)
+evict_events=$(k -n "$ns" get events -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | grep -c -i evict || true)
 check "Kueue made a Workload for each job ($nwl)" test "$nwl" -eq 3
 check "every Workload was admitted and finished ($admitted admitted, $finished finished)" test "$finished" -eq 3
-failed=$(k -n $ns get pods --field-selector status.phase=Failed -o name | wc -l)
-check "no pod failed ($failed)" test "$failed" -eq 0
+check_no_pod_failed
 # When each big job was admitted (blockAdmission: job2 only after job1's pods are all ready).
 for j in job1 job2; do
-  echo "  ..   $j: $(k -n $ns get workloads.kueue.x-k8s.io -l kueue.x-k8s.io/job-uid="$(k -n $ns get job $j -o jsonpath='{.metadata.uid}')" \
+  echo "  ..   $j: $(k -n "$ns" get workloads.kueue.x-k8s.io -l kueue.x-k8s.io/job-uid="$(k -n "$ns" get job $j -o jsonpath='{.metadata.uid}')" \
     -o jsonpath='{range .items[*]}admitted {.status.conditions[?(@.type=="Admitted")].lastTransitionTime}, pods ready {.status.conditions[?(@.type=="PodsReady")].lastTransitionTime}{end}')" >&2
 done
 echo "  ..   samples with pods of both big jobs bound: $overlap" >&2
-echo "result: peer=kueue-$KUEUE_VERSION seed=001 wall_seconds=$wall job_span_seconds=$(jobs_span $ns) evictions=$evictions requeues=$requeues evict_events=$evict_events both_big_jobs_bound_samples=$overlap" >&2
+echo "result: peer=kueue-$KUEUE_VERSION seed=001 wall_seconds=$wall job_span_seconds=$(jobs_span "$ns") evictions=$evictions requeues=$requeues evict_events=$evict_events both_big_jobs_bound_samples=$overlap" >&2
