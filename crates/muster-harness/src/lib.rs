@@ -1,8 +1,18 @@
 //! muster's real-cluster harness (not published): what hack/sim-vs-real.sh, hack/e2e/test-scale.sh
-//! and hack/bench-bind.sh run against a control plane, on kube-rs.
+//! and hack/bench-bind.sh run against a control plane, on kube-rs, and the scenario Jobs for muster
+//! and each real peer (docs/peers.md).
 //!
 //! - [`workload`]: a scenario's jobs as muster-sim's own generator draws them
 //!   (`muster_sim::scenario::load`), and the batch/v1 Jobs they become.
+//! - [`peers`]: those Jobs decorated for the scheduler that runs them, with the companion objects
+//!   it needs, so muster and every real peer get the same Jobs (`--peer` of `objects` and `run`):
+//!   `default` (plain Jobs), `muster` (`muster.dev/queue`, declared run time; `--queue` alone),
+//!   `kueue` (suspended, `kueue.x-k8s.io/queue-name`; `objects --peer kueue --setup` prints the
+//!   ResourceFlavor, the ClusterQueue with the scenario cluster's allocatable x
+//!   `kueue.quotaFactor` and the LocalQueue), `coscheduling` (a scheduler-plugins PodGroup per
+//!   Job), `volcano` (`schedulerName: volcano`, `group-min-member`) and `native` (kube-scheduler
+//!   1.37's Workload and PodGroup per Job). Companions come before their Job; elastic jobs get
+//!   each peer's own minimum (the module says what each peer does not support).
 //! - [`simreal`]: those Jobs created at their submit times on a real cluster, the control plane's
 //!   rates on a calibration burst, the comparison with `muster sim`, kube-scheduler's metrics.
 //! - [`scale`]: seed 002's scale experiment and the bind-rate bursts, followed through watches.
@@ -10,6 +20,7 @@
 //! Quantities are parsed by muster's own parser (`muster_graph::resources`).
 
 pub mod cluster;
+pub mod peers;
 pub mod scale;
 pub mod simreal;
 pub mod stats;

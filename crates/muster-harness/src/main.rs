@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use muster_harness::peers::{self, Peer, PeerOptions};
 use muster_harness::{scale, simreal, workload};
 
 #[derive(Parser)]
@@ -22,23 +23,33 @@ struct Cli {
 enum Cmd {
     /// The scenario's jobs as muster-sim draws them for SEED, as JSON (what `run` reads).
     Jobs { scenario: PathBuf, seed: u64, out: PathBuf },
-    /// The scenario's jobs as batch/v1 Job manifests (a YAML stream for kubectl apply).
+    /// The scenario's jobs as batch/v1 Job manifests decorated for a scheduler (--peer), each after
+    /// the companion objects it needs (a YAML stream for kubectl apply).
     Objects {
         scenario: PathBuf,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Label the Jobs for muster (muster.dev/queue) and declare their run time.
-        #[arg(long)]
-        queue: Option<String>,
-        /// spec.template.spec.schedulerName.
-        #[arg(long)]
-        scheduler_name: Option<String>,
+        #[command(flatten)]
+        peer: PeerArgs,
         #[arg(long)]
         namespace: Option<String>,
+        /// Only the cluster-wide objects the peer needs for this scenario (kueue: ResourceFlavor,
+        /// ClusterQueue with the cluster's allocatable x kueue.quotaFactor, LocalQueue), no Jobs.
+        #[arg(long)]
+        setup: bool,
     },
-    /// Submit each Job of JOBS at its time, wait until all are Complete/Failed (or TIMEOUT s),
-    /// read the objects into OUT (scrapes $SCHEDULER_METRICS_URL once a second if set).
-    Run { jobs: PathBuf, kubeconfig: PathBuf, namespace: String, out: PathBuf, timeout: f64 },
+    /// Submit each Job of JOBS at its time (with its companions, for --peer), wait until all are
+    /// Complete/Failed (or TIMEOUT s), read the objects into OUT (scrapes $SCHEDULER_METRICS_URL
+    /// once a second if set). Kueue's setup (objects --peer kueue --setup) must exist already.
+    Run {
+        jobs: PathBuf,
+        kubeconfig: PathBuf,
+        namespace: String,
+        out: PathBuf,
+        timeout: f64,
+        #[command(flatten)]
+        peer: PeerArgs,
+    },
     /// Rates of the control plane on a burst of JOBS Jobs x PODS pods that fits.
     Calibrate { kubeconfig: PathBuf, namespace: String, jobs: usize, pods: u32, out: PathBuf },
     /// Real and sim side by side; exit status 1 beyond TOLERANCE (0.10) on completed or makespan.
@@ -49,6 +60,28 @@ enum Cmd {
     Scale(scale::ScaleArgs),
     /// A burst of pods, Jobs or one gang Job; how fast they are bound, as one JSON line.
     Bind(scale::BindArgs),
+}
+
+/// Which scheduler the Jobs are for (see the crate's `peers` module).
+#[derive(clap::Args)]
+struct PeerArgs {
+    /// default, muster, kueue, coscheduling, volcano or native [default: default; muster with --queue].
+    #[arg(long, value_enum)]
+    peer: Option<Peer>,
+    /// The peer's queue: muster's Queue (default "default"), Kueue's LocalQueue ("user-queue"),
+    /// Volcano's queue ("default"). Alone, it means --peer muster.
+    #[arg(long)]
+    queue: Option<String>,
+    /// spec.template.spec.schedulerName, instead of the peer's own.
+    #[arg(long)]
+    scheduler_name: Option<String>,
+}
+
+impl PeerArgs {
+    fn options(self, namespace: Option<String>) -> PeerOptions {
+        let peer = self.peer.unwrap_or(if self.queue.is_some() { Peer::Muster } else { Peer::Default });
+        PeerOptions { peer, queue: self.queue, scheduler_name: self.scheduler_name, namespace }
+    }
 }
 
 fn main() -> ExitCode {
@@ -70,15 +103,27 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
             muster_harness::write_json(&out, &jobs, 1)?;
             0
         }
-        Cmd::Objects { scenario, seed, queue, scheduler_name, namespace } => {
+        Cmd::Objects { scenario, seed, peer, namespace, setup } => {
             let jobs = workload::jobs(&scenario, seed)?;
-            let yaml = workload::objects_yaml(&jobs, &workload::ManifestOptions { queue, scheduler_name, namespace });
+            let opts = peer.options(namespace);
+            let yaml = match (setup, opts.peer) {
+                (false, _) => peers::objects_yaml(&jobs, &opts),
+                (true, Peer::Kueue) => {
+                    let w = muster_sim::scenario::load(&scenario, seed).map_err(muster_harness::Error::from)?;
+                    peers::yaml(&peers::kueue_setup(&w, &jobs, &opts)?)
+                }
+                (true, p) => {
+                    eprintln!("peer {p:?} needs no cluster-wide objects");
+                    String::new()
+                }
+            };
             // A closed pipe (| head) is not an error.
             let _ = std::io::Write::write_all(&mut std::io::stdout(), yaml.as_bytes());
             0
         }
-        Cmd::Run { jobs, kubeconfig, namespace, out, timeout } => {
-            rt()?.block_on(simreal::run(&jobs, &kubeconfig, &namespace, &out, timeout))?;
+        Cmd::Run { jobs, kubeconfig, namespace, out, timeout, peer } => {
+            let opts = peer.options(None);
+            rt()?.block_on(simreal::run(&jobs, &kubeconfig, &namespace, &out, timeout, &opts))?;
             0
         }
         Cmd::Calibrate { kubeconfig, namespace, jobs, pods, out } => {

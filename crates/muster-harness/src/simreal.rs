@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, PostParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, Config};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::cluster::{self, ALL_READY_AT, Condition, JOB_NAME_LABEL, now, secs, true_condition};
+use crate::peers::{Object, PeerOptions, job_objects};
 use crate::stats::{mean, peak_rate, py, round};
 use crate::workload::{JobRecord, ManifestOptions, manifest};
 use crate::{Error, Result, read_json, write_json};
@@ -155,15 +156,39 @@ pub fn gangs(pods: &[Pod]) -> (usize, usize, usize, usize) {
     )
 }
 
-/// Submits each Job of `jobs_file` at its time (from 8 creators), waits until all are Complete or
-/// Failed (or `timeout` s), and writes what the objects say to `out`. With $SCHEDULER_METRICS_URL
-/// kube-scheduler's metrics are scraped once a second meanwhile.
-pub async fn run(jobs_file: &Path, kubeconfig: &Path, ns: &str, out: &Path, timeout: f64) -> Result<()> {
+/// Creates `objects` in order in `ns` (cluster-scoped ones cluster-wide), stopping at the first
+/// failure.
+pub async fn create_objects(client: &Client, ns: &str, objects: &[Object]) -> std::result::Result<(), String> {
+    for o in objects {
+        let ar = o.api_resource();
+        let api: Api<DynamicObject> = if o.namespaced {
+            Api::namespaced_with(client.clone(), ns, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        let obj: DynamicObject = serde_json::from_value(o.value.clone()).map_err(|e| format!("{}: {e}", o.name()))?;
+        api.create(&PostParams::default(), &obj).await.map_err(|e| format!("{} {}: {e}", o.kind(), o.name()))?;
+    }
+    Ok(())
+}
+
+/// Submits each Job of `jobs_file` at its time (from 8 creators) decorated for `peer`, its
+/// companion objects just before it, waits until all are Complete or Failed (or `timeout` s), and
+/// writes what the objects say to `out`. With $SCHEDULER_METRICS_URL kube-scheduler's metrics are
+/// scraped once a second meanwhile.
+pub async fn run(
+    jobs_file: &Path,
+    kubeconfig: &Path,
+    ns: &str,
+    out: &Path,
+    timeout: f64,
+    peer: &PeerOptions,
+) -> Result<()> {
     let jobs: Vec<JobRecord> = read_json(jobs_file)?;
     let Some(last) = jobs.last() else { return Err(Error::Input(format!("{}: no jobs", jobs_file.display()))) };
     let (client, config) = cluster::client(kubeconfig).await?;
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
-    let pods: Api<Pod> = Api::namespaced(client, ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let t0 = now() + 1.0; // scenario time 0
     let snapshots = Arc::new(Mutex::new(Vec::new()));
     let scraper = match std::env::var("SCHEDULER_METRICS_URL") {
@@ -179,15 +204,15 @@ pub async fn run(jobs_file: &Path, kubeconfig: &Path, ns: &str, out: &Path, time
         let at = t0 + job.submit_ms as f64 / 1000.0;
         // Hand each job over shortly before its time, so a slow create delays no other.
         cluster::sleep_until(at - 0.5).await;
-        let (api, creators, lag, errors) = (api.clone(), creators.clone(), lag.clone(), errors.clone());
-        let m = manifest(job, &ManifestOptions::default());
-        let name = job.name.clone();
+        let (client, creators, lag, errors) = (client.clone(), creators.clone(), lag.clone(), errors.clone());
+        let objects = job_objects(job, peer);
+        let ns = ns.to_string();
         tasks.spawn(async move {
             cluster::sleep_until(at).await;
             let _permit = creators.acquire().await;
             let t = now();
-            if let Err(e) = api.create(&PostParams::default(), &m).await {
-                errors.lock().unwrap_or_else(|e| e.into_inner()).push(format!("{name}: {e}"));
+            if let Err(e) = create_objects(&client, &ns, &objects).await {
+                errors.lock().unwrap_or_else(|e| e.into_inner()).push(e);
             }
             lag.lock().unwrap_or_else(|e| e.into_inner()).push(t - at);
         });
@@ -333,6 +358,7 @@ pub async fn calibrate(kubeconfig: &Path, ns: &str, jobs: usize, pods: u32, out:
             name: format!("cal-{i}"),
             class: "cal".into(),
             pods,
+            min_pods: None,
             requests: BTreeMap::from([("cpu".into(), "2".into()), ("memory".into(), "2Gi".into())]),
             run_ms: 5000,
             run_after: "all-ready".into(),

@@ -1,7 +1,10 @@
 //! A scenario's jobs as muster-sim itself draws them (`muster_sim::scenario::load`: the same
 //! random streams, duration parser, arrivals and submitters), and the batch/v1 Jobs they become.
-//! Only what a Job manifest can express is accepted: rigid jobs, priority 0, deadlines in whole
-//! seconds.
+//! Only what a Job manifest can express is accepted: priority 0, deadlines in whole seconds.
+//! An elastic job (members: {min, max}) becomes a Job of `max` pods with its minimum kept in
+//! [`JobRecord::min_pods`]; each peer states that minimum its own way ([`crate::peers`]). The run
+//! time is always the one at `max` members (KWOK's run-seconds cannot scale with how many pods
+//! actually run, as the simulator's elastic jobs do).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +27,9 @@ pub struct JobRecord {
     pub name: String,
     pub class: String,
     pub pods: u32,
+    /// The fewest pods an elastic job can start with; absent for a rigid job (= `pods`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pods: Option<u32>,
     /// Per pod, Kubernetes quantities (`pods` left out).
     pub requests: BTreeMap<String, String>,
     pub run_ms: i64,
@@ -47,9 +53,6 @@ pub fn jobs(scenario: &Path, seed: u64) -> Result<Vec<JobRecord>> {
 /// One of muster-sim's jobs as a record, or why a Job cannot express it.
 pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
     let refuse = |what: &str| Err(Error::Input(format!("class {}: {what}", j.class)));
-    if j.is_elastic() {
-        return refuse("only rigid jobs (members: N) can be run as Jobs");
-    }
     if j.priority != 0 {
         return refuse("priority needs a PriorityClass; not supported here");
     }
@@ -80,6 +83,7 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
         name: j.name.clone(),
         class: j.class.clone(),
         pods: j.max_members,
+        min_pods: j.is_elastic().then_some(j.min_members),
         requests,
         run_ms: j.run_ms,
         run_after: match j.run_starts {
@@ -93,6 +97,13 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
         submit_ms: j.submit_ms,
         expected_run_ms: j.expected_run_ms,
     })
+}
+
+impl JobRecord {
+    /// The fewest pods the job can run with: its minimum when elastic, else all of them.
+    pub fn min(&self) -> u32 {
+        self.min_pods.unwrap_or(self.pods).min(self.pods)
+    }
 }
 
 /// How a record becomes a Job beyond the record itself.
@@ -139,7 +150,11 @@ pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
     if let Some(q) = &opts.queue {
         meta.labels = Some(BTreeMap::from([(labels::QUEUE.to_string(), q.clone())]));
         let secs = (job.expected_run_ms.max(job.run_ms) as u64).div_ceil(1000).max(1);
-        meta.annotations = Some(BTreeMap::from([(labels::DURATION.to_string(), secs.to_string())]));
+        let mut ann = BTreeMap::from([(labels::DURATION.to_string(), secs.to_string())]);
+        if job.min() < job.pods {
+            ann.insert(labels::MIN_MEMBERS.to_string(), job.min().to_string());
+        }
+        meta.annotations = Some(ann);
     }
     Job {
         metadata: meta,
@@ -247,9 +262,6 @@ mod tests {
         assert_eq!(seconds(20000), "20");
         assert_eq!(seconds(500), "0.5");
         let mut s = muster_sim::scenario::load(&scenario("sim-vs-real.yaml"), 1).unwrap().jobs.remove(0);
-        s.min_members = 2;
-        assert!(record(&s).unwrap_err().to_string().contains("rigid"));
-        s.min_members = s.max_members;
         s.deadline_ms = Some(1500);
         assert!(record(&s).unwrap_err().to_string().contains("whole number"));
         s.deadline_ms = None;

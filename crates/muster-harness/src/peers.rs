@@ -1,0 +1,524 @@
+//! One workload for every scheduler: a scenario's Jobs decorated for the scheduler that is to run
+//! them (`--peer`), with the companion objects that scheduler needs, so muster and each real peer
+//! (docs/peers.md) get object for object the same batch/v1 Jobs.
+//!
+//! The Job itself is always [`workload::manifest`]'s: parallelism = completions = the job's
+//! (maximum) pods, the same requests, run time, node selector, tolerations and deadline. A peer
+//! only adds its own fields:
+//!
+//! | peer | on the Job | companions (created first) |
+//! |---|---|---|
+//! | `default` | nothing (kube-scheduler, one pod at a time) | none |
+//! | `muster` | label `muster.dev/queue` (default `default`), annotation `muster.dev/duration-seconds`; elastic: `muster.dev/min-members` | none |
+//! | `kueue` | label `kueue.x-k8s.io/queue-name` (the LocalQueue, default `user-queue`), `spec.suspend: true`; elastic: annotation `kueue.x-k8s.io/job-min-parallelism` | none per Job; `--setup`: ResourceFlavor, ClusterQueue, LocalQueue ([`kueue_setup`]) |
+//! | `coscheduling` | pods: `schedulerName` of the profile (default `coscheduling`), label `scheduling.x-k8s.io/pod-group: <job>` | PodGroup `scheduling.x-k8s.io/v1alpha1` `<job>`, `minMember` = the job's minimum |
+//! | `volcano` | pods: `schedulerName: volcano`, annotation `scheduling.volcano.sh/queue-name` (default `default`); Job annotation `scheduling.volcano.sh/group-min-member` = the minimum | none (Volcano's controller makes the PodGroup from the annotation) |
+//! | `native` | pods: `spec.schedulingGroup.podGroupName: <job>-workers` | Workload `scheduling.k8s.io/v1beta1` `<job>` (one gang template `workers`, `minCount` = the minimum, `controllerRef` to the Job), then PodGroup `<job>-workers` made from it |
+//!
+//! Every Job gets its group, rigid or not, as muster treats every Job as a gang (the hand-written
+//! peer tests leave seed 001's quick job without one).
+//!
+//! Elastic jobs (members `{min, max}`) are Jobs of `max` pods, and each peer is told the minimum
+//! its own way. What each peer does not do with it:
+//! - `default`: no notion of a minimum; pods are placed one by one, as many as fit.
+//! - `muster`: none missing (`muster.dev/min-members` is muster's elastic Job).
+//! - `kueue`: `job-min-parallelism` is partial admission: Kueue admits the Job with lower
+//!   parallelism only when quota is short, and never grows it back; under `waitForPodsReady` the
+//!   admitted count must all be ready. Pods are not a gang below that count.
+//! - `coscheduling`: `minMember` gangs the first `min` pods; the rest are placed one by one as room
+//!   appears (no re-gang, no resize).
+//! - `volcano`: `group-min-member` is the gang; pods beyond it are best-effort members of the same
+//!   PodGroup.
+//! - `native`: `minCount` gangs `min` pods; later pods of the group are placed individually.
+//! - for all of them the run time is the one at `max` pods (KWOK's run-seconds does not scale with
+//!   how many pods run, unlike the simulator's elastic jobs).
+//!
+//! The companions of `native` carry no ownerReference (the Workload's uid is not known before it is
+//! created): they outlive the Job until their namespace goes.
+
+use std::collections::BTreeMap;
+
+use kube::core::{ApiResource, GroupVersionKind};
+use muster_graph::{quantity, resources};
+use muster_k8s::labels;
+use serde_json::{Value, json};
+
+use crate::workload::{JobRecord, ManifestOptions, manifest, seconds};
+use crate::{Error, Result};
+
+/// The scheduler a scenario's Jobs are decorated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Peer {
+    /// kube-scheduler's default profile, plain Jobs.
+    #[default]
+    Default,
+    /// muster: queue label and declared run time.
+    Muster,
+    /// Kueue: suspended Jobs in a LocalQueue.
+    Kueue,
+    /// scheduler-plugins coscheduling: a PodGroup per Job, pods of its profile.
+    Coscheduling,
+    /// Volcano: schedulerName volcano, minMember by annotation.
+    Volcano,
+    /// kube-scheduler 1.37's gang scheduling: a Workload and PodGroup per Job.
+    Native,
+}
+
+/// Kueue's queue label on a Job (the LocalQueue's name).
+pub const KUEUE_QUEUE: &str = "kueue.x-k8s.io/queue-name";
+/// Kueue's partial admission: the lowest parallelism a Job may be admitted with.
+pub const KUEUE_MIN_PARALLELISM: &str = "kueue.x-k8s.io/job-min-parallelism";
+/// scheduler-plugins' label naming a pod's PodGroup.
+pub const COSCHED_POD_GROUP: &str = labels::POD_GROUP_ALIAS;
+/// Volcano's annotation on a Job: its PodGroup's minMember.
+pub const VOLCANO_MIN_MEMBER: &str = "scheduling.volcano.sh/group-min-member";
+/// Volcano's queue annotation on a pod.
+pub const VOLCANO_QUEUE: &str = "scheduling.volcano.sh/queue-name";
+/// The one PodGroupTemplate of a native Workload.
+pub const NATIVE_TEMPLATE: &str = "workers";
+/// The names of the Kueue objects [`kueue_setup`] writes.
+pub const KUEUE_FLAVOR: &str = "default-flavor";
+pub const KUEUE_CLUSTER_QUEUE: &str = "cluster-queue";
+
+/// How the Jobs are decorated: for which peer, in which queue, under which scheduler name.
+#[derive(Debug, Clone, Default)]
+pub struct PeerOptions {
+    pub peer: Peer,
+    /// The peer's queue: muster's Queue (default `default`), Kueue's LocalQueue (`user-queue`),
+    /// Volcano's queue (`default`). Ignored by the other peers.
+    pub queue: Option<String>,
+    /// spec.template.spec.schedulerName; replaces the peer's own (`coscheduling`, `volcano`).
+    pub scheduler_name: Option<String>,
+    pub namespace: Option<String>,
+}
+
+impl PeerOptions {
+    /// The queue the peer's Jobs name, if the peer has queues.
+    pub fn queue(&self) -> Option<String> {
+        let default = match self.peer {
+            Peer::Muster | Peer::Volcano => "default",
+            Peer::Kueue => "user-queue",
+            Peer::Default | Peer::Coscheduling | Peer::Native => return None,
+        };
+        Some(self.queue.clone().unwrap_or_else(|| default.to_string()))
+    }
+
+    /// The pods' schedulerName.
+    pub fn scheduler_name(&self) -> Option<String> {
+        self.scheduler_name.clone().or_else(|| match self.peer {
+            Peer::Coscheduling => Some("coscheduling".into()),
+            Peer::Volcano => Some("volcano".into()),
+            _ => None,
+        })
+    }
+}
+
+/// One object to create, as JSON with its apiVersion and kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    pub value: Value,
+    /// The resource's plural (what the API path names).
+    pub plural: &'static str,
+    pub namespaced: bool,
+}
+
+impl Object {
+    fn new(value: Value, plural: &'static str, namespaced: bool) -> Self {
+        Object { value, plural, namespaced }
+    }
+
+    pub fn kind(&self) -> &str {
+        self.value["kind"].as_str().unwrap_or_default()
+    }
+
+    pub fn name(&self) -> &str {
+        self.value["metadata"]["name"].as_str().unwrap_or_default()
+    }
+
+    /// The resource for kube's dynamic API.
+    pub fn api_resource(&self) -> ApiResource {
+        let av = self.value["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, self.kind()), self.plural)
+    }
+}
+
+fn metadata(name: &str, opts: &PeerOptions) -> Value {
+    let mut m = json!({ "name": name });
+    if let Some(ns) = &opts.namespace {
+        m["namespace"] = json!(ns);
+    }
+    m
+}
+
+/// Sets `v[path...][key] = value`, making the maps on the way.
+fn set(v: &mut Value, path: &[&str], key: &str, value: Value) {
+    let mut at = v;
+    for p in path {
+        if !at[*p].is_object() {
+            at[*p] = json!({});
+        }
+        at = &mut at[*p];
+    }
+    at[key] = value;
+}
+
+/// The Job of `job` decorated for the peer, with its companions before it, in creation order.
+pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
+    let base = ManifestOptions {
+        queue: (opts.peer == Peer::Muster).then(|| opts.queue()).flatten(),
+        scheduler_name: opts.scheduler_name(),
+        namespace: opts.namespace.clone(),
+    };
+    let mut j = serde_json::to_value(manifest(job, &base)).expect("a Job is plain data");
+    let min = job.min();
+    let name = job.name.as_str();
+    let mut out = Vec::new();
+    match opts.peer {
+        Peer::Default | Peer::Muster => {}
+        Peer::Kueue => {
+            set(&mut j, &["metadata", "labels"], KUEUE_QUEUE, json!(opts.queue()));
+            j["spec"]["suspend"] = json!(true);
+            if min < job.pods {
+                set(&mut j, &["metadata", "annotations"], KUEUE_MIN_PARALLELISM, json!(min.to_string()));
+            }
+        }
+        Peer::Coscheduling => {
+            let pg = json!({
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": metadata(name, opts),
+                "spec": { "minMember": min },
+            });
+            out.push(Object::new(pg, "podgroups", true));
+            set(&mut j, &["spec", "template", "metadata", "labels"], COSCHED_POD_GROUP, json!(name));
+        }
+        Peer::Volcano => {
+            set(&mut j, &["metadata", "annotations"], VOLCANO_MIN_MEMBER, json!(min.to_string()));
+            set(&mut j, &["spec", "template", "metadata", "annotations"], VOLCANO_QUEUE, json!(opts.queue()));
+        }
+        Peer::Native => {
+            let group = format!("{name}-{NATIVE_TEMPLATE}");
+            let policy = json!({ "gang": { "minCount": min } });
+            out.push(Object::new(
+                json!({
+                    "apiVersion": "scheduling.k8s.io/v1beta1",
+                    "kind": "Workload",
+                    "metadata": metadata(name, opts),
+                    "spec": {
+                        "controllerRef": { "apiGroup": "batch", "kind": "Job", "name": name },
+                        "podGroupTemplates": [{ "name": NATIVE_TEMPLATE, "schedulingPolicy": policy }],
+                    },
+                }),
+                "workloads",
+                true,
+            ));
+            out.push(Object::new(
+                json!({
+                    "apiVersion": "scheduling.k8s.io/v1beta1",
+                    "kind": "PodGroup",
+                    "metadata": metadata(&group, opts),
+                    "spec": {
+                        "workloadRef": { "workloadName": name, "templateName": NATIVE_TEMPLATE },
+                        "schedulingPolicy": policy,
+                    },
+                }),
+                "podgroups",
+                true,
+            ));
+            set(&mut j, &["spec", "template", "spec", "schedulingGroup"], "podGroupName", json!(group));
+        }
+    }
+    out.push(Object::new(j, "jobs", true));
+    out
+}
+
+/// Kueue's cluster-wide setup for a scenario, as Kueue's "Setup All-or-nothing with ready Pods"
+/// page writes it (`kueue.x-k8s.io/v1beta2`): ResourceFlavor `default-flavor`; ClusterQueue
+/// `cluster-queue` (every namespace) covering each resource the jobs request, with a nominal quota
+/// of the scenario cluster's allocatable of it (every node's capacity, devices included) times
+/// `kueue.quotaFactor`, rounded down (as muster-sim's Kueue model does); the LocalQueue of
+/// [`PeerOptions::queue`] in the namespace.
+pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts: &PeerOptions) -> Result<Vec<Object>> {
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    for node in w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))? {
+        for (r, a) in &node.spec.pooled {
+            *total.entry(r.clone()).or_default() += a;
+        }
+        for (r, n) in &node.spec.devices {
+            *total.entry(r.clone()).or_default() += u64::from(*n);
+        }
+    }
+    let wanted: std::collections::BTreeSet<&String> = jobs.iter().flat_map(|j| j.requests.keys()).collect();
+    let mut quotas = Vec::new();
+    for r in &wanted {
+        let unit = resources::unit_of(r).map_err(Error::Input)?;
+        let all = total.get(*r).copied().unwrap_or(0);
+        let quota = (all as f64 * w.kueue.quota_factor).floor() as u64;
+        quotas.push(json!({ "name": r, "nominalQuota": quantity::format_amount(quota, unit) }));
+    }
+    let queue = PeerOptions { peer: Peer::Kueue, ..opts.clone() }.queue().unwrap_or_default();
+    Ok(vec![
+        Object::new(
+            json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": { "name": KUEUE_FLAVOR } }),
+            "resourceflavors",
+            false,
+        ),
+        Object::new(
+            json!({
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": { "name": KUEUE_CLUSTER_QUEUE },
+                "spec": {
+                    "namespaceSelector": {},
+                    "resourceGroups": [{
+                        "coveredResources": wanted,
+                        "flavors": [{ "name": KUEUE_FLAVOR, "resources": quotas }],
+                    }],
+                },
+            }),
+            "clusterqueues",
+            false,
+        ),
+        Object::new(
+            json!({
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": metadata(&queue, opts),
+                "spec": { "clusterQueue": KUEUE_CLUSTER_QUEUE },
+            }),
+            "localqueues",
+            true,
+        ),
+    ])
+}
+
+/// One object as a YAML document (`---`, then `comment` if any).
+fn document(o: &Object, comment: Option<&str>) -> String {
+    let body = serde_yaml_ng::to_string(&o.value).expect("JSON values always serialize");
+    match comment {
+        Some(c) => format!("---\n# {c}\n{body}"),
+        None => format!("---\n{body}"),
+    }
+}
+
+/// Objects as a YAML stream for `kubectl apply -f -`.
+pub fn yaml(objects: &[Object]) -> String {
+    objects.iter().map(|o| document(o, None)).collect()
+}
+
+/// Every Job of a scenario decorated for the peer, each preceded by its companions; the Job's
+/// document starts with a comment giving its submit time.
+pub fn objects_yaml(jobs: &[JobRecord], opts: &PeerOptions) -> String {
+    let mut out = String::new();
+    for j in jobs {
+        let submit = format!("submit at {} s", seconds(j.submit_ms));
+        for o in job_objects(j, opts) {
+            let c = (o.kind() == "Job").then_some(submit.as_str());
+            out.push_str(&document(&o, c));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::workload;
+
+    fn scenario(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name)
+    }
+
+    /// seed 001's first big job (rigid, 20 pods) and elastic.yaml's first elastic job (4..16).
+    fn rigid_and_elastic() -> [JobRecord; 2] {
+        let seed = workload::jobs(&scenario("suite/seed-001.yaml"), 1).unwrap();
+        let rigid = seed.into_iter().find(|j| j.class == "big").unwrap();
+        let el = workload::jobs(&scenario("suite/elastic.yaml"), 1).unwrap();
+        let elastic = el.into_iter().find(|j| j.class == "elastic").unwrap();
+        assert_eq!((rigid.pods, rigid.min()), (20, 20));
+        assert_eq!((elastic.pods, elastic.min_pods), (16, Some(4)));
+        [rigid, elastic]
+    }
+
+    /// The YAML stream `objects` prints for one job, read back document by document.
+    fn decoded(job: &JobRecord, peer: Peer) -> Vec<Value> {
+        let opts = PeerOptions { peer, namespace: Some("ns".into()), ..Default::default() };
+        let text = objects_yaml(std::slice::from_ref(job), &opts);
+        serde_yaml_ng::Deserializer::from_str(&text).map(|d| Value::deserialize(d).unwrap()).collect()
+    }
+
+    fn kinds(objs: &[Value]) -> Vec<&str> {
+        objs.iter().map(|o| o["kind"].as_str().unwrap()).collect()
+    }
+
+    /// The parts of a Job every peer must leave alone.
+    fn common(job: &Value) -> Value {
+        let s = &job["spec"];
+        let p = &s["template"]["spec"];
+        json!([
+            job["metadata"]["name"],
+            s["parallelism"],
+            s["completions"],
+            s["backoffLimit"],
+            s["activeDeadlineSeconds"],
+            s["template"]["metadata"]["annotations"]["kwok.muster.dev/run-seconds"],
+            p["containers"],
+            p["nodeSelector"],
+            p["tolerations"]
+        ])
+    }
+
+    #[test]
+    fn every_peer_gets_the_same_job_with_its_own_fields() {
+        for job in rigid_and_elastic() {
+            let min = job.min();
+            let elastic = min < job.pods;
+            let plain = decoded(&job, Peer::Default);
+            assert_eq!(kinds(&plain), ["Job"]);
+            let plain_job = &plain[0];
+            assert!(plain_job["metadata"].get("labels").is_none());
+            assert!(plain_job["metadata"].get("annotations").is_none());
+            assert!(plain_job["spec"]["template"]["spec"].get("schedulerName").is_none());
+            assert_eq!(plain_job["spec"]["parallelism"], job.pods);
+            for peer in [Peer::Muster, Peer::Kueue, Peer::Coscheduling, Peer::Volcano, Peer::Native] {
+                let objs = decoded(&job, peer);
+                // The Job comes last, after its companions.
+                assert_eq!(objs.last().unwrap()["kind"], "Job", "{peer:?}");
+                let j = objs.last().unwrap();
+                assert_eq!(common(j), common(plain_job), "{peer:?}: the Job itself differs");
+                assert_eq!(j["metadata"]["namespace"], "ns");
+                let meta = &j["metadata"];
+                let pod_meta = &j["spec"]["template"]["metadata"];
+                let pod = &j["spec"]["template"]["spec"];
+                match peer {
+                    Peer::Muster => {
+                        assert_eq!(kinds(&objs), ["Job"]);
+                        assert_eq!(meta["labels"]["muster.dev/queue"], "default");
+                        assert!(meta["annotations"]["muster.dev/duration-seconds"].is_string());
+                        let want = if elastic { json!(min.to_string()) } else { Value::Null };
+                        assert_eq!(meta["annotations"]["muster.dev/min-members"], want);
+                        assert!(pod.get("schedulerName").is_none());
+                    }
+                    Peer::Kueue => {
+                        assert_eq!(kinds(&objs), ["Job"]);
+                        assert_eq!(meta["labels"][KUEUE_QUEUE], "user-queue");
+                        assert_eq!(j["spec"]["suspend"], true);
+                        let want = if elastic { json!(min.to_string()) } else { Value::Null };
+                        assert_eq!(meta["annotations"][KUEUE_MIN_PARALLELISM], want);
+                        assert!(pod.get("schedulerName").is_none());
+                    }
+                    Peer::Coscheduling => {
+                        assert_eq!(kinds(&objs), ["PodGroup", "Job"]);
+                        let pg = &objs[0];
+                        assert_eq!(pg["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
+                        assert_eq!(pg["spec"]["minMember"], min);
+                        assert_eq!(pg["metadata"]["namespace"], "ns");
+                        assert_eq!(pod_meta["labels"][COSCHED_POD_GROUP], pg["metadata"]["name"]);
+                        assert_eq!(pod["schedulerName"], "coscheduling");
+                        assert!(j["spec"].get("suspend").is_none());
+                    }
+                    Peer::Volcano => {
+                        assert_eq!(kinds(&objs), ["Job"]);
+                        assert_eq!(pod["schedulerName"], "volcano");
+                        assert_eq!(meta["annotations"][VOLCANO_MIN_MEMBER], min.to_string());
+                        assert_eq!(pod_meta["annotations"][VOLCANO_QUEUE], "default");
+                    }
+                    Peer::Native => {
+                        assert_eq!(kinds(&objs), ["Workload", "PodGroup", "Job"]);
+                        let (w, pg) = (&objs[0], &objs[1]);
+                        assert_eq!(w["apiVersion"], "scheduling.k8s.io/v1beta1");
+                        assert_eq!(pg["apiVersion"], "scheduling.k8s.io/v1beta1");
+                        let t = &w["spec"]["podGroupTemplates"][0];
+                        assert_eq!(t["schedulingPolicy"]["gang"]["minCount"], min);
+                        assert_eq!(pg["spec"]["schedulingPolicy"]["gang"]["minCount"], min);
+                        assert_eq!(pg["spec"]["workloadRef"]["workloadName"], w["metadata"]["name"]);
+                        assert_eq!(pg["spec"]["workloadRef"]["templateName"], t["name"]);
+                        assert_eq!(w["spec"]["controllerRef"]["name"], meta["name"]);
+                        assert_eq!(pod["schedulingGroup"]["podGroupName"], pg["metadata"]["name"]);
+                        assert!(pod.get("schedulerName").is_none());
+                    }
+                    Peer::Default => unreachable!(),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn queues_and_scheduler_names_can_be_chosen() {
+        let [job, _] = rigid_and_elastic();
+        let opts =
+            |peer| PeerOptions { peer, queue: Some("q".into()), scheduler_name: Some("s".into()), namespace: None };
+        let last = |peer| job_objects(&job, &opts(peer)).pop().unwrap().value;
+        assert_eq!(last(Peer::Muster)["metadata"]["labels"]["muster.dev/queue"], "q");
+        assert_eq!(last(Peer::Kueue)["metadata"]["labels"][KUEUE_QUEUE], "q");
+        let v = last(Peer::Volcano);
+        assert_eq!(v["spec"]["template"]["metadata"]["annotations"][VOLCANO_QUEUE], "q");
+        assert_eq!(v["spec"]["template"]["spec"]["schedulerName"], "s");
+        assert_eq!(last(Peer::Coscheduling)["spec"]["template"]["spec"]["schedulerName"], "s");
+        assert!(last(Peer::Default)["metadata"].get("namespace").is_none());
+        // What kube's dynamic API is given for each object.
+        let objs = job_objects(&job, &opts(Peer::Native));
+        let ars: Vec<_> = objs.iter().map(|o| o.api_resource()).collect();
+        assert_eq!(
+            (ars[0].group.as_str(), ars[0].version.as_str(), ars[0].plural.as_str()),
+            ("scheduling.k8s.io", "v1beta1", "workloads")
+        );
+        assert_eq!((ars[2].group.as_str(), ars[2].version.as_str(), ars[2].kind.as_str()), ("batch", "v1", "Job"));
+        for o in &objs {
+            let _: kube::api::DynamicObject = serde_json::from_value(o.value.clone()).unwrap();
+        }
+    }
+
+    #[test]
+    fn kueues_setup_covers_what_the_jobs_request() {
+        let path = scenario("suite/seed-001.yaml");
+        let w = muster_sim::scenario::load(&path, 1).unwrap();
+        let jobs = workload::jobs(&path, 1).unwrap();
+        let opts = PeerOptions { peer: Peer::Kueue, namespace: Some("ns".into()), ..Default::default() };
+        let text = yaml(&kueue_setup(&w, &jobs, &opts).unwrap());
+        let objs: Vec<Value> =
+            serde_yaml_ng::Deserializer::from_str(&text).map(|d| Value::deserialize(d).unwrap()).collect();
+        assert_eq!(kinds(&objs), ["ResourceFlavor", "ClusterQueue", "LocalQueue"]);
+        // 4 nodes x 2107Mi, quotaFactor 2 (docs/peers.md: 16856Mi); memory is all seed 001 asks.
+        let rg = &objs[1]["spec"]["resourceGroups"][0];
+        assert_eq!(rg["coveredResources"], json!(["memory"]));
+        assert_eq!(rg["flavors"][0]["name"], objs[0]["metadata"]["name"]);
+        assert_eq!(rg["flavors"][0]["resources"], json!([{"name": "memory", "nominalQuota": "16856Mi"}]));
+        assert_eq!(objs[2]["metadata"], json!({"name": "user-queue", "namespace": "ns"}));
+        assert_eq!(objs[2]["spec"]["clusterQueue"], objs[1]["metadata"]["name"]);
+        // Every Job names that LocalQueue.
+        let jq = job_objects(&jobs[0], &opts).pop().unwrap().value;
+        assert_eq!(jq["metadata"]["labels"][KUEUE_QUEUE], objs[2]["metadata"]["name"]);
+        // GPUs are devices of the nodes: covered too (32 x 8, factor 1).
+        let path = scenario("suite/gpu-burst.yaml");
+        let w = muster_sim::scenario::load(&path, 1).unwrap();
+        let jobs = workload::jobs(&path, 1).unwrap();
+        let cq = kueue_setup(&w, &jobs, &opts).unwrap().remove(1).value;
+        let res = &cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"];
+        assert_eq!(cq["spec"]["resourceGroups"][0]["coveredResources"], json!(["cpu", "memory", "nvidia.com/gpu"]));
+        assert_eq!(res[2], json!({"name": "nvidia.com/gpu", "nominalQuota": "256"}));
+        assert_eq!(res[0], json!({"name": "cpu", "nominalQuota": "3072"}));
+    }
+
+    #[test]
+    fn the_stream_keeps_the_submit_order() {
+        let jobs = workload::jobs(&scenario("suite/seed-001.yaml"), 1).unwrap();
+        let text = objects_yaml(&jobs, &PeerOptions { peer: Peer::Coscheduling, ..Default::default() });
+        let objs: Vec<Value> =
+            serde_yaml_ng::Deserializer::from_str(&text).map(|d| Value::deserialize(d).unwrap()).collect();
+        let names: Vec<String> = objs
+            .iter()
+            .map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            ["PodGroup quick-0", "Job quick-0", "PodGroup big-0", "Job big-0", "PodGroup big-1", "Job big-1"]
+        );
+        assert!(text.contains("---\n# submit at 0.1 s\napiVersion: batch/v1\nkind: Job\n"));
+    }
+}
