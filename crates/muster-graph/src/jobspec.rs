@@ -52,7 +52,9 @@ pub struct GroupRequest {
     pub exclusive: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyConstraint>,
-    /// Expected run time in seconds; None means until cancelled.
+    /// Expected run time in seconds with all `max_members` members; None means until cancelled.
+    /// An elastic group placed with fewer does the same work on fewer members
+    /// ([`GroupRequest::run_time_with`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<u64>,
     /// Overrides the matcher's default policy for this group.
@@ -61,6 +63,27 @@ pub struct GroupRequest {
 }
 
 impl GroupRequest {
+    /// Expected run time with `members` members: the duration, stretched by max / members for an
+    /// elastic group placed with fewer than max (its work is spread over fewer members, as for
+    /// data-parallel training or a malleable MPI job). Rounded up: a plan must not end early.
+    pub fn run_time_with(&self, members: u32) -> Option<u64> {
+        let d = self.duration?;
+        if members == 0 || members >= self.max_members {
+            return Some(d);
+        }
+        Some((u128::from(d) * u128::from(self.max_members)).div_ceil(u128::from(members)).min(u128::from(MAX_DURATION))
+            as u64)
+    }
+
+    /// The same request allowed at most `max` members (a quota or start window narrowed it): its
+    /// duration becomes the run time with `max`, so that the work stays the same.
+    pub fn narrowed_to(&self, max: u32) -> GroupRequest {
+        let mut r = self.clone();
+        r.duration = self.run_time_with(max);
+        r.max_members = max;
+        r
+    }
+
     /// A rigid group of `members` with the given per-member requests, no constraints.
     pub fn simple(name: &str, members: u32, requests: &[(&str, u64)]) -> Self {
         Self {

@@ -246,9 +246,12 @@ fn shrink_grow_cancel_and_import_restore_state() {
         .collect();
     r.cancel(id).unwrap();
     assert_eq!(fingerprint(&r.graph), empty);
-    r.import(id, &req, &members, 0).unwrap();
+    r.import(id, &req, &members, (0, ResourceGraph::end_of(0, &req, members.len() as u32))).unwrap();
     assert_eq!(fingerprint(&r.graph), at_six, "import rebuilds the same state");
-    assert!(r.import(id, &req, &members, 0).is_err(), "ids are unique");
+    assert!(
+        r.import(id, &req, &members, (0, ResourceGraph::end_of(0, &req, members.len() as u32))).is_err(),
+        "ids are unique"
+    );
     r.cancel(id).unwrap();
     assert_eq!(fingerprint(&r.graph), empty);
 }
@@ -260,7 +263,8 @@ fn import_refuses_overcommit_and_changes_nothing() {
     let members: Vec<ImportedMember> =
         (0..3).map(|i| ImportedMember { index: i, node: "a-0".into(), devices: vec![] }).collect();
     let before = fingerprint(&r.graph);
-    let err = r.import(9, &req, &members, 0).unwrap_err().to_string();
+    let err =
+        r.import(9, &req, &members, (0, ResourceGraph::end_of(0, &req, members.len() as u32))).unwrap_err().to_string();
     assert!(err.contains("a-0") && err.contains("cpu"), "{err}");
     assert_eq!(fingerprint(&r.graph), before);
 }

@@ -222,7 +222,8 @@ proptest! {
                             // the nodes really cannot hold the minimum.
                             if req.topology.is_none() && sat.is_ok() {
                                 let d = Demand::resolve(&rg.graph, &req).unwrap();
-                                let end = req.duration.map_or(i64::MAX, |x| now + x as i64);
+                                // Until the end of the fewest members: an elastic group runs longer on fewer.
+                                let end = ResourceGraph::end_of(now, &req, d.members(d.min_units));
                                 let mut buf = Vec::new();
                                 let total: u32 = rg.graph.live_nodes().map(|(n, _)| rg.graph.node_units(n, &d, Window::Now { now, end }, &mut buf)).sum();
                                 prop_assert!(total < d.min_units, "busy although {total} units fit (need {})", d.min_units);
@@ -262,7 +263,7 @@ proptest! {
                             devices: m.devices.iter().map(|d| rg.graph.vertex(*d).meta.name.clone()).collect(),
                         }).collect();
                         rg.cancel(id).unwrap();
-                        rg.import(id, &a.request, &members, a.start).unwrap();
+                        rg.import(id, &a.request, &members, (a.start, a.end)).unwrap();
                         // Import knows one start for the group; members added later by grow had
                         // their own. Everything else must be identical.
                         let same_start = |mut f: common::Fingerprint| {

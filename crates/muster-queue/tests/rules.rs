@@ -379,6 +379,51 @@ fn elastic_waits_for_max_up_to_the_configured_time() {
     assert_eq!(e.group(&key("el")).unwrap().member_count(), 4);
 }
 
+/// Two 4-cpu nodes, one held by `f` until t=50; an elastic group of 2..8 one-cpu members that
+/// runs `duration` seconds with all 8 (twice that with the 4 that fit now).
+fn elastic_beside_a_filler(duration: u64) -> Engine {
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Conservative { depth: 4 }));
+    e.submit(spec("f", "q", 1, 4, Some(50), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(elastic("el", "q", 2, 8, 1, Some(duration), 1), 1).unwrap();
+    e.schedule(1);
+    e
+}
+
+#[test]
+fn an_elastic_group_waits_for_all_members_when_that_finishes_sooner() {
+    // 4 now: ends at 1 + 2 x 100 = 201; all 8 from 50: ends at 150.
+    let mut e = elastic_beside_a_filler(100);
+    assert_eq!(state(&e, "el"), GroupState::Reserved);
+    let why = e.explain(&key("el"), 1).unwrap().reason;
+    assert!(why.starts_with("elastic: all 8 members from 50 finish at 150, sooner than 4 now (at 201)"), "{why}");
+    e.finished(&key("f"), true, 50).unwrap();
+    let ts = e.schedule(50);
+    assert_eq!(to(&ts, "el"), vec![GroupState::Admitted]);
+    assert_eq!(e.group(&key("el")).unwrap().member_count(), 8);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn an_elastic_group_starts_with_fewer_members_when_that_finishes_sooner() {
+    // 4 now: ends at 1 + 2 x 20 = 41; all 8 from 50: ends at 70.
+    let mut e = elastic_beside_a_filler(20);
+    assert_eq!(to(&e.schedule(1), "el"), vec![], "decided in the cycle before");
+    assert_eq!(state(&e, "el"), GroupState::Admitted);
+    let g = e.group(&key("el")).unwrap();
+    assert_eq!(g.member_count(), 4);
+    assert_eq!(g.allocation.as_ref().unwrap().end, 41, "planned with its run time on 4 members, not 8");
+    e.pods_ready(&key("el"), 4, 2).unwrap();
+    // The filler ends early: the group grows to 8 at 11, and the 30 s left on 4 take 15 on 8.
+    e.finished(&key("f"), true, 11).unwrap();
+    let ts = e.schedule(11);
+    let grown = ts.iter().find(|t| matches!(t.reason, Reason::Grown { .. })).expect("grows");
+    assert_eq!(grown.allocation.as_ref().unwrap().members.len(), 8);
+    assert_eq!(e.group(&key("el")).unwrap().allocation.as_ref().unwrap().end, 26);
+    e.check_invariants().unwrap();
+}
+
 fn readiness_cfg(limit: Option<u32>) -> EngineConfig {
     let mut c = one_queue(QueuePolicy::Easy);
     c.queues[0].readiness.backoff_limit = limit;

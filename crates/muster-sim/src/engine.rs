@@ -63,6 +63,14 @@ pub struct JobRecord {
     pub starts: u32,
 }
 
+/// A running job's work in member-milliseconds, done at `rate` members since `since`.
+#[derive(Debug, Clone, Copy)]
+struct Work {
+    left: i64,
+    rate: u32,
+    since: i64,
+}
+
 struct Entry {
     time: i64,
     seq: u64,
@@ -96,6 +104,8 @@ pub struct Engine<'w> {
     eligible: Vec<Vec<bool>>,
     index: NodeIndex,
     epochs: Vec<u32>,
+    /// Per job: the work its run has left, while it runs (AllReady jobs).
+    work: Vec<Option<Work>>,
     scheduled: Vec<Option<i64>>,
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
@@ -213,6 +223,7 @@ impl<'w> Engine<'w> {
             eligible,
             index,
             epochs: vec![0; n_jobs],
+            work: vec![None; n_jobs],
             scheduled: vec![None; n_jobs],
             heap: BinaryHeap::new(),
             seq: 0,
@@ -626,13 +637,26 @@ impl<'w> Engine<'w> {
                         }
                     }
                     RunStart::AllReady => {
+                        let epoch = self.epochs[job.index()];
                         if !running && ready >= min.min(members) {
-                            // Fewer members than max do the same work more slowly.
-                            let run = run_ms * i64::from(max) / i64::from(ready);
-                            let epoch = self.epochs[job.index()];
+                            // The work of max members for the run time, done by those ready: fewer
+                            // members do it more slowly.
+                            let work = Work { left: run_ms * i64::from(max), rate: ready, since: now };
                             self.mark_running(job);
-                            let end = self.run_end(run);
+                            let end = self.run_end(work.left / i64::from(ready));
+                            self.work[job.index()] = Some(work);
                             self.push(end, Ev::RunDone(job, epoch));
+                        } else if running && min < max && ready <= max {
+                            // An elastic job goes faster as members join; the earlier end is
+                            // superseded (it finds the job over).
+                            if let Some(w) = self.work[job.index()].as_mut() {
+                                w.left -= (now - w.since) * i64::from(w.rate);
+                                w.rate = ready;
+                                w.since = now;
+                                let run = (w.left / i64::from(ready)).max(0);
+                                let end = self.run_end(run);
+                                self.push(end, Ev::RunDone(job, epoch));
+                            }
                         }
                     }
                 }

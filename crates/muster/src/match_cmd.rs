@@ -141,7 +141,8 @@ impl Session {
                         }
                     })
                     .collect();
-                self.rg.import(id, &req, &members, self.now)?;
+                let end = ResourceGraph::end_of(self.now, &req, members.len() as u32);
+                self.rg.import(id, &req, &members, (self.now, end))?;
                 writeln!(out, "imported {id}: {} members", members.len())?;
             }
             ["info", id] => self.print_members(parse_id(Some(id))?, None, out)?,

@@ -91,7 +91,8 @@ pub fn fill_random(rg: &mut ResourceGraph, shape: &Shape, seed: u64) {
             node: format!("n-{i}"),
             devices: (0..gpus).map(|g| format!("gpu{g}")).collect(),
         };
-        rg.import(1_000_000 + i, &req, &[member], 0).expect("background import fits by construction");
+        rg.import(1_000_000 + i, &req, &[member], (0, ResourceGraph::end_of(0, &req, 1)))
+            .expect("background import fits by construction");
     }
 }
 

@@ -106,8 +106,11 @@ impl ResourceGraph {
         self.allocations.values().map(|a| &**a)
     }
 
-    fn end_of(now: i64, req: &GroupRequest) -> i64 {
-        req.duration.map_or(FOREVER, |d| now.saturating_add(d as i64))
+    /// When a placement of `members` members started at `now` is expected to end (see
+    /// [`GroupRequest::run_time_with`]; [`FOREVER`] without a duration): the end to import an
+    /// allocation with when nothing better is known.
+    pub fn end_of(now: i64, req: &GroupRequest, members: u32) -> i64 {
+        req.run_time_with(members).map_or(FOREVER, |d| now.saturating_add(d as i64))
     }
 
     /// Places every member now, or nothing.
@@ -138,10 +141,13 @@ impl ResourceGraph {
             Err(u) => return MatchOutcome::Unsatisfiable(u.0),
         };
         let policy = req.policy.unwrap_or(self.policy);
-        let end = Self::end_of(now, req);
+        // Searched until the end of the fewest members (the latest end), so that whatever number
+        // is placed never runs into a reservation; the allocation then ends when its members do.
+        let end = Self::end_of(now, req, d.members(d.min_units));
         let (p, domain) = self.graph.search(&d, Window::Now { now, end }, policy, None);
         if placed_units(&p) >= d.min_units && d.max_units > 0 {
             let id = self.take_id();
+            let end = Self::end_of(now, req, d.members(placed_units(&p)));
             let alloc = self.commit(id, &d, &p, now, end, false, domain);
             self.allocations.insert(id, Arc::new(alloc));
             return MatchOutcome::Allocated(id);
@@ -362,20 +368,39 @@ impl ResourceGraph {
             }
         }
         self.apply_nodes(&mut alloc, p.iter().map(|&(n, _)| n), Some(now));
+        // The work left is done by more members from now on, so the group ends sooner.
+        let before = (alloc.members.len() - added.len()) as i64;
+        if alloc.end != FOREVER && alloc.end > now && alloc.request.duration.is_some() {
+            let (left, after) = ((alloc.end - now).saturating_mul(before), alloc.members.len() as i64);
+            self.set_end(&mut alloc, now + (left + after - 1) / after);
+        }
         self.allocations.insert(id, Arc::new(alloc));
         Ok(Some(added))
     }
 
-    /// Records an allocation that already exists (pods running at restart) under its old id.
-    /// Checks capacity and device availability first; on error nothing changes.
+    /// Moves the expected end of allocation `a` (on every node it uses).
+    fn set_end(&mut self, a: &mut Allocation, end: i64) {
+        a.end = end;
+        let nodes: BTreeSet<NodeId> = a.members.iter().map(|m| m.node).collect();
+        for n in nodes {
+            if let Some(span) = self.graph.node_mut(n).spans.iter_mut().find(|s| s.alloc == a.id) {
+                span.end = end;
+            }
+            self.graph.refresh_node(n);
+        }
+    }
+
+    /// Records an allocation that already exists (pods running at restart) under its old id,
+    /// from `start` to its expected `end` (see [`ResourceGraph::end_of`]). Checks capacity and
+    /// device availability first; on error nothing changes.
     pub fn import(
         &mut self,
         id: AllocId,
         req: &GroupRequest,
         members: &[ImportedMember],
-        start: i64,
+        (start, end): (i64, i64),
     ) -> Result<(), GraphError> {
-        self.record(id, req, members, start, true)
+        self.record(id, req, members, (start, end), true)
     }
 
     /// Puts back an allocation exactly as it was before [`ResourceGraph::cancel`] took it out (a
@@ -388,9 +413,9 @@ impl ResourceGraph {
         id: AllocId,
         req: &GroupRequest,
         members: &[ImportedMember],
-        start: i64,
+        (start, end): (i64, i64),
     ) -> Result<(), GraphError> {
-        self.record(id, req, members, start, false)
+        self.record(id, req, members, (start, end), false)
     }
 
     /// [`ResourceGraph::import`], checking capacity only with `check_capacity`.
@@ -399,7 +424,7 @@ impl ResourceGraph {
         id: AllocId,
         req: &GroupRequest,
         members: &[ImportedMember],
-        start: i64,
+        (start, end): (i64, i64),
         check_capacity: bool,
     ) -> Result<(), GraphError> {
         if self.allocations.contains_key(&id) {
@@ -431,7 +456,6 @@ impl ResourceGraph {
             *per_node.entry(n).or_default() += 1;
             resolved.push(Member { index: m.index, node: n, devices });
         }
-        let end = Self::end_of(start, req);
         // A group placed within one domain stays confined to it when it grows later.
         let domain = req.topology.as_ref().and_then(|t| {
             let domains: BTreeSet<_> =
@@ -483,7 +507,7 @@ impl ResourceGraph {
         req.requests = known;
         let id = self.next_id;
         let member = ImportedMember { index: 0, node: node.to_string(), devices: Vec::new() };
-        self.record(id, &req, &[member], now, false)?;
+        self.record(id, &req, &[member], (now, FOREVER), false)?;
         Ok(id)
     }
 

@@ -28,11 +28,12 @@ impl ResourceGraph {
         d.future_full_until = vec![Cell::new(i64::MIN); self.graph.nodes.len()];
         let d = &d;
         for t in self.candidate_times(d, now) {
-            let w_end = Self::end_of(t, d.request);
+            let w_end = Self::end_of(t, d.request, d.members(d.min_units));
             let (p, domain) = self.graph.search(d, Window::Future { start: t, end: w_end }, policy, None);
             if placed_units(&p) >= d.min_units {
                 let id = self.take_id();
-                let alloc = self.commit(id, d, &p, t, w_end, true, domain);
+                let end = Self::end_of(t, d.request, d.members(placed_units(&p)));
+                let alloc = self.commit(id, d, &p, t, end, true, domain);
                 self.allocations.insert(id, Arc::new(alloc));
                 return MatchOutcome::Reserved { id, at: t };
             }

@@ -7,13 +7,14 @@
 //!    ready.
 //! 3. `apply_quota`: over quota: preempt, or blocked; else the request narrowed to what the quota
 //!    and the start window allow.
-//! 4. `match_now`: placed now (admitted), or why not.
+//! 4. `match_now`: placed now (admitted), or why not; an elastic group that would finish sooner
+//!    with all its members a little later waits for them.
 //! 5. `preempt`: admitted by evicting whole groups, where the queue allows it.
 //! 6. `reserve_or_wait`: the earliest start reserved, or blocked with its reason.
 
 use std::ops::ControlFlow::{self, Break, Continue};
 
-use muster_graph::{GroupRequest, MatchOutcome};
+use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
 use super::Engine;
 use super::cycle::Pass;
@@ -151,11 +152,11 @@ impl Engine {
             self.set_reason(c.key, qreason.unwrap_or_else(|| "quota".into()));
             return Break(Attempt::Blocked);
         }
-        req.max_members = qmax.max(c.min);
+        let mut max = qmax.max(c.min).min(req.max_members);
         if let Some((limit, starting)) = self.start_window(&c.queue) {
-            req.max_members = req.max_members.min(limit.saturating_sub(starting).max(c.min));
+            max = max.min(limit.saturating_sub(starting).max(c.min));
         }
-        Continue(req)
+        Continue(req.narrowed_to(max))
     }
 
     /// The most members (up to the request's max) the quota lets `queue` add now, and, when that
@@ -186,6 +187,7 @@ impl Engine {
         self.last_stats.match_calls += 1;
         let busy = match self.graph.allocate(req, self.now) {
             MatchOutcome::Allocated(id) => {
+                let id = self.sooner_with_all_members(c, req, id, pass)?;
                 self.admit(c.key, id, Reason::Admitted { backfill: pass.any_reservation }, pass.out);
                 return Break(Attempt::Admitted);
             }
@@ -201,6 +203,51 @@ impl Engine {
         };
         pass.failed_shapes.insert(shape_key);
         Continue(busy)
+    }
+
+    /// Within step 4: an elastic group placed now with fewer than all its members runs longer
+    /// (the same work on fewer members, `GroupRequest::run_time_with`). When a reservation for all
+    /// of them would finish sooner, the group waits for it instead: the placement is undone and
+    /// the reservation kept. Else the same placement is made again (the graph is as it was).
+    fn sooner_with_all_members(
+        &mut self,
+        c: &Candidate<'_>,
+        req: &GroupRequest,
+        id: AllocId,
+        pass: &mut Pass<'_>,
+    ) -> Step<AllocId> {
+        let placed = self.graph.allocation(id).map_or(req.max_members, |a| a.members.len() as u32);
+        let (Some(run_now), Some(run_all)) = (req.run_time_with(placed), req.duration) else {
+            return Continue(id);
+        };
+        if placed >= req.max_members || !c.may_reserve {
+            return Continue(id);
+        }
+        let _ = self.graph.cancel(id);
+        let all = GroupRequest { min_members: req.max_members, ..req.clone() };
+        self.last_stats.match_calls += 2;
+        let finish_now = self.now.saturating_add(run_now as i64);
+        match self.graph.reserve(&all, self.now) {
+            MatchOutcome::Reserved { id: rid, at } if at.saturating_add(run_all as i64) < finish_now => {
+                let reason = format!(
+                    "elastic: all {} members from {at} finish at {}, sooner than {placed} now (at {finish_now}); \
+                     reserved to start at {at}",
+                    req.max_members,
+                    at.saturating_add(run_all as i64)
+                );
+                self.keep_reservation(c.key, rid, at, reason, pass);
+                return Break(Attempt::Reserved);
+            }
+            MatchOutcome::Reserved { id: rid, .. } | MatchOutcome::Allocated(rid) => {
+                let _ = self.graph.cancel(rid);
+            }
+            MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => {}
+        }
+        match self.graph.allocate(req, self.now) {
+            MatchOutcome::Allocated(id) => Continue(id),
+            // Cannot happen (the graph is as it was when this request fitted); waiting is safe.
+            _ => Break(Attempt::Blocked),
+        }
     }
 
     /// Step 5 (and within step 3): admits the group by preemption while the cycle's budget lasts.
@@ -247,15 +294,8 @@ impl Engine {
         self.last_stats.match_calls += 1;
         match self.graph.reserve(req, self.now) {
             MatchOutcome::Reserved { id, at } => {
-                self.reservations.insert(key.clone(), id);
-                pass.reserved.insert(key.clone(), at);
-                let g = self.group_mut(key);
-                let prev = g.state;
-                g.reserved_at = Some(at);
-                g.reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {at}");
-                if prev == GroupState::Queued {
-                    self.step(key, GroupState::Reserved, Reason::Reserved { at }, None, pass.out);
-                }
+                let reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {at}");
+                self.keep_reservation(key, id, at, reason, pass);
                 Attempt::Reserved
             }
             MatchOutcome::Allocated(id) => {
@@ -270,6 +310,19 @@ impl Engine {
                 self.set_reason(key, format!("{prefix}unsatisfiable now: {m}"));
                 Attempt::Blocked
             }
+        }
+    }
+
+    /// Records reservation `id` (starting at `at`) as the group's, with the reason it waits.
+    fn keep_reservation(&mut self, key: &GroupKey, id: AllocId, at: i64, reason: String, pass: &mut Pass<'_>) {
+        self.reservations.insert(key.clone(), id);
+        pass.reserved.insert(key.clone(), at);
+        let g = self.group_mut(key);
+        let prev = g.state;
+        g.reserved_at = Some(at);
+        g.reason = reason;
+        if prev == GroupState::Queued {
+            self.step(key, GroupState::Reserved, Reason::Reserved { at }, None, pass.out);
         }
     }
 

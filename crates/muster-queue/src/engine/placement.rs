@@ -14,7 +14,7 @@ pub(super) struct SavedAlloc {
     id: AllocId,
     request: GroupRequest,
     members: Vec<ImportedMember>,
-    start: i64,
+    window: (i64, i64),
 }
 
 impl Engine {
@@ -65,7 +65,7 @@ impl Engine {
             let spec_req = spec_req.clone();
             let saved = self.saved_alloc(id);
             let _ = self.graph.cancel(id);
-            self.graph.import(id, &spec_req, &saved.members, saved.start).expect("same placement fits again");
+            self.graph.import(id, &spec_req, &saved.members, saved.window).expect("same placement fits again");
         }
         self.remove_pending(key);
         if let Some(rid) = self.reservations.remove(key) {
@@ -126,7 +126,7 @@ impl Engine {
 
     /// Undoes [`Engine::take_out`].
     pub(super) fn put_back(&mut self, key: &GroupKey, saved: SavedAlloc) {
-        self.graph.restore(saved.id, &saved.request, &saved.members, saved.start).expect("state restored exactly");
+        self.graph.restore(saved.id, &saved.request, &saved.members, saved.window).expect("state restored exactly");
         self.graph_alloc.insert(key.clone(), saved.id);
         self.by_graph_alloc.insert(saved.id, key.clone());
         let n = self.groups[key].member_count();
@@ -146,6 +146,6 @@ impl Engine {
                 devices: m.devices.iter().map(|&v| g.vertex(v).meta.name.clone()).collect(),
             })
             .collect();
-        SavedAlloc { id, request: a.request.clone(), members, start: a.start }
+        SavedAlloc { id, request: a.request.clone(), members, window: (a.start, a.end) }
     }
 }

@@ -188,8 +188,7 @@ impl Engine {
         if qmax < req.min_members {
             return None;
         }
-        let mut r = req.clone();
-        r.max_members = qmax;
+        let r = req.narrowed_to(qmax);
         if self.may_fit_now(&r).is_err() {
             return None;
         }

@@ -104,7 +104,7 @@ impl Engine {
                 let req = e.groups[&key].spec.request.clone();
                 let id = next_graph_id;
                 next_graph_id += 1;
-                e.graph.import(id, &req, &members, a.start)?;
+                e.graph.import(id, &req, &members, (a.start, a.end))?;
                 e.graph_alloc.insert(key.clone(), id);
                 e.by_graph_alloc.insert(id, key.clone());
                 e.add_usage(&key, a.members.len() as u32, 1);
