@@ -209,12 +209,21 @@ impl Session {
     }
 
     fn do_match(&mut self, op: &str, file: &str, out: &mut impl Write) -> Result<()> {
+        // The operation first: a typo must not read as a problem with the file.
+        let reserve = match op {
+            "allocate" => Some(false),
+            "allocate_orelse_reserve" => Some(true),
+            "satisfiability" => None,
+            other => {
+                bail!("unknown match operation {other:?}; allowed: allocate, allocate_orelse_reserve, satisfiability")
+            }
+        };
         let req = self.load_request(file)?;
         let started = Instant::now();
-        let outcome = match op {
-            "allocate" => self.rg.allocate(&req, self.now),
-            "allocate_orelse_reserve" => self.rg.allocate_orelse_reserve(&req, self.now),
-            "satisfiability" => {
+        let outcome = match reserve {
+            Some(false) => self.rg.allocate(&req, self.now),
+            Some(true) => self.rg.allocate_orelse_reserve(&req, self.now),
+            None => {
                 let result = self.rg.satisfiability(&req);
                 let took = started.elapsed();
                 match result {
@@ -222,9 +231,6 @@ impl Session {
                     Err(reason) => writeln!(out, "unsatisfiable: {}: {reason}", req.name)?,
                 }
                 return Ok(());
-            }
-            other => {
-                bail!("unknown match operation {other:?}; allowed: allocate, allocate_orelse_reserve, satisfiability")
             }
         };
         let took = started.elapsed();

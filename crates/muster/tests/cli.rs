@@ -42,13 +42,16 @@ fn the_readme_tour_runs_clean() {
 fn bad_commands_and_files_are_refused_and_the_loop_goes_on() {
     let out = muster(
         &["match", "scenarios/match/cluster.yaml"],
-        "cancel 99\nfrobnicate\nmatch allocate /nonexistent.yaml\ntime -5\nmatch allocate scenarios/match/mpi-16.yaml\n",
+        "cancel 99\nfrobnicate\nmatch allocate /nonexistent.yaml\nmatch alocate /nonexistent.yaml\ntime -5\n\
+         match allocate scenarios/match/mpi-16.yaml\n",
     );
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "failed commands give exit status 1");
     assert!(text.contains("error: no allocation with id 99"), "{text}");
     assert!(text.contains("type help for the commands"), "{text}");
     assert!(text.contains("cannot read /nonexistent.yaml"), "{text}");
+    assert!(text.contains("unknown match operation \"alocate\"; allowed: allocate,"), "the typo, not the file: {text}");
+    assert_eq!(text.matches("cannot read").count(), 1, "{text}");
     assert!(text.contains("allocated 1: mpi-16"), "the loop continued: {text}");
 }
 
