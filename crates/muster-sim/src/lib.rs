@@ -1,7 +1,8 @@
 //! muster-sim: a discrete-event simulator of a Kubernetes cluster running batch jobs, with models
-//! of the default kube-scheduler, coscheduling and Kueue, the ideal FIFO gang schedule as a
-//! target, metrics, and outputs (table, JSON, CSV, plots). Any scheduler implementing
-//! [`Scheduler`] plugs in through [`RunOptions::custom`]. Time is in milliseconds throughout.
+//! of the default kube-scheduler, coscheduling, Kueue, Volcano and kube-scheduler's native gang
+//! scheduling, the ideal FIFO gang schedule as a target, metrics, and outputs (table, JSON, CSV,
+//! plots). Any scheduler implementing [`Scheduler`] plugs in through [`RunOptions::custom`]. Time
+//! is in milliseconds throughout.
 
 pub mod engine;
 pub mod ideal;
@@ -25,7 +26,7 @@ pub use scheduler::{Action, ClusterView, JobId, NodeId, PodId, Scheduler, SimEve
 
 /// The schedulers a run compares when none are named, in report order: the baseline models, then
 /// muster itself (its other queue policies are `muster-easy`, `muster-fifo`, `muster-besteffort`).
-pub const BUILTIN: [&str; 5] = ["default", "coscheduling", "kueue", "kueue-wfpr", "muster"];
+pub const BUILTIN: [&str; 7] = ["default", "coscheduling", "kueue", "kueue-wfpr", "volcano", "native", "muster"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -82,6 +83,8 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         "coscheduling" => Box::new(models::cosched::Coscheduling::new(w.coscheduling.permit_timeout.0)),
         "kueue" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), false)),
         "kueue-wfpr" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), true)),
+        "volcano" => Box::new(models::volcano::Volcano::new(&w.volcano)),
+        "native" => Box::new(models::native::Native::new(&w.native)),
         _ if let Some((_, policy)) = models::muster::VARIANTS.iter().find(|(n, _)| *n == name) => {
             Box::new(models::muster::Muster::new(name, *policy, w)?)
         }

@@ -281,6 +281,58 @@ impl Default for CoschedConfig {
     }
 }
 
+/// Volcano's scheduler configuration as the model needs it (the Helm chart's defaults).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VolcanoConfig {
+    /// `schedulePeriod`: one session (enqueue, allocate, backfill) this often (default 1s).
+    #[serde(default = "default_schedule_period")]
+    pub schedule_period: Dur,
+    /// The `overcommit` plugin is in the configuration (the chart's file has it).
+    #[serde(default = "yes")]
+    pub overcommit: bool,
+    /// `overcommit-factor` of that plugin (default 1.2).
+    #[serde(default = "default_overcommit_factor")]
+    pub overcommit_factor: f64,
+}
+
+fn default_schedule_period() -> Dur {
+    secs(1)
+}
+fn default_overcommit_factor() -> f64 {
+    1.2
+}
+
+impl Default for VolcanoConfig {
+    fn default() -> Self {
+        Self {
+            schedule_period: default_schedule_period(),
+            overcommit: true,
+            overcommit_factor: default_overcommit_factor(),
+        }
+    }
+}
+
+/// kube-scheduler's native gang scheduling (Workload and PodGroup, 1.37) as the model needs it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NativeConfig {
+    /// How long a gang whose pod-group cycle could not place minCount pods waits before its next
+    /// cycle (measured on the 1.37.2 harness: about 3 s between attempts; default 3s).
+    #[serde(default = "default_gang_retry")]
+    pub gang_retry: Dur,
+}
+
+fn default_gang_retry() -> Dur {
+    secs(3)
+}
+
+impl Default for NativeConfig {
+    fn default() -> Self {
+        Self { gang_retry: default_gang_retry() }
+    }
+}
+
 /// When a job's run time starts counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -403,6 +455,10 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub coscheduling: CoschedConfig,
     #[serde(default)]
+    pub volcano: VolcanoConfig,
+    #[serde(default)]
+    pub native: NativeConfig,
+    #[serde(default)]
     pub job_classes: Vec<JobClass>,
     #[serde(default)]
     pub swf: Option<SwfSource>,
@@ -474,6 +530,8 @@ pub struct Workload {
     pub params: SimParams,
     pub kueue: KueueConfig,
     pub coscheduling: CoschedConfig,
+    pub volcano: VolcanoConfig,
+    pub native: NativeConfig,
     pub classes: Vec<ClassInfo>,
     /// In submission order; a job's `JobId` is its index here.
     pub jobs: Vec<JobSpec>,
@@ -543,6 +601,17 @@ pub fn from_text_with(
             "kueue.quotaFactor",
             format!("{} is out of range; allowed > 0", sf.kueue.quota_factor),
         ));
+    }
+    let v = &sf.volcano;
+    if !v.overcommit_factor.is_finite() || v.overcommit_factor <= 0.0 {
+        return Err(input(
+            file,
+            "volcano.overcommitFactor",
+            format!("{} is out of range; allowed > 0", v.overcommit_factor),
+        ));
+    }
+    if v.schedule_period.0 < 1 {
+        return Err(input(file, "volcano.schedulePeriod", "must be at least 1ms"));
     }
     if sf.job_classes.is_empty() && sf.swf.is_none() {
         return Err(input(file, "jobClasses", "no jobs; give at least one job class or an swf trace"));
@@ -706,6 +775,8 @@ pub fn from_text_with(
         params: SimParams { seed, horizon_ms, sample_ms, timing: sf.timing },
         kueue: sf.kueue,
         coscheduling: sf.coscheduling,
+        volcano: sf.volcano,
+        native: sf.native,
         classes,
         jobs,
     })

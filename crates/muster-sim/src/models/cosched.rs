@@ -8,6 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 
+use crate::models::gang;
 use crate::models::kube::{KubeCore, QKey};
 use crate::scheduler::{Action, ClusterView, JobId, PodId, Scheduler, SimEvent};
 
@@ -96,10 +97,9 @@ impl Scheduler for Coscheduling {
         }
         let Some(key) = self.core.next_pod(view, now) else { return actions };
         let (pod, job) = (key.4, key.2);
-        let j = view.job(job);
-        let min = j.spec.min_members;
+        let min = view.job(job).spec.min_members;
         // PreFilter: the group must have minMember pods before any is tried.
-        if (j.pods.len() as u32) < min {
+        if !gang::group_complete(view, job) {
             self.core.queue.retry_later(key, now);
             return actions;
         }

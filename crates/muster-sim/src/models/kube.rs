@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
+use crate::models::gang::Snapshot;
 use crate::scheduler::{Action, ClusterView, JobId, NodeId, PodId, PodPhase, Scheduler, SimEvent};
 
 /// Queue order: priority (high first), then the group's timestamp and id, then the pod's.
@@ -180,7 +181,7 @@ impl Placer {
     }
 
     /// NodeResourcesFit least-allocated: mean over cpu and memory of free-after-placement share.
-    fn score(&self, view: &ClusterView<'_>, job: JobId, node: NodeId) -> i64 {
+    fn score(&self, view: &ClusterView<'_>, job: JobId, node: NodeId, snap: &Snapshot) -> i64 {
         let n = view.node(node);
         let req = &view.job(job).request;
         let mut sum = 0i64;
@@ -188,7 +189,7 @@ impl Placer {
         for r in [self.cpu, self.mem].into_iter().flatten() {
             let cap = n.capacity[r] as i128;
             if cap > 0 {
-                let used = cap - n.free[r] as i128 + req[r] as i128;
+                let used = cap - snap.free(view, node, r) as i128 + req[r] as i128;
                 sum += ((cap - used) * 100 / cap) as i64;
                 count += 1;
             }
@@ -197,15 +198,24 @@ impl Placer {
     }
 
     pub fn place(&mut self, view: &ClusterView<'_>, job: JobId) -> Option<NodeId> {
+        self.place_in(view, job, &Snapshot::default())
+    }
+
+    /// `place` against a snapshot: the cluster as it is minus what the snapshot has taken (the
+    /// pods a pod-group cycle or a session has placed so far but not yet bound).
+    pub fn place_in(&mut self, view: &ClusterView<'_>, job: JobId, snap: &Snapshot) -> Option<NodeId> {
         let total = view.nodes().len();
         let want = feasible_nodes_to_find(total);
         let mut found = 0;
         let mut best: Option<(i64, NodeId)> = None;
         let mut last = self.start;
         view.for_each_fitting(job, self.start, |node| {
-            found += 1;
             last = node.index();
-            let s = self.score(view, job, node);
+            if !snap.fits(view, job, node) {
+                return true;
+            }
+            found += 1;
+            let s = self.score(view, job, node, snap);
             if best.is_none_or(|(b, _)| s > b) {
                 best = Some((s, node));
             }
@@ -311,6 +321,11 @@ impl KubeCore {
 
     pub fn place(&mut self, view: &ClusterView<'_>, job: JobId) -> Option<NodeId> {
         self.placer.get_or_insert_with(|| Placer::new(view)).place(view, job)
+    }
+
+    /// Adds loop time to the attempt in progress (a pod-group cycle evaluates several pods).
+    pub fn charge(&mut self, extra_us: i64) {
+        self.next_attempt_us += extra_us;
     }
 
     pub fn next_wakeup(&self) -> Option<i64> {

@@ -1,0 +1,222 @@
+//! Volcano (1.15, the Helm chart's configuration: actions enqueue, allocate, backfill; plugins
+//! gang, proportion, overcommit among others) as a model, for plain batch/v1 Jobs given to it:
+//! each job gets a PodGroup with minMember = the job's min members and minResources = minMember x
+//! its pod's requests, in the one queue `default`. The scheduler runs a session every
+//! `schedulePeriod`:
+//! - enqueue: PodGroups still Pending, by priority then creation, go Inqueue when their
+//!   minResources fit; the rest wait (a group that does not fit does not block those behind it).
+//!   `proportion`: the queue's allocated + Inqueue-but-unallocated + minResources must not exceed
+//!   the cluster (the queue's capability); `overcommit`: Inqueue-but-unallocated + minResources must
+//!   not exceed factor x the cluster minus what pods use.
+//! - allocate: Inqueue and running groups, by priority, unready ones first, then creation: a group
+//!   with fewer than minMember pods is skipped (not valid); otherwise its pending pods are placed
+//!   one after the other on the session's snapshot and kept only if the group then has minMember
+//!   placed (the statement is committed) or it had them already; else discarded. Committed pods
+//!   bind (through the binder at `bindQps`).
+//! - backfill places only pods without requests: none here.
+//!
+//! Node choice: the default model's Filter and least-allocated score (the chart's `binpack` and
+//! `nodeorder`'s least-requested weigh the same and pull opposite ways). No preemption, reclaim,
+//! pipelining onto releasing resources, drf or hierarchy; sessions take no time.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+use crate::models::gang::{self, Snapshot};
+use crate::models::kube::Placer;
+use crate::scenario::VolcanoConfig;
+use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
+
+/// Job order: priority (high first), then creation.
+type Key = (Reverse<i32>, i64, JobId);
+
+pub struct Volcano {
+    cfg: VolcanoConfig,
+    placer: Option<Placer>,
+    to_start: Vec<JobId>,
+    /// PodGroups Pending (not yet enqueued), in job order.
+    pending: BTreeSet<Key>,
+    /// PodGroups Inqueue or Running (enqueue admitted them), in job order.
+    inqueue: BTreeSet<Key>,
+    /// Inqueue groups that have had minMember placed (they count nothing more at enqueue).
+    allocated: BTreeSet<JobId>,
+    /// Inqueue groups with every pod of the job placed: nothing for allocate to do.
+    placed_all: BTreeSet<JobId>,
+    /// Cluster capacity and what pods hold, by resource index (pods are placed by this model
+    /// only, so what it binds and what ends keep the count).
+    total: Vec<u64>,
+    used: Vec<u64>,
+    next_session: i64,
+}
+
+impl Volcano {
+    pub fn new(cfg: &VolcanoConfig) -> Self {
+        Volcano {
+            cfg: cfg.clone(),
+            placer: None,
+            to_start: vec![],
+            pending: BTreeSet::new(),
+            inqueue: BTreeSet::new(),
+            allocated: BTreeSet::new(),
+            placed_all: BTreeSet::new(),
+            total: vec![],
+            used: vec![],
+            next_session: 0,
+        }
+    }
+
+    fn key(view: &ClusterView<'_>, job: JobId) -> Key {
+        let j = view.job(job);
+        (Reverse(j.spec.priority), j.spec.submit_ms, job)
+    }
+
+    /// What the Inqueue groups still need of their minResources (allocated pods count against it).
+    fn inqueue_unallocated(&self, view: &ClusterView<'_>) -> Vec<u64> {
+        let mut sum = vec![0u64; self.total.len()];
+        for &(_, _, job) in &self.inqueue {
+            if self.allocated.contains(&job) {
+                continue;
+            }
+            let j = view.job(job);
+            let left = j.spec.min_members.saturating_sub(gang::placed_members(view, job));
+            for (s, r) in sum.iter_mut().zip(&j.request) {
+                *s += r * u64::from(left);
+            }
+        }
+        sum
+    }
+
+    fn enqueue(&mut self, view: &ClusterView<'_>) {
+        let pods = view.resource_index("pods");
+        let mut inqueue = self.inqueue_unallocated(view);
+        let mut admitted = vec![];
+        for &key in &self.pending {
+            let job = key.2;
+            let j = view.job(job);
+            // The PodGroup exists once the Job controller created a pod (the PodGroup controller
+            // makes it from the pod's owner).
+            if j.pods.is_empty() {
+                continue;
+            }
+            let min: Vec<u64> = j.request.iter().map(|r| r * u64::from(j.spec.min_members)).collect();
+            let ok = (0..min.len()).filter(|&r| Some(r) != pods && min[r] > 0).all(|r| {
+                let proportion = self.used[r] + inqueue[r] + min[r] <= self.total[r];
+                let limit = (self.total[r] as f64 * self.cfg.overcommit_factor) as u64;
+                let overcommit = !self.cfg.overcommit || inqueue[r] + min[r] <= limit.saturating_sub(self.used[r]);
+                proportion && overcommit
+            });
+            if ok {
+                admitted.push(key);
+                for (q, m) in inqueue.iter_mut().zip(&min) {
+                    *q += m;
+                }
+            }
+        }
+        for key in admitted {
+            self.pending.remove(&key);
+            self.inqueue.insert(key);
+        }
+    }
+
+    fn allocate(&mut self, view: &ClusterView<'_>, actions: &mut Vec<Action>) {
+        let mut snap = Snapshot::default();
+        // Tier 1: priority, then gang (groups below minMember first), then creation.
+        let mut jobs: Vec<(Reverse<i32>, bool, i64, JobId)> = self
+            .inqueue
+            .iter()
+            .filter(|k| !self.placed_all.contains(&k.2))
+            .map(|&(prio, submit, job)| (prio, self.allocated.contains(&job), submit, job))
+            .collect();
+        jobs.sort_unstable();
+        for (_, ready, _, job) in jobs {
+            // Gang's JobValid: fewer than minMember pods exist, the group is skipped.
+            if !gang::group_complete(view, job) {
+                continue;
+            }
+            let j = view.job(job);
+            let placed_before = gang::placed_members(view, job);
+            let need = if ready { 0 } else { j.spec.min_members.saturating_sub(placed_before) };
+            let placer = &mut self.placer;
+            let result = gang::place_gang(view, &mut snap, job, need, |v, j, s| {
+                placer.get_or_insert_with(|| Placer::new(v)).place_in(v, j, s)
+            });
+            let placed = placed_before + result.placed.len() as u32;
+            if placed >= j.spec.min_members {
+                self.allocated.insert(job);
+            }
+            let pending_left = gang::pending_pods(view, job).len() - result.placed.len();
+            if pending_left == 0 && j.pods.len() as u32 == j.members {
+                self.placed_all.insert(job);
+            }
+            for (pod, node) in result.placed {
+                for (u, r) in self.used.iter_mut().zip(&j.request) {
+                    *u += r;
+                }
+                actions.push(Action::Bind { pod, node });
+            }
+        }
+    }
+}
+
+impl Scheduler for Volcano {
+    fn name(&self) -> String {
+        "volcano".into()
+    }
+
+    fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, now: i64) {
+        if self.total.is_empty() {
+            let dims = view.resources().len();
+            self.total = (0..dims).map(|r| view.nodes().iter().map(|n| n.capacity[r]).sum()).collect();
+            self.used = vec![0; dims];
+        }
+        match event {
+            SimEvent::JobSubmitted { job } => {
+                // Idle, the scheduler was not woken: the next session is the next period boundary.
+                if self.pending.is_empty() && self.inqueue.is_empty() {
+                    let p = self.cfg.schedule_period.0;
+                    self.next_session = self.next_session.max((now + p - 1).div_euclid(p) * p);
+                }
+                self.to_start.push(*job);
+                self.pending.insert(Self::key(view, *job));
+            }
+            SimEvent::PodCreated { pod } => {
+                self.placed_all.remove(&view.pod(*pod).job);
+            }
+            SimEvent::PodFinished { pod, .. } => {
+                let p = view.pod(*pod);
+                if p.node.is_some() {
+                    for (u, r) in self.used.iter_mut().zip(&view.job(p.job).request) {
+                        *u -= r;
+                    }
+                }
+            }
+            SimEvent::JobFinished { job, .. } => {
+                let key = Self::key(view, *job);
+                self.pending.remove(&key);
+                self.inqueue.remove(&key);
+                self.allocated.remove(job);
+                self.placed_all.remove(job);
+            }
+            _ => {}
+        }
+    }
+
+    fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
+        let mut actions: Vec<Action> = std::mem::take(&mut self.to_start)
+            .into_iter()
+            .map(|job| Action::Start { job, members: view.job(job).spec.max_members })
+            .collect();
+        if !actions.is_empty() || now < self.next_session {
+            return actions;
+        }
+        let period = self.cfg.schedule_period.0;
+        self.next_session = (now.div_euclid(period) + 1) * period;
+        self.enqueue(view);
+        self.allocate(view, &mut actions);
+        actions
+    }
+
+    fn next_wakeup(&self) -> Option<i64> {
+        (!self.pending.is_empty() || !self.inqueue.is_empty()).then_some(self.next_session)
+    }
+}
