@@ -60,6 +60,9 @@ pid_alive() { # pid_alive NAME: the recorded pid runs the recorded binary
   [[ -n $pid && -d /proc/$pid ]] || return 1
   grep -qF "$(cat "$run/$1.bin" 2>/dev/null)" "/proc/$pid/cmdline" 2>/dev/null
 }
+# pid_running NAME: the pid just started is still there. While a process execs, its cmdline can
+# read empty for a moment, so a startup wait checks the pid alone (it cannot be reused that soon).
+pid_running() { local pid; read -r pid < "$run/$1.pid" 2>/dev/null && [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; }
 
 all_alive=1
 for c in "${components[@]}"; do pid_alive "$c" || all_alive=0; done
@@ -224,7 +227,7 @@ wait_for() {
   local name=$1 secs=$2; shift 2
   local deadline=$(( $(date +%s) + secs ))
   until "$@" >/dev/null 2>&1; do
-    if ! pid_alive "$name"; then
+    if ! pid_running "$name"; then
       tail -n 30 "$logs/$name.log" >&2 || true
       exit_status "$name"
       "$hack_dir/cluster-down.sh" >/dev/null 2>&1 || true

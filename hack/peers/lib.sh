@@ -150,10 +150,13 @@ peer_died() {
 }
 
 # peer_wait_ready NAME URL: poll URL (certificates not checked) for up to 120 s; die if NAME exits.
+# Its pid alone is checked: while a process execs (the launcher's wrappers do) its cmdline can read
+# empty for a moment, and a pid just started cannot have been reused.
 peer_wait_ready() {
-  local name=$1 url=$2 deadline=$(( $(date +%s) + 120 ))
+  local name=$1 url=$2 pid deadline=$(( $(date +%s) + 120 ))
+  pid=$(cat "$state/$name.pid")
   until curl -fsSk --max-time 2 "$url" >/dev/null 2>&1; do
-    peer_running "$name" || peer_died "$name" "exited during startup"
+    kill -0 "$pid" 2>/dev/null || peer_died "$name" "exited during startup"
     (( $(date +%s) < deadline )) || peer_died "$name" "not ready after 120s"
     sleep 0.5
   done
