@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::models::gang;
 use crate::models::kube::{KubeCore, QKey};
+use crate::models::start_unheld;
 use crate::scheduler::{Action, ClusterView, JobId, PodId, Scheduler, SimEvent};
 
 #[derive(Debug, Default)]
@@ -82,10 +83,7 @@ impl Scheduler for Coscheduling {
     }
 
     fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
-        let mut actions: Vec<Action> = std::mem::take(&mut self.to_start)
-            .into_iter()
-            .map(|job| Action::Start { job, members: view.job(job).spec.max_members })
-            .collect();
+        let mut actions = start_unheld(&mut self.to_start, view);
         while let Some(&(d, job)) = self.deadlines.first() {
             if d > now {
                 break;

@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use crate::models::gang::Snapshot;
+use crate::models::start_unheld;
 use crate::scheduler::{Action, ClusterView, JobId, NodeId, PodId, PodPhase, Scheduler, SimEvent};
 
 /// Queue order: priority (high first), then the group's timestamp and id, then the pod's.
@@ -370,10 +371,7 @@ impl Scheduler for DefaultScheduler {
     }
 
     fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
-        let mut actions: Vec<Action> = std::mem::take(&mut self.to_start)
-            .into_iter()
-            .map(|job| Action::Start { job, members: view.job(job).spec.max_members })
-            .collect();
+        let mut actions = start_unheld(&mut self.to_start, view);
         actions.extend(self.core.bind_next(view, now));
         actions
     }

@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use crate::models::gang::{self, Snapshot};
 use crate::models::kube::{KubeCore, Placer, pod_key};
+use crate::models::start_unheld;
 use crate::scenario::NativeConfig;
 use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
 
@@ -78,10 +79,7 @@ impl Scheduler for Native {
     }
 
     fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
-        let mut actions: Vec<Action> = std::mem::take(&mut self.to_start)
-            .into_iter()
-            .map(|job| Action::Start { job, members: view.job(job).spec.max_members })
-            .collect();
+        let mut actions = start_unheld(&mut self.to_start, view);
         while self.retries.peek().is_some_and(|Reverse((t, _))| *t <= now) {
             let Reverse((_, job)) = self.retries.pop().expect("checked");
             self.queued.remove(&job);

@@ -24,6 +24,7 @@ use std::collections::BTreeSet;
 
 use crate::models::gang::{self, Snapshot};
 use crate::models::kube::Placer;
+use crate::models::start_unheld;
 use crate::scenario::VolcanoConfig;
 use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
 
@@ -202,10 +203,7 @@ impl Scheduler for Volcano {
     }
 
     fn decide(&mut self, view: &ClusterView<'_>, now: i64) -> Vec<Action> {
-        let mut actions: Vec<Action> = std::mem::take(&mut self.to_start)
-            .into_iter()
-            .map(|job| Action::Start { job, members: view.job(job).spec.max_members })
-            .collect();
+        let mut actions = start_unheld(&mut self.to_start, view);
         if !actions.is_empty() || now < self.next_session {
             return actions;
         }
