@@ -40,7 +40,8 @@ pub struct Kueue {
 impl Kueue {
     pub fn new(cfg: KueueConfig, wait_for_pods_ready: bool) -> Self {
         Kueue {
-            core: KubeCore::new(true),
+            // Kueue admits; the cluster's own kube-scheduler (1.35 and later here) places the pods.
+            core: KubeCore::new_v135(),
             cfg,
             wait_for_pods_ready,
             quota: vec![],
