@@ -131,14 +131,23 @@ pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
         ("kwok.muster.dev/run-seconds".to_string(), seconds(job.run_ms)),
         ("kwok.muster.dev/run-after".to_string(), job.run_after.clone()),
     ]);
-    let requests = job.requests.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect();
+    let requests: BTreeMap<String, Quantity> =
+        job.requests.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect();
+    // Extended resources (GPUs) cannot be over-committed: the apiserver refuses a request without
+    // an equal limit.
+    let limits: BTreeMap<String, Quantity> =
+        requests.iter().filter(|(k, _)| k.contains('/')).map(|(k, v)| (k.clone(), v.clone())).collect();
     let pod = PodSpec {
         restart_policy: Some("Never".into()),
         termination_grace_period_seconds: Some(0),
         containers: vec![Container {
             name: "main".into(),
             image: Some("kwok-fake".into()),
-            resources: Some(ResourceRequirements { requests: Some(requests), ..Default::default() }),
+            resources: Some(ResourceRequirements {
+                limits: (!limits.is_empty()).then_some(limits),
+                requests: Some(requests),
+                ..Default::default()
+            }),
             ..Default::default()
         }],
         node_selector: (!job.node_selector.is_empty()).then(|| job.node_selector.clone()),
@@ -222,6 +231,15 @@ mod tests {
         let got: Vec<(i64, i64)> = first.iter().take(2).map(|j| (j.run_ms, j.submit_ms)).collect();
         assert_eq!(got, [(25191, 0), (22299, 500)]);
         assert_eq!(first[0].requests, BTreeMap::from([("cpu".into(), "2".into()), ("memory".into(), "2Gi".into())]));
+    }
+
+    #[test]
+    fn gpu_requests_carry_equal_limits_and_cpu_memory_none() {
+        let j = &jobs(&scenario("suite/gpu-burst.yaml"), 1).unwrap()[0];
+        let m = serde_json::to_value(manifest(j, &ManifestOptions::default())).unwrap();
+        let res = &m["spec"]["template"]["spec"]["containers"][0]["resources"];
+        assert_eq!(res["requests"]["nvidia.com/gpu"], "8", "{res}");
+        assert_eq!(res["limits"], serde_json::json!({"nvidia.com/gpu": "8"}), "{res}");
     }
 
     #[test]
