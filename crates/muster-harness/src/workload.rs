@@ -133,10 +133,11 @@ pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
     ]);
     let requests: BTreeMap<String, Quantity> =
         job.requests.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect();
-    // Extended resources (GPUs) cannot be over-committed: the apiserver refuses a request without
-    // an equal limit.
+    // Only cpu, memory and ephemeral storage may be over-committed: the apiserver refuses a request
+    // for anything else (GPUs, hugepages) without an equal limit.
+    let overcommittable = |k: &str| matches!(k, "cpu" | "memory" | "ephemeral-storage");
     let limits: BTreeMap<String, Quantity> =
-        requests.iter().filter(|(k, _)| k.contains('/')).map(|(k, v)| (k.clone(), v.clone())).collect();
+        requests.iter().filter(|(k, _)| !overcommittable(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     let pod = PodSpec {
         restart_policy: Some("Never".into()),
         termination_grace_period_seconds: Some(0),

@@ -646,7 +646,7 @@ impl<'w> Engine<'w> {
                             let end = self.run_end(work.left / i64::from(ready));
                             self.work[job.index()] = Some(work);
                             self.push(end, Ev::RunDone(job, epoch));
-                        } else if running && min < max && ready <= max {
+                        } else if running && min < max {
                             // An elastic job goes faster as members join; the earlier end is
                             // superseded (it finds the job over).
                             if let Some(w) = self.work[job.index()].as_mut() {
