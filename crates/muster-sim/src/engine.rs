@@ -61,6 +61,8 @@ pub struct JobRecord {
     pub ended_ms: Option<i64>,
     pub phase: JobPhase,
     pub starts: u32,
+    /// For a job with a topology constraint: whether its run spanned more than one domain.
+    pub spread: Option<bool>,
 }
 
 /// A running job's work in member-milliseconds, done at `rate` members since `since`.
@@ -207,6 +209,7 @@ impl<'w> Engine<'w> {
                 ready: 0,
                 bound: 0,
                 starts: 0,
+                spread: None,
             });
         }
         let free: Vec<Vec<u64>> = nodes.iter().map(|n| n.free.clone()).collect();
@@ -492,8 +495,33 @@ impl<'w> Engine<'w> {
         }
     }
 
+    /// Whether the pods the job holds now lie in more than one domain of its topology level.
+    fn spans_domains(&self, job: JobId) -> bool {
+        let j = &self.jobs[job.index()];
+        let Some(t) = &j.spec.topology else { return false };
+        let mut domains = j
+            .pods
+            .iter()
+            .filter_map(|p| self.pods[p.index()].node.filter(|_| self.pods[p.index()].phase.holds()))
+            .map(|n| self.nodes[n.index()].labels.get(&t.label));
+        let first = domains.next();
+        domains.any(|d| d != first.flatten())
+    }
+
+    /// The job's run time as its placement allows: longer by the topology's span slowdown when
+    /// its pods span domains.
+    fn placed_run_ms(&self, job: JobId) -> i64 {
+        let spec = &self.jobs[job.index()].spec;
+        match &spec.topology {
+            Some(t) if self.spans_domains(job) => (spec.run_ms as f64 * t.span_slowdown).round() as i64,
+            _ => spec.run_ms,
+        }
+    }
+
     fn mark_running(&mut self, job: JobId) {
         let now = self.now;
+        let spread = self.spans_domains(job);
+        self.jobs[job.index()].spread = Some(spread);
         for k in 0..self.jobs[job.index()].pods.len() {
             let pod = self.jobs[job.index()].pods[k];
             if self.pods[pod.index()].phase.holds() {
@@ -626,7 +654,9 @@ impl<'w> Engine<'w> {
                 j.ready += 1;
                 self.out.push(SimEvent::PodReady { pod });
                 let j = &self.jobs[job.index()];
-                let (ready, members, run_ms, running) = (j.ready, j.members, j.spec.run_ms, j.run_started_ms.is_some());
+                let (ready, members, running) = (j.ready, j.members, j.run_started_ms.is_some());
+                let run_ms = self.placed_run_ms(job);
+                let j = &self.jobs[job.index()];
                 let (min, max) = (j.spec.min_members, j.spec.max_members);
                 match j.spec.run_starts {
                     RunStart::PodStart => {
@@ -797,6 +827,7 @@ impl<'w> Engine<'w> {
                 ended_ms: j.ended_ms,
                 phase: j.phase,
                 starts: j.starts,
+                spread: j.spec.topology.as_ref().and(j.spread),
             })
             .collect();
         Ok(RunRecord {

@@ -74,6 +74,11 @@ pub fn run(opts: &RunOptions) -> Result<Report, SimError> {
     run_workload(&workload, opts)
 }
 
+/// One of the built-in schedulers (a model, or muster's engine under a policy) by name.
+pub fn scheduler(name: &str, w: &Workload) -> Result<Box<dyn Scheduler>, SimError> {
+    build(name, w, &RunOptions::new(""))
+}
+
 fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Scheduler>, SimError> {
     if let Some(c) = opts.custom.iter().find(|c| c.name == name) {
         return (c.build)(w);

@@ -106,6 +106,10 @@ pub struct RunResult {
     /// Largest of cpu, memory and GPUs: clogged resource-seconds / (capacity x run length).
     pub clog_share: f64,
     pub suspensions: u64,
+    /// Jobs with a topology constraint that ran, and those of them whose pods spanned more than
+    /// one domain of its level; absent when no job has a constraint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyResult>,
     pub events: u64,
     pub classes: Vec<ClassResult>,
     pub utilization: Utilization,
@@ -116,6 +120,12 @@ pub struct RunResult {
     /// Wall-clock time of the run; left out of every output so that output is reproducible.
     #[serde(skip)]
     pub wall_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TopologyResult {
+    pub constrained: usize,
+    pub spread: usize,
 }
 
 /// The scarce resource of a GPU cluster, reported beside cpu and memory when a node has it.
@@ -236,6 +246,11 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         clog_memory_gib_s: round3(clog_of(mem) / (1024.0 * 1024.0 * 1024.0) / 1000.0),
         clog_share: round3(clog_share),
         suspensions: rec.suspensions,
+        topology: {
+            let ran: Vec<bool> = rec.jobs.iter().filter_map(|j| j.spread).collect();
+            (!ran.is_empty() || w.jobs.iter().any(|j| j.topology.is_some()))
+                .then(|| TopologyResult { constrained: ran.len(), spread: ran.iter().filter(|s| **s).count() })
+        },
         events: rec.events,
         classes,
         utilization: Utilization { sample_s: round3(sample as f64 / 1000.0), cpu: share(cpu), memory: share(mem) },

@@ -98,6 +98,11 @@ impl Report {
         row("clog memory (GiB-h)", "0.0".into(), &|r| f(r.clog_memory_gib_s / 3600.0, 1));
         row("clog share (%)", "0.0".into(), &|r| f(r.clog_share * 100.0, 2));
         row("evictions", "0".into(), &|r| r.suspensions.to_string());
+        if self.runs.iter().any(|r| r.topology.is_some()) {
+            row("topology: ran spread / constrained", "-".into(), &|r| {
+                r.topology.map_or(dash(), |t| format!("{} / {}", t.spread, t.constrained))
+            });
+        }
         row("events", dash(), &|r| r.events.to_string());
         let classes = self.runs.first().map(|r| r.classes.clone()).unwrap_or_default();
         for (k, c) in classes.iter().enumerate() {

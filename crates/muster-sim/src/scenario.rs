@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use muster_graph::GroupRequest;
 use muster_graph::cluster::ClusterDescription;
 use muster_graph::filter::{NodeFilter, Toleration};
+use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
 use muster_graph::resources;
 use serde::{Deserialize, Deserializer};
 
@@ -403,6 +404,23 @@ pub struct JobClass {
     /// A probe class: its time to schedule is reported.
     #[serde(default)]
     pub probe: bool,
+    /// All pods within one domain of a topology level of the cluster.
+    #[serde(default)]
+    pub topology: Option<ClassTopology>,
+}
+
+/// A job class's topology constraint, and what breaking it costs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClassTopology {
+    /// A level of the cluster's `topology` (rack, block, ...).
+    pub level: String,
+    /// `required`: a scheduler that honours it never spreads the job; `preferred`: it may.
+    pub mode: ConstraintMode,
+    /// A job whose pods span more than one domain of the level runs this many times longer
+    /// (its traffic crosses the level's uplinks). The scenario states it; 1 means no cost.
+    #[serde(default = "one_f")]
+    pub span_slowdown: f64,
 }
 
 /// An SWF trace as a workload (see `swf` for the mapping rule).
@@ -486,6 +504,17 @@ pub struct JobSpec {
     pub priority: i32,
     pub submit_ms: i64,
     pub probe: bool,
+    pub topology: Option<JobTopology>,
+}
+
+/// A job's topology constraint, resolved against the cluster: the node label of its level.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobTopology {
+    pub level: String,
+    /// The node label whose value names a node's domain at `level`.
+    pub label: String,
+    pub mode: ConstraintMode,
+    pub span_slowdown: f64,
 }
 
 impl JobSpec {
@@ -496,6 +525,7 @@ impl JobSpec {
         g.requests = self.requests.clone();
         g.filter = self.filter.clone();
         g.duration = Some((self.expected_run_ms as u64).div_ceil(1000).max(1));
+        g.topology = self.topology.as_ref().map(|t| TopologyConstraint { level: t.level.clone(), mode: t.mode });
         g
     }
 
@@ -535,6 +565,30 @@ pub struct Workload {
     pub classes: Vec<ClassInfo>,
     /// In submission order; a job's `JobId` is its index here.
     pub jobs: Vec<JobSpec>,
+}
+
+fn class_topology(
+    file: &str,
+    at: &str,
+    t: &ClassTopology,
+    cluster: &ClusterDescription,
+) -> Result<JobTopology, SimError> {
+    let Some(level) = cluster.topology.iter().find(|l| l.level == t.level) else {
+        let known: Vec<_> = cluster.topology.iter().map(|l| l.level.as_str()).collect();
+        return Err(input(
+            file,
+            format!("{at}.level"),
+            format!("{:?} is not a level of the cluster; levels are {known:?}", t.level),
+        ));
+    };
+    if !t.span_slowdown.is_finite() || !(1.0..=100.0).contains(&t.span_slowdown) {
+        return Err(input(
+            file,
+            format!("{at}.spanSlowdown"),
+            format!("{} is out of range; allowed 1..=100", t.span_slowdown),
+        ));
+    }
+    Ok(JobTopology { level: t.level.clone(), label: level.label.clone(), mode: t.mode, span_slowdown: t.span_slowdown })
 }
 
 fn input(file: &str, path: impl Into<String>, msg: impl Into<String>) -> SimError {
@@ -670,6 +724,7 @@ pub fn from_text_with(
         if c.arrival.pattern != Pattern::Burst && interval < 1 {
             return Err(input(file, at("arrival.interval"), "uniform and poisson arrivals need an interval >= 1ms"));
         }
+        let topology = c.topology.as_ref().map(|t| class_topology(file, &at("topology"), t, &cluster)).transpose()?;
         let filter =
             NodeFilter { node_selector: c.node_selector.clone(), affinity: vec![], tolerations: c.tolerations.clone() };
         let mut arrivals = Rng::stream(seed, &format!("arrival:{}", c.name));
@@ -704,6 +759,7 @@ pub fn from_text_with(
                     priority: c.priority,
                     submit_ms: 0,
                     probe: c.probe,
+                    topology: topology.clone(),
                 },
             ));
         }
@@ -749,6 +805,7 @@ pub fn from_text_with(
                     priority: 0,
                     submit_ms: 0,
                     probe: false,
+                    topology: None,
                 },
             ));
         }

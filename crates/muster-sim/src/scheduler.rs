@@ -184,6 +184,8 @@ pub struct JobState {
     pub bound: u32,
     /// Times the job was started (more than 1 after suspensions).
     pub starts: u32,
+    /// Whether its last run's pods spanned more than one domain of its topology level.
+    pub spread: Option<bool>,
 }
 
 /// Read-only view of the modelled cluster handed to schedulers.

@@ -7,18 +7,19 @@ use crate::metrics::RunResult;
 use crate::report::{Report, aligned, f};
 
 /// Three tables with a row per scenario and a column per scheduler: makespan over the scenario's
-/// lower bound, mean bounded slowdown, and the longest wait. A scheduler that left jobs unfinished
+/// lower bound, mean bounded slowdown, and the longest wait; a fourth for the scenarios with
+/// topology constraints: how many constrained jobs ran spread. A scheduler that left jobs unfinished
 /// reads "never" with how many of them completed; failed jobs (deadline passed) are counted beside
 /// the figure, which then flatters it: a failed job stops early.
 pub fn render_table(reports: &[Report]) -> String {
     let schedulers: Vec<String> =
         reports.first().map(|r| r.runs.iter().map(|x| x.scheduler.clone()).collect()).unwrap_or_default();
-    let table = |title: &str, cell: &dyn Fn(&Report, &RunResult) -> String| {
+    let table_of = |title: &str, reports: &[&Report], cell: &dyn Fn(&Report, &RunResult) -> String| {
         let mut head = vec!["SCENARIO".to_string(), "JOBS".into(), "LOWER BOUND (s)".into()];
         head.extend(schedulers.iter().map(|s| s.to_uppercase()));
         let rows: Vec<Vec<String>> = reports
             .iter()
-            .map(|rep| {
+            .map(|&rep| {
                 let mut row = vec![rep.scenario.clone(), rep.jobs.to_string(), f(rep.lower_bound_s, 1)];
                 row.extend(rep.runs.iter().map(|run| match (run.makespan_s, run.failed) {
                     (None, _) => format!("never ({}/{})", run.completed, rep.jobs),
@@ -30,6 +31,8 @@ pub fn render_table(reports: &[Report]) -> String {
             .collect();
         format!("{title}\n{}", aligned(&head, &rows))
     };
+    let all: Vec<&Report> = reports.iter().collect();
+    let table = |title: &str, cell: &dyn Fn(&Report, &RunResult) -> String| table_of(title, &all, cell);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -44,5 +47,16 @@ pub fn render_table(reports: &[Report]) -> String {
         table("mean bounded slowdown ((wait + run) / run; 1.00 is no wait)", &|_, run| f(run.bounded_slowdown, 2))
     );
     out.push_str(&table("longest wait (s)", &|_, run| f(run.wait.max_s, 0)));
+    let constrained: Vec<&Report> = reports.iter().filter(|r| r.runs.iter().any(|x| x.topology.is_some())).collect();
+    if !constrained.is_empty() {
+        let spread = |_: &Report, run: &RunResult| {
+            run.topology.map_or("-".into(), |t| format!("{} / {}", t.spread, t.constrained))
+        };
+        let _ = write!(
+            out,
+            "\n{}",
+            table_of("jobs with a topology constraint run spread across domains / run", &constrained, &spread)
+        );
+    }
     out
 }

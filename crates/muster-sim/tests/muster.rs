@@ -50,11 +50,12 @@ fn every_queue_policy_runs_and_is_deterministic() {
 }
 
 #[test]
-fn gpu_gangs_of_mixed_shapes_fragment_under_quota_admission_but_not_under_muster() {
-    let report = run("suite/gpu-burst.yaml", &["kueue", "muster"]);
-    let (kueue, muster) = (&report.runs[0], &report.runs[1]);
-    assert!(kueue.unfinished > 0, "admission by GPU quota alone lets half-node pods split whole-node gangs");
-    assert!(kueue.clog_share > 0.5, "and the partial gangs hold GPUs: {}", kueue.clog_share);
+fn gpu_gangs_of_mixed_shapes_deadlock_the_default_scheduler_but_never_clog_under_muster() {
+    let report = run("suite/gpu-burst.yaml", &["default", "kueue", "muster"]);
+    let (default, kueue, muster) = (&report.runs[0], &report.runs[1], &report.runs[2]);
+    assert!(default.unfinished > 0, "pods placed one by one split the nodes whole-node gangs need");
+    assert!(default.clog_share > 0.5, "and the partial gangs hold GPUs: {}", default.clog_share);
+    assert_eq!(kueue.unfinished, 0, "a GPU quota admits no more gangs than the cluster holds");
     assert_eq!((muster.completed, muster.failed), (report.jobs, 0));
     assert!(muster.clog_share < 0.01, "no partial gang holds GPUs: {}", muster.clog_share);
     assert!(muster.mean_util_gpu.is_some_and(|u| u > 0.8), "{:?}", muster.mean_util_gpu);

@@ -30,12 +30,13 @@ macro_rules! builtin {
 
 /// The suite `muster sim` runs when no scenario is named: seed 001's deadlock, seed 002's scale
 /// test, and the suite's scenarios where the schedulers differ most (docs/simulator.md).
-const SUITE: [Builtin; 5] = [
+const SUITE: [Builtin; 6] = [
     builtin!("suite/seed-001.yaml", "clusters/seed-deadlock.yaml"),
     builtin!("seed-scalability.yaml", "clusters/seed-scalability.yaml"),
     builtin!("suite/gpu-burst.yaml", "clusters/gpu-32.yaml"),
     builtin!("suite/starvation.yaml", "clusters/cpu-16.yaml"),
     builtin!("suite/elastic.yaml", "clusters/elastic-32.yaml"),
+    builtin!("suite/topology.yaml", "clusters/gpu-racks-32.yaml"),
 ];
 
 #[derive(clap::Args)]

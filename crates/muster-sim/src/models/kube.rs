@@ -205,6 +205,17 @@ impl Placer {
     /// `place` against a snapshot: the cluster as it is minus what the snapshot has taken (the
     /// pods a pod-group cycle or a session has placed so far but not yet bound).
     pub fn place_in(&mut self, view: &ClusterView<'_>, job: JobId, snap: &Snapshot) -> Option<NodeId> {
+        self.place_within(view, job, snap, None)
+    }
+
+    /// `place_in` over the nodes `within` marks (all nodes when None): a topology domain.
+    pub fn place_within(
+        &mut self,
+        view: &ClusterView<'_>,
+        job: JobId,
+        snap: &Snapshot,
+        within: Option<&[bool]>,
+    ) -> Option<NodeId> {
         let total = view.nodes().len();
         let want = feasible_nodes_to_find(total);
         let mut found = 0;
@@ -212,7 +223,7 @@ impl Placer {
         let mut last = self.start;
         view.for_each_fitting(job, self.start, |node| {
             last = node.index();
-            if !snap.fits(view, job, node) {
+            if within.is_some_and(|w| !w[node.index()]) || !snap.fits(view, job, node) {
                 return true;
             }
             found += 1;
@@ -244,12 +255,20 @@ pub struct KubeCore {
     pub placer: Option<Placer>,
     /// When the loop is free for its next attempt, in microseconds.
     pub next_attempt_us: i64,
+    /// Jobs whose pods were assigned to nodes before they existed (Kueue's TAS writes each pod's
+    /// node selector): per node, pods still to bind there.
+    pub assigned: HashMap<JobId, Vec<(NodeId, u32)>>,
 }
 
 impl KubeCore {
     /// `restamp`: order by last queueing time (PrioritySort) rather than by a fixed key.
     pub fn new(restamp: bool) -> Self {
-        KubeCore { queue: PodQueue { restamp, ..PodQueue::default() }, placer: None, next_attempt_us: 0 }
+        KubeCore {
+            queue: PodQueue { restamp, ..PodQueue::default() },
+            placer: None,
+            next_attempt_us: 0,
+            assigned: HashMap::new(),
+        }
     }
 
     /// With kube-scheduler 1.35's queue (see `PodQueue::v135`); PrioritySort order.
@@ -258,6 +277,7 @@ impl KubeCore {
             queue: PodQueue { restamp: true, v135: true, ..PodQueue::default() },
             placer: None,
             next_attempt_us: 0,
+            assigned: HashMap::new(),
         }
     }
 
@@ -320,7 +340,14 @@ impl KubeCore {
         Some(key)
     }
 
+    /// The pod's node: one of its job's assigned nodes that still has room for it (taking it), or
+    /// where the placer finds room.
     pub fn place(&mut self, view: &ClusterView<'_>, job: JobId) -> Option<NodeId> {
+        if let Some(slots) = self.assigned.get_mut(&job) {
+            let (node, left) = slots.iter_mut().find(|(n, left)| *left > 0 && view.fits(job, *n))?;
+            *left -= 1;
+            return Some(*node);
+        }
         self.placer.get_or_insert_with(|| Placer::new(view)).place(view, job)
     }
 

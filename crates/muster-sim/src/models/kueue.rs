@@ -1,14 +1,20 @@
 //! Kueue as a model: one ClusterQueue with BestEffortFIFO over workloads (priority, then the
-//! queue timestamp), nominal quota on cpu and memory; an admitted job is unsuspended and its pods
+//! queue timestamp), nominal quota on every resource the jobs request; an admitted job is unsuspended and its pods
 //! go to the default scheduler model. Optionally waitForPodsReady: admission blocks while an
 //! admitted workload is not PodsReady, and a workload not ready within the timeout is evicted
 //! (suspended, pods deleted) and requeued after an exponential backoff, or deactivated after
-//! `backoffLimitCount` requeues.
+//! `backoffLimitCount` requeues. A job with a topology constraint goes through Topology-Aware
+//! Scheduling: admitted only with an assignment of its pods to nodes of one domain
+//! (`topology::assign`; a preferred constraint that no domain meets is admitted unassigned).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+use muster_graph::jobspec::ConstraintMode;
+
+use crate::models::gang::Snapshot;
 use crate::models::kube::{KubeCore, pod_key};
+use crate::models::topology::{self, Domains};
 use crate::scenario::{KueueConfig, RequeueTimestamp};
 use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
 
@@ -35,6 +41,7 @@ pub struct Kueue {
     /// Per covered resource, the smallest demand of any job: below it nothing more can be admitted.
     min_demand: Vec<u64>,
     dirty: bool,
+    domains: Domains,
 }
 
 impl Kueue {
@@ -53,6 +60,7 @@ impl Kueue {
             deadlines: BTreeSet::new(),
             min_demand: vec![],
             dirty: false,
+            domains: Domains::default(),
         }
     }
 
@@ -61,7 +69,19 @@ impl Kueue {
         j.request[r] * u64::from(j.spec.max_members)
     }
 
+    /// The cluster as TAS sees it: free resources minus the pods assigned but not yet bound.
+    fn assigned_snapshot(&self, view: &ClusterView<'_>) -> Snapshot {
+        let mut snap = Snapshot::default();
+        for (&job, slots) in &self.core.assigned {
+            for &(node, left) in slots {
+                (0..left).for_each(|_| snap.take(view, job, node));
+            }
+        }
+        snap
+    }
+
     fn release(&mut self, view: &ClusterView<'_>, job: JobId) {
+        self.core.assigned.remove(&job);
         if let Some(a) = self.admitted.remove(&job) {
             if let Some(d) = a.deadline {
                 self.deadlines.remove(&(d, job));
@@ -95,6 +115,25 @@ impl Kueue {
                 // BestEffortFIFO: a workload that does not fit does not block those behind it.
                 continue;
             }
+            if let Some(t) = &view.job(job).spec.topology {
+                // TAS: the workload is admitted only with a topology assignment (per node, its
+                // pods), unless its constraint is preferred (then the pods go anywhere).
+                let reserved = self.assigned_snapshot(view);
+                match topology::assign(
+                    view,
+                    &reserved,
+                    job,
+                    view.job(job).spec.max_members,
+                    &t.label,
+                    &mut self.domains,
+                ) {
+                    Some(slots) => {
+                        self.core.assigned.insert(job, slots);
+                    }
+                    None if t.mode == ConstraintMode::Required => continue,
+                    None => {}
+                }
+            }
             for &(r, _) in &self.quota {
                 *self.usage.entry(r).or_default() += Self::demand(view, job, r);
             }
@@ -122,8 +161,12 @@ impl Scheduler for Kueue {
 
     fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, _now: i64) {
         if self.quota.is_empty() {
-            for name in ["cpu", "memory"] {
-                if let Some(r) = view.resource_index(name) {
+            // The ClusterQueue covers every resource a job requests (as the harness writes it),
+            // not the pod count.
+            let covered = (0..view.resources().len())
+                .filter(|&r| view.resources()[r] != "pods" && view.jobs().iter().any(|j| j.request[r] > 0));
+            for r in covered.collect::<Vec<_>>() {
+                {
                     let total: u64 = view.nodes().iter().map(|n| n.capacity[r]).sum();
                     self.quota.push((r, (total as f64 * self.cfg.quota_factor).floor() as u64));
                     let jobs = view.jobs().iter().enumerate().map(|(i, _)| JobId(i as u32));

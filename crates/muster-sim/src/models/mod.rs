@@ -6,6 +6,7 @@ pub mod kube;
 pub mod kueue;
 pub mod muster;
 pub mod native;
+pub mod topology;
 pub mod volcano;
 
 use crate::scheduler::{Action, ClusterView, JobId};

@@ -7,14 +7,17 @@
 //! (measured; it is not moved by cluster events). Placed pods are released to binding together
 //! (Permit). Once a group was scheduled, pods it still lacks are placed as they fit. No queue,
 //! quota or reservation for groups: the scheduling queue orders them by priority and the time
-//! they were last queued, as PrioritySort orders pods.
+//! they were last queued, as PrioritySort orders pods. With TopologyAwareWorkloadScheduling (alpha,
+//! on in the harness), a required topology constraint keeps the group within one domain
+//! (`topology::place_gang`); the API has no preferred constraint.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use crate::models::gang::{self, Snapshot};
-use crate::models::kube::{KubeCore, Placer, pod_key};
+use crate::models::kube::{KubeCore, pod_key};
 use crate::models::start_unheld;
+use crate::models::topology::{self, Domains, Honours};
 use crate::scenario::NativeConfig;
 use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
 
@@ -27,6 +30,7 @@ pub struct Native {
     /// Groups whose first pod-group cycle succeeded (PodGroupInitiallyScheduled=True).
     scheduled: BTreeSet<JobId>,
     retries: BinaryHeap<Reverse<(i64, JobId)>>,
+    domains: Domains,
 }
 
 impl Native {
@@ -40,6 +44,7 @@ impl Native {
             queued: BTreeSet::new(),
             scheduled: BTreeSet::new(),
             retries: BinaryHeap::new(),
+            domains: Domains::default(),
         }
     }
 
@@ -98,10 +103,15 @@ impl Scheduler for Native {
         } else {
             view.job(job).spec.min_members.saturating_sub(gang::placed_members(view, job))
         };
-        let placer = &mut self.core.placer;
-        let result = gang::place_gang(view, &mut Snapshot::default(), job, need, |v, j, s| {
-            placer.get_or_insert_with(|| Placer::new(v)).place_in(v, j, s)
-        });
+        let result = topology::place_gang(
+            view,
+            &mut Snapshot::default(),
+            job,
+            need,
+            &mut self.core.placer,
+            &mut self.domains,
+            Honours::RequiredOnly,
+        );
         // The cycle's loop time: one attempt per pod evaluated (next_pod charged the first).
         let per_pod = view.timing().attempt_cost.map_or(view.timing().bind_interval_ms() * 1000, |c| c.0);
         self.core.charge(per_pod * (i64::from(result.evaluated) - 1).max(0));

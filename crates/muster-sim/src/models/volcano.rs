@@ -17,7 +17,10 @@
 //!
 //! Node choice: the default model's Filter and least-allocated score (the chart's `binpack` and
 //! `nodeorder`'s least-requested weigh the same and pull opposite ways). No preemption, reclaim,
-//! pipelining onto releasing resources, drf or hierarchy; sessions take no time.
+//! pipelining onto releasing resources, drf or hierarchy; sessions take no time. A job with a
+//! topology constraint is placed as network-topology-aware scheduling places a PodGroup whose
+//! HyperNodes follow the cluster's levels: hard mode for required, soft for preferred
+//! (`topology::place_gang`).
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -25,6 +28,7 @@ use std::collections::BTreeSet;
 use crate::models::gang::{self, Snapshot};
 use crate::models::kube::Placer;
 use crate::models::start_unheld;
+use crate::models::topology::{self, Domains, Honours};
 use crate::scenario::VolcanoConfig;
 use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
 
@@ -48,6 +52,7 @@ pub struct Volcano {
     total: Vec<u64>,
     used: Vec<u64>,
     next_session: i64,
+    domains: Domains,
 }
 
 impl Volcano {
@@ -63,6 +68,7 @@ impl Volcano {
             total: vec![],
             used: vec![],
             next_session: 0,
+            domains: Domains::default(),
         }
     }
 
@@ -137,10 +143,8 @@ impl Volcano {
             let j = view.job(job);
             let placed_before = gang::placed_members(view, job);
             let need = if ready { 0 } else { j.spec.min_members.saturating_sub(placed_before) };
-            let placer = &mut self.placer;
-            let result = gang::place_gang(view, &mut snap, job, need, |v, j, s| {
-                placer.get_or_insert_with(|| Placer::new(v)).place_in(v, j, s)
-            });
+            let result =
+                topology::place_gang(view, &mut snap, job, need, &mut self.placer, &mut self.domains, Honours::Both);
             let placed = placed_before + result.placed.len() as u32;
             if placed >= j.spec.min_members {
                 self.allocated.insert(job);

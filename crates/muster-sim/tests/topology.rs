@@ -1,0 +1,108 @@
+//! Topology constraints in the simulator: a job that asks for one rack, the models that honour
+//! it (Kueue's TAS, Volcano's network topology, native's TopologyAwareWorkloadScheduling, muster)
+//! and those that cannot (the default scheduler, coscheduling), and what spreading costs.
+
+use std::path::{Path, PathBuf};
+
+use muster_sim::engine::{Engine, RunRecord};
+use muster_sim::{SimError, Workload, scenario};
+
+/// Two racks of two 4-cpu nodes. A filler pinned to n-0 (rack 0) runs 10 s, one pinned to n-2
+/// (rack 1) runs 100 s; a gang of two whole-node pods that must share a rack arrives at once and
+/// runs 50 s, twice that if spread. Instant control plane.
+const CLUSTER: &str =
+    "name: racks\nnodeClasses:\n  - {name: n, count: 4, capacity: {cpu: \"4\", pods: 110}, spread: {rack: 2}}\n";
+
+fn workload(mode: &str) -> Result<Workload, SimError> {
+    let dir = std::env::temp_dir().join(format!("muster-sim-topology-{mode}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), CLUSTER).unwrap();
+    let text = format!(
+        "name: t\ncluster: cluster.yaml\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s}}\njobClasses:\n\
+         \x20 - {{name: filler-a, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: 10s,\n\
+         \x20    nodeSelector: {{kubernetes.io/hostname: n-0}}}}\n\
+         \x20 - {{name: filler-b, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: 100s,\n\
+         \x20    nodeSelector: {{kubernetes.io/hostname: n-2}}}}\n\
+         \x20 - {{name: gang, count: 1, members: 2, resources: {{cpu: \"4\"}}, runTime: 50s,\n\
+         \x20    arrival: {{start: 1s}}, topology: {{level: rack, mode: {mode}, spanSlowdown: 2}}}}\n"
+    );
+    scenario::from_text("t.yaml", &text, &dir, 1)
+}
+
+fn run(w: &Workload, name: &str) -> RunRecord {
+    let mut s = muster_sim::scheduler(name, w).unwrap();
+    Engine::new(w).unwrap().run(s.as_mut(), false).unwrap()
+}
+
+/// The gang's record: (whether it ran spread, when it ended in seconds).
+fn gang(w: &Workload, rec: &RunRecord) -> (Option<bool>, f64) {
+    let i = w.jobs.iter().position(|j| j.class == "gang").unwrap();
+    (rec.jobs[i].spread, rec.jobs[i].ended_ms.unwrap() as f64 / 1000.0)
+}
+
+#[test]
+fn a_required_rack_waits_for_room_in_one_rack_where_the_model_has_topology() {
+    let w = workload("required").unwrap();
+    for name in ["kueue", "volcano", "native", "muster"] {
+        let (spread, end) = gang(&w, &run(&w, name));
+        assert_eq!(spread, Some(false), "{name} keeps the gang in one rack");
+        // Rack 0 frees at 10 s; the run takes 50 s (a model's own cycle may add a few seconds).
+        assert!((60.0..=66.0).contains(&end), "{name}: ended at {end} s");
+    }
+    for name in ["default", "coscheduling"] {
+        let (spread, end) = gang(&w, &run(&w, name));
+        assert_eq!(spread, Some(true), "{name} has no topology: the gang takes n-1 and n-3 at once");
+        assert!(end >= 101.0, "{name}: spread, the run takes twice as long: ended at {end} s");
+    }
+}
+
+#[test]
+fn a_preferred_rack_is_given_up_where_no_rack_has_room() {
+    let w = workload("preferred").unwrap();
+    for name in ["kueue", "volcano", "native", "default"] {
+        let (spread, end) = gang(&w, &run(&w, name));
+        assert_eq!(spread, Some(true), "{name} starts the gang across racks at once");
+        assert!((101.0..=106.0).contains(&end), "{name}: ended at {end} s");
+    }
+}
+
+#[test]
+fn a_topology_level_the_cluster_lacks_is_refused_with_the_field() {
+    let dir = std::env::temp_dir().join(format!("muster-sim-topology-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), CLUSTER).unwrap();
+    let job = "jobClasses:\n  - {name: g, count: 1, members: 2, resources: {cpu: \"1\"}, runTime: 5s, topology: ";
+    for (topology, field, hint) in [
+        ("{level: pod, mode: required}", "jobClasses[0].topology.level", "levels are"),
+        ("{level: rack, mode: always}", "jobClasses[0]", "required"),
+        ("{level: rack, mode: required, spanSlowdown: 0.5}", "jobClasses[0].topology.spanSlowdown", "1..=100"),
+    ] {
+        let text = format!("name: t\ncluster: cluster.yaml\n{job}{topology}}}\n");
+        let err = scenario::from_text("t.yaml", &text, &dir, 1).unwrap_err().to_string();
+        assert!(err.contains(field) && err.contains(hint), "{topology}: {err}");
+    }
+}
+
+fn suite(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/suite").join(name)
+}
+
+#[test]
+fn on_the_topology_scenario_only_models_without_topology_spread_rack_bound_gangs() {
+    let w = scenario::load(&suite("topology.yaml"), 1).unwrap();
+    let required: Vec<usize> = (0..w.jobs.len())
+        .filter(|&i| {
+            w.jobs[i].topology.as_ref().is_some_and(|t| t.mode == muster_graph::jobspec::ConstraintMode::Required)
+        })
+        .collect();
+    assert!(required.len() >= 8);
+    let spread = |name: &str| {
+        let rec = run(&w, name);
+        assert!(rec.jobs.iter().all(|j| j.ended_ms.is_some()), "{name}: every job ends");
+        required.iter().filter(|&&i| rec.jobs[i].spread == Some(true)).count()
+    };
+    for name in ["kueue", "volcano", "native", "muster"] {
+        assert_eq!(spread(name), 0, "{name} honours required");
+    }
+    assert!(spread("default") * 2 > required.len(), "the default scheduler spreads most rack-bound gangs");
+}
