@@ -18,7 +18,7 @@ use muster_queue::GroupState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Quantity;
+use crate::{Quantity, labels};
 
 /// A group of identical members that muster places all at once.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -141,6 +141,33 @@ pub struct TopologyConstraint {
 pub enum TopologyMode {
     Required,
     Preferred,
+}
+
+/// The topology constraint an object asks for with [`labels::REQUIRED_TOPOLOGY`] or
+/// [`labels::PREFERRED_TOPOLOGY`]; the error names the annotation and the fix. Whether the level
+/// exists is the engine's to say (the levels are the cluster's).
+pub fn annotated_topology(
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<Option<TopologyConstraint>, String> {
+    let get = |k: &str| annotations.and_then(|a| a.get(k));
+    let (key, level, mode) = match (get(labels::REQUIRED_TOPOLOGY), get(labels::PREFERRED_TOPOLOGY)) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "metadata.annotations: {} and {} are both set; keep the one you mean",
+                labels::REQUIRED_TOPOLOGY,
+                labels::PREFERRED_TOPOLOGY
+            ));
+        }
+        (Some(l), None) => (labels::REQUIRED_TOPOLOGY, l, TopologyMode::Required),
+        (None, Some(l)) => (labels::PREFERRED_TOPOLOGY, l, TopologyMode::Preferred),
+    };
+    if !muster_graph::names::is_dns_label(level) {
+        return Err(format!(
+            "metadata.annotations[{key}]: {level:?} is not a topology level; name one, such as rack, block or zone"
+        ));
+    }
+    Ok(Some(TopologyConstraint { level: level.clone(), mode }))
 }
 
 /// The object a group stands for.

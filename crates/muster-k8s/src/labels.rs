@@ -17,6 +17,12 @@ pub const GROUP_MIN: &str = "muster.dev/group-min";
 pub const MIN_MEMBERS: &str = "muster.dev/min-members";
 /// Expected run time in seconds, for estimated starts and backfill (annotation on Job or Pod).
 pub const DURATION: &str = "muster.dev/duration-seconds";
+/// All members of a Job's, JobSet's or plain-pod group's within one domain of this topology level
+/// (annotation; a level name such as `rack`, `block` or `zone`). At most one of this and
+/// [`PREFERRED_TOPOLOGY`].
+pub const REQUIRED_TOPOLOGY: &str = "muster.dev/required-topology";
+/// As [`REQUIRED_TOPOLOGY`], but the group may start spread when no domain has room.
+pub const PREFERRED_TOPOLOGY: &str = "muster.dev/preferred-topology";
 /// Set by the webhook when a user unsuspends a suspended managed Job: muster resumes the group in
 /// its queue instead of letting the Job bypass it (annotation, an RFC 3339 time).
 pub const RESUME_REQUESTED: &str = "muster.dev/resume-requested";
@@ -40,7 +46,8 @@ pub const FINALIZER: &str = "muster.dev/allocation";
 pub const FIELD_MANAGER: &str = "muster";
 
 /// Keys under `muster.dev/` that users may set themselves.
-pub const USER_KEYS: [&str; 6] = [QUEUE, GROUP, GROUP_SIZE, GROUP_MIN, MIN_MEMBERS, DURATION];
+pub const USER_KEYS: [&str; 8] =
+    [QUEUE, GROUP, GROUP_SIZE, GROUP_MIN, MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY];
 
 /// Whether `key` is reserved for muster (under `muster.dev/` and not one of [`USER_KEYS`]).
 pub fn is_reserved(key: &str) -> bool {

@@ -11,9 +11,11 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::{MAX_DURATION, MAX_MEMBERS};
 use muster_k8s::external::{JobSet, ReplicatedJob, jobset_owner, pod_group_min_member};
+use muster_k8s::group::annotated_topology;
 use muster_k8s::labels::{
-    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS, QUEUE,
-    RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS, is_reserved,
+    DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
+    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
+    is_reserved,
 };
 use muster_k8s::{GroupState, QueueSpec};
 
@@ -363,7 +365,7 @@ impl<S: ClusterState> Checker<'_, S> {
         let shape_changed = p_old != p_new
             || resources.is_some()
             || job_members(old) != job_members(new)
-            || [MIN_MEMBERS, DURATION]
+            || [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY]
                 .iter()
                 .any(|k| get(old.metadata.annotations.as_ref(), k) != get(new.metadata.annotations.as_ref(), k));
         if !shape_changed {
@@ -433,7 +435,7 @@ impl<S: ClusterState> Checker<'_, S> {
             }
             let changed =
                 |k: &str| get(old.metadata.annotations.as_ref(), k) != get(new.metadata.annotations.as_ref(), k);
-            if resized || changed(DURATION) || changed(MIN_MEMBERS) {
+            if resized || [DURATION, MIN_MEMBERS, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY].into_iter().any(changed) {
                 let spec = match self.state.queue(queue).await {
                     Ok(Some(q)) => Some(q.spec.clone()),
                     _ => None,
@@ -490,6 +492,7 @@ impl<S: ClusterState> Checker<'_, S> {
             ));
         }
         self.duration(js.metadata.annotations.as_ref());
+        self.topology(js.metadata.annotations.as_ref());
         if let (Some((name, spec)), Ok(n @ 1..)) = (queue, u64::try_from(members)) {
             let fix = format!(
                 "lower {field} (replicas, parallelism) or the pods' resource requests, or use a queue with a larger quota"
@@ -530,6 +533,7 @@ impl<S: ClusterState> Checker<'_, S> {
             }
         }
         self.duration(ann);
+        self.topology(ann);
         if let (Some((name, spec)), Some(pod), Ok(n @ 1..)) = (queue, pod_spec(job), u64::try_from(count.0)) {
             let fix = format!("lower {} or the pods' resource requests, or use a queue with a larger quota", count.1);
             if let Some(m) = never_fits(name, spec, n, &pod_requests(pod), &count.1, &fix) {
@@ -547,6 +551,12 @@ impl<S: ClusterState> Checker<'_, S> {
                  time in seconds, such as \"3600\" (or remove it)",
                 annotation_field(DURATION)
             ));
+        }
+    }
+
+    fn topology(&mut self, ann: Option<&Labels>) {
+        if let Err(m) = annotated_topology(ann) {
+            self.refuse(m);
         }
     }
 

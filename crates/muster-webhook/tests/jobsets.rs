@@ -97,7 +97,8 @@ async fn a_jobset_is_refused_what_a_job_is_and_what_one_group_cannot_be() {
         "spec.replicatedJobs[0].template.spec.template.metadata.annotations[muster.dev/member]: the key is reserved \
          for muster: only muster may set it; remove it (the muster.dev/ keys you may set are muster.dev/queue, \
          muster.dev/group, muster.dev/group-size, muster.dev/group-min, muster.dev/min-members, \
-         muster.dev/duration-seconds); \
+         muster.dev/duration-seconds, \
+         muster.dev/required-topology, muster.dev/preferred-topology); \
          metadata.annotations[muster.dev/min-members]: a JobSet starts with all its pods (muster does not shrink \
          JobSets); remove it; \
          spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes than spec.replicatedJobs[0] \

@@ -265,7 +265,8 @@ async fn reserved_keys_cannot_be_added_changed_or_removed_by_tenants() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "metadata.labels[muster.dev/node]: the key is reserved for muster: only muster may set it; remove it (the \
          muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, muster.dev/group-size, \
-         muster.dev/group-min, muster.dev/min-members, muster.dev/duration-seconds)"
+         muster.dev/group-min, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/required-topology, muster.dev/preferred-topology)"
     );
     assert_eq!(check(&request("CREATE", MUSTER, JOB, &j, None)).await, Ok(()));
 
@@ -291,7 +292,8 @@ async fn reserved_keys_cannot_be_added_changed_or_removed_by_tenants() {
     assert_eq!(check(&request("UPDATE", TENANT, JOB, &other, Some(&old))).await, Ok(()));
     // User keys are the user's.
     let mut user_keys = held(job("train", Some("team-a"), 2, "1"));
-    user_keys["metadata"]["annotations"] = json!({"muster.dev/duration-seconds": "600", "muster.dev/min-members": "1"});
+    user_keys["metadata"]["annotations"] = json!({"muster.dev/duration-seconds": "600", "muster.dev/min-members": "1",
+        "muster.dev/preferred-topology": "rack"});
     assert_eq!(check(&request("CREATE", TENANT, JOB, &user_keys, None)).await, Ok(()));
 }
 
@@ -303,7 +305,8 @@ async fn the_pod_template_cannot_carry_reserved_keys_but_job_pods_may() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "spec.template.metadata.annotations[muster.dev/node]: the key is reserved for muster: only muster may set \
          it; remove it (the muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, \
-         muster.dev/group-size, muster.dev/group-min, muster.dev/min-members, muster.dev/duration-seconds)"
+         muster.dev/group-size, muster.dev/group-min, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/required-topology, muster.dev/preferred-topology)"
     );
     // The Job controller copies a template muster may have annotated.
     let mut member = job_owned(pod("train-0", "ml", json!({"batch.kubernetes.io/job-name": "train"})), "train");
@@ -472,7 +475,7 @@ async fn a_group_larger_than_the_cluster_but_within_quota_is_not_refused() {
 
 #[tokio::test]
 async fn bad_sizes_and_durations_are_refused_with_what_to_set() {
-    let cases: [(&str, Value, Value, &str); 6] = [
+    let cases: [(&str, Value, Value, &str); 8] = [
         (
             "min-members not a number",
             json!({}),
@@ -500,6 +503,20 @@ async fn bad_sizes_and_durations_are_refused_with_what_to_set() {
             json!({"muster.dev/duration-seconds": "1h"}),
             "metadata.annotations[muster.dev/duration-seconds]: \"1h\" is not a whole number of seconds from 0 to \
              315360000; set the expected run time in seconds, such as \"3600\" (or remove it)",
+        ),
+        (
+            "topology level not a name",
+            json!({}),
+            json!({"muster.dev/required-topology": "Rack 1"}),
+            "metadata.annotations[muster.dev/required-topology]: \"Rack 1\" is not a topology level; name one, such \
+             as rack, block or zone",
+        ),
+        (
+            "topology both required and preferred",
+            json!({}),
+            json!({"muster.dev/required-topology": "rack", "muster.dev/preferred-topology": "block"}),
+            "metadata.annotations: muster.dev/required-topology and muster.dev/preferred-topology are both set; keep \
+             the one you mean",
         ),
         (
             "group-size zero",

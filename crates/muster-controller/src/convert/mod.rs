@@ -11,7 +11,7 @@ use kube::Resource;
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL, job_pods, jobset_owner};
-use muster_k8s::group::{Members, OwnerReference};
+use muster_k8s::group::{Members, OwnerReference, annotated_topology};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, Quantity, labels};
 use muster_queue::GroupKey;
@@ -506,6 +506,7 @@ fn group_spec(
     let members = Members { min, max: (size != min).then_some(size) };
     let mut g = shaped(pod, &pod_requests(pod), queue, members, owner)?;
     g.duration_seconds = int_annotation(annotations, labels::DURATION)?;
+    g.topology = annotated_topology(Some(annotations))?;
     Ok(g)
 }
 
@@ -655,6 +656,7 @@ fn jobset_group_spec(
     }
     let mut g = specs.into_iter().next().expect("at least one replicated Job");
     g.duration_seconds = int_annotation(annotations, labels::DURATION)?;
+    g.topology = annotated_topology(Some(annotations))?;
     Ok(g)
 }
 

@@ -1,6 +1,7 @@
 //! The views from real object shapes (JSON as the apiserver serves them).
 
 use super::*;
+use muster_k8s::group::{TopologyConstraint, TopologyMode};
 use serde_json::json;
 
 fn job(extra: serde_json::Value) -> Job {
@@ -76,6 +77,18 @@ fn elastic_and_bad_annotations() {
     let v = job_view(&job(json!({"metadata": {"annotations": {"muster.dev/duration-seconds": "soon"}}}))).unwrap();
     let e = v.group.unwrap_err();
     assert!(e.contains("muster.dev/duration-seconds") && e.contains("not an integer"), "{e}");
+}
+
+#[test]
+fn a_topology_annotation_becomes_the_groups_constraint() {
+    let ann = |k: &str, v: &str| job(json!({"metadata": {"annotations": {k: v}}}));
+    let g = job_view(&ann("muster.dev/required-topology", "rack")).unwrap().group.unwrap();
+    assert_eq!(g.topology, Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required }));
+    let g = job_view(&ann("muster.dev/preferred-topology", "block")).unwrap().group.unwrap();
+    assert_eq!(g.topology, Some(TopologyConstraint { level: "block".into(), mode: TopologyMode::Preferred }));
+    assert_eq!(job_view(&job(json!({}))).unwrap().group.unwrap().topology, None);
+    let e = job_view(&ann("muster.dev/required-topology", "")).unwrap().group.unwrap_err();
+    assert!(e.contains("muster.dev/required-topology") && e.contains("not a topology level"), "{e}");
 }
 
 #[test]
