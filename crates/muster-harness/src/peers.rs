@@ -68,6 +68,12 @@ pub enum Peer {
 pub const KUEUE_QUEUE: &str = "kueue.x-k8s.io/queue-name";
 /// Kueue's partial admission: the lowest parallelism a Job may be admitted with.
 pub const KUEUE_MIN_PARALLELISM: &str = "kueue.x-k8s.io/job-min-parallelism";
+/// Kueue TAS: every pod of the PodSet within one domain of this node label (pod template).
+pub const KUEUE_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-required-topology";
+/// Kueue TAS: within one domain if possible, else the next level up.
+pub const KUEUE_PREFERRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-preferred-topology";
+/// The Topology object of Kueue's TAS setup.
+pub const KUEUE_TOPOLOGY: &str = "default";
 /// scheduler-plugins' label naming a pod's PodGroup.
 pub const COSCHED_POD_GROUP: &str = labels::POD_GROUP_ALIAS;
 /// Volcano's annotation on a Job: its PodGroup's minMember.
@@ -182,6 +188,10 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
             if min < job.pods {
                 set(&mut j, &["metadata", "annotations"], KUEUE_MIN_PARALLELISM, json!(min.to_string()));
             }
+            if let Some(t) = &job.topology {
+                let key = if t.required { KUEUE_REQUIRED_TOPOLOGY } else { KUEUE_PREFERRED_TOPOLOGY };
+                set(&mut j, &["spec", "template", "metadata", "annotations"], key, json!(t.label));
+            }
         }
         Peer::Coscheduling => {
             let pg = json!({
@@ -200,6 +210,9 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
         Peer::Native => {
             let group = format!("{name}-{NATIVE_TEMPLATE}");
             let policy = json!({ "gang": { "minCount": min } });
+            // TopologyAwareWorkloadScheduling (alpha in 1.37) has required constraints only.
+            let constraints =
+                job.topology.as_ref().filter(|t| t.required).map(|t| json!({ "topology": [{ "key": t.label }] }));
             out.push(Object::new(
                 json!({
                     "apiVersion": "scheduling.k8s.io/v1beta1",
@@ -207,7 +220,10 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
                     "metadata": metadata(name, opts),
                     "spec": {
                         "controllerRef": { "apiGroup": "batch", "kind": "Job", "name": name },
-                        "podGroupTemplates": [{ "name": NATIVE_TEMPLATE, "schedulingPolicy": policy }],
+                        "podGroupTemplates": [with_constraints(
+                            json!({ "name": NATIVE_TEMPLATE, "schedulingPolicy": policy }),
+                            &constraints,
+                        )],
                     },
                 }),
                 "workloads",
@@ -218,10 +234,13 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
                     "apiVersion": "scheduling.k8s.io/v1beta1",
                     "kind": "PodGroup",
                     "metadata": metadata(&group, opts),
-                    "spec": {
-                        "workloadRef": { "workloadName": name, "templateName": NATIVE_TEMPLATE },
-                        "schedulingPolicy": policy,
-                    },
+                    "spec": with_constraints(
+                        json!({
+                            "workloadRef": { "workloadName": name, "templateName": NATIVE_TEMPLATE },
+                            "schedulingPolicy": policy,
+                        }),
+                        &constraints,
+                    ),
                 }),
                 "podgroups",
                 true,
@@ -233,6 +252,14 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
     out
 }
 
+/// `spec` with `schedulingConstraints` when there are any.
+fn with_constraints(mut spec: Value, constraints: &Option<Value>) -> Value {
+    if let Some(c) = constraints {
+        spec["schedulingConstraints"] = c.clone();
+    }
+    spec
+}
+
 /// Kueue's cluster-wide setup for a scenario, as Kueue's "Setup All-or-nothing with ready Pods"
 /// page writes it (`kueue.x-k8s.io/v1beta2`): ResourceFlavor `default-flavor`; ClusterQueue
 /// `cluster-queue` (every namespace) covering each resource the jobs request, with a nominal quota
@@ -241,7 +268,8 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
 /// [`PeerOptions::queue`] in the namespace.
 pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts: &PeerOptions) -> Result<Vec<Object>> {
     let mut total: BTreeMap<String, u64> = BTreeMap::new();
-    for node in w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))? {
+    let nodes = w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))?;
+    for node in &nodes {
         for (r, a) in &node.spec.pooled {
             *total.entry(r.clone()).or_default() += a;
         }
@@ -258,12 +286,15 @@ pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts:
         quotas.push(json!({ "name": r, "nominalQuota": quantity::format_amount(quota, unit) }));
     }
     let queue = PeerOptions { peer: Peer::Kueue, ..opts.clone() }.queue().unwrap_or_default();
-    Ok(vec![
-        Object::new(
-            json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": { "name": KUEUE_FLAVOR } }),
-            "resourceflavors",
-            false,
-        ),
+    let mut flavor = json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": { "name": KUEUE_FLAVOR } });
+    let mut out = vec![];
+    if jobs.iter().any(|j| j.topology.is_some()) {
+        let (topology, node_labels) = kueue_topology(w, &nodes)?;
+        out.push(Object::new(topology, "topologies", false));
+        flavor["spec"] = json!({ "nodeLabels": node_labels, "topologyName": KUEUE_TOPOLOGY });
+    }
+    out.extend([
+        Object::new(flavor, "resourceflavors", false),
         Object::new(
             json!({
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -290,7 +321,42 @@ pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts:
             "localqueues",
             true,
         ),
-    ])
+    ]);
+    Ok(out)
+}
+
+/// Kueue TAS's Topology for the scenario's cluster: its levels that nodes carry, outermost first,
+/// then `kubernetes.io/hostname` (Kueue's docs recommend the node level last, so that it assigns
+/// pods to nodes); and the labels every node shares, which TAS needs as the flavor's nodeLabels.
+fn kueue_topology(
+    w: &muster_sim::scenario::Workload,
+    nodes: &[muster_graph::cluster::DescribedNode],
+) -> Result<(Value, BTreeMap<String, String>)> {
+    const HOSTNAME: &str = "kubernetes.io/hostname";
+    let used = |label: &str| nodes.iter().any(|n| n.spec.labels.contains_key(label));
+    let mut levels: Vec<Value> =
+        w.cluster.topology.iter().filter(|l| used(&l.label)).map(|l| json!({ "nodeLabel": l.label })).collect();
+    levels.push(json!({ "nodeLabel": HOSTNAME }));
+    let mut shared: BTreeMap<String, String> = nodes.first().map(|n| n.spec.labels.clone()).unwrap_or_default();
+    shared.retain(|k, v| {
+        k != HOSTNAME
+            && !w.cluster.topology.iter().any(|l| &l.label == k)
+            && nodes.iter().all(|n| n.spec.labels.get(k) == Some(v))
+    });
+    if shared.is_empty() {
+        return Err(Error::Input(format!(
+            "{}: Kueue's topology-aware scheduling needs a label every node carries (the ResourceFlavor's \
+             nodeLabels); add one to each node class's labels, such as pool: gpu",
+            w.cluster_file
+        )));
+    }
+    let topology = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": { "name": KUEUE_TOPOLOGY },
+        "spec": { "levels": levels },
+    });
+    Ok((topology, shared))
 }
 
 /// One object as a YAML document (`---`, then `comment` if any).
@@ -472,6 +538,42 @@ mod tests {
         for o in &objs {
             let _: kube::api::DynamicObject = serde_json::from_value(o.value.clone()).unwrap();
         }
+    }
+
+    #[test]
+    fn topology_constraints_reach_each_peer_that_can_express_them() {
+        let path = scenario("suite/topology-sixtieth.yaml");
+        let w = muster_sim::scenario::load(&path, 1).unwrap();
+        let jobs = workload::jobs(&path, 1).unwrap();
+        let required = jobs.iter().find(|j| j.class == "rack-6").unwrap();
+        let preferred = jobs.iter().find(|j| j.class == "prefer-4").unwrap();
+        assert_eq!(required.topology.as_ref().map(|t| (t.label.as_str(), t.required)), Some(("muster.dev/rack", true)));
+        let job = |j: &JobRecord, peer| decoded(j, peer).pop().unwrap();
+        let ann = |j: &Value| j["metadata"]["annotations"].clone();
+        let pod_ann = |j: &Value| j["spec"]["template"]["metadata"]["annotations"].clone();
+        assert_eq!(ann(&job(required, Peer::Muster))["muster.dev/required-topology"], "rack");
+        assert_eq!(ann(&job(preferred, Peer::Muster))["muster.dev/preferred-topology"], "rack");
+        assert_eq!(pod_ann(&job(required, Peer::Kueue))[KUEUE_REQUIRED_TOPOLOGY], "muster.dev/rack");
+        assert_eq!(pod_ann(&job(preferred, Peer::Kueue))[KUEUE_PREFERRED_TOPOLOGY], "muster.dev/rack");
+        let native = decoded(required, Peer::Native);
+        let rack = json!({"topology": [{"key": "muster.dev/rack"}]});
+        assert_eq!(native[0]["spec"]["podGroupTemplates"][0]["schedulingConstraints"], rack);
+        assert_eq!(native[1]["spec"]["schedulingConstraints"], rack);
+        assert!(decoded(preferred, Peer::Native)[1]["spec"].get("schedulingConstraints").is_none(), "required only");
+        let opts = PeerOptions { peer: Peer::Kueue, ..Default::default() };
+        let setup: Vec<Value> = kueue_setup(&w, &jobs, &opts).unwrap().into_iter().map(|o| o.value).collect();
+        assert_eq!(kinds(&setup), ["Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"]);
+        let levels = json!([{"nodeLabel": "muster.dev/block"}, {"nodeLabel": "muster.dev/rack"},
+            {"nodeLabel": "kubernetes.io/hostname"}]);
+        assert_eq!(setup[0]["spec"]["levels"], levels);
+        assert_eq!(
+            setup[1]["spec"],
+            json!({"nodeLabels": {"pool": "gpu"}, "topologyName": setup[0]["metadata"]["name"]})
+        );
+        // Without a label every node shares, TAS has no flavor to put the topology on.
+        let bare = muster_sim::scenario::load(&scenario("suite/gpu-burst.yaml"), 1).unwrap();
+        let e = kueue_setup(&bare, &jobs, &opts).unwrap_err().to_string();
+        assert!(e.contains("nodeLabels") && e.contains("pool: gpu"), "{e}");
     }
 
     #[test]

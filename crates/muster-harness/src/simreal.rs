@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, Config};
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,42 @@ pub struct RealResult {
     pub series: Vec<Sample>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scheduler_metrics: Vec<Snapshot>,
+    /// Jobs with a topology constraint whose pods all still exist, and those of them whose pods
+    /// ran in more than one domain of its level; absent when no job has a constraint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologySpread>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologySpread {
+    pub constrained: usize,
+    pub spread: usize,
+}
+
+/// How many of the topology-constrained jobs ran spread across domains, read off where their pods
+/// were bound (the Job controller keeps finished pods) and the nodes' labels.
+pub fn topology_spread(jobs: &[JobRecord], pods: &[Pod], nodes: &[Node]) -> Option<TopologySpread> {
+    let label_of: HashMap<&str, &BTreeMap<String, String>> =
+        nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.labels.as_ref()?))).collect();
+    let mut count = TopologySpread { constrained: 0, spread: 0 };
+    let mut any = false;
+    for job in jobs {
+        let Some(t) = &job.topology else { continue };
+        any = true;
+        let domains: Option<Vec<Option<&String>>> = pods
+            .iter()
+            .filter(|p| job_name(p).as_deref() == Some(job.name.as_str()))
+            .map(|p| {
+                let node = p.spec.as_ref()?.node_name.as_deref()?;
+                Some(label_of.get(node).and_then(|l| l.get(&t.label)))
+            })
+            .collect();
+        let Some(mut domains) = domains.filter(|d| d.len() as u32 == job.pods) else { continue };
+        domains.dedup();
+        count.constrained += 1;
+        count.spread += usize::from(domains.iter().any(|d| *d != domains[0]));
+    }
+    any.then_some(count)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -262,6 +298,9 @@ pub async fn run(
     let all_pods = list(&pods).await?;
     let lag = lag.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut result = summarize(&items, &all_pods, t0, &lag);
+    if jobs.iter().any(|j| j.topology.is_some()) {
+        result.topology = topology_spread(&jobs, &all_pods, &list(&Api::<Node>::all(client.clone())).await?);
+    }
     result.series = series;
     result.scheduler_metrics = std::mem::take(&mut *snapshots.lock().unwrap_or_else(|e| e.into_inner()));
     write_json(out, &result, 2)
@@ -316,6 +355,7 @@ pub fn summarize(items: &[Job], pods: &[Pod], t0: f64, lag: &[f64]) -> RealResul
         },
         series: vec![],
         scheduler_metrics: vec![],
+        topology: None,
     }
 }
 
@@ -367,6 +407,7 @@ pub async fn calibrate(kubeconfig: &Path, ns: &str, jobs: usize, pods: u32, out:
             tolerations: vec![],
             submit_ms: 0,
             expected_run_ms: 5000,
+            topology: None,
         };
         let (api, creators) = (api.clone(), creators.clone());
         tasks.spawn(async move {
@@ -655,6 +696,53 @@ pub fn metrics_report(real_file: &Path, step: f64) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_spans_domains_when_its_pods_sit_in_two_racks() {
+        let node = |name: &str, rack: &str| -> Node {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name, "labels": {"muster.dev/rack": rack}}}))
+                .unwrap()
+        };
+        let pod = |job: &str, node: Option<&str>| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"labels": {JOB_NAME_LABEL: job}}, "spec": {"containers": [], "nodeName": node}}))
+            .unwrap()
+        };
+        let rec = |name: &str, topology: bool| JobRecord {
+            name: name.into(),
+            class: "c".into(),
+            pods: 2,
+            min_pods: None,
+            requests: BTreeMap::new(),
+            run_ms: 1000,
+            run_after: "all-ready".into(),
+            deadline_s: None,
+            node_selector: BTreeMap::new(),
+            tolerations: vec![],
+            submit_ms: 0,
+            expected_run_ms: 1000,
+            topology: topology.then(|| crate::workload::RecordTopology {
+                level: "rack".into(),
+                label: "muster.dev/rack".into(),
+                required: true,
+            }),
+        };
+        let nodes = [node("a", "r0"), node("b", "r0"), node("c", "r1")];
+        let pods = [
+            pod("kept", Some("a")),
+            pod("kept", Some("b")),
+            pod("spread", Some("a")),
+            pod("spread", Some("c")),
+            pod("unbound", Some("a")),
+            pod("unbound", None),
+            pod("free", Some("a")),
+            pod("free", Some("c")),
+        ];
+        let jobs = [rec("kept", true), rec("spread", true), rec("unbound", true), rec("free", false)];
+        // The job with a pod never bound is not counted; the one without a constraint neither.
+        assert_eq!(topology_spread(&jobs, &pods, &nodes), Some(TopologySpread { constrained: 2, spread: 1 }));
+        assert_eq!(topology_spread(&jobs[3..], &pods, &nodes), None);
+    }
 
     #[test]
     fn metrics_pages_and_labels() {

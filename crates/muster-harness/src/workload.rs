@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRe
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 use muster_graph::filter::TolerationOperator;
+use muster_graph::jobspec::ConstraintMode;
 use muster_graph::{quantity, resources};
 use muster_k8s::labels;
 use muster_sim::scenario::RunStart;
@@ -42,6 +43,18 @@ pub struct JobRecord {
     /// What the job declares as its run time (muster.dev/duration-seconds for muster).
     #[serde(default)]
     pub expected_run_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<RecordTopology>,
+}
+
+/// All of a job's pods within one domain of a topology level.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordTopology {
+    pub level: String,
+    /// The node label naming a node's domain at `level`.
+    pub label: String,
+    /// Required, or only preferred.
+    pub required: bool,
 }
 
 /// The jobs of `scenario` for `seed`, in submission order.
@@ -96,6 +109,11 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
         tolerations,
         submit_ms: j.submit_ms,
         expected_run_ms: j.expected_run_ms,
+        topology: j.topology.as_ref().map(|t| RecordTopology {
+            level: t.level.clone(),
+            label: t.label.clone(),
+            required: t.mode == ConstraintMode::Required,
+        }),
     })
 }
 
@@ -163,6 +181,10 @@ pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
         let mut ann = BTreeMap::from([(labels::DURATION.to_string(), secs.to_string())]);
         if job.min() < job.pods {
             ann.insert(labels::MIN_MEMBERS.to_string(), job.min().to_string());
+        }
+        if let Some(t) = &job.topology {
+            let key = if t.required { labels::REQUIRED_TOPOLOGY } else { labels::PREFERRED_TOPOLOGY };
+            ann.insert(key.to_string(), t.level.clone());
         }
         meta.annotations = Some(ann);
     }
