@@ -40,7 +40,8 @@ pub struct QueueSpec {
     /// Queues in the same cohort lend each other unused quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cohort: Option<String>,
-    /// How the queue picks among its pending groups; default conservative backfill, depth 16.
+    /// How the queue picks among its pending groups; default selective reservation, depth 16, at
+    /// slowdown 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicySpec>,
     /// Share of the cohort relative to other queues; default 1.
@@ -73,19 +74,29 @@ pub enum PolicyKind {
     Easy,
     /// The first `depth` blocked groups get reservations; groups behind start if they delay none.
     Conservative,
+    /// As conservative, but a group gets its reservation only once its slowdown so far ((wait +
+    /// run time) / run time) reaches `slowdown`; until then it starts where it fits. The default.
+    Selective,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PolicySpec {
     pub kind: PolicyKind,
-    /// Reservation depth of conservative backfill (default 16); only with kind conservative.
+    /// Reservation depth of conservative backfill and selective reservation (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub depth: Option<u32>,
+    /// Selective reservation's threshold (default 3): the slowdown at which a waiting group is
+    /// given a reservation; 1 reserves at once, as conservative does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub slowdown: Option<u32>,
 }
 
-/// Default reservation depth of conservative backfill.
+/// Default reservation depth of conservative backfill and selective reservation.
 pub const DEFAULT_DEPTH: u32 = 16;
+/// Default threshold of selective reservation: chosen on the workload suite (docs/benchmarks.md).
+pub const DEFAULT_SLOWDOWN: u32 = 3;
 
 /// Readiness timeouts and requeue backoff (Kueue's waitForPodsReady). Absent fields take the
 /// defaults of `muster_queue::ReadinessConfig`.
@@ -180,15 +191,26 @@ impl QueueSpec {
     pub fn to_config(&self, name: &str) -> Result<QueueConfig, InputError> {
         let file = format!("Queue/{name}");
         let policy = match self.policy {
-            None => QueuePolicy::Conservative { depth: DEFAULT_DEPTH },
-            Some(PolicySpec { kind: PolicyKind::Conservative, depth }) => {
+            None => QueuePolicy::Selective { depth: DEFAULT_DEPTH, slowdown: DEFAULT_SLOWDOWN },
+            Some(PolicySpec { kind: PolicyKind::Selective, depth, slowdown }) => QueuePolicy::Selective {
+                depth: depth.unwrap_or(DEFAULT_DEPTH),
+                slowdown: slowdown.unwrap_or(DEFAULT_SLOWDOWN),
+            },
+            Some(PolicySpec { kind, slowdown: Some(_), .. }) => {
+                return Err(InputError::new(
+                    &file,
+                    "spec.policy.slowdown",
+                    format!("only kind selective takes a slowdown, not {kind:?}; remove slowdown"),
+                ));
+            }
+            Some(PolicySpec { kind: PolicyKind::Conservative, depth, .. }) => {
                 QueuePolicy::Conservative { depth: depth.unwrap_or(DEFAULT_DEPTH) }
             }
-            Some(PolicySpec { kind, depth: Some(_) }) => {
+            Some(PolicySpec { kind, depth: Some(_), .. }) => {
                 return Err(InputError::new(
                     &file,
                     "spec.policy.depth",
-                    format!("only kind conservative takes a depth, not {kind:?}; remove depth"),
+                    format!("only kinds conservative and selective take a depth, not {kind:?}; remove depth"),
                 ));
             }
             Some(PolicySpec { kind: PolicyKind::StrictFifo, .. }) => QueuePolicy::StrictFifo,
@@ -316,15 +338,21 @@ mod tests {
             ("{kind: bestEffortFifo}", QueuePolicy::BestEffortFifo),
             ("{kind: easy}", QueuePolicy::Easy),
             ("{kind: conservative}", QueuePolicy::Conservative { depth: DEFAULT_DEPTH }),
+            ("{kind: selective}", QueuePolicy::Selective { depth: DEFAULT_DEPTH, slowdown: DEFAULT_SLOWDOWN }),
+            ("{kind: selective, depth: 4, slowdown: 2}", QueuePolicy::Selective { depth: 4, slowdown: 2 }),
         ] {
             assert_eq!(spec(&format!("policy: {yaml}")).to_config("q").unwrap().policy, want, "{yaml}");
         }
+        let default = QueueSpec::default().to_config("q").unwrap().policy;
+        assert_eq!(default, QueuePolicy::Selective { depth: DEFAULT_DEPTH, slowdown: DEFAULT_SLOWDOWN });
     }
 
     #[test]
     fn bad_input_names_the_field() {
         for (yaml, path, says) in [
-            ("policy: {kind: easy, depth: 2}", "spec.policy.depth", "only kind conservative"),
+            ("policy: {kind: easy, depth: 2}", "spec.policy.depth", "only kinds conservative and selective"),
+            ("policy: {kind: conservative, slowdown: 2}", "spec.policy.slowdown", "only kind selective"),
+            ("policy: {kind: selective, slowdown: 0}", "spec.policy.slowdown", "0 is never reached"),
             ("policy: {kind: conservative, depth: 0}", "spec.policy.depth", "reserves nothing"),
             ("quotas: {cpu: {nominal: -4}}", "spec.quotas.cpu.nominal", "negative"),
             ("quotas: {cpu: {nominal: lots}}", "spec.quotas.cpu.nominal", "lots"),

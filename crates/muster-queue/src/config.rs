@@ -187,6 +187,13 @@ pub enum QueuePolicy {
     Easy,
     /// The first `depth` blocked groups get reservations; groups behind start if they delay none.
     Conservative { depth: u32 },
+    /// Selective reservation (Srinivasan et al., "Selective Reservation Strategies for Backfill
+    /// Job Scheduling", JSSPP 2002): as `Conservative`, but a blocked group gets a reservation only
+    /// once its slowdown so far, (wait + run time) / run time, has reached `slowdown`; until then
+    /// it starts only where it fits, like best-effort FIFO. Small groups stop waiting behind large
+    /// ones, and no group waits much beyond `slowdown` times its run time before it is protected.
+    /// Groups that declare no run time are protected at once.
+    Selective { depth: u32, slowdown: u32 },
 }
 
 impl QueuePolicy {
@@ -195,7 +202,7 @@ impl QueuePolicy {
         match self {
             QueuePolicy::StrictFifo | QueuePolicy::Easy => 1,
             QueuePolicy::BestEffortFifo => 0,
-            QueuePolicy::Conservative { depth } => depth,
+            QueuePolicy::Conservative { depth } | QueuePolicy::Selective { depth, .. } => depth,
         }
     }
 
@@ -205,6 +212,7 @@ impl QueuePolicy {
             QueuePolicy::BestEffortFifo => "best-effort FIFO",
             QueuePolicy::Easy => "EASY backfill",
             QueuePolicy::Conservative { .. } => "conservative backfill",
+            QueuePolicy::Selective { .. } => "selective reservation",
         }
     }
 }
@@ -306,7 +314,7 @@ pub struct QueueConfig {
 }
 
 fn default_policy() -> QueuePolicy {
-    QueuePolicy::Conservative { depth: 16 }
+    QueuePolicy::Selective { depth: 16, slowdown: 3 }
 }
 
 fn one() -> f64 {
@@ -529,7 +537,13 @@ impl EngineConfig {
                     format!("{} is not allowed; use a positive number", q.fair_share_weight),
                 ));
             }
-            if let QueuePolicy::Conservative { depth } = q.policy
+            if let QueuePolicy::Selective { slowdown: 0, .. } = q.policy {
+                return Err(err(
+                    at("policy.slowdown"),
+                    "a slowdown of 0 is never reached from 1; use 1 (reserve at once) or more".into(),
+                ));
+            }
+            if let QueuePolicy::Conservative { depth } | QueuePolicy::Selective { depth, .. } = q.policy
                 && depth == 0
             {
                 return Err(err(

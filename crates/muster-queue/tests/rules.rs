@@ -77,6 +77,47 @@ fn conservative_reserves_up_to_depth() {
 }
 
 #[test]
+fn selective_reserves_only_once_a_group_has_waited_to_its_slowdown() {
+    // filler holds one of two 4-cpu nodes until 200; big (both nodes, 100 s, submitted at 1) is due
+    // a reservation under slowdown 2 once it has waited its run time, at 101.
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Selective { depth: 16, slowdown: 2 }));
+    e.submit(spec("filler", "q", 1, 4, Some(200), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
+    e.submit(spec("long", "q", 1, 1, Some(300), 2), 2).unwrap();
+    e.schedule(2);
+    assert_eq!(state(&e, "big"), GroupState::Queued, "not due a reservation yet");
+    assert_eq!(state(&e, "long"), GroupState::Admitted, "big is not protected yet: long may delay it");
+    e.submit(spec("late", "q", 1, 1, Some(300), 101), 101).unwrap();
+    e.schedule(101);
+    assert_eq!(state(&e, "big"), GroupState::Reserved, "waited 100 s of a 100 s run: slowdown 2");
+    assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(302));
+    assert_eq!(state(&e, "late"), GroupState::Queued, "would delay big's reservation");
+    // Conservative backfill protects big from the start: long waits, with a reservation of its own.
+    let mut c = engine(graph(2, 4), one_queue(QueuePolicy::Conservative { depth: 16 }));
+    c.submit(spec("filler", "q", 1, 4, Some(200), 0), 0).unwrap();
+    let ts = c.schedule(0);
+    ready_all(&mut c, &ts, 0);
+    c.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
+    c.submit(spec("long", "q", 1, 1, Some(300), 2), 2).unwrap();
+    c.schedule(2);
+    assert_eq!((state(&c, "big"), state(&c, "long")), (GroupState::Reserved, GroupState::Reserved));
+    assert_eq!(c.group(&key("long")).unwrap().reserved_at, Some(300));
+}
+
+#[test]
+fn selective_protects_at_once_a_group_that_declares_no_run_time() {
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Selective { depth: 16, slowdown: 3 }));
+    e.submit(spec("filler", "q", 1, 4, Some(50), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(spec("big", "q", 2, 4, None, 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "big"), GroupState::Reserved, "no run time, no slowdown to wait for");
+}
+
+#[test]
 fn reservation_turns_into_admission_when_its_time_comes() {
     let mut e = blocked_head(QueuePolicy::Easy);
     assert!(e.schedule(20).is_empty(), "nothing changed: the cycle is skipped");

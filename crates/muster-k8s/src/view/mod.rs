@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::queue::{DEFAULT_DEPTH, PolicyKind};
+use crate::queue::{DEFAULT_DEPTH, DEFAULT_SLOWDOWN, PolicyKind};
 use crate::{Group, GroupState, Queue, labels};
 use text::{REASON_WIDTH, one_line, or_none, truncate};
 pub use text::{absolute, allocation_lines, human_duration, quantity_text, relative, table};
@@ -209,18 +209,27 @@ pub fn missing_message(namespace: &str, job: &str, m: &Missing) -> String {
 
 fn policy_text(q: &Queue) -> String {
     let policy = match q.spec.policy {
-        None => format!("conservative backfill, depth {DEFAULT_DEPTH}"),
+        None => selective(None, None),
         Some(p) => match p.kind {
             PolicyKind::StrictFifo => "strict FIFO".into(),
             PolicyKind::BestEffortFifo => "best-effort FIFO".into(),
             PolicyKind::Easy => "EASY backfill".into(),
             PolicyKind::Conservative => format!("conservative backfill, depth {}", p.depth.unwrap_or(DEFAULT_DEPTH)),
+            PolicyKind::Selective => selective(p.depth, p.slowdown),
         },
     };
     match &q.spec.cohort {
         Some(c) => format!("{policy}; cohort {c}"),
         None => policy,
     }
+}
+
+fn selective(depth: Option<u32>, slowdown: Option<u32>) -> String {
+    format!(
+        "selective reservation, depth {}, at slowdown {}",
+        depth.unwrap_or(DEFAULT_DEPTH),
+        slowdown.unwrap_or(DEFAULT_SLOWDOWN)
+    )
 }
 
 /// The explanation `muster why` prints for one group, in `kubectl describe` style.

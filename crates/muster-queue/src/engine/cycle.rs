@@ -260,7 +260,7 @@ impl Engine {
             pass.backfill_budget -= 1;
         }
         self.last_stats.examined += 1;
-        let may_reserve = cursor.reservations < policy.reservation_depth();
+        let may_reserve = cursor.reservations < policy.reservation_depth() && self.due_a_reservation(key, policy);
         let stops_queue = match self.attempt(key, may_reserve, pass) {
             Attempt::Admitted => {
                 self.last_stats.admitted += 1;
@@ -290,6 +290,16 @@ impl Engine {
             Attempt::Skipped => false,
         };
         if stops_queue { Then::StopQueue { window_full: false } } else { Then::NextInQueue }
+    }
+
+    /// Whether the policy lets this group hold a reservation yet: always, except under selective
+    /// reservation before its slowdown so far reaches the policy's threshold.
+    fn due_a_reservation(&self, key: &GroupKey, policy: QueuePolicy) -> bool {
+        let QueuePolicy::Selective { slowdown, .. } = policy else { return true };
+        let g = &self.groups[key];
+        let Some(run) = g.spec.request.duration else { return true };
+        let waited = self.now.saturating_sub(g.spec.submitted_at).max(0) as u64;
+        waited + run >= u64::from(slowdown) * run
     }
 
     /// A queue stopped at `key` (its head `pk`): everything behind stays where it is, and the

@@ -13,8 +13,9 @@ use crate::scenario::Workload;
 use crate::scheduler::{Action, ClusterView, JobId, NodeId, Scheduler, SimEvent};
 
 /// The scheduler names this adapter answers to, with the queue policy each runs.
-pub const VARIANTS: [(&str, QueuePolicy); 4] = [
-    ("muster", QueuePolicy::Conservative { depth: 16 }),
+pub const VARIANTS: [(&str, QueuePolicy); 5] = [
+    ("muster", QueuePolicy::Selective { depth: 16, slowdown: 3 }),
+    ("muster-conservative", QueuePolicy::Conservative { depth: 16 }),
     ("muster-easy", QueuePolicy::Easy),
     ("muster-fifo", QueuePolicy::StrictFifo),
     ("muster-besteffort", QueuePolicy::BestEffortFifo),
