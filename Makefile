@@ -24,6 +24,15 @@ fuzz:  ## run every fuzz target for FUZZ_SECONDS each (needs a nightly toolchain
 demo:  ## a tour of the matcher on the shipped example cluster
 	$(CARGO) run --release -q -p muster -- match scenarios/match/cluster.yaml --echo < scenarios/match/commands.txt
 
+# --- container image (hack/image.sh, docs/deploy.md) ---
+.PHONY: image image-test
+
+image:  ## a container image archive of muster (docker-save format), built without a daemon (hack/image.sh)
+	hack/image.sh
+
+image-test:  ## build the image, then check it: non-root config, runs under chroot as 65532, under 40 MB
+	hack/image-test.sh
+
 # --- control plane (hack/) ---
 # A real Kubernetes control plane on loopback with KWOK nodes (docs/control-plane.md).
 CLUSTER ?= scenarios/clusters/seed-deadlock.yaml

@@ -22,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-jobset muster-cabundle
-                                muster-tenant peer-kueue)
+                                muster-tenant peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -90,6 +90,9 @@ for t in "${tests[@]}"; do
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run nodes-deadlock "$e2e/test-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run deadlock "$e2e/test-deadlock.sh" ;;
+    # The container image (hack/image-test.sh); needs no cluster. A release build, not the debug
+    # MUSTER_BIN resolve_muster_bin exported.
+    image) run image env -u MUSTER_BIN "$hack_dir/image-test.sh" ;;
     *) die "unknown test: $t" ;;
   esac
 done

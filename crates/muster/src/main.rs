@@ -14,8 +14,18 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+/// `muster --version`: `0.1.0 (commit 1a2b3c4d5e6f, built 2026-11-24)`; build.rs sets the two stamps.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MUSTER_GIT_COMMIT"),
+    ", built ",
+    env!("MUSTER_BUILD_DATE"),
+    ")"
+);
+
 #[derive(Parser)]
-#[command(name = "muster", version, about = "All-or-nothing batch queue and gang scheduler for Kubernetes")]
+#[command(name = "muster", version = VERSION, about = "All-or-nothing batch queue and gang scheduler for Kubernetes")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -104,11 +104,34 @@ fn sim_runs_the_built_in_suite_deterministically() {
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     let text = stdout(&first);
     assert!(text.starts_with("built-in suite (seed 7)"), "{text}");
-    for scenario in ["seed-001", "seed-scalability", "gpu-burst", "starvation", "elastic"] {
+    for scenario in ["seed-001", "seed-scalability", "gpu-burst", "starvation", "elastic", "topology"] {
         let rows = text.lines().filter(|l| l.starts_with(&format!("{scenario} "))).count();
-        assert_eq!(rows, 3, "{scenario}: a row in each of the three tables\n{text}");
+        let tables = if scenario == "topology" { 4 } else { 3 };
+        assert_eq!(rows, tables, "{scenario}: a row in each of the tables that concern it\n{text}");
     }
     assert!(text.contains("DEFAULT") && text.contains("KUEUE"), "a column per scheduler\n{text}");
     assert_eq!(text, stdout(&run("7")), "same seed, same output");
     assert_ne!(text, stdout(&run("8")), "the seed changes the workload");
+}
+
+#[test]
+fn version_names_the_commit_and_the_build_date() {
+    let out = muster(&["--version"], "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = stdout(&out);
+    let prefix = concat!("muster ", env!("CARGO_PKG_VERSION"), " (commit ");
+    let rest = text.trim_end().strip_prefix(prefix).unwrap_or_else(|| panic!("{text:?} starts with {prefix:?}"));
+    let (commit, date) = rest.strip_suffix(')').and_then(|r| r.split_once(", built ")).expect("(commit C, built D)");
+    // YYYY-MM-DD
+    assert!(
+        date.len() == 10
+            && date.chars().enumerate().all(|(i, c)| if i == 4 || i == 7 { c == '-' } else { c.is_ascii_digit() }),
+        "build date {date:?}"
+    );
+    // The commit this tree is at, when git can tell (build.rs reruns whenever HEAD moves).
+    let head = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).current_dir(repo()).output();
+    match head {
+        Ok(h) if h.status.success() => assert_eq!(commit, String::from_utf8_lossy(&h.stdout).trim(), "{text}"),
+        _ => assert_eq!(commit, "unknown", "{text}"),
+    }
 }

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Build muster's container image without a container daemon, with crane (go-containerregistry):
+#
+#   hack/image.sh           build target/image/muster-<version>.tar; prints its path on stdout
+#   hack/image.sh crane     only build crane (cached); print its path
+#
+# The archive is a docker-style image tarball (the `docker save` layout: manifest.json, the
+# config, one gzipped layer), the format `crane push`, `crane export -`, `docker load`,
+# `podman load`, `ctr images import` and `kind load image-archive` read. It is tagged
+# $IMAGE_TAG (default muster:<version>, as deploy/deployment.yaml names it).
+#
+# The image: one layer on an empty base, with
+#   /usr/local/bin/muster         the release binary (cargo build --release -p muster, or $MUSTER_BIN)
+#   the dynamic loader and the shared libraries it needs, at the paths PT_INTERP and ldd name
+#   /etc/passwd, /etc/group       root and nonroot (65532), /home/nonroot
+#   /etc/nsswitch.conf            hosts: files dns
+#   /tmp                          empty, mode 1777
+# config: User 65532:65532, Entrypoint ["/usr/local/bin/muster"], the OCI labels title, version,
+# revision (the commit muster --version names), created, licenses.
+#
+# Why glibc and not static: a static glibc binary still dlopen()s NSS modules for getaddrinfo and
+# getpwnam (they must then match the exact glibc it was linked with, and glibc warns against it),
+# and musl's resolver differs from glibc's (search domains, ndots in resolv.conf, which a
+# Kubernetes pod relies on). Shipping the binary with the libraries it was linked against is
+# exact and a few MB.
+#
+# NSS: glibc >= 2.34 has the `files` and `dns` modules built into libc.so.6, so name lookups (the
+# PostgreSQL store's host, a kubeconfig's server) need no libnss_*.so; nsswitch.conf makes the
+# order explicit (the kubelet-managed /etc/hosts first, then resolv.conf's servers).
+# CA certificates: none are shipped. In a pod, kube-client trusts the cluster CA from the
+# ServiceAccount mount (or a kubeconfig's certificate-authority-data) and nothing else; the
+# webhook serves its own certificate; the store connects without TLS. Only a kubeconfig with no CA
+# data, for an apiserver with a publicly trusted certificate, would fall back to the system roots:
+# mount a bundle and set SSL_CERT_FILE then.
+#
+# Environment: MUSTER_BIN (package this binary instead of building), IMAGE_TAG, IMAGE_DIR (where
+# the archive goes; default <cargo target dir>/image), SOURCE_DATE_EPOCH (file times in the layer
+# and the created label; default now: `SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)` makes the
+# archive reproducible, and is also the date build.rs stamps into the binary).
+# crane is built once from its Go module at CRANE_VERSION (hack/versions.env) into
+# $MUSTER_CACHE/crane-<version>/. It cannot change the config of an image held in a file, so the
+# image passes once through `crane registry serve` on 127.0.0.1 (an in-memory registry on an
+# ephemeral port, stopped by pid on exit): append the layer, then mutate the config into the
+# tarball.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+umask 022
+shopt -s inherit_errexit  # crane_bin runs in $(...)
+
+CRANE_DIR=${CRANE_DIR:-$MUSTER_CACHE/crane-$CRANE_VERSION}
+
+crane_bin() {
+  [[ -x $CRANE_DIR/crane ]] && { echo "$CRANE_DIR/crane"; return; }
+  command -v go >/dev/null || die "go is not on PATH (needed once, to build crane v$CRANE_VERSION)"
+  mkdir -p "$MUSTER_CACHE" "$(dirname "$CRANE_DIR")"
+  local out t0
+  out=$(mktemp -d "$MUSTER_CACHE/.build.XXXXXX"); chmod 755 "$out"
+  log "building crane v$CRANE_VERSION into $CRANE_DIR"
+  t0=$(date +%s)
+  if ! (cd "$out" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='' GOBIN="$out" go install -trimpath -ldflags "-s -w" \
+          "github.com/google/go-containerregistry/cmd/crane@v$CRANE_VERSION"); then
+    rm -rf "$out"; die "build of crane v$CRANE_VERSION failed"
+  fi
+  rm -rf "$CRANE_DIR"; mv "$out" "$CRANE_DIR" || { rm -rf "$out"; die "cannot move crane into $CRANE_DIR"; }
+  log "crane built in $(( $(date +%s) - t0 ))s"
+  echo "$CRANE_DIR/crane"
+}
+
+case ${1:-} in
+  crane) crane_bin; exit ;;
+  "") ;;
+  *) die "usage: hack/image.sh [crane]" ;;
+esac
+
+crane=$(crane_bin)
+command -v python3 >/dev/null || die "python3 not found"
+command -v readelf >/dev/null || die "readelf not found (binutils)"
+command -v ldd >/dev/null || die "ldd not found"
+
+target=$(cd "$repo_dir" && cargo metadata --no-deps --format-version 1 2>/dev/null |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])') || target=$repo_dir/target
+if [[ -z ${MUSTER_BIN:-} ]]; then
+  log "building muster (cargo build --release -p muster)"
+  t0=$(date +%s)
+  (cd "$repo_dir" && cargo build -q --release -p muster) || die "cargo build --release -p muster failed"
+  log "muster built in $(( $(date +%s) - t0 ))s"
+  MUSTER_BIN=$target/release/muster
+fi
+[[ -x $MUSTER_BIN ]] || die "no muster binary at $MUSTER_BIN"
+
+# Version and commit from the binary itself: "muster 0.1.0 (commit 1a2b3c4d5e6f, built 2026-11-24)".
+version_line=$("$MUSTER_BIN" --version) || die "$MUSTER_BIN --version failed"
+[[ $version_line =~ ^muster\ ([^ ]+)\ \(commit\ ([^,]+),\ built\ ([0-9-]+)\)$ ]] ||
+  die "unexpected '$MUSTER_BIN --version': $version_line"
+version=${BASH_REMATCH[1]} commit=${BASH_REMATCH[2]}
+IMAGE_TAG=${IMAGE_TAG:-muster:$version}
+IMAGE_DIR=${IMAGE_DIR:-$target/image}
+epoch=${SOURCE_DATE_EPOCH:-$(date +%s)}
+created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+
+case $(uname -m) in
+  x86_64) arch=amd64 ;;
+  aarch64) arch=arm64 ;;
+  *) arch=$(uname -m) ;;
+esac
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-image.XXXXXX")
+registry_pid=""
+cleanup() {
+  if [[ -n $registry_pid ]]; then kill "$registry_pid" 2>/dev/null || true; wait "$registry_pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# --- the root file system ---
+root=$tmp/rootfs
+mkdir -p "$root/usr/local/bin" "$root/etc" "$root/tmp" "$root/home/nonroot"
+chmod 0755 "$root" "$root/usr" "$root/usr/local" "$root/usr/local/bin" "$root/etc" "$root/home"
+chmod 1777 "$root/tmp"
+chmod 0700 "$root/home/nonroot"
+install -m 0755 "$MUSTER_BIN" "$root/usr/local/bin/muster"
+
+# copy_lib PATH: the file PATH resolves to, at PATH in the image (parent directories 0755).
+copy_lib() {
+  local src=$1 dst=$root$1
+  [[ -e $src ]] || die "missing library $src"
+  install -d -m 0755 "$(dirname "$dst")"
+  cp -L "$src" "$dst"; chmod 0755 "$dst"
+}
+interp=$(readelf -l "$MUSTER_BIN" | sed -n 's/.*\[Requesting program interpreter: \(.*\)\]/\1/p')
+if [[ -n $interp ]]; then
+  copy_lib "$interp"
+  # "libgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x...)"; the loader's own line and
+  # linux-vdso (no file) carry no "=> /path".
+  libs=$(ldd "$MUSTER_BIN" | sed -n 's/.*=> \(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p')
+  ldd "$MUSTER_BIN" | grep -q 'not found' && die "ldd: a library of $MUSTER_BIN is not found"
+  for lib in $libs; do copy_lib "$lib"; done
+  log "libraries: $interp ${libs//$'\n'/ }"
+else
+  log "$MUSTER_BIN is static: no libraries to copy"
+fi
+
+cat >"$root/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/sbin/nologin
+nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
+EOF
+cat >"$root/etc/group" <<'EOF'
+root:x:0:
+nonroot:x:65532:
+EOF
+cat >"$root/etc/nsswitch.conf" <<'EOF'
+passwd: files
+group: files
+hosts: files dns
+EOF
+chmod 0644 "$root/etc/passwd" "$root/etc/group" "$root/etc/nsswitch.conf"
+
+# The layer: sorted entries, every time $epoch, owned by root but for /home/nonroot, so the same
+# inputs give the same bytes (and digest).
+python3 - "$root" "$tmp/layer.tar" "$epoch" <<'EOF'
+import sys, tarfile
+root, out, epoch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def norm(ti):
+    ti.mtime = epoch
+    ti.uname = ti.gname = ""
+    ti.uid = ti.gid = 65532 if ti.name == "home/nonroot" or ti.name.startswith("home/nonroot/") else 0
+    return ti
+with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
+    for top in sorted(__import__("os").listdir(root)):
+        tar.add(f"{root}/{top}", arcname=top, recursive=True, filter=norm)
+EOF
+
+# --- the image, through a loopback registry ---
+"$crane" registry serve --address 127.0.0.1:0 2>"$tmp/registry.log" &
+registry_pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$tmp/registry.log")
+  [[ -n $port ]] && break
+  kill -0 "$registry_pid" 2>/dev/null || die "crane registry serve exited: $(cat "$tmp/registry.log")"
+  sleep 0.1
+done
+[[ -n $port ]] || die "crane registry serve did not start: $(cat "$tmp/registry.log")"
+staging=127.0.0.1:$port/muster:staging
+
+"$crane" append --oci-empty-base -f "$tmp/layer.tar" -t "$staging" >/dev/null 2>"$tmp/crane.log" ||
+  die "crane append failed: $(cat "$tmp/crane.log")"
+mkdir -p "$IMAGE_DIR"
+archive=$IMAGE_DIR/muster-$version.tar
+"$crane" mutate "$staging" \
+  --set-platform "linux/$arch" \
+  --user 65532:65532 \
+  --entrypoint /usr/local/bin/muster \
+  -l org.opencontainers.image.title=muster \
+  -l org.opencontainers.image.description="All-or-nothing batch queue and gang scheduler for Kubernetes" \
+  -l org.opencontainers.image.version="$version" \
+  -l org.opencontainers.image.revision="$commit" \
+  -l org.opencontainers.image.created="$created" \
+  -l org.opencontainers.image.licenses=Apache-2.0 \
+  -t "$IMAGE_TAG" -o "$archive.tmp" >/dev/null 2>"$tmp/crane.log" ||
+  die "crane mutate failed: $(cat "$tmp/crane.log")"
+mv "$archive.tmp" "$archive"
+
+size=$(stat -c %s "$archive")
+log "image $IMAGE_TAG (commit $commit, linux/$arch): $archive, $(awk -v b="$size" 'BEGIN { printf "%.1f MB (%d bytes)", b / 1e6, b }')"
+echo "$archive"
