@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# A suite scenario on the real control plane under several schedulers, one after the other, each
+# on a fresh private cluster with the scenario's nodes (docs/benchmarks.md, "The suite on the real
+# control plane"):
+#
+#   hack/suite-real.sh SCENARIO OUT_DIR PEER...   (PEER: default muster kueue coscheduling volcano native)
+#
+# Per peer: start the cluster (hack/cluster-up.sh with the scenario's cluster file), bring the
+# scheduler up (hack/peers/NAME.sh up; muster: hack/e2e/muster.sh), create its cluster-wide objects
+# (Kueue: `muster-harness objects --peer kueue --setup`), then `muster-harness run` submits each Job
+# of the scenario (seed $SEED, default 1) at its time, with the peer's own objects, waits until all
+# end (or $TIMEOUT s, default 1800) and writes OUT_DIR/PEER.json. Beside it OUT_DIR/PEER.cost.json:
+# the CPU seconds of the scheduler's own processes (kube-scheduler for default and native) and the
+# write requests the apiserver served during the run (every client: the Job controller and KWOK
+# write too, the same for every peer). Then the cluster stops, and the next peer gets a new one.
+#
+# The clusters run with kube-scheduler's TopologyAwareWorkloadScheduling gate (alpha in 1.37) on,
+# so native gangs can honour a required topology constraint; nothing else changes.
+set -euo pipefail
+. "$(dirname "$0")/e2e/lib.sh"
+(( $# >= 3 )) || die "usage: hack/suite-real.sh SCENARIO OUT_DIR PEER..."
+scenario=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+out_dir=$2
+shift 2
+mkdir -p "$out_dir"
+out_dir=$(cd "$out_dir" && pwd)
+export MUSTER_CLUSTER_DIR=${MUSTER_SUITE_DIR:-$MUSTER_CACHE/suite-cluster}
+export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
+export MUSTER_EXTRA_FEATURE_GATES=TopologyAwareWorkloadScheduling=true
+cluster=$(python3 -c '
+import os, re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"^cluster:\s*(\S+)", text, re.M) or sys.exit("no cluster: in " + sys.argv[1])
+print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), m.group(1))))' "$scenario")
+ns=suite
+
+"$hack_dir/cluster-build.sh"
+resolve_harness_bin release
+# A release build of muster, as deployed (the debug build binds more slowly).
+if [[ -z ${MUSTER_BIN:-} ]]; then
+  (cd "$repo_dir" && cargo build -q --release -p muster) || die "cargo build --release -p muster failed"
+  export MUSTER_BIN=$repo_dir/target/release/muster
+fi
+"$MUSTER_HARNESS_BIN" jobs "$scenario" "${SEED:-1}" "$out_dir/jobs.json"
+trap '"$hack_dir/cluster-down.sh"' EXIT
+
+# cpu_seconds PIDFILE...: user + system CPU seconds of the live processes named by the pid files.
+cpu_seconds() {
+  python3 -c '
+import os, sys
+tick = os.sysconf("SC_CLK_TCK")
+total = 0.0
+for f in sys.argv[1:]:
+    try:
+        pid = open(f).read().split()[0]
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, IndexError, ValueError):
+        pass
+print(round(total, 2))' "$@"
+}
+
+# writes: write requests (POST, PUT, PATCH, DELETE) the apiserver has served since it started.
+writes() {
+  k get --raw /metrics | python3 -c '
+import re, sys
+n = 0.0
+for line in sys.stdin:
+    m = re.match(r"apiserver_request_total\{(.*)\} (\S+)$", line)
+    if m and re.search(r"verb=\"(POST|PUT|PATCH|DELETE|APPLY)\"", m.group(1)):
+        n += float(m.group(2))
+print(int(n))'
+}
+
+for peer in "$@"; do
+  log "== $peer on $(basename "$scenario")"
+  "$hack_dir/cluster-up.sh" "$cluster" >/dev/null
+  pidfiles=()
+  case $peer in
+    default|native) pidfiles=("$MUSTER_CLUSTER_DIR"/run/kube-scheduler.pid) ;;
+    muster)
+      . "$hack_dir/e2e/muster.sh"
+      muster_up
+      pidfiles=("$muster_dir/pid") ;;
+    kueue|coscheduling|volcano)
+      "$hack_dir/peers/$peer.sh" up
+      pidfiles=("$MUSTER_CLUSTER_DIR/$peer"/*.pid) ;;
+    *) die "unknown peer $peer (default muster kueue coscheduling volcano native)" ;;
+  esac
+  k create namespace "$ns" >/dev/null
+  if [[ $peer == kueue ]]; then
+    "$MUSTER_HARNESS_BIN" objects "$scenario" --peer kueue --setup --namespace "$ns" | k apply -f - >/dev/null
+  fi
+  cpu0=$(cpu_seconds "${pidfiles[@]}")
+  writes0=$(writes)
+  "$MUSTER_HARNESS_BIN" run "$out_dir/jobs.json" "$KUBECONFIG" "$ns" "$out_dir/$peer.json" "${TIMEOUT:-1800}" \
+    --peer "$peer"
+  printf '{"scheduler_cpu_s": %s, "apiserver_writes": %s}\n' \
+    "$(python3 -c "print(round($(cpu_seconds "${pidfiles[@]}") - $cpu0, 2))")" "$(( $(writes) - writes0 ))" \
+    > "$out_dir/$peer.cost.json"
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+t = r.get("topology") or {}
+print(f"{sys.argv[3]}: completed {r[\"completed\"]} failed {r[\"failed\"]} unfinished {r[\"unfinished\"]} "
+      f"makespan {r[\"makespan_s\"]} s; spread {t.get(\"spread\", \"-\")}/{t.get(\"constrained\", \"-\")}; "
+      f"scheduler cpu {c[\"scheduler_cpu_s\"]} s; apiserver writes {c[\"apiserver_writes\"]}")' \
+    "$out_dir/$peer.json" "$out_dir/$peer.cost.json" "$peer"
+  [[ $peer == muster ]] && muster_down
+  [[ -x $hack_dir/peers/$peer.sh ]] && "$hack_dir/peers/$peer.sh" down
+  "$hack_dir/cluster-down.sh"
+done
