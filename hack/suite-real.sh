@@ -10,7 +10,8 @@
 # (Kueue: `muster-harness objects --peer kueue --setup`), then `muster-harness run` submits each Job
 # of the scenario (seed $SEED, default 1) at its time, with the peer's own objects, waits until all
 # end (or $TIMEOUT s, default 1800) and writes OUT_DIR/PEER.json. Beside it OUT_DIR/PEER.cost.json:
-# the CPU seconds of the scheduler's own processes (kube-scheduler for default and native) and the
+# the CPU seconds of the scheduler's own processes (kube-scheduler for default and native, Kueue's
+# manager plus kube-scheduler for kueue) and the
 # write requests the apiserver served during the run (every client: the Job controller and KWOK
 # write too, the same for every peer). Then the cluster stops, and the next peer gets a new one.
 #
@@ -84,7 +85,9 @@ for peer in "$@"; do
       pidfiles=("$muster_dir/pid") ;;
     kueue|coscheduling|volcano)
       "$hack_dir/peers/$peer.sh" up
-      pidfiles=("$MUSTER_CLUSTER_DIR/$peer"/*.pid) ;;
+      pidfiles=("$MUSTER_CLUSTER_DIR/$peer"/*.pid)
+      # Kueue admits; kube-scheduler places its pods.
+      [[ $peer == kueue ]] && pidfiles+=("$MUSTER_CLUSTER_DIR"/run/kube-scheduler.pid) ;;
     *) die "unknown peer $peer (default muster kueue coscheduling volcano native)" ;;
   esac
   k create namespace "$ns" >/dev/null
@@ -100,11 +103,12 @@ for peer in "$@"; do
     > "$out_dir/$peer.cost.json"
   python3 -c '
 import json, sys
-r = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+r, c, peer = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 t = r.get("topology") or {}
-print(f"{sys.argv[3]}: completed {r[\"completed\"]} failed {r[\"failed\"]} unfinished {r[\"unfinished\"]} "
-      f"makespan {r[\"makespan_s\"]} s; spread {t.get(\"spread\", \"-\")}/{t.get(\"constrained\", \"-\")}; "
-      f"scheduler cpu {c[\"scheduler_cpu_s\"]} s; apiserver writes {c[\"apiserver_writes\"]}")' \
+print("%s: completed %s failed %s unfinished %s makespan %s s; spread %s/%s (required %s); scheduler cpu %s s; "
+      "apiserver writes %s" % (peer, r["completed"], r["failed"], r["unfinished"], r["makespan_s"],
+      t.get("spread", "-"), t.get("constrained", "-"), t.get("spread_required", "-"), c["scheduler_cpu_s"],
+      c["apiserver_writes"]))' \
     "$out_dir/$peer.json" "$out_dir/$peer.cost.json" "$peer"
   [[ $peer == muster ]] && muster_down
   [[ -x $hack_dir/peers/$peer.sh ]] && "$hack_dir/peers/$peer.sh" down

@@ -48,6 +48,8 @@ pub struct RealResult {
 pub struct TopologySpread {
     pub constrained: usize,
     pub spread: usize,
+    /// Of `spread`, the jobs whose constraint was required.
+    pub spread_required: usize,
 }
 
 /// How many of the topology-constrained jobs ran spread across domains, read off where their pods
@@ -55,7 +57,7 @@ pub struct TopologySpread {
 pub fn topology_spread(jobs: &[JobRecord], pods: &[Pod], nodes: &[Node]) -> Option<TopologySpread> {
     let label_of: HashMap<&str, &BTreeMap<String, String>> =
         nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.labels.as_ref()?))).collect();
-    let mut count = TopologySpread { constrained: 0, spread: 0 };
+    let mut count = TopologySpread { constrained: 0, spread: 0, spread_required: 0 };
     let mut any = false;
     for job in jobs {
         let Some(t) = &job.topology else { continue };
@@ -71,7 +73,9 @@ pub fn topology_spread(jobs: &[JobRecord], pods: &[Pod], nodes: &[Node]) -> Opti
         let Some(mut domains) = domains.filter(|d| d.len() as u32 == job.pods) else { continue };
         domains.dedup();
         count.constrained += 1;
-        count.spread += usize::from(domains.iter().any(|d| *d != domains[0]));
+        let spread = usize::from(domains.iter().any(|d| *d != domains[0]));
+        count.spread += spread;
+        count.spread_required += spread * usize::from(t.required);
     }
     any.then_some(count)
 }
@@ -740,7 +744,8 @@ mod tests {
         ];
         let jobs = [rec("kept", true), rec("spread", true), rec("unbound", true), rec("free", false)];
         // The job with a pod never bound is not counted; the one without a constraint neither.
-        assert_eq!(topology_spread(&jobs, &pods, &nodes), Some(TopologySpread { constrained: 2, spread: 1 }));
+        let want = TopologySpread { constrained: 2, spread: 1, spread_required: 1 };
+        assert_eq!(topology_spread(&jobs, &pods, &nodes), Some(want));
         assert_eq!(topology_spread(&jobs[3..], &pods, &nodes), None);
     }
 
