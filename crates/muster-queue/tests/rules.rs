@@ -12,13 +12,19 @@ fn one_queue(policy: QueuePolicy) -> EngineConfig {
     c
 }
 
-/// Two 4-cpu nodes; `filler` holds one node until t=50; `big` needs both nodes, so it is reserved
-/// at 50. Returns the engine after that cycle.
-fn blocked_head(policy: QueuePolicy) -> Engine {
+/// Two 4-cpu nodes; `filler`, admitted and ready at 0, holds one of them until `filler_end`.
+fn half_busy(policy: QueuePolicy, filler_end: u64) -> Engine {
     let mut e = engine(graph(2, 4), one_queue(policy));
-    e.submit(spec("filler", "q", 1, 4, Some(50), 0), 0).unwrap();
+    e.submit(spec("filler", "q", 1, 4, Some(filler_end), 0), 0).unwrap();
     let ts = e.schedule(0);
     ready_all(&mut e, &ts, 0);
+    e
+}
+
+/// `half_busy` until t=50; `big` needs both nodes, so it is reserved at 50. Returns the engine
+/// after that cycle.
+fn blocked_head(policy: QueuePolicy) -> Engine {
+    let mut e = half_busy(policy, 50);
     e.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
     e.schedule(1);
     e
@@ -80,10 +86,7 @@ fn conservative_reserves_up_to_depth() {
 fn selective_reserves_only_once_a_group_has_waited_to_its_slowdown() {
     // filler holds one of two 4-cpu nodes until 200; big (both nodes, 100 s, submitted at 1) is due
     // a reservation under slowdown 2 once it has waited its run time, at 101.
-    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Selective { depth: 16, slowdown: 2 }));
-    e.submit(spec("filler", "q", 1, 4, Some(200), 0), 0).unwrap();
-    let ts = e.schedule(0);
-    ready_all(&mut e, &ts, 0);
+    let mut e = half_busy(QueuePolicy::Selective { depth: 16, slowdown: 2 }, 200);
     e.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
     e.submit(spec("long", "q", 1, 1, Some(300), 2), 2).unwrap();
     e.schedule(2);
@@ -95,10 +98,7 @@ fn selective_reserves_only_once_a_group_has_waited_to_its_slowdown() {
     assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(302));
     assert_eq!(state(&e, "late"), GroupState::Queued, "would delay big's reservation");
     // Conservative backfill protects big from the start: long waits, with a reservation of its own.
-    let mut c = engine(graph(2, 4), one_queue(QueuePolicy::Conservative { depth: 16 }));
-    c.submit(spec("filler", "q", 1, 4, Some(200), 0), 0).unwrap();
-    let ts = c.schedule(0);
-    ready_all(&mut c, &ts, 0);
+    let mut c = half_busy(QueuePolicy::Conservative { depth: 16 }, 200);
     c.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
     c.submit(spec("long", "q", 1, 1, Some(300), 2), 2).unwrap();
     c.schedule(2);
@@ -108,10 +108,7 @@ fn selective_reserves_only_once_a_group_has_waited_to_its_slowdown() {
 
 #[test]
 fn selective_protects_at_once_a_group_that_declares_no_run_time() {
-    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Selective { depth: 16, slowdown: 3 }));
-    e.submit(spec("filler", "q", 1, 4, Some(50), 0), 0).unwrap();
-    let ts = e.schedule(0);
-    ready_all(&mut e, &ts, 0);
+    let mut e = half_busy(QueuePolicy::Selective { depth: 16, slowdown: 3 }, 50);
     e.submit(spec("big", "q", 2, 4, None, 1), 1).unwrap();
     e.schedule(1);
     assert_eq!(state(&e, "big"), GroupState::Reserved, "no run time, no slowdown to wait for");

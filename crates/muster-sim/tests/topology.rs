@@ -40,30 +40,29 @@ fn gang(w: &Workload, rec: &RunRecord) -> (Option<bool>, f64) {
     (rec.jobs[i].spread, rec.jobs[i].ended_ms.unwrap() as f64 / 1000.0)
 }
 
+/// Under each scheduler of `names`, the gang ran spread or not as `spread` says and ended within
+/// `ended` (seconds).
+fn expect_gang(w: &Workload, names: &[&str], spread: bool, ended: std::ops::RangeInclusive<f64>, why: &str) {
+    for name in names {
+        let (ran_spread, end) = gang(w, &run(w, name));
+        assert_eq!(ran_spread, Some(spread), "{name}: {why}");
+        assert!(ended.contains(&end), "{name}: ended at {end} s, not within {ended:?} s ({why})");
+    }
+}
+
 #[test]
 fn a_required_rack_waits_for_room_in_one_rack_where_the_model_has_topology() {
     let w = workload("required").unwrap();
-    for name in ["kueue", "volcano", "native", "muster"] {
-        let (spread, end) = gang(&w, &run(&w, name));
-        assert_eq!(spread, Some(false), "{name} keeps the gang in one rack");
-        // Rack 0 frees at 10 s; the run takes 50 s (a model's own cycle may add a few seconds).
-        assert!((60.0..=66.0).contains(&end), "{name}: ended at {end} s");
-    }
-    for name in ["default", "coscheduling"] {
-        let (spread, end) = gang(&w, &run(&w, name));
-        assert_eq!(spread, Some(true), "{name} has no topology: the gang takes n-1 and n-3 at once");
-        assert!(end >= 101.0, "{name}: spread, the run takes twice as long: ended at {end} s");
-    }
+    // Rack 0 frees at 10 s; the run takes 50 s (a model's own cycle may add a few seconds).
+    expect_gang(&w, &["kueue", "volcano", "native", "muster"], false, 60.0..=66.0, "kept in one rack");
+    // No topology: the gang takes n-1 and n-3 at once, and the spread run takes twice as long.
+    expect_gang(&w, &["default", "coscheduling"], true, 101.0..=106.0, "spread at once");
 }
 
 #[test]
 fn a_preferred_rack_is_given_up_where_no_rack_has_room() {
     let w = workload("preferred").unwrap();
-    for name in ["kueue", "volcano", "native", "default"] {
-        let (spread, end) = gang(&w, &run(&w, name));
-        assert_eq!(spread, Some(true), "{name} starts the gang across racks at once");
-        assert!((101.0..=106.0).contains(&end), "{name}: ended at {end} s");
-    }
+    expect_gang(&w, &["kueue", "volcano", "native", "default"], true, 101.0..=106.0, "spread at once");
 }
 
 #[test]
