@@ -520,8 +520,8 @@ impl<'w> Engine<'w> {
 
     fn mark_running(&mut self, job: JobId) {
         let now = self.now;
-        let spread = self.spans_domains(job);
-        self.jobs[job.index()].spread = Some(spread);
+        let spread = self.jobs[job.index()].spec.topology.is_some().then(|| self.spans_domains(job));
+        self.jobs[job.index()].spread = spread;
         for k in 0..self.jobs[job.index()].pods.len() {
             let pod = self.jobs[job.index()].pods[k];
             if self.pods[pod.index()].phase.holds() {
@@ -827,7 +827,7 @@ impl<'w> Engine<'w> {
                 ended_ms: j.ended_ms,
                 phase: j.phase,
                 starts: j.starts,
-                spread: j.spec.topology.as_ref().and(j.spread),
+                spread: j.spread,
             })
             .collect();
         Ok(RunRecord {

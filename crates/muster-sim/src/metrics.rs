@@ -248,7 +248,9 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         suspensions: rec.suspensions,
         topology: {
             let ran: Vec<bool> = rec.jobs.iter().filter_map(|j| j.spread).collect();
-            (!ran.is_empty() || w.jobs.iter().any(|j| j.topology.is_some()))
+            w.jobs
+                .iter()
+                .any(|j| j.topology.is_some())
                 .then(|| TopologyResult { constrained: ran.len(), spread: ran.iter().filter(|s| **s).count() })
         },
         events: rec.events,

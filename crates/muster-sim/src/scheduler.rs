@@ -184,7 +184,7 @@ pub struct JobState {
     pub bound: u32,
     /// Times the job was started (more than 1 after suspensions).
     pub starts: u32,
-    /// Whether its last run's pods spanned more than one domain of its topology level.
+    /// With a topology constraint: whether its last run's pods spanned more than one domain of its level.
     pub spread: Option<bool>,
 }
 

@@ -165,13 +165,11 @@ impl Scheduler for Kueue {
             // not the pod count.
             let covered = (0..view.resources().len())
                 .filter(|&r| view.resources()[r] != "pods" && view.jobs().iter().any(|j| j.request[r] > 0));
-            for r in covered.collect::<Vec<_>>() {
-                {
-                    let total: u64 = view.nodes().iter().map(|n| n.capacity[r]).sum();
-                    self.quota.push((r, (total as f64 * self.cfg.quota_factor).floor() as u64));
-                    let jobs = view.jobs().iter().enumerate().map(|(i, _)| JobId(i as u32));
-                    self.min_demand.push(jobs.map(|j| Self::demand(view, j, r)).min().unwrap_or(0));
-                }
+            for r in covered {
+                let total: u64 = view.nodes().iter().map(|n| n.capacity[r]).sum();
+                self.quota.push((r, (total as f64 * self.cfg.quota_factor).floor() as u64));
+                let jobs = view.jobs().iter().enumerate().map(|(i, _)| JobId(i as u32));
+                self.min_demand.push(jobs.map(|j| Self::demand(view, j, r)).min().unwrap_or(0));
             }
         }
         match event {
