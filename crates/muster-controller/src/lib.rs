@@ -128,7 +128,8 @@ pub async fn engine_config(client: &Client) -> Result<EngineConfig, ControllerEr
             if pc.global_default == Some(true) {
                 cfg.default_priority_class = Some(name.clone());
             }
-            cfg.priority_classes.insert(name, pc.value);
+            // A PriorityClass without a value has priority 0, as kube-scheduler reads it.
+            cfg.priority_classes.insert(name, pc.value.unwrap_or(0));
         }
     }
     cfg.compile("queues").map_err(|e| ControllerError::Config(e.to_string()))?;

@@ -3,7 +3,7 @@
 //! spanning every pod of its child Jobs). muster never installs these CRDs, so every reader first
 //! asks discovery whether the API is served ([`served`]) and works without it.
 
-use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec};
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, CustomResource, Resource};
@@ -75,28 +75,6 @@ impl ReplicatedJob {
     pub fn replicas(&self) -> i64 {
         self.replicas.map_or(1, i64::from)
     }
-
-    /// Pods that run at once in one child Job: parallelism (default 1), at most completions.
-    pub fn pods_per_job(&self) -> i64 {
-        self.template.spec.as_ref().map_or(1, job_pods)
-    }
-}
-
-/// Pods of a Job that run at once: parallelism (default 1), never more than completions.
-pub fn job_pods(spec: &JobSpec) -> i64 {
-    let p = spec.parallelism.map_or(1, i64::from);
-    spec.completions.map_or(p, |c| p.min(i64::from(c)))
-}
-
-impl JobSet {
-    /// Some(succeeded) once the JobSet has finished (condition Completed or Failed).
-    pub fn finished(&self) -> Option<bool> {
-        self.status.as_ref()?.conditions.iter().filter(|c| c.status == "True").find_map(|c| match c.type_.as_str() {
-            "Completed" => Some(true),
-            "Failed" => Some(false),
-            _ => None,
-        })
-    }
 }
 
 /// The JobSet that controls an object (its controller ownerReference), by name.
@@ -120,6 +98,7 @@ pub async fn served(client: &Client, resource: &ApiResource) -> Result<bool, kub
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::Workload;
     use serde_json::json;
 
     fn pg(spec: serde_json::Value) -> DynamicObject {
@@ -149,7 +128,7 @@ mod tests {
     }
 
     #[test]
-    fn jobsets_read_members_per_job_finish_and_ownership() {
+    fn jobsets_read_replicas_finish_and_ownership() {
         let js: JobSet = serde_json::from_value(json!({
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "train", "namespace": "ml"},
@@ -162,8 +141,8 @@ mod tests {
         }))
         .unwrap();
         let rj = &js.spec.replicated_jobs;
-        assert_eq!((rj[0].replicas(), rj[0].pods_per_job(), rj[1].replicas(), rj[1].pods_per_job()), (2, 3, 1, 1));
-        assert_eq!((js.spec.suspend, js.finished()), (Some(true), Some(true)));
+        assert_eq!((rj[0].replicas(), rj[1].replicas()), (2, 1));
+        assert_eq!((js.held(), js.finished()), (true, Some(true)));
         let owner = |kind: &str, api: &str| {
             vec![OwnerReference {
                 api_version: api.into(),

@@ -170,6 +170,25 @@ pub fn annotated_topology(
     Ok(Some(TopologyConstraint { level: level.clone(), mode }))
 }
 
+/// The expected run time an object states with [`labels::DURATION`], in seconds; the error names
+/// the annotation and the fix.
+pub fn annotated_duration(annotations: Option<&BTreeMap<String, String>>) -> Result<Option<i64>, String> {
+    let Some(v) = annotations.and_then(|a| a.get(labels::DURATION)) else { return Ok(None) };
+    v.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|d| *d <= MAX_DURATION)
+        .and_then(|d| i64::try_from(d).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "metadata.annotations[{}]: {v:?} is not a whole number of seconds from 0 to {MAX_DURATION}; set the \
+                 expected run time in seconds, such as \"3600\" (or remove it)",
+                labels::DURATION
+            )
+        })
+}
+
 /// The object a group stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -9,12 +9,12 @@
 
 pub mod external;
 pub mod group;
-pub mod job;
 pub mod labels;
 pub mod pod;
 mod quantity;
 pub mod queue;
 pub mod view;
+pub mod workload;
 
 pub use group::{Group, GroupConditionType, GroupSpec, GroupStatus};
 /// A Group object's `status.phase` is the engine's state (never `New` or `Deleted`).

@@ -10,7 +10,12 @@ pub(crate) type Amounts = BTreeMap<String, u128>;
 
 /// What the scheduler reserves for one pod (muster_k8s::pod::requests) and one of `pods`.
 pub(crate) fn pod_requests(spec: &PodSpec) -> Amounts {
-    let mut total: Amounts = pod::requests(spec).into_iter().map(|(k, v)| (k, u128::from(v))).collect();
+    member_requests(&pod::requests(spec))
+}
+
+/// What the scheduler reserves for one member asking `requests`, and one of `pods`.
+pub(crate) fn member_requests(requests: &pod::Amounts) -> Amounts {
+    let mut total: Amounts = requests.iter().map(|(k, v)| (k.clone(), u128::from(*v))).collect();
     total.insert("pods".into(), 1);
     total
 }

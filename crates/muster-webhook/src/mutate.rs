@@ -4,15 +4,15 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, jobset_owner, pod_group_min_member};
+use muster_k8s::external::{JobSet, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
+use muster_k8s::workload::Workload;
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
@@ -50,29 +50,19 @@ pub async fn mutate<S: ClusterState>(
     let ops = match (target(req), &req.operation) {
         (Target::Job, Operation::Create) => {
             let job: Job = typed(obj, "Job")?;
-            let ops = job_create(&job);
-            if queued_job(&job) {
+            let ops = held_create(&job);
+            if queued(&job) {
                 validate::job_create(&patched(obj, &ops)?, req, config, state, now).await?;
             }
             ops
         }
         (Target::Job, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
-            Some(old) => {
-                let (old, new): (Job, Job) = (typed(old, "Job")?, typed(obj, "Job")?);
-                // A Job without a spec is the apiserver's to refuse.
-                let queued = new.spec.is_some() && [&old, &new].iter().any(|j| queued_job(j));
-                user_suspension(queued, suspended(&old), suspended(&new), &new.metadata, now)
-            }
+            Some(old) => held_update::<Job>(&typed(old, "Job")?, &typed(obj, "Job")?, now),
             None => Vec::new(),
         },
-        (Target::JobSet, Operation::Create) => jobset_create(&typed(obj, "JobSet")?),
+        (Target::JobSet, Operation::Create) => held_create::<JobSet>(&typed(obj, "JobSet")?),
         (Target::JobSet, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
-            Some(old) => {
-                let (old, new): (JobSet, JobSet) = (typed(old, "JobSet")?, typed(obj, "JobSet")?);
-                let queued = [&old, &new].iter().any(|j| get(j.metadata.labels.as_ref(), QUEUE).is_some());
-                let held = |j: &JobSet| j.spec.suspend == Some(true);
-                user_suspension(queued, held(&old), held(&new), &new.metadata, now)
-            }
+            Some(old) => held_update::<JobSet>(&typed(old, "JobSet")?, &typed(obj, "JobSet")?, now),
             None => Vec::new(),
         },
         (Target::Pod, Operation::Create) => {
@@ -99,68 +89,52 @@ fn add(path: &[&str], value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path: PointerBuf::from_tokens(path.iter().copied()), value })
 }
 
-/// A Job in a queue, other than a JobSet's child (its JobSet is the group).
-fn queued_job(job: &Job) -> bool {
-    get(job.metadata.labels.as_ref(), QUEUE).is_some() && jobset_owner(job.metadata.owner_references.as_ref()).is_none()
+/// [`add`] at a field written the way messages name it: `spec.replicatedJobs[1].template`.
+fn add_field(field: &str, value: Value) -> PatchOperation {
+    let tokens: Vec<&str> = field.split(['.', '[', ']']).filter(|t| !t.is_empty()).collect();
+    add(&tokens, value)
 }
 
-fn job_create(job: &Job) -> Vec<PatchOperation> {
-    if !queued_job(job) {
+/// A workload in a queue, other than part of another's group (a JobSet's child Job).
+fn queued<W: Workload>(w: &W) -> bool {
+    w.queue().is_some() && !w.part_of_another()
+}
+
+/// A queued workload is created held, with every pod template naming muster's scheduler.
+fn held_create<W: Workload>(w: &W) -> Vec<PatchOperation> {
+    if !queued(w) {
         return Vec::new();
     }
-    // A Job without a spec or template is refused by the apiserver itself; patching it would
+    // A workload without its pod templates is refused by the apiserver itself; patching it would
     // only turn that clear error into a patch failure.
-    let Some(spec) = job.spec.as_ref() else { return Vec::new() };
-    let Some(pod) = spec.template.spec.as_ref() else { return Vec::new() };
+    let Ok(sets) = w.pod_sets() else { return Vec::new() };
     let mut ops = Vec::new();
-    if spec.suspend != Some(true) {
-        ops.push(add(&["spec", "suspend"], json!(true)));
+    if !w.held() {
+        ops.push(add_field(W::hold_field(), json!(true)));
     }
-    if pod.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
-        ops.push(add(&["spec", "template", "spec", "schedulerName"], json!(SCHEDULER_NAME)));
+    for set in sets.iter().filter(|s| s.template.scheduler_name.as_deref() != Some(SCHEDULER_NAME)) {
+        ops.push(add_field(&format!("{}.schedulerName", set.template_field), json!(SCHEDULER_NAME)));
     }
     ops
 }
 
-fn suspended(job: &Job) -> bool {
-    job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
-}
-
-fn jobset_create(js: &JobSet) -> Vec<PatchOperation> {
-    if get(js.metadata.labels.as_ref(), QUEUE).is_none() {
+/// A user holding or releasing a queued workload: releasing becomes a resume request (it stays
+/// held), holding is stamped as the user's.
+fn held_update<W: Workload>(old: &W, new: &W, now: Timestamp) -> Vec<PatchOperation> {
+    // A workload without its pod templates is the apiserver's to refuse.
+    if new.pod_sets().is_err() || !(queued(old) || queued(new)) || old.held() == new.held() {
         return Vec::new();
     }
-    let mut ops = Vec::new();
-    if js.spec.suspend != Some(true) {
-        ops.push(add(&["spec", "suspend"], json!(true)));
-    }
-    for (i, r) in js.spec.replicated_jobs.iter().enumerate() {
-        // A template without a pod spec is the apiserver's to refuse (the CRD requires it).
-        let Some(pod) = r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref()) else { continue };
-        if pod.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
-            let i = i.to_string();
-            let path = ["spec", "replicatedJobs", &i, "template", "spec", "template", "spec", "schedulerName"];
-            ops.push(add(&path, json!(SCHEDULER_NAME)));
-        }
-    }
-    ops
-}
-
-/// A user turning `spec.suspend` of a queued Job or JobSet: unsuspending becomes a resume
-/// request (it stays suspended), suspending is stamped as the user's.
-fn user_suspension(queued: bool, was: bool, is: bool, meta: &ObjectMeta, now: Timestamp) -> Vec<PatchOperation> {
-    if !queued || was == is {
-        return Vec::new();
-    }
+    let was = old.held();
     let stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let key = if was { RESUME_REQUESTED } else { SUSPEND_REQUESTED };
-    let annotation = match meta.annotations {
+    let annotation = match new.meta().annotations {
         Some(_) => add(&["metadata", "annotations", key], json!(stamp)),
         None => add(&["metadata", "annotations"], json!({ key: stamp })),
     };
     if was {
-        // Unsuspending is muster's to do: the Job stays held and asks to be queued again.
-        vec![add(&["spec", "suspend"], json!(true)), annotation]
+        // Releasing is muster's to do: the workload stays held and asks to be queued again.
+        vec![add_field(W::hold_field(), json!(true)), annotation]
     } else {
         vec![annotation]
     }

@@ -83,10 +83,6 @@ pub(crate) fn label_field(key: &str) -> String {
     format!("metadata.labels[{key}]")
 }
 
-pub(crate) fn annotation_field(key: &str) -> String {
-    format!("metadata.annotations[{key}]")
-}
-
 pub(crate) fn get<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
     map.and_then(|m| m.get(key)).map(String::as_str)
 }

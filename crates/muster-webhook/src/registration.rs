@@ -16,6 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, SCHEDULER_NAME};
+use muster_k8s::workload::HELD_KINDS;
 
 use crate::config::{DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_NAMESPACE_CONTROLLER_USER};
 
@@ -68,7 +69,7 @@ impl Endpoint {
 }
 
 struct Hook {
-    name: &'static str,
+    name: String,
     rules: Vec<RuleWithOperations>,
     object_selector: Option<LabelSelector>,
     namespace_selector: Option<LabelSelector>,
@@ -170,30 +171,30 @@ fn managed_namespaces() -> Option<LabelSelector> {
     })
 }
 
+/// A mutating or validating hook (`verb`) for each held kind, on objects with the queue label.
+fn held_kind_hooks(verb: &str) -> Vec<Hook> {
+    HELD_KINDS
+        .iter()
+        .map(|k| Hook {
+            name: k.hook_name(verb),
+            rules: vec![rule(k.group, k.version, k.plural, &["CREATE", "UPDATE"])],
+            object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        })
+        .collect()
+}
+
 fn mutating_hooks(alias: bool) -> Vec<Hook> {
-    let mut hooks = vec![
-        Hook {
-            name: "jobs.mutate.muster.dev",
-            rules: vec![rule("batch", "v1", "jobs", &["CREATE", "UPDATE"])],
-            object_selector: has_label(QUEUE),
-            namespace_selector: None,
-        },
-        Hook {
-            name: "jobsets.mutate.muster.dev",
-            rules: vec![rule("jobset.x-k8s.io", "v1alpha2", "jobsets", &["CREATE", "UPDATE"])],
-            object_selector: has_label(QUEUE),
-            namespace_selector: None,
-        },
-        Hook {
-            name: "pods.mutate.muster.dev",
-            rules: vec![rule("", "v1", "pods", &["CREATE"])],
-            object_selector: has_label(GROUP),
-            namespace_selector: None,
-        },
-    ];
+    let mut hooks = held_kind_hooks("mutate");
+    hooks.extend([Hook {
+        name: "pods.mutate.muster.dev".into(),
+        rules: vec![rule("", "v1", "pods", &["CREATE"])],
+        object_selector: has_label(GROUP),
+        namespace_selector: None,
+    }]);
     if alias {
         hooks.push(Hook {
-            name: "pod-group-pods.mutate.muster.dev",
+            name: "pod-group-pods.mutate.muster.dev".into(),
             rules: vec![rule("", "v1", "pods", &["CREATE"])],
             object_selector: has_label(POD_GROUP_ALIAS),
             namespace_selector: None,
@@ -204,46 +205,35 @@ fn mutating_hooks(alias: bool) -> Vec<Hook> {
 
 fn validating_hooks(alias: bool) -> Vec<Hook> {
     let pods = || vec![rule("", "v1", "pods", &["CREATE", "UPDATE"])];
-    let mut hooks = vec![
+    let mut hooks = held_kind_hooks("validate");
+    hooks.extend([
         Hook {
-            name: JOBS_VALIDATE,
-            rules: vec![rule("batch", "v1", "jobs", &["CREATE", "UPDATE"])],
-            object_selector: has_label(QUEUE),
-            namespace_selector: None,
-        },
-        Hook {
-            name: "jobsets.validate.muster.dev",
-            rules: vec![rule("jobset.x-k8s.io", "v1alpha2", "jobsets", &["CREATE", "UPDATE"])],
-            object_selector: has_label(QUEUE),
-            namespace_selector: None,
-        },
-        Hook {
-            name: "group-pods.validate.muster.dev",
+            name: "group-pods.validate.muster.dev".into(),
             rules: pods(),
             object_selector: has_label(GROUP),
             namespace_selector: None,
         },
         Hook {
-            name: "queued-pods.validate.muster.dev",
+            name: "queued-pods.validate.muster.dev".into(),
             rules: pods(),
             object_selector: has_label(QUEUE),
             namespace_selector: None,
         },
         // Every pod of a managed namespace: preset nodeName, forged Job members, reserved keys.
         Hook {
-            name: "managed-pods.validate.muster.dev",
+            name: "managed-pods.validate.muster.dev".into(),
             rules: pods(),
             object_selector: None,
             namespace_selector: managed_namespaces(),
         },
         Hook {
-            name: RESIZE_VALIDATE,
+            name: RESIZE_VALIDATE.into(),
             rules: vec![rule("", "v1", "pods/resize", &["UPDATE"])],
             object_selector: None,
             namespace_selector: None,
         },
         Hook {
-            name: GROUPS_VALIDATE,
+            name: GROUPS_VALIDATE.into(),
             rules: vec![
                 rule(muster_k8s::API_GROUP, "v1alpha1", "groups", &["CREATE", "UPDATE", "DELETE"]),
                 rule(muster_k8s::API_GROUP, "v1alpha1", "groups/status", &["UPDATE"]),
@@ -251,10 +241,10 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
             object_selector: None,
             namespace_selector: None,
         },
-    ];
+    ]);
     if alias {
         hooks.push(Hook {
-            name: "pod-group-pods.validate.muster.dev",
+            name: "pod-group-pods.validate.muster.dev".into(),
             rules: pods(),
             object_selector: has_label(POD_GROUP_ALIAS),
             namespace_selector: None,
@@ -280,7 +270,7 @@ pub fn mutating_configuration(
     let webhooks = mutating_hooks(accept_pod_group_alias)
         .into_iter()
         .map(|h| MutatingWebhook {
-            name: h.name.into(),
+            name: h.name,
             client_config: endpoint.client_config("/mutate", ca_bundle),
             rules: Some(h.rules),
             object_selector: h.object_selector,
@@ -307,7 +297,8 @@ pub fn validating_configuration(
     let webhooks = validating_hooks(accept_pod_group_alias)
         .into_iter()
         .map(|h| ValidatingWebhook {
-            name: h.name.into(),
+            match_conditions: validating_conditions(&h.name),
+            name: h.name,
             client_config: endpoint.client_config("/validate", ca_bundle),
             rules: Some(h.rules),
             object_selector: h.object_selector,
@@ -317,7 +308,6 @@ pub fn validating_configuration(
             timeout_seconds: Some(TIMEOUT_SECONDS),
             admission_review_versions: vec!["v1".into()],
             match_policy: Some("Equivalent".into()),
-            match_conditions: validating_conditions(h.name),
         })
         .collect();
     ValidatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }

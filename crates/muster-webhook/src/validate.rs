@@ -9,22 +9,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
-use muster_graph::jobspec::{MAX_DURATION, MAX_MEMBERS};
-use muster_k8s::external::{JobSet, ReplicatedJob, jobset_owner, pod_group_min_member};
-use muster_k8s::group::annotated_topology;
+use muster_graph::jobspec::MAX_MEMBERS;
+use muster_k8s::external::{JobSet, ReplicatedJob, pod_group_min_member};
+use muster_k8s::group::annotated_duration;
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
     PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
     is_reserved,
 };
+use muster_k8s::workload::{self, Workload};
 use muster_k8s::{GroupState, QueueSpec};
 
 use crate::alike;
 use crate::config::WebhookConfig;
-use crate::fit::{Amounts, never_fits, pod_requests};
-use crate::object::{
-    Refusal, Target, alias_group, annotation_field, get, is_object_name, job_owner, label_field, target, typed, user,
-};
+use crate::fit::{member_requests, never_fits, pod_requests};
+use crate::object::{Refusal, Target, alias_group, get, is_object_name, job_owner, label_field, target, typed, user};
 use crate::state::ClusterState;
 
 /// Labels the Job controller puts on its pods (the second is the pre-1.27 spelling).
@@ -185,11 +184,6 @@ fn parallelism(job: &Job) -> i64 {
     job.spec.as_ref().and_then(|s| s.parallelism).map_or(1, i64::from)
 }
 
-/// Pods that run at once: the Job's group size, as the controller computes it.
-fn job_members(job: &Job) -> i64 {
-    job.spec.as_ref().map_or(1, muster_k8s::job::members)
-}
-
 fn pod_spec(job: &Job) -> Option<&PodSpec> {
     job.spec.as_ref()?.template.spec.as_ref()
 }
@@ -296,7 +290,7 @@ impl<S: ClusterState> Checker<'_, S> {
 
     async fn job(&mut self, new: &Job, old: Option<&Job>) {
         // A JobSet's child Job is part of the JobSet's group, checked on the JobSet.
-        if jobset_owner(new.metadata.owner_references.as_ref()).is_some() {
+        if new.part_of_another() {
             return;
         }
         let (labels, old_labels) = (new.metadata.labels.as_ref(), old.and_then(|o| o.metadata.labels.as_ref()));
@@ -318,11 +312,15 @@ impl<S: ClusterState> Checker<'_, S> {
             &|_| false,
         );
 
-        let name = new.metadata.name.as_deref().unwrap_or("");
         if let Some(old) = old {
             self.queue_change("Job", get(old_labels, QUEUE), queue);
             if queue.is_some() && get(old_labels, QUEUE) == queue {
-                self.job_update(name, old, new).await;
+                let field = if parallelism(old) != parallelism(new) {
+                    "spec.parallelism".to_string()
+                } else {
+                    resources_changed(pod_spec(old), pod_spec(new)).unwrap_or_else(|| "spec.template.spec".into())
+                };
+                self.workload_update(old, new, &field).await;
             }
             return;
         }
@@ -338,7 +336,7 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         self.preset_node("spec.template.spec.nodeName", "Job", queue, pod_spec(new));
         let spec = self.queue(queue, &label_field(QUEUE)).await;
-        self.job_shape(new, spec.as_ref().map(|s| (queue, s)));
+        self.workload_shape(new, spec.as_ref().map(|s| (queue, s)));
     }
 
     fn not_held(&mut self, kind: &str, queue: &str) {
@@ -359,31 +357,30 @@ impl<S: ClusterState> Checker<'_, S> {
         }
     }
 
-    async fn job_update(&mut self, name: &str, old: &Job, new: &Job) {
-        let (p_old, p_new) = (parallelism(old), parallelism(new));
-        let resources = resources_changed(pod_spec(old), pod_spec(new));
-        let shape_changed = p_old != p_new
-            || resources.is_some()
-            || job_members(old) != job_members(new)
-            || [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY]
-                .iter()
-                .any(|k| get(old.metadata.annotations.as_ref(), k) != get(new.metadata.annotations.as_ref(), k));
-        if !shape_changed {
+    /// An update of a queued workload that changes its group's shape or the annotations that
+    /// shape it: refused while muster has placed the group, then checked as a new one would be.
+    async fn workload_update<W: Workload>(&mut self, old: &W, new: &W, resize_field: &str) {
+        let sized = |w: &W| workload::shape(w).map(|s| (s.members, s.requests)).ok();
+        let resized = sized(old) != sized(new);
+        let (a_old, a_new) = (old.meta().annotations.as_ref(), new.meta().annotations.as_ref());
+        let annotated = [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY]
+            .iter()
+            .any(|k| get(a_old, k) != get(a_new, k));
+        if !resized && !annotated {
             return;
         }
         // Suspending in the same update is what we ask for: the pods go, and muster requeues.
-        if (p_old != p_new || resources.is_some()) && !suspended(new) {
-            let field =
-                if p_old != p_new { "spec.parallelism".to_string() } else { resources.clone().unwrap_or_default() };
-            self.placed_resize("Job", name, &field).await;
+        if resized && !new.held() {
+            let name = new.meta().name.as_deref().unwrap_or("");
+            self.placed_resize(W::kind().kind, name, resize_field).await;
         }
-        let queue = get(new.metadata.labels.as_ref(), QUEUE).unwrap_or("");
+        let queue = new.queue().unwrap_or("");
         // The queue was checked at creation; now only its quota matters, if it is still there.
         let spec = match self.state.queue(queue).await {
             Ok(Some(q)) => Some(q.spec.clone()),
             _ => None,
         };
-        self.job_shape(new, spec.as_ref().map(|s| (queue, s)));
+        self.workload_shape(new, spec.as_ref().map(|s| (queue, s)));
     }
 
     async fn jobset(&mut self, new: &JobSet, old: Option<&JobSet>) {
@@ -408,7 +405,6 @@ impl<S: ClusterState> Checker<'_, S> {
                 self.reserved(&format!("{base}.annotations"), a_old, m_new.annotations.as_ref(), &|_| false);
             }
         }
-        let name = new.metadata.name.as_deref().unwrap_or("");
         // On update too: the JobSet's templates are mutable (unlike a Job's pod template), and
         // its pods must never go to another scheduler.
         if let Some(queue) = queue {
@@ -427,20 +423,8 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         if let Some(old) = old {
             self.queue_change("JobSet", get(old.metadata.labels.as_ref(), QUEUE), queue);
-            let Some(queue) = queue.filter(|q| get(old.metadata.labels.as_ref(), QUEUE) == Some(*q)) else { return };
-            let (members, requests) = (jobset_members(new), jobset_requests(new));
-            let resized = members != jobset_members(old) || requests != jobset_requests(old);
-            if resized && !held(new) {
-                self.placed_resize("JobSet", name, "spec.replicatedJobs").await;
-            }
-            let changed =
-                |k: &str| get(old.metadata.annotations.as_ref(), k) != get(new.metadata.annotations.as_ref(), k);
-            if resized || [DURATION, MIN_MEMBERS, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY].into_iter().any(changed) {
-                let spec = match self.state.queue(queue).await {
-                    Ok(Some(q)) => Some(q.spec.clone()),
-                    _ => None,
-                };
-                self.jobset_shape(new, spec.as_ref().map(|s| (queue, s)));
+            if queue.is_some() && get(old.metadata.labels.as_ref(), QUEUE) == queue {
+                self.workload_update(old, new, "spec.replicatedJobs").await;
             }
             return;
         }
@@ -449,113 +433,27 @@ impl<S: ClusterState> Checker<'_, S> {
             self.not_held("JobSet", queue);
         }
         let spec = self.queue(queue, &label_field(QUEUE)).await;
-        self.jobset_shape(new, spec.as_ref().map(|s| (queue, s)));
+        self.workload_shape(new, spec.as_ref().map(|s| (queue, s)));
     }
 
-    /// A JobSet as one group: its size, alike placement of its replicated Jobs (the graph places
-    /// identical members), annotation values, and whether it can ever fit its queue.
-    fn jobset_shape(&mut self, js: &JobSet, queue: Option<(&str, &QueueSpec)>) {
-        let field = "spec.replicatedJobs";
-        let members = jobset_members(js);
-        if members > i64::from(MAX_MEMBERS) {
-            self.refuse(format!(
-                "{field}: {members} pods are more than one group may have (at most {MAX_MEMBERS}); split the JobSet"
-            ));
-            return;
-        }
-        if get(js.metadata.annotations.as_ref(), MIN_MEMBERS).is_some() {
-            self.refuse(format!(
-                "{}: a JobSet starts with all its pods (muster does not shrink JobSets); remove it",
-                annotation_field(MIN_MEMBERS)
-            ));
-        }
-        let pods: Vec<&PodSpec> = js
-            .spec
-            .replicated_jobs
-            .iter()
-            .filter_map(|r| r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref()))
-            .collect();
-        let placement = |p: &PodSpec| {
-            let required = p
-                .affinity
-                .as_ref()
-                .and_then(|a| a.node_affinity.as_ref())
-                .and_then(|n| n.required_during_scheduling_ignored_during_execution.clone());
-            (p.node_selector.clone(), required, p.tolerations.clone(), p.priority_class_name.clone())
+    /// A queued workload as one group, sized by the function the controller sizes it with
+    /// (every field at fault is named), and whether it can ever fit its queue.
+    fn workload_shape<W: Workload>(&mut self, w: &W, queue: Option<(&str, &QueueSpec)>) {
+        let shape = match workload::shape(w) {
+            Ok(shape) => shape,
+            Err(errors) => return self.out.extend(errors),
         };
-        if let Some(i) = pods.iter().position(|p| placement(p) != placement(pods[0])) {
-            self.refuse(format!(
-                "spec.replicatedJobs[{i}].template.spec.template.spec: asks for other nodes than \
-                 spec.replicatedJobs[0] (nodeSelector, required node affinity, tolerations or priorityClassName \
-                 differ); muster places a JobSet as one group of alike members, so make them the same, or submit \
-                 separate JobSets"
-            ));
-        }
-        self.duration(js.metadata.annotations.as_ref());
-        self.topology(js.metadata.annotations.as_ref());
-        if let (Some((name, spec)), Ok(n @ 1..)) = (queue, u64::try_from(members)) {
-            let fix = format!(
-                "lower {field} (replicas, parallelism) or the pods' resource requests, or use a queue with a larger quota"
-            );
-            if let Some(m) = never_fits(name, spec, n, &jobset_requests(js), field, &fix) {
-                self.refuse(m);
-            }
-        }
-    }
-
-    /// Size and annotation values of a queued Job, and whether it can ever fit its queue.
-    fn job_shape(&mut self, job: &Job, queue: Option<(&str, &QueueSpec)>) {
-        let ann = job.metadata.annotations.as_ref();
-        let p = parallelism(job);
-        if p > i64::from(MAX_MEMBERS) {
-            self.refuse(format!(
-                "spec.parallelism: {p} pods are more than one group may have (at most {MAX_MEMBERS}); split the job"
-            ));
-            return;
-        }
-        let members = job_members(job);
-        let mut count = (members, "spec.parallelism".to_string());
-        if let Some(v) = get(ann, MIN_MEMBERS) {
-            let field = annotation_field(MIN_MEMBERS);
-            match v.trim().parse::<i64>() {
-                Ok(m) if (1..=members.max(1)).contains(&m) => count = (m.min(members), field),
-                Ok(m) => self.refuse(format!(
-                    "{field}: {m} is outside 1..={}; set the fewest pods the job can start with, from 1 to \
-                     spec.parallelism ({}), or remove it for a job that starts with all its pods",
-                    members.max(1),
-                    members.max(1)
-                )),
-                Err(_) => self.refuse(format!(
-                    "{field}: {v:?} is not a whole number; set the fewest pods the job can start with, from 1 to \
-                     spec.parallelism ({})",
-                    members.max(1)
-                )),
-            }
-        }
-        self.duration(ann);
-        self.topology(ann);
-        if let (Some((name, spec)), Some(pod), Ok(n @ 1..)) = (queue, pod_spec(job), u64::try_from(count.0)) {
-            let fix = format!("lower {} or the pods' resource requests, or use a queue with a larger quota", count.1);
-            if let Some(m) = never_fits(name, spec, n, &pod_requests(pod), &count.1, &fix) {
+        if let (Some((name, spec)), Ok(n @ 1..)) = (queue, u64::try_from(shape.members.min)) {
+            let field = &shape.count_field;
+            let fix = format!("lower {field} or the pods' resource requests, or use a queue with a larger quota");
+            if let Some(m) = never_fits(name, spec, n, &member_requests(&shape.requests), field, &fix) {
                 self.refuse(m);
             }
         }
     }
 
     fn duration(&mut self, ann: Option<&Labels>) {
-        if let Some(v) = get(ann, DURATION)
-            && !v.trim().parse::<u64>().is_ok_and(|d| d <= MAX_DURATION)
-        {
-            self.refuse(format!(
-                "{}: {v:?} is not a whole number of seconds from 0 to {MAX_DURATION}; set the expected run \
-                 time in seconds, such as \"3600\" (or remove it)",
-                annotation_field(DURATION)
-            ));
-        }
-    }
-
-    fn topology(&mut self, ann: Option<&Labels>) {
-        if let Err(m) = annotated_topology(ann) {
+        if let Err(m) = annotated_duration(ann) {
             self.refuse(m);
         }
     }
@@ -895,26 +793,6 @@ fn pod_name(pod: &Pod) -> String {
         (_, Some(g)) if !g.is_empty() => format!("{g}*"),
         _ => "(unnamed)".to_string(),
     }
-}
-
-/// Pods of a JobSet that run at once: every child Job's.
-fn jobset_members(js: &JobSet) -> i64 {
-    js.spec.replicated_jobs.iter().map(|r| r.replicas().max(0) * r.pods_per_job().max(0)).sum()
-}
-
-/// One member of a JobSet asks for the most any of its pods asks of each resource (members are
-/// alike).
-fn jobset_requests(js: &JobSet) -> Amounts {
-    let mut out = Amounts::new();
-    for r in &js.spec.replicated_jobs {
-        for (k, v) in
-            r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref()).map(pod_requests).unwrap_or_default()
-        {
-            let e = out.entry(k).or_default();
-            *e = (*e).max(v);
-        }
-    }
-    out
 }
 
 /// The first resource field that differs between two pod specs, such as

@@ -77,8 +77,8 @@ async fn a_jobset_is_refused_what_a_job_is_and_what_one_group_cannot_be() {
     assert_eq!(
         check(&create(&big)).await.unwrap_err(),
         "spec.replicatedJobs: 5 pods x cpu 2 = cpu 10, but queue team-a allows at most cpu 8 (nominal 8; no cohort \
-         to borrow from), so the group could never start; lower spec.replicatedJobs (replicas, parallelism) or the \
-         pods' resource requests, or use a queue with a larger quota"
+         to borrow from), so the group could never start; lower spec.replicatedJobs or the pods' resource \
+         requests, or use a queue with a larger quota"
     );
     // Members are alike: the largest pod counts for all (the driver asks 4 cpu: 5 x 4 = 20).
     let mut wide = held(jobset("wide", Some("team-a"), 1, "1"));

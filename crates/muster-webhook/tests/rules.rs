@@ -549,7 +549,7 @@ async fn bad_sizes_and_durations_are_refused_with_what_to_set() {
     j["spec"]["completions"] = json!(2_000_000);
     assert_eq!(
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
-        "spec.parallelism: 2000000 pods are more than one group may have (at most 1000000); split the job"
+        "spec.parallelism: 2000000 pods are more than one group may have (at most 1000000); split the Job"
     );
     let bad_name = gated(pod("w-0", "ml", json!({"muster.dev/group": "My_Group", QUEUE: "open"})));
     assert_eq!(
@@ -592,8 +592,12 @@ async fn an_admitted_group_keeps_its_size_until_suspended() {
     let c = WebhookConfig::default();
     let mut old = held(job("train", Some("team-a"), 4, "1"));
     old["spec"]["suspend"] = json!(false);
-    let mut wider = old.clone();
-    wider["spec"]["parallelism"] = json!(6);
+    // Parallelism beyond completions changes nothing placed: the group stays 4 pods.
+    let mut idle = old.clone();
+    idle["spec"]["parallelism"] = json!(6);
+    assert_eq!(check_with(&request("UPDATE", TENANT, JOB, &idle, Some(&old)), &c, &s).await, Ok(()));
+    let mut wider = idle.clone();
+    wider["spec"]["completions"] = json!(6);
     assert_eq!(
         check_with(&request("UPDATE", TENANT, JOB, &wider, Some(&old)), &c, &s).await.unwrap_err(),
         "spec.parallelism: job train is running (its Group is Running) and muster has placed its pods for the \

@@ -252,7 +252,7 @@ async fn default_queue(client: &Client) -> Result<()> {
 async fn controller_kubeconfig(client: &Client, config: &Config, dir: &Path, seconds: i64) -> Result<()> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), SERVICE_NAMESPACE);
     let request = TokenRequest {
-        spec: TokenRequestSpec { audiences: Vec::new(), expiration_seconds: Some(seconds), bound_object_ref: None },
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(seconds), ..TokenRequestSpec::default() }),
         ..TokenRequest::default()
     };
     let token = accounts
@@ -260,8 +260,8 @@ async fn controller_kubeconfig(client: &Client, config: &Config, dir: &Path, sec
         .await
         .context("requesting a token for serviceaccount muster-system/muster")?
         .status
-        .ok_or_else(|| anyhow!("the TokenRequest came back without a token"))?
-        .token;
+        .and_then(|s| s.token)
+        .ok_or_else(|| anyhow!("the TokenRequest came back without a token"))?;
     let mut cluster = format!("    server: {}\n", config.cluster_url.to_string().trim_end_matches('/'));
     if let Some(roots) = &config.root_cert {
         let pem: String = roots.iter().map(|der| pem_certificate(der)).collect();

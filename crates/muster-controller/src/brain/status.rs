@@ -41,7 +41,7 @@ impl<S: Store> Brain<S> {
             if let Some(st) = fresh.get_mut(queue) {
                 let amounts: Vec<(String, u64)> =
                     held.iter().filter(|(_, a)| **a > 0).map(|(r, a)| (r.clone(), *a)).collect();
-                st.usage = convert::requests_to_resources(&amounts);
+                st.usage = muster_k8s::workload::requests_to_resources(amounts.iter().map(|(r, a)| (r, a)));
             }
         }
         self.metrics.set_groups(&fresh);

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
-use kube::Resource;
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
-use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL, job_pods, jobset_owner};
-use muster_k8s::group::{Members, OwnerReference, annotated_topology};
+use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL};
+use muster_k8s::group::Members;
 use muster_k8s::pod::{self, Placement, amount_of, placement};
-use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, Quantity, labels};
+use muster_k8s::workload::{self, Workload, requests_to_resources};
+use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, labels};
 use muster_queue::GroupKey;
 
 /// The Job controller's label naming a pod's Job.
@@ -337,7 +337,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     Ok(GroupObjectSpec {
         queue,
         members: Members { min, max: (size != min).then_some(size) },
-        resources: requests_to_resources(&pod.requests),
+        resources: requests_to_resources(pod.requests.iter().map(|(r, a)| (r, a))),
         node_selector: placement.node_selector,
         affinity: placement.affinity,
         tolerations: placement.tolerations,
@@ -405,20 +405,6 @@ pub fn exceeds(requests: &[(String, u64)], member: &[(String, u64)]) -> Option<S
     (!over.is_empty()).then(|| over.join(", "))
 }
 
-pub(crate) fn requests_to_resources(requests: &[(String, u64)]) -> BTreeMap<String, Quantity> {
-    requests
-        .iter()
-        .map(|(r, a)| {
-            let q = if r == "cpu" {
-                Quantity::Text(format!("{a}m"))
-            } else {
-                Quantity::Int(i64::try_from(*a).unwrap_or(i64::MAX))
-            };
-            (r.clone(), q)
-        })
-        .collect()
-}
-
 /// What a pod asks of its node (muster_k8s::pod::requests), in the graph's form.
 pub fn pod_requests(spec: &PodSpec) -> Vec<(String, u64)> {
     pod::requests(spec).into_iter().collect()
@@ -444,100 +430,29 @@ pub struct JobView {
 }
 
 pub fn job_view(job: &Job) -> Option<JobView> {
-    let meta = &job.metadata;
-    let queue = meta.labels.as_ref()?.get(labels::QUEUE)?.clone();
-    // A JobSet's child Job (its template may carry the queue label) is part of the JobSet's group.
-    if jobset_owner(meta.owner_references.as_ref()).is_some() {
+    workload_view(job)
+}
+
+/// The view of any held kind with the queue label: the group it is and how it is held.
+fn workload_view<W: Workload>(w: &W) -> Option<JobView> {
+    let queue = w.queue()?.to_string();
+    if w.part_of_another() {
         return None;
     }
+    let meta = w.meta();
     let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
-    let spec = job.spec.as_ref()?;
-    let finished = job
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|c| c.status == "True")
-        .find_map(|c| match c.type_.as_str() {
-            "Complete" => Some(true),
-            "Failed" => Some(false),
-            _ => None,
-        });
-    let annotations = meta.annotations.clone().unwrap_or_default();
+    let annotated = |k: &str| meta.annotations.as_ref().is_some_and(|a| a.contains_key(k));
     Some(JobView {
         key: GroupKey::new(&namespace, &name),
-        uid: uid.clone(),
-        queue: queue.clone(),
-        suspended: spec.suspend.unwrap_or(false),
-        finished,
-        resume_requested: annotations.contains_key(labels::RESUME_REQUESTED),
-        suspend_requested: annotations.contains_key(labels::SUSPEND_REQUESTED),
+        uid,
+        suspended: w.held(),
+        finished: w.finished(),
+        resume_requested: annotated(labels::RESUME_REQUESTED),
+        suspend_requested: annotated(labels::SUSPEND_REQUESTED),
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
         deleting: meta.deletion_timestamp.is_some(),
-        group: group_spec(job, &queue, &name, &uid, &annotations),
-    })
-}
-
-/// The Group object of a Job: members from parallelism capped by completions (and the
-/// min-members annotation), one member's requests and constraints from the pod template.
-fn group_spec(
-    job: &Job,
-    queue: &str,
-    name: &str,
-    uid: &str,
-    annotations: &BTreeMap<String, String>,
-) -> Result<GroupObjectSpec, String> {
-    let spec = job.spec.as_ref().ok_or("the Job has no spec")?;
-    let pod = spec.template.spec.as_ref().ok_or("spec.template.spec is missing")?;
-    let size = muster_k8s::job::members(spec);
-    if size < 1 {
-        return Err(format!(
-            "spec.parallelism and spec.completions allow {size} pods at once; muster needs at least 1 pod"
-        ));
-    }
-    let min = int_annotation(annotations, labels::MIN_MEMBERS)?.unwrap_or(size);
-    let owner = OwnerReference {
-        api_version: "batch/v1".into(),
-        kind: "Job".into(),
-        name: name.to_string(),
-        uid: Some(uid.to_string()),
-    };
-    let members = Members { min, max: (size != min).then_some(size) };
-    let mut g = shaped(pod, &pod_requests(pod), queue, members, owner)?;
-    g.duration_seconds = int_annotation(annotations, labels::DURATION)?;
-    g.topology = annotated_topology(Some(annotations))?;
-    Ok(g)
-}
-
-fn int_annotation(annotations: &BTreeMap<String, String>, key: &str) -> Result<Option<i64>, String> {
-    annotations
-        .get(key)
-        .map(|v| v.parse::<i64>().map_err(|_| format!("annotation {key}: {v:?} is not an integer")))
-        .transpose()
-}
-
-/// A Group object of `members` members with `requests` each, placed as `pod` asks (node
-/// selector, required node affinity, tolerations, priority class).
-fn shaped(
-    pod: &PodSpec,
-    requests: &[(String, u64)],
-    queue: &str,
-    members: Members,
-    owner: OwnerReference,
-) -> Result<GroupObjectSpec, String> {
-    let Placement { node_selector, affinity, tolerations } = placement(pod, "spec.template.spec")?;
-    Ok(GroupObjectSpec {
-        queue: queue.to_string(),
-        members,
-        resources: requests_to_resources(requests),
-        node_selector,
-        affinity,
-        tolerations,
-        topology: None,
-        priority_class_name: pod.priority_class_name.clone(),
-        duration_seconds: None,
-        owner: Some(owner),
+        group: workload::shape(w).map(|s| s.group_spec(w, &queue)).map_err(|e| e.join("; ")),
+        queue,
     })
 }
 
@@ -569,95 +484,15 @@ impl JobSetView {
 }
 
 pub fn jobset_view(js: &JobSet) -> Option<JobSetView> {
-    let meta = &js.metadata;
-    let queue = meta.labels.as_ref()?.get(labels::QUEUE)?.clone();
-    let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
-    let annotations = meta.annotations.clone().unwrap_or_default();
+    let job = workload_view(js)?;
+    let n = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
     let replicated = js
         .spec
         .replicated_jobs
         .iter()
-        .map(|r| {
-            let n = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
-            (r.name.clone(), n(r.replicas()), n(r.pods_per_job()))
-        })
+        .map(|r| (r.name.clone(), n(r.replicas()), n(r.template.spec.as_ref().map_or(1, workload::job::members))))
         .collect();
-    Some(JobSetView {
-        job: JobView {
-            key: GroupKey::new(&namespace, &name),
-            uid: uid.clone(),
-            queue: queue.clone(),
-            suspended: js.spec.suspend.unwrap_or(false),
-            finished: js.finished(),
-            resume_requested: annotations.contains_key(labels::RESUME_REQUESTED),
-            suspend_requested: annotations.contains_key(labels::SUSPEND_REQUESTED),
-            created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-            deleting: meta.deletion_timestamp.is_some(),
-            group: jobset_group_spec(js, &queue, &name, &uid, &annotations),
-        },
-        replicated,
-    })
-}
-
-/// The Group object of a JobSet: one group of every pod of every child Job, members all alike
-/// (the graph places identical members): each asks for the most any replicated Job's pod asks of
-/// each resource, and all replicated Jobs must ask for the same nodes.
-fn jobset_group_spec(
-    js: &JobSet,
-    queue: &str,
-    name: &str,
-    uid: &str,
-    annotations: &BTreeMap<String, String>,
-) -> Result<GroupObjectSpec, String> {
-    let mut pods = Vec::new();
-    let mut members = 0i64;
-    for (i, r) in js.spec.replicated_jobs.iter().enumerate() {
-        let job = r.template.spec.as_ref().ok_or(format!("spec.replicatedJobs[{i}].template.spec is missing"))?;
-        let pod = job
-            .template
-            .spec
-            .as_ref()
-            .ok_or(format!("spec.replicatedJobs[{i}].template.spec.template.spec is missing"))?;
-        members += r.replicas().max(0) * job_pods(job).max(0);
-        pods.push(pod);
-    }
-    if members < 1 {
-        return Err("spec.replicatedJobs: the JobSet has no pods; muster needs at least 1".into());
-    }
-    let mut requests: BTreeMap<String, u64> = BTreeMap::new();
-    for pod in &pods {
-        for (r, a) in pod_requests(pod) {
-            let e = requests.entry(r).or_default();
-            *e = (*e).max(a);
-        }
-    }
-    let requests: Vec<(String, u64)> = requests.into_iter().collect();
-    let owner = OwnerReference {
-        api_version: JobSet::api_version(&()).into(),
-        kind: JobSet::kind(&()).into(),
-        name: name.to_string(),
-        uid: Some(uid.to_string()),
-    };
-    let members = Members { min: members, max: None };
-    let specs = pods
-        .iter()
-        .map(|pod| shaped(pod, &requests, queue, members, owner.clone()))
-        .collect::<Result<Vec<_>, String>>()?;
-    let first = &specs[0];
-    let placement = |g: &GroupObjectSpec| {
-        (g.node_selector.clone(), g.affinity.clone(), g.tolerations.clone(), g.priority_class_name.clone())
-    };
-    if let Some(i) = specs.iter().position(|g| placement(g) != placement(first)) {
-        return Err(format!(
-            "spec.replicatedJobs[{i}].template.spec.template.spec: asks for other nodes than spec.replicatedJobs[0] \
-             (nodeSelector, required node affinity, tolerations or priorityClassName differ); muster places a JobSet \
-             as one group of alike members, so make them the same, or submit separate JobSets"
-        ));
-    }
-    let mut g = specs.into_iter().next().expect("at least one replicated Job");
-    g.duration_seconds = int_annotation(annotations, labels::DURATION)?;
-    g.topology = annotated_topology(Some(annotations))?;
-    Ok(g)
+    Some(JobSetView { job, replicated })
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The views from real object shapes (JSON as the apiserver serves them).
 
 use super::*;
+use muster_k8s::Quantity;
 use muster_k8s::group::{TopologyConstraint, TopologyMode};
 use serde_json::json;
 
@@ -76,7 +77,7 @@ fn elastic_and_bad_annotations() {
     assert_eq!(v.group.unwrap().members, Members { min: 2, max: Some(4) });
     let v = job_view(&job(json!({"metadata": {"annotations": {"muster.dev/duration-seconds": "soon"}}}))).unwrap();
     let e = v.group.unwrap_err();
-    assert!(e.contains("muster.dev/duration-seconds") && e.contains("not an integer"), "{e}");
+    assert!(e.contains("muster.dev/duration-seconds") && e.contains("not a whole number of seconds"), "{e}");
 }
 
 #[test]

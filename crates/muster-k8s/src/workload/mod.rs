@@ -1,0 +1,251 @@
+//! One interface for every kind of workload muster queues and holds back as a whole (a Job, a
+//! JobSet, ...), and the registry of those kinds.
+//!
+//! A kind says what its object is made of ([`Workload`]: held or not, finished or not, its pod
+//! sets); everything else is computed here once for the webhook and the controller alike:
+//! [`shape`] is the one place a group's size and one member's requests come from, and
+//! [`Shape::group_spec`] the Group object muster keeps for it. The webhook checks a new object
+//! with the same function the controller later sizes its group with, so they cannot disagree.
+//!
+//! Adding a kind: one file here implementing [`Workload`] plus its entry in [`HELD_KINDS`];
+//! the webhook's registration and the RBAC in `deploy/rbac.yaml` are generated from that entry.
+
+pub mod job;
+pub mod jobset;
+pub mod rbac;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use muster_graph::jobspec::MAX_MEMBERS;
+
+use crate::group::{Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
+use crate::pod::{Amounts, Placement, placement, requests};
+use crate::{GroupSpec, Quantity, labels};
+
+/// A kind of object muster queues, as the webhook registers it and RBAC grants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind {
+    /// API group ("" for the core group).
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    /// What muster does to objects of the kind, for RBAC (it never creates or deletes them).
+    pub verbs: &'static [&'static str],
+    /// Why muster needs those verbs, written above the rule in `deploy/rbac.yaml`.
+    pub why: &'static str,
+}
+
+impl Kind {
+    /// `group/version` (`version` for the core group), as in an object's apiVersion.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// The name of one of the kind's admission webhooks (`jobs.mutate.muster.dev`).
+    pub fn hook_name(&self, verb: &str) -> String {
+        format!("{}.{verb}.{}", self.plural, crate::API_GROUP)
+    }
+}
+
+/// The kinds muster holds back by suspending them until their whole group is admitted.
+pub const HELD_KINDS: [&Kind; 2] = [&job::KIND, &jobset::KIND];
+
+/// Pods made from one template: where the template is and how many of its pods run at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodSet<'a> {
+    /// The path of the set in the object, such as `spec.replicatedJobs[1]`.
+    pub field: String,
+    /// The path of its pod template's spec, such as `spec.replicatedJobs[1].template.spec.template.spec`.
+    pub template_field: String,
+    /// Pods of the set that run at once (negative values read as 0).
+    pub count: i64,
+    pub template: &'a PodSpec,
+}
+
+/// A kind of workload muster queues and holds back as a whole.
+pub trait Workload {
+    /// The kind's registry entry.
+    fn kind() -> &'static Kind;
+
+    fn meta(&self) -> &ObjectMeta;
+
+    /// Held back (suspended): none of its pods exist or run.
+    fn held(&self) -> bool;
+
+    /// The boolean field that holds it back when true.
+    fn hold_field() -> &'static str {
+        "spec.suspend"
+    }
+
+    /// Some(succeeded) once it has finished.
+    fn finished(&self) -> Option<bool>;
+
+    /// Its pod sets, in the object's order, or what is missing (naming the field).
+    fn pod_sets(&self) -> Result<Vec<PodSet<'_>>, String>;
+
+    /// The field that sizes its group, for messages (`spec.parallelism`).
+    fn size_field() -> &'static str;
+
+    /// Whether the group may start with fewer members (annotation [`labels::MIN_MEMBERS`]).
+    fn elastic() -> bool;
+
+    /// Whether it is part of another workload's group (a JobSet's child Job), and so no group
+    /// of its own.
+    fn part_of_another(&self) -> bool {
+        false
+    }
+
+    /// The queue it names (label [`labels::QUEUE`]).
+    fn queue(&self) -> Option<&str> {
+        self.meta().labels.as_ref()?.get(labels::QUEUE).map(String::as_str)
+    }
+}
+
+/// A workload's group as muster places it: how many members, what one member asks, where the
+/// members may run, and what the owner's annotations add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    pub members: Members,
+    /// One member's requests: per resource, the most any pod set's pod asks (members are alike).
+    pub requests: Amounts,
+    pub placement: Placement,
+    pub priority_class_name: Option<String>,
+    pub duration_seconds: Option<i64>,
+    pub topology: Option<TopologyConstraint>,
+    /// What sets the member count that must fit at once, for messages (`spec.parallelism` or the
+    /// min-members annotation).
+    pub count_field: String,
+}
+
+/// The one computation of a workload's group: size, one member's requests, placement and the
+/// annotations. Errors name each field at fault and the fix, all of them at once.
+pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
+    let kind = W::kind().kind;
+    let sets = w.pod_sets().map_err(|e| vec![e])?;
+    let mut errors = Vec::new();
+    let size: i64 = sets.iter().map(|s| s.count.max(0)).sum();
+    let size_field = W::size_field();
+    if size < 1 {
+        errors.push(format!("{size_field}: the {kind} has no pods to run at once; muster needs at least 1"));
+    } else if size > i64::from(MAX_MEMBERS) {
+        errors.push(format!(
+            "{size_field}: {size} pods are more than one group may have (at most {MAX_MEMBERS}); split the {kind}"
+        ));
+    }
+    let annotations = w.meta().annotations.as_ref();
+    let annotation = |k: &str| annotations.and_then(|a| a.get(k));
+    let (mut min, mut count_field) = (size, size_field.to_string());
+    if let Some(v) = annotation(labels::MIN_MEMBERS) {
+        let field = annotation_field(labels::MIN_MEMBERS);
+        let most = size.max(1);
+        match v.trim().parse::<i64>() {
+            _ if !W::elastic() => errors.push(format!(
+                "{field}: a {kind} starts with all its pods (muster does not shrink {kind}s); remove it"
+            )),
+            Ok(m) if (1..=most).contains(&m) => (min, count_field) = (m.min(size), field),
+            Ok(m) => errors.push(format!(
+                "{field}: {m} is outside 1..={most}; set the fewest pods the job can start with, from 1 to \
+                 {size_field} ({most}), or remove it for a job that starts with all its pods"
+            )),
+            Err(_) => errors.push(format!(
+                "{field}: {v:?} is not a whole number; set the fewest pods the job can start with, from 1 to \
+                 {size_field} ({most})"
+            )),
+        }
+    }
+    let duration_seconds = annotated_duration(annotations).unwrap_or_else(|e| {
+        errors.push(e);
+        None
+    });
+    let topology = annotated_topology(annotations).unwrap_or_else(|e| {
+        errors.push(e);
+        None
+    });
+    let mut requests_per_member = Amounts::new();
+    let mut placements = Vec::new();
+    for set in &sets {
+        for (r, a) in requests(set.template) {
+            let e = requests_per_member.entry(r).or_default();
+            *e = (*e).max(a);
+        }
+        match placement(set.template, &set.template_field) {
+            Ok(p) => placements.push((set, (p, set.template.priority_class_name.clone()))),
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some((first, first_placement)) = placements.first()
+        && let Some((other, _)) = placements.iter().find(|(_, p)| p != first_placement)
+    {
+        errors.push(format!(
+            "{}: asks for other nodes than {} (nodeSelector, required node affinity, tolerations or \
+             priorityClassName differ); muster places a {kind} as one group of alike members, so make them the \
+             same, or submit separate {kind}s",
+            other.template_field, first.field
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let (_, (placement, priority_class_name)) = placements.into_iter().next().expect("a size of at least 1");
+    Ok(Shape {
+        members: Members { min, max: (size != min).then_some(size) },
+        requests: requests_per_member,
+        placement,
+        priority_class_name,
+        duration_seconds,
+        topology,
+        count_field,
+    })
+}
+
+impl Shape {
+    /// The Group object muster keeps for the workload `w` in `queue`, owned by it.
+    pub fn group_spec<W: Workload>(self, w: &W, queue: &str) -> GroupSpec {
+        let kind = W::kind();
+        let meta = w.meta();
+        GroupSpec {
+            queue: queue.to_string(),
+            members: self.members,
+            resources: requests_to_resources(&self.requests),
+            node_selector: self.placement.node_selector,
+            affinity: self.placement.affinity,
+            tolerations: self.placement.tolerations,
+            topology: self.topology,
+            priority_class_name: self.priority_class_name,
+            duration_seconds: self.duration_seconds,
+            owner: Some(OwnerReference {
+                api_version: kind.api_version(),
+                kind: kind.kind.to_string(),
+                name: meta.name.clone().unwrap_or_default(),
+                uid: meta.uid.clone(),
+            }),
+        }
+    }
+}
+
+/// Requests in base units as a Group object's `spec.resources` (cpu in millicores).
+pub fn requests_to_resources<'a>(
+    requests: impl IntoIterator<Item = (&'a String, &'a u64)>,
+) -> BTreeMap<String, Quantity> {
+    requests
+        .into_iter()
+        .map(|(r, a)| {
+            let q = if r == "cpu" {
+                Quantity::Text(format!("{a}m"))
+            } else {
+                Quantity::Int(i64::try_from(*a).unwrap_or(i64::MAX))
+            };
+            (r.clone(), q)
+        })
+        .collect()
+}
+
+fn annotation_field(key: &str) -> String {
+    format!("metadata.annotations[{key}]")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+use k8s_openapi::api::batch::v1::Job;
+use serde_json::json;
+
+use super::*;
+use crate::external::JobSet;
+use crate::group::TopologyMode;
+
+fn job(annotations: serde_json::Value, spec: serde_json::Value) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml", "uid": "u1", "labels": {"muster.dev/queue": "gpu"},
+                     "annotations": annotations},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn pod(cpu: &str, selector: serde_json::Value) -> serde_json::Value {
+    json!({"nodeSelector": selector, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]})
+}
+
+fn jobset(jobs: serde_json::Value) -> JobSet {
+    serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "ring", "namespace": "ml", "uid": "u2"},
+        "spec": {"suspend": true, "replicatedJobs": jobs},
+    }))
+    .unwrap()
+}
+
+fn replicated(name: &str, replicas: i32, parallelism: i32, pod: serde_json::Value) -> serde_json::Value {
+    json!({"name": name, "replicas": replicas, "template": {"spec": {"parallelism": parallelism, "template": {"spec": pod}}}})
+}
+
+#[test]
+fn an_elastic_job_is_sized_from_parallelism_and_its_annotations() {
+    let j = job(
+        json!({"muster.dev/min-members": "2", "muster.dev/duration-seconds": "600", "muster.dev/required-topology": "rack"}),
+        json!({"parallelism": 4, "completions": 8, "suspend": true, "template": {"spec": pod("1500m", json!({"pool": "a"}))}}),
+    );
+    let s = shape(&j).unwrap();
+    assert_eq!(s.members, Members { min: 2, max: Some(4) });
+    assert_eq!(s.requests, Amounts::from([("cpu".to_string(), 1500)]));
+    assert_eq!(s.count_field, "metadata.annotations[muster.dev/min-members]");
+    assert_eq!((s.duration_seconds, s.topology.clone().map(|t| t.mode)), (Some(600), Some(TopologyMode::Required)));
+    let g = s.group_spec(&j, "gpu");
+    assert_eq!(g.resources["cpu"], Quantity::Text("1500m".into()));
+    assert_eq!(g.node_selector["pool"], "a");
+    let owner = g.owner.unwrap();
+    assert_eq!(
+        (owner.api_version.as_str(), owner.kind.as_str(), owner.name.as_str(), owner.uid.as_deref()),
+        ("batch/v1", "Job", "train", Some("u1"))
+    );
+    assert!(j.held() && j.finished().is_none() && !j.part_of_another());
+    assert_eq!(j.queue(), Some("gpu"));
+}
+
+#[test]
+fn every_bad_field_is_named_at_once() {
+    let j = job(
+        json!({"muster.dev/min-members": "5", "muster.dev/duration-seconds": "1h",
+               "muster.dev/required-topology": "rack", "muster.dev/preferred-topology": "block"}),
+        json!({"parallelism": 2, "template": {"spec": pod("1", json!({}))}}),
+    );
+    let errors = shape(&j).unwrap_err();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(errors[0].starts_with("metadata.annotations[muster.dev/min-members]: 5 is outside 1..=2"), "{errors:?}");
+    assert!(errors[1].starts_with("metadata.annotations[muster.dev/duration-seconds]: \"1h\" is not a whole number"));
+    assert!(errors[2].contains("are both set"), "{errors:?}");
+    let empty = job(json!({}), json!({"parallelism": 0, "template": {"spec": pod("1", json!({}))}}));
+    assert_eq!(
+        shape(&empty).unwrap_err(),
+        ["spec.parallelism: the Job has no pods to run at once; muster needs at least 1"]
+    );
+    let huge = job(json!({}), json!({"parallelism": 2_000_000, "template": {"spec": pod("1", json!({}))}}));
+    assert_eq!(
+        shape(&huge).unwrap_err(),
+        ["spec.parallelism: 2000000 pods are more than one group may have (at most 1000000); split the Job"]
+    );
+    let no_template = job(json!({}), json!({"parallelism": 1, "template": {}}));
+    assert_eq!(shape(&no_template).unwrap_err(), ["spec.template.spec is missing"]);
+}
+
+#[test]
+fn a_jobset_is_one_group_of_alike_members_sized_by_every_replicated_job() {
+    let js = jobset(json!([
+        replicated("workers", 2, 4, pod("2", json!({"pool": "a"}))),
+        replicated(
+            "driver",
+            1,
+            1,
+            json!({"nodeSelector": {"pool": "a"}, "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]})
+        ),
+    ]));
+    let s = shape(&js).unwrap();
+    assert_eq!(s.members, Members { min: 9, max: None });
+    assert_eq!(
+        s.requests,
+        Amounts::from([("cpu".to_string(), 2000), ("memory".to_string(), 1 << 30)]),
+        "a member asks the most any pod asks of each resource"
+    );
+    let g = s.group_spec(&js, "q");
+    assert_eq!(g.owner.map(|o| (o.api_version, o.kind)), Some(("jobset.x-k8s.io/v1alpha2".into(), "JobSet".into())));
+
+    let apart = jobset(json!([
+        replicated("workers", 1, 1, pod("1", json!({"pool": "a"}))),
+        replicated("driver", 1, 1, pod("1", json!({"pool": "b"}))),
+    ]));
+    let e = shape(&apart).unwrap_err();
+    assert!(
+        e[0].starts_with(
+            "spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes than spec.replicatedJobs[0]"
+        ),
+        "{e:?}"
+    );
+    let mut shrunk = jobset(json!([replicated("w", 1, 2, pod("1", json!({})))]));
+    shrunk.metadata.annotations = Some([("muster.dev/min-members".to_string(), "1".to_string())].into());
+    assert_eq!(
+        shape(&shrunk).unwrap_err(),
+        ["metadata.annotations[muster.dev/min-members]: a JobSet starts with all its pods (muster does not shrink \
+             JobSets); remove it"]
+    );
+    assert_eq!(
+        shape(&jobset(json!([]))).unwrap_err(),
+        ["spec.replicatedJobs: the JobSet has no pods to run at once; muster needs at least 1"]
+    );
+}
+
+#[test]
+fn kinds_name_their_api_and_hooks() {
+    assert_eq!(job::KIND.api_version(), "batch/v1");
+    assert_eq!(jobset::KIND.hook_name("mutate"), "jobsets.mutate.muster.dev");
+    let plurals: Vec<_> = HELD_KINDS.iter().map(|k| k.plural).collect();
+    assert_eq!(plurals, ["jobs", "jobsets"]);
+}
