@@ -9,7 +9,8 @@
 # scheduler up (hack/peers/NAME.sh up; muster: hack/e2e/muster.sh), create its cluster-wide objects
 # (Kueue: `muster-harness objects --peer kueue --setup`), then `muster-harness run` submits each Job
 # of the scenario (seed $SEED, default 1) at its time, with the peer's own objects, waits until all
-# end (or $TIMEOUT s, default 1800) and writes OUT_DIR/PEER.json. Beside it OUT_DIR/PEER.cost.json:
+# end (or $TIMEOUT s, default 1800) and writes OUT_DIR/PEER.json (with the Jobs' waits for their first
+# bind and bounded slowdowns, overall and per class). Beside it OUT_DIR/PEER.cost.json:
 # the CPU seconds of the scheduler's own processes (kube-scheduler for default and native, Kueue's
 # manager plus kube-scheduler for kueue) and the
 # write requests the apiserver served during the run (every client: the Job controller and KWOK
@@ -105,10 +106,15 @@ for peer in "$@"; do
 import json, sys
 r, c, peer = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 t = r.get("topology") or {}
+w = r.get("waits") or {}
+o = w.get("overall") or {}
+longest = ", ".join("%s %s" % (k, v.get("max_s")) for k, v in sorted((w.get("classes") or {}).items()))
 print("%s: completed %s failed %s unfinished %s makespan %s s; spread %s/%s (required %s); scheduler cpu %s s; "
-      "apiserver writes %s" % (peer, r["completed"], r["failed"], r["unfinished"], r["makespan_s"],
+      "apiserver writes %s; wait mean/p95/max %s/%s/%s s (%s never bound), bounded slowdown %s; "
+      "longest wait by class (s): %s" % (peer, r["completed"], r["failed"], r["unfinished"], r["makespan_s"],
       t.get("spread", "-"), t.get("constrained", "-"), t.get("spread_required", "-"), c["scheduler_cpu_s"],
-      c["apiserver_writes"]))' \
+      c["apiserver_writes"], o.get("mean_s", "-"), o.get("p95_s", "-"), o.get("max_s", "-"),
+      o.get("unbound", "-"), o.get("bounded_slowdown", "-"), longest or "-"))' \
     "$out_dir/$peer.json" "$out_dir/$peer.cost.json" "$peer"
   [[ $peer == muster ]] && muster_down
   [[ -x $hack_dir/peers/$peer.sh ]] && "$hack_dir/peers/$peer.sh" down

@@ -42,6 +42,88 @@ pub struct RealResult {
     /// ran in more than one domain of its level; absent when no job has a constraint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologySpread>,
+    /// How long the Jobs waited for their first bind, overall and per job class; absent when
+    /// there were no Jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<Waits>,
+}
+
+/// Each Job's wait (its creation -> the first of its pods bound) and run (that bind -> the Job's
+/// end), overall and by the class of its job record (1 s timestamps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Waits {
+    pub overall: WaitStats,
+    /// Keyed by [`JobRecord::class`]; a Job without a record counts only in `overall`.
+    pub classes: BTreeMap<String, WaitStats>,
+}
+
+/// The figures of `muster sim`'s report ([`muster_sim::metrics::stats`], nearest-rank p95, and
+/// [`muster_sim::metrics::bounded_slowdown`]), so that the two compare directly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitStats {
+    /// Jobs that had a pod bound: the waits.
+    pub count: usize,
+    /// Jobs that never had a pod bound (left out of every figure here).
+    pub unbound: usize,
+    pub mean_s: Option<f64>,
+    pub p95_s: Option<f64>,
+    pub max_s: Option<f64>,
+    /// Mean of max(1, (wait + run) / max(run, 10 s)) over the jobs of `count` that ended
+    /// (Complete or Failed); none when none did.
+    pub bounded_slowdown: Option<f64>,
+}
+
+/// The waits and runs of `items` (see [`Waits`]), classed by the records of the same name.
+///
+/// The slowdown bound is muster-sim's `SLOWDOWN_BOUND_MS` (10 s), not scaled: a scenario carries
+/// no time scale (the `-sixtieth` copies have their run times and arrival gaps written at 1/60,
+/// and the jobs file holds those scaled times), and `muster sim` applies the same 10 s bound to
+/// the same scenario, so the two slowdowns stay comparable. At 1/60 a 10 s bound stands for
+/// 10 min of the full-scale scenario: it bounds more of the short jobs than there.
+pub fn waits(items: &[Job], pods: &[Pod], jobs: &[JobRecord]) -> Option<Waits> {
+    use muster_sim::metrics::{bounded_slowdown, stats};
+    if items.is_empty() {
+        return None;
+    }
+    let mut first_bind: HashMap<String, f64> = HashMap::new();
+    for p in pods {
+        if let (Some(name), Some(b)) = (job_name(p), bound_at(p)) {
+            let t = first_bind.entry(name).or_insert(b);
+            *t = t.min(b);
+        }
+    }
+    let class_of: HashMap<&str, &str> = jobs.iter().map(|j| (j.name.as_str(), j.class.as_str())).collect();
+    let ms = |s: f64| (s * 1000.0).round() as i64;
+    // (unbound, waits, (wait, run) of those that ended), overall and per class.
+    type Acc = (usize, Vec<i64>, Vec<(i64, i64)>);
+    let (mut all, mut by_class): (Acc, BTreeMap<&str, Acc>) = Default::default();
+    for j in items {
+        let name = j.metadata.name.as_deref().unwrap_or_default();
+        let bind = first_bind.get(name).copied();
+        let wait_run = bind.map(|b| (ms(b - created(&j.metadata)), job_end(j).1.map(|e| ms(e - b))));
+        for a in std::iter::once(&mut all).chain(class_of.get(name).map(|c| by_class.entry(c).or_default())) {
+            match wait_run {
+                None => a.0 += 1,
+                Some((wait, run)) => {
+                    a.1.push(wait);
+                    a.2.extend(run.map(|r| (wait, r)));
+                }
+            }
+        }
+    }
+    let figures = |(unbound, w, wr): &Acc| {
+        let s = stats(w);
+        let some = |x: f64| (!w.is_empty()).then_some(x);
+        WaitStats {
+            count: w.len(),
+            unbound: *unbound,
+            mean_s: some(s.mean_s),
+            p95_s: some(s.p95_s),
+            max_s: some(s.max_s),
+            bounded_slowdown: (!wr.is_empty()).then(|| bounded_slowdown(wr)),
+        }
+    };
+    Some(Waits { overall: figures(&all), classes: by_class.iter().map(|(k, v)| (k.to_string(), figures(v))).collect() })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -301,7 +383,7 @@ pub async fn run(
     let items = list(&api).await?;
     let all_pods = list(&pods).await?;
     let lag = lag.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut result = summarize(&items, &all_pods, t0, &lag);
+    let mut result = summarize(&items, &all_pods, &jobs, t0, &lag);
     if jobs.iter().any(|j| j.topology.is_some()) {
         result.topology = topology_spread(&jobs, &all_pods, &list(&Api::<Node>::all(client.clone())).await?);
     }
@@ -310,8 +392,9 @@ pub async fn run(
     write_json(out, &result, 2)
 }
 
-/// Completed, failed and makespan off the Job objects, and the latencies of the modelled steps.
-pub fn summarize(items: &[Job], pods: &[Pod], t0: f64, lag: &[f64]) -> RealResult {
+/// Completed, failed and makespan off the Job objects, the latencies of the modelled steps, and
+/// the Jobs' waits by the class of their records in `jobs`.
+pub fn summarize(items: &[Job], pods: &[Pod], jobs: &[JobRecord], t0: f64, lag: &[f64]) -> RealResult {
     let first = items.iter().map(|j| created(&j.metadata)).fold(f64::INFINITY, f64::min);
     let ends: Vec<(JobState, Option<f64>)> = items.iter().map(job_end).collect();
     let done: Vec<f64> = ends.iter().filter_map(|(_, e)| *e).collect();
@@ -360,6 +443,7 @@ pub fn summarize(items: &[Job], pods: &[Pod], t0: f64, lag: &[f64]) -> RealResul
         series: vec![],
         scheduler_metrics: vec![],
         topology: None,
+        waits: waits(items, pods, jobs),
     }
 }
 
@@ -701,6 +785,24 @@ pub fn metrics_report(real_file: &Path, step: f64) -> Result<bool> {
 mod tests {
     use super::*;
 
+    fn record(name: &str, class: &str) -> JobRecord {
+        JobRecord {
+            name: name.into(),
+            class: class.into(),
+            pods: 1,
+            min_pods: None,
+            requests: BTreeMap::new(),
+            run_ms: 1000,
+            run_after: "all-ready".into(),
+            deadline_s: None,
+            node_selector: BTreeMap::new(),
+            tolerations: vec![],
+            submit_ms: 0,
+            expected_run_ms: 1000,
+            topology: None,
+        }
+    }
+
     #[test]
     fn a_job_spans_domains_when_its_pods_sit_in_two_racks() {
         let node = |name: &str, rack: &str| -> Node {
@@ -796,17 +898,114 @@ mod tests {
         };
         let pods = [pod("a-0-x", "2026-01-01T00:00:13Z"), pod("a-0-y", "2026-01-01T00:00:15Z")];
         let t0 = cluster::parse_time("2026-01-01T00:00:09Z").unwrap();
-        let r = summarize(std::slice::from_ref(&job), &pods, t0, &[0.1, 0.3]);
+        let r = summarize(std::slice::from_ref(&job), &pods, &[record("a-0", "a")], t0, &[0.1, 0.3]);
         assert_eq!((r.jobs, r.completed, r.failed, r.unfinished), (1, 1, 0, 0));
         assert_eq!(r.makespan_s, Some(40.0));
         assert_eq!(r.first_submit_offset_s, 1.0);
         assert_eq!(r.submit_lag_s.mean, Some(0.2));
         assert_eq!(r.measured.job_to_last_pod_created_s, Some(2.0));
         assert_eq!(r.measured.last_pod_bound_to_all_ready_s, Some(5.0));
+        // Created 00:10, first pod bound 00:13, complete 00:50: wait 3 s, run 37 s.
+        let one = WaitStats {
+            count: 1,
+            unbound: 0,
+            mean_s: Some(3.0),
+            p95_s: Some(3.0),
+            max_s: Some(3.0),
+            bounded_slowdown: Some(1.081),
+        };
+        assert_eq!(r.waits, Some(Waits { overall: one.clone(), classes: BTreeMap::from([("a".into(), one)]) }));
+        assert_eq!(summarize(&[], &pods, &[], t0, &[]).waits, None);
         assert_eq!(gangs(&pods), (0, 0, 0, 0));
         let c = calibration(std::slice::from_ref(&job), &pods).unwrap();
         assert_eq!((c.pods, c.all_created_s, c.all_bound_s), (2, 2.0, 5.0));
         assert_eq!(c.last_bound_to_all_ready_stamp_s, Some(5.0));
         assert_eq!(c.stamp_plus_run_to_job_complete_s, Some(25.0));
+    }
+
+    #[test]
+    fn waits_run_from_job_creation_to_its_first_bind_by_class() {
+        let at = |s: u32| format!("2026-01-01T00:{:02}:{:02}Z", s / 60, s % 60);
+        // A Job created at `created`, ended `Complete` or `Failed` at `end` (or still active).
+        let job = |name: &str, created: u32, end: Option<(&str, u32)>| -> Job {
+            let conditions: Vec<Value> = end
+                .iter()
+                .map(|(kind, t)| serde_json::json!({"type": kind, "status": "True", "lastTransitionTime": at(*t)}))
+                .collect();
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "creationTimestamp": at(created)},
+                "spec": {"template": {}},
+                "status": {"conditions": conditions}
+            }))
+            .unwrap()
+        };
+        // A pod of `job`, bound at `bound` or still pending.
+        let pod = |job: &str, bound: Option<u32>| -> Pod {
+            let cond = match bound {
+                Some(t) => serde_json::json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": at(t)}),
+                None => serde_json::json!({"type": "PodScheduled", "status": "False", "lastTransitionTime": at(0)}),
+            };
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"labels": {JOB_NAME_LABEL: job}},
+                "spec": {"containers": []},
+                "status": {"conditions": [cond]}
+            }))
+            .unwrap()
+        };
+        let mut items = vec![
+            // wait 2 (the first of its pods), run 30: slowdown 32/30.
+            job("a-0", 0, Some(("Complete", 32))),
+            // wait 20, run 5: slowdown 25/10 (the 10 s bound).
+            job("a-1", 10, Some(("Complete", 35))),
+            // Never bound: unbound, in no figure.
+            job("a-2", 20, None),
+            // wait 60, run 1 before it failed: slowdown 61/10.
+            job("b-0", 0, Some(("Failed", 61))),
+            // wait 4, still running: a wait but no slowdown.
+            job("b-1", 5, None),
+            // No record: overall only; wait 1, run 99: slowdown 100/99.
+            job("x-0", 0, Some(("Complete", 100))),
+        ];
+        let mut pods = vec![
+            pod("a-0", Some(5)),
+            pod("a-0", Some(2)),
+            pod("a-1", Some(30)),
+            pod("a-2", None),
+            pod("b-0", Some(60)),
+            pod("b-1", Some(9)),
+            pod("x-0", Some(1)),
+        ];
+        let mut jobs: Vec<JobRecord> = ["a-0", "a-1", "a-2", "b-0", "b-1"].iter().map(|n| record(n, &n[..1])).collect();
+        // Class c: 20 jobs waiting 1..=20 s and running 10 s each; nearest-rank p95 is the 19th.
+        for i in 1..=20 {
+            let name = format!("c-{i}");
+            items.push(job(&name, 0, Some(("Complete", i + 10))));
+            pods.push(pod(&name, Some(i)));
+            jobs.push(record(&name, "c"));
+        }
+        let stats = |count, unbound, mean, p95, max, slowdown| WaitStats {
+            count,
+            unbound,
+            mean_s: Some(mean),
+            p95_s: Some(p95),
+            max_s: Some(max),
+            bounded_slowdown: Some(slowdown),
+        };
+        let w = waits(&items, &pods, &jobs).unwrap();
+        // (32/30 + 2.5) / 2
+        assert_eq!(w.classes["a"], stats(2, 1, 11.0, 20.0, 20.0, 1.783));
+        assert_eq!(w.classes["b"], stats(2, 0, 32.0, 60.0, 60.0, 6.1));
+        // 1 + mean wait / 10
+        assert_eq!(w.classes["c"], stats(20, 0, 10.5, 19.0, 20.0, 2.05));
+        assert_eq!(w.classes.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        // 25 waits summing to 297 s, the 24th 20 s; (32/30 + 2.5 + 6.1 + 100/99 + 20 * 2.05) / 24.
+        assert_eq!(w.overall, stats(25, 1, 11.88, 20.0, 60.0, 2.153));
+        // Only unbound jobs: counted, no figures.
+        let none = waits(&items[2..3], &pods, &jobs).unwrap();
+        let empty = WaitStats { count: 0, unbound: 1, mean_s: None, p95_s: None, max_s: None, bounded_slowdown: None };
+        assert_eq!(none.overall, empty);
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(v["classes"]["b"]["p95_s"], 60.0);
+        assert_eq!(serde_json::from_value::<Waits>(v).unwrap(), w);
     }
 }
