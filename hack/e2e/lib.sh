@@ -20,6 +20,14 @@ eventually() {
   pass "$what"
 }
 
+# refused DESCRIPTION MESSAGE CMD...: CMD fails and says MESSAGE (stdin goes to CMD)
+refused() {
+  local what=$1 msg=$2 out; shift 2
+  if out=$("$@" 2>&1); then fail "$what: accepted"; fi
+  grep -qF -- "$msg" <<<"$out" || fail "$what: refused, but without \"$msg\": $out"
+  pass "$what: refused with \"$msg\""
+}
+
 # fresh_namespace NAME: delete NAME if present, create it
 fresh_namespace() {
   k delete namespace "$1" --ignore-not-found --wait=true --timeout=120s >/dev/null

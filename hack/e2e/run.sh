@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-jobset muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-jobset muster-cabundle
                                 muster-tenant peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -63,6 +63,12 @@ for t in "${tests[@]}"; do
     muster-podgroup)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-podgroup "$e2e/test-muster-podgroup.sh" ;;
+    muster-native)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-native "$e2e/test-muster-native.sh" ;;
+    muster-job-shapes)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-job-shapes "$e2e/test-muster-job-shapes.sh" ;;
     muster-jobset)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-jobset "$e2e/test-muster-jobset.sh" ;;

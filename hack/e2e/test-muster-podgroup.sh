@@ -34,13 +34,6 @@ fresh_namespace $ns
 alias_pod() {
   kwok_pod_yaml "$1" "$3" "scheduling.x-k8s.io/pod-group: $2 ${4:-}"
 }
-# refused DESCRIPTION MESSAGE CMD...: CMD fails and says MESSAGE (stdin goes to CMD)
-refused() {
-  local what=$1 msg=$2; shift 2
-  if "$@" >"$tmp/out" 2>&1; then fail "$what: accepted"; fi
-  grep -qF -- "$msg" "$tmp/out" || fail "$what: refused, but without \"$msg\": $(cat "$tmp/out")"
-  pass "$what: refused with \"$msg\""
-}
 
 alias_pod early-0 early 5 | refused "without the PodGroup CRD, an alias pod without a size" \
   "PodGroup $ns/early does not exist (or the PodGroup CRD, scheduling.x-k8s.io/v1alpha1, is not installed)" \

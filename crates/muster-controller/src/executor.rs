@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
@@ -248,6 +249,10 @@ async fn write(client: Client, a: Action) {
             let r = api.patch(&key.name, &PatchParams::default(), &clear_requests()).await.map(drop);
             (key, r)
         }
+        Action::PodGroupScheduled { key, message } => {
+            let r = pod_group_scheduled(&client, &key, &message).await;
+            (key, r)
+        }
         Action::RestoreStatus { key, status } => {
             // The whole status replaced: an apply would keep the fields another writer owns.
             let api: Api<Group> = Api::namespaced(client.clone(), &key.namespace);
@@ -323,6 +328,32 @@ async fn write_queue_status(client: Client, name: String, status: QueueStatus) {
 
 /// How long a status waits for newer ones of the same group before it is written.
 const STATUS_COALESCE: Duration = Duration::from_millis(1000);
+
+/// Sets `PodGroupInitiallyScheduled=True` on the Kubernetes PodGroup `key`, unless it is already:
+/// the condition is terminal, and its transition time must stay the first scheduling's (a
+/// restarted controller marks its running groups again). A PodGroup that is gone needs nothing.
+async fn pod_group_scheduled(client: &Client, key: &GroupKey, message: &str) -> Result<(), kube::Error> {
+    let api: Api<NativePodGroup> = Api::namespaced(client.clone(), &key.namespace);
+    let Some(pg) = api.get_opt(&key.name).await? else { return Ok(()) };
+    let conditions = pg.status.as_ref().and_then(|s| s.conditions.as_ref());
+    if conditions.into_iter().flatten().any(|c| c.type_ == POD_GROUP_SCHEDULED && c.status == "True") {
+        return Ok(());
+    }
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let status = json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": key.name, "namespace": key.namespace},
+        "status": {"conditions": [{
+            "type": POD_GROUP_SCHEDULED, "status": "True", "reason": "Scheduled", "message": message,
+            "lastTransitionTime": now, "observedGeneration": pg.metadata.generation,
+        }]},
+    });
+    let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
+    api.patch_status(&key.name, &apply, &Patch::Apply(status)).await.map(drop)
+}
+
+/// The condition kube-scheduler sets on a PodGroup once its gang is scheduled (Kubernetes 1.37).
+const POD_GROUP_SCHEDULED: &str = "PodGroupInitiallyScheduled";
 
 /// Removes the user's suspend- and resume-requested annotations (of a Job or a JobSet).
 fn clear_requests() -> Patch<serde_json::Value> {

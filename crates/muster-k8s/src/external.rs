@@ -1,9 +1,13 @@
 //! Other projects' APIs that muster reads when their CRDs are installed: scheduler-plugins'
 //! PodGroup (its `minMember` sizes a pod group named by the alias label) and JobSet (one group
 //! spanning every pod of its child Jobs). muster never installs these CRDs, so every reader first
-//! asks discovery whether the API is served ([`served`]) and works without it.
+//! asks discovery whether the API is served ([`served`]) and works without it. Also Kubernetes'
+//! own PodGroup (`scheduling.k8s.io/v1beta1`, 1.37 with the GenericWorkload gate), whose gang
+//! `minCount` sizes the group of the pods that name it in `spec.schedulingGroup`.
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, CustomResource, Resource};
@@ -36,6 +40,35 @@ pub fn pod_group_min_member(pg: &DynamicObject, max: u32) -> Result<u32, String>
             )),
         },
     }
+}
+
+/// The Kubernetes PodGroup a pod names (`spec.schedulingGroup.podGroupName`).
+pub fn native_pod_group_name(spec: &PodSpec) -> Option<&str> {
+    spec.scheduling_group.as_ref()?.pod_group_name.as_deref().filter(|n| !n.is_empty())
+}
+
+/// The members of a pod group as its Kubernetes PodGroup says: the gang policy's `minCount`,
+/// from 1 to `max`. A basic policy asks for pods placed one by one, which is not a group; the
+/// error names the field and the fix.
+pub fn native_pod_group_min_count(pg: &NativePodGroup, max: u32) -> Result<u32, String> {
+    let name = format!(
+        "PodGroup {}/{} (scheduling.k8s.io)",
+        pg.metadata.namespace.as_deref().unwrap_or(""),
+        pg.metadata.name.as_deref().unwrap_or("")
+    );
+    let Some(gang) = pg.spec.scheduling_policy.gang.as_ref() else {
+        return Err(format!(
+            "{name} has no spec.schedulingPolicy.gang: muster places a PodGroup's pods all at once; give it a gang \
+             policy with minCount, or leave its pods to kube-scheduler (remove schedulerName and the queue label)"
+        ));
+    };
+    u32::try_from(gang.min_count).ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+        format!(
+            "{name} has spec.schedulingPolicy.gang.minCount {}, not a whole number from 1 to {max}; set it to the \
+             number of pods in the group",
+            gang.min_count
+        )
+    })
 }
 
 /// A JobSet (`jobset.x-k8s.io/v1alpha2`), as far as muster reads it: the replicated Jobs, the
@@ -125,6 +158,26 @@ mod tests {
             (r.api_version.as_str(), r.plural.as_str(), r.kind.as_str()),
             ("scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup")
         );
+    }
+
+    #[test]
+    fn a_native_pod_group_is_sized_by_its_gang_policy_and_a_basic_one_is_refused() {
+        let native = |policy: serde_json::Value| -> NativePodGroup {
+            serde_json::from_value(json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "ring", "namespace": "ml"}, "spec": {"schedulingPolicy": policy},
+            }))
+            .unwrap()
+        };
+        assert_eq!(native_pod_group_min_count(&native(json!({"gang": {"minCount": 4}})), 10), Ok(4));
+        let e = native_pod_group_min_count(&native(json!({"basic": {}})), 10).unwrap_err();
+        assert!(e.starts_with("PodGroup ml/ring (scheduling.k8s.io) has no spec.schedulingPolicy.gang"), "{e}");
+        let e = native_pod_group_min_count(&native(json!({"gang": {"minCount": 11}})), 10).unwrap_err();
+        assert!(e.contains("minCount 11, not a whole number from 1 to 10"), "{e}");
+        let pod: PodSpec =
+            serde_json::from_value(json!({"containers": [], "schedulingGroup": {"podGroupName": "ring"}})).unwrap();
+        assert_eq!(native_pod_group_name(&pod), Some("ring"));
+        assert_eq!(native_pod_group_name(&PodSpec::default()), None);
     }
 
     #[test]

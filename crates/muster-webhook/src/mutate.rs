@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, pod_group_min_member};
+use muster_k8s::external::{JobSet, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
@@ -16,7 +16,9 @@ use muster_k8s::workload::Workload;
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
-use crate::object::{Refusal, Target, alias_group, get, job_owner, label_field, target, typed, user};
+use crate::object::{
+    NATIVE_GROUP_FIELD, Refusal, Target, alias_group, get, job_owner, label_field, native_group, target, typed, user,
+};
 use crate::state::ClusterState;
 use crate::validate;
 
@@ -144,8 +146,11 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
     let labels = pod.metadata.labels.as_ref();
     let group = get(labels, GROUP);
     let alias = get(labels, POD_GROUP_ALIAS).filter(|_| config.accept_pod_group_alias);
+    let native = native_group(pod);
     // Pods of a managed Job come from its template, which already names muster's scheduler.
-    if (group.is_none() && alias.is_none()) || job_owner(pod.metadata.owner_references.as_ref()).is_some() {
+    if (group.is_none() && alias.is_none() && native.is_none())
+        || job_owner(pod.metadata.owner_references.as_ref()).is_some()
+    {
         return Vec::new();
     }
     let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
@@ -155,6 +160,8 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
         if get(labels, QUEUE).is_none() {
             ops.push(add(&["metadata", "labels", QUEUE], json!(config.alias_queue)));
         }
+    } else if let (None, Some(native)) = (group, native) {
+        ops.push(add(&["metadata", "labels", GROUP], json!(native)));
     }
     if spec.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
         ops.push(add(&["spec", "schedulerName"], json!(SCHEDULER_NAME)));
@@ -174,8 +181,9 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
     ops
 }
 
-/// `muster.dev/group-size` from the PodGroup an alias pod names, when the pod has no size of its
-/// own and the PodGroup exists with a valid `spec.minMember`.
+/// `muster.dev/group-size` from the PodGroup a pod names (the alias label's, or Kubernetes' own in
+/// `spec.schedulingGroup`), when the pod has no size of its own and the PodGroup exists with a
+/// valid size.
 async fn pod_group_size<S: ClusterState>(
     pod: &Pod,
     config: &WebhookConfig,
@@ -185,12 +193,22 @@ async fn pod_group_size<S: ClusterState>(
     let labels = pod.metadata.labels.as_ref();
     // A size of its own wins (the validating rules check it agrees); a Job's pod has its Job's.
     let sized = get(labels, GROUP_SIZE).is_some() || job_owner(pod.metadata.owner_references.as_ref()).is_some();
-    let Some(name) = alias_group(labels, config).filter(|_| !sized) else { return Ok(None) };
-    let pg = state
-        .pod_group(ns, name)
-        .await
-        .map_err(|e| Refusal::new(format!("{}: {e}; try again", label_field(POD_GROUP_ALIAS))))?;
-    Ok(pg
-        .and_then(|pg| pod_group_min_member(&pg, MAX_MEMBERS).ok())
-        .map(|n| add(&["metadata", "labels", GROUP_SIZE], json!(n.to_string()))))
+    let size = if sized {
+        None
+    } else if let Some(name) = native_group(pod) {
+        let pg = state
+            .native_pod_group(ns, name)
+            .await
+            .map_err(|e| Refusal::new(format!("{NATIVE_GROUP_FIELD}: {e}; try again")))?;
+        pg.and_then(|pg| native_pod_group_min_count(&pg, MAX_MEMBERS).ok())
+    } else if let Some(name) = alias_group(labels, config) {
+        let pg = state
+            .pod_group(ns, name)
+            .await
+            .map_err(|e| Refusal::new(format!("{}: {e}; try again", label_field(POD_GROUP_ALIAS))))?;
+        pg.and_then(|pg| pod_group_min_member(&pg, MAX_MEMBERS).ok())
+    } else {
+        None
+    };
+    Ok(size.map(|n| add(&["metadata", "labels", GROUP_SIZE], json!(n.to_string()))))
 }

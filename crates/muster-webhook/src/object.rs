@@ -79,6 +79,16 @@ pub(crate) fn alias_group<'a>(
     get(labels, muster_k8s::labels::GROUP).is_none_or(|g| g == alias).then_some(alias)
 }
 
+/// Where a pod names its Kubernetes PodGroup.
+pub(crate) const NATIVE_GROUP_FIELD: &str = "spec.schedulingGroup.podGroupName";
+
+/// The Kubernetes PodGroup a queued pod names: muster gang-schedules it as the pod group of that
+/// name. Without the queue label the pod is kube-scheduler's (its own gang scheduling).
+pub(crate) fn native_group(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
+    get(pod.metadata.labels.as_ref(), muster_k8s::labels::QUEUE)?;
+    muster_k8s::external::native_pod_group_name(pod.spec.as_ref()?)
+}
+
 pub(crate) fn label_field(key: &str) -> String {
     format!("metadata.labels[{key}]")
 }

@@ -153,6 +153,25 @@ fn placed_by_muster() -> MatchCondition {
     }
 }
 
+/// The mutating hook for queued pods that name a Kubernetes PodGroup. A Job's pods carry the
+/// queue label of its template too; the condition keeps their creation from calling the webhook.
+const NATIVE_PODS_MUTATE: &str = "native-group-pods.mutate.muster.dev";
+
+fn names_a_native_pod_group() -> MatchCondition {
+    MatchCondition {
+        name: "names-a-pod-group".into(),
+        expression: "has(object.spec.schedulingGroup) && has(object.spec.schedulingGroup.podGroupName)".into(),
+    }
+}
+
+fn mutating_conditions(hook: &str) -> Option<Vec<MatchCondition>> {
+    let mut conditions = not_from_muster()?;
+    if hook == NATIVE_PODS_MUTATE {
+        conditions.push(names_a_native_pod_group());
+    }
+    Some(conditions)
+}
+
 fn validating_conditions(hook: &str) -> Option<Vec<MatchCondition>> {
     let mut conditions = not_from_muster()?;
     match hook {
@@ -186,12 +205,20 @@ fn held_kind_hooks(verb: &str) -> Vec<Hook> {
 
 fn mutating_hooks(alias: bool) -> Vec<Hook> {
     let mut hooks = held_kind_hooks("mutate");
-    hooks.extend([Hook {
-        name: "pods.mutate.muster.dev".into(),
-        rules: vec![rule("", "v1", "pods", &["CREATE"])],
-        object_selector: has_label(GROUP),
-        namespace_selector: None,
-    }]);
+    hooks.extend([
+        Hook {
+            name: "pods.mutate.muster.dev".into(),
+            rules: vec![rule("", "v1", "pods", &["CREATE"])],
+            object_selector: has_label(GROUP),
+            namespace_selector: None,
+        },
+        Hook {
+            name: NATIVE_PODS_MUTATE.into(),
+            rules: vec![rule("", "v1", "pods", &["CREATE"])],
+            object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        },
+    ]);
     if alias {
         hooks.push(Hook {
             name: "pod-group-pods.mutate.muster.dev".into(),
@@ -270,6 +297,7 @@ pub fn mutating_configuration(
     let webhooks = mutating_hooks(accept_pod_group_alias)
         .into_iter()
         .map(|h| MutatingWebhook {
+            match_conditions: mutating_conditions(&h.name),
             name: h.name,
             client_config: endpoint.client_config("/mutate", ca_bundle),
             rules: Some(h.rules),
@@ -282,7 +310,6 @@ pub fn mutating_configuration(
             match_policy: Some("Equivalent".into()),
             // Another mutating webhook that changes the object after us gets us called again.
             reinvocation_policy: Some("IfNeeded".into()),
-            match_conditions: not_from_muster(),
         })
         .collect();
     MutatingWebhookConfiguration { metadata: meta(), webhooks: Some(webhooks) }
@@ -421,13 +448,21 @@ mod tests {
     fn registration_every_hook_fails_closed_and_is_scoped() {
         let m = mutating_configuration(&Endpoint::Url("https://127.0.0.1:9443/".into()), Some(b"CA"), true);
         let hooks = m.webhooks.unwrap();
-        assert_eq!(hooks.len(), 4);
+        assert_eq!(hooks.len(), 5);
         for h in &hooks {
             assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
             assert_eq!(h.client_config.url.as_deref(), Some("https://127.0.0.1:9443/mutate"));
             assert_eq!(h.client_config.ca_bundle, Some(ByteString(b"CA".to_vec())));
             assert!(h.object_selector.is_some() || h.namespace_selector.is_some(), "{}", h.name);
-            assert_eq!(h.match_conditions, not_from_muster(), "{}", h.name);
+            let conditions = h.match_conditions.clone().unwrap_or_default();
+            assert_eq!(conditions[0], not_from_muster().unwrap()[0], "{}", h.name);
+            // Only the native PodGroup hook narrows further: queued pods without a PodGroup (a
+            // Job's) never call it.
+            let native = h.name == NATIVE_PODS_MUTATE;
+            assert_eq!(conditions.len(), if native { 2 } else { 1 }, "{}", h.name);
+            if native {
+                assert!(conditions[1].expression.contains("object.spec.schedulingGroup.podGroupName"));
+            }
         }
         let v = validating_configuration(&Endpoint::in_cluster(), None, false);
         for h in v.webhooks.unwrap() {

@@ -1,5 +1,5 @@
-//! The cluster state the rules read: Queues, namespace labels, Groups and scheduler-plugins'
-//! PodGroups. The rules see it only through [`ClusterState`], so they are tested with
+//! The cluster state the rules read: Queues, namespace labels, Groups, scheduler-plugins'
+//! PodGroups and Kubernetes' own PodGroups. The rules see it only through [`ClusterState`], so they are tested with
 //! [`MemoryState`] and served with [`KubeState`].
 
 use std::collections::BTreeMap;
@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use kube::core::DynamicObject;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -44,6 +45,13 @@ pub trait ClusterState: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Arc<DynamicObject>>, LookupError>> + Send;
+    /// The Kubernetes PodGroup `namespace/name` (`scheduling.k8s.io/v1beta1`), or None if there is
+    /// none (also when the API is not served).
+    fn native_pod_group(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Arc<NativePodGroup>>, LookupError>> + Send;
 }
 
 /// A fixed cluster state held in memory (tests, tools).
@@ -53,6 +61,7 @@ pub struct MemoryState {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     pub groups: BTreeMap<(String, String), Arc<Group>>,
     pub pod_groups: BTreeMap<(String, String), Arc<DynamicObject>>,
+    pub native_pod_groups: BTreeMap<(String, String), Arc<NativePodGroup>>,
 }
 
 impl MemoryState {
@@ -80,6 +89,13 @@ impl MemoryState {
         self.pod_groups.insert(key, Arc::new(pod_group));
         self
     }
+
+    pub fn with_native_pod_group(mut self, pod_group: NativePodGroup) -> Self {
+        let meta = &pod_group.metadata;
+        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        self.native_pod_groups.insert(key, Arc::new(pod_group));
+        self
+    }
 }
 
 impl ClusterState for MemoryState {
@@ -97,6 +113,10 @@ impl ClusterState for MemoryState {
 
     async fn pod_group(&self, namespace: &str, name: &str) -> Result<Option<Arc<DynamicObject>>, LookupError> {
         Ok(self.pod_groups.get(&(namespace.to_string(), name.to_string())).cloned())
+    }
+
+    async fn native_pod_group(&self, namespace: &str, name: &str) -> Result<Option<Arc<NativePodGroup>>, LookupError> {
+        Ok(self.native_pod_groups.get(&(namespace.to_string(), name.to_string())).cloned())
     }
 }
 
@@ -223,6 +243,18 @@ impl ClusterState for KubeState {
             // Without the CRD the path itself is not found: no PodGroup either way.
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
             Err(e) => Err(lookup_error(&format!("PodGroup {namespace}/{name}"), e)),
+        }
+    }
+
+    /// Read at each pod's creation, not watched: a group's pods are few calls, and a watch would
+    /// cost every cluster without the API a discovery loop.
+    async fn native_pod_group(&self, namespace: &str, name: &str) -> Result<Option<Arc<NativePodGroup>>, LookupError> {
+        let api = Api::<NativePodGroup>::namespaced(self.client.clone(), namespace);
+        match api.get(name).await {
+            Ok(pg) => Ok(Some(Arc::new(pg))),
+            // Without the API the path itself is not found: no PodGroup either way.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(lookup_error(&format!("PodGroup {namespace}/{name} (scheduling.k8s.io)"), e)),
         }
     }
 }

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, ReplicatedJob, pod_group_min_member};
+use muster_k8s::external::{JobSet, ReplicatedJob, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::group::annotated_duration;
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
@@ -23,7 +23,10 @@ use muster_k8s::{GroupState, QueueSpec};
 use crate::alike;
 use crate::config::WebhookConfig;
 use crate::fit::{member_requests, never_fits, pod_requests};
-use crate::object::{Refusal, Target, alias_group, get, is_object_name, job_owner, label_field, target, typed, user};
+use crate::object::{
+    NATIVE_GROUP_FIELD, Refusal, Target, alias_group, get, is_object_name, job_owner, label_field, native_group,
+    target, typed, user,
+};
 use crate::state::ClusterState;
 
 /// Labels the Job controller puts on its pods (the second is the pre-1.27 spelling).
@@ -608,6 +611,9 @@ impl<S: ClusterState> Checker<'_, S> {
         if let Some(name) = alias {
             self.alias_pod_group(name, labels).await;
         }
+        if let Some(name) = native_group(new) {
+            self.native_pod_group(name, labels).await;
+        }
         let queue = get(labels, QUEUE);
         if group.is_none() && queue.is_none() {
             return;
@@ -683,7 +689,7 @@ impl<S: ClusterState> Checker<'_, S> {
     /// `spec.minMember` (the mutating webhook copies it into `muster.dev/group-size`); without a
     /// PodGroup it needs a `muster.dev/group-size` of its own.
     async fn alias_pod_group(&mut self, name: &str, labels: Option<&Labels>) {
-        let (field, size_field, ns) = (label_field(POD_GROUP_ALIAS), label_field(GROUP_SIZE), self.ns);
+        let (field, ns) = (label_field(POD_GROUP_ALIAS), self.ns);
         let size = get(labels, GROUP_SIZE);
         match self.state.pod_group(ns, name).await {
             Err(e) => self.refuse(format!("{field}: {e}; try again")),
@@ -695,19 +701,59 @@ impl<S: ClusterState> Checker<'_, S> {
             Ok(None) => {}
             Ok(Some(pg)) => match pod_group_min_member(&pg, MAX_MEMBERS) {
                 Err(e) => self.refuse(format!("{field}: {e}")),
-                Ok(n) => match size {
-                    Some(v) if v.trim().parse::<u32>() == Ok(n) => {}
-                    Some(v) => self.refuse(format!(
-                        "{size_field}: {v:?} disagrees with spec.minMember {n} of PodGroup {ns}/{name}; remove the \
-                         label (muster takes the size from the PodGroup) or set it to \"{n}\""
-                    )),
-                    None => self.refuse(format!(
-                        "{size_field}: the label is missing, and PodGroup {ns}/{name} has spec.minMember {n}; set it \
-                         to \"{n}\" (muster's mutating webhook does so when it is registered for pods with \
-                         {POD_GROUP_ALIAS})"
-                    )),
-                },
+                Ok(n) => self.size_from_pod_group(size, n, &format!("spec.minMember {n} of PodGroup {ns}/{name}")),
             },
+        }
+    }
+
+    /// A queued pod naming a Kubernetes PodGroup is a member of the muster group of that name,
+    /// sized by the PodGroup's gang `minCount` (the mutating webhook sets both labels from it).
+    async fn native_pod_group(&mut self, name: &str, labels: Option<&Labels>) {
+        let ns = self.ns;
+        match get(labels, GROUP) {
+            Some(g) if g == name => {}
+            Some(g) => self.refuse(format!(
+                "{}: {g:?} differs from {NATIVE_GROUP_FIELD} {name:?}; remove the label (muster names the group \
+                 after the PodGroup) or make them the same",
+                label_field(GROUP)
+            )),
+            None => self.refuse(format!(
+                "{}: the label is missing; set it to {name:?}, the PodGroup the pod names (muster's mutating webhook \
+                 does so)",
+                label_field(GROUP)
+            )),
+        }
+        match self.state.native_pod_group(ns, name).await {
+            Err(e) => self.refuse(format!("{NATIVE_GROUP_FIELD}: {e}; try again")),
+            Ok(None) => self.refuse(format!(
+                "{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} (scheduling.k8s.io/v1beta1) does not exist, so the group \
+                 has no size; create the PodGroup with a gang policy before its pods"
+            )),
+            Ok(Some(pg)) => match native_pod_group_min_count(&pg, MAX_MEMBERS) {
+                Err(e) => self.refuse(format!("{NATIVE_GROUP_FIELD}: {e}")),
+                Ok(n) => self.size_from_pod_group(
+                    get(labels, GROUP_SIZE),
+                    n,
+                    &format!("spec.schedulingPolicy.gang.minCount {n} of PodGroup {ns}/{name}"),
+                ),
+            },
+        }
+    }
+
+    /// A pod's `muster.dev/group-size` must be the size `n` its PodGroup gives (`source` says
+    /// where that is).
+    fn size_from_pod_group(&mut self, size: Option<&str>, n: u32, source: &str) {
+        let size_field = label_field(GROUP_SIZE);
+        match size {
+            Some(v) if v.trim().parse::<u32>() == Ok(n) => {}
+            Some(v) => self.refuse(format!(
+                "{size_field}: {v:?} disagrees with {source}; remove the label (muster takes the size from the \
+                 PodGroup) or set it to \"{n}\""
+            )),
+            None => self.refuse(format!(
+                "{size_field}: the label is missing, and the pod's group has {source}; set it to \"{n}\" (muster's \
+                 mutating webhook does so when it is registered for the pod)"
+            )),
         }
     }
 

@@ -172,9 +172,8 @@ async fn alias_pods_take_their_size_from_the_pod_group_and_need_one() {
     bare["metadata"]["labels"][QUEUE] = json!("open");
     assert_eq!(
         check_with(&create(&bare), &on, &s).await.unwrap_err(),
-        "metadata.labels[muster.dev/group-size]: the label is missing, and PodGroup ml/ring has spec.minMember 3; \
-         set it to \"3\" (muster's mutating webhook does so when it is registered for pods with \
-         scheduling.x-k8s.io/pod-group)"
+        "metadata.labels[muster.dev/group-size]: the label is missing, and the pod's group has spec.minMember 3 of \
+         PodGroup ml/ring; set it to \"3\" (muster's mutating webhook does so when it is registered for the pod)"
     );
     // A PodGroup without minMember is named in the refusal.
     let e = pod("e-0", "ml", json!({POD_GROUP_ALIAS: "empty"}));
@@ -683,4 +682,61 @@ async fn reviews_answer_with_patches_denials_and_invalid_bodies() {
     assert!(out["response"]["status"]["message"].as_str().unwrap().starts_with("spec.suspend:"));
     let out = serde_json::to_value(review(Hook::Validate, b"{not json", &c, &s, now()).await).unwrap();
     assert_eq!(out["response"]["allowed"], json!(false));
+}
+
+fn native_pod_group(name: &str, policy: Value) -> k8s_openapi::api::scheduling::v1beta1::PodGroup {
+    serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ml"}, "spec": {"schedulingPolicy": policy},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn queued_pods_naming_a_kubernetes_pod_group_are_its_gang() {
+    let c = WebhookConfig::default();
+    let s = state()
+        .with_native_pod_group(native_pod_group("ring", json!({"gang": {"minCount": 3}})))
+        .with_native_pod_group(native_pod_group("solo", json!({"basic": {}})));
+    let create = |p: &Value| request("CREATE", TENANT, POD, p, None);
+    let native = |name: &str, group: &str, labels: Value| {
+        let mut p = pod(name, "ml", labels);
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        p
+    };
+    // Only the queue label of muster's: the group, its size, the gate and the scheduler follow.
+    let p = native("ring-0", "ring", json!({QUEUE: "open"}));
+    let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());
+    assert_eq!(after["metadata"]["labels"]["muster.dev/group"], json!("ring"));
+    assert_eq!(after["metadata"]["labels"]["muster.dev/group-size"], json!("3"));
+    assert_eq!(after["spec"]["schedulerName"], json!("muster"));
+    assert_eq!(after["spec"]["schedulingGates"], json!([{"name": "muster.dev/admission"}]));
+    assert_eq!(check_with(&create(&after), &c, &s).await, Ok(()));
+    // Without the queue label the pod is kube-scheduler's: nothing is added.
+    let free = native("free-0", "ring", json!({}));
+    assert!(patch_with(&create(&free), &c, &s).unwrap().0.is_empty());
+    // A PodGroup that does not exist, or one without a gang policy, is refused with the fix.
+    let lost = native("lost-0", "lost", json!({QUEUE: "open"}));
+    let after = patched(&lost, &patch_with(&create(&lost), &c, &s).unwrap());
+    assert_eq!(
+        check_with(&create(&after), &c, &s).await.unwrap_err(),
+        "spec.schedulingGroup.podGroupName: PodGroup ml/lost (scheduling.k8s.io/v1beta1) does not exist, so the \
+         group has no size; create the PodGroup with a gang policy before its pods"
+    );
+    let solo = native("solo-0", "solo", json!({QUEUE: "open"}));
+    let after = patched(&solo, &patch_with(&create(&solo), &c, &s).unwrap());
+    let e = check_with(&create(&after), &c, &s).await.unwrap_err();
+    assert!(e.starts_with("spec.schedulingGroup.podGroupName: PodGroup ml/solo (scheduling.k8s.io) has no"), "{e}");
+    // A group label or size of one's own must be the PodGroup's.
+    let mut other = native("ring-1", "ring", json!({QUEUE: "open", "muster.dev/group": "other"}));
+    other = patched(&other, &patch_with(&create(&other), &c, &s).unwrap());
+    let e = check_with(&create(&other), &c, &s).await.unwrap_err();
+    assert!(
+        e.contains("metadata.labels[muster.dev/group]: \"other\" differs from spec.schedulingGroup.podGroupName"),
+        "{e}"
+    );
+    let mut sized = native("ring-2", "ring", json!({QUEUE: "open", "muster.dev/group-size": "2"}));
+    sized = patched(&sized, &patch_with(&create(&sized), &c, &s).unwrap());
+    let e = check_with(&create(&sized), &c, &s).await.unwrap_err();
+    assert!(e.contains("\"2\" disagrees with spec.schedulingPolicy.gang.minCount 3 of PodGroup ml/ring"), "{e}");
 }

@@ -115,6 +115,12 @@ pub enum Action {
     ClearJobSetRequests {
         key: GroupKey,
     },
+    /// Mark the Kubernetes PodGroup the group's pods name as scheduled (condition
+    /// `PodGroupInitiallyScheduled`, as kube-scheduler sets it): every member is bound or binding.
+    PodGroupScheduled {
+        key: GroupKey,
+        message: String,
+    },
     Bind {
         key: GroupKey,
         namespace: String,
@@ -149,6 +155,7 @@ impl Action {
             | Action::SuspendJobSet { key, .. }
             | Action::ClearJobSetRequests { key }
             | Action::Bind { key, .. }
+            | Action::PodGroupScheduled { key, .. }
             | Action::Event { key, .. } => Some(key),
         }
     }

@@ -17,7 +17,7 @@ mod status;
 
 pub use actions::{Action, Change, Event, EventType, Subject};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -98,6 +98,8 @@ pub struct Brain<S: Store> {
     binding: HashMap<String, u32>,
     /// Ready counts last reported to the engine.
     ready_sent: HashMap<GroupKey, u32>,
+    /// Groups whose Kubernetes PodGroup muster has marked scheduled (a terminal condition).
+    pod_group_scheduled: HashSet<GroupKey>,
     /// Other schedulers' pods the engine could not count yet (on a node it does not know yet):
     /// retried each cycle.
     foreign_waiting: BTreeSet<String>,
@@ -143,6 +145,7 @@ impl<S: Store> Brain<S> {
             group_pods: HashMap::new(),
             binding: HashMap::new(),
             ready_sent: HashMap::new(),
+            pod_group_scheduled: HashSet::new(),
             foreign_waiting: BTreeSet::new(),
             told_pods: BTreeSet::new(),
             statuses: HashMap::new(),
@@ -560,6 +563,7 @@ impl<S: Store> Brain<S> {
         let ensured = self.ensured.remove(&key);
         self.suspend_sent.remove(&key);
         self.ready_sent.remove(&key);
+        self.pod_group_scheduled.remove(&key);
         let pending = self.inputs.iter().any(|i| matches!(i, Input::Delete(k) if *k == key));
         if !pending && self.state(&key).is_some_and(|s| s != GroupState::Deleted) {
             self.inputs.push(Input::Delete(key.clone()));
@@ -609,9 +613,15 @@ impl<S: Store> Brain<S> {
             .collect();
         let ready =
             pods.iter().filter(|p| p.node.is_some() && (p.ready || p.phase == PodPhase::Succeeded)).count() as u32;
-        // Members filled: by bound pods (their member annotation) and bindings in flight.
-        let mut filled: BTreeSet<u32> = pods.iter().filter(|p| p.node.is_some()).filter_map(|p| p.member).collect();
+        // Members filled: by bound pods still running (their member annotation) and bindings in
+        // flight. A finished pod's member is free for the Job's next pod (completions above
+        // parallelism): the group holds the member's room until the group ends.
+        let mut filled: BTreeSet<u32> = pods.iter().filter(|p| p.holds_capacity()).filter_map(|p| p.member).collect();
+        // Members a finished pod left: taken only when no member is left that no pod has used.
+        let left: BTreeSet<u32> =
+            pods.iter().filter(|p| p.node.is_some() && p.phase.is_terminal()).filter_map(|p| p.member).collect();
         filled.extend(pods.iter().filter_map(|p| self.binding.get(&p.uid)));
+        let native_pod_group = pods.iter().any(|p| p.native_pod_group);
         let mut binds = Vec::new();
         let mut unbound: Vec<&&PodView> = pods
             .iter()
@@ -635,6 +645,7 @@ impl<S: Store> Brain<S> {
             };
             let slot = preferred
                 .filter(|i| alloc.members.iter().any(|m| m.index == *i) && free(i))
+                .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && !left.contains(i)))
                 .or_else(|| alloc.members.iter().map(|m| m.index).find(free));
             let Some(member) = slot else { break };
             let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
@@ -655,6 +666,12 @@ impl<S: Store> Brain<S> {
                 self.actions.push(Action::Ungate { key: key.clone(), namespace, pod, uid });
             }
             self.actions.push(Action::Bind { key: key.clone(), namespace, pod, uid, node, member });
+        }
+        let members = alloc.members.len();
+        if filled.len() >= members && native_pod_group && self.pod_group_scheduled.insert(key.clone()) {
+            let nodes: BTreeSet<&str> = alloc.members.iter().map(|m| m.node.as_str()).collect();
+            let message = format!("muster placed the {members} pods of the group on {} nodes", nodes.len());
+            self.actions.push(Action::PodGroupScheduled { key: key.clone(), message });
         }
         if self.ready_sent.get(key) != Some(&ready) {
             self.ready_sent.insert(key.clone(), ready);

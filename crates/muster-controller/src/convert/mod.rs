@@ -9,7 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
-use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL};
+use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL, native_pod_group_name};
 use muster_k8s::group::Members;
 use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::workload::{self, Workload, requests_to_resources};
@@ -205,6 +205,9 @@ pub struct PodView {
     pub placement: Option<Box<Result<Placement, String>>>,
     /// Held by muster's scheduling gate (muster.dev/admission).
     pub gated: bool,
+    /// Plain pods: it names the Kubernetes PodGroup of its group's name (spec.schedulingGroup),
+    /// whose status muster then keeps as kube-scheduler would.
+    pub native_pod_group: bool,
     /// metadata.creationTimestamp, Unix seconds.
     pub created: i64,
 }
@@ -298,6 +301,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         priority_class: spec.priority_class_name.clone().filter(|_| plain),
         duration: annotation(labels::DURATION).filter(|_| plain),
         placement: plain.then(|| Box::new(placement(spec, "spec"))),
+        native_pod_group: group.as_deref().is_some_and(|g| native_pod_group_name(spec) == Some(g)),
         group,
         gated,
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
