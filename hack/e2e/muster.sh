@@ -30,6 +30,25 @@ muster_start() {
   fail "muster webhook did not come up"
 }
 
+# muster_in_namespace NS: muster up and a fresh namespace NS, both gone when the test exits.
+muster_in_namespace() {
+  muster_test_ns=$1
+  trap 'muster_down; k delete namespace "$muster_test_ns" --wait=false --ignore-not-found >/dev/null 2>&1 || true' EXIT
+  muster_up
+  fresh_namespace "$muster_test_ns"
+}
+
+# runs_whole NS GROUP SELECTOR N: the Group GROUP gets N members, runs, and every pod of SELECTOR
+# is bound on the node its Group assigned to its member
+runs_whole() {
+  local ns=$1 group=$2 selector=$3 n=$4
+  eventually 30 "the Group $group has $n members" bash -c \
+    "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev $group -o jsonpath='{.spec.members.min}') == $n ]]"
+  eventually 30 "the group runs" bash -c \
+    "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev $group -o jsonpath='{.status.phase}') =~ ^(Running|Succeeded)$ ]]"
+  check "every pod runs on the node its Group assigned to its member" on_assigned "$ns" "$group" "$selector" "$n"
+}
+
 muster_up() {
   mkdir -p "$muster_dir" "$(dirname "$muster_log")"
   rm -f "$muster_dir"/muster.db*

@@ -8,13 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/muster.sh"
 ns=e2e-muster-job-shapes
 echo "test-muster-job-shapes" >&2
-cleanup() {
-  muster_down
-  k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-muster_up
-fresh_namespace $ns
+muster_in_namespace $ns
 
 { queued_job_yaml waves 2 completions=4 run=3; echo ---; queued_job_yaml indexed 2 completions=5 run=3 indexed=1; } |
   k -n $ns create -f - >/dev/null

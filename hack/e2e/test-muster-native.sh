@@ -12,13 +12,7 @@ set -euo pipefail
 . "$(dirname "$0")/muster.sh"
 ns=e2e-muster-native
 echo "test-muster-native" >&2
-cleanup() {
-  muster_down
-  k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-muster_up
-fresh_namespace $ns
+muster_in_namespace $ns
 
 # pod_group NAME POLICY: a standalone PodGroup (POLICY is its schedulingPolicy, as YAML flow)
 pod_group() {
@@ -44,11 +38,7 @@ sleep 2
 check "one pod of three is not placed" \
   test -z "$(k -n $ns get pod ring-0 -o jsonpath='{.spec.nodeName}')"
 for i in 1 2; do native_pod ring-$i ring 8 | k -n $ns create -f - >/dev/null; done
-eventually 30 "the Group ring has the PodGroup's 3 members" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.spec.members.min}') == 3 ]]"
-eventually 30 "the group runs" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.status.phase}') =~ ^(Running|Succeeded)$ ]]"
-check "every pod runs on the node its Group assigned to its member" on_assigned $ns ring muster.dev/group=ring 3
+runs_whole $ns ring muster.dev/group=ring 3
 eventually 30 "the PodGroup says PodGroupInitiallyScheduled=True, reason Scheduled" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get podgroups.scheduling.k8s.io ring -o jsonpath='{.status.conditions[?(@.type==\"PodGroupInitiallyScheduled\")].status}/{.status.conditions[?(@.type==\"PodGroupInitiallyScheduled\")].reason}') == True/Scheduled ]]"
 eventually 60 "the Group is Succeeded" bash -c \

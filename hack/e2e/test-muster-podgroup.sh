@@ -63,11 +63,7 @@ check "the pod took its size from the PodGroup's minMember and was held for must
 alias_pod ring-x ring 8 ', muster.dev/group-size: "2"' | refused "a pod whose own size disagrees with its PodGroup" \
   "\"2\" disagrees with spec.minMember 3 of PodGroup $ns/ring" k -n $ns create -f -
 for i in 1 2; do alias_pod ring-$i ring 8 | k -n $ns create -f - >/dev/null; done
-eventually 30 "the Group ring has the PodGroup's 3 members" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.spec.members.min}') == 3 ]]"
-eventually 30 "the group runs" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.status.phase}') =~ ^(Running|Succeeded)$ ]]"
-check "every pod runs on the node its Group assigned to its member" on_assigned $ns ring muster.dev/group=ring 3
+runs_whole $ns ring muster.dev/group=ring 3
 eventually 60 "the Group is Succeeded" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.status.phase}') == Succeeded ]]"
 # The webhook polls discovery every 30 s and starts watching PodGroups once the CRD is served.

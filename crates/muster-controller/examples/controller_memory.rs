@@ -57,6 +57,7 @@ fn main() {
     for j in 0..jobs {
         let name = format!("job-{j:06}");
         let job = JobView {
+            kind: &muster_k8s::workload::job::KIND,
             key: GroupKey::new("team", &name),
             uid: format!("uid-{j}"),
             queue: "default".into(),

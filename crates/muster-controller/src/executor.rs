@@ -9,14 +9,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::DynamicObject;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
-use muster_k8s::external::JobSet;
 use muster_k8s::{Group, GroupState, GroupStatus, Queue, QueueStatus, labels};
 use muster_queue::GroupKey;
 use serde_json::json;
@@ -227,25 +226,14 @@ async fn job_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedR
 async fn write(client: Client, a: Action) {
     let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
     let (key, result) = match a {
-        Action::Suspend { key, suspend } => {
-            let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
-            let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
+        Action::Suspend { key, kind, suspend } => {
+            let api = Api::<DynamicObject>::namespaced_with(client.clone(), &key.namespace, &kind.resource());
+            let patch = Patch::Merge(kind.hold_patch(suspend));
             let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
             (key, r)
         }
-        Action::ClearRequests { key } => {
-            let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
-            let r = api.patch(&key.name, &PatchParams::default(), &clear_requests()).await.map(drop);
-            (key, r)
-        }
-        Action::SuspendJobSet { key, suspend } => {
-            let api: Api<JobSet> = Api::namespaced(client.clone(), &key.namespace);
-            let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
-            let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
-            (key, r)
-        }
-        Action::ClearJobSetRequests { key } => {
-            let api: Api<JobSet> = Api::namespaced(client.clone(), &key.namespace);
+        Action::ClearRequests { key, kind } => {
+            let api = Api::<DynamicObject>::namespaced_with(client.clone(), &key.namespace, &kind.resource());
             let r = api.patch(&key.name, &PatchParams::default(), &clear_requests()).await.map(drop);
             (key, r)
         }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::external::{JobSet, served};
+use muster_k8s::workload::{Kind, jobset};
 use muster_k8s::{Group, Queue, labels};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
@@ -20,7 +21,7 @@ use crate::Message;
 use crate::brain::{Change, Event};
 use crate::convert::{self, Levels};
 
-/// How often to ask whether the JobSet CRD has been installed.
+/// How often to ask whether an optional kind's CRD (JobSet) has been installed.
 const CRD_POLL: std::time::Duration = std::time::Duration::from_secs(30);
 /// How soon to ask again after discovery failed.
 const DISCOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -44,22 +45,31 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     let groups = Api::<Group>::all(client.clone());
     let t = tx.clone();
     set.spawn(forward(groups, watcher::Config::default(), convert::group_object_view, Event::GroupObject, t));
-    set.spawn(jobsets(client, tx));
+    set.spawn(optional_kind::<JobSet, _>(client, &jobset::KIND, convert::jobset_view, Event::JobSet, tx));
     set
 }
 
-/// JobSets, once their CRD is served. Until then the brain gets one empty listing, so that it
-/// need not wait for a kind the cluster does not have. Only a definite "not served" counts: after
-/// a failed discovery call nothing is listed (recovery would take the JobSets for deleted).
-async fn jobsets(client: Client, tx: Sender<Message>) {
+/// Workloads of a held kind whose CRD may not be installed (JobSets), with the queue label, once
+/// the CRD is served. Until then the brain gets one empty listing, so that it need not wait for a
+/// kind the cluster does not have. Only a definite "not served" counts: after a failed discovery
+/// call nothing is listed (recovery would take the workloads for deleted).
+async fn optional_kind<K, V>(
+    client: Client,
+    kind: &'static Kind,
+    view: fn(&K) -> Option<V>,
+    wrap: fn(Change<V>) -> Event,
+    tx: Sender<Message>,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+{
     let mut listed = false;
     loop {
-        let wait = match served(&client, &kube::core::ApiResource::erase::<JobSet>(&())).await {
+        let wait = match served(&client, &kind.resource()).await {
             Ok(true) => break,
             Ok(false) if !listed => {
                 listed = true;
                 for c in [Change::Init, Change::InitDone] {
-                    if tx.send(Message::Event(Event::JobSet(c))).is_err() {
+                    if tx.send(Message::Event(wrap(c))).is_err() {
                         return;
                     }
                 }
@@ -67,15 +77,14 @@ async fn jobsets(client: Client, tx: Sender<Message>) {
             }
             Ok(false) => CRD_POLL,
             Err(e) => {
-                warn!("cannot tell whether JobSets are served (asking again): {e}");
+                warn!("cannot tell whether {}s are served (asking again): {e}", kind.kind);
                 DISCOVERY_RETRY
             }
         };
         tokio::time::sleep(wait).await;
     }
-    info!("the JobSet CRD is installed; watching JobSets");
-    let api = Api::<JobSet>::all(client);
-    forward(api, watcher::Config::default().labels(labels::QUEUE), convert::jobset_view, Event::JobSet, tx).await;
+    info!("the {} CRD is installed; watching {}s", kind.kind, kind.kind);
+    forward(Api::<K>::all(client), watcher::Config::default().labels(labels::QUEUE), view, wrap, tx).await;
 }
 
 /// Streams one kind to the brain, converted to its view. Watch errors are retried with backoff.

@@ -190,7 +190,7 @@ fn nothing_is_written_into_a_namespace_being_deleted_but_its_groups_still_releas
     let other = JobView { key: GroupKey::new("elsewhere", "next"), ..job("next", 2, 2) };
     let a = h.send(Event::Job(Change::Apply(other)));
     assert!(
-        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: false } if key.namespace == "elsewhere")),
+        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: false, .. } if key.namespace == "elsewhere")),
         "{a:?}"
     );
 }
@@ -204,7 +204,7 @@ fn a_refused_binding_releases_the_whole_group() {
     assert_eq!(b.len(), 1);
     let a = h.send(Event::BindFailed { key: GroupKey::new(NS, "train"), pod: p0.name, message: "node full".into() });
     assert!(
-        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: true } if key.name == "train")),
+        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: true, .. } if key.name == "train")),
         "the Job is suspended again (its pods go): {a:?}"
     );
     let suspend = a.iter().position(|a| matches!(a, Action::Suspend { suspend: true, .. })).unwrap();
@@ -578,6 +578,7 @@ fn a_restart_redoes_what_a_crash_lost_between_deciding_and_acting() {
 fn jobset(suspended: bool) -> JobSetView {
     let mut job = job("train", 5, 1);
     job.suspended = suspended;
+    job.kind = &muster_k8s::workload::jobset::KIND;
     let g = job.group.as_mut().unwrap();
     g.owner = Some(OwnerReference {
         api_version: "jobset.x-k8s.io/v1alpha2".into(),
@@ -603,7 +604,7 @@ fn jobset_suspends(actions: &[Action]) -> Vec<bool> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::SuspendJobSet { key, suspend } if key.name == "train" => Some(*suspend),
+            Action::Suspend { key, kind, suspend } if key.name == "train" && kind.kind == "JobSet" => Some(*suspend),
             _ => None,
         })
         .collect()
@@ -669,14 +670,17 @@ fn a_jobset_is_suspended_on_eviction_and_by_its_user_as_a_jobset() {
     // again at once, and resumed when placed anew).
     let a = h.send(Event::BindFailed { key: GroupKey::new(NS, "train"), pod: p.name.clone(), message: "no".into() });
     assert_eq!(jobset_suspends(&a).first(), Some(&true), "{a:?}");
-    assert!(!a.iter().any(|a| matches!(a, Action::Suspend { .. })), "never patched as a Job");
+    assert!(!a.iter().any(|a| matches!(a, Action::Suspend { kind, .. } if kind.kind != "JobSet")), "never as a Job");
     // The user suspends it (the webhook's stamp): its resources go at once.
     let mut asked = jobset(true);
     asked.job.suspend_requested = true;
     let a = h.send(Event::JobSet(Change::Apply(asked)));
     assert_eq!(h.state("train"), Some(GroupState::Suspended));
-    assert!(a.iter().any(|a| matches!(a, Action::ClearJobSetRequests { key } if key.name == "train")), "{a:?}");
-    assert!(!a.iter().any(|a| matches!(a, Action::ClearRequests { .. })));
+    assert!(
+        a.iter()
+            .any(|a| matches!(a, Action::ClearRequests { key, kind } if key.name == "train" && kind.kind == "JobSet")),
+        "{a:?}"
+    );
     // And asks to resume it: through the queue, then resumed by muster.
     let mut asked = jobset(true);
     asked.job.resume_requested = true;

@@ -277,7 +277,7 @@ impl Cluster {
                     self.pods.insert(uid, b.clone());
                     events.push(Event::Pod(Change::Apply(b)));
                 }
-                Action::Suspend { key, suspend: false } => {
+                Action::Suspend { key, suspend: false, .. } => {
                     let Some(j) = self.jobs.get_mut(&key.name) else { continue };
                     j.suspended = false;
                     events.push(Event::Job(Change::Apply(j.clone())));

@@ -815,23 +815,13 @@ mod tests {
             .unwrap()
         };
         let rec = |name: &str, topology: bool| JobRecord {
-            name: name.into(),
-            class: "c".into(),
             pods: 2,
-            min_pods: None,
-            requests: BTreeMap::new(),
-            run_ms: 1000,
-            run_after: "all-ready".into(),
-            deadline_s: None,
-            node_selector: BTreeMap::new(),
-            tolerations: vec![],
-            submit_ms: 0,
-            expected_run_ms: 1000,
             topology: topology.then(|| crate::workload::RecordTopology {
                 level: "rack".into(),
                 label: "muster.dev/rack".into(),
                 required: true,
             }),
+            ..record(name, "c")
         };
         let nodes = [node("a", "r0"), node("b", "r0"), node("c", "r1")];
         let pods = [

@@ -112,7 +112,7 @@ fn held_create<W: Workload>(w: &W) -> Vec<PatchOperation> {
     let Ok(sets) = w.pod_sets() else { return Vec::new() };
     let mut ops = Vec::new();
     if !w.held() {
-        ops.push(add_field(W::hold_field(), json!(true)));
+        ops.push(add_field(W::kind().hold_field, json!(true)));
     }
     for set in sets.iter().filter(|s| s.template.scheduler_name.as_deref() != Some(SCHEDULER_NAME)) {
         ops.push(add_field(&format!("{}.schedulerName", set.template_field), json!(SCHEDULER_NAME)));
@@ -136,7 +136,7 @@ fn held_update<W: Workload>(old: &W, new: &W, now: Timestamp) -> Vec<PatchOperat
     };
     if was {
         // Releasing is muster's to do: the workload stays held and asks to be queued again.
-        vec![add_field(W::hold_field(), json!(true)), annotation]
+        vec![add_field(W::kind().hold_field, json!(true)), annotation]
     } else {
         vec![annotation]
     }

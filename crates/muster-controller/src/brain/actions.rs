@@ -1,5 +1,6 @@
 //! What flows through the brain: changes the watchers saw in, actions for the executor out.
 
+use muster_k8s::workload::Kind;
 use muster_k8s::{GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
 use muster_queue::GroupKey;
 
@@ -96,24 +97,16 @@ pub enum Action {
         key: GroupKey,
         status: Box<GroupStatus>,
     },
-    /// Set the Job's spec.suspend.
+    /// Hold (`suspend`) or release a workload of a held kind (a Job's or JobSet's spec.suspend).
     Suspend {
         key: GroupKey,
+        kind: &'static Kind,
         suspend: bool,
     },
     /// Remove the user's suspend- and resume-requested annotations once they are recorded.
     ClearRequests {
         key: GroupKey,
-    },
-    /// [`Action::Suspend`] for a JobSet (`jobset.x-k8s.io`); its controller suspends or
-    /// resumes the child Jobs.
-    SuspendJobSet {
-        key: GroupKey,
-        suspend: bool,
-    },
-    /// [`Action::ClearRequests`] for a JobSet.
-    ClearJobSetRequests {
-        key: GroupKey,
+        kind: &'static Kind,
     },
     /// Mark the Kubernetes PodGroup the group's pods name as scheduled (condition
     /// `PodGroupInitiallyScheduled`, as kube-scheduler sets it): every member is bound or binding.
@@ -151,9 +144,7 @@ impl Action {
             | Action::Status { key, .. }
             | Action::RestoreStatus { key, .. }
             | Action::Suspend { key, .. }
-            | Action::ClearRequests { key }
-            | Action::SuspendJobSet { key, .. }
-            | Action::ClearJobSetRequests { key }
+            | Action::ClearRequests { key, .. }
             | Action::Bind { key, .. }
             | Action::PodGroupScheduled { key, .. }
             | Action::Event { key, .. } => Some(key),

@@ -183,11 +183,6 @@ impl<S: Store> Brain<S> {
         self.jobs.items.values().chain(self.jobsets.items.values().map(|s| &s.job))
     }
 
-    fn is_jobset(&self, key: &GroupKey) -> bool {
-        let k = key.to_string();
-        !self.jobs.items.contains_key(&k) && self.jobsets.items.contains_key(&k)
-    }
-
     pub fn engine(&self) -> Option<&DurableEngine<S>> {
         self.engine.as_ref()
     }
@@ -521,10 +516,7 @@ impl<S: Store> Brain<S> {
             self.inputs.push(Input::Resume(j.key.clone()));
         }
         if j.suspend_requested || j.resume_requested {
-            let key = j.key.clone();
-            let clear =
-                if self.is_jobset(&key) { Action::ClearJobSetRequests { key } } else { Action::ClearRequests { key } };
-            self.actions.push(clear);
+            self.actions.push(Action::ClearRequests { key: j.key.clone(), kind: j.kind });
         }
         // Level-triggered: what a crash lost between writing a decision and acting on it (the
         // Group object, unsuspending an admitted Job, suspending an evicted one) is done again.
@@ -543,16 +535,13 @@ impl<S: Store> Brain<S> {
         }
     }
 
-    /// Patches a Job's (or JobSet's) spec.suspend, unless the same patch is already on its way.
+    /// Holds or releases a group's workload (a Job's or JobSet's spec.suspend), unless the same
+    /// patch is already on its way. A workload not (or no longer) mirrored has nothing to patch:
+    /// once it is listed, [`Brain::job_changed`] sets it as its group wants.
     fn set_suspend(&mut self, key: &GroupKey, suspend: bool) {
+        let Some(kind) = self.workload(&key.to_string()).map(|j| j.kind) else { return };
         if self.suspend_sent.insert(key.clone(), suspend) != Some(suspend) {
-            let key = key.clone();
-            let patch = if self.is_jobset(&key) {
-                Action::SuspendJobSet { key, suspend }
-            } else {
-                Action::Suspend { key, suspend }
-            };
-            self.actions.push(patch);
+            self.actions.push(Action::Suspend { key: key.clone(), kind, suspend });
         }
     }
 

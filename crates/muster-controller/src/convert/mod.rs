@@ -417,6 +417,8 @@ pub fn pod_requests(spec: &PodSpec) -> Vec<(String, u64)> {
 /// What the controller keeps of a Job with the queue label.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobView {
+    /// Its kind (batch/v1 Job, JobSet, ...): how it is held and released.
+    pub kind: &'static workload::Kind,
     pub key: GroupKey,
     pub uid: String,
     pub queue: String,
@@ -447,6 +449,7 @@ fn workload_view<W: Workload>(w: &W) -> Option<JobView> {
     let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
     let annotated = |k: &str| meta.annotations.as_ref().is_some_and(|a| a.contains_key(k));
     Some(JobView {
+        kind: W::kind(),
         key: GroupKey::new(&namespace, &name),
         uid,
         suspended: w.held(),

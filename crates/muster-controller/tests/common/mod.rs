@@ -35,6 +35,7 @@ pub fn node(name: &str, cpu: u64) -> NodeView {
 
 pub fn job(name: &str, members: i64, cpu: i64) -> JobView {
     JobView {
+        kind: &muster_k8s::workload::job::KIND,
         key: GroupKey::new(NS, name),
         uid: format!("uid-{name}"),
         queue: "default".into(),
@@ -170,7 +171,12 @@ pub fn binds(actions: &[Action]) -> Vec<(String, String, u32)> {
 }
 
 pub fn unsuspends(actions: &[Action], name: &str) -> usize {
-    actions.iter().filter(|a| matches!(a, Action::Suspend { key, suspend: false } if key.name == name)).count()
+    actions
+        .iter()
+        .filter(
+            |a| matches!(a, Action::Suspend { key, kind, suspend: false } if key.name == name && kind.kind == "Job"),
+        )
+        .count()
 }
 
 pub fn last_phase(actions: &[Action], name: &str) -> Option<GroupState> {

@@ -13,6 +13,7 @@ pub const KIND: Kind = Kind {
     plural: "jobs",
     verbs: &["get", "list", "watch", "patch", "update"],
     why: "suspended by the webhook, resumed (or suspended again on eviction) by muster",
+    hold_field: "spec.suspend",
 };
 
 /// Pods of a Job that run at once, its group's members: `spec.parallelism` (default 1), but

@@ -14,6 +14,7 @@ pub const KIND: Kind = Kind {
     verbs: &["get", "list", "watch", "patch"],
     why: "one group each (when their CRD is installed), suspended by the webhook and resumed (or suspended again \
           on eviction) by muster",
+    hold_field: "spec.suspend",
 };
 
 impl Workload for JobSet {

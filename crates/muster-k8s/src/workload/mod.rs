@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::ApiResource;
 use muster_graph::jobspec::MAX_MEMBERS;
 
 use crate::group::{Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
@@ -36,12 +37,30 @@ pub struct Kind {
     pub verbs: &'static [&'static str],
     /// Why muster needs those verbs, written above the rule in `deploy/rbac.yaml`.
     pub why: &'static str,
+    /// The boolean field that holds an object of the kind back when true (`spec.suspend`).
+    pub hold_field: &'static str,
 }
 
 impl Kind {
     /// `group/version` (`version` for the core group), as in an object's apiVersion.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// The kind as the dynamic API client addresses it.
+    pub fn resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.into(),
+            version: self.version.into(),
+            api_version: self.api_version(),
+            kind: self.kind.into(),
+            plural: self.plural.into(),
+        }
+    }
+
+    /// The merge patch that sets [`Kind::hold_field`] to `hold`.
+    pub fn hold_patch(&self, hold: bool) -> serde_json::Value {
+        self.hold_field.rsplit('.').fold(serde_json::Value::Bool(hold), |inner, key| serde_json::json!({ key: inner }))
     }
 
     /// The name of one of the kind's admission webhooks (`jobs.mutate.muster.dev`).
@@ -74,11 +93,6 @@ pub trait Workload {
 
     /// Held back (suspended): none of its pods exist or run.
     fn held(&self) -> bool;
-
-    /// The boolean field that holds it back when true.
-    fn hold_field() -> &'static str {
-        "spec.suspend"
-    }
 
     /// Some(succeeded) once it has finished.
     fn finished(&self) -> Option<bool>;

@@ -133,4 +133,7 @@ fn kinds_name_their_api_and_hooks() {
     assert_eq!(jobset::KIND.hook_name("mutate"), "jobsets.mutate.muster.dev");
     let plurals: Vec<_> = HELD_KINDS.iter().map(|k| k.plural).collect();
     assert_eq!(plurals, ["jobs", "jobsets"]);
+    assert_eq!(job::KIND.hold_patch(true), json!({"spec": {"suspend": true}}));
+    let r = jobset::KIND.resource();
+    assert_eq!((r.api_version.as_str(), r.plural.as_str()), ("jobset.x-k8s.io/v1alpha2", "jobsets"));
 }
