@@ -52,6 +52,33 @@ fn a_job_is_queued_admitted_bound_exactly_and_runs() {
 }
 
 #[test]
+fn a_jobs_later_pods_take_the_members_its_finished_pods_left() {
+    // parallelism 2, completions 4: a group of 2; pods 2 and 3 come as 0 and 1 finish.
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[job("waves", 2, 2)], &[]);
+    h.cycle();
+    assert_eq!(h.state("waves"), Some(GroupState::Admitted));
+    let first: Vec<PodView> = (0..2).map(|i| pod("waves", i, 2)).collect();
+    let mut all = Vec::new();
+    for p in &first {
+        all.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    let b = binds(&all);
+    assert_eq!(b.len(), 2, "{all:?}");
+    for (p, (_, node, member)) in first.iter().zip(&b) {
+        h.send(Event::Pod(Change::Apply(bound(p, node, *member, true))));
+    }
+    // Pod 2 comes while both members still run: it waits.
+    let third = pod("waves", 2, 2);
+    assert!(binds(&h.send(Event::Pod(Change::Apply(third.clone())))).is_empty(), "no member is free");
+    // Pod 0 finishes: pod 2 takes its member, on its node.
+    let (_, node0, member0) = b[0].clone();
+    let done = PodView { phase: PodPhase::Succeeded, ready: false, ..bound(&first[0], &node0, member0, false) };
+    let a = h.send(Event::Pod(Change::Apply(done)));
+    assert_eq!(binds(&a), [("waves-2".to_string(), node0, member0)], "{a:?}");
+    assert_eq!(h.state("waves"), Some(GroupState::Running), "the group keeps running");
+}
+
+#[test]
 fn two_jobs_that_fit_only_one_at_a_time_never_share_the_cluster() {
     // Seed 001 in small: each job needs the whole cluster.
     let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[job("a", 4, 2), job("b", 4, 2)], &[]);
