@@ -15,11 +15,13 @@
 //!   each peer's own minimum (the module says what each peer does not support).
 //! - [`simreal`]: those Jobs created at their submit times on a real cluster, the control plane's
 //!   rates on a calibration burst, the comparison with `muster sim`, kube-scheduler's metrics.
+//! - [`outcome`]: what a real run's Jobs went through: waits, bounded slowdown, topology spread.
 //! - [`scale`]: seed 002's scale experiment and the bind-rate bursts, followed through watches.
 //!
 //! Quantities are parsed by muster's own parser (`muster_graph::resources`).
 
 pub mod cluster;
+pub mod outcome;
 pub mod peers;
 pub mod scale;
 pub mod simreal;

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::cluster::{self, ALL_READY_AT, Condition, JOB_NAME_LABEL, now, secs, true_condition};
+use crate::cluster::{self, ALL_READY_AT, Condition, now, secs, true_condition};
+use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
 use crate::peers::{Object, PeerOptions, job_objects};
 use crate::stats::{mean, peak_rate, py, round};
 use crate::workload::{JobRecord, ManifestOptions, manifest};
@@ -46,120 +47,6 @@ pub struct RealResult {
     /// there were no Jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits: Option<Waits>,
-}
-
-/// Each Job's wait (its creation -> the first of its pods bound) and run (that bind -> the Job's
-/// end), overall and by the class of its job record (1 s timestamps).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Waits {
-    pub overall: WaitStats,
-    /// Keyed by [`JobRecord::class`]; a Job without a record counts only in `overall`.
-    pub classes: BTreeMap<String, WaitStats>,
-}
-
-/// The figures of `muster sim`'s report ([`muster_sim::metrics::stats`], nearest-rank p95, and
-/// [`muster_sim::metrics::bounded_slowdown`]), so that the two compare directly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WaitStats {
-    /// Jobs that had a pod bound: the waits.
-    pub count: usize,
-    /// Jobs that never had a pod bound (left out of every figure here).
-    pub unbound: usize,
-    pub mean_s: Option<f64>,
-    pub p95_s: Option<f64>,
-    pub max_s: Option<f64>,
-    /// Mean of max(1, (wait + run) / max(run, 10 s)) over the jobs of `count` that ended
-    /// (Complete or Failed); none when none did.
-    pub bounded_slowdown: Option<f64>,
-}
-
-/// The waits and runs of `items` (see [`Waits`]), classed by the records of the same name.
-///
-/// The slowdown bound is muster-sim's `SLOWDOWN_BOUND_MS` (10 s), not scaled: a scenario carries
-/// no time scale (the `-sixtieth` copies have their run times and arrival gaps written at 1/60,
-/// and the jobs file holds those scaled times), and `muster sim` applies the same 10 s bound to
-/// the same scenario, so the two slowdowns stay comparable. At 1/60 a 10 s bound stands for
-/// 10 min of the full-scale scenario: it bounds more of the short jobs than there.
-pub fn waits(items: &[Job], pods: &[Pod], jobs: &[JobRecord]) -> Option<Waits> {
-    use muster_sim::metrics::{bounded_slowdown, stats};
-    if items.is_empty() {
-        return None;
-    }
-    let mut first_bind: HashMap<String, f64> = HashMap::new();
-    for p in pods {
-        if let (Some(name), Some(b)) = (job_name(p), bound_at(p)) {
-            let t = first_bind.entry(name).or_insert(b);
-            *t = t.min(b);
-        }
-    }
-    let class_of: HashMap<&str, &str> = jobs.iter().map(|j| (j.name.as_str(), j.class.as_str())).collect();
-    let ms = |s: f64| (s * 1000.0).round() as i64;
-    // (unbound, waits, (wait, run) of those that ended), overall and per class.
-    type Acc = (usize, Vec<i64>, Vec<(i64, i64)>);
-    let (mut all, mut by_class): (Acc, BTreeMap<&str, Acc>) = Default::default();
-    for j in items {
-        let name = j.metadata.name.as_deref().unwrap_or_default();
-        let bind = first_bind.get(name).copied();
-        let wait_run = bind.map(|b| (ms(b - created(&j.metadata)), job_end(j).1.map(|e| ms(e - b))));
-        for a in std::iter::once(&mut all).chain(class_of.get(name).map(|c| by_class.entry(c).or_default())) {
-            match wait_run {
-                None => a.0 += 1,
-                Some((wait, run)) => {
-                    a.1.push(wait);
-                    a.2.extend(run.map(|r| (wait, r)));
-                }
-            }
-        }
-    }
-    let figures = |(unbound, w, wr): &Acc| {
-        let s = stats(w);
-        let some = |x: f64| (!w.is_empty()).then_some(x);
-        WaitStats {
-            count: w.len(),
-            unbound: *unbound,
-            mean_s: some(s.mean_s),
-            p95_s: some(s.p95_s),
-            max_s: some(s.max_s),
-            bounded_slowdown: (!wr.is_empty()).then(|| bounded_slowdown(wr)),
-        }
-    };
-    Some(Waits { overall: figures(&all), classes: by_class.iter().map(|(k, v)| (k.to_string(), figures(v))).collect() })
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopologySpread {
-    pub constrained: usize,
-    pub spread: usize,
-    /// Of `spread`, the jobs whose constraint was required.
-    pub spread_required: usize,
-}
-
-/// How many of the topology-constrained jobs ran spread across domains, read off where their pods
-/// were bound (the Job controller keeps finished pods) and the nodes' labels.
-pub fn topology_spread(jobs: &[JobRecord], pods: &[Pod], nodes: &[Node]) -> Option<TopologySpread> {
-    let label_of: HashMap<&str, &BTreeMap<String, String>> =
-        nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.labels.as_ref()?))).collect();
-    let mut count = TopologySpread { constrained: 0, spread: 0, spread_required: 0 };
-    let mut any = false;
-    for job in jobs {
-        let Some(t) = &job.topology else { continue };
-        any = true;
-        let domains: Option<Vec<Option<&String>>> = pods
-            .iter()
-            .filter(|p| job_name(p).as_deref() == Some(job.name.as_str()))
-            .map(|p| {
-                let node = p.spec.as_ref()?.node_name.as_deref()?;
-                Some(label_of.get(node).and_then(|l| l.get(&t.label)))
-            })
-            .collect();
-        let Some(mut domains) = domains.filter(|d| d.len() as u32 == job.pods) else { continue };
-        domains.dedup();
-        count.constrained += 1;
-        let spread = usize::from(domains.iter().any(|d| *d != domains[0]));
-        count.spread += spread;
-        count.spread_required += spread * usize::from(t.required);
-    }
-    any.then_some(count)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -231,19 +118,6 @@ pub fn job_end(j: &Job) -> (JobState, Option<f64>) {
         return (JobState::Failed, c.last_transition());
     }
     (JobState::Active, None)
-}
-
-fn created(meta: &kube::api::ObjectMeta) -> f64 {
-    meta.creation_timestamp.as_ref().map_or(0.0, secs)
-}
-
-fn job_name(p: &Pod) -> Option<String> {
-    p.metadata.labels.as_ref().and_then(|l| l.get(JOB_NAME_LABEL)).cloned()
-}
-
-fn bound_at(p: &Pod) -> Option<f64> {
-    let conds = p.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-    true_condition(conds, "PodScheduled").and_then(|c| c.last_transition())
 }
 
 fn all_ready_stamp(p: &Pod) -> Option<f64> {
@@ -784,62 +658,8 @@ pub fn metrics_report(real_file: &Path, step: f64) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record(name: &str, class: &str) -> JobRecord {
-        JobRecord {
-            name: name.into(),
-            class: class.into(),
-            pods: 1,
-            min_pods: None,
-            requests: BTreeMap::new(),
-            run_ms: 1000,
-            run_after: "all-ready".into(),
-            deadline_s: None,
-            node_selector: BTreeMap::new(),
-            tolerations: vec![],
-            submit_ms: 0,
-            expected_run_ms: 1000,
-            topology: None,
-        }
-    }
-
-    #[test]
-    fn a_job_spans_domains_when_its_pods_sit_in_two_racks() {
-        let node = |name: &str, rack: &str| -> Node {
-            serde_json::from_value(serde_json::json!({"metadata": {"name": name, "labels": {"muster.dev/rack": rack}}}))
-                .unwrap()
-        };
-        let pod = |job: &str, node: Option<&str>| -> Pod {
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"labels": {JOB_NAME_LABEL: job}}, "spec": {"containers": [], "nodeName": node}}))
-            .unwrap()
-        };
-        let rec = |name: &str, topology: bool| JobRecord {
-            pods: 2,
-            topology: topology.then(|| crate::workload::RecordTopology {
-                level: "rack".into(),
-                label: "muster.dev/rack".into(),
-                required: true,
-            }),
-            ..record(name, "c")
-        };
-        let nodes = [node("a", "r0"), node("b", "r0"), node("c", "r1")];
-        let pods = [
-            pod("kept", Some("a")),
-            pod("kept", Some("b")),
-            pod("spread", Some("a")),
-            pod("spread", Some("c")),
-            pod("unbound", Some("a")),
-            pod("unbound", None),
-            pod("free", Some("a")),
-            pod("free", Some("c")),
-        ];
-        let jobs = [rec("kept", true), rec("spread", true), rec("unbound", true), rec("free", false)];
-        // The job with a pod never bound is not counted; the one without a constraint neither.
-        let want = TopologySpread { constrained: 2, spread: 1, spread_required: 1 };
-        assert_eq!(topology_spread(&jobs, &pods, &nodes), Some(want));
-        assert_eq!(topology_spread(&jobs[3..], &pods, &nodes), None);
-    }
+    use crate::outcome::WaitStats;
+    use crate::workload::test_record as record;
 
     #[test]
     fn metrics_pages_and_labels() {
@@ -911,91 +731,5 @@ mod tests {
         assert_eq!((c.pods, c.all_created_s, c.all_bound_s), (2, 2.0, 5.0));
         assert_eq!(c.last_bound_to_all_ready_stamp_s, Some(5.0));
         assert_eq!(c.stamp_plus_run_to_job_complete_s, Some(25.0));
-    }
-
-    #[test]
-    fn waits_run_from_job_creation_to_its_first_bind_by_class() {
-        let at = |s: u32| format!("2026-01-01T00:{:02}:{:02}Z", s / 60, s % 60);
-        // A Job created at `created`, ended `Complete` or `Failed` at `end` (or still active).
-        let job = |name: &str, created: u32, end: Option<(&str, u32)>| -> Job {
-            let conditions: Vec<Value> = end
-                .iter()
-                .map(|(kind, t)| serde_json::json!({"type": kind, "status": "True", "lastTransitionTime": at(*t)}))
-                .collect();
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"name": name, "creationTimestamp": at(created)},
-                "spec": {"template": {}},
-                "status": {"conditions": conditions}
-            }))
-            .unwrap()
-        };
-        // A pod of `job`, bound at `bound` or still pending.
-        let pod = |job: &str, bound: Option<u32>| -> Pod {
-            let cond = match bound {
-                Some(t) => serde_json::json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": at(t)}),
-                None => serde_json::json!({"type": "PodScheduled", "status": "False", "lastTransitionTime": at(0)}),
-            };
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"labels": {JOB_NAME_LABEL: job}},
-                "spec": {"containers": []},
-                "status": {"conditions": [cond]}
-            }))
-            .unwrap()
-        };
-        let mut items = vec![
-            // wait 2 (the first of its pods), run 30: slowdown 32/30.
-            job("a-0", 0, Some(("Complete", 32))),
-            // wait 20, run 5: slowdown 25/10 (the 10 s bound).
-            job("a-1", 10, Some(("Complete", 35))),
-            // Never bound: unbound, in no figure.
-            job("a-2", 20, None),
-            // wait 60, run 1 before it failed: slowdown 61/10.
-            job("b-0", 0, Some(("Failed", 61))),
-            // wait 4, still running: a wait but no slowdown.
-            job("b-1", 5, None),
-            // No record: overall only; wait 1, run 99: slowdown 100/99.
-            job("x-0", 0, Some(("Complete", 100))),
-        ];
-        let mut pods = vec![
-            pod("a-0", Some(5)),
-            pod("a-0", Some(2)),
-            pod("a-1", Some(30)),
-            pod("a-2", None),
-            pod("b-0", Some(60)),
-            pod("b-1", Some(9)),
-            pod("x-0", Some(1)),
-        ];
-        let mut jobs: Vec<JobRecord> = ["a-0", "a-1", "a-2", "b-0", "b-1"].iter().map(|n| record(n, &n[..1])).collect();
-        // Class c: 20 jobs waiting 1..=20 s and running 10 s each; nearest-rank p95 is the 19th.
-        for i in 1..=20 {
-            let name = format!("c-{i}");
-            items.push(job(&name, 0, Some(("Complete", i + 10))));
-            pods.push(pod(&name, Some(i)));
-            jobs.push(record(&name, "c"));
-        }
-        let stats = |count, unbound, mean, p95, max, slowdown| WaitStats {
-            count,
-            unbound,
-            mean_s: Some(mean),
-            p95_s: Some(p95),
-            max_s: Some(max),
-            bounded_slowdown: Some(slowdown),
-        };
-        let w = waits(&items, &pods, &jobs).unwrap();
-        // (32/30 + 2.5) / 2
-        assert_eq!(w.classes["a"], stats(2, 1, 11.0, 20.0, 20.0, 1.783));
-        assert_eq!(w.classes["b"], stats(2, 0, 32.0, 60.0, 60.0, 6.1));
-        // 1 + mean wait / 10
-        assert_eq!(w.classes["c"], stats(20, 0, 10.5, 19.0, 20.0, 2.05));
-        assert_eq!(w.classes.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
-        // 25 waits summing to 297 s, the 24th 20 s; (32/30 + 2.5 + 6.1 + 100/99 + 20 * 2.05) / 24.
-        assert_eq!(w.overall, stats(25, 1, 11.88, 20.0, 60.0, 2.153));
-        // Only unbound jobs: counted, no figures.
-        let none = waits(&items[2..3], &pods, &jobs).unwrap();
-        let empty = WaitStats { count: 0, unbound: 1, mean_s: None, p95_s: None, max_s: None, bounded_slowdown: None };
-        assert_eq!(none.overall, empty);
-        let v = serde_json::to_value(&w).unwrap();
-        assert_eq!(v["classes"]["b"]["p95_s"], 60.0);
-        assert_eq!(serde_json::from_value::<Waits>(v).unwrap(), w);
     }
 }

@@ -215,6 +215,26 @@ pub fn objects_yaml(jobs: &[JobRecord], opts: &ManifestOptions) -> String {
     out
 }
 
+/// A one-pod job record of `class` for tests.
+#[cfg(test)]
+pub(crate) fn test_record(name: &str, class: &str) -> JobRecord {
+    JobRecord {
+        name: name.into(),
+        class: class.into(),
+        pods: 1,
+        min_pods: None,
+        requests: BTreeMap::new(),
+        run_ms: 1000,
+        run_after: "all-ready".into(),
+        deadline_s: None,
+        node_selector: BTreeMap::new(),
+        tolerations: vec![],
+        submit_ms: 0,
+        expected_run_ms: 1000,
+        topology: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

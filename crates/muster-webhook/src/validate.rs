@@ -17,7 +17,7 @@ use muster_k8s::labels::{
     PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
     is_reserved,
 };
-use muster_k8s::workload::{self, Workload};
+use muster_k8s::workload::{self, Shape, Workload};
 use muster_k8s::{GroupState, QueueSpec};
 
 use crate::alike;
@@ -339,7 +339,7 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         self.preset_node("spec.template.spec.nodeName", "Job", queue, pod_spec(new));
         let spec = self.queue(queue, &label_field(QUEUE)).await;
-        self.workload_shape(new, spec.as_ref().map(|s| (queue, s)));
+        self.fits_queue(workload::shape(new), spec.as_ref().map(|s| (queue, s)));
     }
 
     fn not_held(&mut self, kind: &str, queue: &str) {
@@ -363,8 +363,9 @@ impl<S: ClusterState> Checker<'_, S> {
     /// An update of a queued workload that changes its group's shape or the annotations that
     /// shape it: refused while muster has placed the group, then checked as a new one would be.
     async fn workload_update<W: Workload>(&mut self, old: &W, new: &W, resize_field: &str) {
-        let sized = |w: &W| workload::shape(w).map(|s| (s.members, s.requests)).ok();
-        let resized = sized(old) != sized(new);
+        let shape = workload::shape(new);
+        let was = workload::shape(old).ok().map(|s| (s.members, s.requests));
+        let resized = was.as_ref().map(|(m, r)| (m, r)) != shape.as_ref().ok().map(|s| (&s.members, &s.requests));
         let (a_old, a_new) = (old.meta().annotations.as_ref(), new.meta().annotations.as_ref());
         let annotated = [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY]
             .iter()
@@ -383,7 +384,7 @@ impl<S: ClusterState> Checker<'_, S> {
             Ok(Some(q)) => Some(q.spec.clone()),
             _ => None,
         };
-        self.workload_shape(new, spec.as_ref().map(|s| (queue, s)));
+        self.fits_queue(shape, spec.as_ref().map(|s| (queue, s)));
     }
 
     async fn jobset(&mut self, new: &JobSet, old: Option<&JobSet>) {
@@ -436,13 +437,13 @@ impl<S: ClusterState> Checker<'_, S> {
             self.not_held("JobSet", queue);
         }
         let spec = self.queue(queue, &label_field(QUEUE)).await;
-        self.workload_shape(new, spec.as_ref().map(|s| (queue, s)));
+        self.fits_queue(workload::shape(new), spec.as_ref().map(|s| (queue, s)));
     }
 
-    /// A queued workload as one group, sized by the function the controller sizes it with
-    /// (every field at fault is named), and whether it can ever fit its queue.
-    fn workload_shape<W: Workload>(&mut self, w: &W, queue: Option<(&str, &QueueSpec)>) {
-        let shape = match workload::shape(w) {
+    /// A queued workload's group as [`workload::shape`] (the function the controller sizes it
+    /// with) gives it, every field at fault named, and whether it can ever fit its queue.
+    fn fits_queue(&mut self, shape: Result<Shape, Vec<String>>, queue: Option<(&str, &QueueSpec)>) {
+        let shape = match shape {
             Ok(shape) => shape,
             Err(errors) => return self.out.extend(errors),
         };
