@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use muster_controller::brain::{Action, Brain, BrainConfig, Change, Event};
-use muster_controller::convert::{JobView, NodeView, PodPhase, PodView};
+use muster_controller::convert::{NodeView, PodPhase, PodView, WorkloadView};
 use muster_durable::Options;
 use muster_graph::{NodeSpec, Policy};
 use muster_k8s::group::Members;
+use muster_k8s::workload::{HELD_KINDS, PodPlace, SetLayout};
 use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity};
 use muster_queue::{EngineConfig, GroupKey, GroupState, QueuePolicy};
 use muster_store::testing::TempDir;
@@ -56,7 +57,7 @@ fn main() {
     }
     for j in 0..jobs {
         let name = format!("job-{j:06}");
-        let job = JobView {
+        let job = WorkloadView {
             kind: &muster_k8s::workload::job::KIND,
             key: GroupKey::new("team", &name),
             uid: format!("uid-{j}"),
@@ -67,6 +68,7 @@ fn main() {
             suspend_requested: false,
             created: now,
             deleting: false,
+            layout: vec![SetLayout { name: String::new(), children: 1, pods: pods as u32 }],
             group: Ok(GroupObjectSpec {
                 queue: "default".into(),
                 members: Members { min: pods as i64, max: None },
@@ -83,9 +85,10 @@ fn main() {
                 owner: None,
             }),
         };
-        brain.handle(Event::Job(Change::Apply(job)), now);
+        brain.handle(Event::Workload(job.kind, Change::Apply(job)), now);
     }
-    for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone), Event::Job(Change::InitDone)] {
+    let kinds = HELD_KINDS.iter().map(|k| Event::Workload(k, Change::InitDone));
+    for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone)].into_iter().chain(kinds) {
         brain.handle(e, now);
     }
     let dir = TempDir::new("muster-memory");
@@ -119,9 +122,13 @@ fn main() {
                 phase: PodPhase::Running,
                 ready: true,
                 requests: vec![("cpu".into(), 2000), ("memory".into(), 2 << 30)],
-                job: Some(key.name.clone()),
+                place: Some(Box::new(PodPlace {
+                    workload: key.name.clone(),
+                    set: String::new(),
+                    child: 0,
+                    index: Some(index),
+                })),
                 member: Some(index),
-                completion_index: Some(index),
                 deleting: false,
                 ..PodView::default()
             };

@@ -555,14 +555,14 @@ async fn publish(recorder: &Recorder, e: &PendingEvent) -> Result<(), kube::Erro
     // that belongs to no group.
     let (regarding, related) = match &e.subject {
         Subject::Group => (group, None),
-        Subject::Job { uid } => {
-            let job = ObjectReference {
-                api_version: Some("batch/v1".into()),
-                kind: Some("Job".into()),
+        Subject::Workload { kind, uid } => {
+            let workload = ObjectReference {
+                api_version: Some(kind.api_version()),
+                kind: Some(kind.kind.into()),
                 uid: Some(uid.clone()),
                 ..group.clone()
             };
-            (job, Some(group))
+            (workload, Some(group))
         }
         Subject::Pod { uid } => {
             let pod = ObjectReference {

@@ -1,5 +1,6 @@
-//! Watchers: nodes, pods, namespaces, Group objects, managed Jobs and (when their CRD is installed)
-//! managed JobSets into compact views for the brain; Queue changes.
+//! Watchers: nodes, pods, namespaces, Group objects, and the queued workloads of every held kind
+//! (a kind defined by a CRD once the CRD is installed) into compact views for the brain; Queue
+//! changes.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -10,8 +11,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use muster_k8s::external::{JobSet, served};
-use muster_k8s::workload::{Kind, jobset};
+use muster_k8s::external::{JobSet, MPIJob, served};
+use muster_k8s::workload::{Kind, Workload, job, jobset, mpijob};
 use muster_k8s::{Group, Queue, labels};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
@@ -21,7 +22,7 @@ use crate::Message;
 use crate::brain::{Change, Event};
 use crate::convert::{self, Levels};
 
-/// How often to ask whether an optional kind's CRD (JobSet) has been installed.
+/// How often to ask whether an optional kind's CRD (JobSet, MPIJob) has been installed.
 const CRD_POLL: std::time::Duration = std::time::Duration::from_secs(30);
 /// How soon to ask again after discovery failed.
 const DISCOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -37,7 +38,7 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     set.spawn(forward(pods, watcher::Config::default(), convert::pod_view, Event::Pod, tx.clone()));
     let jobs = Api::<Job>::all(client.clone());
     let t = tx.clone();
-    set.spawn(forward(jobs, watcher::Config::default().labels(labels::QUEUE), convert::job_view, Event::Job, t));
+    set.spawn(forward(jobs, watcher::Config::default().labels(labels::QUEUE), convert::job_view, job_event, t));
     let namespaces = Api::<Namespace>::all(client.clone());
     let t = tx.clone();
     set.spawn(forward(namespaces, watcher::Config::default(), convert::namespace_view, Event::Namespace, t));
@@ -45,23 +46,32 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     let groups = Api::<Group>::all(client.clone());
     let t = tx.clone();
     set.spawn(forward(groups, watcher::Config::default(), convert::group_object_view, Event::GroupObject, t));
-    set.spawn(optional_kind::<JobSet, _>(client, &jobset::KIND, convert::jobset_view, Event::JobSet, tx));
+    set.spawn(optional_kind::<JobSet>(client.clone(), jobset_event, tx.clone()));
+    set.spawn(optional_kind::<MPIJob>(client, mpijob_event, tx));
     set
 }
 
-/// Workloads of a held kind whose CRD may not be installed (JobSets), with the queue label, once
-/// the CRD is served. Until then the brain gets one empty listing, so that it need not wait for a
-/// kind the cluster does not have. Only a definite "not served" counts: after a failed discovery
-/// call nothing is listed (recovery would take the workloads for deleted).
-async fn optional_kind<K, V>(
-    client: Client,
-    kind: &'static Kind,
-    view: fn(&K) -> Option<V>,
-    wrap: fn(Change<V>) -> Event,
-    tx: Sender<Message>,
-) where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+fn job_event(c: Change<convert::WorkloadView>) -> Event {
+    Event::Workload(&job::KIND, c)
+}
+
+fn jobset_event(c: Change<convert::WorkloadView>) -> Event {
+    Event::Workload(&jobset::KIND, c)
+}
+
+fn mpijob_event(c: Change<convert::WorkloadView>) -> Event {
+    Event::Workload(&mpijob::KIND, c)
+}
+
+/// Workloads of a held kind whose CRD may not be installed (JobSets, MPIJobs), with the queue
+/// label, once the CRD is served. Until then the brain gets one empty listing, so that it need
+/// not wait for a kind the cluster does not have. Only a definite "not served" counts: after a
+/// failed discovery call nothing is listed (recovery would take the workloads for deleted).
+async fn optional_kind<K>(client: Client, wrap: fn(Change<convert::WorkloadView>) -> Event, tx: Sender<Message>)
+where
+    K: Workload + Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
+    let kind: &Kind = <K as Workload>::kind();
     let mut listed = false;
     loop {
         let wait = match served(&client, &kind.resource()).await {
@@ -84,7 +94,8 @@ async fn optional_kind<K, V>(
         tokio::time::sleep(wait).await;
     }
     info!("the {} CRD is installed; watching {}s", kind.kind, kind.kind);
-    forward(Api::<K>::all(client), watcher::Config::default().labels(labels::QUEUE), view, wrap, tx).await;
+    let config = watcher::Config::default().labels(labels::QUEUE);
+    forward(Api::<K>::all(client), config, convert::workload_view::<K>, wrap, tx).await;
 }
 
 /// Streams one kind to the brain, converted to its view. Watch errors are retried with backoff.

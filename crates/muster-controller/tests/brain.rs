@@ -46,7 +46,7 @@ fn a_job_is_queued_admitted_bound_exactly_and_runs() {
     let mut done = job("train", 3, 2);
     done.suspended = false;
     done.finished = Some(true);
-    let a = h.send(Event::Job(Change::Apply(done)));
+    let a = h.send(job_event(Change::Apply(done)));
     assert_eq!(h.state("train"), Some(GroupState::Succeeded));
     assert_eq!(last_phase(&a, "train"), Some(GroupState::Succeeded));
 }
@@ -93,7 +93,7 @@ fn two_jobs_that_fit_only_one_at_a_time_never_share_the_cluster() {
     assert!(h.cycle().iter().all(|a| unsuspends(std::slice::from_ref(a), second) == 0));
     let mut done = job(first, 4, 2);
     done.finished = Some(true);
-    let a = h.send(Event::Job(Change::Apply(done)));
+    let a = h.send(job_event(Change::Apply(done)));
     assert_eq!(unsuspends(&a, second), 1, "the second job runs once the first finished: {a:?}");
 }
 
@@ -101,7 +101,7 @@ fn two_jobs_that_fit_only_one_at_a_time_never_share_the_cluster() {
 fn other_schedulers_pods_use_capacity() {
     let mut foreign = pod("web", 0, 3);
     foreign.ours = false;
-    foreign.job = None;
+    foreign.place = None;
     foreign.node = Some("n1".into());
     foreign.phase = PodPhase::Running;
     let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[job("train", 2, 2)], &[foreign.clone()]);
@@ -112,7 +112,7 @@ fn other_schedulers_pods_use_capacity() {
     assert_eq!(g.state, GroupState::Admitted);
     assert!(g.allocation.unwrap().members.iter().all(|m| m.node == "n2"), "n1 is mostly taken");
     // A second job must wait for the foreign pod to finish.
-    h.send(Event::Job(Change::Apply(job("more", 2, 2))));
+    h.send(job_event(Change::Apply(job("more", 2, 2))));
     h.cycle();
     assert_eq!(h.state("more"), Some(GroupState::Queued));
     foreign.phase = PodPhase::Succeeded;
@@ -135,7 +135,7 @@ fn node_label_and_capacity_changes_apply_at_once_and_evict_nothing() {
     // A job for nodes labelled pool=gpu, which no node is yet.
     let mut gpu = job("gpu", 1, 1);
     gpu.group.as_mut().unwrap().node_selector.insert("pool".into(), "gpu".into());
-    h.send(Event::Job(Change::Apply(gpu)));
+    h.send(job_event(Change::Apply(gpu)));
     h.cycle();
     assert_ne!(h.state("gpu"), Some(GroupState::Admitted));
     // Labelling a node lets it run, without a restart.
@@ -151,7 +151,7 @@ fn node_label_and_capacity_changes_apply_at_once_and_evict_nothing() {
     assert_eq!(a_nodes(&h), placed);
     assert!(!a.iter().any(|x| matches!(x, Action::Suspend { suspend: true, .. })), "nothing evicted: {a:?}");
     // ... and nothing new goes there until it has room again.
-    h.send(Event::Job(Change::Apply(job("small", 1, 1))));
+    h.send(job_event(Change::Apply(job("small", 1, 1))));
     h.cycle();
     let small = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "small")).unwrap().clone();
     assert!(small.allocation.is_none_or(|al| al.members.iter().all(|m| m.node != busy)), "{busy} is full");
@@ -209,13 +209,13 @@ fn nothing_is_written_into_a_namespace_being_deleted_but_its_groups_still_releas
     }
     let train = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "train")).unwrap();
     assert!(train.not_ready_since.is_some(), "the engine saw its pods go");
-    a.extend(h.send(Event::Job(Change::Delete(job("train", 2, 2)))));
+    a.extend(h.send(job_event(Change::Delete(job("train", 2, 2)))));
     let written: Vec<&Action> = a.iter().filter(|a| a.group().is_some()).collect();
     assert!(written.is_empty(), "no status, event or Group delete for a namespace being deleted: {written:?}");
     assert!(h.state("train").is_none_or(|s| s == GroupState::Deleted), "{:?}", h.state("train"));
     // Its node is free again: a Job elsewhere that needs all of it is admitted and written.
-    let other = JobView { key: GroupKey::new("elsewhere", "next"), ..job("next", 2, 2) };
-    let a = h.send(Event::Job(Change::Apply(other)));
+    let other = WorkloadView { key: GroupKey::new("elsewhere", "next"), ..job("next", 2, 2) };
+    let a = h.send(job_event(Change::Apply(other)));
     assert!(
         a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: false, .. } if key.namespace == "elsewhere")),
         "{a:?}"
@@ -250,20 +250,20 @@ fn user_suspend_releases_and_resume_requeues() {
     h.cycle();
     let mut j = job("train", 2, 2);
     j.suspended = false;
-    h.send(Event::Job(Change::Apply(j.clone())));
+    h.send(job_event(Change::Apply(j.clone())));
     assert_eq!(h.state("train"), Some(GroupState::Admitted), "muster's own unsuspend changes nothing");
     // A suspended Job without the webhook's stamp is muster's own doing (an eviction whose watch
     // event came late): the group keeps running.
     j.suspended = true;
-    h.send(Event::Job(Change::Apply(j.clone())));
+    h.send(job_event(Change::Apply(j.clone())));
     assert_eq!(h.state("train"), Some(GroupState::Admitted));
     j.suspend_requested = true;
-    let a = h.send(Event::Job(Change::Apply(j.clone())));
+    let a = h.send(job_event(Change::Apply(j.clone())));
     assert_eq!(h.state("train"), Some(GroupState::Suspended));
     assert!(a.iter().any(|a| matches!(a, Action::ClearRequests { .. })), "{a:?}");
     j.suspend_requested = false;
     j.resume_requested = true;
-    let a = h.send(Event::Job(Change::Apply(j)));
+    let a = h.send(job_event(Change::Apply(j)));
     assert!(a.iter().any(|a| matches!(a, Action::ClearRequests { .. })), "{a:?}");
     assert_eq!(h.state("train"), Some(GroupState::Admitted), "queued again and placed");
 }
@@ -597,15 +597,21 @@ fn a_restart_redoes_what_a_crash_lost_between_deciding_and_acting() {
         );
     }
     // The same stale view again does not repeat the patch in flight.
-    let again = h2.send(Event::Job(Change::Apply(seen[0].clone())));
+    let again = h2.send(job_event(Change::Apply(seen[0].clone())));
     assert_eq!(unsuspends(&again, "a"), 0, "{again:?}");
 }
 
+fn jobset_event(c: Change<WorkloadView>) -> Event {
+    Event::Workload(&workload::jobset::KIND, c)
+}
+
 /// JobSet train: 2 workers Jobs x 2 pods and 1 driver pod, 1 cpu each.
-fn jobset(suspended: bool) -> JobSetView {
+fn jobset(suspended: bool) -> WorkloadView {
     let mut job = job("train", 5, 1);
     job.suspended = suspended;
-    job.kind = &muster_k8s::workload::jobset::KIND;
+    job.kind = &workload::jobset::KIND;
+    let layout = |name: &str, children, pods| SetLayout { name: name.into(), children, pods };
+    job.layout = vec![layout("workers", 2, 2), layout("driver", 1, 1)];
     let g = job.group.as_mut().unwrap();
     g.owner = Some(OwnerReference {
         api_version: "jobset.x-k8s.io/v1alpha2".into(),
@@ -613,7 +619,7 @@ fn jobset(suspended: bool) -> JobSetView {
         name: "train".into(),
         uid: Some("uid-train".into()),
     });
-    JobSetView { job, replicated: vec![("workers".into(), 2, 2), ("driver".into(), 1, 1)] }
+    job
 }
 
 /// A pod of JobSet train's child Job `<replicated>-<job_index>`.
@@ -622,7 +628,12 @@ fn jobset_pod(replicated: &str, job_index: u32, completion: u32) -> PodView {
     PodView {
         uid: name.clone(),
         name,
-        jobset: Some(Box::new(JobSetPod { replicated_job: replicated.into(), job_index })),
+        place: Some(Box::new(PodPlace {
+            workload: "train".into(),
+            set: replicated.into(),
+            child: job_index,
+            index: Some(completion),
+        })),
         ..pod("train", completion, 1)
     }
 }
@@ -640,7 +651,7 @@ fn jobset_suspends(actions: &[Action]) -> Vec<bool> {
 #[test]
 fn a_jobset_is_one_group_and_its_pods_are_numbered_across_its_child_jobs() {
     let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
-    let a = h.send(Event::JobSet(Change::Apply(jobset(true))));
+    let a = h.send(jobset_event(Change::Apply(jobset(true))));
     let ensured = a.iter().find_map(|a| match a {
         Action::EnsureGroup { key, spec, job_uid } if key.name == "train" => Some((spec.clone(), job_uid.clone())),
         _ => None,
@@ -677,12 +688,12 @@ fn a_jobset_is_one_group_and_its_pods_are_numbered_across_its_child_jobs() {
     );
     // The JobSet completes: the group finishes.
     let mut done = jobset(false);
-    done.job.finished = Some(true);
-    let a = h.send(Event::JobSet(Change::Apply(done)));
+    done.finished = Some(true);
+    let a = h.send(jobset_event(Change::Apply(done)));
     assert_eq!(h.state("train"), Some(GroupState::Succeeded));
     assert_eq!(last_phase(&a, "train"), Some(GroupState::Succeeded));
     // Deleted: the group goes, and with it the Group object.
-    let a = h.send(Event::JobSet(Change::Delete(jobset(false))));
+    let a = h.send(jobset_event(Change::Delete(jobset(false))));
     assert!(a.iter().any(|a| matches!(a, Action::DeleteGroup { key } if key.name == "train")), "{a:?}");
     assert_eq!(h.state("train"), None);
 }
@@ -690,7 +701,7 @@ fn a_jobset_is_one_group_and_its_pods_are_numbered_across_its_child_jobs() {
 #[test]
 fn a_jobset_is_suspended_on_eviction_and_by_its_user_as_a_jobset() {
     let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
-    assert_eq!(jobset_suspends(&h.send(Event::JobSet(Change::Apply(jobset(true))))), [false]);
+    assert_eq!(jobset_suspends(&h.send(jobset_event(Change::Apply(jobset(true))))), [false]);
     let p = jobset_pod("workers", 0, 0);
     assert_eq!(binds(&h.send(Event::Pod(Change::Apply(p.clone())))).len(), 1);
     // A refused binding releases the whole group: the JobSet is suspended again (then queued
@@ -700,8 +711,8 @@ fn a_jobset_is_suspended_on_eviction_and_by_its_user_as_a_jobset() {
     assert!(!a.iter().any(|a| matches!(a, Action::Suspend { kind, .. } if kind.kind != "JobSet")), "never as a Job");
     // The user suspends it (the webhook's stamp): its resources go at once.
     let mut asked = jobset(true);
-    asked.job.suspend_requested = true;
-    let a = h.send(Event::JobSet(Change::Apply(asked)));
+    asked.suspend_requested = true;
+    let a = h.send(jobset_event(Change::Apply(asked)));
     assert_eq!(h.state("train"), Some(GroupState::Suspended));
     assert!(
         a.iter()
@@ -710,8 +721,8 @@ fn a_jobset_is_suspended_on_eviction_and_by_its_user_as_a_jobset() {
     );
     // And asks to resume it: through the queue, then resumed by muster.
     let mut asked = jobset(true);
-    asked.job.resume_requested = true;
-    let a = h.send(Event::JobSet(Change::Apply(asked)));
+    asked.resume_requested = true;
+    let a = h.send(jobset_event(Change::Apply(asked)));
     assert_eq!(h.state("train"), Some(GroupState::Admitted));
     assert_eq!(jobset_suspends(&a), [false], "{a:?}");
 }
@@ -720,7 +731,7 @@ fn a_jobset_is_suspended_on_eviction_and_by_its_user_as_a_jobset() {
 fn a_restart_keeps_a_running_jobset_and_binds_nothing_twice() {
     let nodes = [node("n1", 4), node("n2", 4)];
     let mut h = Harness::new(&nodes, &[], &[]);
-    h.send(Event::JobSet(Change::Apply(jobset(true))));
+    h.send(jobset_event(Change::Apply(jobset(true))));
     let pods: Vec<PodView> =
         [("workers", 0, 0), ("workers", 0, 1), ("workers", 1, 0), ("workers", 1, 1), ("driver", 0, 0)]
             .into_iter()

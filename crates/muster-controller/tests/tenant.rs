@@ -41,10 +41,10 @@ fn a_foreign_pod_on_a_held_node_keeps_its_room_when_the_hold_ends() {
     assert!(admitted(&h, "holder"), "4 x 2 cpu hold all of n1");
     let intruder = foreign("intruder", "n1", 7);
     h.send(Event::Pod(Change::Apply(intruder.clone())));
-    h.send(Event::Job(Change::Apply(job("honest", 4, 1))));
+    h.send(job_event(Change::Apply(job("honest", 4, 1))));
     assert!(!admitted(&h, "honest"));
     // The tenant deletes the holder; the same batch schedules.
-    let a = h.send(Event::Job(Change::Delete(job("holder", 4, 2))));
+    let a = h.send(job_event(Change::Delete(job("holder", 4, 2))));
     assert!(!admitted(&h, "honest"), "7 foreign + 4 cpu on an 8-cpu node: {a:?}");
     h.cycle();
     assert!(!admitted(&h, "honest"));
@@ -78,7 +78,7 @@ fn a_plain_group_waits_for_its_pods_and_refuses_pods_that_differ_from_its_first(
     for p in &few {
         h.send(Event::Pod(Change::Apply(p.clone())));
     }
-    h.send(Event::Job(Change::Apply(job("honest", 2, 8))));
+    h.send(job_event(Change::Apply(job("honest", 2, 8))));
     h.cycle();
     assert_eq!(h.state("big"), None, "5 of 50 pods: not queued, nothing held");
     let mut gone = Vec::new();
@@ -90,7 +90,7 @@ fn a_plain_group_waits_for_its_pods_and_refuses_pods_that_differ_from_its_first(
     // Elastic (group-min 1): queued with its one pod, but for one member, not fifty.
     let lone = PodView { group_min: Some(1), ..plain("lone", 0, 50, 1) };
     h.send(Event::Pod(Change::Apply(lone)));
-    h.send(Event::Job(Change::Delete(job("honest", 2, 8))));
+    h.send(job_event(Change::Delete(job("honest", 2, 8))));
     h.cycle();
     assert!(admitted(&h, "lone"));
     assert_eq!(allocation(&h, "lone").len(), 1, "as many members as pods");
@@ -204,7 +204,7 @@ fn a_group_status_written_by_someone_else_is_restored_and_a_deleted_group_recrea
     assert_eq!(last_phase(&a, "train"), Some(GroupState::Admitted));
     assert!(admitted(&h, "train"), "the engine kept the group all along");
     // Deleted with its Job: gone for good.
-    h.send(Event::Job(Change::Apply(JobView { deleting: true, ..job("train", 2, 2) })));
+    h.send(job_event(Change::Apply(WorkloadView { deleting: true, ..job("train", 2, 2) })));
     h.send(Event::GroupObject(Change::Apply(group_object("train", mine, false))));
     h.send(Event::GroupObject(Change::Delete(group_object("train", mine, false))));
     h.now += 3;
@@ -249,7 +249,7 @@ fn step() -> impl Strategy<Value = Step> {
 #[derive(Default)]
 struct Cluster {
     pods: BTreeMap<String, PodView>,
-    jobs: BTreeMap<String, JobView>,
+    jobs: BTreeMap<String, WorkloadView>,
 }
 
 impl Cluster {
@@ -280,7 +280,7 @@ impl Cluster {
                 Action::Suspend { key, suspend: false, .. } => {
                     let Some(j) = self.jobs.get_mut(&key.name) else { continue };
                     j.suspended = false;
-                    events.push(Event::Job(Change::Apply(j.clone())));
+                    events.push(job_event(Change::Apply(j.clone())));
                     // The Job controller creates its pods.
                     let spec = j.group.as_ref().expect("valid");
                     let cpu = match &spec.resources["cpu"] {
@@ -327,7 +327,7 @@ proptest! {
                     }
                     let j = job(&name, i64::from(members), i64::from(cpu));
                     c.jobs.insert(name, j.clone());
-                    h.send(Event::Job(Change::Apply(j)))
+                    h.send(job_event(Change::Apply(j)))
                 }
                 Step::Foreign { id, node, cpu } => {
                     let p = foreign(&format!("f{id}"), NODES[usize::from(node)], u64::from(cpu));
@@ -351,15 +351,15 @@ proptest! {
                     let name = format!("job{k}");
                     let Some(j) = c.jobs.get(&name).cloned() else { continue };
                     let pods: Vec<PodView> =
-                        c.pods.values().filter(|p| p.job.as_deref() == Some(name.as_str())).cloned().collect();
+                        c.pods.values().filter(|p| p.workload() == Some(name.as_str())).cloned().collect();
                     let mut events = Vec::new();
                     let job_event = if deleted {
                         c.jobs.remove(&name);
-                        Event::Job(Change::Delete(j))
+                        job_event(Change::Delete(j))
                     } else {
-                        let done = JobView { finished: Some(true), ..j };
+                        let done = WorkloadView { finished: Some(true), ..j };
                         c.jobs.insert(name.clone(), done.clone());
-                        Event::Job(Change::Apply(done))
+                        job_event(Change::Apply(done))
                     };
                     for p in pods {
                         if deleted {

@@ -1,12 +1,15 @@
 //! Other projects' APIs that muster reads when their CRDs are installed: scheduler-plugins'
 //! PodGroup (its `minMember` sizes a pod group named by the alias label) and JobSet (one group
-//! spanning every pod of its child Jobs). muster never installs these CRDs, so every reader first
+//! spanning every pod of its child Jobs) and Kubeflow's MPIJob (one group of its launcher and
+//! workers). muster never installs these CRDs, so every reader first
 //! asks discovery whether the API is served ([`served`]) and works without it. Also Kubernetes'
 //! own PodGroup (`scheduling.k8s.io/v1beta1`, 1.37 with the GenericWorkload gate), whose gang
 //! `minCount` sizes the group of the pods that name it in `spec.schedulingGroup`.
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
-use k8s_openapi::api::core::v1::PodSpec;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -118,6 +121,55 @@ pub fn jobset_owner(refs: Option<&Vec<OwnerReference>>) -> Option<&OwnerReferenc
             && r.api_version.split('/').next() == Some(JobSet::group(&()).as_ref())
     })
 }
+
+/// An MPIJob (`kubeflow.org/v2beta1`, Kubeflow's mpi-operator), as far as muster reads it: the
+/// launcher and worker replica specs, the suspension muster holds it back with (`spec.runPolicy`),
+/// and whether it finished. Only read and merge-patched, so unknown fields are kept.
+#[derive(CustomResource, Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "kubeflow.org", version = "v2beta1", kind = "MPIJob", namespaced, status = "MpiJobStatus")]
+#[serde(rename_all = "camelCase")]
+pub struct MpiJobSpec {
+    /// By replica type: `Launcher` (one pod, run by a Job the operator creates) and `Worker`.
+    #[serde(default)]
+    pub mpi_replica_specs: BTreeMap<String, MpiReplicaSpec>,
+    #[serde(default)]
+    pub run_policy: MpiRunPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MpiReplicaSpec {
+    /// Pods of the replica type (the operator's defaults: 1 launcher, 0 workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default)]
+    pub template: PodTemplateSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MpiRunPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MpiJobStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<MpiJobCondition>,
+}
+
+/// The operator's condition (its own type, not metav1.Condition): `Succeeded`, `Failed`, ...
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MpiJobCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+}
+
+/// Labels the mpi-operator puts on an MPIJob's pods: the MPIJob, the role (`launcher` or
+/// `worker`) and a worker's index.
+pub const MPI_JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+pub const MPI_JOB_ROLE_LABEL: &str = "training.kubeflow.org/job-role";
+pub const MPI_REPLICA_INDEX_LABEL: &str = "training.kubeflow.org/replica-index";
 
 /// Whether the API server serves `resource` (its CRD is installed and established).
 pub async fn served(client: &Client, resource: &ApiResource) -> Result<bool, kube::Error> {

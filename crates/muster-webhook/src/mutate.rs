@@ -8,11 +8,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{JobSet, MPIJob, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
-use muster_k8s::workload::Workload;
+use muster_k8s::workload::{Workload, jobset, mpijob};
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
@@ -52,20 +52,30 @@ pub async fn mutate<S: ClusterState>(
     let ops = match (target(req), &req.operation) {
         (Target::Job, Operation::Create) => {
             let job: Job = typed(obj, "Job")?;
-            let ops = held_create(&job);
+            let ops = held_create(&job, &json_of(obj));
             if queued(&job) {
                 validate::job_create(&patched(obj, &ops)?, req, config, state, now).await?;
             }
             ops
         }
         (Target::Job, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
-            Some(old) => held_update::<Job>(&typed(old, "Job")?, &typed(obj, "Job")?, now),
+            Some(old) => held_update::<Job>(&typed(old, "Job")?, &typed(obj, "Job")?, &json_of(obj), now),
             None => Vec::new(),
         },
-        (Target::JobSet, Operation::Create) => held_create::<JobSet>(&typed(obj, "JobSet")?),
-        (Target::JobSet, Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
-            Some(old) => held_update::<JobSet>(&typed(old, "JobSet")?, &typed(obj, "JobSet")?, now),
-            None => Vec::new(),
+        (Target::Held(kind), Operation::Create) if *kind == jobset::KIND => {
+            held_create::<JobSet>(&typed(obj, "JobSet")?, &json_of(obj))
+        }
+        (Target::Held(kind), Operation::Create) if *kind == mpijob::KIND => {
+            held_create::<MPIJob>(&typed(obj, "MPIJob")?, &json_of(obj))
+        }
+        (Target::Held(kind), Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
+            Some(old) if *kind == jobset::KIND => {
+                held_update::<JobSet>(&typed(old, "JobSet")?, &typed(obj, "JobSet")?, &json_of(obj), now)
+            }
+            Some(old) if *kind == mpijob::KIND => {
+                held_update::<MPIJob>(&typed(old, "MPIJob")?, &typed(obj, "MPIJob")?, &json_of(obj), now)
+            }
+            _ => Vec::new(),
         },
         (Target::Pod, Operation::Create) => {
             let pod: Pod = typed(obj, "Pod")?;
@@ -91,9 +101,28 @@ fn add(path: &[&str], value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path: PointerBuf::from_tokens(path.iter().copied()), value })
 }
 
-/// [`add`] at a field written the way messages name it: `spec.replicatedJobs[1].template`.
-fn add_field(field: &str, value: Value) -> PatchOperation {
+fn json_of(obj: &DynamicObject) -> Value {
+    serde_json::to_value(obj).unwrap_or_default()
+}
+
+/// Sets a field of `object`, written the way messages name it (`spec.runPolicy.suspend`),
+/// creating the objects above it that are missing (`add` needs its parent to exist).
+fn add_field(object: &Value, field: &str, value: Value) -> PatchOperation {
     let tokens: Vec<&str> = field.split(['.', '[', ']']).filter(|t| !t.is_empty()).collect();
+    let mut at = object;
+    for (i, token) in tokens.iter().enumerate() {
+        let next = match at {
+            Value::Array(items) => token.parse::<usize>().ok().and_then(|n| items.get(n)),
+            other => other.get(token),
+        };
+        match next {
+            Some(v) => at = v,
+            None => {
+                let nested = tokens[i + 1..].iter().rev().fold(value, |inner, key| json!({ *key: inner }));
+                return add(&tokens[..=i], nested);
+            }
+        }
+    }
     add(&tokens, value)
 }
 
@@ -103,26 +132,26 @@ fn queued<W: Workload>(w: &W) -> bool {
 }
 
 /// A queued workload is created held, with every pod template naming muster's scheduler.
-fn held_create<W: Workload>(w: &W) -> Vec<PatchOperation> {
+fn held_create<W: Workload>(w: &W, object: &Value) -> Vec<PatchOperation> {
     if !queued(w) {
         return Vec::new();
     }
-    // A workload without its pod templates is refused by the apiserver itself; patching it would
-    // only turn that clear error into a patch failure.
-    let Ok(sets) = w.pod_sets() else { return Vec::new() };
     let mut ops = Vec::new();
     if !w.held() {
-        ops.push(add_field(W::kind().hold_field, json!(true)));
+        ops.push(add_field(object, W::kind().hold_field, json!(true)));
     }
+    // Templates that cannot be read are the validating webhook's (or the apiserver's) to refuse,
+    // naming the field.
+    let sets = w.pod_sets().unwrap_or_default();
     for set in sets.iter().filter(|s| s.template.scheduler_name.as_deref() != Some(SCHEDULER_NAME)) {
-        ops.push(add_field(&format!("{}.schedulerName", set.template_field), json!(SCHEDULER_NAME)));
+        ops.push(add_field(object, &format!("{}.schedulerName", set.template_field), json!(SCHEDULER_NAME)));
     }
     ops
 }
 
 /// A user holding or releasing a queued workload: releasing becomes a resume request (it stays
 /// held), holding is stamped as the user's.
-fn held_update<W: Workload>(old: &W, new: &W, now: Timestamp) -> Vec<PatchOperation> {
+fn held_update<W: Workload>(old: &W, new: &W, object: &Value, now: Timestamp) -> Vec<PatchOperation> {
     // A workload without its pod templates is the apiserver's to refuse.
     if new.pod_sets().is_err() || !(queued(old) || queued(new)) || old.held() == new.held() {
         return Vec::new();
@@ -136,7 +165,7 @@ fn held_update<W: Workload>(old: &W, new: &W, now: Timestamp) -> Vec<PatchOperat
     };
     if was {
         // Releasing is muster's to do: the workload stays held and asks to be queued again.
-        vec![add_field(W::kind().hold_field, json!(true)), annotation]
+        vec![add_field(object, W::kind().hold_field, json!(true)), annotation]
     } else {
         vec![annotation]
     }

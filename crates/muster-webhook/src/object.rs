@@ -6,6 +6,7 @@ use std::fmt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionRequest;
+use muster_k8s::workload::{HELD_KINDS, Kind, job};
 use serde::de::DeserializeOwned;
 
 /// Why a request is refused: one or more messages, each naming a field and what to change.
@@ -32,7 +33,8 @@ impl std::error::Error for Refusal {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
     Job,
-    JobSet,
+    /// A held kind other than the Job (a JobSet, an MPIJob).
+    Held(&'static Kind),
     Pod,
     Group,
     Other,
@@ -43,11 +45,12 @@ pub(crate) fn target(req: &AdmissionRequest<DynamicObject>) -> Target {
     if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
         return Target::Other;
     }
-    match (req.kind.group.as_str(), req.kind.kind.as_str()) {
-        ("batch", "Job") => Target::Job,
-        ("jobset.x-k8s.io", "JobSet") => Target::JobSet,
-        ("", "Pod") => Target::Pod,
-        (muster_k8s::API_GROUP, "Group") => Target::Group,
+    let held = HELD_KINDS.into_iter().find(|k| (k.group, k.kind) == (req.kind.group.as_str(), req.kind.kind.as_str()));
+    match (held, req.kind.group.as_str(), req.kind.kind.as_str()) {
+        (Some(k), ..) if *k == job::KIND => Target::Job,
+        (Some(k), ..) => Target::Held(k),
+        (None, "", "Pod") => Target::Pod,
+        (None, muster_k8s::API_GROUP, "Group") => Target::Group,
         _ => Target::Other,
     }
 }

@@ -448,7 +448,7 @@ mod tests {
     fn registration_every_hook_fails_closed_and_is_scoped() {
         let m = mutating_configuration(&Endpoint::Url("https://127.0.0.1:9443/".into()), Some(b"CA"), true);
         let hooks = m.webhooks.unwrap();
-        assert_eq!(hooks.len(), 5);
+        assert_eq!(hooks.len(), muster_k8s::workload::HELD_KINDS.len() + 3, "one per held kind, and the pod hooks");
         for h in &hooks {
             assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
             assert_eq!(h.client_config.url.as_deref(), Some("https://127.0.0.1:9443/mutate"));

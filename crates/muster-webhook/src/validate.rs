@@ -10,15 +10,16 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, ReplicatedJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{JobSet, MPIJob, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::group::annotated_duration;
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
     PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
     is_reserved,
 };
-use muster_k8s::workload::{self, Shape, Workload};
+use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob};
 use muster_k8s::{GroupState, QueueSpec};
+use serde::de::DeserializeOwned;
 
 use crate::alike;
 use crate::config::WebhookConfig;
@@ -66,12 +67,9 @@ pub async fn validate<S: ClusterState>(
                 if create { None } else { req.old_object.as_ref().map(|o| typed(o, "Job")).transpose()? };
             c.job(&new, old.as_ref()).await;
         }
-        Target::JobSet => {
-            let new: JobSet = typed(obj, "JobSet")?;
-            let old: Option<JobSet> =
-                if create { None } else { req.old_object.as_ref().map(|o| typed(o, "JobSet")).transpose()? };
-            c.jobset(&new, old.as_ref()).await;
-        }
+        Target::Held(kind) if *kind == jobset::KIND => c.held::<JobSet>(req, obj).await?,
+        Target::Held(kind) if *kind == mpijob::KIND => c.held::<MPIJob>(req, obj).await?,
+        Target::Held(kind) => return Err(Refusal::new(format!("the webhook has no rules for {}s", kind.kind))),
         Target::Pod => {
             let new: Pod = typed(obj, "Pod")?;
             let old: Option<Pod> =
@@ -179,10 +177,6 @@ impl<'a, S: ClusterState> Checker<'a, S> {
     }
 }
 
-fn suspended(job: &Job) -> bool {
-    job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
-}
-
 fn parallelism(job: &Job) -> i64 {
     job.spec.as_ref().and_then(|s| s.parallelism).map_or(1, i64::from)
 }
@@ -249,20 +243,23 @@ impl<S: ClusterState> Checker<'_, S> {
         );
     }
 
-    /// A Job or JobSet stays in the queue it was created in.
+    /// A workload stays in the queue it was created in.
     fn queue_change(&mut self, kind: &str, old: Option<&str>, new: Option<&str>) {
         let field = label_field(QUEUE);
         match (old, new) {
             (Some(a), None) => self.refuse(format!(
-                "{field}: a {kind} cannot leave its queue; put back {QUEUE}={a} (or delete the {kind})"
+                "{field}: {} cannot leave its queue; put back {QUEUE}={a} (or delete the {kind})",
+                workload::a(kind)
             )),
             (Some(a), Some(b)) if a != b => self.refuse(format!(
-                "{field}: a {kind} cannot move from queue {a} to queue {b}; keep {QUEUE}={a}, or delete the {kind} \
-                 and create it again with {QUEUE}={b}"
+                "{field}: {} cannot move from queue {a} to queue {b}; keep {QUEUE}={a}, or delete the {kind} \
+                 and create it again with {QUEUE}={b}",
+                workload::a(kind)
             )),
             (None, Some(b)) => self.refuse(format!(
-                "{field}: a {kind} joins a queue when it is created; delete the {kind} and create it again with \
-                 {QUEUE}={b}"
+                "{field}: {} joins a queue when it is created; delete the {kind} and create it again with \
+                 {QUEUE}={b}",
+                workload::a(kind)
             )),
             _ => {}
         }
@@ -292,60 +289,91 @@ impl<S: ClusterState> Checker<'_, S> {
     }
 
     async fn job(&mut self, new: &Job, old: Option<&Job>) {
-        // A JobSet's child Job is part of the JobSet's group, checked on the JobSet.
+        // A JobSet's child Job, an MPIJob's launcher: part of that workload's group, checked there.
         if new.part_of_another() {
             return;
         }
-        let (labels, old_labels) = (new.metadata.labels.as_ref(), old.and_then(|o| o.metadata.labels.as_ref()));
-        let queue = get(labels, QUEUE);
-        self.workload_metadata(&new.metadata, old.map(|o| &o.metadata), suspended(new), old.map(suspended));
-        // The Job controller copies the template onto every pod, so its keys are the pods'.
-        let template = |j: &Job| j.spec.as_ref().and_then(|s| s.template.metadata.clone());
-        let (t_new, t_old) = (template(new), old.and_then(template));
-        self.reserved(
-            "spec.template.metadata.labels",
-            t_old.as_ref().and_then(|m| m.labels.as_ref()),
-            t_new.as_ref().and_then(|m| m.labels.as_ref()),
-            &|_| false,
-        );
-        self.reserved(
-            "spec.template.metadata.annotations",
-            t_old.as_ref().and_then(|m| m.annotations.as_ref()),
-            t_new.as_ref().and_then(|m| m.annotations.as_ref()),
-            &|_| false,
-        );
+        let resize_field = match old {
+            Some(old) if parallelism(old) != parallelism(new) => "spec.parallelism".to_string(),
+            _ => {
+                resources_changed(old.and_then(pod_spec), pod_spec(new)).unwrap_or_else(|| "spec.template.spec".into())
+            }
+        };
+        self.workload(new, old, &resize_field).await;
+    }
 
+    /// A workload of a held kind that a CRD defines, read from the request.
+    async fn held<W: Workload + DeserializeOwned>(
+        &mut self,
+        req: &AdmissionRequest<DynamicObject>,
+        obj: &DynamicObject,
+    ) -> Result<(), Refusal> {
+        let kind = W::kind().kind;
+        let new: W = typed(obj, kind)?;
+        let old: Option<W> = match req.operation {
+            Operation::Create => None,
+            _ => req.old_object.as_ref().map(|o| typed(o, kind)).transpose()?,
+        };
+        self.workload(&new, old.as_ref(), W::size_field()).await;
+        Ok(())
+    }
+
+    /// The rules of every held kind: muster's keys stay out of the object and the metadata its
+    /// controllers copy onto pods, its pods name muster's scheduler and no node, it is created
+    /// held and stays in its queue, and its group can fit the queue (checked again when an
+    /// update reshapes it, which is refused while the group is placed, naming `resize_field`).
+    async fn workload<W: Workload>(&mut self, new: &W, old: Option<&W>, resize_field: &str) {
+        let kind = W::kind().kind;
+        let queue = new.queue();
+        if let (None, Some(queue), false) = (old, queue, new.held()) {
+            self.not_held::<W>(queue);
+        }
+        self.workload_metadata(new.meta(), old.map(|o| o.meta()), new.held(), old.map(|o| o.held()));
+        let (sets, old_sets) = (new.pod_sets().unwrap_or_default(), old.and_then(|o| o.pod_sets().ok()));
+        for set in &sets {
+            let was = old_sets.iter().flatten().find(|s| s.field == set.field);
+            for (field, meta) in &set.copied_metadata {
+                let before = was.and_then(|w| w.copied_metadata.iter().find(|(f, _)| f == field)).and_then(|(_, m)| *m);
+                let (l_old, a_old) =
+                    (before.and_then(|m| m.labels.as_ref()), before.and_then(|m| m.annotations.as_ref()));
+                self.reserved(&format!("{field}.labels"), l_old, meta.and_then(|m| m.labels.as_ref()), &|_| false);
+                let a_new = meta.and_then(|m| m.annotations.as_ref());
+                self.reserved(&format!("{field}.annotations"), a_old, a_new, &|_| false);
+            }
+        }
+        // On update too: some kinds' templates are mutable, and their pods must never go to
+        // another scheduler.
+        if let Some(queue) = queue {
+            for set in &sets {
+                if set.template.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
+                    self.refuse(format!(
+                        "{}.schedulerName: the pods of {} in queue {queue} are placed by muster; remove \
+                         schedulerName (muster's mutating webhook sets it to {SCHEDULER_NAME})",
+                        set.template_field,
+                        workload::a(kind)
+                    ));
+                }
+                self.preset_node(&format!("{}.nodeName", set.template_field), kind, queue, Some(set.template));
+            }
+        }
         if let Some(old) = old {
-            self.queue_change("Job", get(old_labels, QUEUE), queue);
-            if queue.is_some() && get(old_labels, QUEUE) == queue {
-                let field = if parallelism(old) != parallelism(new) {
-                    "spec.parallelism".to_string()
-                } else {
-                    resources_changed(pod_spec(old), pod_spec(new)).unwrap_or_else(|| "spec.template.spec".into())
-                };
-                self.workload_update(old, new, &field).await;
+            self.queue_change(kind, old.queue(), queue);
+            if queue.is_some() && old.queue() == queue {
+                self.workload_update(old, new, resize_field).await;
             }
             return;
         }
         let Some(queue) = queue else { return };
-        if !suspended(new) {
-            self.not_held("Job", queue);
-        }
-        if pod_spec(new).and_then(|p| p.scheduler_name.as_deref()) != Some(SCHEDULER_NAME) {
-            self.refuse(format!(
-                "spec.template.spec.schedulerName: the pods of a Job in queue {queue} are placed by muster; remove \
-                 schedulerName (muster's mutating webhook sets it to {SCHEDULER_NAME})"
-            ));
-        }
-        self.preset_node("spec.template.spec.nodeName", "Job", queue, pod_spec(new));
         let spec = self.queue(queue, &label_field(QUEUE)).await;
         self.fits_queue(workload::shape(new), spec.as_ref().map(|s| (queue, s)));
     }
 
-    fn not_held(&mut self, kind: &str, queue: &str) {
+    fn not_held<W: Workload>(&mut self, queue: &str) {
+        let (kind, field) = (W::kind().kind, W::kind().hold_field);
         self.refuse(format!(
-            "spec.suspend: a {kind} in queue {queue} must be created suspended, so that muster starts it when the \
-             whole group fits; remove spec.suspend: false (muster's mutating webhook sets it to true)"
+            "{field}: {} in queue {queue} must be created suspended, so that muster starts it when the whole \
+             group fits; remove {field}: false (muster's mutating webhook sets it to true)",
+            workload::a(kind)
         ));
     }
 
@@ -354,8 +382,9 @@ impl<S: ClusterState> Checker<'_, S> {
     fn preset_node(&mut self, field: &str, kind: &str, queue: &str, pod: Option<&PodSpec>) {
         if let Some(node) = pod.and_then(|p| p.node_name.as_deref()).filter(|n| !n.is_empty()) {
             self.refuse(format!(
-                "{field}: the pods of a {kind} in queue {queue} cannot choose their node ({node}): muster places \
-                 every member of the group at once; remove nodeName (use a nodeSelector to restrict the nodes)"
+                "{field}: the pods of {} in queue {queue} cannot choose their node ({node}): muster places \
+                 every member of the group at once; remove nodeName (use a nodeSelector to restrict the nodes)",
+                workload::a(kind)
             ));
         }
     }
@@ -385,59 +414,6 @@ impl<S: ClusterState> Checker<'_, S> {
             _ => None,
         };
         self.fits_queue(shape, spec.as_ref().map(|s| (queue, s)));
-    }
-
-    async fn jobset(&mut self, new: &JobSet, old: Option<&JobSet>) {
-        let held = |j: &JobSet| j.spec.suspend == Some(true);
-        let queue = get(new.metadata.labels.as_ref(), QUEUE);
-        self.workload_metadata(&new.metadata, old.map(|o| &o.metadata), held(new), old.map(held));
-        // The JobSet controller copies the Job templates onto child Jobs, and the Job controller
-        // the pod templates onto pods: their keys are the pods'.
-        for (i, r) in new.spec.replicated_jobs.iter().enumerate() {
-            let was = old.and_then(|o| o.spec.replicated_jobs.get(i));
-            let job_meta: &dyn Fn(&ReplicatedJob) -> ObjectMeta = &|r| r.template.metadata.clone().unwrap_or_default();
-            let pod_meta: &dyn Fn(&ReplicatedJob) -> ObjectMeta =
-                &|r| r.template.spec.as_ref().and_then(|j| j.template.metadata.clone()).unwrap_or_default();
-            for (field, meta) in [("template", job_meta), ("template.spec.template", pod_meta)] {
-                let (m_new, m_old) = (meta(r), was.map(meta));
-                let base = format!("spec.replicatedJobs[{i}].{field}.metadata");
-                let (l_old, a_old) = (
-                    m_old.as_ref().and_then(|m| m.labels.as_ref()),
-                    m_old.as_ref().and_then(|m| m.annotations.as_ref()),
-                );
-                self.reserved(&format!("{base}.labels"), l_old, m_new.labels.as_ref(), &|_| false);
-                self.reserved(&format!("{base}.annotations"), a_old, m_new.annotations.as_ref(), &|_| false);
-            }
-        }
-        // On update too: the JobSet's templates are mutable (unlike a Job's pod template), and
-        // its pods must never go to another scheduler.
-        if let Some(queue) = queue {
-            for (i, r) in new.spec.replicated_jobs.iter().enumerate() {
-                let pod = r.template.spec.as_ref().and_then(|j| j.template.spec.as_ref());
-                if pod.and_then(|p| p.scheduler_name.as_deref()) != Some(SCHEDULER_NAME) {
-                    self.refuse(format!(
-                        "spec.replicatedJobs[{i}].template.spec.template.spec.schedulerName: the pods of a JobSet \
-                         in queue {queue} are placed by muster; remove schedulerName (muster's mutating webhook sets \
-                         it to {SCHEDULER_NAME})"
-                    ));
-                }
-                let field = format!("spec.replicatedJobs[{i}].template.spec.template.spec.nodeName");
-                self.preset_node(&field, "JobSet", queue, pod);
-            }
-        }
-        if let Some(old) = old {
-            self.queue_change("JobSet", get(old.metadata.labels.as_ref(), QUEUE), queue);
-            if queue.is_some() && get(old.metadata.labels.as_ref(), QUEUE) == queue {
-                self.workload_update(old, new, "spec.replicatedJobs").await;
-            }
-            return;
-        }
-        let Some(queue) = queue else { return };
-        if !held(new) {
-            self.not_held("JobSet", queue);
-        }
-        let spec = self.queue(queue, &label_field(QUEUE)).await;
-        self.fits_queue(workload::shape(new), spec.as_ref().map(|s| (queue, s)));
     }
 
     /// A queued workload's group as [`workload::shape`] (the function the controller sizes it

@@ -46,12 +46,12 @@ async fn a_queued_jobset_is_held_for_muster_as_one_group() {
     // Not held back (another webhook undid ours): both refusals, with the fields.
     assert_eq!(
         check(&create).await.unwrap_err(),
-        "spec.replicatedJobs[0].template.spec.template.spec.schedulerName: the pods of a JobSet in queue open are \
+        "spec.suspend: a JobSet in queue open must be created suspended, so that muster starts it when the whole \
+         group fits; remove spec.suspend: false (muster's mutating webhook sets it to true); \
+         spec.replicatedJobs[0].template.spec.template.spec.schedulerName: the pods of a JobSet in queue open are \
          placed by muster; remove schedulerName (muster's mutating webhook sets it to muster); \
          spec.replicatedJobs[1].template.spec.template.spec.schedulerName: the pods of a JobSet in queue open are \
-         placed by muster; remove schedulerName (muster's mutating webhook sets it to muster); \
-         spec.suspend: a JobSet in queue open must be created suspended, so that muster starts it when the whole \
-         group fits; remove spec.suspend: false (muster's mutating webhook sets it to true)"
+         placed by muster; remove schedulerName (muster's mutating webhook sets it to muster)"
     );
     // Without the queue label, nothing.
     let plain = jobset("plain", None, 2, "1");
@@ -99,8 +99,8 @@ async fn a_jobset_is_refused_what_a_job_is_and_what_one_group_cannot_be() {
          muster.dev/group, muster.dev/group-size, muster.dev/group-min, muster.dev/min-members, \
          muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology); \
-         metadata.annotations[muster.dev/min-members]: a JobSet starts with all its pods (muster does not shrink \
-         JobSets); remove it; \
+         metadata.annotations[muster.dev/min-members]: JobSets start with all their pods (muster does not shrink \
+         them); remove it; \
          spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes than spec.replicatedJobs[0] \
          (nodeSelector, required node affinity, tolerations or priorityClassName differ); muster places a JobSet \
          as one group of alike members, so make them the same, or submit separate JobSets"

@@ -4,7 +4,7 @@ use muster_k8s::workload::Kind;
 use muster_k8s::{GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
 use muster_queue::GroupKey;
 
-use crate::convert::{GroupObjectView, JobSetView, JobView, NamespaceView, NodeView, PodView};
+use crate::convert::{GroupObjectView, NamespaceView, NodeView, PodView, WorkloadView};
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
 #[derive(Debug, Clone)]
@@ -21,10 +21,9 @@ pub enum Change<T> {
 pub enum Event {
     Node(Change<NodeView>),
     Pod(Change<PodView>),
-    Job(Change<JobView>),
-    /// JobSets with the queue label (only watched when their CRD is installed; without it the
-    /// watcher reports one empty listing).
-    JobSet(Change<JobSetView>),
+    /// Workloads of a held kind with the queue label (a kind whose CRD is not installed is
+    /// reported as one empty listing).
+    Workload(&'static Kind, Change<WorkloadView>),
     /// Namespaces: only whether one is being deleted matters (nothing is written into it then).
     Namespace(Change<NamespaceView>),
     /// Group objects: their statuses are muster's, so one changed or deleted by anyone else is
@@ -47,10 +46,10 @@ pub enum EventType {
 /// What an event is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
-    /// The group's Group object (plain-pod groups, JobSets).
+    /// The group's Group object (plain-pod groups).
     Group,
-    /// The group's Job, by uid, with its Group as the related object.
-    Job { uid: String },
+    /// The group's workload (a Job, a JobSet, ...), by uid, with its Group as the related object.
+    Workload { kind: &'static Kind, uid: String },
     /// A pod of no group, by uid (the event's key then names the pod).
     Pod { uid: String },
 }

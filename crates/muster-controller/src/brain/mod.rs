@@ -3,9 +3,10 @@
 //! engine's transitions turned into [`Action`]s for the executor. Tested without a cluster;
 //! the e2e tests run it against a real one.
 //!
-//! Groups are Jobs (key namespace/job), JobSets (key namespace/jobset: every pod of every child
-//! Job; the JobSet is suspended and resumed as a Job is) or plain-pod groups (key
-//! namespace/group, the `muster.dev/group` label of pods no Job controls).
+//! Groups are workloads of a held kind (key namespace/name: a Job, a JobSet with every pod of
+//! every child Job, an MPIJob with its launcher and workers; each held and released through its
+//! kind's hold field) or plain-pod groups (key namespace/group, the `muster.dev/group` label of
+//! pods of no such workload).
 //!
 //! Rooms: this file holds the mirror, the batches and Jobs; `actions` the vocabulary between the
 //! watchers, the brain and the executor; `plain` plain-pod groups; `status` what muster tells
@@ -25,28 +26,28 @@ use k8s_openapi::jiff::Timestamp;
 use muster_durable::{ClusterReport, DurableEngine, Input, Options};
 use muster_graph::{Graph, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
-use muster_k8s::{GroupConditionType as Cond, GroupStatus, QueueStatus, labels};
+use muster_k8s::{GroupConditionType as Cond, GroupStatus, QueueStatus, labels, workload};
 use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
-use crate::convert::{self, GroupObjectView, JobSetView, JobView, NamespaceView, NodeView, PodPhase, PodView};
+use crate::convert::{self, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, WorkloadView};
 use crate::metrics::Metrics;
 
-struct Kind<T> {
+struct Mirror<T> {
     items: HashMap<String, T>,
     /// Keys not seen again since a relist began.
     stale: Option<BTreeSet<String>>,
     synced: bool,
 }
 
-impl<T> Default for Kind<T> {
+impl<T> Default for Mirror<T> {
     fn default() -> Self {
-        Kind { items: HashMap::new(), stale: None, synced: false }
+        Mirror { items: HashMap::new(), stale: None, synced: false }
     }
 }
 
-impl<T> Kind<T> {
+impl<T> Mirror<T> {
     /// Applies a change; returns the items a finished relist dropped.
     fn change(&mut self, c: Change<T>, key: impl Fn(&T) -> String) -> (Option<T>, Vec<T>) {
         match c {
@@ -83,12 +84,12 @@ pub struct BrainConfig {
 /// The controller's state and decisions.
 pub struct Brain<S: Store> {
     cfg: BrainConfig,
-    nodes: Kind<NodeView>,
-    pods: Kind<PodView>,
-    jobs: Kind<JobView>,
-    jobsets: Kind<JobSetView>,
-    namespaces: Kind<NamespaceView>,
-    group_objects: Kind<GroupObjectView>,
+    nodes: Mirror<NodeView>,
+    pods: Mirror<PodView>,
+    /// Queued workloads, per held kind (each kind has its own watcher, so its own relists).
+    workloads: Vec<(&'static workload::Kind, Mirror<WorkloadView>)>,
+    namespaces: Mirror<NamespaceView>,
+    group_objects: Mirror<GroupObjectView>,
     /// Groups whose object disagrees with what muster wrote (or is gone), since when: repaired
     /// if it still does a little later (`status::REPAIR_AFTER_SECS`).
     suspect: BTreeMap<GroupKey, i64>,
@@ -135,12 +136,11 @@ impl<S: Store> Brain<S> {
     pub fn new(cfg: BrainConfig) -> Self {
         Brain {
             cfg,
-            nodes: Kind::default(),
-            pods: Kind::default(),
-            jobs: Kind::default(),
-            jobsets: Kind::default(),
-            namespaces: Kind::default(),
-            group_objects: Kind::default(),
+            nodes: Mirror::default(),
+            pods: Mirror::default(),
+            workloads: workload::HELD_KINDS.iter().map(|k| (*k, Mirror::default())).collect(),
+            namespaces: Mirror::default(),
+            group_objects: Mirror::default(),
             suspect: BTreeMap::new(),
             group_pods: HashMap::new(),
             binding: HashMap::new(),
@@ -171,16 +171,20 @@ impl<S: Store> Brain<S> {
 
     /// Whether every watcher has listed once (recovery needs the whole cluster).
     pub fn synced(&self) -> bool {
-        self.nodes.synced && self.pods.synced && self.jobs.synced && self.jobsets.synced
+        self.nodes.synced && self.pods.synced && self.workloads_synced()
     }
 
-    /// The Job or JobSet mirrored under `mirror_key` ("namespace/name").
-    fn workload(&self, mirror_key: &str) -> Option<&JobView> {
-        self.jobs.items.get(mirror_key).or_else(|| self.jobsets.items.get(mirror_key).map(|s| &s.job))
+    fn workloads_synced(&self) -> bool {
+        self.workloads.iter().all(|(_, m)| m.synced)
     }
 
-    fn workloads(&self) -> impl Iterator<Item = &JobView> {
-        self.jobs.items.values().chain(self.jobsets.items.values().map(|s| &s.job))
+    /// The workload mirrored under `mirror_key` ("namespace/name").
+    fn workload(&self, mirror_key: &str) -> Option<&WorkloadView> {
+        self.workloads.iter().find_map(|(_, m)| m.items.get(mirror_key))
+    }
+
+    fn workloads(&self) -> impl Iterator<Item = &WorkloadView> {
+        self.workloads.iter().flat_map(|(_, m)| m.items.values())
     }
 
     pub fn engine(&self) -> Option<&DurableEngine<S>> {
@@ -306,22 +310,16 @@ impl<S: Store> Brain<S> {
         match ev {
             Event::Node(c) => self.node_event(c),
             Event::Pod(c) => self.pod_event(c),
-            Event::Job(c) => {
+            Event::Workload(kind, c) => {
                 if let Change::Apply(j) | Change::Delete(j) = &c {
                     self.dirty_jobs.insert(j.key.to_string());
                 }
-                let (deleted, dropped) = self.jobs.change(c, |j| j.key.to_string());
+                let Some((_, mirror)) = self.workloads.iter_mut().find(|(k, _)| *k == kind) else {
+                    return warn!("a workload of kind {} is not a held kind", kind.kind);
+                };
+                let (deleted, dropped) = mirror.change(c, |j| j.key.to_string());
                 for j in deleted.into_iter().chain(dropped) {
                     self.dirty_jobs.insert(j.key.to_string());
-                }
-            }
-            Event::JobSet(c) => {
-                if let Change::Apply(j) | Change::Delete(j) = &c {
-                    self.dirty_jobs.insert(j.job.key.to_string());
-                }
-                let (deleted, dropped) = self.jobsets.change(c, |j| j.job.key.to_string());
-                for j in deleted.into_iter().chain(dropped) {
-                    self.dirty_jobs.insert(j.job.key.to_string());
                 }
             }
             Event::Namespace(c) => {
@@ -444,7 +442,7 @@ impl<S: Store> Brain<S> {
             // A queued Job is known long before its pods exist (they come after muster resumes
             // it); a pod of a Job muster does not know, once Jobs are listed, is of a Job without
             // the queue label whose template names muster's scheduler.
-            let job_unknown = self.jobs.synced && self.jobsets.synced && self.workload(&key.to_string()).is_none();
+            let job_unknown = self.workloads_synced() && self.workload(&key.to_string()).is_none();
             if !p.is_plain() && job_unknown && p.node.is_none() && !p.phase.is_terminal() && !p.deleting {
                 let message = format!(
                     "pod {} names schedulerName {} but its Job {} has no {} label, so muster never places it: \
@@ -564,7 +562,7 @@ impl<S: Store> Brain<S> {
     }
 
     /// A new Job: its Group object, and the group into its queue.
-    fn submit(&mut self, j: &JobView) {
+    fn submit(&mut self, j: &WorkloadView) {
         let spec = match &j.group {
             Ok(spec) => spec.clone(),
             Err(message) => return self.event(&j.key, EventType::Warning, "InvalidJob", message),
@@ -616,8 +614,8 @@ impl<S: Store> Brain<S> {
             .iter()
             .filter(|p| p.node.is_none() && !p.phase.is_terminal() && !self.binding.contains_key(&p.uid))
             .collect();
-        unbound.sort_by_key(|p| (p.completion_index, p.name.clone()));
-        let jobset = self.jobsets.items.get(&key.to_string());
+        unbound.sort_by_key(|p| (p.place.as_ref().and_then(|at| at.index), p.name.clone()));
+        let workload = self.workload(&key.to_string());
         let mut misfits = Vec::new();
         for p in unbound {
             // Members were placed for what the group's spec asks: a pod asking more would
@@ -627,11 +625,8 @@ impl<S: Store> Brain<S> {
                 continue;
             }
             let free = |m: &u32| !filled.contains(m);
-            // A JobSet's pods are numbered across its child Jobs; a Job's by completion index.
-            let preferred = match (&p.jobset, jobset) {
-                (Some(at), Some(js)) => js.member_of(at, p.completion_index),
-                _ => p.completion_index,
-            };
+            // A workload's pods are numbered across its pod sets (and a JobSet's child Jobs).
+            let preferred = p.place.as_deref().zip(workload).and_then(|(at, w)| w.member_of(at));
             let slot = preferred
                 .filter(|i| alloc.members.iter().any(|m| m.index == *i) && free(i))
                 .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && !left.contains(i)))

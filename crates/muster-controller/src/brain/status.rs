@@ -109,9 +109,9 @@ impl<S: Store> Brain<S> {
     }
 
     pub(super) fn event(&mut self, key: &GroupKey, kind: EventType, reason: &str, message: &str) {
-        // Events name a Job by uid; a JobSet's go on its Group only.
-        let subject = match self.jobs.items.get(&key.to_string()) {
-            Some(j) => Subject::Job { uid: j.uid.clone() },
+        // Events name the workload by uid, with its Group as the related object.
+        let subject = match self.workload(&key.to_string()) {
+            Some(w) => Subject::Workload { kind: w.kind, uid: w.uid.clone() },
             None => Subject::Group,
         };
         self.actions.push(Action::Event {

@@ -3,23 +3,18 @@
 //! Only these views are kept in memory, never whole objects: at 150k pods the difference is
 //! gigabytes (see docs/benchmarks.md, controller memory).
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
-use muster_k8s::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL, native_pod_group_name};
+use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::Members;
 use muster_k8s::pod::{self, Placement, amount_of, placement};
+use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of};
 use muster_k8s::workload::{self, Workload, requests_to_resources};
 use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, labels};
 use muster_queue::GroupKey;
 
-/// The Job controller's label naming a pod's Job.
-pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
-/// The Job controller's annotation with an indexed pod's completion index.
-pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// The annotation the binder sets (through the binding) with the member a pod fills.
 pub const MEMBER: &str = "muster.dev/member";
 
@@ -179,14 +174,11 @@ pub struct PodView {
     pub phase: PodPhase,
     pub ready: bool,
     pub requests: Vec<(String, u64)>,
-    /// The Job that controls it, by name, when the Job controller made it; for a pod of a
-    /// JobSet's child Job, the JobSet (the group it belongs to).
-    pub job: Option<String>,
-    /// A JobSet's pod: where in the JobSet it is (boxed: other pods pay one pointer).
-    pub jobset: Option<Box<JobSetPod>>,
+    /// The workload of a held kind it belongs to (a Job, a JobSet, an MPIJob; its name is its
+    /// group's) and where in it the pod is (boxed: plain pods pay one pointer).
+    pub place: Option<Box<PodPlace>>,
     /// The member it fills (set by muster's binding).
     pub member: Option<u32>,
-    pub completion_index: Option<u32>,
     pub deleting: bool,
     /// Plain pods: the group (label muster.dev/group).
     pub group: Option<String>,
@@ -218,35 +210,20 @@ impl PodView {
         self.node.is_some() && !self.phase.is_terminal()
     }
 
-    /// namespace/job for a Job's pods, namespace/group for plain pods.
+    /// namespace/name of its workload, namespace/group for plain pods.
     pub fn group_key(&self) -> Option<GroupKey> {
-        self.job.as_ref().or(self.group.as_ref()).map(|g| GroupKey::new(&self.namespace, g))
+        self.workload().or(self.group.as_deref()).map(|g| GroupKey::new(&self.namespace, g))
     }
 
-    /// Whether it is a pod of a plain-pod group (no Job).
+    /// The name of the workload it belongs to.
+    pub fn workload(&self) -> Option<&str> {
+        self.place.as_ref().map(|p| p.workload.as_str())
+    }
+
+    /// Whether it is a pod of a plain-pod group (no workload).
     pub fn is_plain(&self) -> bool {
-        self.job.is_none() && self.group.is_some()
+        self.place.is_none() && self.group.is_some()
     }
-}
-
-/// Where a JobSet's pod is: its replicated Job and the index of its child Job there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobSetPod {
-    pub replicated_job: String,
-    pub job_index: u32,
-}
-
-/// A pod of a JobSet's child Job: the JobSet and the pod's place in it, from the labels the
-/// JobSet controller sets, trusted only when the controlling Job bears the name the JobSet
-/// controller gives its children (`<jobset>-<replicated job>-<index>`), so a Job of one's own
-/// labelled as another's child does not join that JobSet's group.
-fn jobset_pod(labels: &BTreeMap<String, String>, job: &str) -> Option<(String, JobSetPod)> {
-    let jobset = labels.get(JOBSET_NAME_LABEL)?;
-    let replicated_job = labels.get(REPLICATED_JOB_LABEL)?;
-    let index = labels.get(JOB_INDEX_LABEL)?;
-    let job_index = index.parse().ok()?;
-    (job == format!("{jobset}-{replicated_job}-{index}"))
-        .then(|| (jobset.clone(), JobSetPod { replicated_job: replicated_job.clone(), job_index }))
 }
 
 pub fn pod_view(pod: &Pod) -> Option<PodView> {
@@ -264,20 +241,11 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         .into_iter()
         .flatten()
         .any(|c| c.type_ == "Ready" && c.status == "True");
-    let mut job = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.kind == "Job" && o.controller == Some(true))
-        .map(|o| o.name.clone());
-    let jobset = job.as_deref().zip(meta.labels.as_ref()).and_then(|(j, l)| jobset_pod(l, j)).map(|(js, at)| {
-        job = Some(js);
-        Box::new(at)
-    });
+    let place = place_of(meta).map(|(_, place)| Box::new(place));
     let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).and_then(|v| v.parse().ok());
     let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k));
-    // Only pods no Job controls form plain groups (the webhook labels Job pods with their Job).
-    let group = label(labels::GROUP).filter(|_| job.is_none()).cloned();
+    // Only pods of no held workload form plain groups.
+    let group = label(labels::GROUP).filter(|_| place.is_none()).cloned();
     let plain = group.is_some();
     let count = |k: &str| label(k).filter(|_| plain).map(|v| v.trim().parse::<u32>().unwrap_or(0));
     let gated = spec.scheduling_gates.iter().flatten().any(|g| g.name == labels::SCHEDULING_GATE);
@@ -290,10 +258,8 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         phase,
         ready,
         requests: pod_requests(spec),
-        job,
-        jobset,
+        place,
         member: annotation(MEMBER),
-        completion_index: annotation(COMPLETION_INDEX),
         deleting: meta.deletion_timestamp.is_some(),
         group_size: count(labels::GROUP_SIZE),
         group_min: count(labels::GROUP_MIN),
@@ -414,9 +380,10 @@ pub fn pod_requests(spec: &PodSpec) -> Vec<(String, u64)> {
     pod::requests(spec).into_iter().collect()
 }
 
-/// What the controller keeps of a Job with the queue label.
+/// What the controller keeps of a workload of a held kind (a Job, a JobSet, an MPIJob) with the
+/// queue label: the group it is and how it is held.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JobView {
+pub struct WorkloadView {
     /// Its kind (batch/v1 Job, JobSet, ...): how it is held and released.
     pub kind: &'static workload::Kind,
     pub key: GroupKey,
@@ -433,14 +400,23 @@ pub struct JobView {
     pub deleting: bool,
     /// The Group object muster keeps for it, or why the Job cannot be one.
     pub group: Result<GroupObjectSpec, String>,
+    /// How its pods number the group's members.
+    pub layout: Vec<SetLayout>,
 }
 
-pub fn job_view(job: &Job) -> Option<JobView> {
+impl WorkloadView {
+    /// The member a pod of the workload fills, where the pod says (its index in its pod set).
+    pub fn member_of(&self, place: &PodPlace) -> Option<u32> {
+        member_of(&self.layout, place)
+    }
+}
+
+pub fn job_view(job: &Job) -> Option<WorkloadView> {
     workload_view(job)
 }
 
-/// The view of any held kind with the queue label: the group it is and how it is held.
-fn workload_view<W: Workload>(w: &W) -> Option<JobView> {
+/// The view of a workload of any held kind with the queue label.
+pub fn workload_view<W: Workload>(w: &W) -> Option<WorkloadView> {
     let queue = w.queue()?.to_string();
     if w.part_of_another() {
         return None;
@@ -448,7 +424,7 @@ fn workload_view<W: Workload>(w: &W) -> Option<JobView> {
     let meta = w.meta();
     let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
     let annotated = |k: &str| meta.annotations.as_ref().is_some_and(|a| a.contains_key(k));
-    Some(JobView {
+    Some(WorkloadView {
         kind: W::kind(),
         key: GroupKey::new(&namespace, &name),
         uid,
@@ -459,47 +435,9 @@ fn workload_view<W: Workload>(w: &W) -> Option<JobView> {
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
         deleting: meta.deletion_timestamp.is_some(),
         group: workload::shape(w).map(|s| s.group_spec(w, &queue)).map_err(|e| e.join("; ")),
+        layout: w.pod_sets().map(|sets| workload::place::layout(&sets)).unwrap_or_default(),
         queue,
     })
-}
-
-/// What the controller keeps of a JobSet with the queue label: the group it is (a [`JobView`],
-/// so that it is queued, admitted, suspended and finished as a Job is) and the sizes of its
-/// replicated Jobs, which number the members.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobSetView {
-    pub job: JobView,
-    /// (replicated Job, child Jobs, pods per child Job), in the JobSet's order.
-    pub replicated: Vec<(String, u32, u32)>,
-}
-
-impl JobSetView {
-    /// The member a pod fills: its replicated Job's members come after those of the replicated
-    /// Jobs before it, its child Job's after its siblings', then its completion index. None for
-    /// a pod without a completion index (non-indexed Jobs) or one that does not fit the layout.
-    pub fn member_of(&self, at: &JobSetPod, completion_index: Option<u32>) -> Option<u32> {
-        let mut offset = 0u64;
-        for (name, jobs, pods) in &self.replicated {
-            if *name == at.replicated_job {
-                let index = completion_index.filter(|i| *i < *pods && at.job_index < *jobs)?;
-                return u32::try_from(offset + u64::from(at.job_index) * u64::from(*pods) + u64::from(index)).ok();
-            }
-            offset += u64::from(*jobs) * u64::from(*pods);
-        }
-        None
-    }
-}
-
-pub fn jobset_view(js: &JobSet) -> Option<JobSetView> {
-    let job = workload_view(js)?;
-    let n = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
-    let replicated = js
-        .spec
-        .replicated_jobs
-        .iter()
-        .map(|r| (r.name.clone(), n(r.replicas()), n(r.template.spec.as_ref().map_or(1, workload::job::members))))
-        .collect();
-    Some(JobSetView { job, replicated })
 }
 
 #[cfg(test)]

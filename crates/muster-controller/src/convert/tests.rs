@@ -2,6 +2,7 @@
 
 use super::*;
 use muster_k8s::Quantity;
+use muster_k8s::external::{JobSet, MPIJob};
 use muster_k8s::group::{TopologyConstraint, TopologyMode};
 use serde_json::json;
 
@@ -159,7 +160,7 @@ fn pods_read_owner_member_and_phase() {
     let v = pod_view(&pod).unwrap();
     assert!(v.ours && v.ready && v.holds_capacity());
     assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
-    assert_eq!((v.member, v.completion_index), (Some(3), Some(0)));
+    assert_eq!((v.member, v.place.and_then(|p| p.index)), (Some(3), Some(0)));
     assert_eq!(v.requests, [("cpu".to_string(), 2000)]);
 }
 
@@ -244,9 +245,9 @@ fn jobset(extra: serde_json::Value) -> JobSet {
 
 #[test]
 fn a_jobset_is_one_group_of_every_pod_of_its_child_jobs() {
-    let v = jobset_view(&jobset(json!({}))).unwrap();
-    assert_eq!(v.replicated, [("workers".to_string(), 2, 3), ("driver".into(), 1, 1)]);
-    let j = &v.job;
+    let j = workload_view(&jobset(json!({}))).unwrap();
+    let layout = |name: &str, children, pods| SetLayout { name: name.into(), children, pods };
+    assert_eq!(j.layout, [layout("workers", 2, 3), layout("driver", 1, 1)]);
     assert_eq!((j.key.clone(), j.uid.as_str(), j.queue.as_str()), (GroupKey::new("ml", "train"), "js1", "gpu"));
     assert!(j.suspended && j.finished.is_none());
     let g = j.group.clone().unwrap();
@@ -260,23 +261,24 @@ fn a_jobset_is_one_group_of_every_pod_of_its_child_jobs() {
         ("jobset.x-k8s.io/v1alpha2", "JobSet", Some("js1"))
     );
     // Members: workers Job 1's completion 2 is 1*3+2; the driver's pod is the 7th.
-    let at = |r: &str, job_index| JobSetPod { replicated_job: r.into(), job_index };
-    assert_eq!(v.member_of(&at("workers", 1,), Some(2)), Some(5));
-    assert_eq!(v.member_of(&at("driver", 0), Some(0)), Some(6));
-    assert_eq!(v.member_of(&at("workers", 2), Some(0)), None, "no third workers Job");
-    assert_eq!(v.member_of(&at("workers", 0), None), None, "not indexed: any free member");
-    assert_eq!(v.member_of(&at("other", 0), Some(0)), None);
+    let at = |set: &str, child, index| PodPlace { workload: "train".into(), set: set.into(), child, index };
+    assert_eq!(j.member_of(&at("workers", 1, Some(2))), Some(5));
+    assert_eq!(j.member_of(&at("driver", 0, Some(0))), Some(6));
+    assert_eq!(j.member_of(&at("workers", 2, Some(0))), None, "no third workers Job");
+    assert_eq!(j.member_of(&at("workers", 0, Some(3))), None, "three pods per workers Job");
+    assert_eq!(j.member_of(&at("workers", 0, None)), None, "not indexed: any free member");
+    assert_eq!(j.member_of(&at("other", 0, Some(0))), None);
     // Finished; replicated Jobs asking for other nodes; no queue label.
     let done = jobset(json!({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "r",
         "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}));
-    assert_eq!(jobset_view(&done).unwrap().job.finished, Some(false));
+    assert_eq!(workload_view(&done).unwrap().finished, Some(false));
     let mut odd = jobset(json!({}));
     odd.spec.replicated_jobs[1].template.spec.as_mut().unwrap().template.spec.as_mut().unwrap().node_selector = None;
-    let e = jobset_view(&odd).unwrap().job.group.unwrap_err();
+    let e = workload_view(&odd).unwrap().group.unwrap_err();
     assert!(e.starts_with("spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes"), "{e}");
     let mut unqueued = jobset(json!({}));
     unqueued.metadata.labels = None;
-    assert!(jobset_view(&unqueued).is_none());
+    assert!(workload_view(&unqueued).is_none());
 }
 
 #[test]
@@ -295,13 +297,71 @@ fn pods_of_a_jobsets_child_jobs_belong_to_the_jobset_and_its_child_jobs_are_no_g
     };
     let v = pod_view(&pod("train-workers-1")).unwrap();
     assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
-    assert_eq!(v.jobset.as_deref(), Some(&JobSetPod { replicated_job: "workers".into(), job_index: 1 }));
-    assert_eq!(v.completion_index, Some(1));
+    let place = PodPlace { workload: "train".into(), set: "workers".into(), child: 1, index: Some(1) };
+    assert_eq!(v.place.as_deref(), Some(&place));
     // A Job of one's own labelled as another JobSet's child stays its own Job's.
     let v = pod_view(&pod("mine")).unwrap();
-    assert_eq!((v.group_key(), v.jobset), (Some(GroupKey::new("ml", "mine")), None));
+    assert_eq!(v.group_key(), Some(GroupKey::new("ml", "mine")));
+    assert_eq!(v.place.map(|p| p.set), Some(String::new()));
     // The child Job carries the queue label from the JobSet's template, and is no group.
     let child = job(json!({"metadata": {"ownerReferences": [
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train", "uid": "js1", "controller": true}]}}));
     assert!(job_view(&child).is_none());
+}
+
+fn mpijob() -> MPIJob {
+    let replica = |replicas: i32, cpu: &str| {
+        json!({"replicas": replicas, "template": {"spec": {"schedulerName": "muster",
+            "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": "pi", "namespace": "ml", "uid": "m1", "labels": {"muster.dev/queue": "gpu"}},
+        "spec": {"slotsPerWorker": 1, "runPolicy": {"suspend": true, "cleanPodPolicy": "Running"},
+                 "mpiReplicaSpecs": {"Launcher": replica(1, "500m"), "Worker": replica(3, "2")}},
+        "status": {"conditions": [{"type": "Succeeded", "status": "True", "lastUpdateTime": "2026-01-01T00:00:00Z"}]}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn an_mpijob_is_one_group_of_its_launcher_and_workers() {
+    let v = workload_view(&mpijob()).unwrap();
+    assert_eq!(
+        (v.kind, v.key.clone(), v.suspended, v.finished),
+        (&workload::mpijob::KIND, GroupKey::new("ml", "pi"), true, Some(true))
+    );
+    let g = v.group.clone().unwrap();
+    assert_eq!(g.members, Members { min: 4, max: None }, "the launcher counts in the gang");
+    assert_eq!(g.resources["cpu"], Quantity::Text("2000m".into()));
+    assert_eq!(g.owner.map(|o| (o.api_version, o.kind)), Some(("kubeflow.org/v2beta1".into(), "MPIJob".into())));
+    // The launcher is member 0, worker i is member 1 + i.
+    let pod = |name: &str, labels: serde_json::Value, owner: serde_json::Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ml", "uid": name, "labels": labels, "ownerReferences": [owner]},
+            "spec": {"schedulerName": "muster", "containers": []}
+        }))
+        .unwrap()
+    };
+    let mpi =
+        json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi", "uid": "m1", "controller": true});
+    let launcher_job =
+        json!({"apiVersion": "batch/v1", "kind": "Job", "name": "pi-launcher", "uid": "j1", "controller": true});
+    let worker = |i: &str| {
+        json!({"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "worker",
+                                  "training.kubeflow.org/replica-index": i})
+    };
+    let launcher = json!({"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "launcher"});
+    let member = |p: &Pod| {
+        let p = pod_view(p).unwrap();
+        (p.group_key(), p.place.and_then(|at| v.member_of(&at)))
+    };
+    let pi = Some(GroupKey::new("ml", "pi"));
+    assert_eq!(member(&pod("pi-worker-2", worker("2"), mpi.clone())), (pi.clone(), Some(3)));
+    assert_eq!(member(&pod("pi-launcher-x", launcher.clone(), launcher_job.clone())), (pi, Some(0)));
+    // Pods that claim the MPIJob without the operator's names stay out of its group.
+    let other = json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "other", "uid": "m2", "controller": true});
+    assert_eq!(member(&pod("w", worker("0"), other)).0, None);
+    let mine = json!({"apiVersion": "batch/v1", "kind": "Job", "name": "mine", "uid": "j2", "controller": true});
+    assert_eq!(member(&pod("l", launcher, mine)), (Some(GroupKey::new("ml", "mine")), None));
 }

@@ -6,11 +6,12 @@ pub use std::collections::BTreeMap;
 pub use std::sync::Arc;
 
 pub use muster_controller::brain::{Action, Brain, BrainConfig, Change, Event};
-pub use muster_controller::convert::{JobSetPod, JobSetView, JobView, NamespaceView, NodeView, PodPhase, PodView};
+pub use muster_controller::convert::{NamespaceView, NodeView, PodPhase, PodView, WorkloadView};
 pub use muster_controller::metrics::{Metrics, TimedStore};
 pub use muster_durable::Options;
 pub use muster_graph::{NodeSpec, Policy};
 pub use muster_k8s::group::{Members, OwnerReference};
+pub use muster_k8s::workload::{self, PodPlace, SetLayout};
 pub use muster_k8s::{GroupSpec as GroupObjectSpec, Quantity, QueueStatus};
 pub use muster_queue::{EngineConfig, GroupKey, GroupState};
 pub use muster_store::testing::TempDir;
@@ -33,8 +34,8 @@ pub fn node(name: &str, cpu: u64) -> NodeView {
     }
 }
 
-pub fn job(name: &str, members: i64, cpu: i64) -> JobView {
-    JobView {
+pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
+    WorkloadView {
         kind: &muster_k8s::workload::job::KIND,
         key: GroupKey::new(NS, name),
         uid: format!("uid-{name}"),
@@ -45,6 +46,7 @@ pub fn job(name: &str, members: i64, cpu: i64) -> JobView {
         suspend_requested: false,
         created: 100,
         deleting: false,
+        layout: vec![SetLayout { name: String::new(), children: 1, pods: members as u32 }],
         group: Ok(GroupObjectSpec {
             queue: "default".into(),
             members: Members { min: members, max: None },
@@ -65,6 +67,11 @@ pub fn job(name: &str, members: i64, cpu: i64) -> JobView {
     }
 }
 
+/// A change of a Job, as its watcher sends it.
+pub fn job_event(c: Change<WorkloadView>) -> Event {
+    Event::Workload(&workload::job::KIND, c)
+}
+
 pub fn pod(job: &str, index: u32, cpu: u64) -> PodView {
     PodView {
         uid: format!("{job}-{index}"),
@@ -75,9 +82,8 @@ pub fn pod(job: &str, index: u32, cpu: u64) -> PodView {
         phase: PodPhase::Pending,
         ready: false,
         requests: vec![("cpu".into(), cpu * 1000)],
-        job: Some(job.into()),
+        place: Some(Box::new(PodPlace { workload: job.into(), set: String::new(), child: 0, index: Some(index) })),
         member: None,
-        completion_index: Some(index),
         deleting: false,
         ..PodView::default()
     }
@@ -92,20 +98,20 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub fn new(nodes: &[NodeView], jobs: &[JobView], pods: &[PodView]) -> Self {
+    pub fn new(nodes: &[NodeView], jobs: &[WorkloadView], pods: &[PodView]) -> Self {
         let dir = TempDir::new("muster-brain");
         Self::start(dir, nodes, jobs, pods, 1000)
     }
 
-    pub fn start(dir: TempDir, nodes: &[NodeView], jobs: &[JobView], pods: &[PodView], now: i64) -> Self {
+    pub fn start(dir: TempDir, nodes: &[NodeView], jobs: &[WorkloadView], pods: &[PodView], now: i64) -> Self {
         Self::start_with(dir, nodes, jobs, &[], pods, now)
     }
 
     pub fn start_with(
         dir: TempDir,
         nodes: &[NodeView],
-        jobs: &[JobView],
-        jobsets: &[JobSetView],
+        jobs: &[WorkloadView],
+        others: &[WorkloadView],
         pods: &[PodView],
         now: i64,
     ) -> Self {
@@ -119,22 +125,21 @@ impl Harness {
         for n in nodes {
             brain.handle(Event::Node(Change::Apply(n.clone())), now);
         }
-        for j in jobs {
-            brain.handle(Event::Job(Change::Apply(j.clone())), now);
-        }
-        for j in jobsets {
-            brain.handle(Event::JobSet(Change::Apply(j.clone())), now);
+        for j in jobs.iter().chain(others) {
+            brain.handle(Event::Workload(j.kind, Change::Apply(j.clone())), now);
         }
         for p in pods {
             brain.handle(Event::Pod(Change::Apply(p.clone())), now);
         }
         assert!(!brain.synced(), "not synced before every kind listed");
-        for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone), Event::Job(Change::InitDone)] {
+        for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone)] {
             brain.handle(e, now);
         }
-        // JobSets list (empty, without their CRD) like any kind: recovery waits for them too.
-        assert!(!brain.synced(), "not synced before JobSets listed");
-        brain.handle(Event::JobSet(Change::InitDone), now);
+        // Every held kind lists (empty, without its CRD): recovery waits for each.
+        for kind in workload::HELD_KINDS {
+            assert!(!brain.synced(), "not synced before {}s listed", kind.kind);
+            brain.handle(Event::Workload(kind, Change::InitDone), now);
+        }
         assert!(brain.synced());
         let mut store = TimedStore::new(SqliteStore::open(dir.0.join("muster.db")).unwrap(), metrics.clone());
         let fence = store.acquire_lease("muster", "test", now, 30).unwrap().unwrap();

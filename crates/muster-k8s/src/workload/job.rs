@@ -1,10 +1,13 @@
 //! batch/v1 Job: one group of the pods that run at once, held with `spec.suspend`.
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::{Kind, PodSet, Workload};
-use crate::external::jobset_owner;
+use super::place::{controller, is_kind, label};
+use super::{HELD_KINDS, Kind, PodPlace, PodSet, Workload};
+
+/// The label (and annotation) the Job controller gives an Indexed Job's pods: their index.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 pub const KIND: Kind = Kind {
     group: "batch",
@@ -14,7 +17,24 @@ pub const KIND: Kind = Kind {
     verbs: &["get", "list", "watch", "patch", "update"],
     why: "suspended by the webhook, resumed (or suspended again on eviction) by muster",
     hold_field: "spec.suspend",
+    place_of,
 };
+
+/// A pod the Job controller made: the Job's, numbered by its completion index (Indexed Jobs).
+fn place_of(pod: &ObjectMeta, owner: &OwnerReference) -> Option<PodPlace> {
+    is_kind(owner, &KIND).then(|| PodPlace {
+        workload: owner.name.clone(),
+        set: String::new(),
+        child: 0,
+        index: completion_index(pod),
+    })
+}
+
+/// An Indexed Job's pod's completion index.
+pub fn completion_index(pod: &ObjectMeta) -> Option<u32> {
+    let annotation = pod.annotations.as_ref().and_then(|a| a.get(COMPLETION_INDEX)).map(String::as_str);
+    annotation.or_else(|| label(pod, COMPLETION_INDEX))?.parse().ok()
+}
 
 /// Pods of a Job that run at once, its group's members: `spec.parallelism` (default 1), but
 /// never more than `spec.completions`. Holding room for more would keep nodes idle for pods the
@@ -53,8 +73,11 @@ impl Workload for Job {
         Ok(vec![PodSet {
             field: "spec".into(),
             template_field: "spec.template.spec".into(),
-            count: members(spec),
+            name: String::new(),
+            children: 1,
+            pods: members(spec),
             template,
+            copied_metadata: vec![("spec.template.metadata".into(), spec.template.metadata.as_ref())],
         }])
     }
 
@@ -66,9 +89,10 @@ impl Workload for Job {
         true
     }
 
-    /// A JobSet's child Job (its template may carry the queue label) is part of the JobSet's group.
+    /// A Job another held kind controls (a JobSet's child, an MPIJob's launcher; its template
+    /// may carry the queue label) is part of that workload's group.
     fn part_of_another(&self) -> bool {
-        jobset_owner(self.metadata.owner_references.as_ref()).is_some()
+        controller(&self.metadata).is_some_and(|o| HELD_KINDS.iter().any(|k| **k != KIND && is_kind(o, k)))
     }
 }
 

@@ -1,10 +1,11 @@
 //! JobSet (`jobset.x-k8s.io`): one group of every pod of every child Job, held with
 //! `spec.suspend` (the JobSet controller suspends its child Jobs likewise).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::{Kind, PodSet, Workload, job};
-use crate::external::JobSet;
+use super::place::{is_kind, label};
+use super::{Kind, PodPlace, PodSet, Workload, job};
+use crate::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL};
 
 pub const KIND: Kind = Kind {
     group: "jobset.x-k8s.io",
@@ -15,7 +16,26 @@ pub const KIND: Kind = Kind {
     why: "one group each (when their CRD is installed), suspended by the webhook and resumed (or suspended again \
           on eviction) by muster",
     hold_field: "spec.suspend",
+    place_of,
 };
+
+/// A pod of a JobSet's child Job: the JobSet and the pod's place in it, from the labels the
+/// JobSet controller sets, trusted only when the controlling Job bears the name the JobSet
+/// controller gives its children (`<jobset>-<replicated job>-<index>`), so that a Job of one's
+/// own labelled as another's child does not join that JobSet's group.
+fn place_of(pod: &ObjectMeta, owner: &OwnerReference) -> Option<PodPlace> {
+    let (jobset, set, child) =
+        (label(pod, JOBSET_NAME_LABEL)?, label(pod, REPLICATED_JOB_LABEL)?, label(pod, JOB_INDEX_LABEL)?);
+    if !is_kind(owner, &job::KIND) || owner.name != format!("{jobset}-{set}-{child}") {
+        return None;
+    }
+    Some(PodPlace {
+        workload: jobset.to_string(),
+        set: set.to_string(),
+        child: child.parse().ok()?,
+        index: job::completion_index(pod),
+    })
+}
 
 impl Workload for JobSet {
     fn kind() -> &'static Kind {
@@ -48,9 +68,15 @@ impl Workload for JobSet {
                 spec.template.spec.as_ref().ok_or(format!("{field}.template.spec.template.spec is missing"))?;
             sets.push(PodSet {
                 template_field: format!("{field}.template.spec.template.spec"),
-                field,
-                count: r.replicas().max(0) * job::members(spec).max(0),
+                name: r.name.clone(),
+                children: r.replicas(),
+                pods: job::members(spec),
                 template,
+                copied_metadata: vec![
+                    (format!("{field}.template.metadata"), r.template.metadata.as_ref()),
+                    (format!("{field}.template.spec.template.metadata"), spec.template.metadata.as_ref()),
+                ],
+                field,
             });
         }
         Ok(sets)

@@ -12,21 +12,24 @@
 
 pub mod job;
 pub mod jobset;
+pub mod mpijob;
+pub mod place;
 pub mod rbac;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, ObjectMeta};
 use kube::core::ApiResource;
 use muster_graph::jobspec::MAX_MEMBERS;
 
 use crate::group::{Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
 use crate::pod::{Amounts, Placement, placement, requests};
 use crate::{GroupSpec, Quantity, labels};
+pub use place::{PodPlace, SetLayout};
 
 /// A kind of object muster queues, as the webhook registers it and RBAC grants it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Kind {
     /// API group ("" for the core group).
     pub group: &'static str,
@@ -39,7 +42,19 @@ pub struct Kind {
     pub why: &'static str,
     /// The boolean field that holds an object of the kind back when true (`spec.suspend`).
     pub hold_field: &'static str,
+    /// The workload of the kind a pod belongs to and its place there, from the pod's metadata
+    /// and its controlling owner; None for other pods.
+    pub place_of: fn(&ObjectMeta, &meta::OwnerReference) -> Option<PodPlace>,
 }
+
+/// Kinds are one per API group and kind.
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        (self.group, self.kind) == (other.group, other.kind)
+    }
+}
+
+impl Eq for Kind {}
 
 impl Kind {
     /// `group/version` (`version` for the core group), as in an object's apiVersion.
@@ -70,7 +85,7 @@ impl Kind {
 }
 
 /// The kinds muster holds back by suspending them until their whole group is admitted.
-pub const HELD_KINDS: [&Kind; 2] = [&job::KIND, &jobset::KIND];
+pub const HELD_KINDS: [&Kind; 3] = [&job::KIND, &jobset::KIND, &mpijob::KIND];
 
 /// Pods made from one template: where the template is and how many of its pods run at once.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,9 +94,23 @@ pub struct PodSet<'a> {
     pub field: String,
     /// The path of its pod template's spec, such as `spec.replicatedJobs[1].template.spec.template.spec`.
     pub template_field: String,
-    /// Pods of the set that run at once (negative values read as 0).
-    pub count: i64,
+    /// Its name as the kind's pods say it ([`PodPlace::set`]).
+    pub name: String,
+    /// Child objects of the set (a replicated Job's Jobs); 1 where the set makes pods itself.
+    pub children: i64,
+    /// Pods of one child that run at once (negative values read as 0).
+    pub pods: i64,
     pub template: &'a PodSpec,
+    /// Metadata the kind's controllers copy onto its pods (and child objects), by field: the
+    /// webhook keeps muster's keys out of it.
+    pub copied_metadata: Vec<(String, Option<&'a ObjectMeta>)>,
+}
+
+impl PodSet<'_> {
+    /// Pods of the set that run at once.
+    pub fn count(&self) -> i64 {
+        self.children.max(0).saturating_mul(self.pods.max(0))
+    }
 }
 
 /// A kind of workload muster queues and holds back as a whole.
@@ -140,7 +169,7 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
     let kind = W::kind().kind;
     let sets = w.pod_sets().map_err(|e| vec![e])?;
     let mut errors = Vec::new();
-    let size: i64 = sets.iter().map(|s| s.count.max(0)).sum();
+    let size: i64 = sets.iter().map(PodSet::count).sum();
     let size_field = W::size_field();
     if size < 1 {
         errors.push(format!("{size_field}: the {kind} has no pods to run at once; muster needs at least 1"));
@@ -156,9 +185,8 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
         let field = annotation_field(labels::MIN_MEMBERS);
         let most = size.max(1);
         match v.trim().parse::<i64>() {
-            _ if !W::elastic() => errors.push(format!(
-                "{field}: a {kind} starts with all its pods (muster does not shrink {kind}s); remove it"
-            )),
+            _ if !W::elastic() => errors
+                .push(format!("{field}: {kind}s start with all their pods (muster does not shrink them); remove it")),
             Ok(m) if (1..=most).contains(&m) => (min, count_field) = (m.min(size), field),
             Ok(m) => errors.push(format!(
                 "{field}: {m} is outside 1..={most}; set the fewest pods the job can start with, from 1 to \
@@ -195,9 +223,11 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
     {
         errors.push(format!(
             "{}: asks for other nodes than {} (nodeSelector, required node affinity, tolerations or \
-             priorityClassName differ); muster places a {kind} as one group of alike members, so make them the \
+             priorityClassName differ); muster places {} as one group of alike members, so make them the \
              same, or submit separate {kind}s",
-            other.template_field, first.field
+            other.template_field,
+            first.field,
+            a(kind)
         ));
     }
     if !errors.is_empty() {
@@ -255,6 +285,16 @@ pub fn requests_to_resources<'a>(
             (r.clone(), q)
         })
         .collect()
+}
+
+/// The kind with the article its spoken name takes: "a Job", "an MPIJob" (an initialism is read
+/// letter by letter, and "em" starts with a vowel sound).
+pub fn a(kind: &str) -> String {
+    let mut chars = kind.chars();
+    let (first, second) = (chars.next().unwrap_or(' '), chars.next().unwrap_or(' '));
+    let initialism = first.is_ascii_uppercase() && second.is_ascii_uppercase();
+    let vowel_sound = "AEIOUaeiou".contains(first) || (initialism && "FHLMNRSX".contains(first));
+    format!("{} {kind}", if vowel_sound { "an" } else { "a" })
 }
 
 fn annotation_field(key: &str) -> String {

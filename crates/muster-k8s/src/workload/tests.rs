@@ -2,7 +2,7 @@ use k8s_openapi::api::batch::v1::Job;
 use serde_json::json;
 
 use super::*;
-use crate::external::JobSet;
+use crate::external::{JobSet, MPIJob};
 use crate::group::TopologyMode;
 
 fn job(annotations: serde_json::Value, spec: serde_json::Value) -> Job {
@@ -118,8 +118,8 @@ fn a_jobset_is_one_group_of_alike_members_sized_by_every_replicated_job() {
     shrunk.metadata.annotations = Some([("muster.dev/min-members".to_string(), "1".to_string())].into());
     assert_eq!(
         shape(&shrunk).unwrap_err(),
-        ["metadata.annotations[muster.dev/min-members]: a JobSet starts with all its pods (muster does not shrink \
-             JobSets); remove it"]
+        ["metadata.annotations[muster.dev/min-members]: JobSets start with all their pods (muster does not shrink \
+             them); remove it"]
     );
     assert_eq!(
         shape(&jobset(json!([]))).unwrap_err(),
@@ -132,8 +132,60 @@ fn kinds_name_their_api_and_hooks() {
     assert_eq!(job::KIND.api_version(), "batch/v1");
     assert_eq!(jobset::KIND.hook_name("mutate"), "jobsets.mutate.muster.dev");
     let plurals: Vec<_> = HELD_KINDS.iter().map(|k| k.plural).collect();
-    assert_eq!(plurals, ["jobs", "jobsets"]);
+    assert_eq!(plurals, ["jobs", "jobsets", "mpijobs"]);
     assert_eq!(job::KIND.hold_patch(true), json!({"spec": {"suspend": true}}));
+    assert_eq!(mpijob::KIND.hold_patch(false), json!({"spec": {"runPolicy": {"suspend": false}}}));
     let r = jobset::KIND.resource();
     assert_eq!((r.api_version.as_str(), r.plural.as_str()), ("jobset.x-k8s.io/v1alpha2", "jobsets"));
+}
+
+fn mpijob(specs: serde_json::Value) -> MPIJob {
+    serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": "pi", "namespace": "ml", "uid": "u3", "labels": {"muster.dev/queue": "gpu"}},
+        "spec": {"runPolicy": {"suspend": true}, "mpiReplicaSpecs": specs},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn an_mpijob_is_one_group_of_its_launcher_and_workers() {
+    let m = mpijob(json!({
+        "Launcher": {"template": {"spec": pod("500m", json!({"pool": "a"}))}},
+        "Worker": {"replicas": 3, "template": {"spec": pod("2", json!({"pool": "a"}))}},
+    }));
+    assert!(m.held());
+    let s = shape(&m).unwrap();
+    assert_eq!(s.members, Members { min: 4, max: None }, "one launcher (the default) and three workers");
+    assert_eq!(s.requests, Amounts::from([("cpu".to_string(), 2000)]));
+    let sets = m.pod_sets().unwrap();
+    let layout = place::layout(&sets);
+    assert_eq!(layout.iter().map(|l| (l.name.as_str(), l.pods)).collect::<Vec<_>>(), [("launcher", 1), ("worker", 3)]);
+    assert_eq!(sets[1].copied_metadata[0].0, "spec.mpiReplicaSpecs.Worker.template.metadata");
+    // Workers default to none: the launcher alone is a group of one.
+    let alone = mpijob(
+        json!({"Launcher": {"template": {"spec": pod("1", json!({}))}}, "Worker": {"template": {"spec": pod("1", json!({}))}}}),
+    );
+    assert_eq!(shape(&alone).unwrap().members, Members { min: 1, max: None });
+
+    for (specs, error) in [
+        (
+            json!({"Worker": {"replicas": 2, "template": {"spec": pod("1", json!({}))}}}),
+            "spec.mpiReplicaSpecs.Launcher is missing; an MPIJob needs a launcher",
+        ),
+        (
+            json!({"Launcher": {"replicas": 2, "template": {"spec": pod("1", json!({}))}}}),
+            "spec.mpiReplicaSpecs.Launcher.replicas: 2; an MPIJob has exactly one launcher, set it to 1",
+        ),
+        (
+            json!({"Launcher": {"template": {"spec": pod("1", json!({}))}}, "Chief": {"template": {}}}),
+            "spec.mpiReplicaSpecs.Chief: an MPIJob has only the replica types Launcher and Worker; remove it",
+        ),
+        (json!({"Launcher": {"template": {}}}), "spec.mpiReplicaSpecs.Launcher.template.spec is missing"),
+    ] {
+        assert_eq!(shape(&mpijob(specs)).unwrap_err(), [error]);
+    }
+    let mut elastic = m.clone();
+    elastic.metadata.annotations = Some([("muster.dev/min-members".to_string(), "2".to_string())].into());
+    assert!(shape(&elastic).unwrap_err()[0].contains("MPIJobs start with all their pods"));
 }
