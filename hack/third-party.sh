@@ -4,8 +4,10 @@
 #   $MUSTER_CACHE/third-party/podgroups-<v>.yaml   scheduler-plugins' PodGroup CRD
 #   $MUSTER_CACHE/jobset-<v>/jobset                the JobSet controller
 #   $MUSTER_CACHE/jobset-<v>/jobsets.yaml          its CRD
-#   hack/third-party.sh [podgroup|jobset]...   (default: both)
-# Prints the path of each (the CRD file; the jobset directory) on stdout, one a line.
+#   $MUSTER_CACHE/mpi-operator-<v>/mpi-operator    Kubeflow's MPIJob operator
+#   $MUSTER_CACHE/mpi-operator-<v>/mpijobs.yaml    its CRD
+#   hack/third-party.sh [podgroup|jobset|mpi-operator]...   (default: all)
+# Prints the path of each (the CRD file; the controller's directory) on stdout, one a line.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 export GOTOOLCHAIN=local CGO_ENABLED=0
@@ -13,6 +15,7 @@ command -v go >/dev/null || die "go is not on PATH"
 mkdir -p "$MUSTER_CACHE/third-party"
 PODGROUP_CRD=$MUSTER_CACHE/third-party/podgroups-$SCHEDULER_PLUGINS_VERSION.yaml
 JOBSET_BIN=$MUSTER_CACHE/jobset-$JOBSET_VERSION
+MPI_OPERATOR_BIN=$MUSTER_CACHE/mpi-operator-$MPI_OPERATOR_VERSION
 
 # module_dir MODULE VERSION: the unpacked module in the Go module cache (downloaded if missing)
 module_dir() {
@@ -29,31 +32,44 @@ podgroup() {
   echo "$PODGROUP_CRD"
 }
 
-jobset() {
-  if [[ -x $JOBSET_BIN/jobset && -s $JOBSET_BIN/jobsets.yaml ]]; then
-    echo "$JOBSET_BIN"; return
+# controller NAME MODULE VERSION PACKAGE CRD DIR BINARY: builds a controller from its module once
+# (inside the unpacked module, so its go.sum pins every dependency) into DIR/BINARY, with its CRD
+# beside it as DIR/<plural>.yaml
+controller() {
+  local name=$1 module=$2 version=$3 package=$4 crd=$5 dir=$6 binary=$7 src out t0
+  if [[ -x $dir/$binary && -s $dir/${crd##*_} ]]; then
+    echo "$dir"; return
   fi
-  local dir out t0
-  dir=$(module_dir sigs.k8s.io/jobset "$JOBSET_VERSION") || die "cannot download jobset"
+  src=$(module_dir "$module" "$version") || die "cannot download $module"
   out=$(mktemp -d "$MUSTER_CACHE/.build.XXXXXX")
-  log "building the JobSet controller v$JOBSET_VERSION into $JOBSET_BIN"
+  log "building the $name v$version into $dir"
   t0=$(date +%s)
-  # Built inside the unpacked module, so its go.sum pins every dependency.
-  if ! (cd "$dir" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out/jobset" .); then
-    rm -rf "$out"; die "build of the JobSet controller failed"
+  if ! (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out/$binary" "$package"); then
+    rm -rf "$out"; die "build of the $name failed"
   fi
-  cp "$dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$out/jobsets.yaml"
+  cp "$src/$crd" "$out/${crd##*_}"
   chmod -R u+w,a+rX "$out"
-  rm -rf "$JOBSET_BIN"; mv "$out" "$JOBSET_BIN"
-  log "JobSet controller built in $(( $(date +%s) - t0 ))s"
-  echo "$JOBSET_BIN"
+  rm -rf "$dir"; mv "$out" "$dir"
+  log "$name built in $(( $(date +%s) - t0 ))s"
+  echo "$dir"
 }
 
-what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset)
+jobset() {
+  controller "JobSet controller" sigs.k8s.io/jobset "$JOBSET_VERSION" . \
+    config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml "$JOBSET_BIN" jobset
+}
+
+mpi_operator() {
+  controller "MPIJob operator" github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION" ./cmd/mpi-operator \
+    manifests/base/kubeflow.org_mpijobs.yaml "$MPI_OPERATOR_BIN" mpi-operator
+}
+
+what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset mpi-operator)
 for w in "${what[@]}"; do
   case $w in
     podgroup) podgroup ;;
     jobset) jobset ;;
-    *) die "unknown: $w (podgroup or jobset)" ;;
+    mpi-operator) mpi_operator ;;
+    *) die "unknown: $w (podgroup, jobset or mpi-operator)" ;;
   esac
 done

@@ -267,7 +267,7 @@ impl<S: ClusterState> Checker<'_, S> {
 
     /// Refuses resizing `name` while muster has placed its group, unless it is suspended in the
     /// same update (the pods go, and muster queues it again).
-    async fn placed_resize(&mut self, kind: &str, name: &str, field: &str) {
+    async fn placed_resize(&mut self, kind: &workload::Kind, name: &str, field: &str) {
         match self.state.group(self.ns, name).await {
             Err(e) => self.refuse(format!("{field}: {e}; try again")),
             Ok(Some(g)) => {
@@ -276,11 +276,12 @@ impl<S: ClusterState> Checker<'_, S> {
                 {
                     self.refuse(format!(
                         "{field}: {} {name} is {} (its Group is {phase:?}) and muster has placed its pods for the \
-                         current size; suspend the {} first (spec.suspend: true), then change {field}, and muster \
-                         queues it again with the new size",
-                        kind.to_lowercase(),
+                         current size; suspend the {} first ({}: true), then change {field}, and muster queues it \
+                         again with the new size",
+                        kind.kind.to_lowercase(),
                         if phase == GroupState::Running { "running" } else { "admitted" },
-                        kind.to_lowercase(),
+                        kind.kind.to_lowercase(),
+                        kind.hold_field,
                     ));
                 }
             }
@@ -405,7 +406,7 @@ impl<S: ClusterState> Checker<'_, S> {
         // Suspending in the same update is what we ask for: the pods go, and muster requeues.
         if resized && !new.held() {
             let name = new.meta().name.as_deref().unwrap_or("");
-            self.placed_resize(W::kind().kind, name, resize_field).await;
+            self.placed_resize(W::kind(), name, resize_field).await;
         }
         let queue = new.queue().unwrap_or("");
         // The queue was checked at creation; now only its quota matters, if it is still there.
