@@ -6,7 +6,9 @@
 #   $MUSTER_CACHE/jobset-<v>/jobsets.yaml          its CRD
 #   $MUSTER_CACHE/mpi-operator-<v>/mpi-operator    Kubeflow's MPIJob operator
 #   $MUSTER_CACHE/mpi-operator-<v>/mpijobs.yaml    its CRD
-#   hack/third-party.sh [podgroup|jobset|mpi-operator]...   (default: all)
+#   $MUSTER_CACHE/kuberay-<v>/ray-operator         KubeRay's operator
+#   $MUSTER_CACHE/kuberay-<v>/ray{jobs,clusters,services}.yaml   its CRDs
+#   hack/third-party.sh [podgroup|jobset|mpi-operator|kuberay]...   (default: all)
 # Prints the path of each (the CRD file; the controller's directory) on stdout, one a line.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -16,6 +18,7 @@ mkdir -p "$MUSTER_CACHE/third-party"
 PODGROUP_CRD=$MUSTER_CACHE/third-party/podgroups-$SCHEDULER_PLUGINS_VERSION.yaml
 JOBSET_BIN=$MUSTER_CACHE/jobset-$JOBSET_VERSION
 MPI_OPERATOR_BIN=$MUSTER_CACHE/mpi-operator-$MPI_OPERATOR_VERSION
+KUBERAY_BIN=$MUSTER_CACHE/kuberay-$KUBERAY_VERSION
 
 # module_dir MODULE VERSION: the unpacked module in the Go module cache (downloaded if missing)
 module_dir() {
@@ -32,12 +35,13 @@ podgroup() {
   echo "$PODGROUP_CRD"
 }
 
-# controller NAME MODULE VERSION PACKAGE CRD DIR BINARY: builds a controller from its module once
-# (inside the unpacked module, so its go.sum pins every dependency) into DIR/BINARY, with its CRD
-# beside it as DIR/<plural>.yaml
+# controller NAME MODULE VERSION PACKAGE DIR BINARY CRD...: builds a controller from its module
+# once (inside the unpacked module, so its go.sum pins every dependency) into DIR/BINARY, with its
+# CRDs beside it as DIR/<plural>.yaml
 controller() {
-  local name=$1 module=$2 version=$3 package=$4 crd=$5 dir=$6 binary=$7 src out t0
-  if [[ -x $dir/$binary && -s $dir/${crd##*_} ]]; then
+  local name=$1 module=$2 version=$3 package=$4 dir=$5 binary=$6 src out t0 crd missing=""; shift 6
+  for crd in "$@"; do [[ -s $dir/${crd##*_} ]] || missing=1; done
+  if [[ -x $dir/$binary && -z $missing ]]; then
     echo "$dir"; return
   fi
   src=$(module_dir "$module" "$version") || die "cannot download $module"
@@ -47,7 +51,7 @@ controller() {
   if ! (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out/$binary" "$package"); then
     rm -rf "$out"; die "build of the $name failed"
   fi
-  cp "$src/$crd" "$out/${crd##*_}"
+  for crd in "$@"; do cp "$src/$crd" "$out/${crd##*_}"; done
   chmod -R u+w,a+rX "$out"
   rm -rf "$dir"; mv "$out" "$dir"
   log "$name built in $(( $(date +%s) - t0 ))s"
@@ -55,21 +59,28 @@ controller() {
 }
 
 jobset() {
-  controller "JobSet controller" sigs.k8s.io/jobset "$JOBSET_VERSION" . \
-    config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml "$JOBSET_BIN" jobset
+  controller "JobSet controller" sigs.k8s.io/jobset "$JOBSET_VERSION" . "$JOBSET_BIN" jobset \
+    config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
 }
 
 mpi_operator() {
   controller "MPIJob operator" github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION" ./cmd/mpi-operator \
-    manifests/base/kubeflow.org_mpijobs.yaml "$MPI_OPERATOR_BIN" mpi-operator
+    "$MPI_OPERATOR_BIN" mpi-operator manifests/base/kubeflow.org_mpijobs.yaml
 }
 
-what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset mpi-operator)
+kuberay() {
+  controller "KubeRay operator" github.com/ray-project/kuberay/ray-operator "$KUBERAY_VERSION" . \
+    "$KUBERAY_BIN" ray-operator config/crd/bases/ray.io_rayjobs.yaml config/crd/bases/ray.io_rayclusters.yaml \
+    config/crd/bases/ray.io_rayservices.yaml
+}
+
+what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset mpi-operator kuberay)
 for w in "${what[@]}"; do
   case $w in
     podgroup) podgroup ;;
     jobset) jobset ;;
     mpi-operator) mpi_operator ;;
-    *) die "unknown: $w (podgroup, jobset or mpi-operator)" ;;
+    kuberay) kuberay ;;
+    *) die "unknown: $w (podgroup, jobset, mpi-operator or kuberay)" ;;
   esac
 done

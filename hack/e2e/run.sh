@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-mpijob muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-mpijob muster-rayjob muster-cabundle
                                 muster-tenant peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -78,6 +78,9 @@ for t in "${tests[@]}"; do
     muster-mpijob)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-mpijob "$e2e/test-muster-mpijob.sh" ;;
+    muster-rayjob)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-rayjob "$e2e/test-muster-rayjob.sh" ;;
     muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
     muster-tenant)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"

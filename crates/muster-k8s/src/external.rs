@@ -1,15 +1,15 @@
 //! Other projects' APIs that muster reads when their CRDs are installed: scheduler-plugins'
-//! PodGroup (its `minMember` sizes a pod group named by the alias label) and JobSet (one group
-//! spanning every pod of its child Jobs) and Kubeflow's MPIJob (one group of its launcher and
-//! workers). muster never installs these CRDs, so every reader first
-//! asks discovery whether the API is served ([`served`]) and works without it. Also Kubernetes'
+//! PodGroup (its `minMember` sizes a pod group named by the alias label), JobSet (one group
+//! spanning every pod of its child Jobs), Kubeflow's MPIJob (one group of its launcher and
+//! workers) and KubeRay's RayJob (one group of its Ray cluster's head and workers). muster never
+//! installs these CRDs, so every reader first asks discovery whether the API is served ([`served`]) and works without it. Also Kubernetes'
 //! own PodGroup (`scheduling.k8s.io/v1beta1`, 1.37 with the GenericWorkload gate), whose gang
 //! `minCount` sizes the group of the pods that name it in `spec.schedulingGroup`.
 
-use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -170,6 +170,80 @@ pub struct MpiJobCondition {
 pub const MPI_JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
 pub const MPI_JOB_ROLE_LABEL: &str = "training.kubeflow.org/job-role";
 pub const MPI_REPLICA_INDEX_LABEL: &str = "training.kubeflow.org/replica-index";
+
+/// A RayJob (`ray.io/v1`, KubeRay), as far as muster reads it: the Ray cluster it runs on (a
+/// head and worker groups), the suspension muster holds it back with, and whether it finished.
+#[derive(CustomResource, Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "ray.io", version = "v1", kind = "RayJob", namespaced, status = "RayJobStatus")]
+#[serde(rename_all = "camelCase")]
+pub struct RayJobSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_cluster_spec: Option<RayClusterSpec>,
+    /// Run on an existing cluster instead (muster then has no pods to hold).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cluster_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RayClusterSpec {
+    pub head_group_spec: RayHeadGroupSpec,
+    #[serde(default)]
+    pub worker_group_specs: Vec<RayWorkerGroupSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_in_tree_autoscaling: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler_options: Option<RayAutoscalerOptions>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RayAutoscalerOptions {
+    /// The autoscaler container's resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RayHeadGroupSpec {
+    #[serde(default)]
+    pub template: PodTemplateSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RayWorkerGroupSpec {
+    pub group_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i32>,
+    /// Pods per replica (multi-host workers; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_of_hosts: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[serde(default)]
+    pub template: PodTemplateSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RayJobStatus {
+    /// `Complete` or `Failed` once it ended (`Running`, `Suspended`, ... before).
+    #[serde(default)]
+    pub job_deployment_status: String,
+    /// The Ray job's own status: `SUCCEEDED`, `FAILED`, `STOPPED`, ...
+    #[serde(default)]
+    pub job_status: String,
+}
+
+/// Labels KubeRay puts on a Ray cluster's pods: the cluster, the node type (`head` or `worker`)
+/// and the group (`headgroup` for the head).
+pub const RAY_CLUSTER_LABEL: &str = "ray.io/cluster";
+pub const RAY_NODE_TYPE_LABEL: &str = "ray.io/node-type";
+pub const RAY_GROUP_LABEL: &str = "ray.io/group";
 
 /// Whether the API server serves `resource` (its CRD is installed and established).
 pub async fn served(client: &Client, resource: &ApiResource) -> Result<bool, kube::Error> {

@@ -8,11 +8,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, MPIJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{JobSet, MPIJob, RayJob, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
-use muster_k8s::workload::{Workload, jobset, mpijob};
+use muster_k8s::workload::{Workload, jobset, mpijob, rayjob};
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
@@ -68,12 +68,18 @@ pub async fn mutate<S: ClusterState>(
         (Target::Held(kind), Operation::Create) if *kind == mpijob::KIND => {
             held_create::<MPIJob>(&typed(obj, "MPIJob")?, &json_of(obj))
         }
+        (Target::Held(kind), Operation::Create) if *kind == rayjob::KIND => {
+            held_create::<RayJob>(&typed(obj, "RayJob")?, &json_of(obj))
+        }
         (Target::Held(kind), Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
             Some(old) if *kind == jobset::KIND => {
                 held_update::<JobSet>(&typed(old, "JobSet")?, &typed(obj, "JobSet")?, &json_of(obj), now)
             }
             Some(old) if *kind == mpijob::KIND => {
                 held_update::<MPIJob>(&typed(old, "MPIJob")?, &typed(obj, "MPIJob")?, &json_of(obj), now)
+            }
+            Some(old) if *kind == rayjob::KIND => {
+                held_update::<RayJob>(&typed(old, "RayJob")?, &typed(obj, "RayJob")?, &json_of(obj), now)
             }
             _ => Vec::new(),
         },

@@ -10,14 +10,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, MPIJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{JobSet, MPIJob, RayJob, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::group::annotated_duration;
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
     PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
     is_reserved,
 };
-use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob};
+use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob, rayjob};
 use muster_k8s::{GroupState, QueueSpec};
 use serde::de::DeserializeOwned;
 
@@ -69,6 +69,7 @@ pub async fn validate<S: ClusterState>(
         }
         Target::Held(kind) if *kind == jobset::KIND => c.held::<JobSet>(req, obj).await?,
         Target::Held(kind) if *kind == mpijob::KIND => c.held::<MPIJob>(req, obj).await?,
+        Target::Held(kind) if *kind == rayjob::KIND => c.held::<RayJob>(req, obj).await?,
         Target::Held(kind) => return Err(Refusal::new(format!("the webhook has no rules for {}s", kind.kind))),
         Target::Pod => {
             let new: Pod = typed(obj, "Pod")?;

@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::place::{controller, is_kind, label};
-use super::{HELD_KINDS, Kind, PodPlace, PodSet, Workload};
+use super::{AddedContainers, HELD_KINDS, Kind, PodPlace, PodSet, Workload};
 
 /// The label (and annotation) the Job controller gives an Indexed Job's pods: their index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -78,6 +78,7 @@ impl Workload for Job {
             pods: members(spec),
             template,
             copied_metadata: vec![("spec.template.metadata".into(), spec.template.metadata.as_ref())],
+            added: AddedContainers::default(),
         }])
     }
 

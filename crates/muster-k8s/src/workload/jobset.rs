@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::place::{is_kind, label};
-use super::{Kind, PodPlace, PodSet, Workload, job};
+use super::{AddedContainers, Kind, PodPlace, PodSet, Workload, job};
 use crate::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL};
 
 pub const KIND: Kind = Kind {
@@ -76,6 +76,7 @@ impl Workload for JobSet {
                     (format!("{field}.template.metadata"), r.template.metadata.as_ref()),
                     (format!("{field}.template.spec.template.metadata"), spec.template.metadata.as_ref()),
                 ],
+                added: AddedContainers::default(),
                 field,
             });
         }

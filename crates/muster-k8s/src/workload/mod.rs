@@ -14,6 +14,7 @@ pub mod job;
 pub mod jobset;
 pub mod mpijob;
 pub mod place;
+pub mod rayjob;
 pub mod rbac;
 
 use std::collections::BTreeMap;
@@ -85,7 +86,7 @@ impl Kind {
 }
 
 /// The kinds muster holds back by suspending them until their whole group is admitted.
-pub const HELD_KINDS: [&Kind; 3] = [&job::KIND, &jobset::KIND, &mpijob::KIND];
+pub const HELD_KINDS: [&Kind; 4] = [&job::KIND, &jobset::KIND, &mpijob::KIND, &rayjob::KIND];
 
 /// Pods made from one template: where the template is and how many of its pods run at once.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,12 +105,37 @@ pub struct PodSet<'a> {
     /// Metadata the kind's controllers copy onto its pods (and child objects), by field: the
     /// webhook keeps muster's keys out of it.
     pub copied_metadata: Vec<(String, Option<&'a ObjectMeta>)>,
+    /// Containers the kind's controller adds to each pod beyond the template.
+    pub added: AddedContainers,
+}
+
+/// What a kind's controller adds to each pod of a set (KubeRay's init container and autoscaler
+/// sidecar), in base units: the pod asks for it too.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AddedContainers {
+    pub init: Amounts,
+    pub sidecars: Amounts,
 }
 
 impl PodSet<'_> {
     /// Pods of the set that run at once.
     pub fn count(&self) -> i64 {
         self.children.max(0).saturating_mul(self.pods.max(0))
+    }
+
+    /// What each pod of the set asks: its template's requests, with the sidecars the kind's
+    /// controller adds on top and its init container as a floor. (When the template's own init
+    /// containers are its largest need, adding the sidecars to it over-counts: safe.)
+    pub fn requests(&self) -> Amounts {
+        let mut asks = requests(self.template);
+        for (r, a) in &self.added.sidecars {
+            *asks.entry(r.clone()).or_default() += a;
+        }
+        for (r, a) in &self.added.init {
+            let e = asks.entry(r.clone()).or_default();
+            *e = (*e).max(*a);
+        }
+        asks
     }
 }
 
@@ -209,7 +235,7 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
     let mut requests_per_member = Amounts::new();
     let mut placements = Vec::new();
     for set in &sets {
-        for (r, a) in requests(set.template) {
+        for (r, a) in set.requests() {
             let e = requests_per_member.entry(r).or_default();
             *e = (*e).max(a);
         }

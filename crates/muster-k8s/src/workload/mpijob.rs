@@ -9,7 +9,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::place::{is_kind, label};
-use super::{Kind, PodPlace, PodSet, Workload, job};
+use super::{AddedContainers, Kind, PodPlace, PodSet, Workload, job};
 use crate::external::{MPI_JOB_NAME_LABEL, MPI_JOB_ROLE_LABEL, MPI_REPLICA_INDEX_LABEL, MPIJob};
 
 pub const KIND: Kind = Kind {
@@ -97,6 +97,7 @@ impl Workload for MPIJob {
                 pods,
                 template,
                 copied_metadata: vec![(format!("{field}.template.metadata"), spec.template.metadata.as_ref())],
+                added: AddedContainers::default(),
                 field,
             });
         }

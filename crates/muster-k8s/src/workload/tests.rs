@@ -2,7 +2,7 @@ use k8s_openapi::api::batch::v1::Job;
 use serde_json::json;
 
 use super::*;
-use crate::external::{JobSet, MPIJob};
+use crate::external::{JobSet, MPIJob, RayJob};
 use crate::group::TopologyMode;
 
 fn job(annotations: serde_json::Value, spec: serde_json::Value) -> Job {
@@ -132,7 +132,7 @@ fn kinds_name_their_api_and_hooks() {
     assert_eq!(job::KIND.api_version(), "batch/v1");
     assert_eq!(jobset::KIND.hook_name("mutate"), "jobsets.mutate.muster.dev");
     let plurals: Vec<_> = HELD_KINDS.iter().map(|k| k.plural).collect();
-    assert_eq!(plurals, ["jobs", "jobsets", "mpijobs"]);
+    assert_eq!(plurals, ["jobs", "jobsets", "mpijobs", "rayjobs"]);
     assert_eq!(job::KIND.hold_patch(true), json!({"spec": {"suspend": true}}));
     assert_eq!(mpijob::KIND.hold_patch(false), json!({"spec": {"runPolicy": {"suspend": false}}}));
     let r = jobset::KIND.resource();
@@ -188,4 +188,76 @@ fn an_mpijob_is_one_group_of_its_launcher_and_workers() {
     let mut elastic = m.clone();
     elastic.metadata.annotations = Some([("muster.dev/min-members".to_string(), "2".to_string())].into());
     assert!(shape(&elastic).unwrap_err()[0].contains("MPIJobs start with all their pods"));
+}
+
+fn rayjob(cluster: serde_json::Value) -> RayJob {
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "tune", "namespace": "ml", "uid": "u4", "labels": {"muster.dev/queue": "gpu"}},
+        "spec": {"suspend": true, "entrypoint": "python tune.py", "rayClusterSpec": cluster},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_rayjob_is_one_group_of_its_clusters_head_and_workers() {
+    let r = rayjob(json!({
+        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod("1", json!({}))}},
+        "workerGroupSpecs": [
+            {"groupName": "cpu", "replicas": 2, "minReplicas": 1, "maxReplicas": 4, "rayStartParams": {},
+             "template": {"spec": pod("4", json!({}))}},
+            {"groupName": "tpu", "minReplicas": 1, "numOfHosts": 2, "rayStartParams": {},
+             "template": {"spec": pod("2", json!({}))}},
+            {"groupName": "off", "replicas": 3, "suspend": true, "rayStartParams": {},
+             "template": {"spec": pod("2", json!({}))}},
+        ],
+    }));
+    assert!(r.held());
+    // 1 head + 2 cpu workers + 1 replica of 2 hosts (replicas defaults to minReplicas) + none of a
+    // suspended group.
+    let s = shape(&r).unwrap();
+    assert_eq!(s.members, Members { min: 5, max: None });
+    // KubeRay's init container on every worker (200m, 256Mi) is a floor under what a pod asks.
+    assert_eq!(s.requests, Amounts::from([("cpu".to_string(), 4000), ("memory".to_string(), 256 << 20)]));
+    // With in-tree autoscaling the head also runs the autoscaler (500m, 512Mi by default).
+    let mut scaled = r.clone();
+    let cluster = scaled.spec.ray_cluster_spec.as_mut().unwrap();
+    cluster.enable_in_tree_autoscaling = Some(true);
+    cluster.worker_group_specs.clear();
+    assert_eq!(
+        shape(&scaled).unwrap().requests,
+        Amounts::from([("cpu".to_string(), 1500), ("memory".to_string(), 512 << 20)])
+    );
+    let layout = place::layout(&r.pod_sets().unwrap());
+    let sets: Vec<_> = layout.iter().map(|l| (l.name.as_str(), l.children, l.pods)).collect();
+    assert_eq!(sets, [("headgroup", 1, 1), ("cpu", 2, 1), ("tpu", 1, 2), ("off", 0, 1)]);
+
+    // Pods of the RayCluster KubeRay made for it (`tune-<5 characters>`) are its own.
+    let pod = |owner: &str, labels: serde_json::Value| -> ObjectMeta {
+        serde_json::from_value(json!({"name": "p", "labels": labels, "ownerReferences": [
+            {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": owner, "uid": "c", "controller": true}]}))
+        .unwrap()
+    };
+    let worker = json!({"ray.io/cluster": "tune-x7k2q", "ray.io/node-type": "worker", "ray.io/group": "cpu"});
+    let (kind, at) = place::place_of(&pod("tune-x7k2q", worker.clone())).unwrap();
+    assert_eq!((kind.kind, at.workload.as_str(), at.set.as_str(), at.index), ("RayJob", "tune", "cpu", None));
+    let head = json!({"ray.io/cluster": "tune-x7k2q", "ray.io/node-type": "head", "ray.io/group": "headgroup"});
+    let at = place::place_of(&pod("tune-x7k2q", head)).unwrap().1;
+    assert_eq!(place::member_of(&layout, &at), Some(0), "the head is member 0");
+    // Not KubeRay's naming, or a cluster label that is not the owner's: not a RayJob's pod.
+    assert_eq!(place::place_of(&pod("standalone", worker.clone())), None);
+    assert_eq!(place::place_of(&pod("tune-X7K2Q", worker)), None);
+
+    for (cluster, error) in [
+        (json!(null), "spec.rayClusterSpec is missing"),
+        (json!({"headGroupSpec": {"template": {}}}), "spec.rayClusterSpec.headGroupSpec.template.spec is missing"),
+    ] {
+        assert_eq!(shape(&rayjob(cluster)).unwrap_err(), [error]);
+    }
+    let mut existing = r.clone();
+    existing.spec.cluster_selector = [("ray.io/cluster".to_string(), "shared".to_string())].into();
+    assert!(
+        shape(&existing).unwrap_err()[0]
+            .starts_with("spec.clusterSelector: the RayJob runs on an existing Ray cluster")
+    );
 }

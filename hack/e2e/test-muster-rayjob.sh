@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# e2e: a RayJob (ray.io/v1) with muster, against KubeRay's real operator (built from its Go module
+# by hack/third-party.sh, run here as a local process). A RayJob with the queue label is created
+# suspended with muster as the scheduler of its head and workers; muster makes it ONE group of the
+# head and every worker, owned by the RayJob, admits it and resumes it; KubeRay creates the Ray
+# cluster (a RayCluster `<rayjob>-<5 characters>`, no group of its own), and muster binds each pod
+# to the node of its member (the head member 0). KWOK's pods serve no Ray dashboard, so KubeRay
+# cannot learn that the Ray job ended: the test stops the operator and writes the RayJob's status
+# as KubeRay would (Complete, SUCCEEDED), and the Group is Succeeded. A RayJob too big for the
+# cluster waits with no Ray cluster made; a worker template with a preset nodeName is refused.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/muster.sh"
+ns=e2e-muster-rayjob
+echo "test-muster-rayjob" >&2
+operator_dir=$("$hack_dir/third-party.sh" kuberay)
+operator_pid=""
+operator_log=$MUSTER_CLUSTER_DIR/logs/kuberay-operator.log
+# The operator runs its RayService controller too, which needs that CRD.
+crds=(-f "$operator_dir/rayjobs.yaml" -f "$operator_dir/rayclusters.yaml" -f "$operator_dir/rayservices.yaml")
+stop_operator() {
+  if [[ -n $operator_pid ]] && kill -0 "$operator_pid" 2>/dev/null; then kill "$operator_pid"; wait "$operator_pid" 2>/dev/null || true; fi
+}
+cleanup() {
+  local rc=$?
+  muster_down
+  k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
+  stop_operator
+  (( rc == 0 )) || { echo "--- kuberay operator log (tail)" >&2; tail -n 15 "$operator_log" >&2 || true; }
+  k delete "${crds[@]}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- the operator -----------------------------------------------------------------------------
+k apply --server-side "${crds[@]}" >/dev/null
+for crd in rayjobs rayclusters rayservices; do
+  eventually 60 "the CRD $crd.ray.io is established" bash -c \
+    "[[ \$('$K8S_BIN/kubectl' get crd $crd.ray.io -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
+done
+mkdir -p "$(dirname "$operator_log")"
+"$operator_dir/ray-operator" --enable-leader-election=false --metrics-addr "127.0.0.1:$(free_port)" \
+  --health-probe-bind-address "127.0.0.1:$(free_port)" --log-stdout-encoder console >"$operator_log" 2>&1 &
+operator_pid=$!
+eventually 60 "the KubeRay operator (v$KUBERAY_VERSION) runs its controllers" grep -qs 'controllers.RayJob.*Starting workers' "$operator_log"
+
+touch "$muster_log"
+log_from=$(( $(wc -l < "$muster_log") + 1 ))
+muster_up
+fresh_namespace $ns
+eventually 30 "muster watches RayJobs (the CRD is installed)" bash -c \
+  "tail -n +$log_from '$muster_log' | grep -q 'the RayJob CRD is installed; watching RayJobs'"
+
+# rayjob_yaml NAME WORKERS CPU [WORKER_EXTRA]: a head and WORKERS workers that run until deleted
+rayjob_yaml() {
+  cat <<YAML
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: $1
+  labels: {muster.dev/queue: default}
+spec:
+  entrypoint: python -c "import ray; ray.init()"
+  submissionMode: HTTPMode
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        metadata:
+          annotations: {e2e.muster.dev/test: "true"}
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers:
+          - name: ray-head
+            image: kwok-fake
+            resources:
+              requests: {cpu: "$3", memory: 1Mi}
+    workerGroupSpecs:
+    - groupName: cpu
+      replicas: $2
+      minReplicas: 1
+      maxReplicas: $2
+      rayStartParams: {}
+      template:
+        metadata:
+          annotations: {e2e.muster.dev/test: "true"}
+        spec:
+          terminationGracePeriodSeconds: 0
+${4:-}
+          containers:
+          - name: ray-worker
+            image: kwok-fake
+            resources:
+              requests: {cpu: "$3", memory: 1Mi}
+YAML
+}
+field() { k -n $ns get "$@" 2>/dev/null; }
+
+out=$(rayjob_yaml tune 3 10m | k -n $ns create -f - -o jsonpath='{.spec.suspend} {.spec.rayClusterSpec.headGroupSpec.template.spec.schedulerName} {.spec.rayClusterSpec.workerGroupSpecs[0].template.spec.schedulerName}')
+check "the webhook held the RayJob and named muster its pods' scheduler ($out)" test "$out" = "true muster muster"
+eventually 30 "the Group tune is the head and the 3 workers" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev tune -o jsonpath='{.spec.members.min}') == 4 ]]"
+check "a member holds what KubeRay's worker pods ask, its init container (256Mi) included" \
+  test "$(field groups.muster.dev tune -o jsonpath='{.spec.resources.memory}')" = 268435456
+check "the Group is owned by the RayJob" test \
+  "$(field groups.muster.dev tune -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}')" \
+  = "RayJob/$(field rayjob tune -o jsonpath='{.metadata.uid}')"
+# KubeRay writes the RayJob back without a false suspend (omitempty): resumed is "not true".
+eventually 30 "muster admitted the group and resumed the RayJob" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get rayjob tune -o jsonpath='{.spec.suspend}') != true ]]"
+eventually 30 "KubeRay made the Ray cluster, controlled by the RayJob" bash -c \
+  "'$K8S_BIN/kubectl' -n $ns get rayclusters -o jsonpath='{.items[0].metadata.ownerReferences[0].kind}' | grep -qx RayJob"
+cluster=$(k -n $ns get rayclusters -o jsonpath='{.items[0].metadata.name}')
+placed() { on_assigned $ns tune "ray.io/cluster=$cluster" 4 2>/dev/null; }
+eventually 60 "all 4 pods of $cluster are bound, each on the node its Group assigned to its member" placed
+check "the head is member 0" test \
+  "$(k -n $ns get pods -l "ray.io/cluster=$cluster,ray.io/node-type=head" -o jsonpath='{.items[0].metadata.annotations.muster\.dev/member}')" = 0
+check "the Ray cluster is no group of its own (one Group in the namespace)" \
+  test "$(k -n $ns get groups.muster.dev -o name)" = "group.muster.dev/tune"
+eventually 60 "KubeRay sees its Ray cluster ready" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get raycluster $cluster -o jsonpath='{.status.state}') == ready ]]"
+
+# --- a RayJob that does not fit waits, with no Ray cluster made -----------------------------
+rayjob_yaml huge 200 64 | k -n $ns create -f - >/dev/null
+eventually 30 "a RayJob too big for the cluster waits in the queue" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.status.phase}') == Queued ]]"
+sleep 3
+check "no Ray cluster of it was made" test -z "$(k -n $ns get rayclusters -o name | grep -v "/$cluster\$" || true)"
+k -n $ns delete rayjob huge >/dev/null
+eventually 30 "deleting the RayJob deletes its Group" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge >/dev/null 2>&1"
+
+# KubeRay would learn the Ray job's end from the head's dashboard, which KWOK's pods do not serve.
+stop_operator
+k -n $ns patch rayjob tune --subresource status --type merge \
+  -p '{"status":{"jobDeploymentStatus":"Complete","jobStatus":"SUCCEEDED"}}' >/dev/null
+eventually 30 "the RayJob done, its Group is Succeeded" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev tune -o jsonpath='{.status.phase}') == Succeeded ]]"
+
+# --- a pinned worker is refused ----------------------------------------------------------------
+pinned() { rayjob_yaml pinned 2 10m "          nodeName: $(k get nodes -o jsonpath='{.items[0].metadata.name}')" | k -n $ns create -f -; }
+refused "a RayJob whose workers choose their node" \
+  "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.nodeName: the pods of a RayJob in queue default cannot choose their node" pinned
