@@ -95,6 +95,38 @@ queued_job_yaml() {
 
 group_phase() { k -n "$1" get groups.muster.dev "$2" -o jsonpath='{.status.phase}' 2>/dev/null; }
 
+# check_workload_group NS NAME RESOURCE KIND MEMBERS WHAT: the Group of workload RESOURCE/NAME (a
+# JobSet, an MPIJob, ...) comes with MEMBERS members (WHAT says which) and is owned by it
+check_workload_group() {
+  local ns=$1 name=$2 resource=$3 kind=$4 members=$5 what=$6
+  eventually 30 "the Group $name is $what" bash -c \
+    "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev $name -o jsonpath='{.spec.members.min}') == $members ]]"
+  check "the Group is owned by the $kind" test \
+    "$(k -n "$ns" get groups.muster.dev "$name" -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}')" \
+    = "$kind/$(k -n "$ns" get "$resource" "$name" -o jsonpath='{.metadata.uid}')"
+}
+
+# check_waits_unmade NS NAME KIND PODS_SELECTOR: a workload too big for the cluster waits in the
+# queue with none of its pods made
+check_waits_unmade() {
+  local ns=$1 name=$2 kind=$3 selector=$4
+  eventually 30 "$(muster_a "$kind") too big for the cluster waits in the queue" bash -c \
+    "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev $name -o jsonpath='{.status.phase}') == Queued ]]"
+  sleep 3
+  check "no pod of it was made" test -z "$(k -n "$ns" get pods -l "$selector" -o name)"
+}
+
+# check_deleted_with_group NS NAME RESOURCE KIND: deleting the workload deletes its Group
+check_deleted_with_group() {
+  local ns=$1 name=$2 resource=$3 kind=$4
+  k -n "$ns" delete "$resource" "$name" >/dev/null
+  eventually 30 "deleting the $kind deletes its Group" bash -c \
+    "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev $name >/dev/null 2>&1"
+}
+
+# muster_a KIND: "a JobSet", "an MPIJob" (as muster_k8s::workload::a)
+muster_a() { case $1 in [AEIOU]*|[FHLMNRSX][A-Z]*) echo "an $1" ;; *) echo "a $1" ;; esac; }
+
 # on_assigned NS GROUP SELECTOR [N]: every bound pod of SELECTOR runs on the node its Group GROUP
 # assigned to the member it fills (muster.dev/member, set through the binding); with N, exactly N
 # pods, all bound, filling N distinct members

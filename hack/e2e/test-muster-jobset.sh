@@ -131,11 +131,7 @@ field() { k -n $ns get "$@" 2>/dev/null; }
 
 out=$(jobset_yaml train 8 10m | k -n $ns create -f - -o jsonpath='{.spec.suspend} {.spec.replicatedJobs[*].template.spec.template.spec.schedulerName}')
 check "the webhook held the JobSet and named muster its pods' scheduler ($out)" test "$out" = "true muster muster"
-eventually 30 "the Group train spans every pod of the JobSet (2x2 workers + 1 driver)" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev train -o jsonpath='{.spec.members.min}') == 5 ]]"
-check "the Group is owned by the JobSet" test \
-  "$(field groups.muster.dev train -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}')" \
-  = "JobSet/$(field jobset train -o jsonpath='{.metadata.uid}')"
+check_workload_group $ns train jobset JobSet 5 "every pod of the JobSet (2x2 workers + 1 driver)"
 eventually 30 "muster admitted the group and resumed the JobSet" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get jobset train -o jsonpath='{.spec.suspend}') == false ]]"
 placed() { on_assigned $ns train jobset.sigs.k8s.io/jobset-name=train 5 2>/dev/null; }
@@ -157,13 +153,8 @@ eventually 30 "and its Group is Succeeded" bash -c \
 # --- a JobSet that does not fit waits; unsuspending it is a request, not a start -------------
 # 401 pods of 64 cpu: more than the 100 nodes of 100 cpu hold.
 jobset_yaml huge 5 64 200 | k -n $ns create -f - >/dev/null
-eventually 30 "a JobSet too big for the cluster waits in the queue" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.status.phase}') == Queued ]]"
 out=$(k -n $ns patch jobset huge --type merge -p '{"spec":{"suspend":false}}' \
   -o jsonpath='{.spec.suspend} {.metadata.annotations.muster\.dev/resume-requested}')
 check "unsuspending it by hand keeps it suspended, with a resume request ($out)" bash -c "[[ '$out' == 'true '2* ]]"
-sleep 3
-check "no pod of it was created" test -z "$(k -n $ns get pods -l jobset.sigs.k8s.io/jobset-name=huge -o name)"
-k -n $ns delete jobset huge >/dev/null
-eventually 30 "deleting the JobSet deletes its Group" bash -c \
-  "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge >/dev/null 2>&1"
+check_waits_unmade $ns huge JobSet jobset.sigs.k8s.io/jobset-name=huge
+check_deleted_with_group $ns huge jobset JobSet

@@ -89,11 +89,7 @@ field() { k -n $ns get "$@" 2>/dev/null; }
 
 out=$(mpijob_yaml pi 3 10m | k -n $ns create -f - -o jsonpath='{.spec.runPolicy.suspend} {.spec.mpiReplicaSpecs.*.template.spec.schedulerName}')
 check "the webhook held the MPIJob and named muster its pods' scheduler ($out)" test "$out" = "true muster muster"
-eventually 30 "the Group pi is the launcher and the 3 workers" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev pi -o jsonpath='{.spec.members.min}') == 4 ]]"
-check "the Group is owned by the MPIJob" test \
-  "$(field groups.muster.dev pi -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}')" \
-  = "MPIJob/$(field mpijob pi -o jsonpath='{.metadata.uid}')"
+check_workload_group $ns pi mpijob MPIJob 4 "the launcher and the 3 workers"
 eventually 30 "muster admitted the group and resumed the MPIJob" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get mpijob pi -o jsonpath='{.spec.runPolicy.suspend}') == false ]]"
 placed() { on_assigned $ns pi training.kubeflow.org/job-name=pi 4 2>/dev/null; }
@@ -117,13 +113,8 @@ eventually 30 "and its Group is Succeeded" bash -c \
 # --- an MPIJob that does not fit waits, with no pod; a pinned worker is refused ---------------
 # 1 + 200 pods of 64 cpu: more than the 100 nodes of 100 cpu hold.
 mpijob_yaml huge 200 64 | k -n $ns create -f - >/dev/null
-eventually 30 "an MPIJob too big for the cluster waits in the queue" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.status.phase}') == Queued ]]"
-sleep 3
-check "no pod of it was created" test -z "$(k -n $ns get pods -l training.kubeflow.org/job-name=huge -o name)"
-k -n $ns delete mpijob huge >/dev/null
-eventually 30 "deleting the MPIJob deletes its Group" bash -c \
-  "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge >/dev/null 2>&1"
+check_waits_unmade $ns huge MPIJob training.kubeflow.org/job-name=huge
+check_deleted_with_group $ns huge mpijob MPIJob
 pinned() { mpijob_yaml pinned 2 10m "          nodeName: $(k get nodes -o jsonpath='{.items[0].metadata.name}')" | k -n $ns create -f -; }
 refused "an MPIJob whose workers choose their node" \
   "spec.mpiReplicaSpecs.Worker.template.spec.nodeName: the pods of an MPIJob in queue default cannot choose their node" pinned

@@ -98,13 +98,9 @@ field() { k -n $ns get "$@" 2>/dev/null; }
 
 out=$(rayjob_yaml tune 3 10m | k -n $ns create -f - -o jsonpath='{.spec.suspend} {.spec.rayClusterSpec.headGroupSpec.template.spec.schedulerName} {.spec.rayClusterSpec.workerGroupSpecs[0].template.spec.schedulerName}')
 check "the webhook held the RayJob and named muster its pods' scheduler ($out)" test "$out" = "true muster muster"
-eventually 30 "the Group tune is the head and the 3 workers" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev tune -o jsonpath='{.spec.members.min}') == 4 ]]"
+check_workload_group $ns tune rayjob RayJob 4 "the head and the 3 workers"
 check "a member holds what KubeRay's worker pods ask, its init container (256Mi) included" \
   test "$(field groups.muster.dev tune -o jsonpath='{.spec.resources.memory}')" = 268435456
-check "the Group is owned by the RayJob" test \
-  "$(field groups.muster.dev tune -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}')" \
-  = "RayJob/$(field rayjob tune -o jsonpath='{.metadata.uid}')"
 # KubeRay writes the RayJob back without a false suspend (omitempty): resumed is "not true".
 eventually 30 "muster admitted the group and resumed the RayJob" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get rayjob tune -o jsonpath='{.spec.suspend}') != true ]]"
@@ -122,13 +118,9 @@ eventually 60 "KubeRay sees its Ray cluster ready" bash -c \
 
 # --- a RayJob that does not fit waits, with no Ray cluster made -----------------------------
 rayjob_yaml huge 200 64 | k -n $ns create -f - >/dev/null
-eventually 30 "a RayJob too big for the cluster waits in the queue" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.status.phase}') == Queued ]]"
-sleep 3
-check "no Ray cluster of it was made" test -z "$(k -n $ns get rayclusters -o name | grep -v "/$cluster\$" || true)"
-k -n $ns delete rayjob huge >/dev/null
-eventually 30 "deleting the RayJob deletes its Group" bash -c \
-  "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge >/dev/null 2>&1"
+check_waits_unmade $ns huge RayJob "ray.io/node-type,ray.io/cluster!=$cluster"
+check "no Ray cluster of it was made" test -z "$(k -n $ns get rayclusters -l ray.io/originated-from-cr-name=huge -o name)"
+check_deleted_with_group $ns huge rayjob RayJob
 
 # KubeRay would learn the Ray job's end from the head's dashboard, which KWOK's pods do not serve.
 stop_operator
