@@ -447,7 +447,7 @@ fn a_plain_group_waits_gated_until_the_whole_group_fits() {
 fn a_bad_group_size_is_reported_once_and_skipped() {
     let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
     let mut bad = plain("odd", 0, 0, 1);
-    bad.group_size = Some(0);
+    bad.members = Some(Box::new(Err("metadata.labels[muster.dev/group-size]: \"0\" is not a whole number".into())));
     let a = h.send(Event::Pod(Change::Apply(bad.clone())));
     let invalid = |a: &[Action]| {
         a.iter().filter(|a| matches!(a, Action::Event { reason, .. } if reason == "InvalidGroup")).count()
@@ -456,7 +456,7 @@ fn a_bad_group_size_is_reported_once_and_skipped() {
     assert_eq!(h.state("odd"), None);
     assert!(binds(&a).is_empty() && !a.iter().any(|a| matches!(a, Action::EnsureGroup { .. })));
     let mut second = plain("odd", 1, 0, 1);
-    second.group_size = Some(0);
+    second.members = Some(Box::new(Err("metadata.labels[muster.dev/group-size]: \"0\" is not a whole number".into())));
     let a = h.send(Event::Pod(Change::Apply(second)));
     assert_eq!(invalid(&a), 0, "reported once: {a:?}");
     // No queue label: refused the same way.

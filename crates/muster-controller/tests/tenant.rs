@@ -88,7 +88,7 @@ fn a_plain_group_waits_for_its_pods_and_refuses_pods_that_differ_from_its_first(
     assert!(gone.iter().any(|a| matches!(a, Action::DeleteGroup { key } if key.name == "big")), "{gone:?}");
     assert!(admitted(&h, "honest"), "both whole nodes are free for the honest Job");
     // Elastic (group-min 1): queued with its one pod, but for one member, not fifty.
-    let lone = PodView { group_min: Some(1), ..plain("lone", 0, 50, 1) };
+    let lone = PodView { members: Some(Box::new(Ok(Members { min: 1, max: Some(50) }))), ..plain("lone", 0, 50, 1) };
     h.send(Event::Pod(Change::Apply(lone)));
     h.send(job_event(Change::Delete(job("honest", 2, 8))));
     h.cycle();

@@ -170,6 +170,35 @@ pub fn annotated_topology(
     Ok(Some(TopologyConstraint { level: level.clone(), mode }))
 }
 
+/// The members of a plain pod group, as its pods' labels say: [`labels::GROUP_SIZE`] pods (absent:
+/// 1), of which at least [`labels::GROUP_MIN`] (absent: all) start together. The one reading of
+/// those labels, for the webhook and the controller; the error names the label and the fix.
+pub fn plain_members(labels: Option<&BTreeMap<String, String>>) -> Result<Members, String> {
+    let label = |k: &str| labels.and_then(|l| l.get(k));
+    let field = |k: &str| format!("metadata.labels[{k}]");
+    let parse = |v: &str| v.trim().parse::<i64>().ok().filter(|n| (1..=i64::from(MAX_MEMBERS)).contains(n));
+    let size = match label(labels::GROUP_SIZE) {
+        None => 1,
+        Some(v) => parse(v).ok_or_else(|| {
+            format!(
+                "{}: {v:?} is not a whole number from 1 to {MAX_MEMBERS}; set it to the number of pods in the group",
+                field(labels::GROUP_SIZE)
+            )
+        })?,
+    };
+    let min = match label(labels::GROUP_MIN) {
+        None => size,
+        Some(v) => parse(v).filter(|m| *m <= size).ok_or_else(|| {
+            format!(
+                "{}: {v:?} is not a whole number from 1 to the group size {size}; set the fewest pods the group can \
+                 start with, or remove it for a group that starts with all {size}",
+                field(labels::GROUP_MIN)
+            )
+        })?,
+    };
+    Ok(Members { min, max: (size != min).then_some(size) })
+}
+
 /// The expected run time an object states with [`labels::DURATION`], in seconds; the error names
 /// the annotation and the fix.
 pub fn annotated_duration(annotations: Option<&BTreeMap<String, String>>) -> Result<Option<i64>, String> {
@@ -388,6 +417,33 @@ impl GroupSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plain_groups_members_are_read_from_its_labels_once_for_everyone() {
+        let of = |pairs: &[(&str, &str)]| {
+            let l: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            plain_members(Some(&l))
+        };
+        assert_eq!(plain_members(None), Ok(Members { min: 1, max: None }), "a pod alone is a group of one");
+        assert_eq!(of(&[(labels::GROUP_SIZE, " 4 ")]), Ok(Members { min: 4, max: None }));
+        assert_eq!(of(&[(labels::GROUP_SIZE, "4"), (labels::GROUP_MIN, "2")]), Ok(Members { min: 2, max: Some(4) }));
+        for bad in ["0", "-1", "1000001", "many"] {
+            let e = of(&[(labels::GROUP_SIZE, bad)]).unwrap_err();
+            assert!(
+                e.starts_with(&format!(
+                    "metadata.labels[muster.dev/group-size]: {bad:?} is not a whole number from 1 to 1000000"
+                )),
+                "{e}"
+            );
+        }
+        let e = of(&[(labels::GROUP_SIZE, "4"), (labels::GROUP_MIN, "5")]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "metadata.labels[muster.dev/group-min]: \"5\" is not a whole number from 1 to the group size 4"
+            ),
+            "{e}"
+        );
+    }
 
     fn spec(yaml: &str) -> GroupSpec {
         serde_yaml_ng::from_str(yaml).unwrap()

@@ -11,7 +11,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::{JobSet, MPIJob, RayJob, native_pod_group_min_count, pod_group_min_member};
-use muster_k8s::group::annotated_duration;
+use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
     PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
@@ -740,35 +740,15 @@ impl<S: ClusterState> Checker<'_, S> {
     /// is bad; the refusal is recorded).
     fn pod_group_size(&mut self, pod: &Pod) -> Option<(u64, String)> {
         let labels = pod.metadata.labels.as_ref();
-        let parse = |v: &str| v.trim().parse::<u64>().ok().filter(|n| (1..=u64::from(MAX_MEMBERS)).contains(n));
-        let size = match get(labels, GROUP_SIZE) {
-            None => 1,
-            Some(v) => match parse(v) {
-                Some(n) => n,
-                None => {
-                    self.refuse(format!(
-                        "{}: {v:?} is not a whole number from 1 to {MAX_MEMBERS}; set it to the number of pods in \
-                         the group",
-                        label_field(GROUP_SIZE)
-                    ));
-                    return None;
-                }
-            },
-        };
-        let size_field = label_field(GROUP_SIZE);
-        match get(labels, GROUP_MIN) {
-            None => Some((size, size_field)),
-            Some(v) => match parse(v).filter(|m| *m <= size) {
-                Some(m) => Some((m, label_field(GROUP_MIN))),
-                None => {
-                    self.refuse(format!(
-                        "{}: {v:?} is not a whole number from 1 to the group size {size}; set the fewest pods the \
-                         group can start with, or remove it for a group that starts with all {size}",
-                        label_field(GROUP_MIN)
-                    ));
-                    None
-                }
-            },
+        match plain_members(labels) {
+            Ok(m) => {
+                let key = if get(labels, GROUP_MIN).is_some() { GROUP_MIN } else { GROUP_SIZE };
+                Some((u64::try_from(m.min).unwrap_or(0), label_field(key)))
+            }
+            Err(e) => {
+                self.refuse(e);
+                None
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
-use muster_k8s::group::Members;
+use muster_k8s::group::{Members, plain_members};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of};
 use muster_k8s::workload::{self, Workload, requests_to_resources};
@@ -182,11 +182,9 @@ pub struct PodView {
     pub deleting: bool,
     /// Plain pods: the group (label muster.dev/group).
     pub group: Option<String>,
-    /// Plain pods: label muster.dev/group-size (absent: None, a group of 1; Some(0): the label
-    /// is not a whole number from 1).
-    pub group_size: Option<u32>,
-    /// Plain pods: label muster.dev/group-min, read like `group_size`.
-    pub group_min: Option<u32>,
+    /// Plain pods: the group's members as their labels say (muster.dev/group-size and
+    /// group-min), or why they cannot be read (boxed: other pods pay one pointer).
+    pub members: Option<Box<Result<Members, String>>>,
     /// Plain pods: label muster.dev/queue.
     pub queue: Option<String>,
     /// Plain pods: spec.priorityClassName.
@@ -247,7 +245,6 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
     // Only pods of no held workload form plain groups.
     let group = label(labels::GROUP).filter(|_| place.is_none()).cloned();
     let plain = group.is_some();
-    let count = |k: &str| label(k).filter(|_| plain).map(|v| v.trim().parse::<u32>().unwrap_or(0));
     let gated = spec.scheduling_gates.iter().flatten().any(|g| g.name == labels::SCHEDULING_GATE);
     Some(PodView {
         uid: meta.uid.clone()?,
@@ -261,8 +258,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         place,
         member: annotation(MEMBER),
         deleting: meta.deletion_timestamp.is_some(),
-        group_size: count(labels::GROUP_SIZE),
-        group_min: count(labels::GROUP_MIN),
+        members: plain.then(|| Box::new(plain_members(meta.labels.as_ref()))),
         queue: label(labels::QUEUE).filter(|_| plain).cloned(),
         priority_class: spec.priority_class_name.clone().filter(|_| plain),
         duration: annotation(labels::DURATION).filter(|_| plain),
@@ -283,21 +279,10 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     let queue = pod.queue.clone().ok_or_else(|| {
         format!("pod {} of group {group} has no {} label: the group has no queue", pod.name, labels::QUEUE)
     })?;
-    let size = match pod.group_size {
-        None => 1,
-        Some(0) => return Err(format!("pod {}: label {} is not a whole number from 1", pod.name, labels::GROUP_SIZE)),
-        Some(n) => i64::from(n),
-    };
-    let min = match pod.group_min {
-        None => size,
-        Some(m) if m >= 1 && i64::from(m) <= size => i64::from(m),
-        Some(_) => {
-            return Err(format!(
-                "pod {}: label {} is not a whole number from 1 to the group size {size}",
-                pod.name,
-                labels::GROUP_MIN
-            ));
-        }
+    let members = match pod.members.as_deref() {
+        Some(Ok(m)) => *m,
+        Some(Err(e)) => return Err(format!("pod {}: {e}", pod.name)),
+        None => Members { min: 1, max: None },
     };
     let placement = match pod.placement.as_deref() {
         Some(Err(e)) => return Err(format!("pod {}: {e}", pod.name)),
@@ -306,7 +291,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     };
     Ok(GroupObjectSpec {
         queue,
-        members: Members { min, max: (size != min).then_some(size) },
+        members,
         resources: requests_to_resources(pod.requests.iter().map(|(r, a)| (r, a))),
         node_selector: placement.node_selector,
         affinity: placement.affinity,

@@ -184,7 +184,8 @@ fn plain_pods_read_their_group_and_make_its_spec() {
     let v = pod_view(&plain_pod(json!({}))).unwrap();
     assert!(v.is_plain() && v.gated && v.ours);
     assert_eq!(v.group_key(), Some(GroupKey::new("ml", "ring")));
-    assert_eq!((v.group_size, v.group_min, v.queue.as_deref()), (Some(4), Some(2), Some("gpu")));
+    assert_eq!(v.members.as_deref(), Some(&Ok(Members { min: 2, max: Some(4) })));
+    assert_eq!(v.queue.as_deref(), Some("gpu"));
     assert_eq!((v.created, v.duration, v.priority_class.as_deref()), (1_767_225_610, Some(600), Some("high")));
     let g = plain_group_spec(&v).unwrap();
     assert_eq!(g.members, Members { min: 2, max: Some(4) });
@@ -195,8 +196,8 @@ fn plain_pods_read_their_group_and_make_its_spec() {
         "metadata": {"labels": {"muster.dev/group-size": "many"}}})))
     .unwrap();
     assert!(!v.gated);
-    assert_eq!(v.group_size, Some(0));
-    assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/group-size"));
+    let e = plain_group_spec(&v).unwrap_err();
+    assert!(e.starts_with("pod w-0: metadata.labels[muster.dev/group-size]: \"many\" is not a whole number"), "{e}");
     let v = pod_view(&plain_pod(json!({"metadata": {"labels": {"muster.dev/group-min": "9"}}}))).unwrap();
     assert!(plain_group_spec(&v).unwrap_err().contains("muster.dev/group-min"));
     let mut noq = plain_pod(json!({}));
@@ -219,7 +220,7 @@ fn plain_pods_read_their_group_and_make_its_spec() {
     let v = pod_view(&owned).unwrap();
     assert!(!v.is_plain());
     assert_eq!(v.group_key(), Some(GroupKey::new("ml", "train")));
-    assert_eq!((v.group, v.queue, v.group_size, v.duration), (None, None, None, None));
+    assert_eq!((v.group, v.queue, v.members, v.duration), (None, None, None, None));
     assert!(v.placement.is_none());
 }
 

@@ -207,7 +207,7 @@ pub fn plain(group: &str, i: u32, size: u32, cpu: u64) -> PodView {
         ours: true,
         requests: vec![("cpu".into(), cpu * 1000)],
         group: Some(group.into()),
-        group_size: Some(size),
+        members: Some(Box::new(Ok(Members { min: i64::from(size), max: None }))),
         queue: Some("default".into()),
         gated: true,
         created: 50 + i64::from(i),
