@@ -127,10 +127,22 @@ fn reservation_turns_into_admission_when_its_time_comes() {
 #[test]
 fn overrun_moves_the_reservation_and_says_so() {
     let mut e = blocked_head(QueuePolicy::Easy);
-    // filler overran its expected end (50): at 60 the reservation is recomputed.
+    // filler overran its expected end (50): at 60 it is due any moment, so the reservation
+    // moves to the next second rather than being dropped (which would let backfill take its nodes).
     let ts = e.schedule(60);
-    assert!(ts.iter().any(|t| t.key.name == "big" && t.to == GroupState::Queued), "{ts:?}");
-    assert!(e.explain(&key("big"), 60).unwrap().reason.contains("no future start"));
+    assert!(
+        ts.iter()
+            .any(|t| t.key.name == "big" && t.to == GroupState::Reserved && t.reason == Reason::Reserved { at: 61 }),
+        "{ts:?}"
+    );
+    assert!(e.explain(&key("big"), 60).unwrap().reason.contains("reserved to start at 61"));
+    // Still overrunning at 70: the promise is kept, not dropped; a small group that would run past
+    // the reservation's start cannot take the room.
+    e.submit(spec("small", "q", 1, 1, Some(30), 65), 65).unwrap();
+    e.schedule(70);
+    assert_eq!(state(&e, "big"), GroupState::Reserved);
+    assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(71));
+    assert_eq!(state(&e, "small"), GroupState::Queued);
 }
 
 #[test]

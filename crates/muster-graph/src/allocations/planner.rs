@@ -49,9 +49,18 @@ impl ResourceGraph {
     /// (now, plus what running allocations give back by then) could cover the group's minimum are
     /// skipped: no placement can exist there, and searching them node by node is what makes
     /// reservations expensive on big clusters.
+    ///
+    /// A running allocation past its expected end still holds its nodes and is due to give them
+    /// back any moment: it counts as ending at the next second, so the group still gets a
+    /// reservation (its nodes then wait for it, and backfill keeps off them). Left out, it would
+    /// make the group's start unknowable, and a group without a reservation can be overtaken by
+    /// any backfill, over and over.
     fn candidate_times(&self, d: &Demand, now: i64) -> Vec<i64> {
-        let mut ends: Vec<(i64, &Allocation)> =
-            self.allocations().filter(|a| a.end > now && a.end != FOREVER).map(|a| (a.end, a)).collect();
+        let mut ends: Vec<(i64, &Allocation)> = self
+            .allocations()
+            .filter(|a| a.end != FOREVER && (a.end > now || !a.reserved))
+            .map(|a| (a.end.max(now + 1), a))
+            .collect();
         ends.sort_unstable_by_key(|&(end, a)| (end, a.id));
         let need: Vec<u64> = d.per_member.iter().map(|q| q.saturating_mul(u64::from(d.members(d.min_units)))).collect();
         let mut total = self.graph.totals().1.to_vec();
