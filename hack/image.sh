@@ -7,7 +7,7 @@
 # The archive is a docker-style image tarball (the `docker save` layout: manifest.json, the
 # config, one gzipped layer), the format `crane push`, `crane export -`, `docker load`,
 # `podman load`, `ctr images import` and `kind load image-archive` read. It is tagged
-# $IMAGE_TAG (default muster:<version>, as deploy/deployment.yaml names it).
+# $IMAGE_TAG (default muster:<version>, as the Helm chart names it).
 #
 # The image: one layer on an empty base, with
 #   /usr/local/bin/muster         the release binary (cargo build --release -p muster, or $MUSTER_BIN)

@@ -15,7 +15,7 @@ trap 'rm -rf "$tmp"' EXIT
 m() { "$MUSTER_BIN" "$@"; }
 apply() { k apply --server-side --field-manager=muster-e2e "$@" >/dev/null; }
 
-apply -f "$repo_dir/deploy/crds.yaml"
+apply -f "$repo_dir/deploy/chart/templates/crds.yaml"
 k wait --for=condition=Established --timeout=60s crd/queues.muster.dev crd/groups.muster.dev >/dev/null
 served() { k get queues.muster.dev,groups.muster.dev -A >/dev/null 2>&1; }
 eventually 30 "the muster resources are served" served

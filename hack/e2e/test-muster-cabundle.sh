@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e: the controller writes ca.crt of the Secret muster-system/muster-webhook-tls into the
-# caBundle of every webhook of its registration when it starts (deploy/webhook.yaml has none),
+# caBundle of every webhook of its registration when it starts (the chart's registration has none),
 # so a registration without it (or with a stale one) is repaired by a restart.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,4 @@
-//! The checked-in CRDs (deploy/crds.yaml) on a real kube-apiserver: they become Established and
+//! The checked-in CRDs (deploy/chart/templates/crds.yaml) on a real kube-apiserver: they become Established and
 //! served; a Queue and a Group written by server-side apply read back as written; status goes
 //! through the status subresource only; the printer columns and the `muster` category are served;
 //! objects the schema forbids are refused with a message naming the field, and none is stored.
@@ -167,10 +167,10 @@ async fn apply(api: &Api<DynamicObject>, name: &str, kind: &str, spec: Value) ->
     api.patch(name, &PatchParams::apply(MANAGER), &Patch::Apply(&doc)).await.map(|_| ()).map_err(|e| e.to_string())
 }
 
-/// deploy/crds.yaml applied server-side; waits until both are Established and served.
+/// deploy/chart/templates/crds.yaml applied server-side; waits until both are Established and served.
 async fn install_crds(client: &Client) {
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crds.yaml");
-    let text = std::fs::read_to_string(file).expect("deploy/crds.yaml");
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/chart/templates/crds.yaml");
+    let text = std::fs::read_to_string(file).expect("deploy/chart/templates/crds.yaml");
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     for doc in serde_yaml_ng::Deserializer::from_str(&text) {
         let crd: CustomResourceDefinition = serde::Deserialize::deserialize(doc).expect("a CRD");

@@ -28,13 +28,16 @@ use kube::CustomResourceExt;
 pub const API_GROUP: &str = "muster.dev";
 
 /// The CustomResourceDefinitions of every muster resource as one multi-document YAML stream, as
-/// checked in at `deploy/crds.yaml`.
+/// checked in at `deploy/chart/templates/crds.yaml`. Helm keeps them on `helm uninstall`:
+/// deleting a CRD deletes every Queue and Group with it.
 pub fn crds_yaml() -> String {
     let mut out = String::from(
         "# muster CustomResourceDefinitions, generated from the Rust types in crates/muster-k8s.\n\
-         # Do not edit; regenerate with: MUSTER_UPDATE_CRDS=1 cargo test -p muster-k8s\n",
+         # Do not edit; regenerate with: MUSTER_UPDATE_CRDS=1 cargo test -p muster-k8s\n\
+         # In templates/ rather than crds/ so that `helm upgrade` updates them in place.\n",
     );
-    for crd in [Queue::crd(), Group::crd()] {
+    for mut crd in [Queue::crd(), Group::crd()] {
+        crd.metadata.annotations = Some([("helm.sh/resource-policy".to_string(), "keep".to_string())].into());
         out.push_str("---\n");
         out.push_str(&serde_yaml_ng::to_string(&crd).expect("a CRD is plain data and always serializes"));
     }
@@ -45,19 +48,19 @@ pub fn crds_yaml() -> String {
 mod tests {
     use super::*;
 
-    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crds.yaml");
+    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/chart/templates/crds.yaml");
 
     #[test]
     fn checked_in_crds_are_current() {
         let fresh = crds_yaml();
         if std::env::var_os("MUSTER_UPDATE_CRDS").is_some() {
-            std::fs::write(CHECKED_IN, &fresh).expect("write deploy/crds.yaml");
+            std::fs::write(CHECKED_IN, &fresh).expect("write deploy/chart/templates/crds.yaml");
             return;
         }
         let old = std::fs::read_to_string(CHECKED_IN).unwrap_or_default();
         assert!(
             old == fresh,
-            "deploy/crds.yaml is out of date with the Rust types; run `MUSTER_UPDATE_CRDS=1 cargo test -p muster-k8s` to regenerate it"
+            "deploy/chart/templates/crds.yaml is out of date with the Rust types; run `MUSTER_UPDATE_CRDS=1 cargo test -p muster-k8s` to regenerate it"
         );
     }
 

@@ -13,6 +13,7 @@
 //! their CRD is installed, PodGroups) and counts every review (`/metrics`).
 
 mod alike;
+mod cert_secret;
 mod certs;
 mod config;
 mod fit;
@@ -25,6 +26,7 @@ mod server;
 mod state;
 mod validate;
 
+pub use cert_secret::{CertOrigin, ensure_in_secret, hosts_line};
 pub use certs::ServingCert;
 pub use config::{
     DEFAULT_ALIAS_QUEUE, DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_JOB_CONTROLLER_USER,
@@ -52,4 +54,16 @@ pub enum WebhookError {
     Bind { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("server: {0}")]
     Serve(std::io::Error),
+    #[error("secret {namespace}/{name}: {source}")]
+    Secret { namespace: String, name: String, source: kube::Error },
+    #[error(
+        "secret {namespace}/{name} does not exist: muster's Helm chart creates it; without the chart, create it \
+         empty (kubectl -n {namespace} create secret generic {name}) and muster fills it"
+    )]
+    NoSecret { namespace: String, name: String },
+    #[error(
+        "secret {namespace}/{name} was changed by someone else while muster wrote a certificate to it, and holds \
+         none for these hosts; run again"
+    )]
+    SecretChanged { namespace: String, name: String },
 }

@@ -25,7 +25,7 @@ pub const CONFIGURATION_NAME: &str = "muster";
 /// The in-cluster Service in front of the webhook, and its namespace.
 pub const SERVICE_NAME: &str = "muster-webhook";
 pub const SERVICE_NAMESPACE: &str = "muster-system";
-/// The Secret (in [`SERVICE_NAMESPACE`]) with the webhook's serving certificate; its `ca.crt`
+/// The Secret (in muster's namespace) with the webhook's serving certificate; its `ca.crt`
 /// is the caBundle of both configurations.
 pub const TLS_SECRET: &str = "muster-webhook-tls";
 /// Seconds the API server waits for an answer.
@@ -66,6 +66,13 @@ impl Endpoint {
             },
         }
     }
+}
+
+/// The DNS names by which pods and the API server reach the Service `name` in `namespace`: the
+/// names a serving certificate for it must carry.
+pub fn service_dns_names(namespace: &str, name: &str) -> Vec<String> {
+    let service = format!("{name}.{namespace}");
+    vec![format!("{service}.svc"), format!("{service}.svc.cluster.local"), service]
 }
 
 struct Hook {
@@ -349,16 +356,17 @@ pub enum CaBundle {
     NoSecret,
 }
 
-/// Writes `ca.crt` of the Secret [`TLS_SECRET`] into every webhook of both configurations
-/// whose caBundle differs, so that a certificate renewed in the Secret reaches the apiserver
-/// when muster starts (deploy/webhook.yaml has no caBundle). Each patch tests the webhook's name
-/// at its index, so a configuration edited meanwhile is not patched blindly.
-pub async fn fill_ca_bundle(client: &kube::Client) -> Result<CaBundle, kube::Error> {
+/// Writes `ca.crt` of the Secret [`TLS_SECRET`] in `namespace` (muster's own) into every webhook
+/// of both configurations whose caBundle differs, so that a certificate renewed in the Secret
+/// reaches the apiserver when muster starts (the chart's registration has no caBundle). Each
+/// patch tests the webhook's name at its index, so a configuration edited meanwhile is not
+/// patched blindly.
+pub async fn fill_ca_bundle(client: &kube::Client, namespace: &str) -> Result<CaBundle, kube::Error> {
     use k8s_openapi::api::core::v1::Secret;
     use kube::Api;
     use kube::api::{Patch, PatchParams};
 
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), SERVICE_NAMESPACE);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let Some(ca) = secrets.get_opt(TLS_SECRET).await?.and_then(|s| s.data?.remove("ca.crt")) else {
         return Ok(CaBundle::NoSecret);
     };
@@ -394,23 +402,42 @@ pub async fn fill_ca_bundle(client: &kube::Client) -> Result<CaBundle, kube::Err
     Ok(CaBundle::Patched(patched))
 }
 
-/// Both configurations for in-cluster use as one YAML stream (deploy/webhook.yaml); the caBundle
-/// is left out for the controller to fill at startup.
-pub fn in_cluster_yaml() -> String {
+/// The release namespace in the chart's template, where muster's Service, Secret and
+/// ServiceAccount are.
+pub const CHART_NAMESPACE: &str = "{{ .Release.Namespace }}";
+/// The client config stands for this URL while the template is generated; each is then replaced by
+/// the chart's helper, which names the Service or, for a webhook run outside the cluster, a URL.
+const CLIENT_PLACEHOLDER: &str = "https://chart-client-config";
+/// The chart's annotations of both configurations (cert-manager's CA injection, when it makes the
+/// certificate), put before their labels.
+const CHART_ANNOTATIONS: &str = "metadata:\n  {{- with include \"muster.webhookAnnotations\" $ }}\n  annotations:\n    \
+                                 {{- . | nindent 4 }}\n  {{- end }}\n";
+
+/// Both configurations as the Helm chart's template (deploy/chart/templates/webhooks.yaml): the
+/// objects [`mutating_configuration`] and [`validating_configuration`] make, with the namespace and
+/// the client config left to Helm. The caBundle is left out for the controller to fill at startup.
+pub fn chart_template() -> String {
     let mut out = String::from(
-        "# muster's admission webhook registration for in-cluster use, generated from\n\
-         # crates/muster-webhook/src/registration.rs. Do not edit; regenerate with:\n\
+        "# muster's admission webhook registration, generated from crates/muster-webhook/src/registration.rs.\n\
+         # Do not edit; regenerate with:\n\
          #   MUSTER_UPDATE_WEBHOOK_YAML=1 cargo test -p muster-webhook registration\n\
-         # The caBundle is filled in by muster at startup (see docs/deploy.md).\n",
+         # The caBundle is filled in by muster at startup (docs/deploy.md).\n",
     );
-    let endpoint = Endpoint::in_cluster();
+    let endpoint = Endpoint::Url(CLIENT_PLACEHOLDER.into());
     let docs = [
         serde_yaml_ng::to_string(&mutating_configuration(&endpoint, None, false)),
         serde_yaml_ng::to_string(&validating_configuration(&endpoint, None, false)),
     ];
     for doc in docs {
+        let mut doc = doc.expect("webhook configurations are plain data and always serialize");
+        for path in ["/mutate", "/validate"] {
+            doc = doc.replace(
+                &format!("    url: {CLIENT_PLACEHOLDER}{path}\n"),
+                &format!("    {{{{- include \"muster.webhookClientConfig\" (list $ \"{path}\") | nindent 4 }}}}\n"),
+            );
+        }
         out.push_str("---\n");
-        out.push_str(&doc.expect("webhook configurations are plain data and always serialize"));
+        out.push_str(&doc.replacen("metadata:\n", CHART_ANNOTATIONS, 1).replace(SERVICE_NAMESPACE, CHART_NAMESPACE));
     }
     out
 }
@@ -419,27 +446,39 @@ pub fn in_cluster_yaml() -> String {
 mod tests {
     use super::*;
 
-    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/webhook.yaml");
+    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/chart/templates/webhooks.yaml");
 
     #[test]
-    fn registration_checked_in_webhook_yaml_is_current() {
-        let fresh = in_cluster_yaml();
+    fn registration_checked_in_chart_template_is_current() {
+        let fresh = chart_template();
         if std::env::var_os("MUSTER_UPDATE_WEBHOOK_YAML").is_some() {
-            std::fs::write(CHECKED_IN, &fresh).expect("write deploy/webhook.yaml");
+            std::fs::write(CHECKED_IN, &fresh).expect("write deploy/chart/templates/webhooks.yaml");
             return;
         }
         let old = std::fs::read_to_string(CHECKED_IN).unwrap_or_default();
         assert!(
             old == fresh,
-            "deploy/webhook.yaml is out of date; run `MUSTER_UPDATE_WEBHOOK_YAML=1 cargo test -p muster-webhook registration`"
+            "deploy/chart/templates/webhooks.yaml is out of date; run \
+             `MUSTER_UPDATE_WEBHOOK_YAML=1 cargo test -p muster-webhook registration`"
         );
     }
 
+    /// The template, with its two placeholders filled as Helm would for a URL, reads back as the
+    /// objects themselves: nothing but the namespace and the client config is left to Helm.
     #[test]
-    fn registration_yaml_reads_back_as_the_same_objects() {
+    fn registration_chart_template_reads_back_as_the_same_objects() {
+        let url = "https://127.0.0.1:8443";
+        let mut text =
+            chart_template().replace(CHART_NAMESPACE, SERVICE_NAMESPACE).replace(CHART_ANNOTATIONS, "metadata:\n");
+        for path in ["/mutate", "/validate"] {
+            let include = format!("{{{{- include \"muster.webhookClientConfig\" (list $ \"{path}\") | nindent 4 }}}}");
+            assert!(text.contains(&include), "{path}");
+            text = text.replace(&include, &format!("url: {url}{path}"));
+        }
+        assert!(!text.contains("{{"), "only the namespace and the client config are templated");
         let docs: Vec<serde_json::Value> =
-            in_cluster_yaml().split("---\n").skip(1).map(|d| serde_yaml_ng::from_str(d).unwrap()).collect();
-        let endpoint = Endpoint::in_cluster();
+            text.split("---\n").skip(1).map(|d| serde_yaml_ng::from_str(d).unwrap()).collect();
+        let endpoint = Endpoint::Url(url.into());
         assert_eq!(docs[0], serde_json::to_value(mutating_configuration(&endpoint, None, false)).unwrap());
         assert_eq!(docs[1], serde_json::to_value(validating_configuration(&endpoint, None, false)).unwrap());
     }

@@ -26,9 +26,10 @@ pub struct ControllerArgs {
     /// This instance's name in leases (default: $POD_NAME, else the host name).
     #[arg(long)]
     identity: Option<String>,
-    /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = "muster-system")]
-    lease_namespace: String,
+    /// muster's own namespace: its leader-election Lease, and the Secret whose ca.crt is the
+    /// webhook registration's caBundle.
+    #[arg(long, alias = "lease-namespace", default_value = "muster-system")]
+    namespace: String,
     /// Seconds a leader's lease lasts without renewal.
     #[arg(long, default_value_t = 15)]
     lease_seconds: u64,
@@ -112,7 +113,7 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
     crate::server::init();
     crate::server::runtime()?.block_on(async {
         let (client, _) = crate::server::client(args.kubeconfig.as_deref()).await?;
-        match registration::fill_ca_bundle(&client).await {
+        match registration::fill_ca_bundle(&client, &args.namespace).await {
             Ok(CaBundle::Patched(0)) => {}
             Ok(CaBundle::Patched(n)) => tracing::info!(webhooks = n, "caBundle of the webhook registration updated"),
             Ok(CaBundle::NoSecret) => tracing::debug!("no webhook CA Secret; the registration's caBundle is kept"),
@@ -120,7 +121,7 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
             Err(e) => tracing::warn!(error = %e, "cannot update the caBundle of the webhook registration"),
         }
         let mut opts = Options::new(&args.store, &identity(args));
-        opts.lease_namespace = args.lease_namespace.clone();
+        opts.lease_namespace = args.namespace.clone();
         opts.lease_ttl = Duration::from_secs(args.lease_seconds.max(3));
         opts.concurrency = args.concurrency.max(1);
         // SIGTERM/SIGINT stop both; the controller stops cleanly (hands its leases over) rather

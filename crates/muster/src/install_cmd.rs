@@ -22,13 +22,13 @@ use muster_webhook::ServingCert;
 use muster_webhook::registration::{self, Endpoint, SERVICE_NAMESPACE, TLS_SECRET};
 use serde::Serialize;
 
-const CRDS: &str = include_str!("../../../deploy/crds.yaml");
-const RBAC: &str = include_str!("../../../deploy/rbac.yaml");
+const CRDS: &str = include_str!("../../../deploy/chart/templates/crds.yaml");
+/// The chart's RBAC, whose one template expression is the release namespace.
+const RBAC_TEMPLATE: &str = include_str!("../../../deploy/chart/templates/rbac.yaml");
 /// Field manager of the applies; apart from the controller's own ("muster"), so that neither
 /// takes the other's fields away.
 const MANAGER: &str = "muster-install";
 const ACCOUNT: &str = "muster";
-/// The Secret an in-cluster webhook serves from.
 
 #[derive(Args, Debug)]
 pub struct InstallArgs {
@@ -74,7 +74,7 @@ async fn install(args: &InstallArgs) -> Result<()> {
         apply(&client, doc).await?;
     }
     wait_established(&client, &["queues.muster.dev", "groups.muster.dev"]).await?;
-    for doc in documents(RBAC)? {
+    for doc in rbac()? {
         apply(&client, doc).await?;
     }
 
@@ -96,6 +96,17 @@ async fn install(args: &InstallArgs) -> Result<()> {
     default_queue(&client).await?;
     controller_kubeconfig(&client, &config, &args.out, args.token_seconds).await?;
     Ok(())
+}
+
+/// muster's namespace and the chart's RBAC in it.
+fn rbac() -> Result<Vec<DynamicObject>> {
+    let namespace = serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": SERVICE_NAMESPACE, "labels": {"app.kubernetes.io/name": "muster"}},
+    });
+    let mut docs = vec![serde_json::from_value(namespace)?];
+    docs.extend(documents(&RBAC_TEMPLATE.replace(registration::CHART_NAMESPACE, SERVICE_NAMESPACE))?);
+    Ok(docs)
 }
 
 /// The objects of a multi-document YAML stream.
@@ -195,16 +206,9 @@ fn serving_cert(dir: &Path, endpoint: &Endpoint) -> Result<ServingCert> {
                 Err(_) => (vec![host], Vec::new()),
             }
         }
-        Endpoint::Service { namespace, name } => (
-            vec![
-                format!("{name}.{namespace}.svc"),
-                format!("{name}.{namespace}.svc.cluster.local"),
-                format!("{name}.{namespace}"),
-            ],
-            Vec::new(),
-        ),
+        Endpoint::Service { namespace, name } => (registration::service_dns_names(namespace, name), Vec::new()),
     };
-    let names = dns.iter().cloned().chain(ips.iter().map(ToString::to_string)).collect::<Vec<_>>().join(",") + "\n";
+    let names = muster_webhook::hosts_line(&dns, &ips);
     let read = |f: &str| std::fs::read_to_string(dir.join(f));
     if let (Ok(ca_pem), Ok(cert_pem), Ok(key_pem), Ok(old)) =
         (read("ca.crt"), read("tls.crt"), read("tls.key"), read("tls.names"))
@@ -313,8 +317,12 @@ mod tests {
     fn embedded_manifests_parse() {
         let crds = documents(CRDS).unwrap();
         assert_eq!(crds.len(), 2);
-        let kinds: Vec<_> = documents(RBAC).unwrap().into_iter().map(|d| d.types.unwrap().kind).collect();
+        let rbac = rbac().unwrap();
+        let kinds: Vec<_> = rbac.iter().map(|d| d.types.clone().unwrap().kind).collect();
         assert_eq!(kinds, ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]);
+        let text = serde_json::to_string(&rbac).unwrap();
+        assert!(!text.contains("{{"), "the chart's RBAC templates nothing but the namespace");
+        assert_eq!(text.matches(r#""namespace":"muster-system""#).count(), 5, "account, role, binding, both subjects");
     }
 
     #[test]

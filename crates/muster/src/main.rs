@@ -7,6 +7,7 @@ mod match_cmd;
 mod queue_cmd;
 mod server;
 mod sim_cmd;
+mod webhook_cert_cmd;
 mod webhook_cmd;
 
 use std::path::PathBuf;
@@ -50,6 +51,8 @@ enum Command {
     Why(queue_cmd::WhyArgs),
     /// Serve the admission webhook (holds managed jobs and pods for the queue, refuses forgeries).
     Webhook(webhook_cmd::WebhookArgs),
+    /// Make the webhook's serving certificate, or keep the one in its Secret, and write it out.
+    WebhookCert(webhook_cert_cmd::WebhookCertArgs),
     /// Install CRDs, RBAC, webhook registration and a default Queue; write the serving certificate
     /// and a kubeconfig of muster's ServiceAccount.
     Install(install_cmd::InstallArgs),
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Queue(args) => queue_cmd::queue(&args),
         Command::Why(args) => queue_cmd::why(&args),
         Command::Webhook(args) => webhook_cmd::run(&args),
+        Command::WebhookCert(args) => webhook_cert_cmd::run(&args),
         Command::Install(args) => install_cmd::run(&args),
     };
     match result {

@@ -159,8 +159,8 @@ async fn connect(k: &KubeArgs) -> Result<(Client, String)> {
 fn api_error(e: kube::Error, what: &str) -> anyhow::Error {
     match &e {
         kube::Error::Api(s) if s.code == 404 && what == "groups" => anyhow!(
-            "the server does not know muster Groups (groups.muster.dev): install the CRDs with \
-             `kubectl apply -f deploy/crds.yaml`"
+            "the server does not know muster Groups (groups.muster.dev): install muster first \
+             (`helm install muster deploy/chart -n muster-system --create-namespace`, docs/deploy.md)"
         ),
         kube::Error::Api(s) if s.code == 403 => anyhow!("forbidden: {}", s.message),
         _ => anyhow::Error::new(e).context(format!("cannot read {what}")),

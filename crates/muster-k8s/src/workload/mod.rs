@@ -8,7 +8,7 @@
 //! with the same function the controller later sizes its group with, so they cannot disagree.
 //!
 //! Adding a kind: one file here implementing [`Workload`] plus its entry in [`HELD_KINDS`];
-//! the webhook's registration and the RBAC in `deploy/rbac.yaml` are generated from that entry.
+//! the webhook's registration and the RBAC in `deploy/chart/templates/rbac.yaml` are generated from that entry.
 
 pub mod job;
 pub mod jobset;
@@ -39,7 +39,7 @@ pub struct Kind {
     pub plural: &'static str,
     /// What muster does to objects of the kind, for RBAC (it never creates or deletes them).
     pub verbs: &'static [&'static str],
-    /// Why muster needs those verbs, written above the rule in `deploy/rbac.yaml`.
+    /// Why muster needs those verbs, written above the rule in `deploy/chart/templates/rbac.yaml`.
     pub why: &'static str,
     /// The boolean field that holds an object of the kind back when true (`spec.suspend`).
     pub hold_field: &'static str,

@@ -1,11 +1,11 @@
 //! The part of muster's ClusterRole that the registry of kinds decides: a rule for each held
 //! kind and its finalizers (so a Group may name it as owner with blockOwnerDeletion where the
-//! OwnerReferencesPermissionEnforcement admission plugin is on). `deploy/rbac.yaml` carries it
+//! OwnerReferencesPermissionEnforcement admission plugin is on). `deploy/chart/templates/rbac.yaml` carries it
 //! between two marker lines; a test keeps the checked-in copy current.
 
 use super::{HELD_KINDS, Kind};
 
-/// The line before the generated rules in `deploy/rbac.yaml`.
+/// The line before the generated rules in `deploy/chart/templates/rbac.yaml`.
 pub const BEGIN: &str = "# BEGIN held kinds: generated from muster_k8s::workload::HELD_KINDS";
 /// The line after them.
 pub const END: &str = "# END held kinds";
@@ -41,19 +41,19 @@ pub fn with_held_kind_rules(yaml: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac.yaml");
+    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/chart/templates/rbac.yaml");
 
     #[test]
     fn checked_in_rbac_grants_exactly_the_registered_kinds() {
-        let old = std::fs::read_to_string(CHECKED_IN).expect("read deploy/rbac.yaml");
-        let fresh = with_held_kind_rules(&old).expect("deploy/rbac.yaml has the held-kind markers");
+        let old = std::fs::read_to_string(CHECKED_IN).expect("read deploy/chart/templates/rbac.yaml");
+        let fresh = with_held_kind_rules(&old).expect("deploy/chart/templates/rbac.yaml has the held-kind markers");
         if std::env::var_os("MUSTER_UPDATE_RBAC").is_some() {
-            std::fs::write(CHECKED_IN, &fresh).expect("write deploy/rbac.yaml");
+            std::fs::write(CHECKED_IN, &fresh).expect("write deploy/chart/templates/rbac.yaml");
             return;
         }
         assert!(
             old == fresh,
-            "deploy/rbac.yaml is out of date with muster_k8s::workload::HELD_KINDS; run \
+            "deploy/chart/templates/rbac.yaml is out of date with muster_k8s::workload::HELD_KINDS; run \
              `MUSTER_UPDATE_RBAC=1 cargo test -p muster-k8s` to regenerate it"
         );
         for k in HELD_KINDS {

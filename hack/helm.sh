@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# helm, built once from its Go module helm.sh/helm/v3 at HELM_VERSION (hack/versions.env) into
+# $MUSTER_CACHE/helm-<version>/, with the stamps helm's own Makefile sets (its version, and the
+# Kubernetes version of its client-go, which `helm template` and `helm lint` assume without a
+# cluster). Prints the binary's path.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+shopt -s inherit_errexit
+
+HELM_DIR=${HELM_DIR:-$MUSTER_CACHE/helm-$HELM_VERSION}
+[[ -x $HELM_DIR/helm ]] && { echo "$HELM_DIR/helm"; exit 0; }
+command -v go >/dev/null || die "go is not on PATH (needed once, to build helm v$HELM_VERSION)"
+mkdir -p "$MUSTER_CACHE"
+module=helm.sh/helm/v3
+gomod=$(cd "$MUSTER_CACHE" && GOTOOLCHAIN=local GOFLAGS='' go mod download -json "$module@v$HELM_VERSION" \
+  | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+[[ -f $gomod ]] || die "cannot download $module@v$HELM_VERSION"
+# client-go v0.MINOR.x is Kubernetes 1.MINOR.
+k8s_minor=$(sed -n 's/^[[:space:]]*k8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$gomod")
+[[ -n $k8s_minor ]] || die "no k8s.io/client-go in $gomod"
+ldflags="-s -w -X $module/internal/version.version=v$HELM_VERSION"
+for pkg in pkg/lint/rules pkg/chartutil; do
+  ldflags+=" -X $module/$pkg.k8sVersionMajor=1 -X $module/$pkg.k8sVersionMinor=$k8s_minor"
+done
+out=$(mktemp -d "$MUSTER_CACHE/.build.XXXXXX"); chmod 755 "$out"
+log "building helm v$HELM_VERSION (Kubernetes 1.$k8s_minor) into $HELM_DIR"
+t0=$(date +%s)
+if ! (cd "$out" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='' GOBIN="$out" \
+        go install -trimpath -ldflags "$ldflags" "$module/cmd/helm@v$HELM_VERSION"); then
+  rm -rf "$out"; die "build of helm v$HELM_VERSION failed"
+fi
+rm -rf "$HELM_DIR"; mv "$out" "$HELM_DIR" || { rm -rf "$out"; die "cannot move helm into $HELM_DIR"; }
+log "helm built in $(( $(date +%s) - t0 ))s"
+echo "$HELM_DIR/helm"
