@@ -2,6 +2,7 @@
 #   muster_up     install muster (CRDs, RBAC, webhook registration, default Queue) and start
 #                 `muster controller` with its webhook under the muster ServiceAccount's identity
 #   muster_kill   SIGKILL the controller (a crash); muster_start starts it again (same store)
+#                 with $MUSTER_CONTROLLER_ARGS added to its flags
 #   muster_down   stop it and remove the webhook registration (it fails closed)
 #   muster_metric NAME   a sample of the controller's /metrics (NAME with its labels, if any)
 #   group_status_writes  Group status writes the apiserver has served (its /metrics)
@@ -19,7 +20,7 @@ muster_start() {
     --store "sqlite:$muster_dir/muster.db" --identity e2e-controller --lease-seconds 6 \
     --webhook-addr "127.0.0.1:$(cat "$muster_dir/port")" \
     --metrics-addr "127.0.0.1:$(cat "$muster_dir/metrics-port")" \
-    --tls-cert "$muster_dir/tls.crt" --tls-key "$muster_dir/tls.key" >>"$muster_log" 2>&1 &
+    --tls-cert "$muster_dir/tls.crt" --tls-key "$muster_dir/tls.key" ${MUSTER_CONTROLLER_ARGS:-} >>"$muster_log" 2>&1 &
   echo $! > "$muster_dir/pid"
   local i
   for i in $(seq 1 100); do

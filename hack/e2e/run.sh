@@ -22,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-mpijob muster-rayjob muster-cabundle
-                                muster-tenant helm peer-kueue image)
+                                muster-tenant muster-dashboard helm peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -82,6 +82,10 @@ for t in "${tests[@]}"; do
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-rayjob "$e2e/test-muster-rayjob.sh" ;;
     muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
+    # The dashboard in headless Chromium (Debian's chromium package).
+    muster-dashboard)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run muster-dashboard "$e2e/test-muster-dashboard.sh" ;;
     # The Helm chart (deploy/chart), installed and upgraded with the real helm (hack/helm.sh).
     helm)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"

@@ -48,14 +48,14 @@ refused "a webhook URL over plain HTTP" 'webhook.url "http://127.0.0.1:8443": th
 
 # 2. renderings the apiserver accepts (hooks apart: the Queue's CRD comes with the release)
 k create namespace $rns >/dev/null
-for values in "" "--set replicaCount=2,store.kind=postgres"; do
+for values in "" "--set replicaCount=2,store.kind=postgres,dashboard.enabled=true,dashboard.expose=true"; do
   # shellcheck disable=SC2086 # $values is a list of flags
   "$helm" template $rel "$chart" -n $rns --no-hooks $values >"$dir/rendered.yaml"
   check "the rendering with values '${values:-default}' passes a server-side dry run" \
     bash -c "'$K8S_BIN/kubectl' apply --server-side --dry-run=server -f '$dir/rendered.yaml' >'$dir/dry-run.out' 2>&1"
 done
-grep -q "poddisruptionbudget.policy/muster serverside-applied" "$dir/dry-run.out" ||
-  fail "the HA rendering has a PodDisruptionBudget: $(cat "$dir/dry-run.out")"
+grep -q "poddisruptionbudget.policy/muster serverside-applied" "$dir/dry-run.out" && grep -q "service/muster-dashboard serverside-applied" "$dir/dry-run.out" ||
+  fail "the HA rendering has a PodDisruptionBudget and the dashboard's Service: $(cat "$dir/dry-run.out")"
 k delete namespace $rns --wait=true >/dev/null
 
 # 3. install; run muster as the chart's pods would

@@ -70,9 +70,16 @@ pub struct Options {
     pub policy: Policy,
     /// Bindings and other writes in flight at once.
     pub concurrency: usize,
-    /// How often waiting groups' positions and estimated starts are written.
+    /// How often waiting groups' positions and estimated starts are written (and the plan
+    /// published).
     pub queue_view_every: Duration,
+    /// Where the leader publishes its plan each `queue_view_every` (the dashboard reads it); none
+    /// while this instance does not lead.
+    pub plan: PlanSender,
 }
+
+/// The latest plan of the leading instance, if this is it.
+pub type PlanSender = tokio::sync::watch::Sender<Option<Arc<muster_queue::Plan>>>;
 
 /// Bindings and writes in flight at once, by default. A plain pod costs two requests (ungate,
 /// bind) and a 1000-pod group's bindings go out together: at 64 in flight they bound about 200
@@ -92,6 +99,7 @@ impl Options {
             policy: Policy::Pack,
             concurrency: DEFAULT_CONCURRENCY,
             queue_view_every: Duration::from_secs(5),
+            plan: PlanSender::new(None),
         }
     }
 }
@@ -190,15 +198,16 @@ async fn lead(
             options: DurableOptions::new(&opts.lease_name, STORE_LEASE_TTL_S),
             policy: opts.policy,
         };
-        let (store, identity, every) = (opts.store.clone(), opts.identity.clone(), opts.queue_view_every);
+        let (store, identity) = (opts.store.clone(), opts.identity.clone());
+        let pace = Pace { queue_view_every: opts.queue_view_every, plan: opts.plan.clone() };
         let m = metrics.clone();
         let mut brain = tokio::task::spawn_blocking(move || match store.strip_prefix("sqlite:") {
             Some(path) => {
                 let path = path.to_string();
-                think(cfg, move || SqliteStore::open(&path), &identity, rx, act_tx, every, m)
+                think(cfg, move || SqliteStore::open(&path), &identity, rx, act_tx, pace, m)
             }
             None if store.starts_with("postgres") || store.contains("host=") => {
-                think(cfg, move || PgStore::connect(&store), &identity, rx, act_tx, every, m)
+                think(cfg, move || PgStore::connect(&store), &identity, rx, act_tx, pace, m)
             }
             None => Err(ControllerError::StoreUrl(store)),
         });
@@ -244,6 +253,12 @@ fn cycle_gap(took: Duration) -> Duration {
     (took * 2).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
+/// How often the brain refreshes the queue view, and where it publishes the plan behind it.
+struct Pace {
+    queue_view_every: Duration,
+    plan: PlanSender,
+}
+
 /// The brain's thread: events in, engine decisions out. Synchronous (the store is).
 fn think<S: Store>(
     cfg: BrainConfig,
@@ -251,9 +266,17 @@ fn think<S: Store>(
     identity: &str,
     rx: mpsc::Receiver<Message>,
     actions: tokio::sync::mpsc::UnboundedSender<brain::Action>,
-    queue_view_every: Duration,
+    pace: Pace,
     metrics: Arc<Metrics>,
 ) -> Result<(), ControllerError> {
+    // A plan published while leading is withdrawn however the brain stops.
+    struct Withdraw(PlanSender);
+    impl Drop for Withdraw {
+        fn drop(&mut self) {
+            self.0.send_replace(None);
+        }
+    }
+    let _withdraw = Withdraw(pace.plan.clone());
     let mut store = TimedStore::new(open()?, metrics.clone());
     let ttl = cfg.options.lease.ttl_s;
     let lease_name = cfg.options.lease.name.clone();
@@ -319,8 +342,10 @@ fn think<S: Store>(
             last_cycle = Instant::now();
             next_cycle_at = last_cycle + cycle_gap(took);
             pending = false;
-            if last_view.elapsed() >= queue_view_every {
-                brain.refresh_queue_view(now);
+            if last_view.elapsed() >= pace.queue_view_every {
+                if let Some(plan) = brain.refresh_queue_view(now) {
+                    pace.plan.send_replace(Some(Arc::new(plan)));
+                }
                 last_view = Instant::now();
             }
         }

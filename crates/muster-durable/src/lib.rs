@@ -264,6 +264,12 @@ impl<S: Store> DurableEngine<S> {
         self.engine.queue_view(now)
     }
 
+    /// The plan for people to look at (`Engine::plan`): the queue view with the windows behind
+    /// it. Nothing is written either.
+    pub fn plan(&mut self, now: i64) -> muster_queue::Plan {
+        self.engine.plan(now)
+    }
+
     /// Gives the store back, e.g. to recover again after stepping down.
     pub fn into_store(self) -> S {
         self.store

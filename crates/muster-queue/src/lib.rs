@@ -13,5 +13,8 @@ pub mod group;
 pub mod quota;
 
 pub use config::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
-pub use engine::{CycleStats, Engine, EngineError, Explanation, ExternalHold, Snapshot};
+pub use engine::{
+    CycleStats, Engine, EngineError, Explanation, ExternalHold, NodePlan, Plan, PlanWindow, PlannedGroup, QueuePlan,
+    Snapshot, WindowKind,
+};
 pub use group::{AllocationRecord, Group, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};

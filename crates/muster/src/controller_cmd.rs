@@ -56,6 +56,10 @@ pub struct ControllerArgs {
     /// Webhook: the queue of alias pods without a muster.dev/queue label.
     #[arg(long, value_name = "QUEUE", default_value = muster_webhook::DEFAULT_ALIAS_QUEUE)]
     alias_queue: String,
+    /// Serve the dashboard of the plan here (off by default): open on a loopback address (reach it
+    /// with kubectl port-forward), for callers with a Kubernetes token anywhere else.
+    #[arg(long, value_name = "ADDR")]
+    dashboard_addr: Option<SocketAddr>,
     /// Serve /metrics (Prometheus) and /healthz over plain HTTP here; "" or "off" disables.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", value_parser = parse_metrics_addr)]
     metrics_addr: MetricsAddr,
@@ -146,11 +150,15 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
             Some(addr) => Some(serve_metrics(addr, metrics.clone(), stopped()).await?),
             None => None,
         };
+        let dashboard = match args.dashboard_addr {
+            Some(addr) => Some(serve_dashboard(addr, opts.plan.subscribe(), client.clone(), stopped()).await?),
+            None => None,
+        };
         let webhook = webhook.map(|w| tokio::spawn(muster_webhook::serve(w, client.clone(), stopped())));
         let result = muster_controller::run(client, opts, metrics, stopped()).await.context("controller");
         signal.abort();
-        if let Some(m) = metrics_server {
-            m.abort();
+        for server in metrics_server.into_iter().chain(dashboard) {
+            server.abort();
         }
         let _ = stop_tx.send(true);
         if let Some(w) = webhook {
@@ -158,6 +166,21 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
         }
         result.map(|()| ExitCode::SUCCESS)
     })
+}
+
+/// Listens on `addr` (a taken port fails the start) and serves the dashboard in a task.
+async fn serve_dashboard(
+    addr: SocketAddr,
+    plan: muster_dashboard::PlanWatch,
+    client: kube::Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--dashboard-addr {addr}"))?;
+    Ok(tokio::spawn(async move {
+        if let Err(e) = muster_dashboard::serve(listener, plan, client, shutdown).await {
+            tracing::warn!(error = %e, "the dashboard stopped");
+        }
+    }))
 }
 
 /// Listens on `addr` (a taken port fails the start) and serves the metrics in a task.

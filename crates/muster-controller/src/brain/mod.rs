@@ -27,7 +27,7 @@ use muster_durable::{ClusterReport, DurableEngine, Input, Options};
 use muster_graph::{Graph, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
 use muster_k8s::{GroupConditionType as Cond, GroupStatus, QueueStatus, labels, workload};
-use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
+use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Plan, Reason, Transition};
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 

@@ -9,12 +9,11 @@ const REPAIR_AFTER_SECS: i64 = 2;
 
 impl<S: Store> Brain<S> {
     /// Positions and estimated starts of waiting groups into their statuses, and each Queue's
-    /// counts and usage into its status.
-    pub fn refresh_queue_view(&mut self, now: i64) {
+    /// counts and usage into its status; returns the plan they come from (for the dashboard).
+    pub fn refresh_queue_view(&mut self, now: i64) -> Option<Plan> {
         self.refresh_queue_statuses();
-        let Some(e) = self.engine.as_mut() else { return };
-        let view = e.queue_view(now);
-        for x in view {
+        let plan = self.engine.as_mut()?.plan(now);
+        for x in plan.groups.iter().filter(|g| g.position > 0) {
             let mut st = self.statuses.get(&x.key).cloned().unwrap_or_default();
             st.queue_position = (x.position > 0).then_some(x.position as u32);
             st.estimated_start = x.estimated_start.filter(|t| *t < i64::MAX / 2).map(time);
@@ -23,6 +22,7 @@ impl<S: Store> Brain<S> {
             }
             self.push_status(&x.key, st);
         }
+        Some(plan)
     }
 
     pub(super) fn refresh_queue_statuses(&mut self) {

@@ -2,7 +2,7 @@
 //! position, estimated start and reason), the estimates behind it (the planner for the first
 //! groups, cluster totals beyond its budget), and `explain` for one group.
 
-use muster_graph::MatchOutcome;
+use muster_graph::{AllocId, MatchOutcome};
 use serde::{Deserialize, Serialize};
 
 use super::cycle::HeadKey;
@@ -29,6 +29,16 @@ impl Engine {
     /// assuming running groups end when expected, so later groups queue behind earlier ones; all of
     /// it is undone before returning.
     pub fn queue_view(&mut self, now: i64) -> Vec<Explanation> {
+        let (view, estimates) = self.estimate(now);
+        for (_, id) in estimates {
+            let _ = self.graph.cancel(id);
+        }
+        view
+    }
+
+    /// [`Engine::queue_view`], with the planner's allocations behind the estimates left on the
+    /// graph for the caller to read and cancel.
+    pub(super) fn estimate(&mut self, now: i64) -> (Vec<Explanation>, Vec<(GroupKey, AllocId)>) {
         let now = now.max(self.now);
         let mut temps = Vec::new();
         let mut out = Vec::new();
@@ -52,11 +62,11 @@ impl Engine {
                 req.min_members = self.effective_min(g);
                 match self.graph.allocate_orelse_reserve(&req, now) {
                     MatchOutcome::Allocated(id) => {
-                        temps.push(id);
+                        temps.push((key.clone(), id));
                         Some(now)
                     }
                     MatchOutcome::Reserved { id, at } => {
-                        temps.push(id);
+                        temps.push((key.clone(), id));
                         Some(at)
                     }
                     MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => None,
@@ -77,10 +87,7 @@ impl Engine {
             }
             out.push(Explanation { key, queue: q, state: g.state, position, estimated_start, reason });
         }
-        for id in temps {
-            let _ = self.graph.cancel(id);
-        }
-        out
+        (out, temps)
     }
 
     /// Every pending group with its queue and 1-based position there, in the cycle's global order

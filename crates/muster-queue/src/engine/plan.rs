@@ -1,0 +1,203 @@
+//! The plan as the planner sees it, for people to look at (the controller's dashboard): every
+//! group with the nodes and time window it holds (running), has reserved, or would get by the
+//! planner's estimate (waiting); the queues with their quotas and usage; the nodes with their
+//! capacity and use. Computed on demand from the engine's state; nothing is kept.
+
+use std::collections::BTreeMap;
+
+use muster_graph::AllocId;
+use serde::{Deserialize, Serialize};
+
+use super::Engine;
+use crate::group::{GroupKey, GroupState};
+
+/// A picture of the plan at `now` (unix seconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub now: i64,
+    pub queues: Vec<QueuePlan>,
+    /// Running groups, then waiting ones in the order the scheduler takes them.
+    pub groups: Vec<PlannedGroup>,
+    pub nodes: Vec<NodePlan>,
+}
+
+/// One queue: its groups and what it holds against its quotas. Amounts are in base units (cpu in
+/// millicores, memory in bytes, devices in units), by resource name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuePlan {
+    pub name: String,
+    pub pending: u32,
+    pub admitted: u32,
+    pub usage: BTreeMap<String, u64>,
+    pub nominal: BTreeMap<String, u64>,
+}
+
+/// One group that runs or waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedGroup {
+    pub key: GroupKey,
+    pub queue: String,
+    pub state: GroupState,
+    pub members: u32,
+    /// 1-based position among the waiting groups of its queue; 0 for a running group.
+    pub position: usize,
+    pub estimated_start: Option<i64>,
+    /// Why it is where it is, in plain words.
+    pub reason: String,
+    /// Where and when it runs or would run; none while the planner has no estimate.
+    pub window: Option<PlanWindow>,
+}
+
+/// How sure a window is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WindowKind {
+    /// Holding its nodes now.
+    Running,
+    /// Nodes held for it from `start`: backfill never delays it.
+    Reserved,
+    /// Where the planner would put it if the queue were taken in order now; not held.
+    Estimated,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanWindow {
+    pub kind: WindowKind,
+    pub start: i64,
+    /// Expected end; none when the group declares no run time (it runs until it finishes).
+    pub end: Option<i64>,
+    /// The node of each member, in member order.
+    pub nodes: Vec<String>,
+}
+
+/// One node: capacity and what running groups (and pods muster does not manage) use, by resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePlan {
+    pub name: String,
+    /// The topology domain just above the node (a rack, a block), if the cluster has levels.
+    pub domain: Option<String>,
+    pub schedulable: bool,
+    pub capacity: BTreeMap<String, u64>,
+    pub used: BTreeMap<String, u64>,
+}
+
+impl Engine {
+    /// The plan at `now`: [`Engine::queue_view`]'s estimates with the windows behind them.
+    pub fn plan(&mut self, now: i64) -> Plan {
+        let (view, estimates) = self.estimate(now);
+        let estimated: BTreeMap<GroupKey, AllocId> = estimates.iter().cloned().collect();
+        let mut groups: Vec<PlannedGroup> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.state.holds_allocation())
+            .map(|(key, g)| PlannedGroup {
+                key: key.clone(),
+                queue: g.spec.queue.clone(),
+                state: g.state,
+                members: g.member_count(),
+                position: 0,
+                estimated_start: None,
+                reason: g.reason.clone(),
+                window: g.allocation.as_ref().map(|a| PlanWindow {
+                    kind: WindowKind::Running,
+                    start: a.start,
+                    end: bounded(a.end),
+                    nodes: a.members.iter().map(|m| m.node.clone()).collect(),
+                }),
+            })
+            .collect();
+        for x in view {
+            let held = self.reservations.get(&x.key).map(|id| (WindowKind::Reserved, *id));
+            let planned = held.or_else(|| estimated.get(&x.key).map(|id| (WindowKind::Estimated, *id)));
+            let window = planned.map(|(kind, id)| self.window_of(kind, id));
+            // As many as its window places, else as many as it asks for.
+            let asked = self.groups[&x.key].spec.request.max_members;
+            let members = window.as_ref().map_or(asked, |w| u32::try_from(w.nodes.len()).unwrap_or(asked));
+            groups.push(PlannedGroup {
+                key: x.key,
+                queue: x.queue,
+                state: x.state,
+                members,
+                position: x.position,
+                estimated_start: x.estimated_start,
+                reason: x.reason,
+                window,
+            });
+        }
+        for (_, id) in estimates {
+            let _ = self.graph.cancel(id);
+        }
+        Plan { now: now.max(self.now), queues: self.queue_plans(), groups, nodes: self.node_plans() }
+    }
+
+    fn window_of(&self, kind: WindowKind, id: AllocId) -> PlanWindow {
+        let a = self.graph.allocation(id).expect("the plan reads allocations it was just given");
+        let g = &self.graph.graph;
+        PlanWindow {
+            kind,
+            start: a.start,
+            end: bounded(a.end),
+            nodes: a.members.iter().map(|m| g.node(m.node).name.clone()).collect(),
+        }
+    }
+
+    fn queue_plans(&self) -> Vec<QueuePlan> {
+        self.config
+            .queues
+            .iter()
+            .map(|q| {
+                let mine = || self.groups.values().filter(|g| g.spec.queue == q.name);
+                let nominal = self
+                    .compiled
+                    .queues
+                    .get(&q.name)
+                    .map(|c| c.quotas.iter().map(|(r, quota)| (r.clone(), quota.nominal)).collect());
+                QueuePlan {
+                    name: q.name.clone(),
+                    pending: count(mine().filter(|g| g.state.is_pending())),
+                    admitted: count(mine().filter(|g| g.state.holds_allocation())),
+                    usage: self.usage.get(&q.name).cloned().unwrap_or_default(),
+                    nominal: nominal.unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+
+    fn node_plans(&self) -> Vec<NodePlan> {
+        let g = &self.graph.graph;
+        let by_name = |amounts: &[u64]| -> BTreeMap<String, u64> {
+            g.resources
+                .iter()
+                .filter_map(|(id, def)| amounts.get(id.index()).map(|a| (def.name.clone(), *a)))
+                .filter(|(_, a)| *a > 0)
+                .collect()
+        };
+        g.live_nodes()
+            .map(|(_, n)| NodePlan {
+                name: n.name.clone(),
+                domain: g
+                    .vertex(n.vertex)
+                    .parent
+                    .filter(|p| g.vertex(*p).parent.is_some())
+                    .map(|p| g.vertex(p).meta.name.clone()),
+                schedulable: n.up && !n.unschedulable,
+                capacity: by_name(&n.capacity),
+                used: by_name(&n.used),
+            })
+            .collect()
+    }
+}
+
+/// An expected end, or none for "until it finishes".
+fn bounded(end: i64) -> Option<i64> {
+    (end < i64::MAX / 2).then_some(end)
+}
+
+fn count<T>(groups: impl Iterator<Item = T>) -> u32 {
+    u32::try_from(groups.count()).unwrap_or(u32::MAX)
+}
