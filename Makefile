@@ -37,7 +37,7 @@ image-test:  ## build the image, then check it: non-root config, runs under chro
 # A real Kubernetes control plane on loopback with KWOK nodes (docs/control-plane.md).
 CLUSTER ?= scenarios/clusters/seed-deadlock.yaml
 
-.PHONY: cluster-build cluster-up cluster-down e2e peers bench-cluster bench-bind sim-vs-real
+.PHONY: cluster-build cluster-up cluster-down e2e peers faults bench-cluster bench-bind sim-vs-real
 
 cluster-build:  ## build etcd, kube-apiserver/-controller-manager/-scheduler, kubectl, kwok (cached)
 	hack/cluster-build.sh
@@ -53,6 +53,9 @@ e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped aft
 
 peers: cluster-build  ## seed 001 under the real Kueue, coscheduling, Volcano and kube-scheduler's native gangs (docs/peers.md)
 	hack/e2e/run.sh peer-kueue peer-coscheduling peer-volcano peer-native
+
+faults: cluster-build  ## two replicas on PostgreSQL under seed 002's load through six faults (MUSTER_FAULTS_ARGS="--jobs N ...")
+	hack/e2e/run.sh muster-faults
 
 bench-cluster: cluster-build  ## 1000 pods created -> bound -> Succeeded with the default scheduler
 	hack/bench-cluster.sh

@@ -49,3 +49,19 @@ resolve_harness_bin() {
   [[ -x $target/$dir/muster-harness ]] || die "no muster-harness binary at $target/$dir/muster-harness"
   export MUSTER_HARNESS_BIN=$target/$dir/muster-harness
 }
+
+# restart_component NAME DOWN_SECONDS [ARGS...]: stop a control-plane process cluster-up.sh
+# started (SIGTERM, by its recorded pid), leave it down DOWN_SECONDS, and start it again with the
+# same command line (ARGS appended: the last flag wins), logging where it logged; the new pid is
+# recorded for cluster-down.sh.
+restart_component() {
+  local name=$1 down=$2; shift 2
+  local run=$MUSTER_CLUSTER_DIR/run pid
+  read -r pid < "$run/$name.pid"
+  kill -TERM "$pid" 2>/dev/null || true
+  while [[ -d /proc/$pid ]]; do sleep 0.1; done
+  sleep "$down"
+  # shellcheck disable=SC2046 # the recorded command line is words without spaces
+  setsid $(cat "$run/$name.cmd") "$@" >>"$MUSTER_CLUSTER_DIR/logs/$name.log" 2>&1 </dev/null &
+  echo $! > "$run/$name.pid"
+}

@@ -48,16 +48,9 @@ else
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/muster
 fi
 
-# restart_scheduler V: the kube-scheduler cluster-up.sh started (by its recorded pid), again with
-# --v=V appended (the last flag wins); the new pid is recorded for cluster-down.sh.
+# restart_scheduler V: the kube-scheduler cluster-up.sh started, again with --v=V.
 restart_scheduler() {
-  local run=$MUSTER_CLUSTER_DIR/run pid
-  read -r pid < "$run/kube-scheduler.pid"
-  kill -TERM "$pid"
-  while [[ -d /proc/$pid ]]; do sleep 0.1; done
-  # shellcheck disable=SC2046
-  setsid $(cat "$run/kube-scheduler.cmd") --v="$1" >>"$MUSTER_CLUSTER_DIR/logs/kube-scheduler.log" 2>&1 </dev/null &
-  echo $! > "$run/kube-scheduler.pid"
+  restart_component kube-scheduler 0 --v="$1"
   . "$MUSTER_CLUSTER_DIR/ports.env"
   until curl -fsSk "https://127.0.0.1:$MUSTER_PORT_SCHEDULER/healthz" >/dev/null 2>&1; do sleep 0.2; done
 }

@@ -100,6 +100,11 @@ for t in "${tests[@]}"; do
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-restart "$e2e/test-muster-scale.sh" --jobs 100 --kills 3 ;;
     muster-ha) run muster-ha "$e2e/test-muster-ha.sh" ;;
+    # Two replicas on PostgreSQL under seed 002's load through six faults (a benchmark, `make
+    # faults`; not in the default list: about 10 minutes).
+    muster-faults)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-faults "$e2e/test-muster-faults.sh" ${MUSTER_FAULTS_ARGS:-} ;;
     muster-nodes)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-nodes "$e2e/test-muster-nodes.sh" ;;
