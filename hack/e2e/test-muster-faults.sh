@@ -30,6 +30,7 @@ while (( $# )); do
   esac
 done
 ns=e2e-muster-faults
+late=e2e-muster-faults-late  # test-scale.sh deletes its namespace when the load ends
 echo "test-muster-faults ($jobs jobs, run ${run}+0..${jitter} s, ${gap} s between faults)" >&2
 logs=$MUSTER_CLUSTER_DIR/logs
 dir=$MUSTER_CLUSTER_DIR/faults
@@ -59,6 +60,7 @@ cleanup() {
   local p
   for p in "${pids[@]}" $(cat "$dir"/*.pid 2>/dev/null); do kill -TERM "$p" 2>/dev/null || true; done
   k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null 2>&1 || true
+  k delete namespace $late --wait=false --ignore-not-found >/dev/null 2>&1 || true
   pg_stop 2>/dev/null || true
   rm -rf "$pgdata"
 }
@@ -72,6 +74,7 @@ webhook_start() {
   "$MUSTER_BIN" webhook --addr "127.0.0.1:$wport" --tls-cert "$muster_dir/tls.crt" --tls-key "$muster_dir/tls.key" \
     --kubeconfig "$muster_dir/controller.kubeconfig" >>"$logs/faults-webhook.log" 2>&1 &
   echo $! >"$dir/webhook.pid"
+  disown
   local i
   for i in $(seq 1 100); do curl -sk --max-time 1 "https://127.0.0.1:$wport/healthz" >/dev/null && return 0; sleep 0.1; done
   fail "the webhook did not come up"
@@ -80,8 +83,10 @@ replica_start() { # replica_start NAME
   "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" --store "$store" --identity "$1" \
     --lease-seconds 6 --metrics-addr "127.0.0.1:$(free_port)" >>"$logs/faults-$1.log" 2>&1 &
   echo $! >"$dir/$1.pid"
+  disown  # its SIGKILL is the point, not news
 }
 leader() { k -n muster-system get lease muster-controller -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+fresh_namespace $late
 webhook_start
 replica_start replica-a
 sleep 2
@@ -131,7 +136,7 @@ fault "the webhook down for 30 s"
 kill -TERM "$(cat "$dir/webhook.pid")"
 sleep 1
 refused "a queued Job created while the webhook is down" "failed calling webhook" \
-  k -n $ns create -f - < <(queued_job_yaml sneaked 1)
+  k -n $late create -f - < <(queued_job_yaml sneaked 1)
 sleep 29
 webhook_start
 
