@@ -9,7 +9,6 @@ shopt -s inherit_errexit
 
 HELM_DIR=${HELM_DIR:-$MUSTER_CACHE/helm-$HELM_VERSION}
 [[ -x $HELM_DIR/helm ]] && { echo "$HELM_DIR/helm"; exit 0; }
-command -v go >/dev/null || die "go is not on PATH (needed once, to build helm v$HELM_VERSION)"
 mkdir -p "$MUSTER_CACHE"
 module=helm.sh/helm/v3
 gomod=$(cd "$MUSTER_CACHE" && GOTOOLCHAIN=local GOFLAGS='' go mod download -json "$module@v$HELM_VERSION" \
@@ -22,13 +21,4 @@ ldflags="-s -w -X $module/internal/version.version=v$HELM_VERSION"
 for pkg in pkg/lint/rules pkg/chartutil; do
   ldflags+=" -X $module/$pkg.k8sVersionMajor=1 -X $module/$pkg.k8sVersionMinor=$k8s_minor"
 done
-out=$(mktemp -d "$MUSTER_CACHE/.build.XXXXXX"); chmod 755 "$out"
-log "building helm v$HELM_VERSION (Kubernetes 1.$k8s_minor) into $HELM_DIR"
-t0=$(date +%s)
-if ! (cd "$out" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='' GOBIN="$out" \
-        go install -trimpath -ldflags "$ldflags" "$module/cmd/helm@v$HELM_VERSION"); then
-  rm -rf "$out"; die "build of helm v$HELM_VERSION failed"
-fi
-rm -rf "$HELM_DIR"; mv "$out" "$HELM_DIR" || { rm -rf "$out"; die "cannot move helm into $HELM_DIR"; }
-log "helm built in $(( $(date +%s) - t0 ))s"
-echo "$HELM_DIR/helm"
+go_tool helm "$module/cmd/helm" "$HELM_VERSION" "$HELM_DIR" "$ldflags"

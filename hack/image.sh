@@ -50,20 +50,7 @@ shopt -s inherit_errexit  # crane_bin runs in $(...)
 CRANE_DIR=${CRANE_DIR:-$MUSTER_CACHE/crane-$CRANE_VERSION}
 
 crane_bin() {
-  [[ -x $CRANE_DIR/crane ]] && { echo "$CRANE_DIR/crane"; return; }
-  command -v go >/dev/null || die "go is not on PATH (needed once, to build crane v$CRANE_VERSION)"
-  mkdir -p "$MUSTER_CACHE" "$(dirname "$CRANE_DIR")"
-  local out t0
-  out=$(mktemp -d "$MUSTER_CACHE/.build.XXXXXX"); chmod 755 "$out"
-  log "building crane v$CRANE_VERSION into $CRANE_DIR"
-  t0=$(date +%s)
-  if ! (cd "$out" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='' GOBIN="$out" go install -trimpath -ldflags "-s -w" \
-          "github.com/google/go-containerregistry/cmd/crane@v$CRANE_VERSION"); then
-    rm -rf "$out"; die "build of crane v$CRANE_VERSION failed"
-  fi
-  rm -rf "$CRANE_DIR"; mv "$out" "$CRANE_DIR" || { rm -rf "$out"; die "cannot move crane into $CRANE_DIR"; }
-  log "crane built in $(( $(date +%s) - t0 ))s"
-  echo "$CRANE_DIR/crane"
+  go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION" "$CRANE_DIR"
 }
 
 case ${1:-} in

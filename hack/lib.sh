@@ -65,3 +65,24 @@ restart_component() {
   setsid $(cat "$run/$name.cmd") "$@" >>"$MUSTER_CLUSTER_DIR/logs/$name.log" 2>&1 </dev/null &
   echo $! > "$run/$name.pid"
 }
+
+# go_tool NAME PACKAGE VERSION DIR [LDFLAGS]: the binary NAME of Go package PACKAGE at vVERSION,
+# built once (go install, static, trimmed) into DIR; prints its path. A failed build leaves
+# nothing behind.
+go_tool() {
+  local name=$1 package=$2 version=$3 dir=$4 ldflags=${5:-"-s -w"}
+  [[ -x $dir/$name ]] && { echo "$dir/$name"; return 0; }
+  command -v go >/dev/null || die "go is not on PATH (needed once, to build $name v$version)"
+  mkdir -p "$MUSTER_CACHE" "$(dirname "$dir")"
+  local out t0
+  out=$(mktemp -d "$MUSTER_CACHE/.build.XXXXXX"); chmod 755 "$out"
+  log "building $name v$version into $dir"
+  t0=$(date +%s)
+  if ! (cd "$out" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='' GOBIN="$out" \
+          go install -trimpath -ldflags "$ldflags" "$package@v$version"); then
+    rm -rf "$out"; die "build of $name v$version failed"
+  fi
+  rm -rf "$dir"; mv "$out" "$dir" || { rm -rf "$out"; die "cannot move $name into $dir"; }
+  log "$name built in $(( $(date +%s) - t0 ))s"
+  echo "$dir/$name"
+}

@@ -22,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-mpijob muster-rayjob muster-cabundle
-                                muster-tenant muster-dashboard helm peer-kueue image)
+                                muster-tenant muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -82,6 +82,8 @@ for t in "${tests[@]}"; do
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-rayjob "$e2e/test-muster-rayjob.sh" ;;
     muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
+    # kubectl muster installed by the real krew from hack/krew.sh's manifest; needs no cluster.
+    krew) run krew "$e2e/test-krew.sh" ;;
     # The dashboard in headless Chromium (Debian's chromium package).
     muster-dashboard)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
