@@ -35,7 +35,7 @@ pub use config::{
 };
 pub use mutate::mutate;
 pub use object::Refusal;
-pub use review::{Hook, review};
+pub use review::{Hook, Verdict, review};
 pub use server::{ServeOptions, serve, serve_with_state};
 pub use state::{ClusterState, KubeState, LookupError, MemoryState};
 pub use validate::validate;
