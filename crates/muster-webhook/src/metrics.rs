@@ -40,6 +40,12 @@ pub struct Metrics {
     duration: Family<HookLabels, Histogram, fn() -> Histogram>,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("muster_webhook");
