@@ -152,17 +152,16 @@ async fn bind(client: Client, namespace: &str, pod: &str, uid: &str, node: &str,
 }
 
 /// How long to wait before sending a failed request again, or `None` to give up. A refusal
-/// (4xx) is final. Throttling (429: the apiserver's fairness queues are full, which many
-/// bindings in flight can cause on a busy cluster) says nothing against the request: it is
-/// retried for about a minute. Other errors (5xx, the connection) are retried five times.
+/// (4xx) is final. Anything else says nothing against the request and is retried for about a
+/// minute: throttling (429: the apiserver's fairness queues are full, which many bindings in
+/// flight can cause on a busy cluster), a 5xx, or no connection (an apiserver restart takes
+/// seconds; giving up sooner would release and requeue a placed group for it).
 fn retry_delay(e: &kube::Error, attempt: u32) -> Option<Duration> {
-    let throttled = is_code(e, 429);
-    if matches!(e, kube::Error::Api(s) if s.code < 500) && !throttled {
+    if matches!(e, kube::Error::Api(s) if s.code < 500) && !is_code(e, 429) {
         return None;
     }
-    let limit = if throttled { 35 } else { 5 };
-    let cap = if throttled { Duration::from_secs(2) } else { Duration::from_secs(5) };
-    (attempt < limit).then(|| (Duration::from_millis(100) * 2u32.saturating_pow(attempt.min(16))).min(cap))
+    (attempt < 35)
+        .then(|| (Duration::from_millis(100) * 2u32.saturating_pow(attempt.min(16))).min(Duration::from_secs(2)))
 }
 
 fn error_message(e: kube::Error) -> String {
@@ -608,14 +607,14 @@ mod tests {
     }
 
     #[test]
-    fn throttling_is_retried_for_about_a_minute_other_errors_five_times_refusals_never() {
+    fn throttling_and_server_errors_are_retried_for_about_a_minute_refusals_never() {
         let total = |code| (0..).map_while(|a| retry_delay(&api_error(code), a)).sum::<Duration>();
         let tries = |code| (0..).map_while(|a| retry_delay(&api_error(code), a)).count();
         assert_eq!(tries(403), 0);
         assert_eq!(tries(422), 0);
-        assert_eq!(tries(500), 5);
-        assert_eq!(total(500), Duration::from_millis(100 + 200 + 400 + 800 + 1600));
+        assert_eq!(tries(500), 35);
         assert!((50..=70).contains(&total(429).as_secs()), "{:?}", total(429));
+        assert_eq!(total(503), total(429));
         assert_eq!(retry_delay(&api_error(429), 30), Some(Duration::from_secs(2)), "backoff is capped");
         assert_eq!(error_message(api_error(403)), "code 403");
     }

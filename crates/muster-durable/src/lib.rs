@@ -59,7 +59,8 @@ impl Options {
     pub fn new(name: &str, ttl_s: i64) -> Self {
         Options {
             lease: LeaseConfig { name: name.to_string(), ttl_s, renew_every_s: (ttl_s / 3).max(1) },
-            retry: RetryPolicy { base_s: 1, max_s: 60 },
+            // Every few seconds at most: an attempt is one connection, and admissions wait on it.
+            retry: RetryPolicy { base_s: 1, max_s: 5 },
         }
     }
 }

@@ -28,11 +28,11 @@ mod validate;
 
 pub use cert_secret::{CertOrigin, ensure_in_secret, hosts_line};
 pub use certs::ServingCert;
-pub use metrics::Metrics as WebhookMetrics;
 pub use config::{
     DEFAULT_ALIAS_QUEUE, DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_JOB_CONTROLLER_USER,
     DEFAULT_NAMESPACE_CONTROLLER_USER, WebhookConfig,
 };
+pub use metrics::Metrics as WebhookMetrics;
 pub use mutate::mutate;
 pub use object::Refusal;
 pub use review::{Hook, Verdict, review};
