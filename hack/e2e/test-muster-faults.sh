@@ -10,7 +10,8 @@
 # (overcommit.py, apart from muster's code); no allocation is left in the store; no group is
 # admitted again while it holds its placement (the store's history; requeues after an eviction
 # are reported with their reasons). Measured: for each fault, the time from it to the first
-# admission after it. Prints one JSON line (also appended to --out).
+# admission after it (in a later second: the store keeps seconds). Prints one JSON line (also
+# appended to --out).
 #
 #   hack/e2e/test-muster-faults.sh [--jobs N] [--run-seconds R] [--jitter-seconds J]
 #                                  [--gap SECONDS] [--out FILE]
@@ -180,7 +181,7 @@ check "no group was admitted again while it held its placement ($(sql "select co
 pass "requeues (released, then admitted again): $(cat "$dir/requeues")"
 report=$(for f in "${faults[@]}"; do
   at=${f%%|*}
-  first=$(sql "select coalesce(min(at), 0) from history where to_state = 'Admitted' and at >= $at")
+  first=$(sql "select coalesce(min(at), 0) from history where to_state = 'Admitted' and at > $at")
   echo "$f|$first"
 done | python3 -c '
 import json, sys
@@ -197,6 +198,6 @@ echo "$report"
 [[ -n $out ]] && echo "$report" >>"$out"
 for f in "${faults[@]}"; do
   at=${f%%|*}
-  first=$(sql "select coalesce(min(at), 0) from history where to_state = 'Admitted' and at >= $at")
+  first=$(sql "select coalesce(min(at), 0) from history where to_state = 'Admitted' and at > $at")
   if (( first )); then pass "${f#*|}: first admission $(( first - at )) s later"; else pass "${f#*|}: no admission after it (nothing waited)"; fi
 done
