@@ -179,11 +179,16 @@ print(", ".join(f"{n} after {r}" for r, n in requeues.items()) or "none", file=o
 check "no group was admitted again while it held its placement ($(sql "select count(distinct group_key) from history where to_state = 'Admitted'") admitted)" \
   test "$(cut -d' ' -f1 "$dir/twice")" = 0
 pass "requeues (released, then admitted again): $(cat "$dir/requeues")"
-report=$(for f in "${faults[@]}"; do
-  at=${f%%|*}
-  first=$(sql "select coalesce(min(at), 0) from history where to_state = 'Admitted' and at > $at")
-  echo "$f|$first"
-done | python3 -c '
+# Each fault with the first admission in a later second (0: none).
+rows=()
+for f in "${faults[@]}"; do
+  rows+=("$f|$(sql "select coalesce(min(at), 0) from history where to_state = 'Admitted' and at > ${f%%|*}")")
+done
+for r in "${rows[@]}"; do
+  IFS='|' read -r at what first <<<"$r"
+  if (( first )); then pass "$what: first admission $(( first - at )) s later"; else pass "$what: no admission after it (nothing waited)"; fi
+done
+report=$(printf '%s\n' "${rows[@]}" | python3 -c '
 import json, sys
 line = json.loads(sys.argv[1])
 faults = []
@@ -195,9 +200,4 @@ for row in sys.stdin.read().split("\n"):
 line["faults"] = faults
 print(json.dumps(line))' "$line")
 echo "$report"
-[[ -n $out ]] && echo "$report" >>"$out"
-for f in "${faults[@]}"; do
-  at=${f%%|*}
-  first=$(sql "select coalesce(min(at), 0) from history where to_state = 'Admitted' and at > $at")
-  if (( first )); then pass "${f#*|}: first admission $(( first - at )) s later"; else pass "${f#*|}: no admission after it (nothing waited)"; fi
-done
+if [[ -n $out ]]; then echo "$report" >>"$out"; fi
