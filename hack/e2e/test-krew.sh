@@ -15,11 +15,12 @@ archive=$(dirname "$manifest")/$(sed -n 's|^    uri: .*/||p' "$manifest")
 check "the manifest names the archive's sha256" \
   grep -q "sha256: $(sha256sum "$archive" | cut -d' ' -f1)" "$manifest"
 check "krew installs the plugin from the manifest and the archive" \
-  env KREW_ROOT="$root" "$krew" install --manifest="$manifest" --archive="$archive"
+  bash -c "KREW_ROOT='$root' '$krew' install --manifest='$manifest' --archive='$archive' >'$root/install.log' 2>&1"
 plugin=$root/bin/kubectl-muster
 check "the plugin is on krew's PATH" test -x "$plugin"
 check "it introduces itself as kubectl muster" bash -c "'$plugin' --help | grep -q 'Usage: kubectl muster'"
-check "krew lists it" bash -c "KREW_ROOT='$root' '$krew' list | grep -qx muster"
+# (krew list needs its index, a git clone this machine cannot make; the receipt is what it reads.)
+check "krew keeps its receipt of the installed version" grep -q "version: v" "$root/receipts/muster.yaml"
 cp "$archive" "$root/tampered.tar.gz"; printf x >>"$root/tampered.tar.gz"
-refused "an archive that does not match the manifest's sha256" "sha256" \
+refused "an archive that does not match the manifest's sha256" "checksum does not match" \
   env KREW_ROOT="$root/other" "$krew" install --manifest="$manifest" --archive="$root/tampered.tar.gz"
