@@ -627,8 +627,13 @@ impl<S: Store> Brain<S> {
             let free = |m: &u32| !filled.contains(m);
             // A workload's pods are numbered across its pod sets (and a JobSet's child Jobs).
             let preferred = p.place.as_deref().zip(workload).and_then(|(at, w)| w.member_of(at));
+            // A pod without an index stays within its pod set's members, when known.
+            let set = p.place.as_deref().zip(workload).and_then(|(at, w)| w.set_members(at));
+            let in_set = |i: &u32| set.as_ref().is_none_or(|r| r.contains(i));
             let slot = preferred
                 .filter(|i| alloc.members.iter().any(|m| m.index == *i) && free(i))
+                .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && !left.contains(i) && in_set(i)))
+                .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && in_set(i)))
                 .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && !left.contains(i)))
                 .or_else(|| alloc.members.iter().map(|m| m.index).find(free));
             let Some(member) = slot else { break };

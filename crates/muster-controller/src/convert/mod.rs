@@ -10,7 +10,7 @@ use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{Members, plain_members};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
-use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of};
+use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of, set_members};
 use muster_k8s::workload::{self, Workload, requests_to_resources};
 use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, labels};
 use muster_queue::GroupKey;
@@ -393,6 +393,11 @@ impl WorkloadView {
     /// The member a pod of the workload fills, where the pod says (its index in its pod set).
     pub fn member_of(&self, place: &PodPlace) -> Option<u32> {
         member_of(&self.layout, place)
+    }
+
+    /// The members of the pod's set (for a pod without an index).
+    pub fn set_members(&self, place: &PodPlace) -> Option<std::ops::Range<u32>> {
+        set_members(&self.layout, place)
     }
 }
 

@@ -39,11 +39,25 @@ pub fn layout(sets: &[PodSet<'_>]) -> Vec<SetLayout> {
 /// The member a pod fills: the members of the sets before its own, then its child's siblings',
 /// then its index. None for a pod without an index or one outside the layout.
 pub fn member_of(layout: &[SetLayout], place: &PodPlace) -> Option<u32> {
+    let (set, first) = set_of(layout, place)?;
+    let index = place.index.filter(|i| *i < set.pods && place.child < set.children)?;
+    u32::try_from(u64::from(first) + u64::from(place.child) * u64::from(set.pods) + u64::from(index)).ok()
+}
+
+/// The members of the pod set a pod belongs to: where a pod without an index (a RayJob's
+/// worker) goes, so that it never takes the member of another set's pod (the head's).
+pub fn set_members(layout: &[SetLayout], place: &PodPlace) -> Option<std::ops::Range<u32>> {
+    let (set, first) = set_of(layout, place)?;
+    let size = u32::try_from(u64::from(set.children) * u64::from(set.pods)).ok()?;
+    Some(first..first.checked_add(size)?)
+}
+
+/// The pod set a pod names, and the number of its first member.
+fn set_of<'a>(layout: &'a [SetLayout], place: &PodPlace) -> Option<(&'a SetLayout, u32)> {
     let mut offset = 0u64;
     for set in layout {
         if set.name == place.set {
-            let index = place.index.filter(|i| *i < set.pods && place.child < set.children)?;
-            return u32::try_from(offset + u64::from(place.child) * u64::from(set.pods) + u64::from(index)).ok();
+            return Some((set, u32::try_from(offset).ok()?));
         }
         offset += u64::from(set.children) * u64::from(set.pods);
     }

@@ -241,6 +241,9 @@ fn a_rayjob_is_one_group_of_its_clusters_head_and_workers() {
     let worker = json!({"ray.io/cluster": "tune-x7k2q", "ray.io/node-type": "worker", "ray.io/group": "cpu"});
     let (kind, at) = place::place_of(&pod("tune-x7k2q", worker.clone())).unwrap();
     assert_eq!((kind.kind, at.workload.as_str(), at.set.as_str(), at.index), ("RayJob", "tune", "cpu", None));
+    // A worker has no index: it goes to a member of its own set (after the head), never the head's.
+    assert_eq!(place::member_of(&layout, &at), None);
+    assert_eq!(place::set_members(&layout, &at), Some(1..3));
     let head = json!({"ray.io/cluster": "tune-x7k2q", "ray.io/node-type": "head", "ray.io/group": "headgroup"});
     let at = place::place_of(&pod("tune-x7k2q", head)).unwrap().1;
     assert_eq!(place::member_of(&layout, &at), Some(0), "the head is member 0");
