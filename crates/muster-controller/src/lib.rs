@@ -343,7 +343,8 @@ fn think<S: Store>(
             next_cycle_at = last_cycle + cycle_gap(took);
             pending = false;
             if last_view.elapsed() >= pace.queue_view_every {
-                if let Some(plan) = brain.refresh_queue_view(now) {
+                // The whole plan only while a dashboard listens.
+                if let Some(plan) = brain.refresh_queue_view(now, pace.plan.receiver_count() > 0) {
                     pace.plan.send_replace(Some(Arc::new(plan)));
                 }
                 last_view = Instant::now();

@@ -166,7 +166,7 @@ fn metrics_count_what_the_brain_decides() {
     // One node of 4 cores: a is admitted, b waits behind it.
     let mut h = Harness::new(&[node("n1", 4)], &[job("a", 1, 4), job("b", 1, 4)], &[]);
     h.cycle();
-    h.brain.refresh_queue_view(h.now);
+    h.brain.refresh_queue_view(h.now, false);
     let text = h.metrics.encode().unwrap();
     assert!(has(&text, r#"muster_admissions_total{queue="default"} 1"#), "{text}");
     assert!(has(&text, r#"muster_groups{queue="default",state="admitted"} 1"#), "{text}");
@@ -323,15 +323,18 @@ fn queue_statuses_count_groups_and_their_usage_and_are_sent_when_they_change() {
             })
             .collect()
     };
-    h.brain.refresh_queue_view(h.now);
+    h.brain.refresh_queue_view(h.now, false);
     let sent = queue_statuses(h.brain.take_actions());
     assert_eq!(sent.len(), 1, "{sent:?}");
     let (name, st) = &sent[0];
     assert_eq!((name.as_str(), st.pending_groups, st.admitted_groups), ("default", 1, 1));
     // 2 members x 2 cpu, as the Group object spells cpu.
     assert_eq!(st.usage.get("cpu"), Some(&Quantity::Text("4000m".into())));
-    h.brain.refresh_queue_view(h.now);
+    assert_eq!(h.brain.refresh_queue_view(h.now, false), None, "no plan unless a dashboard listens");
     assert!(queue_statuses(h.brain.take_actions()).is_empty(), "unchanged: not sent again");
+    let plan = h.brain.refresh_queue_view(h.now, true).expect("the plan, for a dashboard");
+    assert_eq!((plan.groups.len(), plan.queues[0].pending, plan.queues[0].admitted), (2, 1, 1));
+    assert!(queue_statuses(h.brain.take_actions()).is_empty(), "the same statuses from the plan");
 }
 
 #[test]

@@ -7,22 +7,44 @@ use super::*;
 /// come back through the watch a little later, and a deleted Job's Group goes with it.
 const REPAIR_AFTER_SECS: i64 = 2;
 
+use muster_queue::Explanation;
+
 impl<S: Store> Brain<S> {
     /// Positions and estimated starts of waiting groups into their statuses, and each Queue's
-    /// counts and usage into its status; returns the plan they come from (for the dashboard).
-    pub fn refresh_queue_view(&mut self, now: i64) -> Option<Plan> {
+    /// counts and usage into its status. With `with_plan` (someone watches the dashboard) the view
+    /// comes from the whole plan, which is returned; otherwise nothing more is computed or kept.
+    pub fn refresh_queue_view(&mut self, now: i64, with_plan: bool) -> Option<Plan> {
         self.refresh_queue_statuses();
-        let plan = self.engine.as_mut()?.plan(now);
-        for x in plan.groups.iter().filter(|g| g.position > 0) {
+        let e = self.engine.as_mut()?;
+        let (waiting, plan) = if with_plan {
+            let plan = e.plan(now);
+            let waiting: Vec<Explanation> = plan
+                .groups
+                .iter()
+                .filter(|g| g.position > 0)
+                .map(|g| Explanation {
+                    key: g.key.clone(),
+                    queue: g.queue.clone(),
+                    state: g.state,
+                    position: g.position,
+                    estimated_start: g.estimated_start,
+                    reason: g.reason.clone(),
+                })
+                .collect();
+            (waiting, Some(plan))
+        } else {
+            (e.queue_view(now), None)
+        };
+        for x in waiting {
             let mut st = self.statuses.get(&x.key).cloned().unwrap_or_default();
             st.queue_position = (x.position > 0).then_some(x.position as u32);
             st.estimated_start = x.estimated_start.filter(|t| *t < i64::MAX / 2).map(time);
             if !x.reason.is_empty() {
-                st.message = Some(x.reason.clone());
+                st.message = Some(x.reason);
             }
             self.push_status(&x.key, st);
         }
-        Some(plan)
+        plan
     }
 
     pub(super) fn refresh_queue_statuses(&mut self) {
