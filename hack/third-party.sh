@@ -8,7 +8,9 @@
 #   $MUSTER_CACHE/mpi-operator-<v>/mpijobs.yaml    its CRD
 #   $MUSTER_CACHE/kuberay-<v>/ray-operator         KubeRay's operator
 #   $MUSTER_CACHE/kuberay-<v>/ray{jobs,clusters,services}.yaml   its CRDs
-#   hack/third-party.sh [podgroup|jobset|mpi-operator|kuberay]...   (default: all)
+#   $MUSTER_CACHE/lws-<v>/lws                      the LeaderWorkerSet controller
+#   $MUSTER_CACHE/lws-<v>/leaderworkersets.yaml    its CRD
+#   hack/third-party.sh [podgroup|jobset|mpi-operator|kuberay|lws]...   (default: all)
 # Prints the path of each (the CRD file; the controller's directory) on stdout, one a line.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -19,6 +21,7 @@ PODGROUP_CRD=$MUSTER_CACHE/third-party/podgroups-$SCHEDULER_PLUGINS_VERSION.yaml
 JOBSET_BIN=$MUSTER_CACHE/jobset-$JOBSET_VERSION
 MPI_OPERATOR_BIN=$MUSTER_CACHE/mpi-operator-$MPI_OPERATOR_VERSION
 KUBERAY_BIN=$MUSTER_CACHE/kuberay-$KUBERAY_VERSION
+LWS_BIN=$MUSTER_CACHE/lws-$LWS_VERSION
 
 # module_dir MODULE VERSION: the unpacked module in the Go module cache (downloaded if missing)
 module_dir() {
@@ -74,13 +77,19 @@ kuberay() {
     config/crd/bases/ray.io_rayservices.yaml
 }
 
-what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset mpi-operator kuberay)
+lws() {
+  controller "LeaderWorkerSet controller" sigs.k8s.io/lws "$LWS_VERSION" ./cmd "$LWS_BIN" lws \
+    config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml
+}
+
+what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset mpi-operator kuberay lws)
 for w in "${what[@]}"; do
   case $w in
     podgroup) podgroup ;;
     jobset) jobset ;;
     mpi-operator) mpi_operator ;;
     kuberay) kuberay ;;
-    *) die "unknown: $w (podgroup, jobset, mpi-operator or kuberay)" ;;
+    lws) lws ;;
+    *) die "unknown: $w (podgroup, jobset, mpi-operator, kuberay or lws)" ;;
   esac
 done

@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-mpijob muster-rayjob muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-mpijob muster-rayjob muster-lws muster-cabundle
                                 muster-tenant muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -81,6 +81,10 @@ for t in "${tests[@]}"; do
     muster-rayjob)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-rayjob "$e2e/test-muster-rayjob.sh" ;;
+    # A LeaderWorkerSet's replica groups as gangs, against the real LWS controller.
+    muster-lws)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
+      run muster-lws "$e2e/test-muster-lws.sh" ;;
     muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
     # kubectl muster installed by the real krew from hack/krew.sh's manifest; needs no cluster.
     krew) run krew "$e2e/test-krew.sh" ;;

@@ -10,6 +10,7 @@
 pub mod external;
 pub mod group;
 pub mod labels;
+pub mod lws;
 pub mod pod;
 mod quantity;
 pub mod queue;

@@ -9,6 +9,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::{JobSet, MPIJob, RayJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
@@ -17,7 +18,8 @@ use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
 use crate::object::{
-    NATIVE_GROUP_FIELD, Refusal, Target, alias_group, get, job_owner, label_field, native_group, target, typed, user,
+    NATIVE_GROUP_FIELD, Refusal, Target, alias_group, get, job_owner, label_field, native_group, queued_gang, target,
+    typed, user,
 };
 use crate::state::ClusterState;
 use crate::validate;
@@ -83,6 +85,9 @@ pub async fn mutate<S: ClusterState>(
             }
             _ => Vec::new(),
         },
+        (Target::LeaderWorkerSet, Operation::Create | Operation::Update) if !config.is_muster(user(req)) => {
+            leader_worker_set(&typed(obj, "LeaderWorkerSet")?, &json_of(obj))
+        }
         (Target::Pod, Operation::Create) => {
             let pod: Pod = typed(obj, "Pod")?;
             let mut ops = pod_create(&pod, config);
@@ -115,6 +120,11 @@ fn json_of(obj: &DynamicObject) -> Value {
 /// creating the objects above it that are missing (`add` needs its parent to exist).
 fn add_field(object: &Value, field: &str, value: Value) -> PatchOperation {
     let tokens: Vec<&str> = field.split(['.', '[', ']']).filter(|t| !t.is_empty()).collect();
+    add_at(object, &tokens, value)
+}
+
+/// Sets the member of `object` at `tokens`, creating the objects above it that are missing.
+fn add_at(object: &Value, tokens: &[&str], value: Value) -> PatchOperation {
     let mut at = object;
     for (i, token) in tokens.iter().enumerate() {
         let next = match at {
@@ -182,8 +192,9 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
     let group = get(labels, GROUP);
     let alias = get(labels, POD_GROUP_ALIAS).filter(|_| config.accept_pod_group_alias);
     let native = native_group(pod);
+    let gang = queued_gang(pod);
     // Pods of a managed Job come from its template, which already names muster's scheduler.
-    if (group.is_none() && alias.is_none() && native.is_none())
+    if (group.is_none() && alias.is_none() && native.is_none() && gang.is_none())
         || job_owner(pod.metadata.owner_references.as_ref()).is_some()
     {
         return Vec::new();
@@ -197,6 +208,12 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
         }
     } else if let (None, Some(native)) = (group, native) {
         ops.push(add(&["metadata", "labels", GROUP], json!(native)));
+    } else if let (None, Some(gang)) = (group, gang) {
+        // Its size too: a LeaderWorkerSet's pods say it in LWS's annotation.
+        ops.push(add(&["metadata", "labels", GROUP], json!(gang.group)));
+        if get(labels, GROUP_SIZE).is_none() {
+            ops.push(add(&["metadata", "labels", GROUP_SIZE], json!(gang.size.to_string())));
+        }
     }
     if spec.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
         ops.push(add(&["spec", "schedulerName"], json!(SCHEDULER_NAME)));
@@ -214,6 +231,20 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
         }
     }
     ops
+}
+
+/// A queued LeaderWorkerSet's pod templates carry its queue label, so that its pods are queued
+/// (the pods then join their group: [`pod_create`]).
+fn leader_worker_set(lws: &LeaderWorkerSet, object: &Value) -> Vec<PatchOperation> {
+    let Some(queue) = get(lws.metadata.labels.as_ref(), QUEUE) else { return Vec::new() };
+    let templates = lws.templates().into_iter().filter(|(_, t)| get(t.metadata.as_ref().and_then(|m| m.labels.as_ref()), QUEUE) != Some(queue));
+    templates
+        .map(|(field, _)| {
+            let mut tokens: Vec<&str> = field.split('.').collect();
+            tokens.extend(["metadata", "labels", QUEUE]);
+            add_at(object, &tokens, json!(queue))
+        })
+        .collect()
 }
 
 /// `muster.dev/group-size` from the PodGroup a pod names (the alias label's, or Kubernetes' own in

@@ -35,6 +35,8 @@ pub(crate) enum Target {
     Job,
     /// A held kind other than the Job (a JobSet, an MPIJob).
     Held(&'static Kind),
+    /// A LeaderWorkerSet: never held itself; its pods are.
+    LeaderWorkerSet,
     Pod,
     Group,
     Other,
@@ -50,6 +52,7 @@ pub(crate) fn target(req: &AdmissionRequest<DynamicObject>) -> Target {
         (Some(k), ..) if *k == job::KIND => Target::Job,
         (Some(k), ..) => Target::Held(k),
         (None, "", "Pod") => Target::Pod,
+        (None, muster_k8s::lws::API_GROUP, "LeaderWorkerSet") => Target::LeaderWorkerSet,
         (None, muster_k8s::API_GROUP, "Group") => Target::Group,
         _ => Target::Other,
     }
@@ -90,6 +93,13 @@ pub(crate) const NATIVE_GROUP_FIELD: &str = "spec.schedulingGroup.podGroupName";
 pub(crate) fn native_group(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
     get(pod.metadata.labels.as_ref(), muster_k8s::labels::QUEUE)?;
     muster_k8s::external::native_pod_group_name(pod.spec.as_ref()?)
+}
+
+/// The gang of a queued pod that a LeaderWorkerSet made (a bad size or leader reads as none:
+/// the validating rules name it).
+pub(crate) fn queued_gang(pod: &k8s_openapi::api::core::v1::Pod) -> Option<muster_k8s::lws::PodGang> {
+    get(pod.metadata.labels.as_ref(), muster_k8s::labels::QUEUE)?;
+    muster_k8s::lws::pod_gang(&pod.metadata)?.ok()
 }
 
 pub(crate) fn label_field(key: &str) -> String {

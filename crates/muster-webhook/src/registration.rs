@@ -16,6 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, SCHEDULER_NAME};
+use muster_k8s::lws;
 use muster_k8s::workload::HELD_KINDS;
 
 use crate::config::{DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_NAMESPACE_CONTROLLER_USER};
@@ -93,14 +94,12 @@ fn rule(group: &str, version: &str, resource: &str, operations: &[&str]) -> Rule
 }
 
 fn has_label(key: &str) -> Option<LabelSelector> {
-    Some(LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: key.into(),
-            operator: "Exists".into(),
-            values: None,
-        }]),
-        match_labels: None,
-    })
+    has_labels(&[key])
+}
+
+fn has_labels(keys: &[&str]) -> Option<LabelSelector> {
+    let exists = |key: &&str| LabelSelectorRequirement { key: key.to_string(), operator: "Exists".into(), values: None };
+    Some(LabelSelector { match_expressions: Some(keys.iter().map(exists).collect()), match_labels: None })
 }
 
 /// muster's own requests (gate removals, unsuspends, Group objects) never reach the webhook: it
@@ -197,13 +196,15 @@ fn managed_namespaces() -> Option<LabelSelector> {
     })
 }
 
-/// A mutating or validating hook (`verb`) for each held kind, on objects with the queue label.
+/// A mutating or validating hook (`verb`) for each held kind, and for LeaderWorkerSets (whose
+/// pods muster holds), on objects with the queue label.
 fn held_kind_hooks(verb: &str) -> Vec<Hook> {
-    HELD_KINDS
-        .iter()
-        .map(|k| Hook {
-            name: k.hook_name(verb),
-            rules: vec![rule(k.group, k.version, k.plural, &["CREATE", "UPDATE"])],
+    let lws = (lws::API_GROUP, "v1", "leaderworkersets");
+    let kinds = HELD_KINDS.iter().map(|k| (k.group, k.version, k.plural)).chain([lws]);
+    kinds
+        .map(|(group, version, plural)| Hook {
+            name: format!("{plural}.{verb}.{}", muster_k8s::API_GROUP),
+            rules: vec![rule(group, version, plural, &["CREATE", "UPDATE"])],
             object_selector: has_label(QUEUE),
             namespace_selector: None,
         })
@@ -223,6 +224,13 @@ fn mutating_hooks(alias: bool) -> Vec<Hook> {
             name: NATIVE_PODS_MUTATE.into(),
             rules: vec![rule("", "v1", "pods", &["CREATE"])],
             object_selector: has_label(QUEUE),
+            namespace_selector: None,
+        },
+        // A LeaderWorkerSet's pods join their leader's group.
+        Hook {
+            name: "leaderworkerset-pods.mutate.muster.dev".into(),
+            rules: vec![rule("", "v1", "pods", &["CREATE"])],
+            object_selector: has_labels(&[QUEUE, lws::NAME_LABEL]),
             namespace_selector: None,
         },
     ]);
@@ -487,7 +495,14 @@ mod tests {
     fn registration_every_hook_fails_closed_and_is_scoped() {
         let m = mutating_configuration(&Endpoint::Url("https://127.0.0.1:9443/".into()), Some(b"CA"), true);
         let hooks = m.webhooks.unwrap();
-        assert_eq!(hooks.len(), muster_k8s::workload::HELD_KINDS.len() + 3, "one per held kind, and the pod hooks");
+        let kinds = muster_k8s::workload::HELD_KINDS.len() + 1;
+        assert_eq!(hooks.len(), kinds + 4, "one per held kind and LeaderWorkerSets, and the pod hooks");
+        let lws_pods = hooks.iter().find(|h| h.name == "leaderworkerset-pods.mutate.muster.dev").unwrap();
+        let keys: Vec<_> = lws_pods.object_selector.iter().flat_map(|s| s.match_expressions.iter().flatten()).collect();
+        assert_eq!(keys.iter().map(|r| (r.key.as_str(), r.operator.as_str())).collect::<Vec<_>>(), [
+            (QUEUE, "Exists"),
+            (lws::NAME_LABEL, "Exists")
+        ]);
         for h in &hooks {
             assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
             assert_eq!(h.client_config.url.as_deref(), Some("https://127.0.0.1:9443/mutate"));

@@ -17,6 +17,7 @@ use muster_k8s::labels::{
     PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
     is_reserved,
 };
+use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob, rayjob};
 use muster_k8s::{GroupState, QueueSpec};
 use serde::de::DeserializeOwned;
@@ -29,6 +30,8 @@ use crate::object::{
     target, typed, user,
 };
 use crate::state::ClusterState;
+
+mod lws;
 
 /// Labels the Job controller puts on its pods (the second is the pre-1.27 spelling).
 const JOB_NAME_LABELS: [&str; 2] = ["batch.kubernetes.io/job-name", "job-name"];
@@ -71,6 +74,12 @@ pub async fn validate<S: ClusterState>(
         Target::Held(kind) if *kind == mpijob::KIND => c.held::<MPIJob>(req, obj).await?,
         Target::Held(kind) if *kind == rayjob::KIND => c.held::<RayJob>(req, obj).await?,
         Target::Held(kind) => return Err(Refusal::new(format!("the webhook has no rules for {}s", kind.kind))),
+        Target::LeaderWorkerSet => {
+            let new: LeaderWorkerSet = typed(obj, "LeaderWorkerSet")?;
+            let old: Option<LeaderWorkerSet> =
+                if create { None } else { req.old_object.as_ref().map(|o| typed(o, "LeaderWorkerSet")).transpose()? };
+            c.leader_worker_set(&new, old.as_ref()).await;
+        }
         Target::Pod => {
             let new: Pod = typed(obj, "Pod")?;
             let old: Option<Pod> =
@@ -593,6 +602,7 @@ impl<S: ClusterState> Checker<'_, S> {
         if let Some(name) = native_group(new) {
             self.native_pod_group(name, labels).await;
         }
+        self.leader_worker_set_pod(new, labels);
         let queue = get(labels, QUEUE);
         if group.is_none() && queue.is_none() {
             return;

@@ -78,11 +78,6 @@ impl Kind {
     pub fn hold_patch(&self, hold: bool) -> serde_json::Value {
         self.hold_field.rsplit('.').fold(serde_json::Value::Bool(hold), |inner, key| serde_json::json!({ key: inner }))
     }
-
-    /// The name of one of the kind's admission webhooks (`jobs.mutate.muster.dev`).
-    pub fn hook_name(&self, verb: &str) -> String {
-        format!("{}.{verb}.{}", self.plural, crate::API_GROUP)
-    }
 }
 
 /// The kinds muster holds back by suspending them until their whole group is admitted.

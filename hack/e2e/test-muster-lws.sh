@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# e2e: a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) with muster, against the real LWS
+# controller (built from its Go module by hack/third-party.sh, run here as a local process with
+# its own LeaderWorkerSet and pod webhooks registered by URL). A LeaderWorkerSet labelled with a
+# queue cannot be suspended, so muster holds its pods: the webhook copies the queue label into
+# both pod templates, every pod is gated and joins the group of its leader (<lws>-<index>) with
+# LWS's size; muster admits each replica group whole and binds every pod to the node its Group
+# assigned to its member. A group that does not fit waits with every pod gated and none bound;
+# scaling another set down releases the group it drops, and the waiting group starts. Deleting a
+# set releases the rest. Hostile
+# or unstartable sets are refused naming the field. The CRD is removed after.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/muster.sh"
+ns=e2e-muster-lws
+echo "test-muster-lws" >&2
+lws_dir=$("$hack_dir/third-party.sh" lws)
+tmp=$(mktemp -d)
+lws_pid=""
+lws_log=$MUSTER_CLUSTER_DIR/logs/lws-controller.log
+cleanup() {
+  local rc=$?
+  k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
+  muster_down
+  k delete mutatingwebhookconfiguration lws-e2e --ignore-not-found >/dev/null 2>&1 || true
+  k delete validatingwebhookconfiguration lws-e2e --ignore-not-found >/dev/null 2>&1 || true
+  if [[ -n $lws_pid ]] && kill -0 "$lws_pid" 2>/dev/null; then kill "$lws_pid"; wait "$lws_pid" 2>/dev/null || true; fi
+  (( rc == 0 )) || { echo "--- lws controller log (tail)" >&2; tail -n 15 "$lws_log" >&2 || true; }
+  k delete -f "$lws_dir/leaderworkersets.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- the LeaderWorkerSet controller ----------------------------------------------------------
+k apply --server-side -f "$lws_dir/leaderworkersets.yaml" >/dev/null
+eventually 60 "the CRD leaderworkersets.leaderworkerset.x-k8s.io is established" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' get crd leaderworkersets.leaderworkerset.x-k8s.io -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
+# Its webhooks serve TLS from a directory: a throwaway CA and a certificate for 127.0.0.1.
+mkdir -p "$tmp/certs"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=lws-e2e-ca \
+  -keyout "$tmp/ca.key" -out "$tmp/ca.crt" >/dev/null 2>&1
+openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$tmp/certs/tls.key" -out "$tmp/tls.csr" >/dev/null 2>&1
+printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$tmp/ext"
+openssl x509 -req -in "$tmp/tls.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" -CAcreateserial -days 1 \
+  -extfile "$tmp/ext" -out "$tmp/certs/tls.crt" >/dev/null 2>&1
+port=$(free_port)
+cat > "$tmp/config.yaml" <<YAML
+apiVersion: config.lws.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $port, certDir: $tmp/certs}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:$(free_port)"}
+YAML
+mkdir -p "$(dirname "$lws_log")"
+"$lws_dir/lws" --config "$tmp/config.yaml" --kubeconfig "$KUBECONFIG" >"$lws_log" 2>&1 &
+lws_pid=$!
+ca=$(base64 -w0 < "$tmp/ca.crt")
+# hook KIND PATH NAME GROUP RESOURCE OPERATIONS [OBJECT_SELECTOR_KEY]
+hook() {
+  local selector=""
+  [[ -n ${7:-} ]] && selector="objectSelector: {matchExpressions: [{key: $7, operator: Exists}]}"
+  cat <<YAML
+- name: $3
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig: {url: "https://127.0.0.1:$port/$2", caBundle: "$ca"}
+  rules: [{apiGroups: ["$4"], apiVersions: [v1], operations: [$6], resources: [$5]}]
+  $selector
+YAML
+}
+{
+  echo "apiVersion: admissionregistration.k8s.io/v1"
+  echo "kind: MutatingWebhookConfiguration"
+  echo "metadata: {name: lws-e2e}"
+  echo "webhooks:"
+  hook Mutating mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset mleaderworkerset.kb.io leaderworkerset.x-k8s.io leaderworkersets "CREATE, UPDATE"
+  hook Mutating mutate--v1-pod mpod.kb.io "" pods CREATE leaderworkerset.sigs.k8s.io/name
+} | k apply -f - >/dev/null
+{
+  echo "apiVersion: admissionregistration.k8s.io/v1"
+  echo "kind: ValidatingWebhookConfiguration"
+  echo "metadata: {name: lws-e2e}"
+  echo "webhooks:"
+  hook Validating validate-leaderworkerset-x-k8s-io-v1-leaderworkerset vleaderworkerset.kb.io leaderworkerset.x-k8s.io leaderworkersets "CREATE, UPDATE"
+  hook Validating validate--v1-pod vpod.kb.io "" pods "CREATE, UPDATE" leaderworkerset.sigs.k8s.io/name
+} | k apply -f - >/dev/null
+eventually 60 "the LeaderWorkerSet controller (v$LWS_VERSION) serves its webhooks" \
+  curl -sk --max-time 1 -o /dev/null "https://127.0.0.1:$port/"
+
+muster_up
+fresh_namespace $ns
+
+# lws_yaml NAME REPLICAS SIZE CPU [EXTRA_SPEC_LINE]: a queued LeaderWorkerSet whose leader and
+# workers ask CPU each (KWOK runs them until deleted, as a server runs)
+lws_yaml() {
+  local pod
+  pod=$(cat <<YAML
+        metadata:
+          annotations: {e2e.muster.dev/test: "true"}
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers:
+          - name: main
+            image: kwok-fake
+            resources:
+              requests: {cpu: "$4", memory: 1Mi}
+YAML
+)
+  cat <<YAML
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: $1
+  labels: {muster.dev/queue: default}
+spec:
+  replicas: $2
+  ${5:-}
+  leaderWorkerTemplate:
+    size: $3
+    leaderTemplate:
+$pod
+    workerTemplate:
+$pod
+YAML
+}
+
+out=$(lws_yaml serve 2 3 4 | k -n $ns create -f - -o jsonpath='{.spec.leaderWorkerTemplate.leaderTemplate.metadata.labels.muster\.dev/queue} {.spec.leaderWorkerTemplate.workerTemplate.metadata.labels.muster\.dev/queue}')
+check "the webhook put the queue into both pod templates ($out)" test "$out" = "default default"
+for g in serve-0 serve-1; do
+  runs_whole $ns $g "muster.dev/group=$g" 3
+done
+check "each group is its leader and that leader's workers" test \
+  "$(k -n $ns get pods -l muster.dev/group=serve-1 -o jsonpath='{.items[*].metadata.name}')" = "serve-1 serve-1-1 serve-1-2"
+check "every pod names muster its scheduler, ungated" test \
+  "$(k -n $ns get pods -l leaderworkerset.sigs.k8s.io/name=serve -o jsonpath='{.items[*].spec.schedulerName} {.items[*].spec.schedulingGates}')" \
+  = "muster muster muster muster muster muster "
+eventually 60 "the LeaderWorkerSet is Available (all its pods ready)" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get leaderworkersets serve -o jsonpath='{.status.conditions[?(@.type==\"Available\")].status}') == True ]]"
+
+# --- a group that does not fit waits whole: every pod gated, none bound -------------------------
+# 4 nodes of 8 cpu: serve's two groups of 3 pods of 4 cpu leave 8 cpu, and wide's group needs 12.
+lws_yaml wide 1 3 4 | k -n $ns create -f - >/dev/null
+eventually 60 "all 3 pods of wide-0 exist" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l muster.dev/group=wide-0 -o name | wc -l) -eq 3 ]]"
+eventually 30 "its Group waits in the queue" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev wide-0 -o jsonpath='{.status.phase}') == Queued ]]"
+sleep 2
+check "none of its pods is bound, each is gated" test \
+  "$(k -n $ns get pods -l muster.dev/group=wide-0 -o jsonpath='{range .items[*]}{.spec.nodeName}{.spec.schedulingGates[0].name}{"\n"}{end}' | sort -u)" \
+  = "muster.dev/admission"
+
+# --- scaling down releases the group it drops, and the waiting group starts ---------------------
+k -n $ns patch leaderworkerset serve --type merge -p '{"spec":{"replicas":1}}' >/dev/null
+eventually 60 "scaling serve to 1 replica deletes the Group of serve-1" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get groups.muster.dev serve-1 >/dev/null 2>&1"
+runs_whole $ns wide-0 "muster.dev/group=wide-0" 3
+check "serve-0 keeps running where it was placed" on_assigned $ns serve-0 "muster.dev/group=serve-0" 3
+
+# --- refusals ----------------------------------------------------------------------------------
+refused "a LeaderReady set (its gated leader would never be ready)" "spec.startupPolicy: LeaderReady" \
+  bash -c "$(declare -f lws_yaml); lws_yaml ready 1 2 1 'startupPolicy: LeaderReady' | '$K8S_BIN/kubectl' -n $ns create -f -"
+refused "a worker template with a preset node" "workerTemplate.spec.nodeName" \
+  bash -c "$(declare -f lws_yaml); lws_yaml pinned 1 2 1 | sed '0,/terminationGracePeriodSeconds/!{s/terminationGracePeriodSeconds: 0/nodeName: kwok-node-0/}' | '$K8S_BIN/kubectl' -n $ns create -f -"
+refused "moving the set to another queue" "cannot move from queue default" \
+  k -n $ns label leaderworkerset serve muster.dev/queue=other --overwrite
+
+check_deleted() { ! k -n $ns get groups.muster.dev serve-0 wide-0 -o name 2>/dev/null | grep -q .; }
+k -n $ns delete leaderworkerset serve wide >/dev/null
+eventually 60 "deleting the sets deletes their Groups" check_deleted
