@@ -2,7 +2,8 @@
 # e2e: shapes of the Job API under muster. A Job whose completions exceed its parallelism is a
 # group of `parallelism` members; its later pods take the members its finished pods leave, on the
 # same nodes, and the Job completes. The same for an Indexed Job (completion indexes past the
-# members). (Raising parallelism past completions while a Job runs: test-admission.sh.)
+# members). An Indexed Job resized while it waits (parallelism and completions together) runs at
+# its new size. (Raising parallelism past completions while a Job runs: test-admission.sh.)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -32,3 +33,22 @@ for job in waves indexed; do
 done
 eventually 30 "both Groups are Succeeded" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev waves indexed -o jsonpath='{.items[*].status.phase}') == 'Succeeded Succeeded' ]]"
+
+# --- an elastic Indexed Job resized while it waits (seed 004's mutable completions) ----------
+# 200 pods of 60 cpu need 200 of the 100 nodes: it waits. Resized to 4 (parallelism and
+# completions together, as the Job API requires), its Group follows and it runs at 4.
+queued_job_yaml elastic 200 cpu=60 indexed=1 run=3 | k -n $ns create -f - >/dev/null
+eventually 30 "a Job of 200 pods of 60 cpu waits in the queue with 200 members" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev elastic -o jsonpath='{.spec.members.min}/{.status.phase}') == 200/Queued ]]"
+k -n $ns patch job elastic --type merge -p '{"spec":{"parallelism":4,"completions":4}}' >/dev/null
+eventually 30 "resized to 4 while it waits, its Group has 4 members" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev elastic -o jsonpath='{.spec.members.min}') == 4 ]]"
+eventually 30 "it is placed with 4 members" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev elastic -o jsonpath='{.status.allocation[*].node}' | wc -w) -eq 4 ]]"
+given=$(k -n $ns get groups.muster.dev elastic -o jsonpath='{range .status.allocation[*]}{.member}={.node} {end}')
+eventually 60 "and it completes at its new size" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get job elastic -o jsonpath='{.status.succeeded}') == 4 ]]"
+ran=$(k -n $ns get pods -l batch.kubernetes.io/job-name=elastic \
+  -o jsonpath='{range .items[*]}{.metadata.annotations.muster\.dev/member}={.spec.nodeName} {end}')
+stray=$(for p in $ran; do [[ " $given " == *" $p "* ]] || echo "$p"; done)
+check "its 4 pods ran on the members its Group was given ($given)" test -z "$stray" -a "$(wc -w <<<"$ran")" -eq 4

@@ -759,3 +759,29 @@ fn a_restart_keeps_a_running_jobset_and_binds_nothing_twice() {
     assert!(binds(&a).is_empty() && jobset_suspends(&a).is_empty(), "nothing redone: {a:?}");
     assert!(binds(&h2.cycle()).is_empty());
 }
+
+#[test]
+fn a_waiting_jobs_resize_reshapes_its_group() {
+    // 4 members of 2 cpu never fit one 4-cpu node; resized to 2 while it waits, the group (and
+    // its Group object) follow and it is admitted with 2 members, keeping its place.
+    let mut h = Harness::new(&[node("n1", 4)], &[job("big", 4, 2)], &[]);
+    h.cycle();
+    assert_eq!(h.state("big"), Some(GroupState::Queued));
+    let seq = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "big")).unwrap().seq;
+    let a = h.send(job_event(Change::Apply(job("big", 2, 2))));
+    let objects: Vec<_> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::EnsureGroup { key, spec, .. } if key.name == "big" => Some(spec.members.min),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(objects, [2], "the Group object follows: {a:?}");
+    assert_eq!(unsuspends(&[a, h.cycle()].concat(), "big"), 1);
+    let g = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "big")).unwrap().clone();
+    assert_eq!((g.state, g.spec.request.min_members, g.seq), (GroupState::Admitted, 2, seq));
+    // Placed, it keeps its size: the same Job event changes nothing.
+    let a = h.send(job_event(Change::Apply(job("big", 3, 2))));
+    assert!(a.iter().all(|a| !matches!(a, Action::EnsureGroup { .. })), "{a:?}");
+    assert_eq!(allocation(&h, "big").len(), 2);
+}

@@ -69,6 +69,8 @@ impl Options {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     Submit(GroupSpec),
+    /// A waiting group's job was reshaped: its new spec.
+    Update(GroupSpec),
     PodsReady {
         key: GroupKey,
         ready: u32,
@@ -111,6 +113,7 @@ impl Input {
     fn run(&self, e: &mut Engine, at: i64) -> Result<Vec<Transition>, EngineError> {
         match self {
             Input::Submit(spec) => e.submit(spec.clone(), at),
+            Input::Update(spec) => e.update(spec.clone(), at),
             Input::PodsReady { key, ready } => e.pods_ready(key, *ready, at),
             Input::Finished { key, succeeded } => e.finished(key, *succeeded, at),
             Input::MembersLost { key, members } => e.members_lost(key, members, at),

@@ -84,8 +84,9 @@ impl GroupState {
             Admitted => matches!(to, Admitted | Running | Evicted | Succeeded | Failed | Suspended | Deleted),
             Running => matches!(to, Running | Evicted | Succeeded | Failed | Suspended | Deleted),
             Evicted => matches!(to, Queued | Deactivated | Suspended | Deleted),
-            Deactivated => matches!(to, Queued | Suspended | Deleted),
-            Suspended => matches!(to, Queued | Deleted),
+            // Staying put: a waiting group reshaped (Engine::update).
+            Deactivated => matches!(to, Queued | Deactivated | Suspended | Deleted),
+            Suspended => matches!(to, Queued | Suspended | Deleted),
             Succeeded | Failed => matches!(to, Deleted),
             Deleted => false,
         };
@@ -204,6 +205,11 @@ pub enum Reason {
     Suspended,
     Resumed,
     Deleted,
+    /// Its job was resized or reshaped while it waited: now `min`..=`max` members.
+    Reshaped {
+        min: u32,
+        max: u32,
+    },
 }
 
 impl Reason {
@@ -247,6 +253,8 @@ impl Reason {
             Reason::Suspended => "suspended by the user".into(),
             Reason::Resumed => "resumed by the user".into(),
             Reason::Deleted => "deleted".into(),
+            Reason::Reshaped { min, max } if min == max => format!("reshaped while waiting: {min} members"),
+            Reason::Reshaped { min, max } => format!("reshaped while waiting: {min} to {max} members"),
         }
     }
 }

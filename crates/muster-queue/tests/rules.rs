@@ -1005,3 +1005,29 @@ fn a_copy_of_the_engine_shares_the_groups_a_batch_leaves_alone() {
         assert!(shared(&before, &e, n), "{n} was copied though only w0 changed");
     }
 }
+
+#[test]
+fn a_waiting_group_reshaped_keeps_its_place_and_is_planned_for_its_new_size() {
+    // big (2 nodes) is reserved at 50 behind filler; shrunk to 1 node, it fits now.
+    let mut e = blocked_head(QueuePolicy::Conservative { depth: 4 });
+    assert_eq!(state(&e, "big"), GroupState::Reserved);
+    let seq = e.group(&key("big")).unwrap().seq;
+    let ts = e.update(spec("big", "q", 1, 4, Some(100), 1), 3).unwrap();
+    assert_eq!(to(&ts, "big"), [GroupState::Queued], "the reservation is dropped: {ts:?}");
+    assert_eq!(ts[0].reason, Reason::Reshaped { min: 1, max: 1 });
+    let g = e.group(&key("big")).unwrap();
+    assert_eq!((g.seq, g.reserved_at, g.spec.request.min_members), (seq, None, 1));
+    let ts = e.schedule(3);
+    assert_eq!(to(&ts, "big"), [GroupState::Admitted]);
+    e.check_invariants().unwrap();
+    // Placed: it keeps the spec it was placed for; and no group changes queue.
+    let err = e.update(spec("big", "q", 2, 4, Some(100), 1), 4).unwrap_err();
+    assert!(err.to_string().contains("keeps the spec it was placed for"), "{err}");
+    e.suspend(&key("big"), 5).unwrap();
+    assert!(e.update(spec("big", "other", 1, 4, None, 1), 6).is_err());
+    // Suspended: reshaped in place, and queued with its new size once resumed.
+    let ts = e.update(spec("big", "q", 2, 4, Some(100), 1), 6).unwrap();
+    assert_eq!(to(&ts, "big"), [GroupState::Suspended]);
+    assert_eq!(e.group(&key("big")).unwrap().spec.request.min_members, 2);
+    assert!(matches!(e.update(spec("nope", "q", 1, 1, None, 1), 6), Err(EngineError::UnknownGroup(_))));
+}

@@ -505,6 +505,7 @@ impl<S: Store> Brain<S> {
             }
             return;
         }
+        self.reshape_if_changed(&j, state);
         // The webhook stamps a user's suspension and resumption, so they are never confused with
         // muster's own suspensions (on eviction) however late a watch event arrives.
         if j.suspend_requested && state.holds_allocation() {
@@ -563,9 +564,36 @@ impl<S: Store> Brain<S> {
 
     /// A new Job: its Group object, and the group into its queue.
     fn submit(&mut self, j: &WorkloadView) {
+        if let Some(spec) = self.engine_spec(j) {
+            self.inputs.push(Input::Submit(spec));
+        }
+    }
+
+    /// A waiting Job reshaped (resized, new requests or placement): its Group object and the
+    /// engine's group follow, keeping its place in the queue. A placed group keeps the spec it
+    /// was placed for (the webhook refuses reshaping a placed workload that is not suspended).
+    fn reshape_if_changed(&mut self, j: &WorkloadView, state: GroupState) {
+        use GroupState::*;
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(&j.key)) else { return };
+        let Ok(object) = &j.group else { return };
+        let changed = object.to_request(&j.key.name).is_ok_and(|r| r != g.spec.request)
+            || object.priority_class_name != g.spec.priority_class;
+        if changed && matches!(state, Queued | Reserved | Suspended | Deactivated) {
+            if let Some(spec) = self.engine_spec(j) {
+                self.inputs.push(Input::Update(spec));
+            }
+        }
+    }
+
+    /// The engine's spec of a Job's group, with its Group object ensured; None (with a warning
+    /// event on the Job) when the Job does not make a valid group.
+    fn engine_spec(&mut self, j: &WorkloadView) -> Option<GroupSpec> {
         let spec = match &j.group {
             Ok(spec) => spec.clone(),
-            Err(message) => return self.event(&j.key, EventType::Warning, "InvalidJob", message),
+            Err(message) => {
+                self.event(&j.key, EventType::Warning, "InvalidJob", message);
+                return None;
+            }
         };
         self.ensured.insert(j.key.clone());
         self.actions.push(Action::EnsureGroup {
@@ -574,14 +602,17 @@ impl<S: Store> Brain<S> {
             job_uid: j.uid.clone(),
         });
         match spec.to_request(&j.key.name) {
-            Ok(request) => self.inputs.push(Input::Submit(GroupSpec {
+            Ok(request) => Some(GroupSpec {
                 key: j.key.clone(),
                 queue: j.queue.clone(),
                 priority_class: spec.priority_class_name.clone(),
                 request,
                 submitted_at: j.created,
-            })),
-            Err(e) => self.event(&j.key, EventType::Warning, "InvalidJob", &e.to_string()),
+            }),
+            Err(e) => {
+                self.event(&j.key, EventType::Warning, "InvalidJob", &e.to_string());
+                None
+            }
         }
     }
 

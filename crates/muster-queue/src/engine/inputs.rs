@@ -41,27 +41,10 @@ impl Engine {
     /// Queues a group.
     pub fn submit(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
         let key = spec.key.clone();
-        let invalid = |field: &str, message: String| EngineError::InvalidGroup {
-            key: key.clone(),
-            field: field.to_string(),
-            message,
-        };
         if self.groups.contains_key(&key) {
             return Err(EngineError::DuplicateGroup(key));
         }
-        if key.namespace.is_empty() || key.name.is_empty() {
-            return Err(invalid("key", "namespace and name must not be empty".into()));
-        }
-        self.check_namespace(&key, &spec.queue)?;
-        let priority =
-            self.config.priority_of(spec.priority_class.as_deref()).map_err(|m| invalid("priorityClass", m))?;
-        let r = &spec.request;
-        if r.min_members == 0 || r.max_members < r.min_members {
-            return Err(invalid(
-                "request.members",
-                format!("min {} max {}: need 1 <= min <= max", r.min_members, r.max_members),
-            ));
-        }
+        let priority = self.check_spec(&spec)?;
         self.advance(now);
         self.seq += 1;
         let g = Group {
@@ -87,6 +70,78 @@ impl Engine {
         self.step(&key, GroupState::Queued, Reason::Submitted, None, &mut out);
         self.add_pending(&key);
         self.dirty = true;
+        Ok(out)
+    }
+
+    /// The priority of a new or changed spec, once its key, queue and member counts are valid.
+    fn check_spec(&self, spec: &GroupSpec) -> Result<i32, EngineError> {
+        let key = &spec.key;
+        let invalid = |field: &str, message: String| EngineError::InvalidGroup {
+            key: key.clone(),
+            field: field.to_string(),
+            message,
+        };
+        if key.namespace.is_empty() || key.name.is_empty() {
+            return Err(invalid("key", "namespace and name must not be empty".into()));
+        }
+        self.check_namespace(key, &spec.queue)?;
+        let priority =
+            self.config.priority_of(spec.priority_class.as_deref()).map_err(|m| invalid("priorityClass", m))?;
+        let r = &spec.request;
+        if r.min_members == 0 || r.max_members < r.min_members {
+            return Err(invalid(
+                "request.members",
+                format!("min {} max {}: need 1 <= min <= max", r.min_members, r.max_members),
+            ));
+        }
+        Ok(priority)
+    }
+
+    /// Replaces the spec of a group that holds nothing (queued, reserved, suspended or
+    /// deactivated): its job was resized or reshaped while it waited. It keeps its place in its
+    /// queue; a reservation is dropped (Reserved -> Queued) and planned anew by the next cycle. A
+    /// placed or evicted group keeps the spec it was placed for, and a group never changes queue.
+    pub fn update(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
+        let key = spec.key.clone();
+        let g = self.get(&key)?;
+        let state = g.state;
+        use GroupState::*;
+        if !matches!(state, Queued | Reserved | Suspended | Deactivated) {
+            return Err(EngineError::InvalidGroup {
+                key,
+                field: "request".into(),
+                message: format!("a {state} group keeps the spec it was placed for; suspend it first"),
+            });
+        }
+        if spec.queue != g.spec.queue {
+            return Err(EngineError::InvalidGroup {
+                key,
+                field: "queue".into(),
+                message: format!("a group stays in its queue ({}); delete it and submit it again", g.spec.queue),
+            });
+        }
+        let pk = Self::pending_key(g);
+        let priority = self.check_spec(&spec)?;
+        self.advance(now);
+        let pending = self.pending.get(&spec.queue).is_some_and(|p| p.contains_key(&pk));
+        if pending {
+            self.remove_pending(&key);
+        }
+        self.drop_reservation(&key);
+        self.index_spec(&key, &spec.request);
+        let (min, max) = (spec.request.min_members, spec.request.max_members);
+        let g = self.group_mut(&key);
+        g.reserved_at = None;
+        g.unsatisfiable = None;
+        g.priority = priority;
+        g.spec = spec;
+        if pending {
+            self.add_pending(&key);
+        }
+        self.dirty = true;
+        let mut out = Vec::new();
+        let to = if state == Reserved { Queued } else { state };
+        self.step(&key, to, Reason::Reshaped { min, max }, None, &mut out);
         Ok(out)
     }
 
