@@ -448,6 +448,31 @@ impl Graph {
         })
     }
 
+    /// The best placement of `d` within one domain of `level`: all of it in the first domain that
+    /// takes it (the tightest, under the locality policy), else the domain that takes the most
+    /// of it, if at least its minimum.
+    fn search_level(&self, level: &str, d: &Demand, window: Window, policy: Policy) -> Option<(Placement, VertexId)> {
+        if policy == Policy::Locality
+            && let Some((v, p)) = self.select_tightest_domain(level, d, window)
+        {
+            return Some((p, v));
+        }
+        let mut best: Option<(Placement, VertexId)> = None;
+        for &(v, dom) in self.level_domains(level) {
+            if self.domain_total_bound(dom, d, window) < u64::from(d.min_units) {
+                continue;
+            }
+            let p = self.select_flat(dom, d, window, policy);
+            if placed_units(&p) >= d.max_units {
+                return Some((p, v));
+            }
+            if placed_units(&p) >= d.min_units && best.as_ref().is_none_or(|(b, _)| placed_units(&p) > placed_units(b)) {
+                best = Some((p, v));
+            }
+        }
+        best
+    }
+
     /// Searches for a placement of `d` in `window`. Returns the placement (possibly below the
     /// minimum, which means no fit) and the topology domain it was confined to.
     pub fn search(
@@ -464,28 +489,20 @@ impl Graph {
             let dom = self.domain_of_vertex[&v];
             return (self.select_flat(dom, d, window, policy), Some(v));
         }
-        let enough = |p: &Placement| placed_units(p) >= d.min_units;
         if let Some(t) = &d.request.topology {
-            let mut best: Option<(Placement, VertexId)> = None;
-            if policy == Policy::Locality
-                && let Some((v, p)) = self.select_tightest_domain(&t.level, d, window)
-            {
-                return (p, Some(v));
-            }
-            for &(v, dom) in self.level_domains(&t.level) {
-                if self.domain_total_bound(dom, d, window) < u64::from(d.min_units) {
-                    continue;
+            // A preferred constraint that cannot be met degrades level by level: a gang that
+            // cannot share a rack should still share a block rather than spread over the cluster.
+            let levels = match t.mode {
+                ConstraintMode::Required => vec![t.level.clone()],
+                ConstraintMode::Preferred => {
+                    let outward = self.levels_innermost_first().into_iter().skip_while(|l| *l != t.level);
+                    outward.filter(|l| l != "cluster").collect()
                 }
-                let p = self.select_flat(dom, d, window, policy);
-                if placed_units(&p) >= d.max_units {
+            };
+            for level in &levels {
+                if let Some((p, v)) = self.search_level(level, d, window, policy) {
                     return (p, Some(v));
                 }
-                if enough(&p) && best.as_ref().is_none_or(|(b, _)| placed_units(&p) > placed_units(b)) {
-                    best = Some((p, v));
-                }
-            }
-            if let Some((p, v)) = best {
-                return (p, Some(v));
             }
             if t.mode == ConstraintMode::Required {
                 return (Vec::new(), None);

@@ -405,3 +405,43 @@ fn a_hold_beyond_free_capacity_is_recorded_and_frees_nothing_until_enough_ends()
     assert_eq!(rg.graph.node(n).free[0], 8000);
     assert!(rg.hold("nowhere", &[("cpu".into(), 1)], 0).is_err(), "an unknown node is refused");
 }
+
+const BLOCKS: &str = "
+name: t
+topology: [{level: block, label: muster.dev/block}, {level: rack, label: muster.dev/rack}]
+nodeClasses:
+  - name: a
+    count: 8
+    capacity: {cpu: 8, memory: 32Gi, pods: 110}
+    spread: {block: 4, rack: 2}
+";
+
+#[test]
+fn a_preferred_rack_that_cannot_be_met_falls_back_to_one_block_before_the_cluster() {
+    for policy in [Policy::First, Policy::HighId, Policy::Locality] {
+        let mut r = rg(BLOCKS, policy);
+        // A filler takes one whole rack, leaving 2 nodes in its block and 4 in the other. No
+        // rack takes 3 whole-node members; plain order would spread them over both blocks, the
+        // fallback keeps them in the block with room.
+        let mut filler = cpu("filler", 2, 8);
+        filler.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Required });
+        allocated(&mut r, &filler);
+        let mut req = cpu("g", 3, 8);
+        req.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Preferred });
+        let id = allocated(&mut r, &req);
+        let blocks: BTreeSet<_> = r
+            .allocation(id)
+            .unwrap()
+            .members
+            .iter()
+            .map(|m| r.graph.node(m.node).labels["muster.dev/block"].clone())
+            .collect();
+        assert_eq!(blocks.len(), 1, "{policy:?}: {blocks:?}");
+        // Too big for any block now: it still runs, across the cluster.
+        let mut big = cpu("big", 3, 8);
+        big.topology = req.topology.clone();
+        let id = allocated(&mut r, &big);
+        assert_eq!(r.allocation(id).unwrap().members.len(), 3, "{policy:?}");
+        check_invariants(&r);
+    }
+}
