@@ -466,7 +466,8 @@ impl Graph {
             if placed_units(&p) >= d.max_units {
                 return Some((p, v));
             }
-            if placed_units(&p) >= d.min_units && best.as_ref().is_none_or(|(b, _)| placed_units(&p) > placed_units(b)) {
+            if placed_units(&p) >= d.min_units && best.as_ref().is_none_or(|(b, _)| placed_units(&p) > placed_units(b))
+            {
                 best = Some((p, v));
             }
         }

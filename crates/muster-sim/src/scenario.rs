@@ -314,23 +314,31 @@ impl Default for VolcanoConfig {
     }
 }
 
-/// kube-scheduler's native gang scheduling (Workload and PodGroup, 1.37) as the model needs it.
+/// kube-scheduler's native gang scheduling (Workload and PodGroup, 1.37) as the model needs it:
+/// the scheduler's pod backoff settings, which a rejected pod group's own backoff uses.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NativeConfig {
-    /// How long a gang whose pod-group cycle could not place minCount pods waits before its next
-    /// cycle (measured on the 1.37.2 harness: about 3 s between attempts; default 3s).
-    #[serde(default = "default_gang_retry")]
-    pub gang_retry: Dur,
+    /// `podInitialBackoffSeconds` (default 1s): a rejected group's first wait.
+    #[serde(default = "default_pod_initial_backoff")]
+    pub pod_initial_backoff: Dur,
+    /// `podMaxBackoffSeconds` (default 10s): the cap of a one-pod group's wait; a group of n
+    /// pods waits up to this times the square root of n.
+    #[serde(default = "default_pod_max_backoff")]
+    pub pod_max_backoff: Dur,
 }
 
-fn default_gang_retry() -> Dur {
-    secs(3)
+fn default_pod_initial_backoff() -> Dur {
+    secs(1)
+}
+
+fn default_pod_max_backoff() -> Dur {
+    secs(10)
 }
 
 impl Default for NativeConfig {
     fn default() -> Self {
-        Self { gang_retry: default_gang_retry() }
+        Self { pod_initial_backoff: default_pod_initial_backoff(), pod_max_backoff: default_pod_max_backoff() }
     }
 }
 

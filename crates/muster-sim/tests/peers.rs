@@ -124,7 +124,7 @@ fn native_binds_each_gang_in_one_pod_group_cycle_and_retries_the_rejected_one() 
     }
     // The gang bound second was rejected while the first held the room (4 of its 20 pods fit
     // beside it) and bound on a retry once the first gang's pods had gone: not before the first
-    // of them ended, and at most one gangRetry after the last did.
+    // of them ended, and within its backoff (it had waited 1, 2, 4 s ...) after the last did.
     let (first, second_bind) = if starts[0] < starts[1] { (1, starts[1]) } else { (2, starts[0]) };
     let ends: Vec<i64> = n.finished.iter().filter(|(_, j)| j.0 == first).map(|(t, _)| *t).collect();
     let (first_end, last_end) = (ends[0], *ends.last().unwrap());
@@ -133,8 +133,8 @@ fn native_binds_each_gang_in_one_pod_group_cycle_and_retries_the_rejected_one() 
         "second gang bound at {second_bind} ms, first gang's pods end from {first_end} ms"
     );
     assert!(
-        second_bind - last_end <= w.native.gang_retry.0,
-        "the retry comes within one gangRetry of the room freeing: {second_bind} vs {last_end}"
+        second_bind - last_end <= 8000,
+        "the retry comes within one backoff of the room freeing: {second_bind} vs {last_end}"
     );
     // Pod by pod (the default model), a big job's binds spread over many attempts.
     let (d, _) = tap(&w, kube::DefaultScheduler::default());
@@ -215,13 +215,23 @@ fn gpu_burst_volcano_and_native_never_hold_a_partial_gang() {
 }
 
 #[test]
-fn native_gang_retry_and_volcano_overcommit_come_from_the_scenario() {
+fn a_rejected_pod_group_backs_off_as_a_whole_doubling_up_to_its_cap() {
+    let cfg = muster_sim::scenario::NativeConfig::default();
+    // 16 pods: 1, 2, 4, 8, 16, 32 s, then the cap 10 s x sqrt(16) = 40 s; released on the whole
+    // second after the rounded-down expiry.
+    let waits: Vec<i64> = (1..=8).map(|n| native::group_backoff(&cfg, n, 16, 500) - 500).collect();
+    assert_eq!(waits, [1500, 2500, 4500, 8500, 16500, 32500, 40500, 40500]);
+    assert_eq!(native::group_backoff(&cfg, 9, 1, 0), 11000, "one pod: capped at 10 s");
+}
+
+#[test]
+fn native_backoff_and_volcano_overcommit_come_from_the_scenario() {
     let text = "cluster: clusters/seed-deadlock.yaml\nname: x\njobClasses: [{name: a, count: 1, members: 1, resources: {memory: 1Mi}, runTime: 1s}]\n";
     let w = scenario::from_text("x.yaml", text, &repo().join("scenarios"), 1).unwrap();
     assert_eq!(w.volcano.schedule_period.0, 1000);
     assert!(w.volcano.overcommit);
     assert_eq!(w.volcano.overcommit_factor, 1.2);
-    assert_eq!(w.native.gang_retry.0, 3000);
+    assert_eq!((w.native.pod_initial_backoff.0, w.native.pod_max_backoff.0), (1000, 10000));
     let bad = format!("{text}volcano: {{overcommitFactor: 0}}\n");
     let err = scenario::from_text("x.yaml", &bad, &repo().join("scenarios"), 1).unwrap_err().to_string();
     assert!(err.contains("volcano.overcommitFactor"), "{err}");

@@ -9,10 +9,10 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::{JobSet, MPIJob, RayJob, native_pod_group_min_count, pod_group_min_member};
-use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
+use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{Workload, jobset, mpijob, rayjob};
 use serde_json::{Value, json};
 
@@ -237,7 +237,10 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
 /// (the pods then join their group: [`pod_create`]).
 fn leader_worker_set(lws: &LeaderWorkerSet, object: &Value) -> Vec<PatchOperation> {
     let Some(queue) = get(lws.metadata.labels.as_ref(), QUEUE) else { return Vec::new() };
-    let templates = lws.templates().into_iter().filter(|(_, t)| get(t.metadata.as_ref().and_then(|m| m.labels.as_ref()), QUEUE) != Some(queue));
+    let templates = lws
+        .templates()
+        .into_iter()
+        .filter(|(_, t)| get(t.metadata.as_ref().and_then(|m| m.labels.as_ref()), QUEUE) != Some(queue));
     templates
         .map(|(field, _)| {
             let mut tokens: Vec<&str> = field.split('.').collect();

@@ -98,7 +98,8 @@ fn has_label(key: &str) -> Option<LabelSelector> {
 }
 
 fn has_labels(keys: &[&str]) -> Option<LabelSelector> {
-    let exists = |key: &&str| LabelSelectorRequirement { key: key.to_string(), operator: "Exists".into(), values: None };
+    let exists =
+        |key: &&str| LabelSelectorRequirement { key: key.to_string(), operator: "Exists".into(), values: None };
     Some(LabelSelector { match_expressions: Some(keys.iter().map(exists).collect()), match_labels: None })
 }
 
@@ -499,10 +500,10 @@ mod tests {
         assert_eq!(hooks.len(), kinds + 4, "one per held kind and LeaderWorkerSets, and the pod hooks");
         let lws_pods = hooks.iter().find(|h| h.name == "leaderworkerset-pods.mutate.muster.dev").unwrap();
         let keys: Vec<_> = lws_pods.object_selector.iter().flat_map(|s| s.match_expressions.iter().flatten()).collect();
-        assert_eq!(keys.iter().map(|r| (r.key.as_str(), r.operator.as_str())).collect::<Vec<_>>(), [
-            (QUEUE, "Exists"),
-            (lws::NAME_LABEL, "Exists")
-        ]);
+        assert_eq!(
+            keys.iter().map(|r| (r.key.as_str(), r.operator.as_str())).collect::<Vec<_>>(),
+            [(QUEUE, "Exists"), (lws::NAME_LABEL, "Exists")]
+        );
         for h in &hooks {
             assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
             assert_eq!(h.client_config.url.as_deref(), Some("https://127.0.0.1:9443/mutate"));

@@ -80,8 +80,12 @@ async fn a_set_stays_in_its_queue() {
 }
 
 fn lws_pod(name: &str, worker_index: &str, leader: Option<&str>) -> Value {
-    let mut p = pod(name, "ml", json!({QUEUE: "team-a", "leaderworkerset.sigs.k8s.io/name": "serve",
-        "leaderworkerset.sigs.k8s.io/worker-index": worker_index}));
+    let mut p = pod(
+        name,
+        "ml",
+        json!({QUEUE: "team-a", "leaderworkerset.sigs.k8s.io/name": "serve",
+        "leaderworkerset.sigs.k8s.io/worker-index": worker_index}),
+    );
     let mut annotations = json!({"leaderworkerset.sigs.k8s.io/size": "4"});
     if let Some(l) = leader {
         annotations["leaderworkerset.sigs.k8s.io/leader-name"] = json!(l);
@@ -96,7 +100,9 @@ fn lws_pod(name: &str, worker_index: &str, leader: Option<&str>) -> Value {
 #[tokio::test]
 async fn each_pod_joins_its_leaders_group_held_by_muster() {
     const STS: &str = "system:serviceaccount:kube-system:statefulset-controller";
-    for (p, group) in [(lws_pod("serve-1", "0", None), "serve-1"), (lws_pod("serve-1-2", "2", Some("serve-1")), "serve-1")] {
+    for (p, group) in
+        [(lws_pod("serve-1", "0", None), "serve-1"), (lws_pod("serve-1-2", "2", Some("serve-1")), "serve-1")]
+    {
         let out = patched(&p, &patch_of(&request("CREATE", STS, POD, &p, None), &WebhookConfig::default()));
         assert_eq!(out["metadata"]["labels"]["muster.dev/group"], json!(group));
         assert_eq!(out["metadata"]["labels"]["muster.dev/group-size"], json!("4"));

@@ -1,4 +1,3 @@
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::json;
 
@@ -24,7 +23,8 @@ fn meta(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)], owner
 
 #[test]
 fn a_leader_names_its_group_and_its_workers_name_their_leader() {
-    let leader = meta("serve-1", &[(NAME_LABEL, "serve"), (WORKER_INDEX_LABEL, "0")], &[(SIZE_ANNOTATION, "4")], "StatefulSet");
+    let leader =
+        meta("serve-1", &[(NAME_LABEL, "serve"), (WORKER_INDEX_LABEL, "0")], &[(SIZE_ANNOTATION, "4")], "StatefulSet");
     assert_eq!(pod_gang(&leader), Some(Ok(PodGang { group: "serve-1".into(), size: 4 })));
     let worker = meta(
         "serve-1-3",
@@ -42,7 +42,12 @@ fn only_pods_of_a_leader_worker_sets_statefulsets_are_its_gangs() {
     assert_eq!(pod_gang(&meta("serve-0", &[], &[(SIZE_ANNOTATION, "2")], "StatefulSet")), None);
     let bad_size = pod_gang(&meta("serve-0", &labels, &[(SIZE_ANNOTATION, "0")], "StatefulSet")).unwrap();
     assert!(bad_size.unwrap_err().contains(SIZE_ANNOTATION));
-    let no_leader = meta("serve-0-1", &[(NAME_LABEL, "serve"), (WORKER_INDEX_LABEL, "1")], &[(SIZE_ANNOTATION, "2")], "StatefulSet");
+    let no_leader = meta(
+        "serve-0-1",
+        &[(NAME_LABEL, "serve"), (WORKER_INDEX_LABEL, "1")],
+        &[(SIZE_ANNOTATION, "2")],
+        "StatefulSet",
+    );
     assert!(pod_gang(&no_leader).unwrap().unwrap_err().contains(LEADER_NAME_ANNOTATION));
 }
 

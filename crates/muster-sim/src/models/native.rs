@@ -3,8 +3,8 @@
 //! enter the scheduling queue only once minCount of them exist (PreEnqueue); the group is then
 //! scheduled as a unit in one pod-group cycle against one snapshot of the cluster: its pending pods
 //! are placed one after the other, and unless at least minCount (with those already placed) find
-//! a node, the whole attempt is reverted and the group waits `gangRetry` before its next cycle
-//! (measured; it is not moved by cluster events). Placed pods are released to binding together
+//! a node, the whole attempt is reverted and the group backs off as a whole before its next cycle
+//! ([`group_backoff`]; no cluster event shortens it). Placed pods are released to binding together
 //! (Permit). Once a group was scheduled, pods it still lacks are placed as they fit. No queue,
 //! quota or reservation for groups: the scheduling queue orders them by priority and the time
 //! they were last queued, as PrioritySort orders pods. With TopologyAwareWorkloadScheduling (alpha,
@@ -12,7 +12,7 @@
 //! (`topology::place_gang`); the API has no preferred constraint.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use crate::models::gang::{self, Snapshot};
 use crate::models::kube::{KubeCore, pod_key};
@@ -23,7 +23,9 @@ use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
 
 pub struct Native {
     core: KubeCore,
-    retry_ms: i64,
+    cfg: NativeConfig,
+    /// Rejected pod-group cycles of each group since its last successful one.
+    rejections: BTreeMap<JobId, u32>,
     to_start: Vec<JobId>,
     /// Groups with an entry in the scheduling queue or waiting for their retry.
     queued: BTreeSet<JobId>,
@@ -37,9 +39,10 @@ impl Native {
     pub fn new(cfg: &NativeConfig) -> Self {
         Native {
             // PrioritySort (priority, then the time last queued); a rejected group's pods do not
-            // go through the per-pod backoff and unschedulable pool, they wait `retry_ms`.
+            // go through the per-pod backoff and unschedulable pool: the group backs off whole.
             core: KubeCore::new(true),
-            retry_ms: cfg.gang_retry.0,
+            cfg: cfg.clone(),
+            rejections: BTreeMap::new(),
             to_start: vec![],
             queued: BTreeSet::new(),
             scheduled: BTreeSet::new(),
@@ -117,12 +120,18 @@ impl Scheduler for Native {
         self.core.charge(per_pod * (i64::from(result.evaluated) - 1).max(0));
         if result.accepted && !result.placed.is_empty() {
             self.scheduled.insert(job);
+            self.rejections.remove(&job);
             actions.extend(result.placed.into_iter().map(|(pod, node)| Action::Bind { pod, node }));
         }
-        // Pods left over (the gang was rejected, or a scheduled group still lacks some) try again.
-        if actions.len() < gang::pending_pods(view, job).len() {
+        // Pods left over (the gang was rejected, or a scheduled group still lacks some) try again
+        // once the group's backoff is over, counted from the end of this cycle.
+        let left = gang::pending_pods(view, job).len().saturating_sub(actions.len());
+        if left > 0 {
+            let count = self.rejections.entry(job).or_default();
+            *count += 1;
+            let at = group_backoff(&self.cfg, *count, left, (self.core.next_attempt_us / 1000).max(now));
             self.queued.insert(job);
-            self.retries.push(Reverse((now + self.retry_ms, job)));
+            self.retries.push(Reverse((at, job)));
         }
         actions
     }
@@ -131,4 +140,16 @@ impl Scheduler for Native {
         let r = self.retries.peek().map(|Reverse((t, _))| *t);
         [self.core.next_wakeup(), r].into_iter().flatten().min()
     }
+}
+
+/// When a pod group rejected for the `count`th time in a row at `end` (ms) with `pods` pods still
+/// unscheduled is tried again, as kube-scheduler 1.37 computes it (backend/queue/backoff_queue.go):
+/// the group's own backoff, initial x 2^(count-1), capped at max x sqrt(pods); its expiry is
+/// rounded down to the whole second, and the backoff queue is flushed on the next whole second.
+/// No cluster event (a pod ending, a node added) moves a group out of backoff early.
+pub fn group_backoff(cfg: &NativeConfig, count: u32, pods: usize, end: i64) -> i64 {
+    let doubled = cfg.pod_initial_backoff.0.saturating_mul(1i64 << count.saturating_sub(1).min(40));
+    let cap = (cfg.pod_max_backoff.0 as f64 * (pods.max(1) as f64).sqrt()) as i64;
+    let expiry = end.saturating_add(doubled.min(cap));
+    (expiry / 1000) * 1000 + 1000
 }

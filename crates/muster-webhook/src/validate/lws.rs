@@ -21,13 +21,19 @@ impl<S: ClusterState> Checker<'_, S> {
             self.queue_change("LeaderWorkerSet", get(old.metadata.labels.as_ref(), QUEUE), queue);
         }
         let Some(queue) = queue else { return };
-        self.reserved("metadata.labels", old.and_then(|o| o.metadata.labels.as_ref()), new.metadata.labels.as_ref(), &|_| false);
+        self.reserved(
+            "metadata.labels",
+            old.and_then(|o| o.metadata.labels.as_ref()),
+            new.metadata.labels.as_ref(),
+            &|_| false,
+        );
         let errors = lws::check(new);
         let whole = errors.is_empty();
         self.out.extend(errors);
         for (field, template) in new.templates() {
             let meta = template.metadata.as_ref();
-            let (labels, annotations) = (meta.and_then(|m| m.labels.as_ref()), meta.and_then(|m| m.annotations.as_ref()));
+            let (labels, annotations) =
+                (meta.and_then(|m| m.labels.as_ref()), meta.and_then(|m| m.annotations.as_ref()));
             self.reserved(&format!("{field}.metadata.labels"), None, labels, &|_| false);
             self.reserved(&format!("{field}.metadata.annotations"), None, annotations, &|_| false);
             for key in GANG_KEYS.iter().filter(|k| get(labels, k).is_some()) {
