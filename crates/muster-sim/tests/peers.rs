@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use muster_sim::engine::{Engine, RunRecord};
-use muster_sim::models::{kube, kueue, native, volcano};
+use muster_sim::models::{cosched, kube, kueue, native, volcano};
 use muster_sim::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
 use muster_sim::{Workload, scenario};
 
@@ -235,4 +235,14 @@ fn native_backoff_and_volcano_overcommit_come_from_the_scenario() {
     let bad = format!("{text}volcano: {{overcommitFactor: 0}}\n");
     let err = scenario::from_text("x.yaml", &bad, &repo().join("scenarios"), 1).unwrap_err().to_string();
     assert!(err.contains("volcano.overcommitFactor"), "{err}");
+}
+
+#[test]
+fn coscheduling_activates_a_gangs_siblings_so_whole_cluster_gangs_finish_once_small_jobs_stop() {
+    // Before the model activated a gang's other pods when its first waited at Permit, they came
+    // back from backoff one by one, interleaved with other gangs', and the five whole-cluster
+    // gangs never started (450 of 455); the real coscheduling finished all 455 at 608 s.
+    let w = load("scenarios/suite/starvation-sixtieth.yaml");
+    let (_, rec) = tap(&w, cosched::Coscheduling::new(w.coscheduling.permit_timeout.0));
+    assert!(all_succeeded(&rec));
 }

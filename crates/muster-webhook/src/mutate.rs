@@ -139,7 +139,7 @@ fn add_at(object: &Value, tokens: &[&str], value: Value) -> PatchOperation {
             }
         }
     }
-    add(&tokens, value)
+    add(tokens, value)
 }
 
 /// A workload in a queue, other than part of another's group (a JobSet's child Job).

@@ -578,10 +578,11 @@ impl<S: Store> Brain<S> {
         let Ok(object) = &j.group else { return };
         let changed = object.to_request(&j.key.name).is_ok_and(|r| r != g.spec.request)
             || object.priority_class_name != g.spec.priority_class;
-        if changed && matches!(state, Queued | Reserved | Suspended | Deactivated) {
-            if let Some(spec) = self.engine_spec(j) {
-                self.inputs.push(Input::Update(spec));
-            }
+        if changed
+            && matches!(state, Queued | Reserved | Suspended | Deactivated)
+            && let Some(spec) = self.engine_spec(j)
+        {
+            self.inputs.push(Input::Update(spec));
         }
     }
 

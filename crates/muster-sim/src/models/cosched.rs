@@ -2,8 +2,11 @@
 //! min members. QueueSort keeps a group's pods together (priority, group creation, group);
 //! PreFilter holds pods until the group has minMember pods; placed pods wait at Permit holding
 //! their node resources until minMember are placed, then all bind. A group that waits longer than
-//! the permit timeout, or whose member fails Filter before the quorum (PostFilter), is rejected:
-//! every waiting pod gives back its resources and goes to backoff.
+//! the permit timeout, or whose member fails Filter before the quorum (PostFilter, unless at most
+//! a tenth of minMember is missing), is rejected: every waiting pod gives back its resources and
+//! goes to backoff. When a group's first pod waits at Permit, its other pods are activated: they
+//! leave backoff and the unschedulable pods for the active queue at once, where QueueSort keeps
+//! them together (scheduler-plugins v0.32.7, `ActivateSiblings`).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
@@ -124,11 +127,14 @@ impl Scheduler for Coscheduling {
                     let d = now + self.permit_timeout_ms;
                     g.deadline = Some(d);
                     self.deadlines.insert((d, job));
+                    self.core.queue.activate(|k| k.2 == job);
                 }
             }
             None => {
                 self.core.queue.park(key, now);
-                if !g.permitted && !g.waiting.is_empty() {
+                // PostFilter lets a gang that lacks at most a tenth of minMember keep waiting.
+                let missing = min.saturating_sub(g.waiting.len() as u32);
+                if !g.permitted && !g.waiting.is_empty() && missing * 10 > min {
                     self.reject(job, now, &mut actions);
                 }
             }

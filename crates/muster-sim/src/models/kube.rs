@@ -68,6 +68,20 @@ impl PodQueue {
         self.backoff.push(Reverse((at, key)));
     }
 
+    /// Moves the pods `is_sibling` picks from backoff and the unschedulable pods straight to the
+    /// active queue, backoff or not (the framework's `Activate`, which coscheduling calls for a
+    /// gang's other pods once its first one waits at Permit).
+    pub fn activate(&mut self, is_sibling: impl Fn(&QKey) -> bool) {
+        let (siblings, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.backoff).into_iter().partition(|Reverse((_, k))| is_sibling(k));
+        self.backoff = rest.into_iter().collect();
+        self.active.extend(siblings.into_iter().map(|Reverse((_, k))| k));
+        let (siblings, rest): (VecDeque<_>, VecDeque<_>) =
+            std::mem::take(&mut self.parked).into_iter().partition(|(_, k)| is_sibling(k));
+        self.parked = rest;
+        self.active.extend(siblings.into_iter().map(|(_, k)| k));
+    }
+
     /// Resources were freed somewhere: unschedulable pods move to backoff (or active) next time.
     pub fn cluster_changed(&mut self) {
         self.freed = true;
