@@ -15,6 +15,33 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# operator_webhook_config DIR API_VERSION: for a controller-runtime operator (JobSet, LWS) run as
+# a local process with its own webhooks: a throwaway CA (DIR/ca.crt) and a serving certificate for
+# 127.0.0.1 (DIR/certs), and DIR/config.yaml, the operator's Configuration (API_VERSION) serving
+# them on a free loopback port with leader election, internal cert management and metrics off.
+# Sets operator_port and operator_ca (the CA, base64, for a caBundle).
+operator_webhook_config() {
+  local dir=$1 api_version=$2
+  mkdir -p "$dir/certs"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=operator-e2e-ca \
+    -keyout "$dir/ca.key" -out "$dir/ca.crt" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$dir/certs/tls.key" -out "$dir/tls.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$dir/ext"
+  openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 1 \
+    -extfile "$dir/ext" -out "$dir/certs/tls.crt" >/dev/null 2>&1
+  operator_port=$(free_port)
+  operator_ca=$(base64 -w0 < "$dir/ca.crt")
+  cat > "$dir/config.yaml" <<YAML
+apiVersion: $api_version
+kind: Configuration
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $operator_port, certDir: $dir/certs}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:$(free_port)"}
+YAML
+}
+
 muster_start() {
   "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" \
     --store "sqlite:$muster_dir/muster.db" --identity e2e-controller --lease-seconds 6 \

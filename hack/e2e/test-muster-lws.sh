@@ -36,28 +36,11 @@ trap 'exit 130' INT TERM
 k apply --server-side -f "$lws_dir/leaderworkersets.yaml" >/dev/null
 eventually 60 "the CRD leaderworkersets.leaderworkerset.x-k8s.io is established" bash -c \
   "[[ \$('$K8S_BIN/kubectl' get crd leaderworkersets.leaderworkerset.x-k8s.io -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
-# Its webhooks serve TLS from a directory: a throwaway CA and a certificate for 127.0.0.1.
-mkdir -p "$tmp/certs"
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=lws-e2e-ca \
-  -keyout "$tmp/ca.key" -out "$tmp/ca.crt" >/dev/null 2>&1
-openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$tmp/certs/tls.key" -out "$tmp/tls.csr" >/dev/null 2>&1
-printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$tmp/ext"
-openssl x509 -req -in "$tmp/tls.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" -CAcreateserial -days 1 \
-  -extfile "$tmp/ext" -out "$tmp/certs/tls.crt" >/dev/null 2>&1
-port=$(free_port)
-cat > "$tmp/config.yaml" <<YAML
-apiVersion: config.lws.x-k8s.io/v1alpha1
-kind: Configuration
-leaderElection: {leaderElect: false}
-internalCertManagement: {enable: false}
-webhook: {host: 127.0.0.1, port: $port, certDir: $tmp/certs}
-metrics: {bindAddress: "0"}
-health: {healthProbeBindAddress: "127.0.0.1:$(free_port)"}
-YAML
+operator_webhook_config "$tmp" config.lws.x-k8s.io/v1alpha1
+port=$operator_port ca=$operator_ca
 mkdir -p "$(dirname "$lws_log")"
 "$lws_dir/lws" --config "$tmp/config.yaml" --kubeconfig "$KUBECONFIG" >"$lws_log" 2>&1 &
 lws_pid=$!
-ca=$(base64 -w0 < "$tmp/ca.crt")
 # hook KIND PATH NAME GROUP RESOURCE OPERATIONS [OBJECT_SELECTOR_KEY]
 hook() {
   local selector=""
