@@ -144,7 +144,8 @@ check "every webhook's caBundle is kept" filled
 check "the running gang's Group is the same object" \
   test "$(k -n $ns get groups.muster.dev gang -o jsonpath='{.metadata.uid}')" = "$uid"
 eventually 60 "the gang finishes" job_complete $ns gang
-queued_job_yaml after 2 run=1 | k -n $ns create -f - >/dev/null
+# Long enough to be seen running: a Succeeded Group no longer lists its allocation.
+queued_job_yaml after 2 run=10 | k -n $ns create -f - >/dev/null
 runs_whole $ns after job-name=after 2
 
 # 5. uninstall
