@@ -42,6 +42,9 @@ use crate::validate;
 ///   `muster.dev/group`, `muster.dev/queue` if they have none, and `muster.dev/group-size` from
 ///   their PodGroup's `spec.minMember` if they have none and the PodGroup exists (the validating
 ///   rules refuse an alias pod that ends up without a size).
+/// - A LeaderWorkerSet with `muster.dev/queue` (created or updated): the same label in its leader
+///   and worker templates. Each pod it makes then gets the gate, `schedulerName: muster`, and
+///   `muster.dev/group` (its leader's name) and `muster.dev/group-size` (LWS's size annotation).
 ///
 /// Refuses a request whose object cannot be read, or whose PodGroup cannot be looked up.
 pub async fn mutate<S: ClusterState>(
