@@ -447,6 +447,34 @@ fn a_plain_group_waits_gated_until_the_whole_group_fits() {
 }
 
 #[test]
+fn a_plain_pod_naming_a_jobs_group_never_takes_its_members() {
+    // Pod "train-9" claims the group of Job train with the group label: were it bound, it would
+    // run on a member placed for the Job (past the queue), and leave a Job pod with none.
+    let mut h = Harness::new(&[node("n1", 8)], &[job("train", 2, 2)], &[]);
+    h.cycle();
+    assert_eq!(h.state("train"), Some(GroupState::Admitted));
+    let stray = plain("train", 9, 1, 2);
+    let a = h.send(Event::Pod(Change::Apply(stray.clone())));
+    assert!(binds(&a).is_empty(), "{a:?}");
+    let told: Vec<&str> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event { reason, message, .. } if reason == "GroupTaken" => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told.len(), 1, "{a:?}");
+    assert!(told[0].contains("a Job"), "{}", told[0]);
+    let mut all = Vec::new();
+    for i in 0..2 {
+        all.extend(h.send(Event::Pod(Change::Apply(pod("train", i, 2)))));
+    }
+    let mut bound: Vec<String> = binds(&all).into_iter().map(|(p, _, _)| p).collect();
+    bound.sort();
+    assert_eq!(bound, ["train-0", "train-1"], "the Job's own pods get its members: {all:?}");
+}
+
+#[test]
 fn a_bad_group_size_is_reported_once_and_skipped() {
     let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
     let mut bad = plain("odd", 0, 0, 1);

@@ -375,8 +375,31 @@ impl<S: ClusterState> Checker<'_, S> {
             return;
         }
         let Some(queue) = queue else { return };
+        self.group_name_free::<W>(new.meta()).await;
         let spec = self.queue(queue, &label_field(QUEUE)).await;
         self.fits_queue(workload::shape(new), spec.as_ref().map(|s| (queue, s)));
+    }
+
+    /// A workload's group is named after it: a live Group of that name that stands for another
+    /// kind of workload, or for plain pods, would be taken for this one's. (One of the same kind
+    /// is a deleted workload's, going with it; the controller tells them apart by uid.)
+    async fn group_name_free<W: Workload>(&mut self, meta: &ObjectMeta) {
+        let (kind, Some(name)) = (W::kind().kind, meta.name.as_deref()) else { return };
+        let g = match self.state.group(self.ns, name).await {
+            Err(e) => return self.refuse(format!("metadata.name: {e}; try again")),
+            Ok(Some(g)) if g.metadata.deletion_timestamp.is_none() => g,
+            Ok(_) => return,
+        };
+        let holder = match &g.spec.owner {
+            Some(o) if o.kind == kind && o.api_version.starts_with(W::kind().group) => return,
+            Some(o) => format!("{} {}", o.kind, o.name),
+            None => format!("the plain pods labelled {GROUP}={name}"),
+        };
+        self.refuse(format!(
+            "metadata.name: muster names a workload's group after it, and namespace {ns} has group {name} already, \
+             of {holder}; give this {kind} another name, or delete that workload first",
+            ns = self.ns
+        ));
     }
 
     fn not_held<W: Workload>(&mut self, queue: &str) {
@@ -649,8 +672,17 @@ impl<S: ClusterState> Checker<'_, S> {
             Ok(Some(g)) if g.metadata.deletion_timestamp.is_some() => return,
             Ok(Some(g)) => g,
         };
-        let Some(spec) = pod.spec.as_ref() else { return };
         let name = pod_name(pod);
+        if let Some(owner) = &g.spec.owner {
+            return self.refuse(format!(
+                "{}: group {group} is the group of {} {}, and muster binds only its pods there; give pod {name} \
+                 another group name",
+                label_field(GROUP),
+                owner.kind,
+                owner.name
+            ));
+        }
+        let Some(spec) = pod.spec.as_ref() else { return };
         let sized = "(the Group was sized from its first pod)";
         if let Some((mine, theirs)) = alike::requests_differ(spec, &g.spec) {
             self.refuse(format!(

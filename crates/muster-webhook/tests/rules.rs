@@ -740,3 +740,48 @@ async fn queued_pods_naming_a_kubernetes_pod_group_are_its_gang() {
     let e = check_with(&create(&sized), &c, &s).await.unwrap_err();
     assert!(e.contains("\"2\" disagrees with spec.schedulingPolicy.gang.minCount 3 of PodGroup ml/ring"), "{e}");
 }
+
+/// Group `name` in namespace ml, standing for `owner` (apiVersion, kind), or for plain pods.
+fn owned_group(name: &str, owner: Option<(&str, &str)>) -> Group {
+    let mut g = group_object("ml", name, "Running");
+    g.spec.owner = owner.map(|(api_version, kind)| {
+        serde_json::from_value(json!({
+        "apiVersion": api_version, "kind": kind, "name": name, "uid": "old"}))
+        .unwrap()
+    });
+    g
+}
+
+#[tokio::test]
+async fn a_group_name_stands_for_one_workload() {
+    let c = WebhookConfig::default();
+    let train = held(job("train", Some("team-a"), 2, "1"));
+    let create = request("CREATE", TENANT, JOB, &train, None);
+    // A JobSet's group, or a plain pod group, of the same name would be taken for the Job's.
+    let jobset = state().with_group(owned_group("train", Some(("jobset.x-k8s.io/v1alpha2", "JobSet"))));
+    assert_eq!(
+        check_with(&create, &c, &jobset).await.unwrap_err(),
+        "metadata.name: muster names a workload's group after it, and namespace ml has group train already, of \
+         JobSet train; give this Job another name, or delete that workload first"
+    );
+    let plain = state().with_group(owned_group("train", None));
+    assert!(
+        check_with(&create, &c, &plain)
+            .await
+            .unwrap_err()
+            .contains("of the plain pods labelled muster.dev/group=train")
+    );
+    // A deleted Job's group, going with it, or one being deleted, leaves the name free.
+    let earlier = state().with_group(owned_group("train", Some(("batch/v1", "Job"))));
+    assert_eq!(check_with(&create, &c, &earlier).await, Ok(()));
+    let mut going = owned_group("train", None);
+    going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    assert_eq!(check_with(&create, &c, &state().with_group(going)).await, Ok(()));
+    // A plain pod cannot join a workload's group (it would run on a member placed for the Job).
+    let stray = gated(pod("train-9", "ml", json!({"muster.dev/group": "train", QUEUE: "team-a"})));
+    assert_eq!(
+        check_with(&request("CREATE", TENANT, POD, &stray, None), &c, &earlier).await.unwrap_err(),
+        "metadata.labels[muster.dev/group]: group train is the group of Job train, and muster binds only its pods \
+         there; give pod train-9 another group name"
+    );
+}

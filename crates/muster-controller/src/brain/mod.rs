@@ -648,6 +648,13 @@ impl<S: Store> Brain<S> {
             .collect();
         unbound.sort_by_key(|p| (p.place.as_ref().and_then(|at| at.index), p.name.clone()));
         let workload = self.workload(&key.to_string());
+        // A plain pod naming a workload's group would take a member placed for the workload's
+        // own pods, running past the queue on its quota.
+        let (strays, unbound): (Vec<&&PodView>, Vec<&&PodView>) =
+            unbound.into_iter().partition(|p| workload.is_some() && p.is_plain());
+        let strays: Vec<(String, String, String)> =
+            strays.iter().map(|p| (p.uid.clone(), p.name.clone(), p.namespace.clone())).collect();
+        let owner = workload.map(|w| workload::a(w.kind.kind)).unwrap_or_default();
         let mut misfits = Vec::new();
         for p in unbound {
             // Members were placed for what the group's spec asks: a pod asking more would
@@ -672,6 +679,15 @@ impl<S: Store> Brain<S> {
             let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
             filled.insert(member);
             binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member, p.gated));
+        }
+        for (uid, pod, namespace) in strays {
+            let message = format!(
+                "pod {pod} names group {name} (label {group}), which is the group of {owner} of that name; muster \
+                 binds only that workload's pods to it: give the pod another group name",
+                name = key.name,
+                group = labels::GROUP
+            );
+            self.tell_pod(key, &namespace, &pod, &uid, "GroupTaken", &message);
         }
         for (uid, pod, namespace, over) in misfits {
             let message = format!(
