@@ -15,7 +15,8 @@
 #   3  native sidecars (4 cpu sidecar + 1 cpu container = 5 per member, the two members on two
 #      nodes) and pod-level resources (spec.resources 5 cpu, if the apiserver takes the field)
 #   4  a pod with only the queue label is refused naming muster.dev/group; a pod with the queue
-#      label and spec.nodeName is refused without being told to add the label it has
+#      label and spec.nodeName is refused without being told to add the label it has; a plain
+#      pod labelled with a Job's group is refused naming the Job
 #   5  Groups: with RBAC rights on them, the tenant can neither mark its running Group Succeeded
 #      nor delete it; a status forged as muster is restored, a Group deleted as muster comes back
 #   6  room held for pods that never come: parallelism 4 / completions 2 is a group of min 2; a
@@ -307,6 +308,14 @@ r4b() {
     kt -n "$ns" create -f - <<<"$(tpod pinned 10m 'muster.dev/queue: default' node=node-1)"
   check "the message does not tell it to add the muster.dev/queue label it has" no_queue_advice "$tmp/out"
 }
+# A Job's group is its own: a plain pod naming it would run on a member placed for the Job.
+r4c() {
+  kt -n "$ns" create -f - <<<"$(tjob owned 2 10m)" >/dev/null
+  eventually 15 "Job owned's Group exists" group_exists "$ns" owned
+  refused_by "a plain pod labelled muster.dev/group=owned (Job owned's group)" "$tmp/out" \
+    kt -n "$ns" create -f - <<<"$(tpod owned-stray 10m 'muster.dev/queue: default, muster.dev/group: owned')"
+  check "the message names the Job whose group it is" grep -qF "is the group of Job owned" "$tmp/out"
+}
 
 # === 5: Groups are muster's ======================================================================
 r5_running() { eventually 30 "the Group of the tenant's running Job run5 is Running" phase_is "$ns" run5 Running; }
@@ -437,6 +446,7 @@ ns=$pfx-4; dump_ns=("$ns")
 managed_ns "$ns"
 part 4a "a pod with a queue but no group is refused, naming muster.dev/group" r4a
 part 4b "a refusal does not ask for the queue label the pod has" r4b
+part 4c "a plain pod cannot join a Job's group" r4c
 release "$ns"
 
 ns=$pfx-5; dump_ns=("$ns")
