@@ -11,8 +11,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use muster_k8s::external::{JobSet, MPIJob, RayJob, served};
-use muster_k8s::workload::{Kind, Workload, job, jobset, mpijob, rayjob};
+use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, served};
+use muster_k8s::workload::{Kind, Workload, job, jobset, mpijob, raycluster, rayjob};
 use muster_k8s::{Group, Queue, labels};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
@@ -22,7 +22,7 @@ use crate::Message;
 use crate::brain::{Change, Event};
 use crate::convert::{self, Levels};
 
-/// How often to ask whether an optional kind's CRD (JobSet, MPIJob, RayJob) has been installed.
+/// How often to ask whether an optional kind's CRD (JobSet, MPIJob, RayJob, RayCluster) has been installed.
 const CRD_POLL: std::time::Duration = std::time::Duration::from_secs(30);
 /// How soon to ask again after discovery failed.
 const DISCOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -48,7 +48,8 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     set.spawn(forward(groups, watcher::Config::default(), convert::group_object_view, Event::GroupObject, t));
     set.spawn(optional_kind::<JobSet>(client.clone(), jobset_event, tx.clone()));
     set.spawn(optional_kind::<MPIJob>(client.clone(), mpijob_event, tx.clone()));
-    set.spawn(optional_kind::<RayJob>(client, rayjob_event, tx));
+    set.spawn(optional_kind::<RayJob>(client.clone(), rayjob_event, tx.clone()));
+    set.spawn(optional_kind::<RayCluster>(client, raycluster_event, tx));
     set
 }
 
@@ -66,6 +67,10 @@ fn mpijob_event(c: Change<convert::WorkloadView>) -> Event {
 
 fn rayjob_event(c: Change<convert::WorkloadView>) -> Event {
     Event::Workload(&rayjob::KIND, c)
+}
+
+fn raycluster_event(c: Change<convert::WorkloadView>) -> Event {
+    Event::Workload(&raycluster::KIND, c)
 }
 
 /// Workloads of a held kind whose CRD may not be installed (JobSets, MPIJobs), with the queue

@@ -1,7 +1,7 @@
 //! Other projects' APIs that muster reads when their CRDs are installed: scheduler-plugins'
 //! PodGroup (its `minMember` sizes a pod group named by the alias label), JobSet (one group
 //! spanning every pod of its child Jobs), Kubeflow's MPIJob (one group of its launcher and
-//! workers) and KubeRay's RayJob (one group of its Ray cluster's head and workers). muster never
+//! workers) and KubeRay's RayJob and RayCluster (one group of a Ray cluster's head and workers). muster never
 //! installs these CRDs, so every reader first asks discovery whether the API is served ([`served`]) and works without it. Also Kubernetes'
 //! own PodGroup (`scheduling.k8s.io/v1beta1`, 1.37 with the GenericWorkload gate), whose gang
 //! `minCount` sizes the group of the pods that name it in `spec.schedulingGroup`.
@@ -186,9 +186,14 @@ pub struct RayJobSpec {
     pub suspend: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+/// A RayCluster (`ray.io/v1`, KubeRay) on its own, as far as muster reads it: a head and worker
+/// groups, held with `spec.suspend`. (A RayJob's or RayService's clusters are theirs.)
+#[derive(CustomResource, Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "ray.io", version = "v1", kind = "RayCluster", namespaced)]
 #[serde(rename_all = "camelCase")]
 pub struct RayClusterSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
     pub head_group_spec: RayHeadGroupSpec,
     #[serde(default)]
     pub worker_group_specs: Vec<RayWorkerGroupSpec>,

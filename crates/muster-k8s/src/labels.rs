@@ -38,6 +38,9 @@ pub const POD_GROUP_ALIAS: &str = "scheduling.x-k8s.io/pod-group";
 pub const SCHEDULER_NAME: &str = "muster";
 /// The scheduling gate that holds plain pods until their group is admitted.
 pub const SCHEDULING_GATE: &str = "muster.dev/admission";
+/// On the pod templates of a RayCluster muster holds (set by its webhook), and so on its pods:
+/// they are that cluster's group, not a RayJob's (whose clusters' pods look the same).
+pub const RAY_CLUSTER: &str = "muster.dev/ray-cluster";
 /// The prefix of every muster label and annotation.
 pub const PREFIX: &str = "muster.dev/";
 /// Finalizer on Group objects: muster frees the allocation before the object goes.

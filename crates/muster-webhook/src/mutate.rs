@@ -8,12 +8,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, MPIJob, RayJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
 use muster_k8s::lws::LeaderWorkerSet;
-use muster_k8s::workload::{Workload, jobset, mpijob, rayjob};
+use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob};
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
@@ -76,6 +76,9 @@ pub async fn mutate<S: ClusterState>(
         (Target::Held(kind), Operation::Create) if *kind == rayjob::KIND => {
             held_create::<RayJob>(&typed(obj, "RayJob")?, &json_of(obj))
         }
+        (Target::Held(kind), Operation::Create) if *kind == raycluster::KIND => {
+            held_create::<RayCluster>(&typed(obj, "RayCluster")?, &json_of(obj))
+        }
         (Target::Held(kind), Operation::Update) if !config.is_muster(user(req)) => match req.old_object.as_ref() {
             Some(old) if *kind == jobset::KIND => {
                 held_update::<JobSet>(&typed(old, "JobSet")?, &typed(obj, "JobSet")?, &json_of(obj), now)
@@ -85,6 +88,9 @@ pub async fn mutate<S: ClusterState>(
             }
             Some(old) if *kind == rayjob::KIND => {
                 held_update::<RayJob>(&typed(old, "RayJob")?, &typed(obj, "RayJob")?, &json_of(obj), now)
+            }
+            Some(old) if *kind == raycluster::KIND => {
+                held_update::<RayCluster>(&typed(old, "RayCluster")?, &typed(obj, "RayCluster")?, &json_of(obj), now)
             }
             _ => Vec::new(),
         },
@@ -164,6 +170,13 @@ fn held_create<W: Workload>(w: &W, object: &Value) -> Vec<PatchOperation> {
     let sets = w.pod_sets().unwrap_or_default();
     for set in sets.iter().filter(|s| s.template.scheduler_name.as_deref() != Some(SCHEDULER_NAME)) {
         ops.push(add_field(object, &format!("{}.schedulerName", set.template_field), json!(SCHEDULER_NAME)));
+    }
+    if let Some(key) = W::kind().pod_label {
+        for (field, _) in sets.iter().flat_map(|s| &s.copied_metadata) {
+            let mut tokens: Vec<&str> = field.split(['.', '[', ']']).filter(|t| !t.is_empty()).collect();
+            tokens.extend(["labels", key]);
+            ops.push(add_at(object, &tokens, json!("true")));
+        }
     }
     ops
 }

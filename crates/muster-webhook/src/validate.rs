@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, MPIJob, RayJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, native_pod_group_min_count, pod_group_min_member};
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
@@ -18,7 +18,7 @@ use muster_k8s::labels::{
     is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
-use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob, rayjob};
+use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob, raycluster, rayjob};
 use muster_k8s::{GroupState, QueueSpec};
 use serde::de::DeserializeOwned;
 
@@ -73,6 +73,7 @@ pub async fn validate<S: ClusterState>(
         Target::Held(kind) if *kind == jobset::KIND => c.held::<JobSet>(req, obj).await?,
         Target::Held(kind) if *kind == mpijob::KIND => c.held::<MPIJob>(req, obj).await?,
         Target::Held(kind) if *kind == rayjob::KIND => c.held::<RayJob>(req, obj).await?,
+        Target::Held(kind) if *kind == raycluster::KIND => c.held::<RayCluster>(req, obj).await?,
         Target::Held(kind) => return Err(Refusal::new(format!("the webhook has no rules for {}s", kind.kind))),
         Target::LeaderWorkerSet => {
             let new: LeaderWorkerSet = typed(obj, "LeaderWorkerSet")?;
@@ -325,7 +326,10 @@ impl<S: ClusterState> Checker<'_, S> {
             Operation::Create => None,
             _ => req.old_object.as_ref().map(|o| typed(o, kind)).transpose()?,
         };
-        self.workload(&new, old.as_ref(), W::size_field()).await;
+        // A RayJob's Ray cluster: part of the RayJob's group, checked there.
+        if !new.part_of_another() {
+            self.workload(&new, old.as_ref(), W::size_field()).await;
+        }
         Ok(())
     }
 
@@ -347,7 +351,8 @@ impl<S: ClusterState> Checker<'_, S> {
                 let before = was.and_then(|w| w.copied_metadata.iter().find(|(f, _)| f == field)).and_then(|(_, m)| *m);
                 let (l_old, a_old) =
                     (before.and_then(|m| m.labels.as_ref()), before.and_then(|m| m.annotations.as_ref()));
-                self.reserved(&format!("{field}.labels"), l_old, meta.and_then(|m| m.labels.as_ref()), &|_| false);
+                let own = |k: &str| Some(k) == W::kind().pod_label;
+                self.reserved(&format!("{field}.labels"), l_old, meta.and_then(|m| m.labels.as_ref()), &own);
                 let a_new = meta.and_then(|m| m.annotations.as_ref());
                 self.reserved(&format!("{field}.annotations"), a_old, a_new, &|_| false);
             }
@@ -542,9 +547,11 @@ impl<S: ClusterState> Checker<'_, S> {
             }
             return;
         }
-        // Pods of a Job come from its template, whose keys were checked on the Job.
+        // Pods of a Job come from its template, whose keys were checked on the Job; so does the
+        // label by which a held kind knows its pods.
         if self.user != self.config.job_controller_user {
-            self.reserved("metadata.labels", None, labels, &|_| false);
+            let kind = workload::place::place_of(&new.metadata).map(|(kind, _)| kind);
+            self.reserved("metadata.labels", None, labels, &|k| kind.is_some_and(|kind| kind.pod_label == Some(k)));
             self.reserved("metadata.annotations", None, new.metadata.annotations.as_ref(), &|_| false);
         }
         let spec = new.spec.as_ref();

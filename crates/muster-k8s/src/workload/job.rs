@@ -18,6 +18,7 @@ pub const KIND: Kind = Kind {
     why: "suspended by the webhook, resumed (or suspended again on eviction) by muster",
     hold_field: "spec.suspend",
     place_of,
+    pod_label: None,
 };
 
 /// A pod the Job controller made: the Job's, numbered by its completion index (Indexed Jobs).

@@ -17,6 +17,7 @@ pub const KIND: Kind = Kind {
           on eviction) by muster",
     hold_field: "spec.suspend",
     place_of,
+    pod_label: None,
 };
 
 /// A pod of a JobSet's child Job: the JobSet and the pod's place in it, from the labels the

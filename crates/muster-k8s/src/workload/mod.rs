@@ -14,6 +14,8 @@ pub mod job;
 pub mod jobset;
 pub mod mpijob;
 pub mod place;
+mod ray;
+pub mod raycluster;
 pub mod rayjob;
 pub mod rbac;
 
@@ -46,6 +48,10 @@ pub struct Kind {
     /// The workload of the kind a pod belongs to and its place there, from the pod's metadata
     /// and its controlling owner; None for other pods.
     pub place_of: fn(&ObjectMeta, &meta::OwnerReference) -> Option<PodPlace>,
+    /// A label the webhook puts on every pod template of a held object (value "true"), by which
+    /// `place_of` knows the kind's pods from another kind's that look alike (a RayCluster's from
+    /// a RayJob's cluster's).
+    pub pod_label: Option<&'static str>,
 }
 
 /// Kinds are one per API group and kind.
@@ -81,7 +87,7 @@ impl Kind {
 }
 
 /// The kinds muster holds back by suspending them until their whole group is admitted.
-pub const HELD_KINDS: [&Kind; 4] = [&job::KIND, &jobset::KIND, &mpijob::KIND, &rayjob::KIND];
+pub const HELD_KINDS: [&Kind; 5] = [&job::KIND, &jobset::KIND, &mpijob::KIND, &rayjob::KIND, &raycluster::KIND];
 
 /// Pods made from one template: where the template is and how many of its pods run at once.
 #[derive(Debug, Clone, PartialEq)]

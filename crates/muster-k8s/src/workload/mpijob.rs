@@ -22,6 +22,7 @@ pub const KIND: Kind = Kind {
           and resumed (or suspended again on eviction) by muster",
     hold_field: "spec.runPolicy.suspend",
     place_of,
+    pod_label: None,
 };
 
 /// The replica types, in member order, with the role the operator writes on their pods.

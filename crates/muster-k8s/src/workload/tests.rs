@@ -2,7 +2,7 @@ use k8s_openapi::api::batch::v1::Job;
 use serde_json::json;
 
 use super::*;
-use crate::external::{JobSet, MPIJob, RayJob};
+use crate::external::{JobSet, MPIJob, RayCluster, RayJob};
 use crate::group::TopologyMode;
 
 fn job(annotations: serde_json::Value, spec: serde_json::Value) -> Job {
@@ -131,7 +131,7 @@ fn a_jobset_is_one_group_of_alike_members_sized_by_every_replicated_job() {
 fn kinds_name_their_api() {
     assert_eq!(job::KIND.api_version(), "batch/v1");
     let plurals: Vec<_> = HELD_KINDS.iter().map(|k| k.plural).collect();
-    assert_eq!(plurals, ["jobs", "jobsets", "mpijobs", "rayjobs"]);
+    assert_eq!(plurals, ["jobs", "jobsets", "mpijobs", "rayjobs", "rayclusters"]);
     assert_eq!(job::KIND.hold_patch(true), json!({"spec": {"suspend": true}}));
     assert_eq!(mpijob::KIND.hold_patch(false), json!({"spec": {"runPolicy": {"suspend": false}}}));
     let r = jobset::KIND.resource();
@@ -262,4 +262,54 @@ fn a_rayjob_is_one_group_of_its_clusters_head_and_workers() {
         shape(&existing).unwrap_err()[0]
             .starts_with("spec.clusterSelector: the RayJob runs on an existing Ray cluster")
     );
+}
+
+#[test]
+fn a_held_raycluster_is_one_group_and_only_its_labelled_pods_are_its_own() {
+    let c: RayCluster = serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "serve", "namespace": "ml", "uid": "u5", "labels": {"muster.dev/queue": "gpu"}},
+        "spec": {"suspend": true,
+                 "headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod("1", json!({}))}},
+                 "workerGroupSpecs": [{"groupName": "gpu", "replicas": 3, "rayStartParams": {},
+                                       "template": {"spec": pod("4", json!({}))}}]},
+    }))
+    .unwrap();
+    assert!(c.held() && c.finished().is_none() && !c.part_of_another());
+    let s = shape(&c).unwrap();
+    assert_eq!(s.members, Members { min: 4, max: None });
+    let sets = c.pod_sets().unwrap();
+    assert_eq!(sets[1].template_field, "spec.workerGroupSpecs[0].template.spec");
+    let layout = place::layout(&sets);
+    // A pod of the cluster: controlled by it, with KubeRay's cluster label and muster's.
+    let pod = |owner: &str, labels: serde_json::Value| -> ObjectMeta {
+        serde_json::from_value(json!({"name": "p", "labels": labels, "ownerReferences": [
+            {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": owner, "uid": "c", "controller": true}]}))
+        .unwrap()
+    };
+    let head = json!({"ray.io/cluster": "serve", "ray.io/node-type": "head", "muster.dev/ray-cluster": "true"});
+    let (kind, at) = place::place_of(&pod("serve", head)).unwrap();
+    assert_eq!((kind.kind, at.workload.as_str(), place::member_of(&layout, &at)), ("RayCluster", "serve", Some(0)));
+    // A cluster named like a RayJob's (`<name>-<5 characters>`) is still its own with the label,
+    // and a RayJob's without it.
+    let worker = |labelled: bool| {
+        let mut l = json!({"ray.io/cluster": "tune-x7k2q", "ray.io/node-type": "worker", "ray.io/group": "gpu"});
+        if labelled {
+            l["muster.dev/ray-cluster"] = json!("true");
+        }
+        l
+    };
+    let (kind, at) = place::place_of(&pod("tune-x7k2q", worker(true))).unwrap();
+    assert_eq!((kind.kind, at.workload.as_str(), at.set.as_str()), ("RayCluster", "tune-x7k2q", "gpu"));
+    let (kind, at) = place::place_of(&pod("tune-x7k2q", worker(false))).unwrap();
+    assert_eq!((kind.kind, at.workload.as_str()), ("RayJob", "tune"));
+    // A cluster a RayJob made is the RayJob's group, not one of its own.
+    let mut made: RayCluster = c.clone();
+    made.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!(
+        {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "tune", "uid": "r", "controller": true}))
+        .unwrap(),
+    ]);
+    assert!(made.part_of_another());
+    assert_eq!(raycluster::KIND.hold_patch(false), json!({"spec": {"suspend": false}}));
 }
