@@ -8,6 +8,9 @@
 # cannot learn that the Ray job ended: the test stops the operator and writes the RayJob's status
 # as KubeRay would (Complete, SUCCEEDED), and the Group is Succeeded. A RayJob too big for the
 # cluster waits with no Ray cluster made; a worker template with a preset nodeName is refused.
+# A RayCluster with the queue label, on its own, is held the same way as one group of its head and
+# workers (its templates labelled muster.dev/ray-cluster, so that its pods are told from a RayJob's
+# cluster's), placed and bound exactly, and its Group goes when it is deleted.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -50,49 +53,54 @@ muster_up
 fresh_namespace $ns
 eventually 30 "muster watches RayJobs (the CRD is installed)" bash -c \
   "tail -n +$log_from '$muster_log' | grep -q 'the RayJob CRD is installed; watching RayJobs'"
+eventually 30 "muster watches RayClusters" bash -c \
+  "tail -n +$log_from '$muster_log' | grep -q 'the RayCluster CRD is installed; watching RayClusters'"
 
-# rayjob_yaml NAME WORKERS CPU [WORKER_EXTRA]: a head and WORKERS workers that run until deleted
-rayjob_yaml() {
+# cluster_spec WORKERS CPU [WORKER_FIELD]: a head and WORKERS workers that run until deleted (a
+# Ray cluster's spec, unindented; WORKER_FIELD is one more field of the workers' pod spec)
+cluster_spec() {
   cat <<YAML
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: $1
-  labels: {muster.dev/queue: default}
-spec:
-  entrypoint: python -c "import ray; ray.init()"
-  submissionMode: HTTPMode
-  rayClusterSpec:
-    headGroupSpec:
-      rayStartParams: {}
-      template:
-        metadata:
-          annotations: {e2e.muster.dev/test: "true"}
-        spec:
-          terminationGracePeriodSeconds: 0
-          containers:
-          - name: ray-head
-            image: kwok-fake
-            resources:
-              requests: {cpu: "$3", memory: 1Mi}
-    workerGroupSpecs:
-    - groupName: cpu
-      replicas: $2
-      minReplicas: 1
-      maxReplicas: $2
-      rayStartParams: {}
-      template:
-        metadata:
-          annotations: {e2e.muster.dev/test: "true"}
-        spec:
-          terminationGracePeriodSeconds: 0
-${4:-}
-          containers:
-          - name: ray-worker
-            image: kwok-fake
-            resources:
-              requests: {cpu: "$3", memory: 1Mi}
+headGroupSpec:
+  rayStartParams: {}
+  template:
+    metadata:
+      annotations: {e2e.muster.dev/test: "true"}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: ray-head
+        image: kwok-fake
+        resources:
+          requests: {cpu: "$2", memory: 1Mi}
+workerGroupSpecs:
+- groupName: cpu
+  replicas: $1
+  minReplicas: 1
+  maxReplicas: $1
+  rayStartParams: {}
+  template:
+    metadata:
+      annotations: {e2e.muster.dev/test: "true"}
+    spec:
+      terminationGracePeriodSeconds: 0
+      ${3:-}
+      containers:
+      - name: ray-worker
+        image: kwok-fake
+        resources:
+          requests: {cpu: "$2", memory: 1Mi}
 YAML
+}
+# rayjob_yaml NAME WORKERS CPU [WORKER_FIELD]: a RayJob on that cluster
+rayjob_yaml() {
+  printf '%s\n' "apiVersion: ray.io/v1" "kind: RayJob" "metadata:" "  name: $1" "  labels: {muster.dev/queue: default}" \
+    "spec:" "  entrypoint: python -c \"import ray; ray.init()\"" "  submissionMode: HTTPMode" "  rayClusterSpec:"
+  cluster_spec "${@:2}" | sed 's/^/    /'
+}
+# raycluster_yaml NAME WORKERS CPU [WORKER_FIELD]: that cluster on its own
+raycluster_yaml() {
+  printf '%s\n' "apiVersion: ray.io/v1" "kind: RayCluster" "metadata:" "  name: $1" "  labels: {muster.dev/queue: default}" "spec:"
+  cluster_spec "${@:2}" | sed 's/^/  /'
 }
 field() { k -n $ns get "$@" 2>/dev/null; }
 
@@ -122,6 +130,25 @@ check_waits_unmade $ns huge RayJob "ray.io/node-type,ray.io/cluster!=$cluster"
 check "no Ray cluster of it was made" test -z "$(k -n $ns get rayclusters -l ray.io/originated-from-cr-name=huge -o name)"
 check_deleted_with_group $ns huge rayjob RayJob
 
+# --- a RayCluster on its own: its own group, held, placed, serving until deleted ---------------
+out=$(raycluster_yaml serve 2 10m | k -n $ns create -f - -o jsonpath='{.spec.suspend} {.spec.headGroupSpec.template.spec.schedulerName} {.spec.workerGroupSpecs[0].template.spec.schedulerName} {.spec.headGroupSpec.template.metadata.labels.muster\.dev/ray-cluster} {.spec.workerGroupSpecs[0].template.metadata.labels.muster\.dev/ray-cluster}')
+check "the webhook held the RayCluster, named muster its pods' scheduler and labelled its templates ($out)" \
+  test "$out" = "true muster muster true true"
+check_workload_group $ns serve raycluster RayCluster 3 "the head and the 2 workers"
+eventually 30 "muster admitted the group and resumed the RayCluster" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get raycluster serve -o jsonpath='{.spec.suspend}') != true ]]"
+served() { on_assigned $ns serve "ray.io/cluster=serve" 3 2>/dev/null; }
+eventually 60 "all 3 pods of RayCluster serve are bound, each on the node its Group assigned to its member" served
+check "its head is member 0" test \
+  "$(k -n $ns get pods -l "ray.io/cluster=serve,ray.io/node-type=head" -o jsonpath='{.items[0].metadata.annotations.muster\.dev/member}')" = 0
+check "the RayJob's cluster is still no group of its own (Groups: serve and tune)" \
+  test "$(k -n $ns get groups.muster.dev -o name | sort | tr '\n' ' ')" = "group.muster.dev/serve group.muster.dev/tune "
+check_deleted_with_group $ns serve raycluster RayCluster
+eventually 30 "its pods are gone with it" bash -c "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -l ray.io/cluster=serve -o name) ]]"
+pinned_cluster() { raycluster_yaml pinned-cluster 2 10m "nodeName: $(k get nodes -o jsonpath='{.items[0].metadata.name}')" | k -n $ns create -f -; }
+refused "a RayCluster whose workers choose their node" \
+  "spec.workerGroupSpecs[0].template.spec.nodeName: the pods of a RayCluster in queue default cannot choose their node" pinned_cluster
+
 # KubeRay would learn the Ray job's end from the head's dashboard, which KWOK's pods do not serve.
 stop_operator
 k -n $ns patch rayjob tune --subresource status --type merge \
@@ -130,6 +157,6 @@ eventually 30 "the RayJob done, its Group is Succeeded" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev tune -o jsonpath='{.status.phase}') == Succeeded ]]"
 
 # --- a pinned worker is refused ----------------------------------------------------------------
-pinned() { rayjob_yaml pinned 2 10m "          nodeName: $(k get nodes -o jsonpath='{.items[0].metadata.name}')" | k -n $ns create -f -; }
+pinned() { rayjob_yaml pinned 2 10m "nodeName: $(k get nodes -o jsonpath='{.items[0].metadata.name}')" | k -n $ns create -f -; }
 refused "a RayJob whose workers choose their node" \
   "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.nodeName: the pods of a RayJob in queue default cannot choose their node" pinned
