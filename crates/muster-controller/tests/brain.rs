@@ -789,6 +789,53 @@ fn a_restart_keeps_a_running_jobset_and_binds_nothing_twice() {
 }
 
 #[test]
+fn a_running_jobs_resize_grows_its_group_and_shrinks_it_once_the_pods_are_gone() {
+    // An elastic Indexed Job (parallelism = completions) of 4 x 1 cpu on one 8-cpu node.
+    let mut h = Harness::new(&[node("n1", 8)], &[job("w", 4, 1)], &[]);
+    h.cycle();
+    let running = |n: i64| WorkloadView { suspended: false, ..job("w", n, 1) };
+    let mut pods: Vec<PodView> = Vec::new();
+    let bind = |h: &mut Harness, pods: &mut Vec<PodView>, range: std::ops::Range<u32>| {
+        let mut a = Vec::new();
+        for i in range.clone() {
+            a.extend(h.send(Event::Pod(Change::Apply(pod("w", i, 1)))));
+        }
+        for (name, node, member) in binds(&a) {
+            let i: u32 = name.trim_start_matches("w-").parse().unwrap();
+            assert_eq!(member, i, "completion index i fills member i");
+            let p = bound(&pod("w", i, 1), &node, member, true);
+            h.send(Event::Pod(Change::Apply(p.clone())));
+            pods.push(p);
+        }
+        assert_eq!(pods.len(), range.end as usize, "every pod bound: {a:?}");
+    };
+    bind(&mut h, &mut pods, 0..4);
+    assert_eq!(h.state("w"), Some(GroupState::Running));
+    let group = |h: &Harness| h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "w")).unwrap().clone();
+    // Grown to 6 while it runs: the group grows where there is room, and the new pods are bound.
+    let a = [h.send(job_event(Change::Apply(running(6)))), h.cycle()].concat();
+    assert!(a.iter().all(|a| !matches!(a, Action::Suspend { .. })), "nothing is suspended: {a:?}");
+    assert_eq!(group(&h).member_count(), 6);
+    bind(&mut h, &mut pods, 4..6);
+    // Shrunk to 3: the Job controller deletes pods 3..6. Their members stay while the pods are
+    // being deleted (they still run), and go once the pods are gone; the group keeps running.
+    h.send(job_event(Change::Apply(running(3))));
+    for p in &pods[3..] {
+        h.send(Event::Pod(Change::Apply(PodView { deleting: true, ..p.clone() })));
+    }
+    assert_eq!(group(&h).member_count(), 6, "no room is freed while a pod may run in it");
+    for p in &pods[3..] {
+        h.send(Event::Pod(Change::Delete(p.clone())));
+    }
+    let g = group(&h);
+    assert_eq!((g.state, g.member_count()), (GroupState::Running, 3));
+    assert_eq!((g.spec.request.min_members, g.spec.request.max_members), (3, 3));
+    let members: Vec<u32> = g.allocation.unwrap().members.iter().map(|m| m.index).collect();
+    assert_eq!(members, [0, 1, 2], "the members of the pods that stay");
+    assert_eq!(h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "w")).unwrap().evictions, 0);
+}
+
+#[test]
 fn a_waiting_jobs_resize_reshapes_its_group() {
     // 4 members of 2 cpu never fit one 4-cpu node; resized to 2 while it waits, the group (and
     // its Group object) follow and it is admitted with 2 members, keeping its place.
@@ -808,8 +855,10 @@ fn a_waiting_jobs_resize_reshapes_its_group() {
     assert_eq!(unsuspends(&[a, h.cycle()].concat(), "big"), 1);
     let g = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "big")).unwrap().clone();
     assert_eq!((g.state, g.spec.request.min_members, g.seq), (GroupState::Admitted, 2, seq));
-    // Placed, it keeps its size: the same Job event changes nothing.
-    let a = h.send(job_event(Change::Apply(job("big", 3, 2))));
-    assert!(a.iter().all(|a| !matches!(a, Action::EnsureGroup { .. })), "{a:?}");
+    // Placed, a larger size is a max it grows toward when there is room (here none): it keeps
+    // the 2 members it holds.
+    h.send(job_event(Change::Apply(job("big", 3, 2))));
+    let g = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "big")).unwrap().clone();
+    assert_eq!((g.spec.request.min_members, g.spec.request.max_members), (2, 3));
     assert_eq!(allocation(&h, "big").len(), 2);
 }

@@ -1007,6 +1007,39 @@ fn a_copy_of_the_engine_shares_the_groups_a_batch_leaves_alone() {
 }
 
 #[test]
+fn a_running_group_resized_grows_to_its_new_max_and_shrinks_once_members_are_released() {
+    // 4 members of 1 cpu run on 2 nodes of 4 cpu; its job asks for 6 at once, later 3.
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Easy));
+    e.submit(spec("w", "q", 4, 1, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    assert_eq!(state(&e, "w"), GroupState::Running);
+    // Growing: it holds 4 of 4..=6 and grows where there is room, as an elastic group.
+    let ts = e.update(elastic("w", "q", 4, 6, 1, None, 0), 1).unwrap();
+    assert_eq!((to(&ts, "w"), &ts[0].reason), (vec![GroupState::Running], &Reason::Reshaped { min: 4, max: 6 }));
+    assert_eq!(ts[0].allocation.as_ref().map(|a| a.members.len()), Some(4), "it keeps its members");
+    let ts = e.schedule(2);
+    let grown = ts.iter().find(|t| matches!(t.reason, Reason::Grown { .. })).expect("grows");
+    assert_eq!(grown.allocation.as_ref().unwrap().members.len(), 6);
+    e.check_invariants().unwrap();
+    // Shrinking to 3: the min comes down first, members whose pods are gone are released, then
+    // the max follows; never a size that excludes the members it holds.
+    let err = e.update(spec("w", "q", 3, 1, None, 0), 3).unwrap_err();
+    assert!(err.to_string().contains("holding 6 members cannot be sized 3..=3; release members first"), "{err}");
+    e.update(elastic("w", "q", 3, 6, 1, None, 0), 3).unwrap();
+    let ts = e.members_lost(&key("w"), &[3, 4, 5], 3).unwrap();
+    assert!(matches!(ts[0].reason, Reason::Shrunk { .. }), "{ts:?}");
+    e.update(spec("w", "q", 3, 1, None, 0), 3).unwrap();
+    let g = e.group(&key("w")).unwrap();
+    assert_eq!((g.state, g.member_count(), g.spec.request.max_members), (GroupState::Running, 3, 3));
+    e.check_invariants().unwrap();
+    // Only the counts: requests (or queue) are what it was placed for.
+    let err = e.update(spec("w", "q", 3, 2, None, 0), 4).unwrap_err();
+    assert!(err.to_string().contains("may change only how many members it has"), "{err}");
+    assert!(e.update(spec("w", "other", 3, 1, None, 0), 4).is_err());
+}
+
+#[test]
 fn a_waiting_group_reshaped_keeps_its_place_and_is_planned_for_its_new_size() {
     // big (2 nodes) is reserved at 50 behind filler; shrunk to 1 node, it fits now.
     let mut e = blocked_head(QueuePolicy::Conservative { depth: 4 });
@@ -1020,9 +1053,9 @@ fn a_waiting_group_reshaped_keeps_its_place_and_is_planned_for_its_new_size() {
     let ts = e.schedule(3);
     assert_eq!(to(&ts, "big"), [GroupState::Admitted]);
     e.check_invariants().unwrap();
-    // Placed: it keeps the spec it was placed for; and no group changes queue.
+    // Placed: only its member counts may change (it holds 1 member); and no group changes queue.
     let err = e.update(spec("big", "q", 2, 4, Some(100), 1), 4).unwrap_err();
-    assert!(err.to_string().contains("keeps the spec it was placed for"), "{err}");
+    assert!(err.to_string().contains("holding 1 members cannot be sized 2..=2"), "{err}");
     e.suspend(&key("big"), 5).unwrap();
     assert!(e.update(spec("big", "other", 1, 4, None, 1), 6).is_err());
     // Suspended: reshaped in place, and queued with its new size once resumed.

@@ -434,6 +434,9 @@ impl<S: ClusterState> Checker<'_, S> {
         let shape = workload::shape(new);
         let was = workload::shape(old).ok().map(|s| (s.members, s.requests));
         let resized = was.as_ref().map(|(m, r)| (m, r)) != shape.as_ref().ok().map(|s| (&s.members, &s.requests));
+        // A Job may change its pod count while placed: muster grows or shrinks its group.
+        let counts_only =
+            W::resizes_while_placed() && was.as_ref().map(|(_, r)| r) == shape.as_ref().ok().map(|s| &s.requests);
         let (a_old, a_new) = (old.meta().annotations.as_ref(), new.meta().annotations.as_ref());
         let annotated = [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY]
             .iter()
@@ -442,7 +445,7 @@ impl<S: ClusterState> Checker<'_, S> {
             return;
         }
         // Suspending in the same update is what we ask for: the pods go, and muster requeues.
-        if resized && !new.held() {
+        if resized && !new.held() && !counts_only {
             let name = new.meta().name.as_deref().unwrap_or("");
             self.placed_resize(W::kind(), name, resize_field).await;
         }

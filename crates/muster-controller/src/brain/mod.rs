@@ -24,7 +24,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use muster_durable::{ClusterReport, DurableEngine, Input, Options};
-use muster_graph::{Graph, NodeSpec, Policy, ResourceGraph};
+use muster_graph::{Graph, GroupRequest, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
 use muster_k8s::{GroupConditionType as Cond, GroupStatus, QueueStatus, labels, workload};
 use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Plan, Reason, Transition};
@@ -576,14 +576,55 @@ impl<S: Store> Brain<S> {
         use GroupState::*;
         let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(&j.key)) else { return };
         let Ok(object) = &j.group else { return };
-        let changed = object.to_request(&j.key.name).is_ok_and(|r| r != g.spec.request)
-            || object.priority_class_name != g.spec.priority_class;
-        if changed
-            && matches!(state, Queued | Reserved | Suspended | Deactivated)
+        let Ok(want) = object.to_request(&j.key.name) else { return };
+        let changed = want != g.spec.request || object.priority_class_name != g.spec.priority_class;
+        if !changed {
+            return;
+        }
+        if matches!(state, Queued | Reserved | Suspended | Deactivated) {
+            if let Some(spec) = self.engine_spec(j) {
+                self.inputs.push(Input::Update(spec));
+            }
+            return;
+        }
+        // Placed: a Job resized while it runs (the webhook refuses any other change). The counts
+        // go as far as the members it holds allow; pods_changed releases members beyond the
+        // new max once their pods are gone, and the engine grows it up to a larger one.
+        let held = g.member_count();
+        let bounds = (want.min_members.min(held), want.max_members.max(held));
+        let now = (g.spec.request.min_members, g.spec.request.max_members);
+        if matches!(state, Admitted | Running)
+            && bounds != now
             && let Some(spec) = self.engine_spec(j)
         {
-            self.inputs.push(Input::Update(spec));
+            self.inputs.push(Input::Update(with_member_bounds(spec, bounds)));
         }
+    }
+
+    /// Releases the members of a placed group beyond its workload's new max that no pod holds
+    /// (highest first): the min comes down first so that the loss is a shrink, not an eviction,
+    /// and the counts follow the members left.
+    fn release_beyond(
+        &mut self,
+        key: &GroupKey,
+        spec: &GroupSpec,
+        alloc: &muster_queue::AllocationRecord,
+        want: &GroupRequest,
+        occupied: &BTreeSet<u32>,
+    ) {
+        let held = alloc.members.len() as u32;
+        let excess = (held - want.max_members) as usize;
+        let free: Vec<u32> = alloc.members.iter().rev().map(|m| m.index).filter(|i| !occupied.contains(i)).collect();
+        let release: Vec<u32> = free.into_iter().take(excess).collect();
+        if release.is_empty() {
+            return;
+        }
+        let left = held - release.len() as u32;
+        let before = with_member_bounds(spec.clone(), (want.min_members.min(left), held));
+        let after = with_member_bounds(spec.clone(), (want.min_members.min(left), want.max_members.max(left)));
+        self.inputs.push(Input::Update(before));
+        self.inputs.push(Input::MembersLost { key: key.clone(), members: release });
+        self.inputs.push(Input::Update(after));
     }
 
     /// The engine's spec of a Job's group, with its Group object ensured; None (with a warning
@@ -629,6 +670,13 @@ impl<S: Store> Brain<S> {
             .iter()
             .filter_map(|u| self.pods.items.get(u))
             .filter(|p| !p.deleting && p.phase != PodPhase::Failed)
+            .collect();
+        // A pod being deleted still runs in its member until it is gone.
+        let going: Vec<u32> = uids
+            .iter()
+            .filter_map(|u| self.pods.items.get(u))
+            .filter(|p| p.deleting && p.holds_capacity())
+            .filter_map(|p| p.member)
             .collect();
         let ready =
             pods.iter().filter(|p| p.node.is_some() && (p.ready || p.phase == PodPhase::Succeeded)).count() as u32;
@@ -679,6 +727,12 @@ impl<S: Store> Brain<S> {
             let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
             filled.insert(member);
             binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member, p.gated));
+        }
+        let desired = workload.and_then(|w| w.group.as_ref().ok()).and_then(|o| o.to_request(&key.name).ok());
+        if let Some(want) = desired.filter(|w| alloc.members.len() as u32 > w.max_members) {
+            let occupied: BTreeSet<u32> = filled.iter().copied().chain(going).collect();
+            let spec = g.spec.clone();
+            self.release_beyond(key, &spec, &alloc, &want, &occupied);
         }
         for (uid, pod, namespace) in strays {
             let message = format!(
@@ -804,4 +858,10 @@ impl<S: Store> Brain<S> {
             }
         }
     }
+}
+
+/// `spec` with its member counts set to `(min, max)`.
+fn with_member_bounds(mut spec: GroupSpec, (min, max): (u32, u32)) -> GroupSpec {
+    (spec.request.min_members, spec.request.max_members) = (min, max);
+    spec
 }

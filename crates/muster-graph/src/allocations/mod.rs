@@ -332,6 +332,23 @@ impl ResourceGraph {
         Ok(())
     }
 
+    /// Sets how many members a running allocation may have (its group was resized while it ran):
+    /// its members stay, and must be within the new bounds; [`Self::grow`] then grows it up to `max`.
+    pub fn set_member_bounds(&mut self, id: AllocId, min: u32, max: u32) -> Result<(), GraphError> {
+        let alloc = self.allocation(id)?;
+        let held = alloc.members.len() as u32;
+        if held > max {
+            return Err(GraphError::TooManyMembers { alloc: id, wanted: held, max });
+        }
+        if held < min || min == 0 {
+            return Err(GraphError::TooFewMembers { alloc: id, held, min });
+        }
+        let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).expect("checked above"));
+        (alloc.request.min_members, alloc.request.max_members) = (min, max);
+        self.allocations.insert(id, Arc::new(alloc));
+        Ok(())
+    }
+
     /// Adds `count` members to a running allocation, all or none, within its domain if it has one.
     /// Returns the new members' indices, or None if they do not fit now.
     pub fn grow(&mut self, id: AllocId, count: u32, now: i64) -> Result<Option<Vec<u32>>, GraphError> {

@@ -93,6 +93,10 @@ impl Workload for Job {
 
     /// A Job another held kind controls (a JobSet's child, an MPIJob's launcher; its template
     /// may carry the queue label) is part of that workload's group.
+    fn resizes_while_placed() -> bool {
+        true
+    }
+
     fn part_of_another(&self) -> bool {
         controller(&self.metadata).is_some_and(|o| HELD_KINDS.iter().any(|k| **k != KIND && is_kind(o, k)))
     }

@@ -162,6 +162,13 @@ pub trait Workload {
     /// Whether the group may start with fewer members (annotation [`labels::MIN_MEMBERS`]).
     fn elastic() -> bool;
 
+    /// Whether its pod count may change while its group is placed (the engine then grows the
+    /// group, or releases the members its controller's deleted pods leave): an elastic Indexed
+    /// Job's. Other kinds are suspended to be resized.
+    fn resizes_while_placed() -> bool {
+        false
+    }
+
     /// Whether it is part of another workload's group (a JobSet's child Job), and so no group
     /// of its own.
     fn part_of_another(&self) -> bool {

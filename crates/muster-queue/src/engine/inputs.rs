@@ -100,12 +100,16 @@ impl Engine {
     /// Replaces the spec of a group that holds nothing (queued, reserved, suspended or
     /// deactivated): its job was resized or reshaped while it waited. It keeps its place in its
     /// queue; a reservation is dropped (Reserved -> Queued) and planned anew by the next cycle. A
-    /// placed or evicted group keeps the spec it was placed for, and a group never changes queue.
+    /// placed group may change only its member counts ([`Engine::resize_placed`]); an evicted one
+    /// keeps the spec it was placed for, and a group never changes queue.
     pub fn update(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
         let key = spec.key.clone();
         let g = self.get(&key)?;
         let state = g.state;
         use GroupState::*;
+        if matches!(state, Admitted | Running) {
+            return self.resize_placed(spec, now);
+        }
         if !matches!(state, Queued | Reserved | Suspended | Deactivated) {
             return Err(EngineError::InvalidGroup {
                 key,
@@ -142,6 +146,50 @@ impl Engine {
         let mut out = Vec::new();
         let to = if state == Reserved { Queued } else { state };
         self.step(&key, to, Reason::Reshaped { min, max }, None, &mut out);
+        Ok(out)
+    }
+
+    /// A placed group's job changed how many pods it runs at once (an elastic Indexed Job resized
+    /// while it runs): only the member counts change, and they must still admit the members it
+    /// holds. Below the new max it grows as an elastic group does; to end below its members, the
+    /// caller first releases members whose pods are gone ([`Engine::members_lost`]), so that no
+    /// room is freed while a pod may still run in it.
+    fn resize_placed(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
+        let key = spec.key.clone();
+        let g = self.get(&key)?;
+        let (state, held) = (g.state, g.member_count());
+        let (min, max) = (spec.request.min_members, spec.request.max_members);
+        let mut counts_only = g.spec.request.clone();
+        (counts_only.min_members, counts_only.max_members) = (min, max);
+        if counts_only != spec.request || spec.queue != g.spec.queue || spec.priority_class != g.spec.priority_class {
+            return Err(EngineError::InvalidGroup {
+                key,
+                field: "request".into(),
+                message: format!(
+                    "a {state} group may change only how many members it has (its requests, placement, queue and \
+                     priority are what it was placed for); suspend it first"
+                ),
+            });
+        }
+        if min < 1 || min > max || held < min || held > max {
+            return Err(EngineError::InvalidGroup {
+                key,
+                field: "members".into(),
+                message: format!(
+                    "a {state} group holding {held} members cannot be sized {min}..={max}; release members first"
+                ),
+            });
+        }
+        self.advance(now);
+        let id = self.graph_alloc[&key];
+        self.graph.set_member_bounds(id, min, max).expect("bounds checked against the members held");
+        self.index_spec(&key, &spec.request);
+        let g = self.group_mut(&key);
+        g.spec.request = spec.request;
+        let allocation = g.allocation.clone();
+        self.dirty = true;
+        let mut out = Vec::new();
+        self.step(&key, state, Reason::Reshaped { min, max }, allocation, &mut out);
         Ok(out)
     }
 
