@@ -3,7 +3,9 @@
 # group of `parallelism` members; its later pods take the members its finished pods leave, on the
 # same nodes, and the Job completes. The same for an Indexed Job (completion indexes past the
 # members). An Indexed Job resized while it waits (parallelism and completions together) runs at
-# its new size. (Raising parallelism past completions while a Job runs: test-admission.sh.)
+# its new size. An elastic Indexed Job resized while it runs grows (its new pods bound to the
+# members its Group gains) and shrinks (the members of the pods the Job controller deletes are
+# released once those pods are gone), and keeps running throughout.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -52,3 +54,16 @@ ran=$(k -n $ns get pods -l batch.kubernetes.io/job-name=elastic \
   -o jsonpath='{range .items[*]}{.metadata.annotations.muster\.dev/member}={.spec.nodeName} {end}')
 stray=$(for p in $ran; do [[ " $given " == *" $p "* ]] || echo "$p"; done)
 check "its 4 pods ran on the members its Group was given ($given)" test -z "$stray" -a "$(wc -w <<<"$ran")" -eq 4
+
+# --- an elastic Indexed Job resized while it runs: grown from 4 to 6, then shrunk to 3 -------
+queued_job_yaml stretch 4 indexed=1 | k -n $ns create -f - >/dev/null
+eventually 30 "Job stretch runs its 4 pods" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l batch.kubernetes.io/job-name=stretch --field-selector=status.phase=Running -o name | wc -l) -eq 4 ]]"
+k -n $ns patch job stretch --type merge -p '{"spec":{"parallelism":6,"completions":6}}' >/dev/null
+pass "the Job was resized to 6 while it runs (the webhook allows a pod count change)"
+eventually 30 "its Group grew to 6 members" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev stretch -o jsonpath='{.status.allocation[*].member}' | wc -w) -eq 6 ]]"
+eventually 30 "its 6 pods run, each on the node of its member" on_assigned $ns stretch batch.kubernetes.io/job-name=stretch 6
+k -n $ns patch job stretch --type merge -p '{"spec":{"parallelism":3,"completions":3}}' >/dev/null
+eventually 30 "shrunk to 3, its Group releases the members of the deleted pods" bash -c "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev stretch -o jsonpath='{.status.allocation[*].member}') == '0 1 2' ]]"
+check "the 3 pods left run on their members" on_assigned $ns stretch batch.kubernetes.io/job-name=stretch 3
+check "and the Group kept running throughout (phase $(group_phase $ns stretch), evicted $(k -n $ns get groups.muster.dev stretch -o jsonpath='{.status.requeue.count}') times)" \
+  test "$(group_phase $ns stretch)/$(k -n $ns get groups.muster.dev stretch -o jsonpath='{.status.requeue.count}')" = Running/
