@@ -59,6 +59,7 @@ fn main() {
         let name = format!("job-{j:06}");
         let job = WorkloadView {
             kind: &muster_k8s::workload::job::KIND,
+            hold: &muster_k8s::workload::job::KIND,
             key: GroupKey::new("team", &name),
             uid: format!("uid-{j}"),
             queue: "default".into(),

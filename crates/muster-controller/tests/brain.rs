@@ -640,7 +640,7 @@ fn jobset_event(c: Change<WorkloadView>) -> Event {
 fn jobset(suspended: bool) -> WorkloadView {
     let mut job = job("train", 5, 1);
     job.suspended = suspended;
-    job.kind = &workload::jobset::KIND;
+    (job.kind, job.hold) = (&workload::jobset::KIND, &workload::jobset::KIND);
     let layout = |name: &str, children, pods| SetLayout { name: name.into(), children, pods };
     job.layout = vec![layout("workers", 2, 2), layout("driver", 1, 1)];
     let g = job.group.as_mut().unwrap();
@@ -677,6 +677,23 @@ fn jobset_suspends(actions: &[Action]) -> Vec<bool> {
             _ => None,
         })
         .collect()
+}
+
+#[test]
+fn a_trainjobs_jobset_is_released_and_evicted_through_the_trainjob() {
+    // The trainer would suspend its JobSet again at once: muster patches the TrainJob.
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
+    let held = WorkloadView { hold: &workload::trainjob::KIND, ..jobset(true) };
+    let a = h.send(jobset_event(Change::Apply(held.clone())));
+    assert_eq!(h.state("train"), Some(GroupState::Admitted));
+    let patched: Vec<(&str, bool)> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::Suspend { key, kind, suspend } if key.name == "train" => Some((kind.kind, *suspend)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(patched, [("TrainJob", false)], "{a:?}");
 }
 
 #[test]

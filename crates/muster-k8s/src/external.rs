@@ -186,6 +186,20 @@ pub struct RayJobSpec {
     pub suspend: bool,
 }
 
+/// A Kubeflow Trainer TrainJob (`trainer.kubeflow.org/v1alpha1`), as far as muster reads it: the
+/// suspension the trainer mirrors onto the JobSet it makes (of the same name, which it controls),
+/// and the labels it puts on that JobSet.
+#[derive(CustomResource, Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "trainer.kubeflow.org", version = "v1alpha1", kind = "TrainJob", namespaced)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainJobSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    /// Labels of the JobSet the trainer makes (not of its Jobs or pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
 /// A RayCluster (`ray.io/v1`, KubeRay) on its own, as far as muster reads it: a head and worker
 /// groups, held with `spec.suspend`. (A RayJob's or RayService's clusters are theirs.)
 #[derive(CustomResource, Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

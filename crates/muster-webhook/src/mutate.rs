@@ -8,12 +8,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{
+    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_min_count, pod_group_min_member,
+};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
 use muster_k8s::lws::LeaderWorkerSet;
-use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob};
+use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob, trainjob};
 use serde_json::{Value, json};
 
 use crate::config::WebhookConfig;
@@ -94,6 +96,7 @@ pub async fn mutate<S: ClusterState>(
             }
             _ => Vec::new(),
         },
+        (Target::TrainJob, Operation::Create) => train_job(&typed(obj, "TrainJob")?, &json_of(obj)),
         (Target::LeaderWorkerSet, Operation::Create | Operation::Update) if !config.is_muster(user(req)) => {
             leader_worker_set(&typed(obj, "LeaderWorkerSet")?, &json_of(obj))
         }
@@ -181,11 +184,31 @@ fn held_create<W: Workload>(w: &W, object: &Value) -> Vec<PatchOperation> {
     ops
 }
 
+/// A queued TrainJob is created suspended (the trainer makes its JobSet suspended too), and its
+/// queue label goes onto that JobSet (`spec.labels`), which muster then holds as the group.
+fn train_job(tj: &TrainJob, object: &Value) -> Vec<PatchOperation> {
+    let Some(queue) = get(tj.metadata.labels.as_ref(), QUEUE) else { return Vec::new() };
+    let mut ops = Vec::new();
+    if tj.spec.suspend != Some(true) {
+        ops.push(add_field(object, trainjob::KIND.hold_field, json!(true)));
+    }
+    if get(tj.spec.labels.as_ref(), QUEUE) != Some(queue) {
+        ops.push(add_at(object, &["spec", "labels", QUEUE], json!(queue)));
+    }
+    ops
+}
+
 /// A user holding or releasing a queued workload: releasing becomes a resume request (it stays
 /// held), holding is stamped as the user's.
 fn held_update<W: Workload>(old: &W, new: &W, object: &Value, now: Timestamp) -> Vec<PatchOperation> {
-    // A workload without its pod templates is the apiserver's to refuse.
-    if new.pod_sets().is_err() || !(queued(old) || queued(new)) || old.held() == new.held() {
+    // A workload without its pod templates is the apiserver's to refuse. One held through its
+    // controller follows it (the trainer resumes a TrainJob's JobSet once muster resumed the
+    // TrainJob): its own hold is not a user's.
+    if new.pod_sets().is_err()
+        || !(queued(old) || queued(new))
+        || old.held() == new.held()
+        || new.held_by() != W::kind()
+    {
         return Vec::new();
     }
     let was = old.held();

@@ -6,7 +6,7 @@ use std::fmt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionRequest;
-use muster_k8s::workload::{HELD_KINDS, Kind, job};
+use muster_k8s::workload::{HELD_KINDS, Kind, job, trainjob};
 use serde::de::DeserializeOwned;
 
 /// Why a request is refused: one or more messages, each naming a field and what to change.
@@ -37,6 +37,8 @@ pub(crate) enum Target {
     Held(&'static Kind),
     /// A LeaderWorkerSet: never held itself; its pods are.
     LeaderWorkerSet,
+    /// A TrainJob: holds the JobSet the trainer makes for it, which is the group.
+    TrainJob,
     Pod,
     Group,
     Other,
@@ -53,6 +55,7 @@ pub(crate) fn target(req: &AdmissionRequest<DynamicObject>) -> Target {
         (Some(k), ..) => Target::Held(k),
         (None, "", "Pod") => Target::Pod,
         (None, muster_k8s::lws::API_GROUP, "LeaderWorkerSet") => Target::LeaderWorkerSet,
+        (None, group, "TrainJob") if group == trainjob::KIND.group => Target::TrainJob,
         (None, muster_k8s::API_GROUP, "Group") => Target::Group,
         _ => Target::Other,
     }

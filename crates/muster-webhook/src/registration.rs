@@ -17,7 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, SCHEDULER_NAME};
 use muster_k8s::lws;
-use muster_k8s::workload::HELD_KINDS;
+use muster_k8s::workload::{HELD_KINDS, HOLDERS};
 
 use crate::config::{DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_NAMESPACE_CONTROLLER_USER};
 
@@ -197,11 +197,12 @@ fn managed_namespaces() -> Option<LabelSelector> {
     })
 }
 
-/// A mutating or validating hook (`verb`) for each held kind, and for LeaderWorkerSets (whose
-/// pods muster holds), on objects with the queue label.
+/// A mutating or validating hook (`verb`) for each held kind, each kind that holds one (a
+/// TrainJob), and LeaderWorkerSets (whose pods muster holds), on objects with the queue label.
 fn held_kind_hooks(verb: &str) -> Vec<Hook> {
     let lws = (lws::API_GROUP, "v1", "leaderworkersets");
-    let kinds = HELD_KINDS.iter().map(|k| (k.group, k.version, k.plural)).chain([lws]);
+    let held = HELD_KINDS.iter().chain(&HOLDERS).map(|k| (k.group, k.version, k.plural));
+    let kinds = held.chain([lws]);
     kinds
         .map(|(group, version, plural)| Hook {
             name: format!("{plural}.{verb}.{}", muster_k8s::API_GROUP),
@@ -496,8 +497,9 @@ mod tests {
     fn registration_every_hook_fails_closed_and_is_scoped() {
         let m = mutating_configuration(&Endpoint::Url("https://127.0.0.1:9443/".into()), Some(b"CA"), true);
         let hooks = m.webhooks.unwrap();
-        let kinds = muster_k8s::workload::HELD_KINDS.len() + 1;
-        assert_eq!(hooks.len(), kinds + 4, "one per held kind and LeaderWorkerSets, and the pod hooks");
+        let kinds = HELD_KINDS.len() + HOLDERS.len() + 1;
+        assert_eq!(hooks.len(), kinds + 4, "one per held kind, TrainJobs and LeaderWorkerSets, and the pod hooks");
+        assert!(hooks.iter().any(|h| h.name == "trainjobs.mutate.muster.dev"));
         let lws_pods = hooks.iter().find(|h| h.name == "leaderworkerset-pods.mutate.muster.dev").unwrap();
         let keys: Vec<_> = lws_pods.object_selector.iter().flat_map(|s| s.match_expressions.iter().flatten()).collect();
         assert_eq!(

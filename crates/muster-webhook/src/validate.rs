@@ -10,7 +10,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, native_pod_group_min_count, pod_group_min_member};
+use muster_k8s::external::{
+    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_min_count, pod_group_min_member,
+};
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
@@ -32,6 +34,7 @@ use crate::object::{
 use crate::state::ClusterState;
 
 mod lws;
+mod trainjob;
 
 /// Labels the Job controller puts on its pods (the second is the pre-1.27 spelling).
 const JOB_NAME_LABELS: [&str; 2] = ["batch.kubernetes.io/job-name", "job-name"];
@@ -80,6 +83,12 @@ pub async fn validate<S: ClusterState>(
             let old: Option<LeaderWorkerSet> =
                 if create { None } else { req.old_object.as_ref().map(|o| typed(o, "LeaderWorkerSet")).transpose()? };
             c.leader_worker_set(&new, old.as_ref()).await;
+        }
+        Target::TrainJob => {
+            let new: TrainJob = typed(obj, "TrainJob")?;
+            let old: Option<TrainJob> =
+                if create { None } else { req.old_object.as_ref().map(|o| typed(o, "TrainJob")).transpose()? };
+            c.train_job(&new, old.as_ref()).await;
         }
         Target::Pod => {
             let new: Pod = typed(obj, "Pod")?;

@@ -538,7 +538,7 @@ impl<S: Store> Brain<S> {
     /// patch is already on its way. A workload not (or no longer) mirrored has nothing to patch:
     /// once it is listed, [`Brain::job_changed`] sets it as its group wants.
     fn set_suspend(&mut self, key: &GroupKey, suspend: bool) {
-        let Some(kind) = self.workload(&key.to_string()).map(|j| j.kind) else { return };
+        let Some(kind) = self.workload(&key.to_string()).map(|j| j.hold) else { return };
         if self.suspend_sent.insert(key.clone(), suspend) != Some(suspend) {
             self.actions.push(Action::Suspend { key: key.clone(), kind, suspend });
         }

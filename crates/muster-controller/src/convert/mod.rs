@@ -369,8 +369,11 @@ pub fn pod_requests(spec: &PodSpec) -> Vec<(String, u64)> {
 /// queue label: the group it is and how it is held.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadView {
-    /// Its kind (batch/v1 Job, JobSet, ...): how it is held and released.
+    /// Its kind (batch/v1 Job, JobSet, ...).
     pub kind: &'static workload::Kind,
+    /// The kind of the object of its name that muster suspends and resumes: its own, or a
+    /// TrainJob's for the JobSet the trainer makes ([`workload::Workload::held_by`]).
+    pub hold: &'static workload::Kind,
     pub key: GroupKey,
     pub uid: String,
     pub queue: String,
@@ -416,6 +419,7 @@ pub fn workload_view<W: Workload>(w: &W) -> Option<WorkloadView> {
     let annotated = |k: &str| meta.annotations.as_ref().is_some_and(|a| a.contains_key(k));
     Some(WorkloadView {
         kind: W::kind(),
+        hold: w.held_by(),
         key: GroupKey::new(&namespace, &name),
         uid,
         suspended: w.held(),

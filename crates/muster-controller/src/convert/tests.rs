@@ -280,6 +280,12 @@ fn a_jobset_is_one_group_of_every_pod_of_its_child_jobs() {
     let mut unqueued = jobset(json!({}));
     unqueued.metadata.labels = None;
     assert!(workload_view(&unqueued).is_none());
+    // Its own hold; a TrainJob's JobSet is held through the TrainJob (the trainer controls it).
+    assert_eq!(j.hold.kind, "JobSet");
+    let trained = jobset(json!({"metadata": {"ownerReferences": [{"apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob", "name": "train", "uid": "t", "controller": true}]}}));
+    let t = workload_view(&trained).unwrap();
+    assert_eq!((t.kind.kind, t.hold.kind), ("JobSet", "TrainJob"));
 }
 
 #[test]

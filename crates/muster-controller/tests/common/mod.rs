@@ -37,6 +37,7 @@ pub fn node(name: &str, cpu: u64) -> NodeView {
 pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
     WorkloadView {
         kind: &muster_k8s::workload::job::KIND,
+        hold: &muster_k8s::workload::job::KIND,
         key: GroupKey::new(NS, name),
         uid: format!("uid-{name}"),
         queue: "default".into(),

@@ -3,8 +3,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::place::{is_kind, label};
-use super::{AddedContainers, Kind, PodPlace, PodSet, Workload, job};
+use super::place::{controller, is_kind, label};
+use super::{AddedContainers, Kind, PodPlace, PodSet, Workload, job, trainjob};
 use crate::external::{JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JobSet, REPLICATED_JOB_LABEL};
 
 pub const KIND: Kind = Kind {
@@ -86,6 +86,14 @@ impl Workload for JobSet {
 
     fn size_field() -> &'static str {
         "spec.replicatedJobs"
+    }
+
+    /// A TrainJob's JobSet is held through the TrainJob.
+    fn held_by(&self) -> &'static Kind {
+        match controller(&self.metadata) {
+            Some(owner) if is_kind(owner, &trainjob::KIND) => &trainjob::KIND,
+            _ => &KIND,
+        }
     }
 
     fn elastic() -> bool {

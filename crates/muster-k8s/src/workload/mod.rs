@@ -18,6 +18,7 @@ mod ray;
 pub mod raycluster;
 pub mod rayjob;
 pub mod rbac;
+pub mod trainjob;
 
 use std::collections::BTreeMap;
 
@@ -88,6 +89,10 @@ impl Kind {
 
 /// The kinds muster holds back by suspending them until their whole group is admitted.
 pub const HELD_KINDS: [&Kind; 5] = [&job::KIND, &jobset::KIND, &mpijob::KIND, &rayjob::KIND, &raycluster::KIND];
+
+/// Kinds that hold a workload of a held kind for it, and that muster patches to hold or release
+/// it ([`Workload::held_by`]): a TrainJob holds its JobSet.
+pub const HOLDERS: [&Kind; 1] = [&trainjob::KIND];
 
 /// Pods made from one template: where the template is and how many of its pods run at once.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +166,13 @@ pub trait Workload {
 
     /// Whether the group may start with fewer members (annotation [`labels::MIN_MEMBERS`]).
     fn elastic() -> bool;
+
+    /// The kind whose hold field holds it: its own, or its controller's where that controller
+    /// would undo a change to its own (a TrainJob's JobSet, which the trainer suspends as long as
+    /// the TrainJob is).
+    fn held_by(&self) -> &'static Kind {
+        Self::kind()
+    }
 
     /// Whether its pod count may change while its group is placed (the engine then grows the
     /// group, or releases the members its controller's deleted pods leave): an elastic Indexed

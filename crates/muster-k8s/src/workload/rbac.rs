@@ -1,32 +1,35 @@
 //! The part of muster's ClusterRole that the registry of kinds decides: a rule for each held
-//! kind and its finalizers (so a Group may name it as owner with blockOwnerDeletion where the
+//! kind (and each kind that holds one, [`HOLDERS`]) and its finalizers (so a Group may name it as owner with blockOwnerDeletion where the
 //! OwnerReferencesPermissionEnforcement admission plugin is on). `deploy/chart/templates/rbac.yaml` carries it
 //! between two marker lines; a test keeps the checked-in copy current.
 
-use super::{HELD_KINDS, Kind};
+use super::{HELD_KINDS, HOLDERS, Kind};
 
 /// The line before the generated rules in `deploy/chart/templates/rbac.yaml`.
 pub const BEGIN: &str = "# BEGIN held kinds: generated from muster_k8s::workload::HELD_KINDS";
 /// The line after them.
 pub const END: &str = "# END held kinds";
 
-/// The ClusterRole rules of the held kinds, as YAML list items.
+/// The ClusterRole rules of the held kinds and their holders, as YAML list items. Only a held
+/// kind owns Groups, so only its finalizers are named.
 pub fn held_kind_rules() -> String {
-    HELD_KINDS.iter().map(|k| rules(k)).collect()
+    let held = HELD_KINDS.iter().map(|k| rules(k, true));
+    held.chain(HOLDERS.iter().map(|k| rules(k, false))).collect()
 }
 
-fn rules(k: &Kind) -> String {
-    format!(
-        "# {}s: {}.\n- apiGroups: [{}]\n  resources: [{}]\n  verbs: [{}]\n- apiGroups: [{}]\n  resources: [{}/finalizers]\n  \
-         verbs: [update]\n",
+fn rules(k: &Kind, owns_groups: bool) -> String {
+    let rule = format!(
+        "# {}s: {}.\n- apiGroups: [{}]\n  resources: [{}]\n  verbs: [{}]\n",
         k.kind,
         k.why,
         k.group,
         k.plural,
-        k.verbs.join(", "),
-        k.group,
-        k.plural
-    )
+        k.verbs.join(", ")
+    );
+    if !owns_groups {
+        return rule;
+    }
+    format!("{rule}- apiGroups: [{}]\n  resources: [{}/finalizers]\n  verbs: [update]\n", k.group, k.plural)
 }
 
 /// `yaml` with the text between [`BEGIN`] and [`END`] replaced by [`held_kind_rules`]; None when
@@ -56,7 +59,7 @@ mod tests {
             "deploy/chart/templates/rbac.yaml is out of date with muster_k8s::workload::HELD_KINDS; run \
              `MUSTER_UPDATE_RBAC=1 cargo test -p muster-k8s` to regenerate it"
         );
-        for k in HELD_KINDS {
+        for k in HELD_KINDS.iter().chain(&HOLDERS) {
             assert!(old.contains(&format!("  resources: [{}]\n", k.plural)), "{}", k.kind);
         }
     }
@@ -66,7 +69,8 @@ mod tests {
         let yaml = format!("a\n{BEGIN}\nstale\n{END}\nb\n");
         let out = with_held_kind_rules(&yaml).unwrap();
         assert!(out.starts_with(&format!("a\n{BEGIN}\n# Jobs: ")), "{out}");
-        assert!(out.ends_with(&format!("  verbs: [update]\n{END}\nb\n")), "{out}");
+        assert!(out.ends_with(&format!("  verbs: [get, patch]\n{END}\nb\n")), "the holders come last: {out}");
+        assert!(!out.contains("trainjobs/finalizers"), "a holder owns no Group: {out}");
         assert!(!out.contains("stale"));
         assert_eq!(with_held_kind_rules("no markers"), None);
     }
