@@ -10,7 +10,9 @@
 #   $MUSTER_CACHE/kuberay-<v>/ray{jobs,clusters,services}.yaml   its CRDs
 #   $MUSTER_CACHE/lws-<v>/lws                      the LeaderWorkerSet controller
 #   $MUSTER_CACHE/lws-<v>/leaderworkersets.yaml    its CRD
-#   hack/third-party.sh [podgroup|jobset|mpi-operator|kuberay|lws]...   (default: all)
+#   $MUSTER_CACHE/trainer-<v>/trainer-controller-manager   Kubeflow Trainer's controller
+#   $MUSTER_CACHE/trainer-<v>/{trainjobs,trainingruntimes,clustertrainingruntimes}.yaml   its CRDs
+#   hack/third-party.sh [podgroup|jobset|mpi-operator|kuberay|lws|trainer]...   (default: all)
 # Prints the path of each (the CRD file; the controller's directory) on stdout, one a line.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -22,6 +24,7 @@ JOBSET_BIN=$MUSTER_CACHE/jobset-$JOBSET_VERSION
 MPI_OPERATOR_BIN=$MUSTER_CACHE/mpi-operator-$MPI_OPERATOR_VERSION
 KUBERAY_BIN=$MUSTER_CACHE/kuberay-$KUBERAY_VERSION
 LWS_BIN=$MUSTER_CACHE/lws-$LWS_VERSION
+TRAINER_BIN=$MUSTER_CACHE/trainer-$TRAINER_VERSION
 
 # module_dir MODULE VERSION: the unpacked module in the Go module cache (downloaded if missing)
 module_dir() {
@@ -82,7 +85,14 @@ lws() {
     config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml
 }
 
-what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset mpi-operator kuberay lws)
+trainer() {
+  local crds=manifests/base/crds/trainer.kubeflow.org
+  controller "Kubeflow Trainer controller" github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" \
+    ./cmd/trainer-controller-manager "$TRAINER_BIN" trainer-controller-manager \
+    "${crds}_trainjobs.yaml" "${crds}_trainingruntimes.yaml" "${crds}_clustertrainingruntimes.yaml"
+}
+
+what=("$@"); (( ${#what[@]} )) || what=(podgroup jobset mpi-operator kuberay lws trainer)
 for w in "${what[@]}"; do
   case $w in
     podgroup) podgroup ;;
@@ -90,6 +100,7 @@ for w in "${what[@]}"; do
     mpi-operator) mpi_operator ;;
     kuberay) kuberay ;;
     lws) lws ;;
-    *) die "unknown: $w (podgroup, jobset, mpi-operator, kuberay or lws)" ;;
+    trainer) trainer ;;
+    *) die "unknown: $w (podgroup, jobset, mpi-operator, kuberay, lws or trainer)" ;;
   esac
 done

@@ -6,6 +6,8 @@
 #   muster_down   stop it and remove the webhook registration (it fails closed)
 #   muster_metric NAME   a sample of the controller's /metrics (NAME with its labels, if any)
 #   group_status_writes  Group status writes the apiserver has served (its /metrics)
+#   jobset_controller_up, trainer_controller_up   the real JobSet and Kubeflow Trainer controllers
+#                 as local processes (_down stops them and removes what they installed)
 # State in $MUSTER_CLUSTER_DIR/muster-e2e; the controller log is logs/muster-controller.log.
 resolve_muster_bin
 muster_dir=$MUSTER_CLUSTER_DIR/muster-e2e
@@ -15,22 +17,30 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# operator_webhook_config DIR API_VERSION: for a controller-runtime operator (JobSet, LWS) run as
-# a local process with its own webhooks: a throwaway CA (DIR/ca.crt) and a serving certificate for
-# 127.0.0.1 (DIR/certs), and DIR/config.yaml, the operator's Configuration (API_VERSION) serving
-# them on a free loopback port with leader election, internal cert management and metrics off.
-# Sets operator_port and operator_ca (the CA, base64, for a caBundle).
-operator_webhook_config() {
-  local dir=$1 api_version=$2
-  mkdir -p "$dir/certs"
+# operator_certs DIR CERT_DIR: for an operator run as a local process with its own webhooks: a
+# throwaway CA (DIR/ca.crt) and a serving certificate for 127.0.0.1 (CERT_DIR/tls.{crt,key}).
+# Sets operator_port (a free loopback port to serve them on) and operator_ca (the CA, base64, for
+# a caBundle).
+operator_certs() {
+  local dir=$1 certs=$2
+  mkdir -p "$certs"
   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=operator-e2e-ca \
     -keyout "$dir/ca.key" -out "$dir/ca.crt" >/dev/null 2>&1
-  openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$dir/certs/tls.key" -out "$dir/tls.csr" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$certs/tls.key" -out "$dir/tls.csr" >/dev/null 2>&1
   printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$dir/ext"
   openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 1 \
-    -extfile "$dir/ext" -out "$dir/certs/tls.crt" >/dev/null 2>&1
+    -extfile "$dir/ext" -out "$certs/tls.crt" >/dev/null 2>&1
   operator_port=$(free_port)
   operator_ca=$(base64 -w0 < "$dir/ca.crt")
+}
+
+# operator_webhook_config DIR API_VERSION: for a controller-runtime operator (JobSet, LWS) run as
+# a local process with its own webhooks: operator_certs (the certificate in DIR/certs), and
+# DIR/config.yaml, the operator's Configuration (API_VERSION) serving them on operator_port with
+# leader election, internal cert management and metrics off.
+operator_webhook_config() {
+  local dir=$1 api_version=$2
+  operator_certs "$dir" "$dir/certs"
   cat > "$dir/config.yaml" <<YAML
 apiVersion: $api_version
 kind: Configuration
@@ -40,6 +50,138 @@ webhook: {host: 127.0.0.1, port: $operator_port, certDir: $dir/certs}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: "127.0.0.1:$(free_port)"}
 YAML
+}
+
+# operator_hook NAME PATH GROUP VERSION RESOURCE: one entry of a webhook configuration's webhooks
+# list: NAME, calling https://127.0.0.1:$operator_port/PATH (trusting $operator_ca) on CREATE and
+# UPDATE of GROUP/VERSION RESOURCE, failing closed
+operator_hook() {
+  cat <<YAML
+- name: $1
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig: {url: "https://127.0.0.1:$operator_port/$2", caBundle: "$operator_ca"}
+  rules: [{apiGroups: [$3], apiVersions: [$4], operations: [CREATE, UPDATE], resources: [$5]}]
+YAML
+}
+
+# crd_established NAME: the CRD NAME (just applied) is established
+crd_established() {
+  eventually 60 "the CRD $1 is established" bash -c \
+    "[[ \$('$K8S_BIN/kubectl' get crd $1 -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
+}
+
+# stop_process PID: SIGTERM a process this shell started, if it runs, and reap it
+stop_process() {
+  if [[ -n $1 ]] && kill -0 "$1" 2>/dev/null; then kill "$1"; wait "$1" 2>/dev/null || true; fi
+}
+
+# --- the JobSet controller (jobset.x-k8s.io/v1alpha2) ------------------------------------------
+# jobset_controller_up DIR LOG: the JobSet CRD, and the real JobSet controller (built from its Go
+# module by hack/third-party.sh) run as a local process logging to LOG, its Configuration and
+# certificates in DIR, with its defaulting and validating webhooks registered by URL (jobset-e2e);
+# returns once it serves them. Sets jobset_dir, jobset_pid, jobset_log.
+jobset_pid=""
+jobset_log=""
+jobset_controller_up() {
+  local dir=$1 kind path
+  jobset_log=$2
+  jobset_dir=$("$hack_dir/third-party.sh" jobset)
+  k apply --server-side -f "$jobset_dir/jobsets.yaml" >/dev/null
+  crd_established jobsets.jobset.x-k8s.io
+  operator_webhook_config "$dir" config.jobset.x-k8s.io/v1alpha1
+  mkdir -p "$(dirname "$jobset_log")"
+  "$jobset_dir/jobset" --config "$dir/config.yaml" --kubeconfig "$KUBECONFIG" >"$jobset_log" 2>&1 &
+  jobset_pid=$!
+  for kind in Mutating Validating; do
+    path=mutate; [[ $kind == Validating ]] && path=validate
+    { printf 'apiVersion: admissionregistration.k8s.io/v1\nkind: %sWebhookConfiguration\n' $kind
+      printf 'metadata: {name: jobset-e2e}\nwebhooks:\n'
+      operator_hook $path.jobset.x-k8s.io $path-jobset-x-k8s-io-v1alpha2-jobset jobset.x-k8s.io v1alpha2 jobsets
+    } | k apply -f - >/dev/null
+  done
+  eventually 60 "the JobSet controller (v$JOBSET_VERSION) serves its webhooks" \
+    curl -sk --max-time 1 -o /dev/null "https://127.0.0.1:$operator_port/"
+}
+
+# jobset_controller_down [RC]: remove the webhooks, stop the controller (with RC nonzero, show the
+# end of its log), and delete the CRD, so that later tests run without JobSets
+jobset_controller_down() {
+  k delete mutatingwebhookconfiguration jobset-e2e --ignore-not-found >/dev/null 2>&1 || true
+  k delete validatingwebhookconfiguration jobset-e2e --ignore-not-found >/dev/null 2>&1 || true
+  stop_process "$jobset_pid"
+  if (( ${1:-0} != 0 )) && [[ -n $jobset_log ]]; then
+    echo "--- jobset controller log (tail)" >&2; tail -n 15 "$jobset_log" >&2 || true
+  fi
+  k delete crd jobsets.jobset.x-k8s.io --ignore-not-found --wait=false >/dev/null 2>&1 || true
+}
+
+# --- the Kubeflow Trainer controller (trainer.kubeflow.org/v1alpha1) ---------------------------
+# trainer_controller_up DIR LOG: the Trainer's CRDs (TrainJob, TrainingRuntime,
+# ClusterTrainingRuntime), and its real controller manager (built by hack/third-party.sh) run as a
+# local process logging to LOG. It watches JobSets: jobset_controller_up first. It has no setting
+# for its certificate's directory and reads $TMPDIR/k8s-webhook-server/serving-certs, so it runs
+# with TMPDIR=DIR. Its three validating webhooks are registered by URL (trainer-e2e); returns once
+# it serves them and its TrainJob controller runs. Sets trainer_dir, trainer_pid, trainer_log.
+trainer_pid=""
+trainer_log=""
+trainer_crds=(trainjobs.trainer.kubeflow.org trainingruntimes.trainer.kubeflow.org clustertrainingruntimes.trainer.kubeflow.org)
+trainer_controller_up() {
+  local dir=$1 crd kind
+  trainer_log=$2
+  trainer_dir=$("$hack_dir/third-party.sh" trainer)
+  k apply --server-side -f "$trainer_dir/trainjobs.yaml" -f "$trainer_dir/trainingruntimes.yaml" \
+    -f "$trainer_dir/clustertrainingruntimes.yaml" >/dev/null
+  for crd in "${trainer_crds[@]}"; do crd_established "$crd"; done
+  operator_certs "$dir" "$dir/k8s-webhook-server/serving-certs"
+  # Its own Configuration: no certDir; the webhook's host must be set (it panics without one).
+  cat > "$dir/config.yaml" <<YAML
+apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+leaderElection: {leaderElect: false}
+certManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $operator_port}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:$(free_port)"}
+YAML
+  mkdir -p "$(dirname "$trainer_log")"
+  TMPDIR=$dir "$trainer_dir/trainer-controller-manager" --config "$dir/config.yaml" --kubeconfig "$KUBECONFIG" \
+    >"$trainer_log" 2>&1 &
+  trainer_pid=$!
+  { printf 'apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n'
+    printf 'metadata: {name: trainer-e2e}\nwebhooks:\n'
+    for kind in trainjob trainingruntime clustertrainingruntime; do
+      operator_hook validator.$kind.trainer.kubeflow.org validate-trainer-kubeflow-org-v1alpha1-$kind \
+        trainer.kubeflow.org v1alpha1 ${kind}s
+    done
+  } | k apply -f - >/dev/null
+  eventually 60 "the Kubeflow Trainer controller (v$TRAINER_VERSION) serves its webhooks" \
+    curl -sk --max-time 1 -o /dev/null "https://127.0.0.1:$operator_port/"
+  # It registers its controllers (and webhooks) only once its manager has started.
+  eventually 60 "its TrainJob controller runs" bash -c \
+    "grep -s 'Starting workers' '$trainer_log' | grep -q trainjob_controller"
+}
+
+# trainer_controller_down [RC]: stop the controller (with RC nonzero, show the end of its log),
+# remove its webhooks and delete its CRDs. A runtime in use carries the Trainer's finalizer, which
+# only the controller takes off; with the controller gone it is cleared here, or the CRD's
+# deletion would hang on it.
+trainer_controller_down() {
+  local kind ns name
+  stop_process "$trainer_pid"
+  if (( ${1:-0} != 0 )) && [[ -n $trainer_log ]]; then
+    echo "--- trainer controller log (tail)" >&2; tail -n 15 "$trainer_log" >&2 || true
+  fi
+  k delete validatingwebhookconfiguration trainer-e2e --ignore-not-found >/dev/null 2>&1 || true
+  for kind in clustertrainingruntimes trainingruntimes; do
+    k get "$kind.trainer.kubeflow.org" -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' \
+      2>/dev/null | while IFS=/ read -r ns name; do
+        k ${ns:+-n "$ns"} patch "$kind.trainer.kubeflow.org" "$name" --type merge -p '{"metadata":{"finalizers":null}}' \
+          >/dev/null 2>&1 || true
+      done
+  done
+  k delete crd "${trainer_crds[@]}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
 }
 
 muster_start() {

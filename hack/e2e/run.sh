@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-mpijob muster-rayjob muster-lws muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-lws muster-cabundle
                                 muster-tenant muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -75,6 +75,10 @@ for t in "${tests[@]}"; do
     muster-jobset)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-jobset "$e2e/test-muster-jobset.sh" ;;
+    # A Kubeflow Trainer TrainJob, against the real Trainer and JobSet controllers.
+    muster-trainjob)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-trainjob "$e2e/test-muster-trainjob.sh" ;;
     muster-mpijob)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-mpijob "$e2e/test-muster-mpijob.sh" ;;

@@ -14,50 +14,19 @@ set -euo pipefail
 . "$(dirname "$0")/muster.sh"
 ns=e2e-muster-jobset
 echo "test-muster-jobset" >&2
-jobset_dir=$("$hack_dir/third-party.sh" jobset)
 tmp=$(mktemp -d)
-jobset_pid=""
-jobset_log=$MUSTER_CLUSTER_DIR/logs/jobset-controller.log
 cleanup() {
   local rc=$?
   muster_down
   k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
-  k delete mutatingwebhookconfiguration jobset-e2e --ignore-not-found >/dev/null 2>&1 || true
-  k delete validatingwebhookconfiguration jobset-e2e --ignore-not-found >/dev/null 2>&1 || true
-  if [[ -n $jobset_pid ]] && kill -0 "$jobset_pid" 2>/dev/null; then kill "$jobset_pid"; wait "$jobset_pid" 2>/dev/null || true; fi
-  (( rc == 0 )) || { echo "--- jobset controller log (tail)" >&2; tail -n 15 "$jobset_log" >&2 || true; }
-  k delete -f "$jobset_dir/jobsets.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  jobset_controller_down $rc
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the JobSet controller ------------------------------------------------------------------
-k apply --server-side -f "$jobset_dir/jobsets.yaml" >/dev/null
-eventually 60 "the CRD jobsets.jobset.x-k8s.io is established" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' get crd jobsets.jobset.x-k8s.io -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
-operator_webhook_config "$tmp" config.jobset.x-k8s.io/v1alpha1
-port=$operator_port ca=$operator_ca
-mkdir -p "$(dirname "$jobset_log")"
-"$jobset_dir/jobset" --config "$tmp/config.yaml" --kubeconfig "$KUBECONFIG" >"$jobset_log" 2>&1 &
-jobset_pid=$!
-for kind in Mutating Validating; do
-  path=mutate; [[ $kind == Validating ]] && path=validate
-  k apply -f - >/dev/null <<YAML
-apiVersion: admissionregistration.k8s.io/v1
-kind: ${kind}WebhookConfiguration
-metadata: {name: jobset-e2e}
-webhooks:
-- name: ${path}.jobset.x-k8s.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  clientConfig: {url: "https://127.0.0.1:$port/$path-jobset-x-k8s-io-v1alpha2-jobset", caBundle: "$ca"}
-  rules: [{apiGroups: [jobset.x-k8s.io], apiVersions: [v1alpha2], operations: [CREATE, UPDATE], resources: [jobsets]}]
-YAML
-done
-eventually 60 "the JobSet controller (v$JOBSET_VERSION) serves its webhooks" \
-  curl -sk --max-time 1 -o /dev/null "https://127.0.0.1:$port/"
+jobset_controller_up "$tmp" "$MUSTER_CLUSTER_DIR/logs/jobset-controller.log"
 
 touch "$muster_log"
 log_from=$(( $(wc -l < "$muster_log") + 1 ))
