@@ -10,7 +10,8 @@
 # cluster waits with no Ray cluster made; a worker template with a preset nodeName is refused.
 # A RayCluster with the queue label, on its own, is held the same way as one group of its head and
 # workers (its templates labelled muster.dev/ray-cluster, so that its pods are told from a RayJob's
-# cluster's), placed and bound exactly, and its Group goes when it is deleted.
+# cluster's), placed and bound exactly, grows and shrinks with its workers' replicas while it
+# serves, and its Group goes when it is deleted.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -56,40 +57,30 @@ eventually 30 "muster watches RayJobs (the CRD is installed)" bash -c \
 eventually 30 "muster watches RayClusters" bash -c \
   "tail -n +$log_from '$muster_log' | grep -q 'the RayCluster CRD is installed; watching RayClusters'"
 
-# cluster_spec WORKERS CPU [WORKER_FIELD]: a head and WORKERS workers that run until deleted (a
-# Ray cluster's spec, unindented; WORKER_FIELD is one more field of the workers' pod spec)
-cluster_spec() {
+# ray_template CONTAINER CPU [FIELD]: a Ray pod's template, under a group's `template:` (FIELD
+# is one more field of its pod spec)
+ray_template() {
   cat <<YAML
-headGroupSpec:
-  rayStartParams: {}
-  template:
-    metadata:
-      annotations: {e2e.muster.dev/test: "true"}
-    spec:
-      terminationGracePeriodSeconds: 0
-      containers:
-      - name: ray-head
-        image: kwok-fake
-        resources:
-          requests: {cpu: "$2", memory: 1Mi}
-workerGroupSpecs:
-- groupName: cpu
-  replicas: $1
-  minReplicas: 1
-  maxReplicas: $1
-  rayStartParams: {}
-  template:
     metadata:
       annotations: {e2e.muster.dev/test: "true"}
     spec:
       terminationGracePeriodSeconds: 0
       ${3:-}
       containers:
-      - name: ray-worker
+      - name: $1
         image: kwok-fake
         resources:
           requests: {cpu: "$2", memory: 1Mi}
 YAML
+}
+# cluster_spec WORKERS CPU [WORKER_FIELD]: a head and WORKERS workers that run until deleted (a
+# Ray cluster's spec, unindented)
+cluster_spec() {
+  printf '%s\n' "headGroupSpec:" "  rayStartParams: {}" "  template:"
+  ray_template ray-head "$2"
+  printf '%s\n' "workerGroupSpecs:" "- groupName: cpu" "  replicas: $1" "  minReplicas: 1" "  maxReplicas: $1" \
+    "  rayStartParams: {}" "  template:"
+  ray_template ray-worker "$2" "${3:-}"
 }
 # rayjob_yaml NAME WORKERS CPU [WORKER_FIELD]: a RayJob on that cluster
 rayjob_yaml() {
@@ -143,6 +134,20 @@ check "its head is member 0" test \
   "$(k -n $ns get pods -l "ray.io/cluster=serve,ray.io/node-type=head" -o jsonpath='{.items[0].metadata.annotations.muster\.dev/member}')" = 0
 check "the RayJob's cluster is still no group of its own (Groups: serve and tune)" \
   test "$(k -n $ns get groups.muster.dev -o name | sort | tr '\n' ' ')" = "group.muster.dev/serve group.muster.dev/tune "
+# Scaled while it serves (as the autoscaler does, through replicas): the group grows, and then
+# releases the members of the workers KubeRay deletes once they are gone.
+scale() { k -n $ns patch raycluster serve --type json -p "[{\"op\": \"replace\", \"path\": \"/spec/workerGroupSpecs/0/replicas\", \"value\": $1}, {\"op\": \"replace\", \"path\": \"/spec/workerGroupSpecs/0/maxReplicas\", \"value\": 3}]" >/dev/null; }
+members_of() { k -n $ns get groups.muster.dev serve -o jsonpath='{.status.allocation[*].member}' | wc -w; }
+scale 3
+eventually 30 "scaled to 3 workers, its Group grew to 4 members" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev serve -o jsonpath='{.status.allocation[*].member}' | wc -w) -eq 4 ]]"
+served4() { on_assigned $ns serve "ray.io/cluster=serve" 4 2>/dev/null; }
+eventually 60 "its 4 pods are bound, each on its member's node" served4
+scale 1
+served2() { on_assigned $ns serve "ray.io/cluster=serve" 2 2>/dev/null && [[ $(members_of) -eq 2 ]]; }
+eventually 60 "scaled to 1 worker, KubeRay deleted 2 and the Group released their members (2 left, each pod on its own)" served2
+check "and it kept serving (phase $(k -n $ns get groups.muster.dev serve -o jsonpath='{.status.phase}'))" \
+  test "$(k -n $ns get groups.muster.dev serve -o jsonpath='{.status.phase}')" = Running
 check_deleted_with_group $ns serve raycluster RayCluster
 eventually 30 "its pods are gone with it" bash -c "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -l ray.io/cluster=serve -o name) ]]"
 pinned_cluster() { raycluster_yaml pinned-cluster 2 10m "nodeName: $(k get nodes -o jsonpath='{.items[0].metadata.name}')" | k -n $ns create -f -; }

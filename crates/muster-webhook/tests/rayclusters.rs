@@ -102,3 +102,21 @@ async fn a_hostile_raycluster_is_refused_by_field() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn a_serving_raycluster_scales_but_keeps_its_requests() {
+    // Its Group runs; the autoscaler (or its user) changes a worker group's replicas.
+    let c = WebhookConfig::default();
+    let s = state().with_group(group_object("ml", "serve", "Running"));
+    let r = raycluster("serve", 2, "1");
+    let mut old = patched(&r, &patch_of(&request("CREATE", TENANT, RAYCLUSTER, &r, None), &c));
+    old["spec"]["suspend"] = json!(false);
+    let mut scaled = old.clone();
+    scaled["spec"]["workerGroupSpecs"][0]["replicas"] = json!(5);
+    assert_eq!(check_with(&request("UPDATE", TENANT, RAYCLUSTER, &scaled, Some(&old)), &c, &s).await, Ok(()));
+    let mut bigger = old.clone();
+    bigger["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
+        json!("2");
+    let e = check_with(&request("UPDATE", TENANT, RAYCLUSTER, &bigger, Some(&old)), &c, &s).await.unwrap_err();
+    assert!(e.contains("raycluster serve is running (its Group is Running)"), "{e}");
+}

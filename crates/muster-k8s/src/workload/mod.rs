@@ -176,7 +176,7 @@ pub trait Workload {
 
     /// Whether its pod count may change while its group is placed (the engine then grows the
     /// group, or releases the members its controller's deleted pods leave): an elastic Indexed
-    /// Job's. Other kinds are suspended to be resized.
+    /// Job's, a Ray cluster's as it scales. Other kinds are suspended to be resized.
     fn resizes_while_placed() -> bool {
         false
     }

@@ -1,6 +1,7 @@
 //! RayCluster (`ray.io/v1`, KubeRay) on its own: one group of its head and every worker, held
 //! with `spec.suspend` (while it is suspended KubeRay creates no pod, and deletes them all when
-//! it is suspended again). A Ray cluster serves until it is deleted: its group never finishes.
+//! it is suspended again). A Ray cluster serves until it is deleted: its group never finishes,
+//! and follows its worker groups' `replicas` while it serves, as the autoscaler sets them.
 //!
 //! A RayJob's (or a RayService's) clusters are part of that workload, not groups of their own.
 //! Their pods look like a RayCluster's, so the webhook labels the pod templates of a cluster it
@@ -66,6 +67,12 @@ impl Workload for RayCluster {
 
     fn elastic() -> bool {
         false
+    }
+
+    /// A worker group's `replicas` changes while the cluster serves (the Ray autoscaler writes
+    /// it, or its user): the group grows, or releases the members of the workers KubeRay deletes.
+    fn resizes_while_placed() -> bool {
+        true
     }
 
     /// A cluster KubeRay made for a RayJob or a RayService (it controls it).
