@@ -198,6 +198,10 @@ pub struct TrainJobSpec {
     /// Labels of the JobSet the trainer makes (not of its Jobs or pods).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
+    /// The rest (the runtime, the trainer's settings, overrides): muster only tells whether it
+    /// changed.
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, serde_json::Value>,
 }
 
 /// A RayCluster (`ray.io/v1`, KubeRay) on its own, as far as muster reads it: a head and worker

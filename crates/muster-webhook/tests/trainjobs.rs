@@ -93,3 +93,23 @@ async fn a_trainjobs_jobset_follows_the_trainjob() {
     assert!(patch_of(&update, &c).0.is_empty(), "the trainer's resume is not a resume request");
     assert_eq!(check(&update).await, Ok(()));
 }
+
+#[tokio::test]
+async fn a_running_trainjob_keeps_its_spec() {
+    // Changed while it runs, its JobSet could no longer be suspended (the JobSet webhook refuses
+    // the trainer's apply), so muster could not evict it.
+    let c = WebhookConfig::default();
+    let held = patched(&trainjob("open"), &patch_of(&request("CREATE", TENANT, TRAINJOB, &trainjob("open"), None), &c));
+    let mut running = held.clone();
+    running["spec"]["suspend"] = json!(false);
+    let mut wider = running.clone();
+    wider["spec"]["trainer"]["numNodes"] = json!(5);
+    let placed = state().with_group(group_object("ml", "llama", "Running"));
+    let e = check_with(&request("UPDATE", TENANT, TRAINJOB, &wider, Some(&running)), &c, &placed).await.unwrap_err();
+    assert!(e.starts_with("spec: TrainJob llama runs (its Group is Running)"), "{e}");
+    // Queued, it may change (the trainer re-applies its JobSet while it is suspended).
+    let queued = state().with_group(group_object("ml", "llama", "Queued"));
+    let mut wider_held = held.clone();
+    wider_held["spec"]["trainer"]["numNodes"] = json!(5);
+    assert_eq!(check_with(&request("UPDATE", TENANT, TRAINJOB, &wider_held, Some(&held)), &c, &queued).await, Ok(()));
+}
