@@ -4,7 +4,8 @@
 # nothing for the group while fewer than its 3 pods exist, then admits it, ungates each pod and
 # binds it to the node its Group assigned to the member it fills; they run (KWOK) and succeed;
 # the Group goes Succeeded; once the pods are deleted, muster deletes the Group. A group whose
-# pods do not all exist yet waits gated, holding nothing.
+# pods do not all exist yet waits gated, holding nothing. Pods annotated
+# muster.dev/required-topology: rack are placed all in one rack.
 # A running group that loses a node is evicted: pods cannot be suspended, so muster deletes its
 # pods (also the one on the node that is left) and the Group goes with them. A controller
 # restart while an admitted group waits for a pod created again neither evicts it nor binds
@@ -69,6 +70,20 @@ check "its pod stays gated and unbound ($(gates_and_scheduler huge-0))" test "$(
 k -n $ns delete pod ring-0 ring-1 ring-2 huge-0 --wait=false >/dev/null
 eventually 30 "with their pods gone, muster deleted both Groups" bash -c \
   "[[ -z \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev -o name) ]]"
+
+# --- a topology level asked for on the pods: the group's members all in one rack -------------
+# 3 pods of 60 cpu (one per 100-cpu node) annotated muster.dev/required-topology: rack.
+for i in 0 1 2; do
+  group_pod_yaml racked-$i racked 3 5 | sed -e 's/cpu: 10m/cpu: "60"/' \
+    -e 's/annotations: {/annotations: {muster.dev\/required-topology: rack, /' | k -n $ns create -f - >/dev/null
+done
+eventually 30 "the Group of racked asks for one rack" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev racked -o jsonpath='{.spec.topology.mode}/{.spec.topology.level}') == required/rack ]]"
+eventually 30 "its 3 pods are bound to their members' nodes" pods_on_assigned racked 3
+racks=$(for n in $(k -n $ns get pods -l muster.dev/group=racked -o jsonpath='{.items[*].spec.nodeName}'); do
+  k get node "$n" -o jsonpath='{.metadata.labels.muster\.dev/rack}{"\n"}'; done | sort -u)
+check "on 3 nodes of one rack ($racks)" test "$(wc -l <<<"$racks")" -eq 1 -a -n "$racks"
+k -n $ns delete pod racked-0 racked-1 racked-2 --wait=false >/dev/null
 
 # --- eviction: a node of a running group is deleted -------------------------------------------
 # Two pods that each need most of a node, so they land on two nodes.

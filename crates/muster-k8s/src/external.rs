@@ -15,6 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, CustomResource, Resource};
 use schemars::JsonSchema;
+
+use crate::labels;
 use serde::{Deserialize, Serialize};
 
 /// scheduler-plugins' PodGroup: `scheduling.x-k8s.io/v1alpha1`, namespaced.
@@ -71,6 +73,23 @@ pub fn native_pod_group_min_count(pg: &NativePodGroup, max: u32) -> Result<u32, 
              number of pods in the group",
             gang.min_count
         )
+    })
+}
+
+/// The topology level a Kubernetes PodGroup keeps its pods within
+/// (`spec.schedulingConstraints.topology`, a node label key; 1.37 with the
+/// TopologyAwareWorkloadScheduling gate), as one of muster's levels; the error names the field
+/// and the node labels muster places by.
+pub fn native_pod_group_level(pg: &NativePodGroup) -> Result<Option<&'static str>, String> {
+    let topology = pg.spec.scheduling_constraints.as_ref().and_then(|c| c.topology.as_deref()).unwrap_or_default();
+    let Some(first) = topology.first() else { return Ok(None) };
+    let field = "spec.schedulingConstraints.topology";
+    if topology.len() > 1 {
+        return Err(format!("{field}: muster keeps a group within one topology domain; keep one constraint"));
+    }
+    let known = || labels::TOPOLOGY_LEVELS.iter().map(|(l, k)| format!("{k} ({l})")).collect::<Vec<_>>().join(", ");
+    labels::TOPOLOGY_LEVELS.iter().find(|(_, k)| *k == first.key).map(|(l, _)| Some(*l)).ok_or_else(|| {
+        format!("{field}[0].key: {:?} is no node label muster places by; use one of {}", first.key, known())
     })
 }
 
@@ -327,6 +346,19 @@ mod tests {
             serde_json::from_value(json!({"containers": [], "schedulingGroup": {"podGroupName": "ring"}})).unwrap();
         assert_eq!(native_pod_group_name(&pod), Some("ring"));
         assert_eq!(native_pod_group_name(&PodSpec::default()), None);
+        // Its topology constraint, a node label key, as muster's level.
+        let constrained = |keys: &[&str]| {
+            let mut pg = native(json!({"gang": {"minCount": 4}}));
+            let topology: Vec<_> = keys.iter().map(|k| json!({"key": k})).collect();
+            pg.spec.scheduling_constraints = Some(serde_json::from_value(json!({"topology": topology})).unwrap());
+            pg
+        };
+        assert_eq!(native_pod_group_level(&native(json!({"gang": {"minCount": 4}}))), Ok(None));
+        assert_eq!(native_pod_group_level(&constrained(&["topology.kubernetes.io/zone"])), Ok(Some("zone")));
+        let e = native_pod_group_level(&constrained(&["kubernetes.io/hostname"])).unwrap_err();
+        assert!(e.starts_with("spec.schedulingConstraints.topology[0].key: \"kubernetes.io/hostname\" is no"), "{e}");
+        let e = native_pod_group_level(&constrained(&["muster.dev/rack", "muster.dev/block"])).unwrap_err();
+        assert!(e.contains("keep one constraint"), "{e}");
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub const SCHEDULING_GATE: &str = "muster.dev/admission";
 /// On the pod templates of a RayCluster muster holds (set by its webhook), and so on its pods:
 /// they are that cluster's group, not a RayJob's (whose clusters' pods look the same).
 pub const RAY_CLUSTER: &str = "muster.dev/ray-cluster";
+/// The topology levels muster places by (level, node label), largest first: what a topology
+/// constraint names, and the node labels that put a node in a domain of each.
+pub const TOPOLOGY_LEVELS: [(&str, &str); 3] =
+    [("zone", "topology.kubernetes.io/zone"), ("block", "muster.dev/block"), ("rack", "muster.dev/rack")];
 /// The prefix of every muster label and annotation.
 pub const PREFIX: &str = "muster.dev/";
 /// Finalizer on Group objects: muster frees the allocation before the object goes.

@@ -9,10 +9,12 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::{
-    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_min_count, pod_group_min_member,
+    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_level, native_pod_group_min_count,
+    pod_group_min_member,
 };
 use muster_k8s::labels::{
-    GROUP, GROUP_SIZE, POD_GROUP_ALIAS, QUEUE, RESUME_REQUESTED, SCHEDULER_NAME, SCHEDULING_GATE, SUSPEND_REQUESTED,
+    GROUP, GROUP_SIZE, POD_GROUP_ALIAS, PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME,
+    SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob, trainjob};
@@ -103,7 +105,9 @@ pub async fn mutate<S: ClusterState>(
         (Target::Pod, Operation::Create) => {
             let pod: Pod = typed(obj, "Pod")?;
             let mut ops = pod_create(&pod, config);
-            ops.extend(pod_group_size(&pod, config, state, req.namespace.as_deref().unwrap_or("")).await?);
+            let ns = req.namespace.as_deref().unwrap_or("");
+            ops.extend(pod_group_size(&pod, config, state, ns).await?);
+            ops.extend(native_topology(&pod, state, ns).await?);
             ops
         }
         _ => Vec::new(),
@@ -287,6 +291,24 @@ fn leader_worker_set(lws: &LeaderWorkerSet, object: &Value) -> Vec<PatchOperatio
             add_at(object, &tokens, json!(queue))
         })
         .collect()
+}
+
+/// `muster.dev/required-topology` from the Kubernetes PodGroup a queued pod names, when the
+/// PodGroup keeps its pods within a topology domain muster knows and the pod asks for no topology
+/// of its own (an unknown key is the validating webhook's to refuse, naming it).
+async fn native_topology<S: ClusterState>(pod: &Pod, state: &S, ns: &str) -> Result<Option<PatchOperation>, Refusal> {
+    let annotations = pod.metadata.annotations.as_ref();
+    let own = [REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY].iter().any(|k| get(annotations, k).is_some());
+    let Some(name) = native_group(pod).filter(|_| !own) else { return Ok(None) };
+    let pg = state
+        .native_pod_group(ns, name)
+        .await
+        .map_err(|e| Refusal::new(format!("{NATIVE_GROUP_FIELD}: {e}; try again")))?;
+    let Some(level) = pg.and_then(|pg| native_pod_group_level(&pg).ok().flatten()) else { return Ok(None) };
+    Ok(Some(match annotations {
+        Some(_) => add(&["metadata", "annotations", REQUIRED_TOPOLOGY], json!(level)),
+        None => add(&["metadata", "annotations"], json!({ REQUIRED_TOPOLOGY: level })),
+    }))
 }
 
 /// `muster.dev/group-size` from the PodGroup a pod names (the alias label's, or Kubernetes' own in

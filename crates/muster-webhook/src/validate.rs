@@ -11,7 +11,8 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::{
-    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_min_count, pod_group_min_member,
+    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_level, native_pod_group_min_count,
+    pod_group_min_member,
 };
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
@@ -769,14 +770,19 @@ impl<S: ClusterState> Checker<'_, S> {
                 "{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} (scheduling.k8s.io/v1beta1) does not exist, so the group \
                  has no size; create the PodGroup with a gang policy before its pods"
             )),
-            Ok(Some(pg)) => match native_pod_group_min_count(&pg, MAX_MEMBERS) {
-                Err(e) => self.refuse(format!("{NATIVE_GROUP_FIELD}: {e}")),
-                Ok(n) => self.size_from_pod_group(
-                    get(labels, GROUP_SIZE),
-                    n,
-                    &format!("spec.schedulingPolicy.gang.minCount {n} of PodGroup {ns}/{name}"),
-                ),
-            },
+            Ok(Some(pg)) => {
+                match native_pod_group_min_count(&pg, MAX_MEMBERS) {
+                    Err(e) => self.refuse(format!("{NATIVE_GROUP_FIELD}: {e}")),
+                    Ok(n) => self.size_from_pod_group(
+                        get(labels, GROUP_SIZE),
+                        n,
+                        &format!("spec.schedulingPolicy.gang.minCount {n} of PodGroup {ns}/{name}"),
+                    ),
+                }
+                if let Err(e) = native_pod_group_level(&pg) {
+                    self.refuse(format!("{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} has {e}"));
+                }
+            }
         }
     }
 

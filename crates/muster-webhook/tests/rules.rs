@@ -733,6 +733,46 @@ async fn queued_pods_naming_a_kubernetes_pod_group_are_its_gang() {
     assert!(e.contains("\"2\" disagrees with spec.schedulingPolicy.gang.minCount 3 of PodGroup ml/ring"), "{e}");
 }
 
+#[tokio::test]
+async fn a_kubernetes_pod_groups_topology_constraint_is_its_pods_required_level() {
+    let c = WebhookConfig::default();
+    let with_topology = |name: &str, key: &str| {
+        let mut pg = native_pod_group(name, json!({"gang": {"minCount": 2}}));
+        pg.spec.scheduling_constraints = Some(serde_json::from_value(json!({"topology": [{"key": key}]})).unwrap());
+        pg
+    };
+    let s = state()
+        .with_native_pod_group(with_topology("racked", "muster.dev/rack"))
+        .with_native_pod_group(with_topology("odd", "example.com/row"));
+    let create = |p: &Value| request("CREATE", TENANT, POD, p, None);
+    let native = |name: &str, group: &str| {
+        let mut p = pod(name, "ml", json!({QUEUE: "open"}));
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        p
+    };
+    // Its node label is muster's rack level: the pods ask for one rack, as kube-scheduler would keep them.
+    let p = native("racked-0", "racked");
+    let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());
+    assert_eq!(after["metadata"]["annotations"]["muster.dev/required-topology"], json!("rack"));
+    assert_eq!(check_with(&create(&after), &c, &s).await, Ok(()));
+    // A pod's own topology annotation is kept.
+    let mut own = native("racked-1", "racked");
+    own["metadata"]["annotations"] = json!({"muster.dev/preferred-topology": "zone"});
+    let after = patched(&own, &patch_with(&create(&own), &c, &s).unwrap());
+    assert_eq!(after["metadata"]["annotations"], json!({"muster.dev/preferred-topology": "zone"}));
+    // A node label muster does not place by is refused, naming the ones it does.
+    let p = native("odd-0", "odd");
+    let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());
+    let e = check_with(&create(&after), &c, &s).await.unwrap_err();
+    assert!(
+        e.starts_with(
+            "spec.schedulingGroup.podGroupName: PodGroup ml/odd has spec.schedulingConstraints.topology[0].key: \
+             \"example.com/row\" is no node label muster places by; use one of topology.kubernetes.io/zone (zone)"
+        ),
+        "{e}"
+    );
+}
+
 /// Group `name` in namespace ml, standing for `owner` (apiVersion, kind), or for plain pods.
 fn owned_group(name: &str, owner: Option<(&str, &str)>) -> Group {
     let mut g = group_object("ml", name, "Running");

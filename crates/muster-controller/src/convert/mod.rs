@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
-use muster_k8s::group::{Members, plain_members};
+use muster_k8s::group::{Members, TopologyConstraint, annotated_topology, plain_members};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of, set_members};
 use muster_k8s::workload::{self, Workload, requests_to_resources};
@@ -30,10 +30,7 @@ pub type Levels = Vec<(String, String)>;
 
 /// The default levels, the same as a cluster description's.
 pub fn default_levels() -> Levels {
-    [("zone", "topology.kubernetes.io/zone"), ("block", "muster.dev/block"), ("rack", "muster.dev/rack")]
-        .into_iter()
-        .map(|(l, k)| (l.to_string(), k.to_string()))
-        .collect()
+    labels::TOPOLOGY_LEVELS.iter().map(|(l, k)| (l.to_string(), k.to_string())).collect()
 }
 
 /// Taints the node lifecycle controller sets to mirror a cordon or the Ready condition, which
@@ -193,6 +190,9 @@ pub struct PodView {
     pub duration: Option<u32>,
     /// Plain pods: where the pod asks to run, or why that cannot be read.
     pub placement: Option<Box<Result<Placement, String>>>,
+    /// Plain pods: the topology constraint of its annotations (for a Kubernetes PodGroup's pods,
+    /// the webhook writes the PodGroup's there), or why it cannot be read.
+    pub topology: Option<Box<Result<TopologyConstraint, String>>>,
     /// Held by muster's scheduling gate (muster.dev/admission).
     pub gated: bool,
     /// Plain pods: it names the Kubernetes PodGroup of its group's name (spec.schedulingGroup),
@@ -263,6 +263,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         priority_class: spec.priority_class_name.clone().filter(|_| plain),
         duration: annotation(labels::DURATION).filter(|_| plain),
         placement: plain.then(|| Box::new(placement(spec, "spec"))),
+        topology: annotated_topology(meta.annotations.as_ref()).transpose().filter(|_| plain).map(Box::new),
         native_pod_group: group.as_deref().is_some_and(|g| native_pod_group_name(spec) == Some(g)),
         group,
         gated,
@@ -289,6 +290,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
         Some(Ok(p)) => p.clone(),
         None => Placement::default(),
     };
+    let topology = pod.topology.as_deref().cloned().transpose().map_err(|e| format!("pod {}: {e}", pod.name))?;
     Ok(GroupObjectSpec {
         queue,
         members,
@@ -296,7 +298,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
         node_selector: placement.node_selector,
         affinity: placement.affinity,
         tolerations: placement.tolerations,
-        topology: None,
+        topology,
         priority_class_name: pod.priority_class.clone(),
         duration_seconds: pod.duration.map(i64::from),
         owner: None,
@@ -335,6 +337,14 @@ pub fn plain_pods_differ(
     } else if theirs.priority_class_name != spec.priority_class_name {
         let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
         ("spec.priorityClassName", show(&theirs.priority_class_name), show(&spec.priority_class_name))
+    } else if theirs.topology != spec.topology {
+        let show =
+            |t: &Option<TopologyConstraint>| t.as_ref().map_or("none".into(), |t| format!("{:?} {}", t.mode, t.level));
+        (
+            "annotations muster.dev/required-topology and preferred-topology",
+            show(&theirs.topology),
+            show(&spec.topology),
+        )
     } else {
         let show = |d: Option<i64>| d.map_or("none".into(), |d| d.to_string());
         ("annotation muster.dev/duration-seconds", show(theirs.duration_seconds), show(spec.duration_seconds))

@@ -214,6 +214,19 @@ fn plain_pods_read_their_group_and_make_its_spec() {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Sometimes", "values": ["v"]}]}]}}}}});
     let v = pod_view(&plain_pod(odd)).unwrap();
     assert!(plain_group_spec(&v).unwrap_err().contains("spec.affinity: node affinity operator \"Sometimes\""));
+    // A topology level, as a Job's annotations say it (the webhook writes a Kubernetes PodGroup's).
+    let racked = |level: &str| {
+        pod_view(&plain_pod(json!({"metadata": {"annotations": {"muster.dev/required-topology": level}}}))).unwrap()
+    };
+    let g = plain_group_spec(&racked("rack")).unwrap();
+    assert_eq!(g.topology, Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required }));
+    let e = plain_group_spec(&racked("Rack 1")).unwrap_err();
+    assert!(e.starts_with("pod w-0: metadata.annotations[muster.dev/required-topology]: \"Rack 1\""), "{e}");
+    let first = pod_view(&plain_pod(json!({}))).unwrap();
+    let spec = plain_group_spec(&first).unwrap();
+    let other = racked("rack");
+    let differ = plain_pods_differ(&first, &spec, &other, plain_group_spec(&other).as_ref()).unwrap();
+    assert!(differ.starts_with("annotations muster.dev/required-topology and preferred-topology: pod w-0"), "{differ}");
     // A Job's pod keeps its Job's group whatever its labels say, and pays nothing for them.
     let owned = plain_pod(json!({"metadata": {"ownerReferences": [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": true}]}}));
