@@ -286,27 +286,31 @@ impl<S: ClusterState> Checker<'_, S> {
         }
     }
 
+    /// The phase of `name`'s Group when muster has placed it (Admitted or Running); a failed
+    /// lookup is refused, naming `field`.
+    async fn placed_phase(&mut self, name: &str, field: &str) -> Option<GroupState> {
+        match self.state.group(self.ns, name).await {
+            Err(e) => {
+                self.refuse(format!("{field}: {e}; try again"));
+                None
+            }
+            Ok(g) => g?.status.as_ref()?.phase.filter(|p| matches!(p, GroupState::Admitted | GroupState::Running)),
+        }
+    }
+
     /// Refuses resizing `name` while muster has placed its group, unless it is suspended in the
     /// same update (the pods go, and muster queues it again).
     async fn placed_resize(&mut self, kind: &workload::Kind, name: &str, field: &str) {
-        match self.state.group(self.ns, name).await {
-            Err(e) => self.refuse(format!("{field}: {e}; try again")),
-            Ok(Some(g)) => {
-                if let Some(phase @ (GroupState::Admitted | GroupState::Running)) =
-                    g.status.as_ref().and_then(|s| s.phase)
-                {
-                    self.refuse(format!(
-                        "{field}: {} {name} is {} (its Group is {phase:?}) and muster has placed its pods for the \
-                         current size; suspend the {} first ({}: true), then change {field}, and muster queues it \
-                         again with the new size",
-                        kind.kind.to_lowercase(),
-                        if phase == GroupState::Running { "running" } else { "admitted" },
-                        kind.kind.to_lowercase(),
-                        kind.hold_field,
-                    ));
-                }
-            }
-            Ok(None) => {}
+        if let Some(phase) = self.placed_phase(name, field).await {
+            self.refuse(format!(
+                "{field}: {} {name} is {} (its Group is {phase:?}) and muster has placed its pods for the current \
+                 size; suspend the {} first ({}: true), then change {field}, and muster queues it again with the new \
+                 size",
+                kind.kind.to_lowercase(),
+                if phase == GroupState::Running { "running" } else { "admitted" },
+                kind.kind.to_lowercase(),
+                kind.hold_field,
+            ));
         }
     }
 

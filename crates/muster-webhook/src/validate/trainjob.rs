@@ -2,7 +2,6 @@
 //! JobSet when the trainer creates it); the TrainJob must hold it: created suspended, its JobSet
 //! in the same queue, and its suspension left to muster (the trainer mirrors it onto the JobSet).
 
-use muster_k8s::GroupState;
 use muster_k8s::external::{JobSet, TrainJob};
 use muster_k8s::labels::QUEUE;
 use muster_k8s::workload::trainjob;
@@ -59,20 +58,12 @@ impl<S: ClusterState> Checker<'_, S> {
     /// muster evicts it by: after one, muster could no longer evict it.
     async fn running_unchanged(&mut self, tj: &TrainJob) {
         let name = tj.metadata.name.as_deref().unwrap_or("");
-        match self.state.group(self.ns, name).await {
-            Err(e) => self.refuse(format!("spec: {e}; try again")),
-            Ok(Some(g)) => {
-                if let Some(phase @ (GroupState::Admitted | GroupState::Running)) =
-                    g.status.as_ref().and_then(|s| s.phase)
-                {
-                    self.refuse(format!(
-                        "spec: TrainJob {name} runs (its Group is {phase:?}), and after a change the trainer could \
-                         no longer suspend its JobSet, so muster could not evict it; delete the TrainJob and create it \
-                         again with the change"
-                    ));
-                }
-            }
-            Ok(None) => {}
+        if let Some(phase) = self.placed_phase(name, "spec").await {
+            self.refuse(format!(
+                "spec: TrainJob {name} runs (its Group is {phase:?}), and after a change the trainer could no longer \
+                 suspend its JobSet, so muster could not evict it; delete the TrainJob and create it again with the \
+                 change"
+            ));
         }
     }
 }
