@@ -18,6 +18,12 @@ fn trainjob(queue: &str) -> Value {
     })
 }
 
+/// A TrainJob in `queue` as the mutating webhook leaves it.
+fn held_trainjob(queue: &str) -> Value {
+    let tj = trainjob(queue);
+    patched(&tj, &patch_of(&request("CREATE", TENANT, TRAINJOB, &tj, None), &WebhookConfig::default()))
+}
+
 #[tokio::test]
 async fn a_queued_trainjob_is_created_suspended_with_its_queue_on_its_jobset() {
     let c = WebhookConfig::default();
@@ -31,8 +37,7 @@ async fn a_queued_trainjob_is_created_suspended_with_its_queue_on_its_jobset() {
     assert!(e.contains("spec.suspend: a TrainJob in queue open must be created suspended"), "{e}");
     assert!(e.contains("spec.labels[muster.dev/queue]: the JobSet of a TrainJob in queue open is its group"), "{e}");
     // A queue that does not exist is named at once (the JobSet would be refused later, out of sight).
-    let mut nowhere =
-        patched(&trainjob("nowhere"), &patch_of(&request("CREATE", TENANT, TRAINJOB, &trainjob("nowhere"), None), &c));
+    let mut nowhere = held_trainjob("nowhere");
     nowhere["metadata"]["name"] = json!("llama2");
     let e = check(&request("CREATE", TENANT, TRAINJOB, &nowhere, None)).await.unwrap_err();
     assert!(e.starts_with("metadata.labels[muster.dev/queue]: queue \"nowhere\" does not exist"), "{e}");
@@ -49,8 +54,7 @@ async fn a_queued_trainjob_is_created_suspended_with_its_queue_on_its_jobset() {
 
 #[tokio::test]
 async fn only_muster_suspends_and_resumes_a_queued_trainjob() {
-    let c = WebhookConfig::default();
-    let held = patched(&trainjob("open"), &patch_of(&request("CREATE", TENANT, TRAINJOB, &trainjob("open"), None), &c));
+    let held = held_trainjob("open");
     let mut resumed = held.clone();
     resumed["spec"]["suspend"] = json!(false);
     let e = check(&request("UPDATE", TENANT, TRAINJOB, &resumed, Some(&held))).await.unwrap_err();
@@ -99,7 +103,7 @@ async fn a_running_trainjob_keeps_its_spec() {
     // Changed while it runs, its JobSet could no longer be suspended (the JobSet webhook refuses
     // the trainer's apply), so muster could not evict it.
     let c = WebhookConfig::default();
-    let held = patched(&trainjob("open"), &patch_of(&request("CREATE", TENANT, TRAINJOB, &trainjob("open"), None), &c));
+    let held = held_trainjob("open");
     let mut running = held.clone();
     running["spec"]["suspend"] = json!(false);
     let mut wider = running.clone();
