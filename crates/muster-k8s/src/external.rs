@@ -87,10 +87,10 @@ pub fn native_pod_group_level(pg: &NativePodGroup) -> Result<Option<&'static str
     if topology.len() > 1 {
         return Err(format!("{field}: muster keeps a group within one topology domain; keep one constraint"));
     }
-    let known = || labels::TOPOLOGY_LEVELS.iter().map(|(l, k)| format!("{k} ({l})")).collect::<Vec<_>>().join(", ");
-    labels::TOPOLOGY_LEVELS.iter().find(|(_, k)| *k == first.key).map(|(l, _)| Some(*l)).ok_or_else(|| {
-        format!("{field}[0].key: {:?} is no node label muster places by; use one of {}", first.key, known())
-    })
+    match labels::level_of_node_label(&first.key) {
+        Some(level) => Ok(Some(level)),
+        None => Err(labels::unknown_node_label(&format!("{field}[0].key"), &first.key)),
+    }
 }
 
 /// A JobSet (`jobset.x-k8s.io/v1alpha2`), as far as muster reads it: the replicated Jobs, the

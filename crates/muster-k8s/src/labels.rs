@@ -45,6 +45,18 @@ pub const RAY_CLUSTER: &str = "muster.dev/ray-cluster";
 /// constraint names, and the node labels that put a node in a domain of each.
 pub const TOPOLOGY_LEVELS: [(&str, &str); 3] =
     [("zone", "topology.kubernetes.io/zone"), ("block", "muster.dev/block"), ("rack", "muster.dev/rack")];
+/// The level of [`TOPOLOGY_LEVELS`] whose domains the node label `key` names.
+pub fn level_of_node_label(key: &str) -> Option<&'static str> {
+    TOPOLOGY_LEVELS.iter().find(|(_, k)| *k == key).map(|(l, _)| *l)
+}
+
+/// Why the node label `key` is no topology level, for a message about `field`: the fix names the
+/// node labels muster places by.
+pub fn unknown_node_label(field: &str, key: &str) -> String {
+    let known: Vec<String> = TOPOLOGY_LEVELS.iter().map(|(l, k)| format!("{k} ({l})")).collect();
+    format!("{field}: {key:?} is no node label muster places by; use one of {}", known.join(", "))
+}
+
 /// The prefix of every muster label and annotation.
 pub const PREFIX: &str = "muster.dev/";
 /// Finalizer on Group objects: muster frees the allocation before the object goes.

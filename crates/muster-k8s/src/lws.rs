@@ -16,6 +16,7 @@ use muster_graph::jobspec::MAX_MEMBERS;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::labels;
 use crate::pod::{placement, requests, show_all};
 use crate::workload::place::{controller, label};
 
@@ -26,6 +27,8 @@ pub const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 pub const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 pub const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
 pub const LEADER_NAME_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/leader-name";
+/// On a LeaderWorkerSet and its pods: the node label whose domain each group keeps to itself.
+pub const EXCLUSIVE_TOPOLOGY_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
 
 /// The startup policy that creates the workers only once the leader is ready: a held leader
 /// never is before its workers exist.
@@ -114,6 +117,12 @@ pub fn pod_gang(pod: &ObjectMeta) -> Option<Result<PodGang, String>> {
     })
 }
 
+/// The topology level a pod's group keeps to (LWS copies the set's exclusive topology onto its
+/// pods), when it is one of muster's.
+pub fn pod_level(pod: &ObjectMeta) -> Option<&'static str> {
+    labels::level_of_node_label(pod.annotations.as_ref()?.get(EXCLUSIVE_TOPOLOGY_ANNOTATION)?)
+}
+
 /// What muster needs of a queued LeaderWorkerSet, each problem naming its field; empty when all
 /// its groups can be placed.
 pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
@@ -124,6 +133,10 @@ pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
             "{SIZE_FIELD}: {size} is not a group size muster can place (1 to {MAX_MEMBERS} pods); set the pods per \
              group within it"
         ));
+    }
+    let exclusive = lws.metadata.annotations.as_ref().and_then(|a| a.get(EXCLUSIVE_TOPOLOGY_ANNOTATION));
+    if let Some(key) = exclusive.filter(|k| labels::level_of_node_label(k).is_none()) {
+        errors.push(labels::unknown_node_label(&format!("metadata.annotations[{EXCLUSIVE_TOPOLOGY_ANNOTATION}]"), key));
     }
     if size > 1 && lws.spec.startup_policy.as_deref() == Some(LEADER_READY) {
         errors.push(format!(

@@ -117,3 +117,29 @@ async fn each_pod_joins_its_leaders_group_held_by_muster() {
         assert!(e.contains("in the group of its leader, \"serve-1\""), "{e}");
     }
 }
+
+#[tokio::test]
+async fn a_sets_exclusive_topology_keeps_each_group_within_one_domain() {
+    const STS: &str = "system:serviceaccount:kube-system:statefulset-controller";
+    const EXCLUSIVE: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
+    // LWS copies the set's annotation onto its pods: a node label of muster's levels becomes the
+    // group's required level.
+    let mut p = lws_pod("serve-1", "0", None);
+    p["metadata"]["annotations"][EXCLUSIVE] = json!("muster.dev/rack");
+    let out = patched(&p, &patch_of(&request("CREATE", STS, POD, &p, None), &WebhookConfig::default()));
+    assert_eq!(out["metadata"]["annotations"]["muster.dev/required-topology"], json!("rack"));
+    assert_eq!(check(&request("CREATE", STS, POD, &out, None)).await, Ok(()));
+    // A node label muster does not place by is refused on the set, naming the ones it does.
+    let mut l = lws(Some("team-a"), 4, "1", "1");
+    l["metadata"]["annotations"] = json!({EXCLUSIVE: "example.com/row"});
+    let e = check(&request("CREATE", TENANT, LWS, &l, None)).await.unwrap_err();
+    assert!(
+        e.contains(&format!(
+            "metadata.annotations[{EXCLUSIVE}]: \"example.com/row\" is no node label muster places by"
+        )),
+        "{e}"
+    );
+    l["metadata"]["annotations"][EXCLUSIVE] = json!("topology.kubernetes.io/zone");
+    let held = patched(&l, &patch_of(&request("CREATE", TENANT, LWS, &l, None), &WebhookConfig::default()));
+    assert_eq!(check(&request("CREATE", TENANT, LWS, &held, None)).await, Ok(()));
+}
