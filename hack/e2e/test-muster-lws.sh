@@ -27,6 +27,7 @@ cleanup() {
   if [[ -n $lws_pid ]] && kill -0 "$lws_pid" 2>/dev/null; then kill "$lws_pid"; wait "$lws_pid" 2>/dev/null || true; fi
   (( rc == 0 )) || { echo "--- lws controller log (tail)" >&2; tail -n 15 "$lws_log" >&2 || true; }
   k delete -f "$lws_dir/leaderworkersets.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  k label nodes --all muster.dev/rack- >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -153,3 +154,22 @@ refused "moving the set to another queue" "cannot move from queue default" \
 check_deleted() { ! k -n $ns get groups.muster.dev serve-0 wide-0 -o name 2>/dev/null | grep -q .; }
 k -n $ns delete leaderworkerset serve wide >/dev/null
 eventually 60 "deleting the sets deletes their Groups" check_deleted
+
+# --- topology: each group within one rack --------------------------------------------------
+# Racks across the node order (nodes 0 and 2 in one, 1 and 3 in the other), so that packing
+# alone would put a group of two 6-cpu pods on two racks. LWS's exclusive-topology would make it
+# wait for a scheduled leader before creating the workers (never, under muster): refused; muster's
+# annotation in both templates keeps each group in one rack.
+mapfile -t nodes < <(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)
+for i in "${!nodes[@]}"; do k label node "${nodes[$i]}" muster.dev/rack=rack-$(( i % 2 )) --overwrite >/dev/null; done
+refused "a set with LWS's exclusive-topology (workers wait for a scheduled leader)" "LWS then creates a group's workers only once" \
+  bash -c "$(declare -f lws_yaml); lws_yaml exclusive 1 2 1 | sed 's|^  labels: {muster.dev/queue: default}\$|&\\n  annotations: {leaderworkerset.sigs.k8s.io/exclusive-topology: muster.dev/rack}|' | '$K8S_BIN/kubectl' -n $ns create -f -"
+lws_yaml racked 1 2 6 | sed 's|annotations: {e2e.muster.dev/test: "true"}|annotations: {e2e.muster.dev/test: "true", muster.dev/required-topology: rack}|' |
+  k -n $ns create -f - >/dev/null
+runs_whole $ns racked-0 "muster.dev/group=racked-0" 2
+check "its Group asks for one rack" test \
+  "$(k -n $ns get groups.muster.dev racked-0 -o jsonpath='{.spec.topology.mode}/{.spec.topology.level}')" = required/rack
+racks=$(for n in $(k -n $ns get pods -l muster.dev/group=racked-0 -o jsonpath='{.items[*].spec.nodeName}'); do
+  k get node "$n" -o jsonpath='{.metadata.labels.muster\.dev/rack}{"\n"}'; done | sort -u)
+check "its 2 pods run on 2 nodes of one rack ($racks)" test "$(wc -l <<<"$racks")" -eq 1 -a -n "$racks"
+k -n $ns delete leaderworkerset racked >/dev/null

@@ -27,7 +27,8 @@ pub const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 pub const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 pub const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
 pub const LEADER_NAME_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/leader-name";
-/// On a LeaderWorkerSet and its pods: the node label whose domain each group keeps to itself.
+/// On a LeaderWorkerSet: the node label whose domain each group keeps to itself (LWS then waits
+/// for a leader to be scheduled before it creates the workers).
 pub const EXCLUSIVE_TOPOLOGY_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
 
 /// The startup policy that creates the workers only once the leader is ready: a held leader
@@ -117,12 +118,6 @@ pub fn pod_gang(pod: &ObjectMeta) -> Option<Result<PodGang, String>> {
     })
 }
 
-/// The topology level a pod's group keeps to (LWS copies the set's exclusive topology onto its
-/// pods), when it is one of muster's.
-pub fn pod_level(pod: &ObjectMeta) -> Option<&'static str> {
-    labels::level_of_node_label(pod.annotations.as_ref()?.get(EXCLUSIVE_TOPOLOGY_ANNOTATION)?)
-}
-
 /// What muster needs of a queued LeaderWorkerSet, each problem naming its field; empty when all
 /// its groups can be placed.
 pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
@@ -134,9 +129,14 @@ pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
              group within it"
         ));
     }
-    let exclusive = lws.metadata.annotations.as_ref().and_then(|a| a.get(EXCLUSIVE_TOPOLOGY_ANNOTATION));
-    if let Some(key) = exclusive.filter(|k| labels::level_of_node_label(k).is_none()) {
-        errors.push(labels::unknown_node_label(&format!("metadata.annotations[{EXCLUSIVE_TOPOLOGY_ANNOTATION}]"), key));
+    if lws.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(EXCLUSIVE_TOPOLOGY_ANNOTATION)) {
+        errors.push(format!(
+            "metadata.annotations[{EXCLUSIVE_TOPOLOGY_ANNOTATION}]: LWS then creates a group's workers only once its \
+             leader is scheduled, but muster starts a group only when all its pods exist, so neither would ever \
+             start; remove it, and keep each group within one domain with the annotation {}: <level> (zone, block \
+             or rack) in both pod templates",
+            labels::REQUIRED_TOPOLOGY
+        ));
     }
     if size > 1 && lws.spec.startup_policy.as_deref() == Some(LEADER_READY) {
         errors.push(format!(

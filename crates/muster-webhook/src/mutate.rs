@@ -16,7 +16,7 @@ use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME,
     SCHEDULING_GATE, SUSPEND_REQUESTED,
 };
-use muster_k8s::lws::{self, LeaderWorkerSet};
+use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob, trainjob};
 use serde_json::{Value, json};
 
@@ -252,13 +252,11 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
     } else if let (None, Some(native)) = (group, native) {
         ops.push(add(&["metadata", "labels", GROUP], json!(native)));
     } else if let (None, Some(gang)) = (group, gang) {
-        // Its size too: a LeaderWorkerSet's pods say it in LWS's annotation; and the domain each
-        // group keeps to, when LWS's exclusive topology names one of muster's levels.
+        // Its size too: a LeaderWorkerSet's pods say it in LWS's annotation.
         ops.push(add(&["metadata", "labels", GROUP], json!(gang.group)));
         if get(labels, GROUP_SIZE).is_none() {
             ops.push(add(&["metadata", "labels", GROUP_SIZE], json!(gang.size.to_string())));
         }
-        ops.extend(lws::pod_level(&pod.metadata).and_then(|level| required_topology(pod, level)));
     }
     if spec.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
         ops.push(add(&["spec", "schedulerName"], json!(SCHEDULER_NAME)));
@@ -299,25 +297,18 @@ fn leader_worker_set(lws: &LeaderWorkerSet, object: &Value) -> Vec<PatchOperatio
 /// PodGroup keeps its pods within a topology domain muster knows and the pod asks for no topology
 /// of its own (an unknown key is the validating webhook's to refuse, naming it).
 async fn native_topology<S: ClusterState>(pod: &Pod, state: &S, ns: &str) -> Result<Option<PatchOperation>, Refusal> {
-    let Some(name) = native_group(pod) else { return Ok(None) };
+    let annotations = pod.metadata.annotations.as_ref();
+    let own = [REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY].iter().any(|k| get(annotations, k).is_some());
+    let Some(name) = native_group(pod).filter(|_| !own) else { return Ok(None) };
     let pg = state
         .native_pod_group(ns, name)
         .await
         .map_err(|e| Refusal::new(format!("{NATIVE_GROUP_FIELD}: {e}; try again")))?;
     let Some(level) = pg.and_then(|pg| native_pod_group_level(&pg).ok().flatten()) else { return Ok(None) };
-    Ok(required_topology(pod, level))
-}
-
-/// `muster.dev/required-topology: level` on a pod that asks for no topology of its own.
-fn required_topology(pod: &Pod, level: &str) -> Option<PatchOperation> {
-    let annotations = pod.metadata.annotations.as_ref();
-    if [REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY].iter().any(|k| get(annotations, k).is_some()) {
-        return None;
-    }
-    Some(match annotations {
+    Ok(Some(match annotations {
         Some(_) => add(&["metadata", "annotations", REQUIRED_TOPOLOGY], json!(level)),
         None => add(&["metadata", "annotations"], json!({ REQUIRED_TOPOLOGY: level })),
-    })
+    }))
 }
 
 /// `muster.dev/group-size` from the PodGroup a pod names (the alias label's, or Kubernetes' own in

@@ -119,27 +119,23 @@ async fn each_pod_joins_its_leaders_group_held_by_muster() {
 }
 
 #[tokio::test]
-async fn a_sets_exclusive_topology_keeps_each_group_within_one_domain() {
-    const STS: &str = "system:serviceaccount:kube-system:statefulset-controller";
+async fn a_set_keeps_its_groups_in_one_domain_through_its_templates_not_exclusive_topology() {
     const EXCLUSIVE: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
-    // LWS copies the set's annotation onto its pods: a node label of muster's levels becomes the
-    // group's required level.
-    let mut p = lws_pod("serve-1", "0", None);
-    p["metadata"]["annotations"][EXCLUSIVE] = json!("muster.dev/rack");
-    let out = patched(&p, &patch_of(&request("CREATE", STS, POD, &p, None), &WebhookConfig::default()));
-    assert_eq!(out["metadata"]["annotations"]["muster.dev/required-topology"], json!("rack"));
-    assert_eq!(check(&request("CREATE", STS, POD, &out, None)).await, Ok(()));
-    // A node label muster does not place by is refused on the set, naming the ones it does.
+    // LWS would create a group's workers only once its leader is scheduled: never, under muster.
     let mut l = lws(Some("team-a"), 4, "1", "1");
-    l["metadata"]["annotations"] = json!({EXCLUSIVE: "example.com/row"});
+    l["metadata"]["annotations"] = json!({EXCLUSIVE: "muster.dev/rack"});
     let e = check(&request("CREATE", TENANT, LWS, &l, None)).await.unwrap_err();
     assert!(
-        e.contains(&format!(
-            "metadata.annotations[{EXCLUSIVE}]: \"example.com/row\" is no node label muster places by"
-        )),
+        e.contains(&format!("metadata.annotations[{EXCLUSIVE}]: LWS then creates a group's workers only once")),
         "{e}"
     );
-    l["metadata"]["annotations"][EXCLUSIVE] = json!("topology.kubernetes.io/zone");
-    let held = patched(&l, &patch_of(&request("CREATE", TENANT, LWS, &l, None), &WebhookConfig::default()));
+    assert!(e.contains("muster.dev/required-topology: <level>"), "the fix is named: {e}");
+    // The templates' topology annotation is muster's way (their pods then ask for one rack).
+    let mut racked = lws(Some("team-a"), 4, "1", "1");
+    for t in ["leaderTemplate", "workerTemplate"] {
+        racked["spec"]["leaderWorkerTemplate"][t]["metadata"]["annotations"] =
+            json!({"muster.dev/required-topology": "rack"});
+    }
+    let held = patched(&racked, &patch_of(&request("CREATE", TENANT, LWS, &racked, None), &WebhookConfig::default()));
     assert_eq!(check(&request("CREATE", TENANT, LWS, &held, None)).await, Ok(()));
 }
