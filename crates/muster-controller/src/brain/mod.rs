@@ -671,13 +671,6 @@ impl<S: Store> Brain<S> {
             .filter_map(|u| self.pods.items.get(u))
             .filter(|p| !p.deleting && p.phase != PodPhase::Failed)
             .collect();
-        // A pod being deleted still runs in its member until it is gone.
-        let going: Vec<u32> = uids
-            .iter()
-            .filter_map(|u| self.pods.items.get(u))
-            .filter(|p| p.deleting && p.holds_capacity())
-            .filter_map(|p| p.member)
-            .collect();
         let ready =
             pods.iter().filter(|p| p.node.is_some() && (p.ready || p.phase == PodPhase::Succeeded)).count() as u32;
         // Members filled: by bound pods still running (their member annotation) and bindings in
@@ -728,8 +721,17 @@ impl<S: Store> Brain<S> {
             filled.insert(member);
             binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member, p.gated));
         }
-        let desired = workload.and_then(|w| w.group.as_ref().ok()).and_then(|o| o.to_request(&key.name).ok());
-        if let Some(want) = desired.filter(|w| alloc.members.len() as u32 > w.max_members) {
+        // A workload resized below its members (rare: the full request is read only then).
+        let held = alloc.members.len() as i64;
+        let shrunk =
+            workload.and_then(|w| w.group.as_ref().ok()).filter(|o| held > o.members.max.unwrap_or(o.members.min));
+        if let Some(want) = shrunk.and_then(|o| o.to_request(&key.name).ok()) {
+            // A pod being deleted still runs in its member until it is gone.
+            let going = uids
+                .iter()
+                .filter_map(|u| self.pods.items.get(u))
+                .filter(|p| p.deleting && p.holds_capacity())
+                .filter_map(|p| p.member);
             let occupied: BTreeSet<u32> = filled.iter().copied().chain(going).collect();
             let spec = g.spec.clone();
             self.release_beyond(key, &spec, &alloc, &want, &occupied);
