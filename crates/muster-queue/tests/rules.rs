@@ -564,6 +564,10 @@ fn recovery_timeout_releases_a_running_group() {
     assert_eq!(state(&e, "g"), GroupState::Running);
     let ts = e.pods_ready(&key("g"), 1, 100).unwrap();
     assert_eq!(ts[0].reason, Reason::ReadinessLost);
+    // The admission's readiness deadline (300) is stale now: it may wake the driver, never fires.
+    assert!(e.next_timer().is_some_and(|t| t <= 400), "{:?}", e.next_timer());
+    assert!(e.schedule(300).is_empty());
+    assert_eq!(e.next_timer(), Some(400));
     assert!(e.schedule(399).is_empty());
     let ts = e.schedule(400);
     assert!(matches!(ts[0].reason, Reason::RecoveryTimeout { requeue_at: 460, requeues: 1 }), "{ts:?}");

@@ -27,6 +27,12 @@ fn seed_scalability_completes_every_job_close_to_the_ideal_fifo_gang_schedule() 
     let makespan = m.makespan_s.expect("finished");
     assert!(makespan <= ideal * 1.05, "makespan {makespan:.1} s is more than 5% over the ideal {ideal:.1} s");
     assert!(makespan >= report.lower_bound_s, "no schedule beats the lower bound");
+    // The probes fit when they arrive: a cycle follows the event within the controller's pacing,
+    // not at the next whole second of the engine's clock (p50 was 0.66 s before).
+    for probe in m.classes.iter().filter(|c| c.probe) {
+        let t = probe.time_to_schedule.as_ref().expect("probes report their time to schedule");
+        assert!(t.p50_s <= 0.1, "{}: time to schedule p50 {:.2} s, over 100 ms", probe.class, t.p50_s);
+    }
 }
 
 #[test]

@@ -176,12 +176,7 @@ impl Engine {
     /// Cancels every reservation on the graph (each cycle makes them afresh); returns the start
     /// each reserved group had.
     fn cancel_reservations(&mut self) -> BTreeMap<GroupKey, i64> {
-        let old_reserved = self
-            .groups
-            .values()
-            .filter(|g| g.state == GroupState::Reserved)
-            .map(|g| (g.spec.key.clone(), g.reserved_at.unwrap_or(0)))
-            .collect();
+        let old_reserved = self.reserved_groups().map(|g| (g.spec.key.clone(), g.reserved_at.unwrap_or(0))).collect();
         for (_, id) in std::mem::take(&mut self.reservations) {
             let _ = self.graph.cancel(id);
         }

@@ -39,7 +39,8 @@ mod snapshot;
 mod state;
 mod timers;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 use muster_graph::{AllocId, GraphError, NodeSpec, ResourceGraph};
@@ -108,6 +109,10 @@ pub struct Engine {
     pending: BTreeMap<String, BTreeMap<PendingKey, GroupKey>>,
     /// Groups holding an allocation or in backoff (have timers).
     live: BTreeSet<GroupKey>,
+    /// Deadlines of live groups' own timers (readiness, recovery, backoff), earliest first. An
+    /// entry may be stale (the group moved on): it counts only while the group's timer is still
+    /// that deadline, so that a cycle looks at due timers only, not at every running group.
+    timers: BinaryHeap<Reverse<(i64, GroupKey)>>,
     graph_alloc: BTreeMap<GroupKey, AllocId>,
     by_graph_alloc: BTreeMap<AllocId, GroupKey>,
     reservations: BTreeMap<GroupKey, AllocId>,
@@ -153,6 +158,7 @@ impl Engine {
             usage: BTreeMap::new(),
             pending,
             live: BTreeSet::new(),
+            timers: BinaryHeap::new(),
             graph_alloc: BTreeMap::new(),
             by_graph_alloc: BTreeMap::new(),
             reservations: BTreeMap::new(),

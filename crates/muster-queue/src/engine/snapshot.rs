@@ -1,6 +1,7 @@
 //! The engine's whole state as one serializable value, and the way back: `snapshot` and
 //! `restore` (which imports placed groups onto a fresh graph of the cluster's nodes).
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -92,6 +93,9 @@ impl Engine {
             }
             if matches!(state, GroupState::Admitted | GroupState::Running | GroupState::Evicted) {
                 e.live.insert(key.clone());
+                if let Some(t) = e.timer_of(&e.groups[&key]) {
+                    e.timers.push(Reverse((t, key.clone())));
+                }
             }
             if state.holds_allocation()
                 && let Some(a) = alloc

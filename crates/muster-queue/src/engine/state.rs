@@ -2,6 +2,7 @@
 //! that reports each `Transition`, the request index (shapes, elastic groups), and the invariants
 //! tests check.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -99,6 +100,10 @@ impl Engine {
             self.live.remove(key);
         }
         out.push(Transition { at: self.now, key: key.clone(), from, to, reason, allocation });
+        // Every timer is set just before a transition (admission, readiness lost, eviction).
+        if let Some(t) = self.timer_of(&self.groups[key]) {
+            self.timers.push(Reverse((t, key.clone())));
+        }
         Ok(())
     }
 
@@ -122,13 +127,14 @@ impl Engine {
         self.add_pending(key);
     }
 
-    /// The groups in `live`, found by state in one pass over all groups: cheaper than looking
-    /// each one up by its key (string comparisons) when thousands run.
-    pub(super) fn live_groups(&self) -> impl Iterator<Item = (&GroupKey, &Group)> {
-        self.groups
-            .iter()
-            .filter(|(_, g)| matches!(g.state, GroupState::Admitted | GroupState::Running | GroupState::Evicted))
-            .map(|(k, g)| (k, &**g))
+    /// The groups holding a reservation (which only pending groups do), in one pass over the
+    /// queues: finished groups, the bulk of a long run, are not looked at.
+    pub(super) fn reserved_groups(&self) -> impl Iterator<Item = &Group> {
+        self.pending
+            .values()
+            .flat_map(|p| p.values())
+            .map(|k| &*self.groups[k])
+            .filter(|g| g.state == GroupState::Reserved)
     }
 
     /// What is kept about a group's request for fast lookups: its shape, and whether it is elastic.

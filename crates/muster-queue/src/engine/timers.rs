@@ -1,34 +1,32 @@
 //! Timers: readiness and recovery timeouts (release, then requeue after an exponential backoff or
 //! deactivate), the end of a backoff, and when the next timer fires.
 
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
 use super::Engine;
 use crate::config::RequeueOrder;
-use crate::group::{GroupKey, GroupState, Reason, Transition};
+use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
 
 impl Engine {
     /// Expires readiness and recovery timeouts and backoffs.
     pub(super) fn expire_timers(&mut self, out: &mut Vec<Transition>) {
-        let now = self.now;
-        let keys: Vec<GroupKey> = self.live_groups().map(|(k, _)| k.clone()).collect();
-        for key in keys {
-            let g = &self.groups[&key];
-            let r = &self.queue_cfg(&g.spec.queue).readiness;
-            match g.state {
-                GroupState::Admitted => {
-                    if let (Some(t), Some(a)) = (r.timeout_s, g.admitted_at)
-                        && now >= a.saturating_add(t)
-                    {
-                        self.timeout(&key, false, out);
-                    }
-                }
-                GroupState::Running => {
-                    if let (Some(t), Some(s)) = (r.recovery_timeout_s, g.not_ready_since)
-                        && now >= s.saturating_add(t)
-                    {
-                        self.timeout(&key, true, out);
-                    }
-                }
-                GroupState::Evicted if g.requeue_at.is_some_and(|t| now >= t) => {
+        let mut due = BTreeSet::new();
+        while let Some(Reverse((t, _))) = self.timers.peek()
+            && *t <= self.now
+        {
+            let Some(Reverse((t, key))) = self.timers.pop() else { break };
+            if let Some(g) = self.groups.get(&key)
+                && self.timer_of(g) == Some(t)
+            {
+                due.insert((t, key));
+            }
+        }
+        for (_, key) in due {
+            match self.groups[&key].state {
+                GroupState::Admitted => self.timeout(&key, false, out),
+                GroupState::Running => self.timeout(&key, true, out),
+                GroupState::Evicted => {
                     let g = self.group_mut(&key);
                     g.requeue_at = None;
                     self.step(&key, GroupState::Queued, Reason::BackoffExpired, None, out);
@@ -37,6 +35,18 @@ impl Engine {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// When a live group's own timer fires: its readiness timeout (admitted), its recovery
+    /// timeout (running, not all ready), the end of its backoff (evicted).
+    pub(super) fn timer_of(&self, g: &Group) -> Option<i64> {
+        let r = &self.queue_cfg(&g.spec.queue).readiness;
+        match g.state {
+            GroupState::Admitted => r.timeout_s.zip(g.admitted_at).map(|(t, a)| a.saturating_add(t)),
+            GroupState::Running => r.recovery_timeout_s.zip(g.not_ready_since).map(|(t, s)| s.saturating_add(t)),
+            GroupState::Evicted => g.requeue_at,
+            _ => None,
         }
     }
 
@@ -78,15 +88,9 @@ impl Engine {
     /// of a backoff, a reservation's start, an elastic group's wait for max. A driver with nothing
     /// else to report may sleep until then.
     pub fn next_timer(&self) -> Option<i64> {
-        let live = self.live_groups().filter_map(|(_, g)| {
-            let r = &self.queue_cfg(&g.spec.queue).readiness;
-            match g.state {
-                GroupState::Admitted => r.timeout_s.zip(g.admitted_at).map(|(t, a)| a.saturating_add(t)),
-                GroupState::Running => r.recovery_timeout_s.zip(g.not_ready_since).map(|(t, s)| s.saturating_add(t)),
-                GroupState::Evicted => g.requeue_at,
-                _ => None,
-            }
-        });
+        // The earliest entry, stale or not, is never later than the earliest live timer: at
+        // worst the driver wakes once for nothing. A due one waits for the next cycle.
+        let live = self.timers.peek().map(|Reverse((t, _))| (*t).max(self.now.saturating_add(1)));
         let reserved = self.reservations.keys().filter_map(|k| self.groups[k].reserved_at);
         let elastic = self
             .pending
@@ -100,13 +104,13 @@ impl Engine {
                         .then(|| g.spec.submitted_at.saturating_add(wait))
                 })
             });
-        live.chain(reserved).chain(elastic).filter(|&t| t > self.now).min()
+        live.into_iter().chain(reserved).chain(elastic).filter(|&t| t > self.now).min()
     }
 
     /// True if a time-driven event (a reservation's start, an elastic group's wait) is due.
     pub(super) fn timer_due(&self) -> bool {
         let now = self.now;
-        self.groups.values().any(|g| g.state == GroupState::Reserved && g.reserved_at.is_some_and(|t| t <= now))
+        self.reserved_groups().any(|g| g.reserved_at.is_some_and(|t| t <= now))
             || self.pending.iter().any(|(q, p)| {
                 let wait = self.queue_cfg(q).elastic_max_wait_s;
                 wait > 0

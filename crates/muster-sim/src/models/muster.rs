@@ -35,9 +35,14 @@ pub struct Muster {
     dirty: bool,
     /// The engine's next timer (requeue, reservation start, readiness deadline), in ms.
     next_timer: Option<i64>,
-    /// Last engine cycle, in engine seconds: cycles within one second see the same clock.
-    last_cycle_s: Option<i64>,
+    /// When the last engine cycle ran, in ms.
+    last_cycle_ms: Option<i64>,
 }
+
+/// The least time between two cycles, in ms: the controller's floor (`cycle_gap` in
+/// muster-controller), which it keeps to while events stream in. The engine's own run time is not
+/// modelled, so the sim never paces slower than this.
+const CYCLE_GAP_MS: i64 = 10;
 
 fn key(job: JobId) -> GroupKey {
     GroupKey::new(NAMESPACE, &format!("job-{}", job.0))
@@ -73,7 +78,7 @@ impl Muster {
             pending: Vec::new(),
             dirty: false,
             next_timer: None,
-            last_cycle_s: None,
+            last_cycle_ms: None,
         })
     }
 
@@ -165,17 +170,16 @@ impl Scheduler for Muster {
     fn decide(&mut self, view: &ClusterView<'_>, now_ms: i64) -> Vec<Action> {
         let now = seconds(now_ms);
         let due = self.dirty || self.next_timer.is_some_and(|t| t <= now_ms);
-        if due && self.last_cycle_s == Some(now) {
-            // Already cycled in this engine second; the clock it sees has not moved, so the next
-            // cycle is at the next second.
-            let next_second = (now + 1) * 1000;
+        let earliest = self.last_cycle_ms.map_or(now_ms, |t| t + CYCLE_GAP_MS);
+        if due && now_ms < earliest {
+            // Events within the gap wait for the next cycle, as they do in the controller.
             self.next_timer = Some(match self.next_timer {
-                Some(t) if t > now_ms => t.min(next_second),
-                _ => next_second,
+                Some(t) if t > now_ms => t.min(earliest),
+                _ => earliest,
             });
         } else if due {
             self.dirty = false;
-            self.last_cycle_s = Some(now);
+            self.last_cycle_ms = Some(now_ms);
             let transitions = self.engine.schedule(now);
             self.act(transitions, view);
             self.refresh_timer();
