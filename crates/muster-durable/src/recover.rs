@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use muster_graph::ResourceGraph;
-use muster_queue::engine::QueueUsage;
+use muster_queue::engine::{LearnedRunTimes, QueueUsage};
 use muster_queue::{
     AllocationRecord, Engine, EngineConfig, EngineError, Group, GroupKey, GroupState, MemberPlacement, Reason,
     Snapshot, Transition,
@@ -89,6 +89,8 @@ fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>)
         cordoned: BTreeSet::new(),
         down: BTreeSet::new(),
         external: BTreeMap::new(),
+        // Not in the store yet: a recovered engine learns run times afresh.
+        learned_run_times: LearnedRunTimes::default(),
     }
 }
 

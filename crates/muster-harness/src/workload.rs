@@ -40,7 +40,8 @@ pub struct JobRecord {
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
     pub submit_ms: i64,
-    /// What the job declares as its run time (muster.dev/duration-seconds for muster).
+    /// What the job declares as its run time (muster.dev/duration-seconds for muster); 0 when
+    /// it declares none.
     #[serde(default)]
     pub expected_run_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,7 +109,7 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
         node_selector: j.filter.node_selector.clone(),
         tolerations,
         submit_ms: j.submit_ms,
-        expected_run_ms: j.expected_run_ms,
+        expected_run_ms: j.expected_run_ms.unwrap_or(0),
         topology: j.topology.as_ref().map(|t| RecordTopology {
             level: t.level.clone(),
             label: t.label.clone(),
@@ -177,8 +178,11 @@ pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
     let mut meta = ObjectMeta { name: Some(job.name.clone()), namespace: opts.namespace.clone(), ..Default::default() };
     if let Some(q) = &opts.queue {
         meta.labels = Some(BTreeMap::from([(labels::QUEUE.to_string(), q.clone())]));
-        let secs = (job.expected_run_ms.max(job.run_ms) as u64).div_ceil(1000).max(1);
-        let mut ann = BTreeMap::from([(labels::DURATION.to_string(), secs.to_string())]);
+        let mut ann = BTreeMap::new();
+        if job.expected_run_ms > 0 {
+            let secs = (job.expected_run_ms.max(job.run_ms) as u64).div_ceil(1000).max(1);
+            ann.insert(labels::DURATION.to_string(), secs.to_string());
+        }
         if job.min() < job.pods {
             ann.insert(labels::MIN_MEMBERS.to_string(), job.min().to_string());
         }
@@ -255,7 +259,10 @@ mod tests {
             for (r, s) in ours.iter().zip(&sim) {
                 assert_eq!(r.name, s.name);
                 assert_eq!(r.pods, s.max_members);
-                assert_eq!((r.submit_ms, r.run_ms, r.expected_run_ms), (s.submit_ms, s.run_ms, s.expected_run_ms));
+                assert_eq!(
+                    (r.submit_ms, r.run_ms, r.expected_run_ms),
+                    (s.submit_ms, s.run_ms, s.expected_run_ms.unwrap_or(0))
+                );
                 assert_eq!(r.deadline_s.map(|d| d * 1000), s.deadline_ms);
                 assert_eq!(r.node_selector, s.filter.node_selector);
                 // The requests read back by muster's parser are the sim's, apart from `pods: 1`.
@@ -310,6 +317,10 @@ mod tests {
         assert_eq!(queued["metadata"]["labels"]["muster.dev/queue"], "default");
         assert_eq!(queued["metadata"]["annotations"]["muster.dev/duration-seconds"], "270");
         assert_eq!(queued["metadata"]["namespace"], "ns");
+        // A class that declares no run time gets no duration annotation: muster learns it.
+        let silent = &jobs(&scenario("starvation-undeclared.yaml"), 1).unwrap()[0];
+        let queued_silent = serde_json::to_value(manifest(silent, &opts)).unwrap();
+        assert!(queued_silent["metadata"]["annotations"].get("muster.dev/duration-seconds").is_none());
         assert_eq!(queued["spec"]["template"]["spec"]["schedulerName"], "other");
         assert!(
             objects_yaml(std::slice::from_ref(j), &opts)

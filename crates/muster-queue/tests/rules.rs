@@ -1068,3 +1068,46 @@ fn a_waiting_group_reshaped_keeps_its_place_and_is_planned_for_its_new_size() {
     assert_eq!(e.group(&key("big")).unwrap().spec.request.min_members, 2);
     assert!(matches!(e.update(spec("nope", "q", 1, 1, None, 1), 6), Err(EngineError::UnknownGroup(_))));
 }
+
+/// Two 4-cpu nodes; two groups of one 4-cpu member and no declared run time held a node for 100 s
+/// and 200 s when `learn` is set. At 300 two more such groups take both nodes.
+fn undeclared_busy(learn: bool) -> Engine {
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Conservative { depth: 16 }));
+    if learn {
+        for (name, start, end) in [("w1", 0, 100), ("w2", 100, 300)] {
+            e.submit(spec(name, "q", 1, 4, None, start), start).unwrap();
+            let ts = e.schedule(start);
+            ready_all(&mut e, &ts, start);
+            e.finished(&key(name), true, end).unwrap();
+        }
+    }
+    for name in ["run-a", "run-b"] {
+        e.submit(spec(name, "q", 1, 4, None, 300), 300).unwrap();
+    }
+    let ts = e.schedule(300);
+    ready_all(&mut e, &ts, 300);
+    e.submit(spec("next", "q", 1, 4, None, 301), 301).unwrap();
+    e.submit(spec("big", "q", 2, 4, None, 302), 302).unwrap();
+    e.schedule(302);
+    e
+}
+
+#[test]
+fn a_group_without_a_run_time_is_planned_with_the_mean_of_its_kind() {
+    let mut e = undeclared_busy(true);
+    let next = e.explain(&key("next"), 302).unwrap();
+    assert_eq!((state(&e, "next"), next.estimated_start), (GroupState::Reserved, Some(450)), "300 + (100 + 200) / 2");
+    assert!(next.reason.contains("planned as 150 s, the mean of the last 2 like it in queue q"), "{}", next.reason);
+    // Behind it, a group of another shape: reserved after `next`'s planned run, though nothing
+    // was learned about its own.
+    let big = e.explain(&key("big"), 302).unwrap();
+    assert_eq!(big.estimated_start, Some(600));
+    assert!(big.reason.contains("no run time declared and none learned yet"), "{}", big.reason);
+    // Snapshots keep what was learned.
+    let restored = Engine::restore(common::graph(2, 4), e.snapshot()).unwrap();
+    assert_eq!(restored.snapshot().learned_run_times, e.snapshot().learned_run_times);
+
+    // Without the history, the running groups run "forever" for the planner: no reservation.
+    let e = undeclared_busy(false);
+    assert_eq!((state(&e, "next"), state(&e, "big")), (GroupState::Queued, GroupState::Queued));
+}

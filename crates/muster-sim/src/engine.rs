@@ -49,6 +49,8 @@ pub struct RunRecord {
     pub events: u64,
     pub suspensions: u64,
     pub horizon_hit: bool,
+    /// The scheduler predicts starts (`estimated_start_ms` is filled where it gave one).
+    pub estimates: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +65,8 @@ pub struct JobRecord {
     pub starts: u32,
     /// For a job with a topology constraint: whether its run spanned more than one domain.
     pub spread: Option<bool>,
+    /// The start the scheduler first predicted for it, if it predicts starts.
+    pub estimated_start_ms: Option<i64>,
 }
 
 /// A running job's work in member-milliseconds, done at `rate` members since `since`.
@@ -815,11 +819,13 @@ impl<'w> Engine<'w> {
             eprint!("\r{:70}\r", "");
         }
         let capacity = (0..self.resources.len()).map(|r| self.nodes.iter().map(|n| n.capacity[r]).sum()).collect();
+        let estimates = sched.estimated_starts();
         let jobs = self
             .jobs
             .iter()
+            .enumerate()
             .zip(&self.scheduled)
-            .map(|(j, s)| JobRecord {
+            .map(|((i, j), s)| JobRecord {
                 class_index: j.spec.class_index,
                 submit_ms: j.spec.submit_ms,
                 scheduled_ms: *s,
@@ -828,6 +834,7 @@ impl<'w> Engine<'w> {
                 phase: j.phase,
                 starts: j.starts,
                 spread: j.spread,
+                estimated_start_ms: estimates.and_then(|e| e.get(&JobId(i as u32)).copied()),
             })
             .collect();
         Ok(RunRecord {
@@ -842,6 +849,7 @@ impl<'w> Engine<'w> {
             events: self.events,
             suspensions: self.suspensions,
             horizon_hit,
+            estimates: estimates.is_some(),
         })
     }
 }

@@ -110,6 +110,9 @@ pub struct RunResult {
     /// one domain of its level; absent when no job has a constraint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyResult>,
+    /// Absent for schedulers that predict no starts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimates: Option<EstimateAccuracy>,
     pub events: u64,
     pub classes: Vec<ClassResult>,
     pub utilization: Utilization,
@@ -120,6 +123,19 @@ pub struct RunResult {
     /// Wall-clock time of the run; left out of every output so that output is reproducible.
     #[serde(skip)]
     pub wall_ms: u64,
+}
+
+/// How well a scheduler's first predicted start foretold when each job was placed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EstimateAccuracy {
+    /// Jobs given a predicted start while they waited.
+    pub estimated: usize,
+    /// Of those, the jobs placed after waiting at least a second: the ones compared.
+    pub compared: usize,
+    /// Median of |predicted start - placement| (s), placement being when all pods were bound.
+    pub median_error_s: f64,
+    /// Median of that error as a share of the job's wait (submission to placement).
+    pub median_error_of_wait: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -253,6 +269,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
                 .any(|j| j.topology.is_some())
                 .then(|| TopologyResult { constrained: ran.len(), spread: ran.iter().filter(|s| **s).count() })
         },
+        estimates: estimate_accuracy(rec),
         events: rec.events,
         classes,
         utilization: Utilization { sample_s: round3(sample as f64 / 1000.0), cpu: share(cpu), memory: share(mem) },
@@ -260,6 +277,36 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         waits_s,
         wall_ms: 0,
     }
+}
+
+/// Compares each job's first predicted start with its placement, over jobs that waited.
+fn estimate_accuracy(rec: &RunRecord) -> Option<EstimateAccuracy> {
+    if !rec.estimates {
+        return None;
+    }
+    let mut errors = vec![];
+    let mut shares = vec![];
+    for j in &rec.jobs {
+        let (Some(predicted), Some(placed)) = (j.estimated_start_ms, j.scheduled_ms) else { continue };
+        let wait = placed - j.submit_ms;
+        if wait >= 1000 {
+            let error = (predicted - placed).abs();
+            errors.push(error);
+            shares.push(error as f64 / wait as f64);
+        }
+    }
+    errors.sort_unstable();
+    shares.sort_by(f64::total_cmp);
+    let median_share = match shares.len() {
+        0 => 0.0,
+        n => shares[n.div_ceil(2) - 1],
+    };
+    Some(EstimateAccuracy {
+        estimated: rec.jobs.iter().filter(|j| j.estimated_start_ms.is_some()).count(),
+        compared: errors.len(),
+        median_error_s: round3(percentile(&errors, 50.0) as f64 / 1000.0),
+        median_error_of_wait: round3(median_share),
+    })
 }
 
 #[cfg(test)]

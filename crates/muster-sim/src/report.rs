@@ -103,6 +103,16 @@ impl Report {
                 r.topology.map_or(dash(), |t| format!("{} / {}", t.spread, t.constrained))
             });
         }
+        if self.runs.iter().any(|r| r.estimates.is_some()) {
+            row("estimated start: jobs estimated / compared", dash(), &|r| {
+                r.estimates.map_or(dash(), |e| format!("{} / {}", e.estimated, e.compared))
+            });
+            row("estimated start: median error (s / % of wait)", dash(), &|r| {
+                r.estimates.map_or(dash(), |e| {
+                    format!("{} / {}", f(e.median_error_s, 1), f(e.median_error_of_wait * 100.0, 1))
+                })
+            });
+        }
         row("events", dash(), &|r| r.events.to_string());
         let classes = self.runs.first().map(|r| r.classes.clone()).unwrap_or_default();
         for (k, c) in classes.iter().enumerate() {
@@ -181,6 +191,12 @@ impl Report {
             put(s, "*", "clog_memory_gib_s", f(r.clog_memory_gib_s, 3));
             put(s, "*", "clog_share", f(r.clog_share, 3));
             put(s, "*", "evictions", r.suspensions.to_string());
+            if let Some(e) = r.estimates {
+                put(s, "*", "estimated_jobs", e.estimated.to_string());
+                put(s, "*", "estimate_compared_jobs", e.compared.to_string());
+                put(s, "*", "estimate_median_error_s", f(e.median_error_s, 3));
+                put(s, "*", "estimate_median_error_of_wait", f(e.median_error_of_wait, 3));
+            }
             put(s, "*", "events", r.events.to_string());
             for c in &r.classes {
                 put(s, &c.class, "completed", c.completed.to_string());

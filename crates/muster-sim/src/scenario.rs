@@ -412,9 +412,17 @@ pub struct JobClass {
     /// A probe class: its time to schedule is reported.
     #[serde(default)]
     pub probe: bool,
+    /// Whether its jobs declare their run time (the longest the class can draw); a job that
+    /// does not leaves the scheduler to guess.
+    #[serde(default = "declares_by_default")]
+    pub declares_run_time: bool,
     /// All pods within one domain of a topology level of the cluster.
     #[serde(default)]
     pub topology: Option<ClassTopology>,
+}
+
+fn declares_by_default() -> bool {
+    true
 }
 
 /// A job class's topology constraint, and what breaking it costs.
@@ -505,8 +513,9 @@ pub struct JobSpec {
     pub filter: NodeFilter,
     /// The run time this job will actually take with `max_members` pods.
     pub run_ms: i64,
-    /// What its user declares: the longest run time its class can draw (base * (1 + jitter)).
-    pub expected_run_ms: i64,
+    /// What its user declares: the longest run time its class can draw (base * (1 + jitter));
+    /// None where the class declares none.
+    pub expected_run_ms: Option<i64>,
     pub run_starts: RunStart,
     pub deadline_ms: Option<i64>,
     pub priority: i32,
@@ -532,7 +541,7 @@ impl JobSpec {
         g.min_members = self.min_members;
         g.requests = self.requests.clone();
         g.filter = self.filter.clone();
-        g.duration = Some((self.expected_run_ms as u64).div_ceil(1000).max(1));
+        g.duration = self.expected_run_ms.map(|ms| (ms as u64).div_ceil(1000).max(1));
         g.topology = self.topology.as_ref().map(|t| TopologyConstraint { level: t.level.clone(), mode: t.mode });
         g
     }
@@ -761,7 +770,9 @@ pub fn from_text_with(
                     requests: requests.clone(),
                     filter: filter.clone(),
                     run_ms: run_ms.max(1),
-                    expected_run_ms: (c.run_time.0 as f64 * (1.0 + c.jitter)).ceil() as i64,
+                    expected_run_ms: c
+                        .declares_run_time
+                        .then(|| (c.run_time.0 as f64 * (1.0 + c.jitter)).ceil() as i64),
                     run_starts: c.run_starts,
                     deadline_ms: c.deadline.map(|d| d.0),
                     priority: c.priority,
@@ -807,7 +818,7 @@ pub fn from_text_with(
                     requests,
                     filter: NodeFilter::default(),
                     run_ms: m.run_ms,
-                    expected_run_ms: m.expected_ms,
+                    expected_run_ms: Some(m.expected_ms),
                     run_starts: src.run_starts,
                     deadline_ms: m.deadline_ms,
                     priority: 0,

@@ -265,4 +265,9 @@ pub trait Scheduler: Send {
     fn decide(&mut self, view: &ClusterView<'_>, now_ms: i64) -> Vec<Action>;
     /// The next time this scheduler wants `decide` called without an event; None if none.
     fn next_wakeup(&self) -> Option<i64>;
+    /// For a scheduler that predicts starts: the start (ms) each job was first told to expect
+    /// while it waited.
+    fn estimated_starts(&self) -> Option<&BTreeMap<JobId, i64>> {
+        None
+    }
 }

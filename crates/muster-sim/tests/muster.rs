@@ -83,3 +83,23 @@ fn whole_cluster_gangs_do_not_starve_behind_a_stream_of_small_jobs() {
     let makespan = muster.makespan_s.unwrap();
     assert!(makespan >= report.lower_bound_s && makespan <= report.lower_bound_s * 1.05, "{makespan}");
 }
+
+#[test]
+fn run_times_no_job_declares_are_learned_so_whole_cluster_gangs_still_do_not_starve() {
+    let report = run("starvation-undeclared.yaml", &["muster-besteffort", "muster"]);
+    let (unplanned, muster) = (&report.runs[0], &report.runs[1]);
+    let whole = |r: &muster_sim::RunResult| r.classes.iter().find(|c| c.class == "whole").unwrap().wait.max_s;
+    assert_eq!((muster.completed, muster.failed), (report.jobs, 0));
+    assert!(
+        whole(muster) * 4.0 < whole(unplanned),
+        "planned with learned run times, the gangs are reserved for: {} s against {} s",
+        whole(muster),
+        whole(unplanned)
+    );
+    let makespan = muster.makespan_s.unwrap();
+    assert!(makespan <= report.lower_bound_s * 1.05, "{makespan} against {}", report.lower_bound_s);
+    // Predicted starts come from the learned run times (none is declared).
+    let e = muster.estimates.expect("muster predicts starts");
+    assert!(e.compared >= 100 && e.median_error_of_wait < 0.5, "{e:?}");
+    assert!(unplanned.estimates.is_some_and(|u| u.estimated < e.estimated / 10), "{:?}", unplanned.estimates);
+}

@@ -87,7 +87,7 @@ impl Engine {
             return Break(Attempt::Skipped);
         }
         let shape = self.shapes[key];
-        let request = g.spec.request.clone();
+        let request = self.planned_request(g);
         let queue = g.spec.queue.clone();
         let had_unsat = g.unsatisfiable.is_some();
         match self.satisfiable(shape, &request) {

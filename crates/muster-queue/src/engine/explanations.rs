@@ -58,7 +58,7 @@ impl Engine {
                 Some(at)
             } else if planner_left > 0 {
                 planner_left -= 1;
-                let mut req = g.spec.request.clone();
+                let mut req = self.planned_request(g);
                 req.min_members = self.effective_min(g);
                 match self.graph.allocate_orelse_reserve(&req, now) {
                     MatchOutcome::Allocated(id) => {
@@ -83,6 +83,15 @@ impl Engine {
                     Some(t) if t <= now => "fits now; starts at the next cycle".into(),
                     Some(t) => format!("waiting for capacity; estimated start {t}"),
                     None => "waiting; no estimate (running groups without an expected end)".into(),
+                };
+            }
+            if g.spec.request.duration.is_none() && estimated_start.is_some() {
+                reason = match self.learned_run_time(g) {
+                    Some(l) => format!(
+                        "{reason}; no run time declared: planned as {} s, the mean of the last {} like it in queue {q}",
+                        l.seconds, l.runs
+                    ),
+                    None => format!("{reason}; no run time declared and none learned yet"),
                 };
             }
             out.push(Explanation { key, queue: q, state: g.state, position, estimated_start, reason });

@@ -238,6 +238,10 @@ impl Engine {
         GroupState::transition(state, to)
             .map_err(|source| EngineError::IllegalTransition { key: key.clone(), source })?;
         self.advance(now);
+        if succeeded {
+            let g = Arc::clone(&self.groups[key]);
+            self.learn_run_time(&g, self.now);
+        }
         let rec = self.release(key);
         let mut out = Vec::new();
         self.step(key, to, Reason::Finished { succeeded }, rec, &mut out);

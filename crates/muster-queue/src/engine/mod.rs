@@ -35,6 +35,7 @@ mod nodes;
 mod placement;
 mod plan;
 mod preemption;
+mod run_times;
 mod snapshot;
 mod state;
 mod timers;
@@ -51,6 +52,7 @@ pub use self::explanations::Explanation;
 pub use self::fair_share::QueueUsage;
 pub use self::nodes::ExternalHold;
 pub use self::plan::{NodePlan, Plan, PlanWindow, PlannedGroup, QueuePlan, WindowKind};
+pub use self::run_times::{LearnedRunTime, LearnedRunTimes};
 pub use self::snapshot::Snapshot;
 use crate::config::{Compiled, EngineConfig};
 use crate::group::{Group, GroupKey, IllegalTransition};
@@ -100,6 +102,8 @@ pub struct Engine {
     /// store's diff skips it).
     groups: BTreeMap<GroupKey, Arc<Group>>,
     usage_hist: BTreeMap<String, QueueUsage>,
+    /// Run times of finished groups that declared none.
+    learned: LearnedRunTimes,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     cordoned: BTreeSet<String>,
     down: BTreeSet<String>,
@@ -151,6 +155,7 @@ impl Engine {
             dirty: true,
             groups: BTreeMap::new(),
             usage_hist,
+            learned: LearnedRunTimes::default(),
             namespaces: BTreeMap::new(),
             cordoned: BTreeSet::new(),
             down: BTreeSet::new(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use muster_graph::{ImportedMember, ResourceGraph};
 use serde::{Deserialize, Serialize};
 
-use super::{Engine, EngineError, ExternalHold, QueueUsage};
+use super::{Engine, EngineError, ExternalHold, LearnedRunTimes, QueueUsage};
 use crate::config::EngineConfig;
 use crate::group::{Group, GroupState};
 
@@ -31,6 +31,9 @@ pub struct Snapshot {
     /// Capacity held by pods of other schedulers, by the caller's id (a pod uid).
     #[serde(default)]
     pub external: BTreeMap<String, ExternalHold>,
+    /// Run times learned from finished groups that declared none.
+    #[serde(default)]
+    pub learned_run_times: LearnedRunTimes,
 }
 
 impl Engine {
@@ -49,6 +52,7 @@ impl Engine {
             cordoned: self.cordoned.clone(),
             down: self.down.clone(),
             external: self.external.iter().map(|(id, (h, _))| (id.clone(), h.clone())).collect(),
+            learned_run_times: self.learned.clone(),
         }
     }
 
@@ -75,6 +79,7 @@ impl Engine {
         e.namespaces = snap.namespaces;
         e.cordoned = snap.cordoned;
         e.down = snap.down;
+        e.learned = snap.learned_run_times;
         for (q, u) in snap.usage {
             e.usage_hist.insert(q, u);
         }

@@ -37,12 +37,21 @@ pub struct Muster {
     next_timer: Option<i64>,
     /// When the last engine cycle ran, in ms.
     last_cycle_ms: Option<i64>,
+    /// When the queue view was last refreshed, in ms.
+    last_view_ms: Option<i64>,
+    /// The first estimated start (ms) the queue view gave each job.
+    estimates: BTreeMap<JobId, i64>,
 }
 
 /// The least time between two cycles, in ms: the controller's floor (`cycle_gap` in
 /// muster-controller), which it keeps to while events stream in. The engine's own run time is not
 /// modelled, so the sim never paces slower than this.
 const CYCLE_GAP_MS: i64 = 10;
+
+/// How often the queue view with every pending group's estimated start is refreshed, in ms: the
+/// controller's default (`queue_view_every`), so a job's first estimate is the one its user
+/// would first see.
+const QUEUE_VIEW_EVERY_MS: i64 = 5000;
 
 fn key(job: JobId) -> GroupKey {
     GroupKey::new(NAMESPACE, &format!("job-{}", job.0))
@@ -79,6 +88,8 @@ impl Muster {
             dirty: false,
             next_timer: None,
             last_cycle_ms: None,
+            last_view_ms: None,
+            estimates: BTreeMap::new(),
         })
     }
 
@@ -184,10 +195,22 @@ impl Scheduler for Muster {
             self.act(transitions, view);
             self.refresh_timer();
         }
+        if self.last_view_ms.is_none_or(|t| now_ms >= t + QUEUE_VIEW_EVERY_MS) {
+            self.last_view_ms = Some(now_ms);
+            for e in self.engine.queue_view(now) {
+                if let Some(t) = e.estimated_start {
+                    self.estimates.entry(job_of(&e.key)).or_insert(t * 1000);
+                }
+            }
+        }
         std::mem::take(&mut self.pending)
     }
 
     fn next_wakeup(&self) -> Option<i64> {
         self.next_timer
+    }
+
+    fn estimated_starts(&self) -> Option<&BTreeMap<JobId, i64>> {
+        Some(&self.estimates)
     }
 }

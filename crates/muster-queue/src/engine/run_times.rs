@@ -1,0 +1,94 @@
+//! Run times learned from finished groups, for groups that declare none. A group without a
+//! duration would run "forever" for the planner: no reservation could be made behind it and no
+//! start estimated. Instead it is planned with the mean time its kind of group (same queue, same
+//! request) held its nodes over the last runs, from admission to the end, start-up included.
+//! A declared duration is always used as given: it is the user's promise, often a hard limit
+//! (activeDeadlineSeconds), and the plans' guarantee rests on it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use muster_graph::GroupRequest;
+use serde::{Deserialize, Serialize};
+
+use super::Engine;
+use crate::group::Group;
+
+/// Runs remembered per kind of group: recent enough to follow a change of workload, enough to
+/// average out one odd run.
+const KEPT: usize = 8;
+
+/// Recent run times (seconds, at the group's full size) by queue and request shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LearnedRunTimes(BTreeMap<String, BTreeMap<u64, VecDeque<u64>>>);
+
+/// A learned run time and how many runs it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LearnedRunTime {
+    pub seconds: u64,
+    pub runs: usize,
+}
+
+impl LearnedRunTimes {
+    fn record(&mut self, queue: &str, shape: u64, seconds: u64) {
+        let runs = self.0.entry(queue.to_string()).or_default().entry(shape).or_default();
+        if runs.len() == KEPT {
+            runs.pop_front();
+        }
+        runs.push_back(seconds);
+    }
+
+    fn get(&self, queue: &str, shape: u64) -> Option<LearnedRunTime> {
+        let runs = self.0.get(queue)?.get(&shape).filter(|r| !r.is_empty())?;
+        let total: u64 = runs.iter().sum();
+        Some(LearnedRunTime { seconds: total.div_ceil(runs.len() as u64).max(1), runs: runs.len() })
+    }
+}
+
+impl Engine {
+    /// The run time learned for a group that declares none.
+    pub fn learned_run_time(&self, g: &Group) -> Option<LearnedRunTime> {
+        if g.spec.request.duration.is_some() {
+            return None;
+        }
+        self.learned.get(&g.spec.queue, self.shapes.get(&g.spec.key).copied()?)
+    }
+
+    /// The request the planner works with: the group's own, with the learned run time where it
+    /// declares none.
+    pub(super) fn planned_request(&self, g: &Group) -> GroupRequest {
+        let mut req = g.spec.request.clone();
+        if let Some(l) = self.learned_run_time(g) {
+            req.duration = Some(l.seconds);
+        }
+        req
+    }
+
+    /// Learns from a group that finished well: how long it held its nodes, scaled to its full
+    /// size as the planner scales a run time (the same work on fewer members takes longer).
+    pub(super) fn learn_run_time(&mut self, g: &Group, now: i64) {
+        let (Some(admitted), None) = (g.admitted_at, g.spec.request.duration) else { return };
+        let Some(&shape) = self.shapes.get(&g.spec.key) else { return };
+        let held = u64::try_from(now.saturating_sub(admitted)).unwrap_or(0);
+        let at_max = held.saturating_mul(u64::from(g.member_count())) / u64::from(g.spec.request.max_members.max(1));
+        self.learned.record(&g.spec.queue, shape, at_max.max(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mean_of_the_last_runs_per_queue_and_shape() {
+        let mut l = LearnedRunTimes::default();
+        assert_eq!(l.get("q", 2), None);
+        l.record("q", 2, 100);
+        l.record("q", 2, 201);
+        assert_eq!(l.get("q", 2), Some(LearnedRunTime { seconds: 151, runs: 2 }));
+        assert_eq!((l.get("q", 4), l.get("other", 2)), (None, None));
+        for _ in 0..KEPT {
+            l.record("q", 2, 10);
+        }
+        assert_eq!(l.get("q", 2), Some(LearnedRunTime { seconds: 10, runs: KEPT }), "old runs are forgotten");
+    }
+}
