@@ -59,6 +59,15 @@ struct EvictionLabels {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunTimeLabels {
+    /// Where the run time a group was planned with came from: `declared` or `learned`.
+    planned: &'static str,
+}
+
+/// Bounds of the run-time ratio histogram: fine around 1 (as planned), coarse far from it.
+const RUN_TIME_RATIO_BUCKETS: [f64; 11] = [0.25, 0.5, 0.75, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0];
+
 /// The controller's metrics and their registry.
 #[derive(Debug)]
 pub struct Metrics {
@@ -72,6 +81,7 @@ pub struct Metrics {
     event_delay: Histogram,
     cycle_duration: Histogram,
     admission_wait: Histogram,
+    run_time_ratio: Family<RunTimeLabels, Histogram>,
     leader: Gauge,
     store_write_duration: Histogram,
     /// When each waiting group entered its queue, from the transitions seen: the engine keeps
@@ -132,6 +142,14 @@ impl Metrics {
             Unit::Seconds,
             admission_wait.clone(),
         );
+        let run_time_ratio = Family::<RunTimeLabels, Histogram>::new_with_constructor(
+            (|| Histogram::new(RUN_TIME_RATIO_BUCKETS)) as fn() -> Histogram,
+        );
+        registry.register(
+            "run_time_ratio",
+            "How long a group that succeeded held its nodes, over the run time it was planned with (1: as planned)",
+            run_time_ratio.clone(),
+        );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica holds the leader lease", leader.clone());
         let store_write_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
@@ -152,6 +170,7 @@ impl Metrics {
             event_delay,
             cycle_duration,
             admission_wait,
+            run_time_ratio,
             leader,
             store_write_duration,
             queued_since: Mutex::new(HashMap::new()),
@@ -195,12 +214,31 @@ impl Metrics {
             }
             return;
         }
+        if t.to == GroupState::Succeeded {
+            self.observe_run_time(t, group);
+        }
         if t.to == GroupState::Evicted {
             self.evictions.get_or_create(&EvictionLabels { queue, reason: eviction_reason(&t.reason) }).inc();
         }
         if !t.to.is_pending() {
             waiting.remove(&t.key);
         }
+    }
+
+    /// A group that succeeded: how long it held its nodes against its planned window (none
+    /// for a group planned to run until it ends).
+    fn observe_run_time(&self, t: &Transition, group: Option<&Group>) {
+        let Some(a) = &t.allocation else { return };
+        let planned = a.end.saturating_sub(a.start);
+        if a.end == i64::MAX || planned <= 0 {
+            return;
+        }
+        let source = match group.map(|g| g.spec.request.duration.is_some()) {
+            Some(false) => "learned",
+            _ => "declared",
+        };
+        let held = t.at.saturating_sub(a.start).max(0) as f64;
+        self.run_time_ratio.get_or_create(&RunTimeLabels { planned: source }).observe(held / planned as f64);
     }
 
     pub fn pod_bound(&self) {
@@ -334,6 +372,58 @@ mod tests {
         let text = metrics.encode().unwrap();
         assert!(has(&text, r#"muster_groups{queue="new",state="pending"} 1"#), "{text}");
         assert!(!text.contains(r#"queue="old""#), "{text}");
+    }
+
+    #[test]
+    fn run_times_are_compared_with_the_plan_by_where_it_came_from() {
+        use muster_graph::GroupRequest;
+        use muster_queue::{AllocationRecord, GroupSpec};
+        let metrics = Metrics::new();
+        let group = |duration| {
+            let mut request = GroupRequest::simple("g", 1, &[("cpu", 1000)]);
+            request.duration = duration;
+            let spec = GroupSpec {
+                key: GroupKey::new("ns", "g"),
+                queue: "q".into(),
+                priority_class: None,
+                request,
+                submitted_at: 0,
+            };
+            Group {
+                spec,
+                priority: 0,
+                state: GroupState::Succeeded,
+                seq: 0,
+                order_time: 0,
+                allocation: None,
+                reserved_at: None,
+                admitted_at: None,
+                ready_members: 0,
+                not_ready_since: None,
+                requeues: 0,
+                evictions: 0,
+                requeue_at: None,
+                unsatisfiable: None,
+                reason: String::new(),
+            }
+        };
+        let finished = |start, end, at| Transition {
+            at,
+            key: GroupKey::new("ns", "g"),
+            from: GroupState::Running,
+            to: GroupState::Succeeded,
+            reason: Reason::Finished { succeeded: true },
+            allocation: Some(AllocationRecord { alloc_id: 1, members: vec![], start, end }),
+        };
+        // Declared 100 s, held 60 s; learned 100 s, held 120 s; planned "forever": not counted.
+        metrics.transition(&finished(0, 100, 60), Some(&group(Some(100))));
+        metrics.transition(&finished(0, 100, 120), Some(&group(None)));
+        metrics.transition(&finished(0, i64::MAX, 50), Some(&group(None)));
+        let text = metrics.encode().unwrap();
+        assert!(has(&text, r#"muster_run_time_ratio_sum{planned="declared"} 0.6"#), "{text}");
+        assert!(has(&text, r#"muster_run_time_ratio_count{planned="learned"} 1"#), "{text}");
+        assert!(has(&text, r#"muster_run_time_ratio_bucket{le="1.25",planned="learned"} 1"#), "{text}");
+        assert!(has(&text, r#"muster_run_time_ratio_bucket{le="1.1",planned="learned"} 0"#), "{text}");
     }
 
     /// One plain HTTP/1.1 GET; the whole response.

@@ -1103,6 +1103,8 @@ fn a_group_without_a_run_time_is_planned_with_the_mean_of_its_kind() {
     let big = e.explain(&key("big"), 302).unwrap();
     assert_eq!(big.estimated_start, Some(600));
     assert!(big.reason.contains("no run time declared and none learned yet"), "{}", big.reason);
+    let running = e.explain(&key("run-a"), 302).unwrap();
+    assert!(running.reason.ends_with("planned to end at 450 (learned run time)"), "{}", running.reason);
     // Snapshots keep what was learned.
     let restored = Engine::restore(common::graph(2, 4), e.snapshot()).unwrap();
     assert_eq!(restored.snapshot().learned_run_times, e.snapshot().learned_run_times);

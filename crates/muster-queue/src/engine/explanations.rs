@@ -152,6 +152,14 @@ impl Engine {
         None
     }
 
+    /// When a placed group is planned to end, and where its run time came from; empty for one
+    /// planned to run until it ends.
+    fn planned_end(&self, g: &Group) -> String {
+        let Some(end) = g.allocation.as_ref().map(|a| a.end).filter(|e| *e != i64::MAX) else { return String::new() };
+        let source = if g.spec.request.duration.is_some() { "declared" } else { "learned" };
+        format!("; planned to end at {end} ({source} run time)")
+    }
+
     /// Why one group is where it is.
     pub fn explain(&mut self, key: &GroupKey, now: i64) -> Result<Explanation, EngineError> {
         let g = self.get(key)?;
@@ -181,7 +189,7 @@ impl Engine {
                     g.member_count(),
                     r.recovery_timeout_s.map_or(String::new(), |t| format!("; released at {} unless recovered", s + t))
                 ),
-                None => format!("running with {} members", g.member_count()),
+                None => format!("running with {} members{}", g.member_count(), self.planned_end(g)),
             },
             GroupState::Evicted => format!(
                 "evicted {} time(s); queued again at {}",
