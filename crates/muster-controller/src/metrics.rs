@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use muster_k8s::QueueStatus;
 use muster_queue::{Group, GroupKey, GroupState, Reason, Transition};
-use muster_store::{Fence, HistoryEntry, PutResult, Snapshot, Store, StoreError, UsageSum, Write};
+use muster_store::{Fence, HistoryEntry, PutResult, RunTimeRecord, Snapshot, Store, StoreError, UsageSum, Write};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -325,6 +325,10 @@ impl<S: Store> Store for TimedStore<S> {
 
     fn decayed_usage(&mut self, now: i64, half_life_seconds: i64) -> Result<Vec<UsageSum>, StoreError> {
         self.inner.decayed_usage(now, half_life_seconds)
+    }
+
+    fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError> {
+        self.inner.recent_run_times(per_shape)
     }
 
     fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError> {

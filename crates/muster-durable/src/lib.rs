@@ -403,15 +403,19 @@ impl<S: Store> DurableEngine<S> {
             }
         }
         let history = out.transitions.iter().map(|t| rows::history_entry(t, t.reason.message())).collect();
+        let before = rows::group_map(self.engine.groups());
         let writes = match rows::diff(
-            &rows::group_map(self.engine.groups()),
+            &before,
             &rows::group_map(next.groups()),
             &out.transitions,
             history,
             next.now(),
             &self.versions,
         ) {
-            Ok(w) => w,
+            Ok(mut w) => {
+                w.extend(rows::run_times(&before, &out.transitions));
+                w
+            }
             Err(e) => {
                 let e = DurableError::from(e).to_string();
                 out.refused.extend(ran.into_iter().map(|i| (i, e.clone())));
@@ -584,15 +588,10 @@ impl<S: Store> DurableEngine<S> {
         let mut next = self.engine.clone();
         let ts = input.run(&mut next, at).map_err(|e| Failure::Input(e.into()))?;
         let history = ts.iter().map(|t| rows::history_entry(t, t.reason.message())).collect();
-        let writes = rows::diff(
-            &rows::group_map(self.engine.groups()),
-            &rows::group_map(next.groups()),
-            &ts,
-            history,
-            next.now(),
-            &self.versions,
-        )
-        .map_err(|e| Failure::Input(e.into()))?;
+        let before = rows::group_map(self.engine.groups());
+        let mut writes = rows::diff(&before, &rows::group_map(next.groups()), &ts, history, next.now(), &self.versions)
+            .map_err(|e| Failure::Input(e.into()))?;
+        writes.extend(rows::run_times(&before, &ts));
         if !writes.is_empty() {
             let puts = self.store.apply(&self.fence, now, &writes).map_err(Failure::Store)?;
             rows::note_versions(&mut self.versions, &writes, puts);

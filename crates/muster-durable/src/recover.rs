@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use muster_graph::ResourceGraph;
-use muster_queue::engine::{LearnedRunTimes, QueueUsage};
+use muster_queue::engine::{LearnedRunTimes, QueueUsage, RUN_TIMES_KEPT, RunTimeSample};
 use muster_queue::{
     AllocationRecord, Engine, EngineConfig, EngineError, Group, GroupKey, GroupState, MemberPlacement, Reason,
     Snapshot, Transition,
@@ -65,7 +65,7 @@ fn corrupt(key: &str, message: impl Into<String>) -> RecoverError {
 
 /// An engine snapshot of `groups` at `now`. Counters come from the groups (the store keeps no
 /// others); every unsatisfiable mark is made stale so that it is checked against today's graph.
-fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>) -> Snapshot {
+fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>, learned: LearnedRunTimes) -> Snapshot {
     Snapshot {
         config: config.clone(),
         now,
@@ -89,8 +89,7 @@ fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>)
         cordoned: BTreeSet::new(),
         down: BTreeSet::new(),
         external: BTreeMap::new(),
-        // Not in the store yet: a recovered engine learns run times afresh.
-        learned_run_times: LearnedRunTimes::default(),
+        learned_run_times: learned,
     }
 }
 
@@ -318,17 +317,21 @@ impl<S: Store> DurableEngine<S> {
             return Err(corrupt(key, "allocation row without a group"));
         }
 
+        let learned = LearnedRunTimes::from_samples(store.recent_run_times(RUN_TIMES_KEPT)?.into_iter().map(|r| {
+            RunTimeSample { queue: r.queue, shape: r.shape as u64, seconds: u64::try_from(r.seconds).unwrap_or(0) }
+        }));
         let before = groups.clone();
         let mut rec =
             Reconcile { graph: &graph, now, transitions: Vec::new(), history: Vec::new(), conflicts: Vec::new() };
         let orphans = rec.run(&mut groups, cluster);
-        let mut engine = Engine::restore(graph.clone(), snapshot(&config, now, &groups))?;
+        let mut engine = Engine::restore(graph.clone(), snapshot(&config, now, &groups, learned.clone()))?;
         // One at a time, each checked (capacity and quota) with the ones accepted before it.
         for (key, pods) in orphans {
             let trial = rec.imported(&groups[&key], &pods, next_alloc_id(&groups)).and_then(|cand| {
                 let mut trial = groups.clone();
                 trial.insert(key.clone(), cand);
-                let e = Engine::restore(graph.clone(), snapshot(&config, now, &trial)).map_err(|e| e.to_string())?;
+                let e = Engine::restore(graph.clone(), snapshot(&config, now, &trial, learned.clone()))
+                    .map_err(|e| e.to_string())?;
                 e.check_invariants()?;
                 Ok((trial, e))
             });

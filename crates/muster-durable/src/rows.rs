@@ -3,9 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use muster_queue::engine::RunTimeSample;
 use muster_queue::quota;
-use muster_queue::{AllocationRecord, Group, GroupKey, Transition};
-use muster_store::{Allocation, HistoryEntry, UsageRecord, Write};
+use muster_queue::{AllocationRecord, Group, GroupKey, GroupState, Transition};
+use muster_store::{Allocation, HistoryEntry, RunTimeRecord, UsageRecord, Write};
 use serde_json::Value;
 
 use muster_store::PutResult;
@@ -168,6 +169,26 @@ pub(crate) fn diff(
     writes.extend(history.into_iter().map(Write::AppendHistory));
     writes.extend(usage.into_iter().map(Write::AddUsage));
     Ok(writes)
+}
+
+/// What the groups that succeeded in `transitions` teach about run times (see
+/// [`RunTimeSample`]), read from them as they were before (still placed). Only for transitions
+/// of the running engine: a group found finished on recovery ended at some unknown time.
+pub(crate) fn run_times(before: &GroupMap, transitions: &[Transition]) -> Vec<Write> {
+    transitions
+        .iter()
+        .filter(|t| t.to == GroupState::Succeeded)
+        .filter_map(|t| RunTimeSample::of(before.get(&t.key)?, t.at).map(|s| (t.at, s)))
+        .map(|(at, s)| {
+            Write::AddRunTime(RunTimeRecord {
+                queue: s.queue,
+                // Stored as the same 64 bits: SQL integers are signed.
+                shape: s.shape as i64,
+                at,
+                seconds: i64::try_from(s.seconds).unwrap_or(i64::MAX),
+            })
+        })
+        .collect()
 }
 
 /// Remembers the versions a committed batch gave its groups (and forgets deleted ones).

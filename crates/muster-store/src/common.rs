@@ -77,3 +77,18 @@ impl Sums {
         self.0.into_iter().map(|((queue, resource), amount)| UsageSum { queue, resource, amount }).collect()
     }
 }
+
+/// The latest `param` rows of each (queue, shape) of `run_times`, oldest first within each: one
+/// query for both backends, `param` being the backend's first placeholder (`?1`, `$1`).
+pub(crate) fn recent_run_times_sql(param: &str) -> String {
+    format!(
+        "SELECT queue, shape, at, seconds FROM (SELECT queue, shape, at, seconds, id, \
+         ROW_NUMBER() OVER (PARTITION BY queue, shape ORDER BY at DESC, id DESC) AS n FROM run_times) AS latest \
+         WHERE n <= {param} ORDER BY queue, shape, at, id"
+    )
+}
+
+/// A row count as SQL takes it.
+pub(crate) fn row_limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

@@ -89,6 +89,16 @@ pub struct UsageSum {
     pub amount: f64,
 }
 
+/// How long a group that declared no run time held its nodes (seconds, at its full size),
+/// recorded at time `at`. `shape` is the engine's stable hash of the group's request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunTimeRecord {
+    pub queue: String,
+    pub shape: i64,
+    pub at: i64,
+    pub seconds: i64,
+}
+
 /// One write of a batch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
@@ -110,6 +120,7 @@ pub enum Write {
     },
     AppendHistory(HistoryEntry),
     AddUsage(UsageRecord),
+    AddRunTime(RunTimeRecord),
 }
 
 /// Proof of leadership: writes carry it and land only while it is still the lease's current
@@ -169,4 +180,7 @@ pub trait Store {
 
     /// The history of one group, oldest first.
     fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+
+    /// The latest `per_shape` run times of each (queue, shape), oldest first within each.
+    fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError>;
 }

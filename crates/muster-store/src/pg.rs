@@ -10,8 +10,8 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
 use crate::common::{self, FREE, Sums};
 use crate::migrate::{self, PG_MIGRATIONS};
 use crate::{
-    Allocation, Fence, Group, HistoryEntry, PutResult, Snapshot, Store, StoreError, StoredGroup, UsageRecord, UsageSum,
-    Write,
+    Allocation, Fence, Group, HistoryEntry, PutResult, RunTimeRecord, Snapshot, Store, StoreError, StoredGroup,
+    UsageRecord, UsageSum, Write,
 };
 
 /// Any constant: it only has to be the same for every muster that migrates one database.
@@ -40,6 +40,7 @@ struct Stmts {
     delete_allocation: Statement,
     append_history: Statement,
     add_usage: Statement,
+    add_run_time: Statement,
 }
 
 impl PgStore {
@@ -134,6 +135,8 @@ impl Stmts {
                  VALUES ($1, $2, $3, $4, $5, $6)",
             )?,
             add_usage: client.prepare("INSERT INTO usage (queue, resource, at, amount) VALUES ($1, $2, $3, $4)")?,
+            add_run_time: client
+                .prepare("INSERT INTO run_times (queue, shape, at, seconds) VALUES ($1, $2, $3, $4)")?,
         })
     }
 }
@@ -305,6 +308,25 @@ impl Store for PgStore {
                 .collect()
         })
     }
+
+    fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError> {
+        self.with_conn(|c| {
+            c.client
+                .query(&common::recent_run_times_sql("$1"), &[&common::row_limit(per_shape)])
+                .map_err(pg_err)?
+                .iter()
+                .map(|row| {
+                    let queue: String = get(row, 0, "run_times", "")?;
+                    Ok(RunTimeRecord {
+                        shape: get(row, 1, "run_times", &queue)?,
+                        at: get(row, 2, "run_times", &queue)?,
+                        seconds: get(row, 3, "run_times", &queue)?,
+                        queue,
+                    })
+                })
+                .collect()
+        })
+    }
 }
 
 fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Option<PutResult>, StoreError> {
@@ -320,6 +342,9 @@ fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Opti
         }
         Write::AddUsage(UsageRecord { queue, resource, at, amount }) => {
             tx.execute(&st.add_usage, &[queue, resource, at, amount])
+        }
+        Write::AddRunTime(RunTimeRecord { queue, shape, at, seconds }) => {
+            tx.execute(&st.add_run_time, &[queue, shape, at, seconds])
         }
     }
     .map_err(pg_err)?;

@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::common::{self, FREE, LeaseRow, Sums};
 use crate::migrate::{self, SQLITE_MIGRATIONS};
 use crate::{
-    Allocation, Fence, Group, HistoryEntry, PutResult, Snapshot, Store, StoreError, StoredGroup, UsageRecord, UsageSum,
-    Write,
+    Allocation, Fence, Group, HistoryEntry, PutResult, RunTimeRecord, Snapshot, Store, StoreError, StoredGroup,
+    UsageRecord, UsageSum, Write,
 };
 
 /// How long a writer waits for another connection's write lock before giving up (Unavailable).
@@ -235,6 +235,24 @@ impl Store for SqliteStore {
         }
         Ok(entries)
     }
+
+    fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError> {
+        let path = self.path.clone();
+        let err = |e| sql_err(&path, e);
+        let mut stmt = self.conn.prepare_cached(&common::recent_run_times_sql("?1")).map_err(err)?;
+        let mut rows = stmt.query(params![common::row_limit(per_shape)]).map_err(err)?;
+        let mut records = Vec::new();
+        while let Some(row) = rows.next().map_err(err)? {
+            let queue: String = get(row, 0, "run_times", "")?;
+            records.push(RunTimeRecord {
+                shape: get(row, 1, "run_times", &queue)?,
+                at: get(row, 2, "run_times", &queue)?,
+                seconds: get(row, 3, "run_times", &queue)?,
+                queue,
+            });
+        }
+        Ok(records)
+    }
 }
 
 fn lease_row(tx: &Transaction<'_>, name: &str) -> rusqlite::Result<Option<LeaseRow>> {
@@ -289,6 +307,12 @@ fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<
         Write::AddUsage(UsageRecord { queue, resource, at, amount }) => {
             tx.prepare_cached("INSERT INTO usage (queue, resource, at, amount) VALUES (?1, ?2, ?3, ?4)")
                 .and_then(|mut s| s.execute(params![queue, resource, at, amount]))
+                .map_err(err)?;
+            Ok(None)
+        }
+        Write::AddRunTime(RunTimeRecord { queue, shape, at, seconds }) => {
+            tx.prepare_cached("INSERT INTO run_times (queue, shape, at, seconds) VALUES (?1, ?2, ?3, ?4)")
+                .and_then(|mut s| s.execute(params![queue, shape, at, seconds]))
                 .map_err(err)?;
             Ok(None)
         }

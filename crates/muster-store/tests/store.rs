@@ -36,6 +36,7 @@ both_backends!(
     delete_group_drops_allocation_keeps_history,
     history_in_order,
     usage_sums_and_decay,
+    recent_run_times_per_shape,
     lease_lifecycle,
     fencing_two_instances,
     racing_instances,

@@ -188,3 +188,26 @@ pub fn recovery_reconciles_with_the_cluster<B: Backend>(b: &B) {
     assert!(rec2.transitions.is_empty(), "{rec2:?}");
     assert_eq!(r2.engine().snapshot(), snap);
 }
+
+/// A run time learned from a group that declared none is stored with the group's finish, and a
+/// recovered engine plans with it as the engine that learned it did.
+pub fn learned_run_times_survive_recovery<B: Backend>(b: &B) {
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    d.submit(spec("first", "a", 2, 2, 1, None, 0), 0).unwrap();
+    d.schedule(1).unwrap();
+    d.pods_ready(&key("first"), 2, 3).unwrap();
+    d.finished(&key("first"), true, 31).unwrap();
+    d.submit(spec("second", "a", 2, 2, 1, None, 32), 32).unwrap();
+    let learned = d.engine().learned_run_time(d.engine().group(&key("second")).unwrap());
+    assert_eq!(learned.map(|l| (l.seconds, l.runs)), Some((30, 1)), "held from 1 to 31");
+    let stored = b.open().recent_run_times(8).unwrap();
+    assert_eq!(stored.iter().map(|r| (r.queue.as_str(), r.at, r.seconds)).collect::<Vec<_>>(), [("a", 31, 30)]);
+    drop(d);
+
+    let (r, _) = start(b.open(), "a", &ClusterReport::default(), 40);
+    assert_eq!(r.engine().learned_run_time(r.engine().group(&key("second")).unwrap()), learned);
+    assert_eq!(r.engine().snapshot().learned_run_times, {
+        let (again, _) = start(b.open(), "a", &ClusterReport::default(), 41);
+        again.engine().snapshot().learned_run_times
+    });
+}

@@ -10,7 +10,7 @@ use muster_graph::{GroupRequest, Policy, ResourceGraph};
 use muster_queue::{AllocationRecord, Engine, EngineConfig, Group, GroupKey, GroupSpec, MemberPlacement, Transition};
 use muster_store::testing::{PgServer, TempDir};
 use muster_store::{
-    Fence, HistoryEntry, PgStore, PutResult, Snapshot, SqliteStore, Store, StoreError, UsageSum, Write,
+    Fence, HistoryEntry, PgStore, PutResult, RunTimeRecord, Snapshot, SqliteStore, Store, StoreError, UsageSum, Write,
 };
 
 /// A fresh, empty database of one backend.
@@ -115,6 +115,9 @@ impl<S: Store> Store for Flaky<S> {
     }
     fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError> {
         self.inner.history(group_key)
+    }
+    fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError> {
+        self.inner.recent_run_times(per_shape)
     }
 }
 

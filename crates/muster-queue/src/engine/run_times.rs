@@ -11,15 +11,37 @@ use muster_graph::GroupRequest;
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
+use super::state::request_shape;
 use crate::group::Group;
 
 /// Runs remembered per kind of group: recent enough to follow a change of workload, enough to
 /// average out one odd run.
-const KEPT: usize = 8;
+pub const RUN_TIMES_KEPT: usize = 8;
 
 /// Recent run times (seconds, at the group's full size) by queue and request shape.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LearnedRunTimes(BTreeMap<String, BTreeMap<u64, VecDeque<u64>>>);
+
+/// What one group that succeeded teaches: how long it held its nodes, at its full size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunTimeSample {
+    pub queue: String,
+    /// [`request_shape`] of its request.
+    pub shape: u64,
+    pub seconds: u64,
+}
+
+impl RunTimeSample {
+    /// The sample of group `g` (as it was while placed) that succeeded at `at`; none for a group
+    /// that declared its run time. Scaled to its full size as the planner scales a run time (the
+    /// same work on fewer members takes longer).
+    pub fn of(g: &Group, at: i64) -> Option<Self> {
+        let (Some(admitted), None) = (g.admitted_at, g.spec.request.duration) else { return None };
+        let held = u64::try_from(at.saturating_sub(admitted)).unwrap_or(0);
+        let at_max = held.saturating_mul(u64::from(g.member_count())) / u64::from(g.spec.request.max_members.max(1));
+        Some(Self { queue: g.spec.queue.clone(), shape: request_shape(&g.spec.request), seconds: at_max.max(1) })
+    }
+}
 
 /// A learned run time and how many runs it comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +51,18 @@ pub struct LearnedRunTime {
 }
 
 impl LearnedRunTimes {
+    /// What the given samples teach, oldest first (as a store gives them back).
+    pub fn from_samples(samples: impl IntoIterator<Item = RunTimeSample>) -> Self {
+        let mut learned = Self::default();
+        for s in samples {
+            learned.record(&s.queue, s.shape, s.seconds);
+        }
+        learned
+    }
+
     fn record(&mut self, queue: &str, shape: u64, seconds: u64) {
         let runs = self.0.entry(queue.to_string()).or_default().entry(shape).or_default();
-        if runs.len() == KEPT {
+        if runs.len() == RUN_TIMES_KEPT {
             runs.pop_front();
         }
         runs.push_back(seconds);
@@ -63,14 +94,11 @@ impl Engine {
         req
     }
 
-    /// Learns from a group that finished well: how long it held its nodes, scaled to its full
-    /// size as the planner scales a run time (the same work on fewer members takes longer).
+    /// Learns from a group that succeeded at `now`.
     pub(super) fn learn_run_time(&mut self, g: &Group, now: i64) {
-        let (Some(admitted), None) = (g.admitted_at, g.spec.request.duration) else { return };
-        let Some(&shape) = self.shapes.get(&g.spec.key) else { return };
-        let held = u64::try_from(now.saturating_sub(admitted)).unwrap_or(0);
-        let at_max = held.saturating_mul(u64::from(g.member_count())) / u64::from(g.spec.request.max_members.max(1));
-        self.learned.record(&g.spec.queue, shape, at_max.max(1));
+        if let Some(s) = RunTimeSample::of(g, now) {
+            self.learned.record(&s.queue, s.shape, s.seconds);
+        }
     }
 }
 
@@ -86,9 +114,9 @@ mod tests {
         l.record("q", 2, 201);
         assert_eq!(l.get("q", 2), Some(LearnedRunTime { seconds: 151, runs: 2 }));
         assert_eq!((l.get("q", 4), l.get("other", 2)), (None, None));
-        for _ in 0..KEPT {
+        for _ in 0..RUN_TIMES_KEPT {
             l.record("q", 2, 10);
         }
-        assert_eq!(l.get("q", 2), Some(LearnedRunTime { seconds: 10, runs: KEPT }), "old runs are forgotten");
+        assert_eq!(l.get("q", 2), Some(LearnedRunTime { seconds: 10, runs: RUN_TIMES_KEPT }), "old runs are forgotten");
     }
 }

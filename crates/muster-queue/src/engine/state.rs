@@ -4,7 +4,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use muster_graph::GroupRequest;
@@ -14,14 +13,16 @@ use crate::config::QueueConfig;
 use crate::group::{AllocationRecord, Group, GroupKey, GroupState, Reason, Transition};
 use crate::quota::{self, Usage};
 
-/// A fingerprint of a request without its name: groups with equal shapes fit or fail alike.
-fn shape_of(req: &GroupRequest) -> u64 {
+/// A fingerprint of a request without its name: groups with equal shapes fit or fail alike. It is
+/// stable across builds (FNV-1a of the request's JSON; std's hasher may change between Rust
+/// releases), because learned run times are stored under it. The lowest bit is left free for
+/// variants of a shape (the request for all of max).
+pub fn request_shape(req: &GroupRequest) -> u64 {
     let mut r = req.clone();
     r.name.clear();
     let text = serde_json::to_string(&r).unwrap_or_default();
-    let mut h = std::hash::DefaultHasher::new();
-    text.hash(&mut h);
-    h.finish() & !1
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    hash & !1
 }
 
 impl Engine {
@@ -139,7 +140,7 @@ impl Engine {
 
     /// What is kept about a group's request for fast lookups: its shape, and whether it is elastic.
     pub(super) fn index_spec(&mut self, key: &GroupKey, request: &GroupRequest) {
-        self.shapes.insert(key.clone(), shape_of(request));
+        self.shapes.insert(key.clone(), request_shape(request));
         if request.min_members < request.max_members {
             self.elastic.insert(key.clone());
         } else {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use muster_store::{Allocation, Fence, HistoryEntry, Store, StoreError, UsageRecord, UsageSum, Write};
+use muster_store::{Allocation, Fence, HistoryEntry, RunTimeRecord, Store, StoreError, UsageRecord, UsageSum, Write};
 use serde_json::json;
 
 use crate::support::{Backend, group, lead, put, spawn_writer};
@@ -184,6 +184,27 @@ pub fn usage_sums_and_decay<B: Backend>(b: &B) {
     assert!(matches!(s.decayed_usage(300, 0), Err(StoreError::Rejected(_))));
 }
 
+pub fn recent_run_times_per_shape<B: Backend>(b: &B) {
+    let mut s = b.open();
+    let f = lead(&mut s);
+    let run =
+        |queue: &str, shape: i64, at: i64, seconds: i64| RunTimeRecord { queue: queue.into(), shape, at, seconds };
+    // Shape 7 of q ran four times (two at t=30); the negative shape is a u64 hash past i64::MAX.
+    let records = [
+        run("q", 7, 10, 100),
+        run("q", 7, 20, 200),
+        run("q", 7, 30, 300),
+        run("q", 7, 30, 301),
+        run("q", -5, 5, 50),
+        run("r", 7, 1, 9),
+    ];
+    s.apply(&f, 40, &records.iter().cloned().map(Write::AddRunTime).collect::<Vec<_>>()).unwrap();
+    let latest = s.recent_run_times(2).unwrap();
+    assert_eq!(latest, [run("q", -5, 5, 50), run("q", 7, 30, 300), run("q", 7, 30, 301), run("r", 7, 1, 9)]);
+    assert_eq!(s.recent_run_times(10).unwrap().len(), records.len());
+    assert!(s.recent_run_times(0).unwrap().is_empty());
+}
+
 pub fn lease_lifecycle<B: Backend>(b: &B) {
     let mut s = b.open();
     let a = s.acquire_lease("engine", "a", 100, 10).unwrap().unwrap();
@@ -320,7 +341,10 @@ pub fn racing_instances<B: Backend>(b: &B) {
 pub fn migrations_applied_once<B: Backend>(b: &B) {
     drop(b.open());
     let first = b.migrations();
-    assert_eq!(first.iter().map(|m| (m.0, m.1.as_str())).collect::<Vec<_>>(), [(1, "init"), (2, "usage")]);
+    assert_eq!(
+        first.iter().map(|m| (m.0, m.1.as_str())).collect::<Vec<_>>(),
+        [(1, "init"), (2, "usage"), (3, "run_times")]
+    );
     let mut s = b.open();
     assert_eq!(b.migrations(), first);
     let f = lead(&mut s);
@@ -336,7 +360,7 @@ pub fn older_schema_upgraded<B: Backend>(b: &B) {
          VALUES ('ns/old', 5, NULL, 'Queued', 'Submitted', '')",
     );
     let mut s = b.open();
-    assert_eq!(b.migrations().iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(b.migrations().iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(s.history("ns/old").unwrap()[0].reason, "Submitted");
     let f = lead(&mut s);
     s.apply(&f, 6, &[usage("q", "cpu", 6, 2.0)]).unwrap();
