@@ -17,11 +17,12 @@
 //! | `fair_share.rs` | the clock, decayed usage history and each queue's fair share |
 //! | `inputs.rs` | a group's inputs: submit, pods ready, members lost, finished, suspend, resume, delete |
 //! | `nodes.rs` | node inputs (added, removed, changed, cordoned, up/down) and other schedulers' pods |
-//! | `timers.rs` | readiness and recovery timeouts, requeue backoff, the next timer |
+//! | `timers.rs` | readiness and recovery timeouts, requeue backoff (kept in a heap of deadlines), the next timer |
 //! | `cycle.rs` | the scheduling cycle: the merge of the queues, reservations kept or dropped |
 //! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
 //! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
 //! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
+//! | `run_times.rs` | run times learned for groups that declare none, and the request the planner works with |
 //! | `explanations.rs` | reasons, the queue view with estimated starts, `explain` |
 //! | `snapshot.rs` | the serializable state: snapshot and restore |
 
