@@ -393,23 +393,7 @@ mod tests {
                 request,
                 submitted_at: 0,
             };
-            Group {
-                spec,
-                priority: 0,
-                state: GroupState::Succeeded,
-                seq: 0,
-                order_time: 0,
-                allocation: None,
-                reserved_at: None,
-                admitted_at: None,
-                ready_members: 0,
-                not_ready_since: None,
-                requeues: 0,
-                evictions: 0,
-                requeue_at: None,
-                unsatisfiable: None,
-                reason: String::new(),
-            }
+            Group::submitted(spec, 0, 0)
         };
         let finished = |start, end, at| Transition {
             at,

@@ -301,6 +301,27 @@ pub struct Group {
 }
 
 impl Group {
+    /// A group as just submitted: not yet in a state, placed nowhere, no timers.
+    pub fn submitted(spec: GroupSpec, priority: i32, seq: u64) -> Self {
+        Group {
+            priority,
+            state: GroupState::New,
+            seq,
+            order_time: spec.submitted_at,
+            allocation: None,
+            reserved_at: None,
+            admitted_at: None,
+            ready_members: 0,
+            not_ready_since: None,
+            requeues: 0,
+            evictions: 0,
+            requeue_at: None,
+            unsatisfiable: None,
+            reason: "not yet considered".into(),
+            spec,
+        }
+    }
+
     pub fn member_count(&self) -> u32 {
         self.allocation.as_ref().map_or(0, |a| a.members.len() as u32)
     }

@@ -47,23 +47,7 @@ impl Engine {
         let priority = self.check_spec(&spec)?;
         self.advance(now);
         self.seq += 1;
-        let g = Group {
-            priority,
-            state: GroupState::New,
-            seq: self.seq,
-            order_time: spec.submitted_at,
-            allocation: None,
-            reserved_at: None,
-            admitted_at: None,
-            ready_members: 0,
-            not_ready_since: None,
-            requeues: 0,
-            evictions: 0,
-            requeue_at: None,
-            unsatisfiable: None,
-            reason: "not yet considered".into(),
-            spec,
-        };
+        let g = Group::submitted(spec, priority, self.seq);
         self.index_spec(&key, &g.spec.request);
         self.groups.insert(key.clone(), Arc::new(g));
         let mut out = Vec::new();
