@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use muster_graph::GroupRequest;
+use muster_graph::jobspec::MAX_DURATION;
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
@@ -65,7 +66,8 @@ impl LearnedRunTimes {
         if runs.len() == RUN_TIMES_KEPT {
             runs.pop_front();
         }
-        runs.push_back(seconds);
+        // No longer than a group may declare: a stored row cannot make the plan absurd.
+        runs.push_back(seconds.min(MAX_DURATION));
     }
 
     fn get(&self, queue: &str, shape: u64) -> Option<LearnedRunTime> {
@@ -118,5 +120,12 @@ mod tests {
             l.record("q", 2, 10);
         }
         assert_eq!(l.get("q", 2), Some(LearnedRunTime { seconds: 10, runs: RUN_TIMES_KEPT }), "old runs are forgotten");
+        // Absurd samples (a corrupt row) are capped, and their sum cannot overflow.
+        let huge = LearnedRunTimes::from_samples((0..RUN_TIMES_KEPT).map(|_| RunTimeSample {
+            queue: "q".into(),
+            shape: 2,
+            seconds: u64::MAX,
+        }));
+        assert_eq!(huge.get("q", 2).map(|l| l.seconds), Some(MAX_DURATION));
     }
 }
