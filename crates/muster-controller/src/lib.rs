@@ -10,6 +10,7 @@
 pub mod brain;
 pub mod convert;
 mod executor;
+mod forecaster;
 mod leader;
 pub mod metrics;
 mod watch;
@@ -32,6 +33,7 @@ use tracing::{info, warn};
 
 use crate::brain::{Brain, BrainConfig, Event};
 use crate::convert::Levels;
+use crate::forecaster::Forecaster;
 use crate::metrics::{Metrics, TimedStore};
 
 #[derive(Debug, Error)]
@@ -289,6 +291,7 @@ fn think<S: Store>(
         std::thread::sleep(Duration::from_secs(1));
     };
     let mut brain: Brain<TimedStore<S>> = Brain::new(cfg).with_metrics(metrics.clone());
+    let mut forecaster = Forecaster::start().map_err(|e| ControllerError::Stopped(format!("forecast thread: {e}")))?;
     let mut store = Some(store);
     let mut last_view = Instant::now();
     let mut last_cycle = Instant::now();
@@ -342,12 +345,19 @@ fn think<S: Store>(
             last_cycle = Instant::now();
             next_cycle_at = last_cycle + cycle_gap(took);
             pending = false;
-            if last_view.elapsed() >= pace.queue_view_every {
+            if last_view.elapsed() >= pace.queue_view_every
+                && !forecaster.busy()
+                && let Some(engine) = brain.queue_view_input()
+            {
                 // The whole plan only while a dashboard listens.
-                if let Some(plan) = brain.refresh_queue_view(now, pace.plan.receiver_count() > 0) {
-                    pace.plan.send_replace(Some(Arc::new(plan)));
-                }
+                forecaster.submit(engine, now, pace.plan.receiver_count() > 0);
                 last_view = Instant::now();
+            }
+        }
+        if let Some(view) = forecaster.take() {
+            brain.apply_queue_view(view.waiting);
+            if let Some(plan) = view.plan {
+                pace.plan.send_replace(Some(Arc::new(plan)));
             }
         }
         send(&mut brain)?;

@@ -338,6 +338,25 @@ fn queue_statuses_count_groups_and_their_usage_and_are_sent_when_they_change() {
 }
 
 #[test]
+fn a_queue_view_computed_on_an_older_copy_leaves_groups_that_have_started_alone() {
+    let mut h = Harness::new(&[node("n1", 4)], &[job("a", 1, 4), job("b", 1, 4)], &[]);
+    h.cycle();
+    let copy = h.brain.queue_view_input().expect("the engine runs");
+    h.brain.take_actions();
+    // While the view is computed, a finishes and b starts.
+    let view = QueueView::of(&copy, h.now, false);
+    assert_eq!(view.waiting.iter().map(|x| (x.key.name.as_str(), x.position)).collect::<Vec<_>>(), [("b", 1)]);
+    let mut done = job("a", 1, 4);
+    done.finished = Some(true);
+    h.send(job_event(Change::Apply(done)));
+    assert_eq!(h.state("b"), Some(GroupState::Admitted));
+    h.brain.take_actions();
+    h.brain.apply_queue_view(view.waiting);
+    let stale: Vec<Action> = h.brain.take_actions();
+    assert!(stale.is_empty(), "no position or estimate for a group that runs: {stale:?}");
+}
+
+#[test]
 fn a_plain_pod_group_is_admitted_ungated_bound_exactly_finishes_and_goes_with_its_pods() {
     let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
     let pods: Vec<PodView> = (0..3).map(|i| plain("ring", i, 3, 2)).collect();

@@ -67,12 +67,18 @@ impl GroupRequest {
     /// elastic group placed with fewer than max (its work is spread over fewer members, as for
     /// data-parallel training or a malleable MPI job). Rounded up: a plan must not end early.
     pub fn run_time_with(&self, members: u32) -> Option<u64> {
-        let d = self.duration?;
+        self.duration.map(|d| self.stretched(d, members))
+    }
+
+    /// `run_time` (with all `max_members`) stretched to `members` members, as
+    /// [`GroupRequest::run_time_with`] stretches the duration.
+    pub fn stretched(&self, run_time: u64, members: u32) -> u64 {
         if members == 0 || members >= self.max_members {
-            return Some(d);
+            return run_time;
         }
-        Some((u128::from(d) * u128::from(self.max_members)).div_ceil(u128::from(members)).min(u128::from(MAX_DURATION))
-            as u64)
+        (u128::from(run_time) * u128::from(self.max_members))
+            .div_ceil(u128::from(members))
+            .min(u128::from(MAX_DURATION)) as u64
     }
 
     /// The same request allowed at most `max` members (a quota or start window narrowed it): its

@@ -370,10 +370,10 @@ pub struct EngineConfig {
     /// Pending groups per queue that get an estimated start in `queue_view`.
     #[serde(default = "default_estimate_depth")]
     pub estimate_depth: usize,
-    /// Pending groups (all queues, in order) whose estimate comes from the planner in
-    /// `queue_view`; later ones get a cheap lower bound from the cluster's totals.
-    #[serde(default = "default_planner_estimates")]
-    pub planner_estimates: usize,
+    /// Cycles the forecast behind `queue_view` may run (each at the next expected end or timer);
+    /// groups it has not started by then get a lower bound from the cluster's totals.
+    #[serde(default = "default_forecast_cycles")]
+    pub forecast_cycles: usize,
     /// Groups tried behind a blocked group (backfill and best-effort), per cycle, all queues.
     #[serde(default = "default_backfill_attempts")]
     pub backfill_attempts_per_cycle: usize,
@@ -388,8 +388,8 @@ fn default_half_life() -> i64 {
 fn default_estimate_depth() -> usize {
     100
 }
-fn default_planner_estimates() -> usize {
-    16
+fn default_forecast_cycles() -> usize {
+    256
 }
 fn default_backfill_attempts() -> usize {
     2000
@@ -409,7 +409,7 @@ impl EngineConfig {
             block_admission: false,
             fair_share_half_life_s: default_half_life(),
             estimate_depth: default_estimate_depth(),
-            planner_estimates: default_planner_estimates(),
+            forecast_cycles: default_forecast_cycles(),
             backfill_attempts_per_cycle: default_backfill_attempts(),
             preemption_attempts_per_cycle: default_preemption_attempts(),
         }

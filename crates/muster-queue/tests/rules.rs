@@ -1094,7 +1094,7 @@ fn undeclared_busy(learn: bool) -> Engine {
 
 #[test]
 fn a_group_without_a_run_time_is_planned_with_the_mean_of_its_kind() {
-    let mut e = undeclared_busy(true);
+    let e = undeclared_busy(true);
     let next = e.explain(&key("next"), 302).unwrap();
     assert_eq!((state(&e, "next"), next.estimated_start), (GroupState::Reserved, Some(450)), "300 + (100 + 200) / 2");
     assert!(next.reason.contains("planned as 150 s, the mean of the last 2 like it in queue q"), "{}", next.reason);
@@ -1112,4 +1112,59 @@ fn a_group_without_a_run_time_is_planned_with_the_mean_of_its_kind() {
     // Without the history, the running groups run "forever" for the planner: no reservation.
     let e = undeclared_busy(false);
     assert_eq!((state(&e, "next"), state(&e, "big")), (GroupState::Queued, GroupState::Queued));
+}
+
+/// Two 4-cpu nodes: `r1` runs until 100 and `r2` until 200 (declared); then `big` (both nodes)
+/// and `small` (one node, 150 s) wait in that order.
+fn forecast_case(policy: QueuePolicy) -> Engine {
+    let mut e = engine(graph(2, 4), one_queue(policy));
+    for (name, run) in [("r1", 100), ("r2", 200)] {
+        e.submit(spec(name, "q", 1, 4, Some(run), 0), 0).unwrap();
+    }
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(spec("big", "q", 2, 4, Some(1000), 1), 1).unwrap();
+    e.submit(spec("small", "q", 1, 4, Some(150), 2), 2).unwrap();
+    e.schedule(2);
+    e
+}
+
+#[test]
+fn estimated_starts_follow_the_policy_not_the_queue_order() {
+    let starts = |e: &Engine| {
+        let view = e.queue_view(2);
+        let at = |name: &str| view.iter().find(|x| x.key.name == name).and_then(|x| x.estimated_start);
+        (at("big"), at("small"))
+    };
+    // Best effort: `small` takes r1's node at 100 and holds it until 250, so `big` starts then.
+    assert_eq!(starts(&forecast_case(QueuePolicy::BestEffortFifo)), (Some(250), Some(100)));
+    // Conservative: `big` is reserved from 200; `small` cannot end by then, so it goes after.
+    assert_eq!(starts(&forecast_case(QueuePolicy::Conservative { depth: 16 })), (Some(200), Some(1200)));
+}
+
+#[test]
+fn estimated_starts_expect_the_run_times_of_past_runs_while_reservations_keep_the_declared_ones() {
+    let mut e = engine(graph(1, 4), one_queue(QueuePolicy::Conservative { depth: 16 }));
+    // Two earlier runs of the same kind (declared 1000 s) ended after 100 and 300 s.
+    for (name, start, end) in [("w1", 0, 100), ("w2", 100, 400)] {
+        e.submit(spec(name, "q", 1, 4, Some(1000), start), start).unwrap();
+        let ts = e.schedule(start);
+        ready_all(&mut e, &ts, start);
+        e.finished(&key(name), true, end).unwrap();
+    }
+    e.submit(spec("run", "q", 1, 4, Some(1000), 400), 400).unwrap();
+    let ts = e.schedule(400);
+    ready_all(&mut e, &ts, 400);
+    e.submit(spec("next", "q", 1, 4, Some(1000), 401), 401).unwrap();
+    e.schedule(401);
+    // The promise: reserved from run's declared end. The estimate: run's expected end.
+    assert_eq!(e.group(&key("next")).unwrap().reserved_at, Some(1400));
+    assert_eq!(e.explain(&key("next"), 401).unwrap().estimated_start, Some(400 + 200));
+    let plan = e.plan(401);
+    let window = plan.groups.iter().find(|g| g.key.name == "next").and_then(|g| g.window.clone()).unwrap();
+    assert_eq!(
+        (window.kind, window.start),
+        (muster_queue::WindowKind::Reserved, 1400),
+        "the plan shows the reservation held"
+    );
 }

@@ -17,6 +17,7 @@ mod plain;
 mod status;
 
 pub use actions::{Action, Change, Event, EventType, Subject};
+pub use status::QueueView;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;

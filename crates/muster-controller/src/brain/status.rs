@@ -7,35 +7,68 @@ use super::*;
 /// come back through the watch a little later, and a deleted Job's Group goes with it.
 const REPAIR_AFTER_SECS: i64 = 2;
 
-use muster_queue::Explanation;
+use muster_queue::{Engine, Explanation};
+
+/// The waiting groups with their positions, estimated starts and reasons, and the plan behind
+/// them when a dashboard asks for it.
+#[derive(Debug)]
+pub struct QueueView {
+    pub waiting: Vec<Explanation>,
+    pub plan: Option<Plan>,
+}
+
+impl QueueView {
+    /// The view of `engine` at `now`; with `with_plan`, from the whole plan.
+    pub fn of(engine: &Engine, now: i64, with_plan: bool) -> Self {
+        if !with_plan {
+            return Self { waiting: engine.queue_view(now), plan: None };
+        }
+        let plan = engine.plan(now);
+        let waiting = plan
+            .groups
+            .iter()
+            .filter(|g| g.position > 0)
+            .map(|g| Explanation {
+                key: g.key.clone(),
+                queue: g.queue.clone(),
+                state: g.state,
+                position: g.position,
+                estimated_start: g.estimated_start,
+                reason: g.reason.clone(),
+            })
+            .collect();
+        Self { waiting, plan: Some(plan) }
+    }
+}
 
 impl<S: Store> Brain<S> {
     /// Positions and estimated starts of waiting groups into their statuses, and each Queue's
-    /// counts and usage into its status. With `with_plan` (someone watches the dashboard) the view
-    /// comes from the whole plan, which is returned; otherwise nothing more is computed or kept.
+    /// counts and usage into its status, computed here and now (the controller computes the view
+    /// off this thread: [`Brain::queue_view_input`], [`QueueView::of`], [`Brain::apply_queue_view`]).
+    /// With `with_plan` (someone watches the dashboard) the view comes from the whole plan, which
+    /// is returned; otherwise nothing more is computed or kept.
     pub fn refresh_queue_view(&mut self, now: i64, with_plan: bool) -> Option<Plan> {
+        let engine = self.queue_view_input()?;
+        let view = QueueView::of(&engine, now, with_plan);
+        self.apply_queue_view(view.waiting);
+        view.plan
+    }
+
+    /// Refreshes the Queue statuses and gives a copy of the engine to compute the view from.
+    pub fn queue_view_input(&mut self) -> Option<Engine> {
         self.refresh_queue_statuses();
-        let e = self.engine.as_mut()?;
-        let (waiting, plan) = if with_plan {
-            let plan = e.plan(now);
-            let waiting: Vec<Explanation> = plan
-                .groups
-                .iter()
-                .filter(|g| g.position > 0)
-                .map(|g| Explanation {
-                    key: g.key.clone(),
-                    queue: g.queue.clone(),
-                    state: g.state,
-                    position: g.position,
-                    estimated_start: g.estimated_start,
-                    reason: g.reason.clone(),
-                })
-                .collect();
-            (waiting, Some(plan))
-        } else {
-            (e.queue_view(now), None)
-        };
+        self.engine.as_ref().map(|e| e.engine().clone())
+    }
+
+    /// Positions, estimated starts and reasons into the statuses of the groups that still wait
+    /// (the view may come from a copy a little older than the engine).
+    pub fn apply_queue_view(&mut self, waiting: Vec<Explanation>) {
         for x in waiting {
+            let still_waiting =
+                self.engine.as_ref().and_then(|e| e.engine().group(&x.key)).is_some_and(|g| g.state.is_pending());
+            if !still_waiting {
+                continue;
+            }
             let mut st = self.statuses.get(&x.key).cloned().unwrap_or_default();
             st.queue_position = (x.position > 0).then_some(x.position as u32);
             st.estimated_start = x.estimated_start.filter(|t| *t < i64::MAX / 2).map(time);
@@ -44,7 +77,6 @@ impl<S: Store> Brain<S> {
             }
             self.push_status(&x.key, st);
         }
-        plan
     }
 
     pub(super) fn refresh_queue_statuses(&mut self) {

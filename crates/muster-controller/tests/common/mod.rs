@@ -5,7 +5,7 @@
 pub use std::collections::BTreeMap;
 pub use std::sync::Arc;
 
-pub use muster_controller::brain::{Action, Brain, BrainConfig, Change, Event};
+pub use muster_controller::brain::{Action, Brain, BrainConfig, Change, Event, QueueView};
 pub use muster_controller::convert::{NamespaceView, NodeView, PodPhase, PodView, WorkloadView};
 pub use muster_controller::metrics::{Metrics, TimedStore};
 pub use muster_durable::Options;

@@ -250,9 +250,12 @@ impl ResourceGraph {
         let node = self.graph.node_mut(n);
         // Give back what the allocation held here, then take what it holds now.
         let mut span_start = since.unwrap_or(a.start);
+        // A reservation's span changes neither what the node uses nor its domains' aggregates.
+        let mut use_changed = !a.reserved && amounts.is_some();
         if let Some(pos) = node.spans.iter().position(|s| s.alloc == a.id) {
             let old = node.spans.swap_remove(pos);
             span_start = since.unwrap_or(old.start);
+            use_changed |= !old.reserved;
             if !old.reserved {
                 for (u, o) in node.used.iter_mut().zip(&old.amounts) {
                     *u -= o;
@@ -297,8 +300,10 @@ impl ResourceGraph {
                 slot.holder = None;
             }
         }
-        node.recompute_free();
-        self.graph.refresh_node(n);
+        if use_changed {
+            node.recompute_free();
+            self.graph.refresh_node(n);
+        }
     }
 
     /// Releases everything an allocation or reservation holds.

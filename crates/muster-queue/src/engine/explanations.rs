@@ -1,11 +1,12 @@
 //! Explanations: why each group is where it is. The queue view (every pending group with its
-//! position, estimated start and reason), the estimates behind it (the planner for the first
-//! groups, cluster totals beyond its budget), and `explain` for one group.
+//! position, estimated start and reason, from the forecast), and `explain` for one group.
 
-use muster_graph::{AllocId, MatchOutcome};
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::cycle::HeadKey;
+use super::forecast::ForecastStart;
 use super::{Engine, EngineError, PendingKey};
 use crate::group::{Group, GroupKey, GroupState};
 use crate::quota;
@@ -25,55 +26,42 @@ pub struct Explanation {
 impl Engine {
     /// Every pending group, queue by queue in configuration order and in queue order, with its
     /// position, estimated start (for the first `estimate_depth` of each queue) and reason.
-    /// Estimates come from the planner: each group in turn is placed or reserved on the graph
-    /// assuming running groups end when expected, so later groups queue behind earlier ones; all of
-    /// it is undone before returning.
-    pub fn queue_view(&mut self, now: i64) -> Vec<Explanation> {
-        let (view, estimates) = self.estimate(now);
-        for (_, id) in estimates {
-            let _ = self.graph.cancel(id);
-        }
-        view
+    /// Estimates come from the forecast (`forecast.rs`): the engine's own cycle run forward on a
+    /// copy, with placed groups ending when expected; beyond its budget, a lower bound from the
+    /// cluster's totals where the forecast stopped.
+    pub fn queue_view(&self, now: i64) -> Vec<Explanation> {
+        self.estimate(now).0
     }
 
-    /// [`Engine::queue_view`], with the planner's allocations behind the estimates left on the
-    /// graph for the caller to read and cancel.
-    pub(super) fn estimate(&mut self, now: i64) -> (Vec<Explanation>, Vec<(GroupKey, AllocId)>) {
+    /// [`Engine::queue_view`], with where the forecast starts each group.
+    pub(super) fn estimate(&self, now: i64) -> (Vec<Explanation>, BTreeMap<GroupKey, ForecastStart>) {
         let now = now.max(self.now);
-        let mut temps = Vec::new();
-        let mut out = Vec::new();
         let depth = self.config.estimate_depth;
-        let mut planner_left = self.config.planner_estimates;
-        let profile = self.end_profile();
-        for (pk, q, position, key) in self.global_order() {
+        let order = self.global_order();
+        let estimable = |pk: &PendingKey, q: &str, position: usize, key: &GroupKey| {
+            position <= depth
+                && self.groups[key].unsatisfiable.is_none()
+                && self.window_held.get(q).is_none_or(|held| pk < held)
+        };
+        let wanted = order.iter().filter(|(pk, q, p, k)| estimable(pk, q, *p, k)).map(|o| o.3.clone()).collect();
+        let mut forecast = self.forecast(now, &wanted);
+        let mut out = Vec::new();
+        for (pk, q, position, key) in order {
             let g = &self.groups[&key];
             let mut reason = g.reason.clone();
             let mut aggregate = false;
             let estimated_start = if position > depth {
                 reason = format!("position {position} in queue {q}; estimate not computed (beyond the first {depth})");
                 None
-            } else if g.unsatisfiable.is_some() || self.window_held.get(&q).is_some_and(|held| pk >= *held) {
+            } else if !estimable(&pk, &q, position, &key) {
                 None
+            } else if let Some(s) = forecast.starts.get(&key) {
+                Some(s.at)
             } else if let Some(at) = g.reserved_at.filter(|_| self.reservations.contains_key(&key)) {
                 Some(at)
-            } else if planner_left > 0 {
-                planner_left -= 1;
-                let mut req = self.planned_request(g);
-                req.min_members = self.effective_min(g);
-                match self.graph.allocate_orelse_reserve(&req, now) {
-                    MatchOutcome::Allocated(id) => {
-                        temps.push((key.clone(), id));
-                        Some(now)
-                    }
-                    MatchOutcome::Reserved { id, at } => {
-                        temps.push((key.clone(), id));
-                        Some(at)
-                    }
-                    MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => None,
-                }
             } else {
                 aggregate = true;
-                self.aggregate_estimate(&profile, g, now)
+                forecast.not_before.remove(&key)
             };
             if aggregate && let Some(t) = estimated_start {
                 reason = format!("{reason}; not before {t} (estimate from cluster totals)");
@@ -96,7 +84,7 @@ impl Engine {
             }
             out.push(Explanation { key, queue: q, state: g.state, position, estimated_start, reason });
         }
-        (out, temps)
+        (out, forecast.starts)
     }
 
     /// Every pending group with its queue and 1-based position there, in the cycle's global order
@@ -115,7 +103,7 @@ impl Engine {
     }
 
     /// Running allocations' expected ends with what they free, by resource index, in time order.
-    fn end_profile(&self) -> Vec<(i64, Vec<u64>)> {
+    pub(super) fn end_profile(&self) -> Vec<(i64, Vec<u64>)> {
         let mut v: Vec<(i64, Vec<u64>)> = self
             .graph
             .allocations()
@@ -127,8 +115,8 @@ impl Engine {
     }
 
     /// Earliest time the cluster's free totals could hold the group: a lower bound that ignores
-    /// fragmentation and other pending groups (cheap; used beyond the planner's budget).
-    fn aggregate_estimate(&self, profile: &[(i64, Vec<u64>)], g: &Group, now: i64) -> Option<i64> {
+    /// fragmentation and other pending groups (cheap; used beyond the forecast's budget).
+    pub(super) fn aggregate_estimate(&self, profile: &[(i64, Vec<u64>)], g: &Group, now: i64) -> Option<i64> {
         let gr = &self.graph.graph;
         let (_, free) = gr.totals();
         let mut free = free.to_vec();
@@ -161,7 +149,7 @@ impl Engine {
     }
 
     /// Why one group is where it is.
-    pub fn explain(&mut self, key: &GroupKey, now: i64) -> Result<Explanation, EngineError> {
+    pub fn explain(&self, key: &GroupKey, now: i64) -> Result<Explanation, EngineError> {
         let g = self.get(key)?;
         if g.state.is_pending() {
             return Ok(self

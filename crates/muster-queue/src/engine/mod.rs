@@ -22,7 +22,8 @@
 //! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
 //! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
 //! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
-//! | `run_times.rs` | run times learned for groups that declare none, and the request the planner works with |
+//! | `run_times.rs` | run times learned from finished groups: planned for those that declare none, expected for all |
+//! //! | `forecast.rs` | when pending groups start: a copy of the engine run forward, groups ending when expected |
 //! | `explanations.rs` | reasons, the queue view with estimated starts, `explain` |
 //! | `snapshot.rs` | the serializable state: snapshot and restore |
 
@@ -31,6 +32,7 @@ mod cycle;
 mod elastic;
 mod explanations;
 mod fair_share;
+mod forecast;
 mod inputs;
 mod nodes;
 mod placement;

@@ -1,6 +1,6 @@
 //! The plan as the planner sees it, for people to look at (the controller's dashboard): every
 //! group with the nodes and time window it holds (running), has reserved, or would get by the
-//! planner's estimate (waiting); the queues with their quotas and usage; the nodes with their
+//! forecast (waiting); the queues with their quotas and usage; the nodes with their
 //! capacity and use. Computed on demand from the engine's state; nothing is kept.
 
 use std::collections::BTreeMap;
@@ -47,7 +47,7 @@ pub struct PlannedGroup {
     pub estimated_start: Option<i64>,
     /// Why it is where it is, in plain words.
     pub reason: String,
-    /// Where and when it runs or would run; none while the planner has no estimate.
+    /// Where and when it runs or would run; none while the forecast has no estimate.
     pub window: Option<PlanWindow>,
 }
 
@@ -59,7 +59,7 @@ pub enum WindowKind {
     Running,
     /// Nodes held for it from `start`: backfill never delays it.
     Reserved,
-    /// Where the planner would put it if the queue were taken in order now; not held.
+    /// Where the forecast starts it (the engine's own cycle run forward); not held.
     Estimated,
 }
 
@@ -88,9 +88,8 @@ pub struct NodePlan {
 
 impl Engine {
     /// The plan at `now`: [`Engine::queue_view`]'s estimates with the windows behind them.
-    pub fn plan(&mut self, now: i64) -> Plan {
-        let (view, estimates) = self.estimate(now);
-        let estimated: BTreeMap<GroupKey, AllocId> = estimates.iter().cloned().collect();
+    pub fn plan(&self, now: i64) -> Plan {
+        let (view, mut forecast) = self.estimate(now);
         let mut groups: Vec<PlannedGroup> = self
             .groups
             .iter()
@@ -112,9 +111,15 @@ impl Engine {
             })
             .collect();
         for x in view {
-            let held = self.reservations.get(&x.key).map(|id| (WindowKind::Reserved, *id));
-            let planned = held.or_else(|| estimated.get(&x.key).map(|id| (WindowKind::Estimated, *id)));
-            let window = planned.map(|(kind, id)| self.window_of(kind, id));
+            let held = self.reservations.get(&x.key).map(|id| self.reserved_window(*id));
+            let window = held.or_else(|| {
+                forecast.remove(&x.key).map(|s| PlanWindow {
+                    kind: WindowKind::Estimated,
+                    start: s.at,
+                    end: s.end,
+                    nodes: s.nodes,
+                })
+            });
             // As many as its window places, else as many as it asks for.
             let asked = self.groups[&x.key].spec.request.max_members;
             let members = window.as_ref().map_or(asked, |w| u32::try_from(w.nodes.len()).unwrap_or(asked));
@@ -129,17 +134,14 @@ impl Engine {
                 window,
             });
         }
-        for (_, id) in estimates {
-            let _ = self.graph.cancel(id);
-        }
         Plan { now: now.max(self.now), queues: self.queue_plans(), groups, nodes: self.node_plans() }
     }
 
-    fn window_of(&self, kind: WindowKind, id: AllocId) -> PlanWindow {
-        let a = self.graph.allocation(id).expect("the plan reads allocations it was just given");
+    fn reserved_window(&self, id: AllocId) -> PlanWindow {
+        let a = self.graph.allocation(id).expect("a reservation is on the graph");
         let g = &self.graph.graph;
         PlanWindow {
-            kind,
+            kind: WindowKind::Reserved,
             start: a.start,
             end: bounded(a.end),
             nodes: a.members.iter().map(|m| g.node(m.node).name.clone()).collect(),

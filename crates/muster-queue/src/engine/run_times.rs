@@ -1,9 +1,11 @@
-//! Run times learned from finished groups, for groups that declare none. A group without a
-//! duration would run "forever" for the planner: no reservation could be made behind it and no
-//! start estimated. Instead it is planned with the mean time its kind of group (same queue, same
-//! request) held its nodes over the last runs, from admission to the end, start-up included.
-//! A declared duration is always used as given: it is the user's promise, often a hard limit
-//! (activeDeadlineSeconds), and the plans' guarantee rests on it.
+//! Run times learned from finished groups. A group without a duration would run "forever" for
+//! the planner: no reservation could be made behind it and no start estimated. Instead it is
+//! planned with the mean time its kind of group (same queue, same request) held its nodes over
+//! the last runs, from admission to the end, start-up included.
+//! A declared duration is always used as given by the planner: it is the user's promise, often a
+//! hard limit (activeDeadlineSeconds), and the plans' guarantee rests on it. Groups that declare
+//! one are learned from too, for the forecast only: most end well before their limit, and a
+//! predicted start that assumed every limit would be reached would be late.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -34,10 +36,10 @@ pub struct RunTimeSample {
 
 impl RunTimeSample {
     /// The sample of group `g` (as it was while placed) that succeeded at `at`; none for a group
-    /// that declared its run time. Scaled to its full size as the planner scales a run time (the
-    /// same work on fewer members takes longer).
+    /// never admitted. Scaled to its full size as the planner scales a run time (the same work
+    /// on fewer members takes longer).
     pub fn of(g: &Group, at: i64) -> Option<Self> {
-        let (Some(admitted), None) = (g.admitted_at, g.spec.request.duration) else { return None };
+        let admitted = g.admitted_at?;
         let held = u64::try_from(at.saturating_sub(admitted)).unwrap_or(0);
         let at_max = held.saturating_mul(u64::from(g.member_count())) / u64::from(g.spec.request.max_members.max(1));
         Some(Self { queue: g.spec.queue.clone(), shape: request_shape(&g.spec.request), seconds: at_max.max(1) })
@@ -84,6 +86,14 @@ impl Engine {
             return None;
         }
         self.learned.get(&g.spec.queue, self.shapes.get(&g.spec.key).copied()?)
+    }
+
+    /// How long a group placed with `members` members is expected to hold them, for the
+    /// forecast: the mean of its kind's recent runs where there are any, else what it declares.
+    pub(super) fn expected_run_time(&self, g: &Group, members: u32) -> Option<u64> {
+        let learned = self.shapes.get(&g.spec.key).and_then(|s| self.learned.get(&g.spec.queue, *s));
+        let run_time = learned.map(|l| l.seconds).or(g.spec.request.duration)?;
+        Some(g.spec.request.stretched(run_time, members))
     }
 
     /// The request the planner works with: the group's own, with the learned run time where it

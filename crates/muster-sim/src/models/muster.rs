@@ -3,7 +3,7 @@
 //! then its job is started and every pod bound to the node the placement names; nothing is placed
 //! pod by pod, so no partial gang ever holds resources.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_graph::{Policy, ResourceGraph};
 use muster_queue::{Engine, EngineConfig, GroupKey, GroupSpec, GroupState, QueuePolicy, Transition};
@@ -41,6 +41,9 @@ pub struct Muster {
     last_view_ms: Option<i64>,
     /// The first estimated start (ms) the queue view gave each job.
     estimates: BTreeMap<JobId, i64>,
+    /// Jobs waiting without an estimate yet: the view is refreshed only while there are some,
+    /// since only first estimates are measured (the forecast behind it is the costly part).
+    unestimated: BTreeSet<JobId>,
 }
 
 /// The least time between two cycles, in ms: the controller's floor (`cycle_gap` in
@@ -90,6 +93,7 @@ impl Muster {
             last_cycle_ms: None,
             last_view_ms: None,
             estimates: BTreeMap::new(),
+            unestimated: BTreeSet::new(),
         })
     }
 
@@ -106,6 +110,7 @@ impl Muster {
                             view.node_id(&m.node).expect("the engine's graph is the view's cluster");
                     }
                     self.pending.push(Action::Start { job, members: nodes.len() as u32 });
+                    self.unestimated.remove(&job);
                     self.placements.insert(job, nodes);
                 }
                 GroupState::Evicted | GroupState::Suspended if t.from.holds_allocation() => {
@@ -137,6 +142,7 @@ impl Scheduler for Muster {
             SimEvent::JobSubmitted { job } => {
                 let spec = &view.job(job).spec;
                 self.dirty = true;
+                self.unestimated.insert(job);
                 self.engine.submit(
                     GroupSpec {
                         key: key(job),
@@ -195,11 +201,14 @@ impl Scheduler for Muster {
             self.act(transitions, view);
             self.refresh_timer();
         }
-        if self.last_view_ms.is_none_or(|t| now_ms >= t + QUEUE_VIEW_EVERY_MS) {
+        if !self.unestimated.is_empty() && self.last_view_ms.is_none_or(|t| now_ms >= t + QUEUE_VIEW_EVERY_MS) {
             self.last_view_ms = Some(now_ms);
             for e in self.engine.queue_view(now) {
                 if let Some(t) = e.estimated_start {
-                    self.estimates.entry(job_of(&e.key)).or_insert(t * 1000);
+                    let job = job_of(&e.key);
+                    if self.unestimated.remove(&job) {
+                        self.estimates.insert(job, t * 1000);
+                    }
                 }
             }
         }
