@@ -43,3 +43,7 @@ eventually 15 "its status says the run time it is planned with was learned" bash
 echo "third: $(status third '{.status.message}'); estimated start $(status third '{.status.estimatedStart}')" >&2
 eventually 120 "all three complete" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get job first second third -o jsonpath='{.items[*].status.succeeded}') == '100 100 100' ]]"
+# third was estimated while it waited and then admitted: its estimate is scored.
+check "the error of third's estimated start is measured" \
+  test "$(muster_metric muster_estimated_start_error_ratio_count)" -ge 1
+echo "estimated start error of third (over its wait): $(muster_metric muster_estimated_start_error_ratio_sum)" >&2

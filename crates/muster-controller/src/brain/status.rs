@@ -69,6 +69,9 @@ impl<S: Store> Brain<S> {
             if !still_waiting {
                 continue;
             }
+            if let Some(t) = x.estimated_start.filter(|t| *t < i64::MAX / 2) {
+                self.metrics.estimated(&x.key, t);
+            }
             let mut st = self.statuses.get(&x.key).cloned().unwrap_or_default();
             st.queue_position = (x.position > 0).then_some(x.position as u32);
             st.estimated_start = x.estimated_start.filter(|t| *t < i64::MAX / 2).map(time);
