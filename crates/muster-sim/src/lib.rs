@@ -59,12 +59,22 @@ pub struct RunOptions {
     pub schedulers: Vec<String>,
     /// A progress line on stderr while running (only when stderr is a terminal).
     pub progress: bool,
+    /// Measure muster's estimated starts (the queue view every 5 s, whose forecast is most of
+    /// the cost of a muster run); off for the built-in suite, whose table does not show them.
+    pub estimates: bool,
     pub custom: Vec<CustomScheduler>,
 }
 
 impl RunOptions {
     pub fn new(scenario: impl Into<PathBuf>) -> Self {
-        RunOptions { scenario: scenario.into(), seed: 1, schedulers: vec![], progress: false, custom: vec![] }
+        RunOptions {
+            scenario: scenario.into(),
+            seed: 1,
+            schedulers: vec![],
+            progress: false,
+            estimates: true,
+            custom: vec![],
+        }
     }
 }
 
@@ -91,7 +101,7 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         "volcano" => Box::new(models::volcano::Volcano::new(&w.volcano)),
         "native" => Box::new(models::native::Native::new(&w.native)),
         _ if let Some((_, policy)) = models::muster::VARIANTS.iter().find(|(n, _)| *n == name) => {
-            Box::new(models::muster::Muster::new(name, *policy, w)?)
+            Box::new(models::muster::Muster::new(name, *policy, w, opts.estimates)?)
         }
         _ => {
             let mut known: Vec<&str> = BUILTIN.to_vec();

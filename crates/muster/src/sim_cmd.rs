@@ -72,6 +72,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             vec![report]
         }
         None => {
+            opts.estimates = false;
             let mut reports = Vec::new();
             for b in &SUITE {
                 reports.push(muster_sim::run_workload(&builtin_workload(b, args.seed)?, &opts)?);

@@ -39,8 +39,8 @@ pub struct Muster {
     last_cycle_ms: Option<i64>,
     /// When the queue view was last refreshed, in ms.
     last_view_ms: Option<i64>,
-    /// The first estimated start (ms) the queue view gave each job.
-    estimates: BTreeMap<JobId, i64>,
+    /// The first estimated start (ms) the queue view gave each job; none when not measured.
+    estimates: Option<BTreeMap<JobId, i64>>,
     /// Jobs waiting without an estimate yet: the view is refreshed only while there are some,
     /// since only first estimates are measured (the forecast behind it is the costly part).
     unestimated: BTreeSet<JobId>,
@@ -73,7 +73,8 @@ fn engine_error(name: &str, e: impl std::fmt::Display) -> SimError {
 }
 
 impl Muster {
-    pub fn new(name: &str, policy: QueuePolicy, w: &Workload) -> Result<Self, SimError> {
+    /// `estimates`: measure estimated starts (see `RunOptions::estimates`).
+    pub fn new(name: &str, policy: QueuePolicy, w: &Workload, estimates: bool) -> Result<Self, SimError> {
         let graph = w.cluster.build(&w.cluster_file)?;
         let mut config = EngineConfig::single_queue(QUEUE);
         config.queues[0].policy = policy;
@@ -92,7 +93,7 @@ impl Muster {
             next_timer: None,
             last_cycle_ms: None,
             last_view_ms: None,
-            estimates: BTreeMap::new(),
+            estimates: estimates.then(BTreeMap::new),
             unestimated: BTreeSet::new(),
         })
     }
@@ -142,7 +143,9 @@ impl Scheduler for Muster {
             SimEvent::JobSubmitted { job } => {
                 let spec = &view.job(job).spec;
                 self.dirty = true;
-                self.unestimated.insert(job);
+                if self.estimates.is_some() {
+                    self.unestimated.insert(job);
+                }
                 self.engine.submit(
                     GroupSpec {
                         key: key(job),
@@ -201,13 +204,16 @@ impl Scheduler for Muster {
             self.act(transitions, view);
             self.refresh_timer();
         }
-        if !self.unestimated.is_empty() && self.last_view_ms.is_none_or(|t| now_ms >= t + QUEUE_VIEW_EVERY_MS) {
+        if let Some(estimates) = self.estimates.as_mut()
+            && !self.unestimated.is_empty()
+            && self.last_view_ms.is_none_or(|t| now_ms >= t + QUEUE_VIEW_EVERY_MS)
+        {
             self.last_view_ms = Some(now_ms);
             for e in self.engine.queue_view(now) {
                 if let Some(t) = e.estimated_start {
                     let job = job_of(&e.key);
                     if self.unestimated.remove(&job) {
-                        self.estimates.insert(job, t * 1000);
+                        estimates.insert(job, t * 1000);
                     }
                 }
             }
@@ -220,6 +226,6 @@ impl Scheduler for Muster {
     }
 
     fn estimated_starts(&self) -> Option<&BTreeMap<JobId, i64>> {
-        Some(&self.estimates)
+        self.estimates.as_ref()
     }
 }
