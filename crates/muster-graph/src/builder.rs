@@ -157,6 +157,7 @@ impl Graph {
             used: vec![0; r_before],
             devices: vec![],
             spans: vec![],
+            sockets: vec![],
         };
         for (name, unit, kind, amount) in resources {
             let rid = self.ensure_resource(name, unit, kind)?;
@@ -180,7 +181,7 @@ impl Graph {
                         dm.id = i as i64;
                         dm.name = format!("{vtype}{i}");
                         let dv = self.push_vertex(dm, Role::Device { node: node_id, resource: rid }, vertex);
-                        node.devices.push(DeviceSlot { resource: rid, vertex: dv, holder: None });
+                        node.devices.push(DeviceSlot { resource: rid, vertex: dv, holder: None, socket: None });
                     }
                 }
             }

@@ -54,7 +54,8 @@ pub enum Role {
         node: NodeId,
         resource: ResourceId,
     },
-    /// Structure under a node with no capacity of its own (socket, numa).
+    /// Structure under a node with no capacity of its own (socket, numa): a vertex of type
+    /// `socket` is also one of the node's sockets.
     Container,
 }
 
@@ -105,6 +106,8 @@ pub struct DeviceSlot {
     pub resource: ResourceId,
     pub vertex: VertexId,
     pub holder: Option<AllocId>,
+    /// Index into the node's `sockets` of the socket the device sits in, if any.
+    pub socket: Option<u16>,
 }
 
 /// An allocation's or reservation's use of one node over a time window `[start, end)`.
@@ -117,6 +120,9 @@ pub struct Span {
     pub amounts: Vec<u64>,
     /// True for a reservation: it does not reduce `free` until it becomes an allocation.
     pub reserved: bool,
+    /// On a node with sockets, the part of `amounts` taken from each of them (by socket index,
+    /// then resource index); the rest comes from resources outside any socket. Empty otherwise.
+    pub sockets: Vec<Vec<u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -139,6 +145,9 @@ pub struct Node {
     pub used: Vec<u64>,
     pub devices: Vec<DeviceSlot>,
     pub spans: Vec<Span>,
+    /// The node's sockets (NUMA domains) as its graph gives them; empty when it gives none, and
+    /// then every resource of the node is one pool.
+    pub sockets: Vec<crate::sockets::Socket>,
 }
 
 impl Node {
@@ -164,6 +173,7 @@ impl Node {
             used: vec![],
             devices: vec![],
             spans: vec![],
+            sockets: vec![],
         }
     }
 
@@ -494,7 +504,9 @@ impl Graph {
                 n.used.push(0);
                 for s in &mut n.spans {
                     s.amounts.push(0);
+                    s.sockets.iter_mut().for_each(|u| u.push(0));
                 }
+                n.sockets.iter_mut().for_each(|s| s.capacity.push(0));
             }
             for d in &mut self.domains {
                 d.sum_free.push(0);

@@ -9,6 +9,7 @@ use crate::allocations::Allocation;
 use crate::error::InputError;
 use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, TaintEffect, Vertex, VertexId, VertexMeta};
 use crate::resources::{self, ResourceKind, ResourceTable};
+use crate::sockets::Socket;
 
 /// JGF property naming the Kubernetes resource a leaf vertex stands for, written on export when
 /// the vertex type alone does not say it (Fluxion's core, memory and gpu do).
@@ -257,6 +258,8 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
     let mut nodes: Vec<Node> = Vec::new();
     let mut table = ResourceTable::default();
     let mut owner: Vec<Option<NodeId>> = vec![None; n];
+    // The socket (index in its node's `sockets`) each vertex under a node lies in.
+    let mut socket_of: Vec<Option<u16>> = vec![None; n];
     let mut seen_names = BTreeSet::new();
     let mut uniq = BTreeSet::new();
     for &old in &order {
@@ -293,27 +296,45 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
                 used: vec![],
                 devices: vec![],
                 spans: vec![],
+                sockets: vec![],
             });
             owner[old] = Some(nid);
             Role::Node(nid)
         } else if let Some(nid) = under_node {
             owner[old] = Some(nid);
+            socket_of[old] = p.and_then(|p| socket_of[p]);
             if children[old].is_empty() {
                 let (name, kind, amount) = classify_leaf(&vmeta).map_err(|m| err(format!("{at}.metadata.type"), m))?;
                 let unit = resources::unit_of(&name).map_err(|m| err(at.clone(), m))?;
                 let rid = table.intern(&name, unit, kind).map_err(|m| err(at.clone(), m))?;
                 let node = &mut nodes[nid.0 as usize];
-                node.capacity.resize(table.len(), 0);
-                node.capacity[rid.index()] =
-                    node.capacity[rid.index()].saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
+                let add = |cap: &mut Vec<u64>| {
+                    cap.resize(table.len(), 0);
+                    cap[rid.index()] = cap[rid.index()].saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
+                };
+                add(&mut node.capacity);
+                if let Some(s) = socket_of[old] {
+                    add(&mut node.sockets[usize::from(s)].capacity);
+                }
                 match kind {
                     ResourceKind::Pooled => Role::Pooled { node: nid, resource: rid, amount },
                     ResourceKind::Device => {
-                        node.devices.push(DeviceSlot { resource: rid, vertex: VertexId(new_id[&old]), holder: None });
+                        let vertex = VertexId(new_id[&old]);
+                        node.devices.push(DeviceSlot { resource: rid, vertex, holder: None, socket: socket_of[old] });
                         Role::Device { node: nid, resource: rid }
                     }
                 }
             } else {
+                if vmeta.vtype == "socket" {
+                    if socket_of[old].is_some() {
+                        return Err(err(at, "a socket inside another socket".into()));
+                    }
+                    let node = &mut nodes[nid.0 as usize];
+                    let index = u16::try_from(node.sockets.len())
+                        .map_err(|_| err(at.clone(), format!("more than {} sockets in one node", u16::MAX)))?;
+                    node.sockets.push(Socket { vertex: VertexId(new_id[&old]), capacity: vec![] });
+                    socket_of[old] = Some(index);
+                }
                 Role::Container
             }
         } else {
@@ -342,6 +363,7 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
     }
     for node in &mut nodes {
         node.capacity.resize(table.len(), 0);
+        node.sockets.iter_mut().for_each(|s| s.capacity.resize(table.len(), 0));
         node.free = node.capacity.clone();
         node.used = vec![0; node.capacity.len()];
     }
@@ -431,32 +453,38 @@ pub fn export(g: &Graph) -> String {
     render(nodes, edges)
 }
 
-/// Writes an allocation as a JGF subgraph: the paths to its nodes, and under each node the
-/// amounts and devices the allocation holds there.
+/// Writes an allocation as a JGF subgraph: the paths to its nodes and, under each node, the
+/// sockets, devices and pooled amounts the allocation holds there, each leaf sized in its own unit
+/// (so that the subgraph reads back as a graph of exactly what was allocated).
 pub fn export_allocation(g: &Graph, a: &Allocation) -> String {
     let mut keep: BTreeMap<VertexId, Option<u64>> = BTreeMap::new();
-    let mut per_node: BTreeMap<NodeId, u64> = BTreeMap::new();
     for m in &a.members {
-        *per_node.entry(m.node).or_default() += 1;
-        for &d in &m.devices {
-            keep.insert(d, None);
+        for &v in m.devices.iter().chain(&m.sockets) {
+            keep.insert(v, None);
         }
     }
-    for (&n, &count) in &per_node {
+    let nodes: BTreeSet<NodeId> = a.members.iter().map(|m| m.node).collect();
+    for &n in &nodes {
         let node = g.node(n);
-        let mut cur = Some(node.vertex);
-        while let Some(v) = cur {
-            keep.entry(v).or_insert(None);
-            cur = g.vertex(v).parent;
-        }
-        let mut shown = BTreeSet::new();
-        for &c in &g.vertex(node.vertex).children {
-            if let Role::Pooled { resource, .. } = g.vertex(c).role
-                && a.per_member[resource.index()] > 0
-                && shown.insert(resource)
-            {
-                keep.insert(c, Some(a.per_member[resource.index()] * count));
+        keep.insert(node.vertex, None);
+        let Some(span) = node.spans.iter().find(|s| s.alloc == a.id) else { continue };
+        let mut outside = span.amounts.clone();
+        for (si, used) in span.sockets.iter().enumerate() {
+            for (o, u) in outside.iter_mut().zip(used) {
+                *o = o.saturating_sub(*u);
             }
+            if used.iter().any(|&u| u > 0) {
+                keep_pooled(g, node.sockets[si].vertex, used.clone(), &mut keep);
+            }
+        }
+        keep_pooled(g, node.vertex, outside, &mut keep);
+    }
+    // Every kept vertex with its path up to the root.
+    for v in keep.keys().copied().collect::<Vec<_>>() {
+        let mut cur = g.vertex(v).parent;
+        while let Some(p) = cur {
+            keep.entry(p).or_insert(None);
+            cur = g.vertex(p).parent;
         }
     }
     let mut nodes = Vec::new();
@@ -470,4 +498,27 @@ pub fn export_allocation(g: &Graph, a: &Allocation) -> String {
         }
     }
     render(nodes, edges)
+}
+
+/// Keeps, under `root` but not inside a socket below it, pooled leaves in tree order until
+/// `amounts` (by resource index, base units) are covered; a leaf partly used is kept with the size
+/// used, in its own unit, rounded up.
+fn keep_pooled(g: &Graph, root: VertexId, mut amounts: Vec<u64>, keep: &mut BTreeMap<VertexId, Option<u64>>) {
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        let vx = g.vertex(v);
+        if v != root && vx.meta.vtype == "socket" {
+            continue;
+        }
+        if let Role::Pooled { resource, amount, .. } = vx.role {
+            let left = &mut amounts[resource.index()];
+            let take = (*left).min(amount);
+            if take > 0 {
+                *left -= take;
+                let size = u128::from(take) * u128::from(vx.meta.size);
+                keep.insert(v, Some(u64::try_from(size.div_ceil(u128::from(amount.max(1)))).unwrap_or(u64::MAX)));
+            }
+        }
+        stack.extend(vx.children.iter().rev());
+    }
 }

@@ -31,6 +31,16 @@ pub struct TopologyConstraint {
     pub mode: ConstraintMode,
 }
 
+/// Whole sockets of one node per member (Flux `slot > socket[count] > ...`): the member holds
+/// each socket exclusively and needs at least `requests` inside each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SocketRequest {
+    pub count: u32,
+    /// Within each socket, in base units, by Kubernetes resource name.
+    pub requests: Vec<(String, u64)>,
+}
+
 /// A group of identical members to place all at once. Its serde form is how muster stores a
 /// group (muster-queue's GroupSpec); users write the jobspecs `parse` reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +62,9 @@ pub struct GroupRequest {
     pub exclusive: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyConstraint>,
+    /// Whole sockets per member; `requests` then holds their sum (the least a member takes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<SocketRequest>,
     /// Expected run time in seconds with all `max_members` members; None means until cancelled.
     /// An elastic group placed with fewer does the same work on fewer members
     /// ([`GroupRequest::run_time_with`]).
@@ -101,6 +114,7 @@ impl GroupRequest {
             members_per_node: None,
             exclusive: false,
             topology: None,
+            sockets: None,
             duration: None,
             policy: None,
         }
@@ -294,6 +308,7 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         members_per_node: None,
         exclusive: false,
         topology: form.topology.clone(),
+        sockets: None,
         duration,
         policy: form.policy,
     })
@@ -313,11 +328,30 @@ struct FluxShape {
     slot_is_whole_node: bool,
     exclusive: bool,
     requests: BTreeMap<String, u64>,
+    /// Sockets per member and where the socket resource is, when the slot has one.
+    sockets: Option<(u32, String)>,
+    /// Within each socket.
+    socket_requests: BTreeMap<String, u64>,
+    /// The walk is inside the socket.
+    in_socket: bool,
 }
 
+/// Jobspec versions Fluxion accepts (resource/libjobspec/jobspec.cpp): muster reads the same
+/// fields in each.
+const FLUX_VERSIONS: std::ops::RangeInclusive<i64> = 1..=9999;
+
 fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError> {
-    if spec.version != 1 {
-        return Err(InputError::new(file, "version", format!("version {} is not supported; only 1", spec.version)));
+    if !FLUX_VERSIONS.contains(&spec.version) {
+        return Err(InputError::new(
+            file,
+            "version",
+            format!(
+                "version {} is not a Flux jobspec version; allowed {}..={}",
+                spec.version,
+                FLUX_VERSIONS.start(),
+                FLUX_VERSIONS.end()
+            ),
+        ));
     }
     if spec.resources.len() != 1 {
         return Err(InputError::new(
@@ -327,7 +361,7 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         ));
     }
     let mut shape = FluxShape::default();
-    walk_flux(file, "resources[0]", &spec.resources[0], &mut shape, 1, false)?;
+    walk_flux(file, "resources[0]", &spec.resources[0], &mut shape, false)?;
     let Some(slot) = shape.slot else {
         return Err(InputError::new(
             file,
@@ -353,6 +387,28 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         Some(d) => check_duration(file, "attributes.system.duration", d)?,
         None => None,
     };
+    let sockets = match shape.sockets {
+        None => None,
+        Some((count, path)) => {
+            if let Some(beside) = shape.requests.keys().next() {
+                return Err(InputError::new(
+                    file,
+                    path,
+                    format!(
+                        "a member holds its sockets whole: put every resource of the slot inside the socket \
+                         ({beside} is beside it)"
+                    ),
+                ));
+            }
+            for (name, amount) in &shape.socket_requests {
+                let total = amount.checked_mul(u64::from(count)).filter(|t| *t <= crate::quantity::MAX_AMOUNT);
+                let total = total.ok_or_else(|| InputError::new(file, &path, "absurdly much in all sockets"))?;
+                shape.requests.insert(name.clone(), total);
+            }
+            let requests = shape.socket_requests.into_iter().filter(|(_, a)| *a > 0).collect();
+            Some(SocketRequest { count, requests })
+        }
+    };
     Ok(GroupRequest {
         name: shape_name(spec),
         min_members,
@@ -362,6 +418,7 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         members_per_node,
         exclusive: shape.exclusive || shape.slot_is_whole_node,
         topology: shape.level.map(|level| TopologyConstraint { level, mode: ConstraintMode::Required }),
+        sockets,
         duration,
         policy: None,
     })
@@ -374,20 +431,13 @@ fn shape_name(spec: &FluxJobspec) -> String {
     spec.resources.first().and_then(find_label).unwrap_or_else(|| "jobspec".to_string())
 }
 
-/// Walks one resource; `mult` is how many of it each member gets (sockets multiply cores).
-fn walk_flux(
-    file: &str,
-    path: &str,
-    r: &FluxResource,
-    shape: &mut FluxShape,
-    mult: u64,
-    in_slot: bool,
-) -> Result<(), InputError> {
+/// Walks one resource; amounts inside a socket go to `socket_requests`, per socket.
+fn walk_flux(file: &str, path: &str, r: &FluxResource, shape: &mut FluxShape, in_slot: bool) -> Result<(), InputError> {
     let count_path = format!("{path}.count");
     let (lo, hi) = r.count.bounds(file, &count_path)?;
-    let children = |shape: &mut FluxShape, mult: u64, in_slot: bool| -> Result<(), InputError> {
+    let children = |shape: &mut FluxShape, in_slot: bool| -> Result<(), InputError> {
         for (i, c) in r.with.iter().enumerate() {
-            walk_flux(file, &format!("{path}.with[{i}]"), c, shape, mult, in_slot)?;
+            walk_flux(file, &format!("{path}.with[{i}]"), c, shape, in_slot)?;
         }
         Ok(())
     };
@@ -400,7 +450,7 @@ fn walk_flux(
                 return Err(InputError::new(file, format!("{path}.with"), "a slot must say what each member gets"));
             }
             shape.slot = Some((lo, hi));
-            children(shape, 1, true)
+            children(shape, true)
         }
         "node" if in_slot => {
             if lo != 1 || hi != 1 {
@@ -411,7 +461,7 @@ fn walk_flux(
                 ));
             }
             shape.slot_is_whole_node = true;
-            children(shape, mult, true)
+            children(shape, true)
         }
         "node" => {
             if shape.nodes.is_some() {
@@ -422,15 +472,24 @@ fn walk_flux(
             }
             shape.nodes = Some(((lo, hi), true));
             shape.exclusive |= r.exclusive.unwrap_or(false);
-            children(shape, mult, false)
+            children(shape, false)
         }
         "socket" if in_slot => {
             if lo != hi {
                 return Err(InputError::new(file, count_path, "counts inside a slot must be fixed"));
             }
-            let mult = mult.checked_mul(u64::from(lo)).filter(|m| *m <= crate::quantity::MAX_AMOUNT);
-            let mult = mult.ok_or_else(|| InputError::new(file, count_path, "absurdly many sockets in all"))?;
-            children(shape, mult, true)
+            if shape.sockets.is_some() {
+                return Err(InputError::new(
+                    file,
+                    path,
+                    "one socket resource per slot: sockets neither nest nor come in several shapes",
+                ));
+            }
+            shape.sockets = Some((lo, path.to_string()));
+            shape.in_socket = true;
+            let walked = children(shape, true);
+            shape.in_socket = false;
+            walked
         }
         t if in_slot => {
             if lo != hi {
@@ -451,11 +510,7 @@ fn walk_flux(
                 )
             };
             let scaled = |factor: u64| {
-                u64::from(lo)
-                    .checked_mul(mult)
-                    .and_then(|n| n.checked_mul(factor))
-                    .filter(|a| *a <= crate::quantity::MAX_AMOUNT)
-                    .ok_or_else(too_large)
+                u64::from(lo).checked_mul(factor).filter(|a| *a <= crate::quantity::MAX_AMOUNT).ok_or_else(too_large)
             };
             let (name, amount) = match t {
                 "core" => ("cpu".to_string(), scaled(1000)?),
@@ -472,7 +527,8 @@ fn walk_flux(
                     }
                 },
             };
-            let slot = shape.requests.entry(name).or_insert(0);
+            let into = if shape.in_socket { &mut shape.socket_requests } else { &mut shape.requests };
+            let slot = into.entry(name).or_insert(0);
             *slot = slot.saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
             Ok(())
         }
@@ -485,7 +541,7 @@ fn walk_flux(
                 ));
             }
             shape.level = Some(t.to_string());
-            children(shape, mult, false)
+            children(shape, false)
         }
         t => Err(InputError::new(
             file,

@@ -18,6 +18,7 @@ pub mod names;
 pub mod policy;
 pub mod quantity;
 pub mod resources;
+pub mod sockets;
 
 pub use allocations::{Allocation, ImportedMember, MatchOutcome, Member, NodeUpdate, ResourceGraph, Stat};
 pub use builder::NodeSpec;

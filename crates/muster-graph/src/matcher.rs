@@ -12,6 +12,7 @@ use crate::graph::{DomainId, Graph, NodeId, VertexId};
 use crate::jobspec::{ConstraintMode, GroupRequest};
 use crate::policy::Policy;
 use crate::resources::ResourceKind;
+use crate::sockets::SocketDemand;
 
 /// The time window a search is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub struct Demand<'a> {
     pub units_per_node: u32,
     pub min_units: u32,
     pub max_units: u32,
+    /// Whole sockets each member holds, when it asks for sockets.
+    pub sockets: Option<SocketDemand>,
     /// By node id, the window start before which the node has been found to take no unit of
     /// this demand in a future window (see `Graph::node_units`); empty unless the caller searches
     /// the same unchanged graph at ascending future starts, as a reservation does.
@@ -55,8 +58,22 @@ impl<'a> Demand<'a> {
             };
             per_member[id.index()] = *amount;
         }
+        let sockets = match &request.sockets {
+            Some(sr) => {
+                let mut per_socket = vec![0u64; graph.resources.len()];
+                for (name, amount) in &sr.requests {
+                    let Some(id) = graph.resources.get(name) else {
+                        return Err(Unsatisfiable(format!("no node in this cluster has any {name}")));
+                    };
+                    per_socket[id.index()] = *amount;
+                }
+                Some(SocketDemand { count: sr.count, per_socket })
+            }
+            None => None,
+        };
         if let Some(pods) = graph.resources.get("pods")
             && per_member[pods.index()] == 0
+            && sockets.is_none()
         {
             per_member[pods.index()] = 1;
         }
@@ -78,6 +95,7 @@ impl<'a> Demand<'a> {
             units_per_node,
             min_units: request.min_members.div_ceil(unit_size),
             max_units: request.max_members / unit_size,
+            sockets,
             future_full_until: Vec::new(),
         })
     }
@@ -92,7 +110,7 @@ impl<'a> Demand<'a> {
     }
 
     /// Placement units one node with `amounts` can take.
-    fn units_per_node_for(&self, amounts: &[u64]) -> u32 {
+    pub(crate) fn units_per_node_for(&self, amounts: &[u64]) -> u32 {
         // Most nodes a busy cluster's search looks at lack room for one unit: say so without
         // dividing.
         let unit = u64::from(self.unit_size);
@@ -145,6 +163,13 @@ impl Graph {
             }
             Window::Now { now, end } => self.window_units(n, d, now, end, true, buf),
             Window::Future { start, end } => self.window_units(n, d, start, end, false, buf),
+        };
+        // Within the node's totals; its sockets, if it has any, may allow fewer.
+        let (units, until) = match (units, node.sockets.is_empty(), &d.sockets) {
+            (0, ..) => (units, until),
+            (_, true, Some(_)) => (0, i64::MAX),
+            (_, true, None) => (units, until),
+            (_, false, _) => self.pool_units(n, d, window, units),
         };
         // The filter is the dearest check; most nodes of a busy cluster fail on room first.
         if units == 0 || !d.request.filter.admits(node) {
@@ -543,6 +568,30 @@ impl Graph {
                     self.resources.def(id).name,
                     self.resources.format(id, largest)
                 );
+            }
+        }
+        if let Some(sd) = &d.sockets {
+            let large_enough = |n: &crate::graph::Node| {
+                n.sockets.iter().filter(|s| s.capacity.iter().zip(&sd.per_socket).all(|(c, q)| c >= q)).count()
+            };
+            let best = self.live_nodes().filter(|(_, n)| req.filter.admits(n)).map(|(_, n)| large_enough(n)).max();
+            let best = best.unwrap_or(0) as u64;
+            let need = u64::from(sd.count) * u64::from(d.unit_size);
+            if best < need {
+                let what: Vec<String> = (0..sd.per_socket.len())
+                    .filter(|&i| sd.per_socket[i] > 0)
+                    .map(|i| {
+                        let id = crate::resources::ResourceId(i as u16);
+                        format!("{} {}", self.resources.format(id, sd.per_socket[i]), self.resources.def(id).name)
+                    })
+                    .collect();
+                let what = if what.is_empty() { String::new() } else { format!(" with {} each", what.join(", ")) };
+                let who = if d.unit_size > 1 {
+                    format!("{} members on one node need", d.unit_size)
+                } else {
+                    "each member needs".to_string()
+                };
+                return format!("{who} {need} whole sockets{what}; the best matching node has {best} such sockets");
             }
         }
         let needed = d.min_units;

@@ -81,8 +81,8 @@ fn jobspec_counts_out_of_range() {
     expect_err(jobspec::parse("j.yaml", text), "j.yaml", "resources", "more than 1000000 members");
 }
 
-/// Sockets inside a slot multiply what is under them; each count is within 1..=1000000 but the
-/// product is not, and must be refused (or saturated), not overflow.
+/// What a member asks of its sockets in all is the per-socket amount times the sockets; each
+/// count is within 1..=1000000 but the product is not, and must be refused, not overflow.
 #[test]
 fn flux_socket_products_do_not_overflow() {
     let slot = |inner: &str| format!("version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n{inner}");
@@ -124,9 +124,19 @@ fn jobspec_unknown_resources() {
         "unknown resource \"widget\"",
     );
     assert!(e.message.contains("core, gpu, memory and socket"), "{e}");
-    let text =
-        "version: 2\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: core\n        count: 1\n";
-    expect_err(jobspec::parse("j.yaml", text), "j.yaml", "version", "only 1");
+    // Fluxion reads versions 1 to 9999 alike (resource/libjobspec/jobspec.cpp), and so does muster.
+    let versioned = |v: i64| {
+        format!(
+            "version: {v}\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: core\n        count: 1\n"
+        )
+    };
+    for v in [2, 9999] {
+        let g = jobspec::parse("j.yaml", &versioned(v)).unwrap_or_else(|e| panic!("version {v}: {e}"));
+        assert_eq!(g.requests, vec![("cpu".to_string(), 1000)]);
+    }
+    for v in [0, 10000, -1] {
+        expect_err(jobspec::parse("j.yaml", &versioned(v)), "j.yaml", "version", "allowed 1..=9999");
+    }
     let text = "version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: memory\n        count: 1\n        unit: parsec\n";
     expect_err(jobspec::parse("j.yaml", text), "j.yaml", "resources[0].with[0].unit", "allowed B, KB, MB, GB");
 }

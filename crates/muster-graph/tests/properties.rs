@@ -4,11 +4,13 @@
 
 mod common;
 
+use common::parse::socket_jgf;
 use common::{check_invariants, fingerprint};
-use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
+use muster_graph::jobspec::{ConstraintMode, SocketRequest, TopologyConstraint};
 use muster_graph::matcher::{Demand, Window};
-use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, cluster};
+use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, cluster, jgf};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 #[derive(Debug, Clone)]
 struct ClassSpec {
@@ -64,6 +66,8 @@ struct ReqSpec {
     exclusive: bool,
     duration: Option<u64>,
     policy: u8,
+    /// Whole sockets per member, on graphs with sockets.
+    sockets: Option<u32>,
 }
 
 fn req_strategy() -> impl Strategy<Value = ReqSpec> {
@@ -75,11 +79,28 @@ fn req_strategy() -> impl Strategy<Value = ReqSpec> {
             proptest::option::weighted(0.15, 1u32..3),
             proptest::bool::weighted(0.1),
         ),
-        (proptest::option::weighted(0.8, 1u64..200), 0u8..6),
+        (proptest::option::weighted(0.8, 1u64..200), 0u8..6, proptest::option::weighted(0.4, 1u32..3)),
     )
         .prop_map(
-            |((min, extra, millicores, mem_mi, gpus), (rack, tolerate, per_node, exclusive), (duration, policy))| {
-                ReqSpec { min, extra, millicores, mem_mi, gpus, rack, tolerate, per_node, exclusive, duration, policy }
+            |(
+                (min, extra, millicores, mem_mi, gpus),
+                (rack, tolerate, per_node, exclusive),
+                (duration, policy, sockets),
+            )| {
+                ReqSpec {
+                    min,
+                    extra,
+                    millicores,
+                    mem_mi,
+                    gpus,
+                    rack,
+                    tolerate,
+                    per_node,
+                    exclusive,
+                    duration,
+                    policy,
+                    sockets,
+                }
             },
         )
 }
@@ -87,7 +108,7 @@ fn req_strategy() -> impl Strategy<Value = ReqSpec> {
 const POLICIES: [Policy; 6] =
     [Policy::First, Policy::HighId, Policy::Pack, Policy::Spread, Policy::Locality, Policy::BestFit];
 
-fn request(i: usize, s: &ReqSpec) -> GroupRequest {
+fn request(i: usize, s: &ReqSpec, socketed: bool) -> GroupRequest {
     let mut requests = vec![("cpu", s.millicores), ("memory", s.mem_mi << 20)];
     if s.gpus > 0 {
         requests.push(("nvidia.com/gpu", s.gpus));
@@ -107,6 +128,11 @@ fn request(i: usize, s: &ReqSpec) -> GroupRequest {
         level: "rack".into(),
         mode: if required { ConstraintMode::Required } else { ConstraintMode::Preferred },
     });
+    if let Some(count) = s.sockets.filter(|_| socketed) {
+        let per_socket = std::mem::take(&mut r.requests);
+        r.requests = per_socket.iter().map(|(name, a)| (name.clone(), a * u64::from(count))).collect();
+        r.sockets = Some(SocketRequest { count, requests: per_socket });
+    }
     if s.tolerate {
         r.filter.tolerations.push(muster_graph::filter::Toleration {
             key: "t".into(),
@@ -171,6 +197,14 @@ fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
         }
         assert!(counts.values().all(|c| *c == per), "members per node {counts:?} != {per}");
     }
+    if let Some(sr) = &req.sockets {
+        let mut held: Vec<_> = a.members.iter().flat_map(|m| m.sockets.iter().copied()).collect();
+        assert!(a.members.iter().all(|m| m.sockets.len() == sr.count as usize), "a member without its sockets");
+        held.sort_unstable();
+        let all = held.len();
+        held.dedup();
+        assert_eq!(held.len(), all, "a socket held by two members");
+    }
     if let Some(t) = &req.topology
         && (t.mode == ConstraintMode::Required || a.domain.is_some())
     {
@@ -178,6 +212,132 @@ fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
             a.members.iter().map(|m| rg.graph.ancestor_at_level(m.node, "rack")).collect();
         assert_eq!(racks.len(), 1, "members of a rack-constrained group in several racks");
     }
+}
+
+/// Runs `ops` on `rg`, checking every invariant after each; `socketed` lets requests ask for
+/// sockets.
+fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), TestCaseError> {
+    let mut now = 0i64;
+    for (i, op) in ops.iter().enumerate() {
+        let before = fingerprint(&rg.graph);
+        match op {
+            Op::Allocate(s) | Op::Reserve(s) => {
+                let req = request(i, s, socketed);
+                let sat = rg.satisfiability(&req);
+                let outcome = if matches!(op, Op::Allocate(_)) {
+                    rg.allocate(&req, now)
+                } else {
+                    rg.allocate_orelse_reserve(&req, now)
+                };
+                match outcome {
+                    MatchOutcome::Allocated(id) => {
+                        prop_assert!(sat.is_ok(), "placed a group satisfiability rejected: {sat:?}");
+                        check_placement(&rg, id, true);
+                        // Cancel is the exact inverse of the allocation.
+                        let mut undo = rg.clone();
+                        undo.cancel(id).unwrap();
+                        prop_assert_eq!(fingerprint(&undo.graph), before.clone());
+                    }
+                    MatchOutcome::Reserved { id, at } => {
+                        prop_assert!(sat.is_ok());
+                        prop_assert!(at > now, "a reservation starts in the future");
+                        check_placement(&rg, id, true);
+                    }
+                    MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => {
+                        prop_assert_eq!(fingerprint(&rg.graph), before.clone(), "a refused match changed the graph");
+                        if matches!(outcome, MatchOutcome::Unsatisfiable(_)) {
+                            prop_assert!(sat.is_err());
+                        }
+                        // Completeness for unconstrained rigid groups: if first fit says busy,
+                        // the nodes really cannot hold the minimum.
+                        if req.topology.is_none() && sat.is_ok() {
+                            let d = Demand::resolve(&rg.graph, &req).unwrap();
+                            // Until the end of the fewest members: an elastic group runs longer on fewer.
+                            let end = ResourceGraph::end_of(now, &req, d.members(d.min_units));
+                            let mut buf = Vec::new();
+                            let total: u32 = rg
+                                .graph
+                                .live_nodes()
+                                .map(|(n, _)| rg.graph.node_units(n, &d, Window::Now { now, end }, &mut buf))
+                                .sum();
+                            prop_assert!(total < d.min_units, "busy although {total} units fit (need {})", d.min_units);
+                        }
+                    }
+                }
+            }
+            Op::Cancel(k) => {
+                if let Some(id) = pick(&rg, *k, false) {
+                    rg.cancel(id).unwrap();
+                }
+            }
+            Op::Shrink(k, m) => {
+                if let Some(id) = pick(&rg, *k, true) {
+                    let members: Vec<u32> =
+                        rg.allocation(id).unwrap().members.iter().map(|x| x.index).take(*m as usize).collect();
+                    rg.shrink(id, &members).unwrap();
+                }
+            }
+            Op::Grow(k, m) => {
+                if let Some(id) = pick(&rg, *k, true) {
+                    match rg.grow(id, *m, now) {
+                        Ok(Some(added)) => {
+                            prop_assert_eq!(added.len() as u32, *m);
+                            check_placement(&rg, id, false);
+                        }
+                        Ok(None) | Err(_) => prop_assert_eq!(fingerprint(&rg.graph), before.clone()),
+                    }
+                }
+            }
+            Op::Reimport(k) => {
+                // Cancel then import of the same placement is the identity.
+                if let Some(id) = pick(&rg, *k, true) {
+                    let a = rg.allocation(id).unwrap().clone();
+                    let members: Vec<ImportedMember> = a
+                        .members
+                        .iter()
+                        .map(|m| ImportedMember {
+                            index: m.index,
+                            node: rg.graph.node(m.node).name.clone(),
+                            devices: m
+                                .devices
+                                .iter()
+                                .chain(&m.sockets)
+                                .map(|d| rg.graph.vertex(*d).meta.name.clone())
+                                .collect(),
+                        })
+                        .collect();
+                    // From when every member held its place: members added by grow joined later,
+                    // and an earlier start could overlap a reservation made before they joined.
+                    let joined =
+                        rg.graph.nodes.iter().flat_map(|n| &n.spans).filter(|s| s.alloc == id).map(|s| s.start);
+                    let start = joined.max().unwrap_or(a.start);
+                    rg.cancel(id).unwrap();
+                    rg.import(id, &a.request, &members, (start, a.end)).unwrap();
+                    // Import knows one start for the group; members added later by grow had
+                    // their own. Nor does it know from which sockets a group that asks for none
+                    // took its pooled amounts: they are split again over the sockets as they are
+                    // now. Everything else must be identical.
+                    let same_start = |mut f: common::Fingerprint| {
+                        for s in f.nodes.iter_mut().flat_map(|n| n.1.iter_mut()).filter(|s| s.alloc == id) {
+                            s.start = a.start;
+                            if a.request.sockets.is_none() {
+                                s.sockets.clear();
+                            }
+                        }
+                        f
+                    };
+                    prop_assert_eq!(same_start(fingerprint(&rg.graph)), same_start(before.clone()));
+                }
+            }
+            Op::Advance(dt) => now += dt,
+            Op::Cordon(n, c) => {
+                let names: Vec<String> = rg.graph.live_nodes().map(|(_, n)| n.name.clone()).collect();
+                rg.set_unschedulable(&names[n % names.len()], *c).unwrap();
+            }
+        }
+        check_invariants(&rg);
+    }
+    Ok(())
 }
 
 proptest! {
@@ -190,96 +350,16 @@ proptest! {
         ops in proptest::collection::vec(op_strategy(), 1..40),
     ) {
         let graph = cluster::load("p.yaml", &cluster_yaml(&classes)).unwrap();
-        let mut rg = ResourceGraph::new(graph, Policy::First);
-        let mut now = 0i64;
-        for (i, op) in ops.iter().enumerate() {
-            let before = fingerprint(&rg.graph);
-            match op {
-                Op::Allocate(s) | Op::Reserve(s) => {
-                    let req = request(i, s);
-                    let sat = rg.satisfiability(&req);
-                    let outcome = if matches!(op, Op::Allocate(_)) { rg.allocate(&req, now) } else { rg.allocate_orelse_reserve(&req, now) };
-                    match outcome {
-                        MatchOutcome::Allocated(id) => {
-                            prop_assert!(sat.is_ok(), "placed a group satisfiability rejected: {sat:?}");
-                            check_placement(&rg, id, true);
-                            // Cancel is the exact inverse of the allocation.
-                            let mut undo = rg.clone();
-                            undo.cancel(id).unwrap();
-                            prop_assert_eq!(fingerprint(&undo.graph), before.clone());
-                        }
-                        MatchOutcome::Reserved { id, at } => {
-                            prop_assert!(sat.is_ok());
-                            prop_assert!(at > now, "a reservation starts in the future");
-                            check_placement(&rg, id, true);
-                        }
-                        MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => {
-                            prop_assert_eq!(fingerprint(&rg.graph), before.clone(), "a refused match changed the graph");
-                            if matches!(outcome, MatchOutcome::Unsatisfiable(_)) {
-                                prop_assert!(sat.is_err());
-                            }
-                            // Completeness for unconstrained rigid groups: if first fit says busy,
-                            // the nodes really cannot hold the minimum.
-                            if req.topology.is_none() && sat.is_ok() {
-                                let d = Demand::resolve(&rg.graph, &req).unwrap();
-                                // Until the end of the fewest members: an elastic group runs longer on fewer.
-                                let end = ResourceGraph::end_of(now, &req, d.members(d.min_units));
-                                let mut buf = Vec::new();
-                                let total: u32 = rg.graph.live_nodes().map(|(n, _)| rg.graph.node_units(n, &d, Window::Now { now, end }, &mut buf)).sum();
-                                prop_assert!(total < d.min_units, "busy although {total} units fit (need {})", d.min_units);
-                            }
-                        }
-                    }
-                }
-                Op::Cancel(k) => {
-                    if let Some(id) = pick(&rg, *k, false) {
-                        rg.cancel(id).unwrap();
-                    }
-                }
-                Op::Shrink(k, m) => {
-                    if let Some(id) = pick(&rg, *k, true) {
-                        let members: Vec<u32> = rg.allocation(id).unwrap().members.iter().map(|x| x.index).take(*m as usize).collect();
-                        rg.shrink(id, &members).unwrap();
-                    }
-                }
-                Op::Grow(k, m) => {
-                    if let Some(id) = pick(&rg, *k, true) {
-                        match rg.grow(id, *m, now) {
-                            Ok(Some(added)) => {
-                                prop_assert_eq!(added.len() as u32, *m);
-                                check_placement(&rg, id, false);
-                            }
-                            Ok(None) | Err(_) => prop_assert_eq!(fingerprint(&rg.graph), before.clone()),
-                        }
-                    }
-                }
-                Op::Reimport(k) => {
-                    // Cancel then import of the same placement is the identity.
-                    if let Some(id) = pick(&rg, *k, true) {
-                        let a = rg.allocation(id).unwrap().clone();
-                        let members: Vec<ImportedMember> = a.members.iter().map(|m| ImportedMember {
-                            index: m.index,
-                            node: rg.graph.node(m.node).name.clone(),
-                            devices: m.devices.iter().map(|d| rg.graph.vertex(*d).meta.name.clone()).collect(),
-                        }).collect();
-                        rg.cancel(id).unwrap();
-                        rg.import(id, &a.request, &members, (a.start, a.end)).unwrap();
-                        // Import knows one start for the group; members added later by grow had
-                        // their own. Everything else must be identical.
-                        let same_start = |mut f: common::Fingerprint| {
-                            f.nodes.iter_mut().flat_map(|n| n.1.iter_mut()).filter(|s| s.alloc == id).for_each(|s| s.start = a.start);
-                            f
-                        };
-                        prop_assert_eq!(same_start(fingerprint(&rg.graph)), same_start(before.clone()));
-                    }
-                }
-                Op::Advance(dt) => now += dt,
-                Op::Cordon(n, c) => {
-                    let names: Vec<String> = rg.graph.live_nodes().map(|(_, n)| n.name.clone()).collect();
-                    rg.set_unschedulable(&names[n % names.len()], *c).unwrap();
-                }
-            }
-            check_invariants(&rg);
-        }
+        run_ops(ResourceGraph::new(graph, Policy::First), &ops, false)?;
+    }
+
+    #[test]
+    fn random_operation_sequences_on_sockets_keep_every_invariant(
+        nodes in 1i64..4,
+        sockets in 1i64..4,
+        ops in proptest::collection::vec(op_strategy(), 1..40),
+    ) {
+        let graph = jgf::import("sockets.json", &socket_jgf(nodes, sockets, false)).unwrap();
+        run_ops(ResourceGraph::new(graph, Policy::First), &ops, true)?;
     }
 }

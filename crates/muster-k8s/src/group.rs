@@ -408,6 +408,8 @@ impl GroupSpec {
                     TopologyMode::Preferred => ConstraintMode::Preferred,
                 },
             }),
+            // Kubernetes gives a pod no socket; the kubelet's topology manager aligns it.
+            sockets: None,
             duration,
             policy: None,
         })

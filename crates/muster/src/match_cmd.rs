@@ -36,7 +36,8 @@ commands (one per line; # starts a comment):
   cancel ID                           release an allocation or reservation
   shrink ID MEMBER...                 release some members (partial cancel)
   grow ID COUNT                       add COUNT members, all or none
-  import ID FILE NODE[:DEV+DEV]...    record a running allocation (member i on the i-th node)
+  import ID FILE NODE[:DEV+DEV]...    record a running allocation (member i on the i-th node;
+                                      DEV names a device, or a socket the member holds whole)
   info ID                             members, nodes and devices of an allocation
   jgf ID                              an allocation as JGF
   node add FILE                       add the nodes of a cluster description
@@ -261,11 +262,17 @@ impl Session {
             a.members.len(),
             a.start
         )?;
-        writeln!(out, "{:<8} {:<28} DEVICES", "MEMBER", "NODE")?;
+        let names = |vs: &[muster_graph::graph::VertexId]| {
+            let names: Vec<&str> = vs.iter().map(|v| g.vertex(*v).meta.name.as_str()).collect();
+            if names.is_empty() { "-".to_string() } else { names.join(",") }
+        };
+        // Sockets held whole show only for groups that ask for them.
+        let sockets = a.request.sockets.is_some();
+        let header = if sockets { format!("{:<16} DEVICES", "SOCKETS") } else { "DEVICES".to_string() };
+        writeln!(out, "{:<8} {:<28} {header}", "MEMBER", "NODE")?;
         for m in a.members.iter().filter(|m| only.is_none_or(|o| o.contains(&m.index))) {
-            let devices: Vec<&str> = m.devices.iter().map(|d| g.vertex(*d).meta.name.as_str()).collect();
-            let devices = if devices.is_empty() { "-".to_string() } else { devices.join(",") };
-            writeln!(out, "{:<8} {:<28} {devices}", m.index, g.node(m.node).name)?;
+            let held = if sockets { format!("{:<16} ", names(&m.sockets)) } else { String::new() };
+            writeln!(out, "{:<8} {:<28} {held}{}", m.index, g.node(m.node).name, names(&m.devices))?;
         }
         Ok(())
     }

@@ -39,6 +39,30 @@ fn the_readme_tour_runs_clean() {
 }
 
 #[test]
+fn the_socket_tour_holds_sockets_whole_and_exports_what_it_holds() {
+    let commands = std::fs::read_to_string(repo().join("scenarios/match/sockets-commands.txt")).unwrap();
+    let out = muster(&["match", "scenarios/match/sockets.json", "--echo"], &commands);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    // The 4-core task breaks into socket0 of node0, so the ranks take the three idle sockets
+    // left, and the third pair waits for node0's socket0 (the task ends at 300).
+    assert!(text.contains("0        node0                        socket1          gpu2,gpu3"), "{text}");
+    assert!(text.contains("busy: ranks: needs 2 whole sockets, each large enough and idle; 1 are now"), "{text}");
+    assert!(text.contains("reserved 3: ranks at time 300"), "{text}");
+    // `jgf 2` is a graph of what the ranks hold: two sockets of 8 cores, 64 GB and 2 GPUs.
+    let start = text.find("> jgf 2\n").unwrap() + "> jgf 2\n".len();
+    let end = text[start..].find("\n> ").unwrap() + start;
+    let dir = std::env::temp_dir().join(format!("muster-sockets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("alloc.json");
+    std::fs::write(&file, &text[start..end]).unwrap();
+    let described = stdout(&muster(&["cluster", "describe", file.to_str().unwrap()], ""));
+    for want in ["nodes: 2", "cpu", "16", "128Gi", "nvidia.com/gpu"] {
+        assert!(described.contains(want), "{want}: {described}");
+    }
+}
+
+#[test]
 fn bad_commands_and_files_are_refused_and_the_loop_goes_on() {
     let out = muster(
         &["match", "scenarios/match/cluster.yaml"],

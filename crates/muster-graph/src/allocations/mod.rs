@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::builder::{NodeShape, NodeSpec};
 use crate::error::{GraphError, InputError};
-use crate::graph::{AllocId, Graph, NodeId, Span, VertexId};
+use crate::graph::{AllocId, DeviceSlot, Graph, Node, NodeId, Span, VertexId};
 use crate::jobspec::GroupRequest;
 use crate::matcher::{Demand, Placement, Window, placed_units};
 use crate::policy::Policy;
@@ -23,6 +23,9 @@ pub struct Member {
     pub node: NodeId,
     /// Device vertices held by this member (empty for reservations).
     pub devices: Vec<VertexId>,
+    /// Socket vertices the member holds whole (planned, for a reservation), when its group asks
+    /// for sockets.
+    pub sockets: Vec<VertexId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +82,8 @@ pub struct Stat {
 pub struct ImportedMember {
     pub index: u32,
     pub node: String,
+    /// Names of device vertices the member holds and, for a group that asks for sockets, of the
+    /// socket vertices it holds whole (the others it needs are taken from idle ones).
     pub devices: Vec<String>,
 }
 
@@ -156,12 +161,20 @@ impl ResourceGraph {
             return MatchOutcome::Unsatisfiable(reason);
         }
         if !reserve {
-            return MatchOutcome::Busy(self.busy_reason(&d));
+            return MatchOutcome::Busy(self.busy_reason(&d, now));
         }
         self.reserve_demand(&d, now)
     }
 
-    fn busy_reason(&self, d: &Demand) -> String {
+    fn busy_reason(&self, d: &Demand, now: i64) -> String {
+        if let Some(sd) = &d.sockets {
+            let idle: usize = (self.graph.live_nodes())
+                .filter(|(_, n)| n.schedulable() && d.request.filter.admits(n))
+                .map(|(id, n)| self.graph.pool_room(id, Window::Now { now, end: now + 1 }).usable(&n.sockets, sd).len())
+                .sum();
+            let need = u64::from(sd.count) * u64::from(d.members(d.min_units));
+            return format!("needs {need} whole sockets, each large enough and idle; {idle} are now");
+        }
         let (_, free) = self.graph.totals();
         for (i, &q) in d.per_member.iter().enumerate() {
             let need = q.saturating_mul(u64::from(d.members(d.min_units)));
@@ -201,7 +214,7 @@ impl ResourceGraph {
         for &(n, units) in p {
             let count = d.members(units);
             for _ in 0..count {
-                members.push(Member { index, node: n, devices: Vec::new() });
+                members.push(Member { index, node: n, devices: Vec::new(), sockets: Vec::new() });
                 index += 1;
             }
         }
@@ -245,13 +258,12 @@ impl ResourceGraph {
 
     /// `apply_nodes` for one node; `on_node` are the indexes into `a.members` placed there.
     fn apply_node(&mut self, a: &mut Allocation, n: NodeId, on_node: &[usize], since: Option<i64>) {
-        let amounts = if on_node.is_empty() { None } else { Some(self.amounts_on(a, n, on_node.len() as u64)) };
         let device_resources: Vec<usize> = (0..a.per_member.len()).filter(|&i| self.graph.is_device(i)).collect();
         let node = self.graph.node_mut(n);
         // Give back what the allocation held here, then take what it holds now.
         let mut span_start = since.unwrap_or(a.start);
         // A reservation's span changes neither what the node uses nor its domains' aggregates.
-        let mut use_changed = !a.reserved && amounts.is_some();
+        let mut use_changed = !a.reserved && !on_node.is_empty();
         if let Some(pos) = node.spans.iter().position(|s| s.alloc == a.id) {
             let old = node.spans.swap_remove(pos);
             span_start = since.unwrap_or(old.start);
@@ -262,36 +274,23 @@ impl ResourceGraph {
                 }
             }
         }
-        if let Some(amounts) = amounts {
+        let taken = if on_node.is_empty() { None } else { Some(self.take_on_node(a, n, on_node, span_start)) };
+        let node = self.graph.node_mut(n);
+        if let Some((amounts, sockets)) = taken {
             if !a.reserved {
                 for (u, o) in node.used.iter_mut().zip(&amounts) {
                     *u += o;
                 }
-                // Devices: members keep (or, on import, claim) what they list; the rest take free ones.
-                for &mi in on_node {
-                    for slot in node.devices.iter_mut().filter(|s| a.members[mi].devices.contains(&s.vertex)) {
-                        slot.holder = Some(a.id);
-                    }
-                    for &r in &device_resources {
-                        let want = a.per_member[r] as usize;
-                        let have = node
-                            .devices
-                            .iter()
-                            .filter(|s| s.resource.index() == r && a.members[mi].devices.contains(&s.vertex))
-                            .count();
-                        for slot in node
-                            .devices
-                            .iter_mut()
-                            .filter(|s| s.resource.index() == r && s.holder.is_none())
-                            .take(want.saturating_sub(have))
-                        {
-                            slot.holder = Some(a.id);
-                            a.members[mi].devices.push(slot.vertex);
-                        }
-                    }
-                }
+                take_devices(node, a, on_node, &device_resources, &sockets);
             }
-            node.spans.push(Span { alloc: a.id, start: span_start, end: a.end, amounts, reserved: a.reserved });
+            node.spans.push(Span {
+                alloc: a.id,
+                start: span_start,
+                end: a.end,
+                amounts,
+                reserved: a.reserved,
+                sockets,
+            });
         }
         let held: BTreeSet<VertexId> =
             a.members.iter().filter(|m| m.node == n).flat_map(|m| m.devices.iter().copied()).collect();
@@ -304,6 +303,65 @@ impl ResourceGraph {
             node.recompute_free();
             self.graph.refresh_node(n);
         }
+    }
+
+    /// What `a`'s members `on_node` take on node `n` from `start` (its old span already given
+    /// back): the amounts and, on a node with sockets, the part from each socket. Members that
+    /// ask for sockets keep theirs and take idle ones for the rest, whole.
+    fn take_on_node(&self, a: &mut Allocation, n: NodeId, on_node: &[usize], start: i64) -> (Vec<u64>, Vec<Vec<u64>>) {
+        let node = self.graph.node(n);
+        if node.sockets.is_empty() {
+            return (self.amounts_on(a, n, on_node.len() as u64), Vec::new());
+        }
+        let window =
+            if a.reserved { Window::Future { start, end: a.end } } else { Window::Now { now: start, end: a.end } };
+        let mut room = self.graph.pool_room(n, window);
+        let demand = Demand::resolve(&self.graph, &a.request).ok().and_then(|d| d.sockets);
+        let Some(demand) = demand else {
+            // Devices the members keep stay in their sockets; the rest is split over the pools.
+            let amounts = self.amounts_on(a, n, on_node.len() as u64);
+            let mut kept = vec![vec![0; amounts.len()]; node.sockets.len()];
+            let held = on_node.iter().flat_map(|&mi| &a.members[mi].devices);
+            for slot in held.filter_map(|v| node.devices.iter().find(|s| s.vertex == *v)) {
+                if let Some(x) = slot.socket.map(usize::from) {
+                    kept[x][slot.resource.index()] += 1;
+                    room.sockets[x][slot.resource.index()] = room.sockets[x][slot.resource.index()].saturating_sub(1);
+                    room.idle[x] = false;
+                }
+            }
+            let mut rest = amounts.clone();
+            for (r, left) in rest.iter_mut().enumerate() {
+                *left = left.saturating_sub(kept.iter().map(|k| k[r]).sum());
+            }
+            let mut sockets = room.split(&rest);
+            for (split, kept) in sockets.iter_mut().zip(&kept) {
+                split.iter_mut().zip(kept).for_each(|(s, k)| *s += k);
+            }
+            return (amounts, sockets);
+        };
+        let held: BTreeSet<VertexId> = on_node.iter().flat_map(|&mi| a.members[mi].sockets.iter().copied()).collect();
+        let mut idle =
+            room.usable(&node.sockets, &demand).into_iter().filter(|&s| !held.contains(&node.sockets[s].vertex));
+        for &mi in on_node {
+            let missing = (demand.count as usize).saturating_sub(a.members[mi].sockets.len());
+            let more: Vec<VertexId> = idle.by_ref().take(missing).map(|s| node.sockets[s].vertex).collect();
+            a.members[mi].sockets.extend(more);
+        }
+        if a.request.exclusive {
+            // The whole node is the group's: every socket with it.
+            return (node.capacity.clone(), node.sockets.iter().map(|s| s.capacity.clone()).collect());
+        }
+        let mut amounts = vec![0; node.capacity.len()];
+        let mut sockets = vec![vec![0; node.capacity.len()]; node.sockets.len()];
+        for v in on_node.iter().flat_map(|&mi| &a.members[mi].sockets) {
+            if let Some(s) = self.graph.socket_index(n, *v) {
+                sockets[s].clone_from(&node.sockets[s].capacity);
+                for (t, c) in amounts.iter_mut().zip(&node.sockets[s].capacity) {
+                    *t += c;
+                }
+            }
+        }
+        (amounts, sockets)
     }
 
     /// Releases everything an allocation or reservation holds.
@@ -385,7 +443,7 @@ impl ResourceGraph {
         for &(n, units) in &p {
             for _ in 0..d.members(units) {
                 let index = free_indices.next().expect("unbounded range");
-                alloc.members.push(Member { index, node: n, devices: Vec::new() });
+                alloc.members.push(Member { index, node: n, devices: Vec::new(), sockets: Vec::new() });
                 added.push(index);
             }
         }
@@ -457,26 +515,33 @@ impl ResourceGraph {
         let mut per_node: BTreeMap<NodeId, u64> = BTreeMap::new();
         for m in members {
             let n = self.graph.node_id(&m.node)?;
-            let mut devices = Vec::new();
-            for dev in &m.devices {
-                let node = self.graph.node(n);
-                let slot = node
-                    .devices
-                    .iter()
-                    .find(|s| {
-                        self.graph.vertex(s.vertex).meta.name == *dev
-                            && s.holder.is_none()
-                            && !devices.contains(&s.vertex)
-                    })
-                    .ok_or_else(|| GraphError::DeviceUnavailable {
-                        node: m.node.clone(),
-                        resource: "device".into(),
-                        device: dev.clone(),
-                    })?;
-                devices.push(slot.vertex);
+            let node = self.graph.node(n);
+            let (mut devices, mut sockets) = (Vec::new(), Vec::new());
+            for name in &m.devices {
+                let is = |v: VertexId| self.graph.vertex(v).meta.name == *name;
+                let device =
+                    node.devices.iter().find(|s| is(s.vertex) && s.holder.is_none() && !devices.contains(&s.vertex));
+                // A socket of a group that asks for sockets, held by no other member listed.
+                let socket = node.sockets.iter().find(|s| {
+                    d.sockets.is_some()
+                        && is(s.vertex)
+                        && !sockets.contains(&s.vertex)
+                        && !resolved.iter().any(|r: &Member| r.sockets.contains(&s.vertex))
+                });
+                match (device, socket) {
+                    (Some(slot), _) => devices.push(slot.vertex),
+                    (None, Some(socket)) => sockets.push(socket.vertex),
+                    (None, None) => {
+                        return Err(GraphError::DeviceUnavailable {
+                            node: m.node.clone(),
+                            resource: if d.sockets.is_some() { "device or socket" } else { "device" }.into(),
+                            device: name.clone(),
+                        });
+                    }
+                }
             }
             *per_node.entry(n).or_default() += 1;
-            resolved.push(Member { index: m.index, node: n, devices });
+            resolved.push(Member { index: m.index, node: n, devices, sockets });
         }
         // A group placed within one domain stays confined to it when it grows later.
         let domain = req.topology.as_ref().and_then(|t| {
@@ -495,8 +560,25 @@ impl ResourceGraph {
             domain,
         };
         for (&n, &count) in per_node.iter().filter(|_| check_capacity) {
-            let need = self.amounts_on(&alloc, n, count);
             let node = self.graph.node(n);
+            if let Some(sd) = &d.sockets {
+                // Sockets listed must be idle; the members' other sockets come from the idle rest.
+                let usable = self.graph.pool_room(n, Window::Now { now: start, end }).usable(&node.sockets, sd);
+                let usable: BTreeSet<VertexId> = usable.into_iter().map(|s| node.sockets[s].vertex).collect();
+                let on_node = alloc.members.iter().filter(|m| m.node == n);
+                let listed: Vec<VertexId> = on_node.clone().flat_map(|m| m.sockets.iter().copied()).collect();
+                let missing: usize = on_node.map(|m| (sd.count as usize).saturating_sub(m.sockets.len())).sum();
+                let busy = listed.iter().find(|v| !usable.contains(v));
+                if busy.is_some() || usable.len() - listed.len() < missing {
+                    return Err(GraphError::Insufficient {
+                        node: node.name.clone(),
+                        resource: "sockets (whole, idle, large enough)".into(),
+                        free: usable.len().to_string(),
+                        needed: (listed.len() + missing).to_string(),
+                    });
+                }
+            }
+            let need = self.amounts_on(&alloc, n, count);
             for (i, (&want, &free)) in need.iter().zip(&node.free).enumerate() {
                 if want > free {
                     let rid = crate::resources::ResourceId(i as u16);
@@ -636,6 +718,49 @@ impl ResourceGraph {
             allocations: self.allocations.values().filter(|a| !a.reserved).count(),
             reservations: self.allocations.values().filter(|a| a.reserved).count(),
             resources,
+        }
+    }
+}
+
+/// Devices for `a`'s members `on_node` on `node`: each keeps (or, on import, claims) what it
+/// lists; a member holding sockets takes every device in them; the others take free ones, on a
+/// node with sockets from the sockets `split` gave them.
+fn take_devices(node: &mut Node, a: &mut Allocation, on_node: &[usize], kinds: &[usize], split: &[Vec<u64>]) {
+    let mut budget = split.to_vec();
+    for &mi in on_node {
+        let member = &mut a.members[mi];
+        for slot in node.devices.iter_mut().filter(|s| member.devices.contains(&s.vertex)) {
+            slot.holder = Some(a.id);
+            if let Some(b) = slot.socket.and_then(|x| budget.get_mut(usize::from(x))) {
+                b[slot.resource.index()] = b[slot.resource.index()].saturating_sub(1);
+            }
+        }
+        if !member.sockets.is_empty() {
+            let own: Vec<usize> =
+                member.sockets.iter().filter_map(|v| node.sockets.iter().position(|s| s.vertex == *v)).collect();
+            let in_own = |s: &DeviceSlot| s.socket.is_some_and(|x| own.contains(&usize::from(x)));
+            for slot in node.devices.iter_mut().filter(|s| s.holder.is_none() && in_own(s)) {
+                slot.holder = Some(a.id);
+                member.devices.push(slot.vertex);
+            }
+            continue;
+        }
+        for &r in kinds {
+            let have =
+                node.devices.iter().filter(|s| s.resource.index() == r && member.devices.contains(&s.vertex)).count();
+            for _ in have..a.per_member[r] as usize {
+                let free = |s: &DeviceSlot| s.resource.index() == r && s.holder.is_none();
+                let budgeted =
+                    |s: &DeviceSlot| s.socket.is_none_or(|x| budget.get(usize::from(x)).is_some_and(|b| b[r] > 0));
+                let pick = node.devices.iter().position(|s| free(s) && budgeted(s));
+                let Some(i) = pick.or_else(|| node.devices.iter().position(free)) else { break };
+                let slot = &mut node.devices[i];
+                if let Some(b) = slot.socket.and_then(|x| budget.get_mut(usize::from(x))) {
+                    b[r] = b[r].saturating_sub(1);
+                }
+                slot.holder = Some(a.id);
+                member.devices.push(slot.vertex);
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ impl ResourceGraph {
         }
         MatchOutcome::Busy(format!(
             "{}; no future start found because some allocations run without a duration",
-            self.busy_reason(d)
+            self.busy_reason(d, now)
         ))
     }
 
@@ -78,17 +78,19 @@ impl ResourceGraph {
         times
     }
 
-    /// Adds what a running allocation holds in all (whole nodes for exclusive groups) to `total`;
-    /// `nodes` is scratch space. Runs for every allocation on every reservation, so it allocates
-    /// nothing per call.
+    /// Adds what a running allocation holds in all (whole nodes for exclusive groups, whole
+    /// sockets for groups that ask for them) to `total`; `nodes` is scratch space. Runs for every
+    /// allocation on every reservation, so it allocates nothing per call.
     fn add_held(&self, a: &Allocation, total: &mut [u64], nodes: &mut Vec<NodeId>) {
-        if a.request.exclusive {
+        if a.request.exclusive || a.request.sockets.is_some() {
             nodes.clear();
             nodes.extend(a.members.iter().map(|m| m.node));
             nodes.sort_unstable();
             nodes.dedup();
             for &n in nodes.iter() {
-                for (t, &c) in total.iter_mut().zip(&self.graph.node(n).capacity) {
+                let node = self.graph.node(n);
+                let span = node.spans.iter().find(|s| s.alloc == a.id);
+                for (t, &c) in total.iter_mut().zip(span.map_or(&node.capacity, |s| &s.amounts)) {
                     *t = t.saturating_add(c);
                 }
             }

@@ -64,6 +64,38 @@ pub fn check_invariants(rg: &ResourceGraph) {
                 assert!(used <= n.capacity[i], "node {} resource {i} at t={p}: {used} > {}", n.name, n.capacity[i]);
             }
         }
+        // Sockets: within capacity at every span start, and one whose holder asks for sockets is
+        // used by nobody else at the same time.
+        for p in n.spans.iter().map(|s| s.start) {
+            let active: Vec<_> = n.spans.iter().filter(|s| s.start <= p && p < s.end).collect();
+            for (si, socket) in n.sockets.iter().enumerate() {
+                let users: Vec<_> = active.iter().filter(|s| s.sockets[si].iter().any(|&u| u > 0)).collect();
+                for i in 0..r {
+                    let used: u64 = users.iter().map(|s| s.sockets[si][i]).sum();
+                    assert!(used <= socket.capacity[i], "node {} socket {si} resource {i} at t={p}", n.name);
+                }
+                let whole = users.iter().any(|s| rg.allocation(s.alloc).is_ok_and(|a| a.request.sockets.is_some()));
+                assert!(!whole || users.len() == 1, "node {} socket {si} at t={p}: held whole and shared", n.name);
+            }
+        }
+        // A device an allocation holds is counted in the socket it sits in.
+        for span in n.spans.iter().filter(|s| !s.reserved && !s.sockets.is_empty()) {
+            for d in n.devices.iter().filter(|d| d.holder == Some(span.alloc)) {
+                if let Some(x) = d.socket {
+                    let held = n
+                        .devices
+                        .iter()
+                        .filter(|e| e.holder == d.holder && e.socket == d.socket && e.resource == d.resource);
+                    let counted = span.sockets[usize::from(x)][d.resource.index()];
+                    assert!(
+                        held.count() as u64 <= counted,
+                        "node {} allocation {}: a device outside its socket's count",
+                        n.name,
+                        span.alloc
+                    );
+                }
+            }
+        }
         // Devices: each allocation holds exactly what its members on this node hold.
         for s in n.spans.iter().filter(|s| !s.reserved) {
             let a = rg.allocation(s.alloc).expect("span of a live allocation");

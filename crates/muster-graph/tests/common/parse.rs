@@ -127,34 +127,44 @@ pub fn contains(s: u64, t: u64) -> Value {
 /// The first edge uses the older `subsystem`/`relationship` spelling. With `reverse_in`, every
 /// containment edge also has the `{"name": {"containment": "in"}}` edge back, as some writers emit.
 pub fn fluxion_jgf(reverse_in: bool) -> String {
+    socket_jgf(2, 1, reverse_in)
+}
+
+/// A Fluxion-style graph of `node_count` nodes in one rack, each with `sockets` sockets of 4 cores,
+/// 16 GB of memory and 2 GPUs.
+pub fn socket_jgf(node_count: i64, sockets: i64, reverse_in: bool) -> String {
     let mut nodes = vec![vertex(0, "cluster", 0, "/cluster0"), vertex(1, "rack", 0, "/cluster0/rack0")];
     let mut edges = vec![json!({"source": "0", "target": "1",
         "metadata": {"subsystem": "containment", "relationship": "contains"}})];
     let mut uniq = 2;
-    for n in 0..2i64 {
+    for n in 0..node_count {
         let node_path = format!("/cluster0/rack0/node{n}");
         let node = uniq;
         nodes.push(vertex(node, "node", n, &node_path));
         edges.push(contains(1, node));
-        let socket = node + 1;
-        nodes.push(vertex(socket, "socket", 0, &format!("{node_path}/socket0")));
-        edges.push(contains(node, socket));
-        uniq = socket + 1;
-        for c in 0..4 {
-            nodes.push(vertex(uniq, "core", c, &format!("{node_path}/socket0/core{c}")));
-            edges.push(contains(socket, uniq));
-            uniq += 1;
-        }
-        let mut mem = vertex(uniq, "memory", 0, &format!("{node_path}/socket0/memory0"));
-        mem["metadata"]["size"] = json!(16);
-        mem["metadata"]["unit"] = json!("GB");
-        nodes.push(mem);
-        edges.push(contains(socket, uniq));
         uniq += 1;
-        for d in 0..2 {
-            nodes.push(vertex(uniq, "gpu", d, &format!("{node_path}/socket0/gpu{d}")));
+        for s in 0..sockets {
+            let socket = uniq;
+            let socket_path = format!("{node_path}/socket{s}");
+            nodes.push(vertex(socket, "socket", s, &socket_path));
+            edges.push(contains(node, socket));
+            uniq += 1;
+            for c in 0..4 {
+                nodes.push(vertex(uniq, "core", s * 4 + c, &format!("{socket_path}/core{}", s * 4 + c)));
+                edges.push(contains(socket, uniq));
+                uniq += 1;
+            }
+            let mut mem = vertex(uniq, "memory", s, &format!("{socket_path}/memory{s}"));
+            mem["metadata"]["size"] = json!(16);
+            mem["metadata"]["unit"] = json!("GB");
+            nodes.push(mem);
             edges.push(contains(socket, uniq));
             uniq += 1;
+            for d in 0..2 {
+                nodes.push(vertex(uniq, "gpu", s * 2 + d, &format!("{socket_path}/gpu{}", s * 2 + d)));
+                edges.push(contains(socket, uniq));
+                uniq += 1;
+            }
         }
     }
     if reverse_in {
