@@ -89,12 +89,14 @@ fn default_model_reproduces_the_seed_001_deadlock() {
 
 #[test]
 fn coscheduling_releases_a_group_at_the_permit_timeout() {
-    // One attempt per 100 s: the second member is tried only after the 60 s permit timeout.
+    // Ten members on nine nodes: nine wait at Permit, the tenth fails Filter, and PostFilter lets
+    // a gang that lacks a tenth of minMember keep waiting, so only the 60 s permit timeout
+    // rejects the nine; the loop has nothing else to try, so their nodes come back at once.
     let w = workload(
         "permit",
-        "name: c\nnodeClasses:\n  - {name: n, count: 2, capacity: {cpu: \"4\", pods: 10}}\n",
-        "name: permit\nhorizon: 250s\ntiming: {podCreateQps: 0, bindQps: 0.01, podStartDelay: 0s}\n\
-         jobClasses:\n  - {name: gang, count: 1, members: 2, resources: {cpu: \"4\"}, runTime: 10s}\n",
+        "name: c\nnodeClasses:\n  - {name: n, count: 9, capacity: {cpu: \"4\", pods: 10}}\n",
+        "name: permit\nhorizon: 250s\ntiming: {podCreateQps: 0, podStartDelay: 0s}\n\
+         jobClasses:\n  - {name: gang, count: 1, members: 10, resources: {cpu: \"4\"}, runTime: 10s}\n",
         1,
     )
     .unwrap();
@@ -102,7 +104,45 @@ fn coscheduling_releases_a_group_at_the_permit_timeout() {
     let reserve = t.actions.iter().find(|(_, a)| matches!(a, Action::Reserve { .. })).unwrap().0;
     let unreserve = t.actions.iter().find(|(_, a)| matches!(a, Action::Unreserve { .. })).unwrap().0;
     assert_eq!(unreserve - reserve, 60_000);
+    let at_timeout = t.actions.iter().filter(|(at, a)| *at == unreserve && matches!(a, Action::Unreserve { .. }));
+    assert_eq!(at_timeout.count(), 9);
     assert!(!t.actions.iter().any(|(at, a)| matches!(a, Action::Bind { .. }) && *at < unreserve));
+}
+
+#[test]
+fn coscheduling_gives_a_rejected_gangs_node_back_only_after_its_other_pods_were_tried() {
+    // Three of four nodes are held for 100 s; a 4-pod gang arrives. Its first pod waits at
+    // Permit on the free node and activates the others; the next fails Filter and PostFilter
+    // rejects the waiting one. Its node comes back from its binding goroutine, not before the
+    // loop has tried the gang's other active pods (which fail against the held node): so the
+    // gang does not re-take the node attempt after attempt for as long as the three are held.
+    let w = workload(
+        "churn",
+        "name: c\nnodeClasses:\n  - {name: n, count: 4, capacity: {cpu: \"4\", pods: 10}}\n",
+        "name: churn\nhorizon: 300s\n\
+         jobClasses:\n  - {name: hold, count: 1, members: 3, resources: {cpu: \"4\"}, runTime: 100s, \
+         arrival: {pattern: uniform, start: 0s, interval: 1s}}\n  - {name: gang, count: 1, members: 4, \
+         resources: {cpu: \"4\"}, runTime: 10s, arrival: {pattern: uniform, start: 1s, interval: 1s}}\n",
+        1,
+    )
+    .unwrap();
+    let (t, rec) = tap(&w, models::cosched::Coscheduling::new(10_000));
+    assert!(rec.jobs.iter().all(|j| j.phase == muster_sim::scheduler::JobPhase::Succeeded));
+    let hold_end = t
+        .events
+        .iter()
+        .find(|(_, e)| matches!(e, SimEvent::JobFinished { job: JobId(0), .. }))
+        .map(|(at, _)| *at)
+        .unwrap();
+    let reserves = t.actions.iter().filter(|(at, a)| *at < hold_end && matches!(a, Action::Reserve { .. })).count();
+    // Given back at once, the node was re-taken on every other attempt (over 2,000 times).
+    assert!(reserves <= 30, "the gang re-took the free node {reserves} times while the others were held");
+    // Each rejected pod's node comes back only once no pod is left to try, after the rejection.
+    for (at, a) in &t.actions {
+        if let Action::Unreserve { .. } = a {
+            assert!(!t.actions.iter().any(|(t2, b)| t2 == at && matches!(b, Action::Reserve { .. })));
+        }
+    }
 }
 
 #[test]

@@ -22,7 +22,9 @@ const UNSCHEDULABLE_FLUSH_MS: i64 = 300_000;
 const BACKOFF_WINDOW_MS: i64 = 1_000;
 
 /// The scheduling queue: active (ordered), backoff (by expiry) and unschedulable (parked until a
-/// cluster event frees resources, or the flush interval).
+/// cluster event frees resources, or the flush interval). Pods a plugin rejected for a reason no
+/// freed resource can cure wait in a pool of their own for the events that plugin registers (see
+/// `park_for_plugin_event`).
 #[derive(Debug, Default)]
 pub struct PodQueue {
     /// PrioritySort orders by the time a pod was last queued, not its creation: a failed pod
@@ -35,6 +37,9 @@ pub struct PodQueue {
     active: BTreeSet<QKey>,
     backoff: BinaryHeap<Reverse<(i64, QKey)>>,
     parked: VecDeque<(i64, QKey)>,
+    /// Unschedulable pods whose rejecting plugin requeues them only on its own events (the
+    /// coscheduling plugin: a pod bound, a PodGroup added or updated), not on freed resources.
+    parked_plugin: VecDeque<(i64, QKey)>,
     attempts: HashMap<PodId, u32>,
     freed: bool,
 }
@@ -60,6 +65,23 @@ impl PodQueue {
         self.parked.push_back((now, key));
     }
 
+    /// A failed attempt rejected by a plugin whose events are not freed resources: the pod waits
+    /// in the unschedulable pool for `plugin_event` (or the flush).
+    pub fn park_for_plugin_event(&mut self, key: QKey, now: i64) {
+        let key = self.stamp(key, now);
+        *self.attempts.entry(key.4).or_default() += 1;
+        self.parked_plugin.push_back((now, key));
+    }
+
+    /// An event the plugin of `park_for_plugin_event` registers happened: with queueing hints
+    /// (on by default since kube-scheduler 1.32) its pods move at once, to the active queue if
+    /// their backoff is over and to the backoff queue otherwise.
+    pub fn plugin_event(&mut self, now: i64) {
+        for (at, key) in std::mem::take(&mut self.parked_plugin) {
+            self.unpark(at, key, now);
+        }
+    }
+
     /// Retry after the pod's backoff, without waiting for an event.
     pub fn retry_later(&mut self, key: QKey, now: i64) {
         let key = self.stamp(key, now);
@@ -79,6 +101,10 @@ impl PodQueue {
         let (siblings, rest): (VecDeque<_>, VecDeque<_>) =
             std::mem::take(&mut self.parked).into_iter().partition(|(_, k)| is_sibling(k));
         self.parked = rest;
+        self.active.extend(siblings.into_iter().map(|(_, k)| k));
+        let (siblings, rest): (VecDeque<_>, VecDeque<_>) =
+            std::mem::take(&mut self.parked_plugin).into_iter().partition(|(_, k)| is_sibling(k));
+        self.parked_plugin = rest;
         self.active.extend(siblings.into_iter().map(|(_, k)| k));
     }
 
@@ -140,6 +166,10 @@ impl PodQueue {
             let (at, key) = self.parked.pop_front().expect("checked");
             self.unpark(at, key, now);
         }
+        while self.parked_plugin.front().is_some_and(|(at, _)| at + UNSCHEDULABLE_FLUSH_MS <= now) {
+            let (at, key) = self.parked_plugin.pop_front().expect("checked");
+            self.unpark(at, key, now);
+        }
         while self.backoff.peek().is_some_and(|Reverse((at, _))| *at <= now) {
             let Reverse((_, key)) = self.backoff.pop().expect("checked");
             self.active.insert(key);
@@ -166,7 +196,16 @@ impl PodQueue {
     pub fn next_ready(&self) -> Option<i64> {
         let b = self.backoff.peek().map(|Reverse((at, _))| *at);
         let p = self.parked.front().map(|(at, _)| at + UNSCHEDULABLE_FLUSH_MS);
-        [b, p].into_iter().flatten().min()
+        let q = self.parked_plugin.front().map(|(at, _)| at + UNSCHEDULABLE_FLUSH_MS);
+        [b, p, q].into_iter().flatten().min()
+    }
+
+    /// Whether a pod could be tried now: one in the active queue, one out of backoff, or
+    /// unschedulable pods about to move after freed resources.
+    pub fn has_ready(&self, now: i64) -> bool {
+        !self.active.is_empty()
+            || (self.freed && !self.parked.is_empty())
+            || self.backoff.peek().is_some_and(|Reverse((at, _))| *at <= now)
     }
 
     pub fn has_active(&self) -> bool {
