@@ -98,7 +98,7 @@ impl Options {
             lease_name: "muster-controller".into(),
             lease_ttl: Duration::from_secs(15),
             levels: convert::default_levels(),
-            policy: Policy::Pack,
+            policy: muster_queue::MATCH_POLICY,
             concurrency: DEFAULT_CONCURRENCY,
             queue_view_every: Duration::from_secs(5),
             plan: PlanSender::new(None),

@@ -8,6 +8,11 @@ use muster_graph::InputError;
 use muster_graph::resources;
 use serde::{Deserialize, Serialize};
 
+/// How the matcher chooses nodes for the groups of a cluster: fewest nodes first (Fluxion's
+/// lonode), which keeps whole nodes free for the gangs that need them. The controller runs with it
+/// and so does the simulator's muster, so the two make the same placements.
+pub const MATCH_POLICY: muster_graph::Policy = muster_graph::Policy::Pack;
+
 /// An amount of a resource: `32`, `"500m"`, `"128Gi"`. In the CRD schema it is int-or-string with
 /// the Kubernetes quantity pattern, so the apiserver refuses `"lots"` or `"-1"` (negative integers
 /// pass the schema and are refused by [`Quantity::amount`]). The engine's file may also give a

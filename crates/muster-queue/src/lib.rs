@@ -12,7 +12,7 @@ pub mod engine;
 pub mod group;
 pub mod quota;
 
-pub use config::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
+pub use config::{EngineConfig, MATCH_POLICY, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 pub use engine::{
     CycleStats, Engine, EngineError, Explanation, ExternalHold, NodePlan, Plan, PlanWindow, PlannedGroup, QueuePlan,
     Snapshot, WindowKind,

@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_graph::{Policy, ResourceGraph};
-use muster_queue::{Engine, EngineConfig, GroupKey, GroupSpec, GroupState, QueuePolicy, Transition};
+use muster_graph::ResourceGraph;
+use muster_queue::{Engine, EngineConfig, GroupKey, GroupSpec, GroupState, MATCH_POLICY, QueuePolicy, Transition};
 
 use crate::SimError;
 use crate::scenario::Workload;
@@ -82,8 +82,7 @@ impl Muster {
         for job in &w.jobs {
             config.priority_classes.insert(format!("p{}", job.priority), job.priority);
         }
-        let engine =
-            Engine::new(ResourceGraph::new(graph, Policy::First), config).map_err(|e| engine_error(name, e))?;
+        let engine = Engine::new(ResourceGraph::new(graph, MATCH_POLICY), config).map_err(|e| engine_error(name, e))?;
         Ok(Self {
             name: name.to_string(),
             engine,
