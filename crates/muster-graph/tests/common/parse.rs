@@ -149,21 +149,18 @@ pub fn socket_jgf(node_count: i64, sockets: i64, reverse_in: bool) -> String {
             nodes.push(vertex(socket, "socket", s, &socket_path));
             edges.push(contains(node, socket));
             uniq += 1;
-            for c in 0..4 {
-                nodes.push(vertex(uniq, "core", s * 4 + c, &format!("{socket_path}/core{}", s * 4 + c)));
-                edges.push(contains(socket, uniq));
-                uniq += 1;
-            }
-            let mut mem = vertex(uniq, "memory", s, &format!("{socket_path}/memory{s}"));
-            mem["metadata"]["size"] = json!(16);
-            mem["metadata"]["unit"] = json!("GB");
-            nodes.push(mem);
-            edges.push(contains(socket, uniq));
-            uniq += 1;
-            for d in 0..2 {
-                nodes.push(vertex(uniq, "gpu", s * 2 + d, &format!("{socket_path}/gpu{}", s * 2 + d)));
-                edges.push(contains(socket, uniq));
-                uniq += 1;
+            // Leaves numbered across the node's sockets: core4..7 in socket1.
+            for (vtype, count) in [("core", 4), ("memory", 1), ("gpu", 2)] {
+                for i in s * count..(s + 1) * count {
+                    let mut leaf = vertex(uniq, vtype, i, &format!("{socket_path}/{vtype}{i}"));
+                    if vtype == "memory" {
+                        leaf["metadata"]["size"] = json!(16);
+                        leaf["metadata"]["unit"] = json!("GB");
+                    }
+                    nodes.push(leaf);
+                    edges.push(contains(socket, uniq));
+                    uniq += 1;
+                }
             }
         }
     }
