@@ -47,7 +47,10 @@ fn the_socket_tour_holds_sockets_whole_and_exports_what_it_holds() {
     // The 4-core task breaks into socket0 of node0, so the ranks take the three idle sockets
     // left, and the third pair waits for node0's socket0 (the task ends at 300).
     assert!(text.contains("0        node0                        socket1          gpu2,gpu3"), "{text}");
-    assert!(text.contains("busy: ranks: needs 2 whole sockets, each large enough and idle; 1 are now"), "{text}");
+    assert!(
+        text.contains("busy: ranks: needs 2 whole sockets, each idle and large enough; 1 such sockets are idle now"),
+        "{text}"
+    );
     assert!(text.contains("reserved 3: ranks at time 300"), "{text}");
     // `jgf 2` is a graph of what the ranks hold: two sockets of 8 cores, 64 GB and 2 GPUs.
     let start = text.find("> jgf 2\n").unwrap() + "> jgf 2\n".len();

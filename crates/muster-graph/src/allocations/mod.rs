@@ -173,7 +173,7 @@ impl ResourceGraph {
                 .map(|(id, n)| self.graph.pool_room(id, Window::Now { now, end: now + 1 }).usable(&n.sockets, sd).len())
                 .sum();
             let need = u64::from(sd.count) * u64::from(d.members(d.min_units));
-            return format!("needs {need} whole sockets, each large enough and idle; {idle} are now");
+            return format!("needs {need} whole sockets, each idle and large enough; {idle} such sockets are idle now");
         }
         let (_, free) = self.graph.totals();
         for (i, &q) in d.per_member.iter().enumerate() {
