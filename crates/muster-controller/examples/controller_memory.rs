@@ -70,6 +70,7 @@ fn main() {
             created: now,
             deleting: false,
             layout: vec![SetLayout { name: String::new(), children: 1, pods: pods as u32 }],
+            release_deadline: None,
             group: Ok(GroupObjectSpec {
                 queue: "default".into(),
                 members: Members { min: pods as i64, max: None },

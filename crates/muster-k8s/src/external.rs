@@ -168,6 +168,8 @@ pub struct MpiReplicaSpec {
 pub struct MpiRunPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
@@ -203,6 +205,8 @@ pub struct RayJobSpec {
     pub cluster_selector: BTreeMap<String, String>,
     #[serde(default)]
     pub suspend: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i32>,
 }
 
 /// A Kubeflow Trainer TrainJob (`trainer.kubeflow.org/v1alpha1`), as far as muster reads it: the

@@ -61,6 +61,11 @@ pub struct QueueSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub elastic_max_wait_seconds: Option<i64>,
+    /// Seconds before a reserved group's start at which its workload is released to make its
+    /// pods, which wait unbound until the group is admitted; default 60, 0 = only at admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub create_pods_ahead_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -177,12 +182,13 @@ pub struct QueueStatus {
 }
 
 /// Engine field names that the CRD spells differently (seconds in full).
-const RENAMED: [(&str, &str); 5] = [
+const RENAMED: [(&str, &str); 6] = [
     ("recoveryTimeoutS", "recoveryTimeoutSeconds"),
     ("timeoutS", "timeoutSeconds"),
     ("backoffBaseS", "backoffBaseSeconds"),
     ("backoffMaxS", "backoffMaxSeconds"),
     ("elasticMaxWaitS", "elasticMaxWaitSeconds"),
+    ("createPodsAheadS", "createPodsAheadSeconds"),
 ];
 
 impl QueueSpec {
@@ -255,6 +261,7 @@ impl QueueSpec {
                 reclaim_within_cohort: p.reclaim_within_cohort.unwrap_or(false),
             },
             elastic_max_wait_s: self.elastic_max_wait_seconds.unwrap_or(0),
+            create_pods_ahead_s: self.create_pods_ahead_seconds.unwrap_or(QueueConfig::new(name).create_pods_ahead_s),
         };
         // The engine's own checks, with its paths (`queues[0].readiness.backoffBaseS`) turned into
         // the object's (`spec.readiness.backoffBaseSeconds`).
@@ -298,7 +305,8 @@ mod tests {
              cohort: research\npolicy: {kind: conservative, depth: 4}\nfairShareWeight: 2.5\n\
              namespaceSelector:\n  matchLabels: {team: a}\n  matchExpressions: [{key: env, operator: NotIn, values: [prod]}]\n  namespaces: [ml]\n\
              readiness: {timeoutSeconds: 0, recoveryTimeoutSeconds: 120, backoffBaseSeconds: 10, backoffMaxSeconds: 100, backoffLimit: 3, requeueOrder: Creation, maxStartingMembers: 500}\n\
-             preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\nelasticMaxWaitSeconds: 30\n",
+             preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\nelasticMaxWaitSeconds: 30\n\
+             createPodsAheadSeconds: 0\n",
         )
         .to_config("team-a")
         .unwrap();
@@ -329,6 +337,8 @@ mod tests {
             PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true }
         );
         assert_eq!(c.elastic_max_wait_s, 30);
+        assert_eq!(c.create_pods_ahead_s, 0);
+        assert_eq!(QueueSpec::default().to_config("q").unwrap().create_pods_ahead_s, 60, "the engine's default");
     }
 
     #[test]
@@ -366,6 +376,7 @@ mod tests {
             ("readiness: {timeoutSeconds: -5}", "spec.readiness.timeoutSeconds", "positive"),
             ("readiness: {recoveryTimeoutSeconds: -5}", "spec.readiness.recoveryTimeoutSeconds", "positive"),
             ("elasticMaxWaitSeconds: -1", "spec.elasticMaxWaitSeconds", "negative"),
+            ("createPodsAheadSeconds: -1", "spec.createPodsAheadSeconds", "negative"),
             (
                 "namespaceSelector: {matchExpressions: [{key: k, operator: Exists, values: [v]}]}",
                 "spec.namespaceSelector.matchExpressions[0]",

@@ -316,6 +316,16 @@ pub struct QueueConfig {
     /// before it takes fewer. 0 = start with what fits at once.
     #[serde(default)]
     pub elastic_max_wait_s: i64,
+    /// A reserved group's pods are created this long before its reserved start (0 = only once
+    /// admitted): they wait unbound, so binding starts the moment its nodes free up instead of
+    /// after the workload's controller has made them. Long enough for a large group's pods at the
+    /// Job controller's rate (about 20 a second), short enough that few pods wait at once.
+    #[serde(default = "default_create_pods_ahead")]
+    pub create_pods_ahead_s: i64,
+}
+
+fn default_create_pods_ahead() -> i64 {
+    60
 }
 
 fn default_policy() -> QueuePolicy {
@@ -339,6 +349,7 @@ impl QueueConfig {
             readiness: ReadinessConfig::default(),
             preemption: PreemptionConfig::default(),
             elastic_max_wait_s: 0,
+            create_pods_ahead_s: default_create_pods_ahead(),
         }
     }
 }
@@ -584,6 +595,15 @@ impl EngineConfig {
             }
             if q.elastic_max_wait_s < 0 {
                 return Err(err(at("elasticMaxWaitS"), format!("{} is negative", q.elastic_max_wait_s)));
+            }
+            if q.create_pods_ahead_s < 0 {
+                return Err(err(
+                    at("createPodsAheadS"),
+                    format!(
+                        "{} is negative; allowed 0 (create pods at admission) or more seconds",
+                        q.create_pods_ahead_s
+                    ),
+                ));
             }
             queues.insert(
                 q.name.clone(),

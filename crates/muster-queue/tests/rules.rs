@@ -115,6 +115,27 @@ fn selective_protects_at_once_a_group_that_declares_no_run_time() {
 }
 
 #[test]
+fn a_reserved_group_of_fixed_size_is_starting_soon_within_its_queues_lead() {
+    let soon = |e: &Engine, now: i64| e.starting_soon(now).map(|g| g.spec.key.name.clone()).collect::<Vec<_>>();
+    for (ahead, at_40) in [(10, vec!["big".to_string()]), (0, vec![])] {
+        let mut c = one_queue(QueuePolicy::Conservative { depth: 16 });
+        c.queues[0].create_pods_ahead_s = ahead;
+        let mut e = engine(graph(2, 4), c);
+        e.submit(spec("filler", "q", 1, 4, Some(50), 0), 0).unwrap();
+        let ts = e.schedule(0);
+        ready_all(&mut e, &ts, 0);
+        e.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
+        e.submit(elastic("stretch", "q", 2, 3, 4, Some(100), 1), 1).unwrap();
+        e.schedule(1);
+        assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(50));
+        assert_eq!(state(&e, "stretch"), GroupState::Reserved);
+        assert!(soon(&e, 39).is_empty(), "11 s ahead of its start: not yet");
+        // The elastic group's size is chosen at admission; 0 s ahead turns it off.
+        assert_eq!(soon(&e, 40), at_40, "{ahead} s ahead");
+    }
+}
+
+#[test]
 fn reservation_turns_into_admission_when_its_time_comes() {
     let mut e = blocked_head(QueuePolicy::Easy);
     assert!(e.schedule(20).is_empty(), "nothing changed: the cycle is skipped");

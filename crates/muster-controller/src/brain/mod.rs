@@ -13,6 +13,7 @@
 //! (Group and Queue statuses, events) and the repair of Group objects others changed.
 
 mod actions;
+mod ahead;
 mod plain;
 mod status;
 
@@ -114,6 +115,8 @@ pub struct Brain<S: Store> {
     ensured: BTreeSet<GroupKey>,
     /// spec.suspend last patched onto a Job and not yet seen back.
     suspend_sent: HashMap<GroupKey, bool>,
+    /// Pending groups whose workloads were released ahead of their reserved start (`ahead.rs`).
+    ahead: HashSet<GroupKey>,
     engine: Option<DurableEngine<S>>,
     /// Engine inputs waiting for the next batch.
     inputs: Vec<Input>,
@@ -153,6 +156,7 @@ impl<S: Store> Brain<S> {
             queue_statuses: BTreeMap::new(),
             ensured: BTreeSet::new(),
             suspend_sent: HashMap::new(),
+            ahead: HashSet::new(),
             engine: None,
             inputs: Vec::new(),
             dirty_jobs: BTreeSet::new(),
@@ -483,7 +487,7 @@ impl<S: Store> Brain<S> {
     }
 
     /// Brings the engine in line with one Job (or its absence).
-    fn job_changed(&mut self, mirror_key: &str) {
+    fn job_changed(&mut self, mirror_key: &str, now: i64) {
         let Some(j) = self.workload(mirror_key).cloned() else {
             if let Some((ns, name)) = mirror_key.split_once('/') {
                 let key = GroupKey::new(ns, name);
@@ -509,7 +513,8 @@ impl<S: Store> Brain<S> {
         self.reshape_if_changed(&j, state);
         // The webhook stamps a user's suspension and resumption, so they are never confused with
         // muster's own suspensions (on eviction) however late a watch event arrives.
-        if j.suspend_requested && state.holds_allocation() {
+        let released = self.wants_released(&j, state, now);
+        if j.suspend_requested && released {
             self.inputs.push(Input::Suspend(j.key.clone()));
         }
         if j.resume_requested && (state == GroupState::Suspended || state == GroupState::Deactivated) {
@@ -526,12 +531,11 @@ impl<S: Store> Brain<S> {
             let (key, job_uid) = (j.key.clone(), j.uid.clone());
             self.actions.push(Action::EnsureGroup { key, spec: Box::new(spec.clone()), job_uid });
         }
-        let held = state.holds_allocation();
-        if j.suspended != held {
+        if j.suspended != released {
             // The Job is as its group wants it.
             self.suspend_sent.remove(&j.key);
         } else if !j.suspend_requested && !state.is_terminal() && state != GroupState::Suspended {
-            self.set_suspend(&j.key, !held);
+            self.set_suspend(&j.key, !released);
         }
     }
 
@@ -551,6 +555,7 @@ impl<S: Store> Brain<S> {
         self.statuses.remove(&key);
         let ensured = self.ensured.remove(&key);
         self.suspend_sent.remove(&key);
+        self.ahead.remove(&key);
         self.ready_sent.remove(&key);
         self.pod_group_scheduled.remove(&key);
         let pending = self.inputs.iter().any(|i| matches!(i, Input::Delete(k) if *k == key));
@@ -800,7 +805,7 @@ impl<S: Store> Brain<S> {
     fn reconcile(&mut self, now: i64) {
         self.flush(now);
         for key in std::mem::take(&mut self.dirty_jobs) {
-            self.job_changed(&key);
+            self.job_changed(&key, now);
         }
         for key in std::mem::take(&mut self.dirty_plain) {
             self.plain_changed(&key, now);
@@ -842,6 +847,7 @@ impl<S: Store> Brain<S> {
         self.reconcile(now);
         self.inputs.push(Input::Schedule);
         self.flush(now);
+        self.release_ahead(now);
     }
 
     /// Acts on transitions: Job suspension, statuses, events; then binds what became bindable.
@@ -850,6 +856,7 @@ impl<S: Store> Brain<S> {
         for t in &ts {
             self.metrics.transition(t, self.engine.as_ref().and_then(|e| e.engine().group(&t.key)));
             self.transition_actions(t);
+            self.settle_ahead(&t.key, t.to);
             touched.insert(t.key.clone(), t.reason.message());
         }
         for (key, message) in touched {

@@ -118,7 +118,10 @@ impl<S: Store> Brain<S> {
                 let nodes: BTreeSet<&str> =
                     t.allocation.iter().flat_map(|a| a.members.iter().map(|m| m.node.as_str())).collect();
                 let members = t.allocation.as_ref().map_or(0, |a| a.members.len());
-                if !self.is_plain(key) {
+                // A workload released ahead of its start has its pods already.
+                let released =
+                    self.ahead.contains(key) && self.workload(&key.to_string()).is_some_and(|w| !w.suspended);
+                if !self.is_plain(key) && !released {
                     self.set_suspend(key, false);
                 }
                 let text = format!("{message}: {members} members on {} nodes", nodes.len());

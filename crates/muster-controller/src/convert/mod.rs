@@ -400,6 +400,8 @@ pub struct WorkloadView {
     pub group: Result<GroupObjectSpec, String>,
     /// How its pods number the group's members.
     pub layout: Vec<SetLayout>,
+    /// The field of a deadline that counts from its release, if set ([`Workload::release_deadline`]).
+    pub release_deadline: Option<String>,
 }
 
 impl WorkloadView {
@@ -440,6 +442,7 @@ pub fn workload_view<W: Workload>(w: &W) -> Option<WorkloadView> {
         deleting: meta.deletion_timestamp.is_some(),
         group: workload::shape(w).map(|s| s.group_spec(w, &queue)).map_err(|e| e.join("; ")),
         layout: w.pod_sets().map(|sets| workload::place::layout(&sets)).unwrap_or_default(),
+        release_deadline: w.release_deadline(),
         queue,
     })
 }

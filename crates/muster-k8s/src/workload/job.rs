@@ -87,6 +87,11 @@ impl Workload for Job {
         "spec.parallelism"
     }
 
+    fn release_deadline(&self) -> Option<String> {
+        let deadline = self.spec.as_ref()?.active_deadline_seconds;
+        deadline.map(|_| "spec.activeDeadlineSeconds".into())
+    }
+
     fn elastic() -> bool {
         true
     }

@@ -88,6 +88,16 @@ impl Workload for JobSet {
         "spec.replicatedJobs"
     }
 
+    /// A child Job's deadline counts from the child's creation, when the JobSet is released.
+    fn release_deadline(&self) -> Option<String> {
+        let i = self
+            .spec
+            .replicated_jobs
+            .iter()
+            .position(|r| r.template.spec.as_ref().is_some_and(|s| s.active_deadline_seconds.is_some()))?;
+        Some(format!("spec.replicatedJobs[{i}].template.spec.activeDeadlineSeconds"))
+    }
+
     /// A TrainJob's JobSet is held through the TrainJob.
     fn held_by(&self) -> &'static Kind {
         match controller(&self.metadata) {

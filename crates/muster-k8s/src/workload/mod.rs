@@ -174,6 +174,13 @@ pub trait Workload {
         Self::kind()
     }
 
+    /// The field of a deadline that counts from its release (a Job's activeDeadlineSeconds), if
+    /// one is set: its pods are then made only at admission, since waiting unbound for the
+    /// group's start would use up the deadline.
+    fn release_deadline(&self) -> Option<String> {
+        None
+    }
+
     /// Whether its pod count may change while its group is placed (the engine then grows the
     /// group, or releases the members its controller's deleted pods leave): an elastic Indexed
     /// Job's, a Ray cluster's as it scales. Other kinds are suspended to be resized.

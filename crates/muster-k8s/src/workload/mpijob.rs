@@ -109,6 +109,10 @@ impl Workload for MPIJob {
         "spec.mpiReplicaSpecs.Worker.replicas"
     }
 
+    fn release_deadline(&self) -> Option<String> {
+        self.spec.run_policy.active_deadline_seconds.map(|_| "spec.runPolicy.activeDeadlineSeconds".into())
+    }
+
     fn elastic() -> bool {
         false
     }

@@ -78,6 +78,10 @@ impl Workload for RayJob {
         "spec.rayClusterSpec.workerGroupSpecs"
     }
 
+    fn release_deadline(&self) -> Option<String> {
+        self.spec.active_deadline_seconds.map(|_| "spec.activeDeadlineSeconds".into())
+    }
+
     fn elastic() -> bool {
         false
     }

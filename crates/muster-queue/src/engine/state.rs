@@ -138,6 +138,23 @@ impl Engine {
             .filter(|g| g.state == GroupState::Reserved)
     }
 
+    /// Reserved groups starting soon ([`Engine::starts_soon`]).
+    pub fn starting_soon(&self, now: i64) -> impl Iterator<Item = &Group> {
+        self.reserved_groups().filter(move |g| self.starts_soon(g, now))
+    }
+
+    /// Whether `g` is reserved, of a fixed size, to start within its queue's `createPodsAheadS`
+    /// of `now`: its pods may be made now, to wait unbound for the start. An elastic group's
+    /// size is chosen at admission, so its pods are not.
+    pub fn starts_soon(&self, g: &Group, now: i64) -> bool {
+        let ahead = self.queue_cfg(&g.spec.queue).create_pods_ahead_s;
+        let r = &g.spec.request;
+        ahead > 0
+            && g.state == GroupState::Reserved
+            && r.min_members == r.max_members
+            && g.reserved_at.is_some_and(|t| t <= now.saturating_add(ahead))
+    }
+
     /// What is kept about a group's request for fast lookups: its shape, and whether it is elastic.
     pub(super) fn index_spec(&mut self, key: &GroupKey, request: &GroupRequest) {
         self.shapes.insert(key.clone(), request_shape(request));

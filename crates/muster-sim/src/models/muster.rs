@@ -1,7 +1,9 @@
 //! muster itself in the simulator: the real queue engine (`muster-queue`) driving the modelled
 //! cluster, as the controller will drive a real one. A group is admitted with an exact placement,
 //! then its job is started and every pod bound to the node the placement names; nothing is placed
-//! pod by pod, so no partial gang ever holds resources.
+//! pod by pod, so no partial gang ever holds resources. As the controller does, a group reserved
+//! to start within its queue's `createPodsAheadS` has its job started early: its pods are made
+//! and wait unbound, and are bound as soon as the group is admitted.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +12,7 @@ use muster_queue::{Engine, EngineConfig, GroupKey, GroupSpec, GroupState, MATCH_
 
 use crate::SimError;
 use crate::scenario::Workload;
-use crate::scheduler::{Action, ClusterView, JobId, NodeId, Scheduler, SimEvent};
+use crate::scheduler::{Action, ClusterView, JobId, JobPhase, NodeId, PodPhase, Scheduler, SimEvent};
 
 /// The scheduler names this adapter answers to, with the queue policy each runs.
 pub const VARIANTS: [(&str, QueuePolicy); 5] = [
@@ -35,6 +37,10 @@ pub struct Muster {
     dirty: bool,
     /// The engine's next timer (requeue, reservation start, readiness deadline), in ms.
     next_timer: Option<i64>,
+    /// Jobs started ahead of their reserved start, not yet admitted: their pods wait unbound.
+    ahead: BTreeSet<JobId>,
+    /// When the next reserved group comes within its lead to be started ahead, in ms.
+    next_ahead: Option<i64>,
     /// When the last engine cycle ran, in ms.
     last_cycle_ms: Option<i64>,
     /// When the queue view was last refreshed, in ms.
@@ -90,6 +96,8 @@ impl Muster {
             pending: Vec::new(),
             dirty: false,
             next_timer: None,
+            ahead: BTreeSet::new(),
+            next_ahead: None,
             last_cycle_ms: None,
             last_view_ms: None,
             estimates: estimates.then(BTreeMap::new),
@@ -109,7 +117,17 @@ impl Muster {
                         nodes[m.index as usize] =
                             view.node_id(&m.node).expect("the engine's graph is the view's cluster");
                     }
-                    self.pending.push(Action::Start { job, members: nodes.len() as u32 });
+                    if self.ahead.remove(&job) && view.job(job).phase == JobPhase::Started {
+                        // Its pods made so far are bound now; the rest as they come.
+                        for &pod in &view.job(job).pods {
+                            let p = view.pod(pod);
+                            if p.phase == PodPhase::Pending {
+                                self.pending.push(Action::Bind { pod, node: nodes[p.index as usize] });
+                            }
+                        }
+                    } else {
+                        self.pending.push(Action::Start { job, members: nodes.len() as u32 });
+                    }
                     self.unestimated.remove(&job);
                     self.placements.insert(job, nodes);
                 }
@@ -119,6 +137,7 @@ impl Muster {
                 }
                 GroupState::Deactivated | GroupState::Failed if !view.job(job).phase.is_terminal() => {
                     self.placements.remove(&job);
+                    self.ahead.remove(&job);
                     self.pending.push(Action::Fail { job });
                 }
                 _ => {}
@@ -128,6 +147,31 @@ impl Muster {
 
     fn refresh_timer(&mut self) {
         self.next_timer = self.engine.next_timer().map(|s| s * 1000);
+    }
+
+    /// Starts the jobs of the groups starting soon (none whose deadline counts from the start),
+    /// and notes when the next one will be.
+    fn start_ahead(&mut self, view: &ClusterView<'_>, now_ms: i64) {
+        let may = |job: JobId| {
+            let j = view.job(job);
+            j.phase == JobPhase::Suspended && j.spec.deadline_ms.is_none()
+        };
+        for g in self.engine.starting_soon(seconds(now_ms)) {
+            let job = job_of(&g.spec.key);
+            if !self.ahead.contains(&job) && may(job) {
+                self.ahead.insert(job);
+                self.pending.push(Action::Start { job, members: g.spec.request.max_members });
+            }
+        }
+        let lead = self.engine.config().queues[0].create_pods_ahead_s;
+        self.next_ahead = self
+            .engine
+            .starting_soon(i64::MAX)
+            .filter(|g| !self.ahead.contains(&job_of(&g.spec.key)) && may(job_of(&g.spec.key)))
+            .filter_map(|g| g.reserved_at)
+            .map(|t| t.saturating_sub(lead).saturating_mul(1000))
+            .filter(|&t| t > now_ms)
+            .min();
     }
 }
 
@@ -202,6 +246,9 @@ impl Scheduler for Muster {
             let transitions = self.engine.schedule(now);
             self.act(transitions, view);
             self.refresh_timer();
+            self.start_ahead(view, now_ms);
+        } else if self.next_ahead.is_some_and(|t| t <= now_ms) {
+            self.start_ahead(view, now_ms);
         }
         if let Some(estimates) = self.estimates.as_mut()
             && !self.unestimated.is_empty()
@@ -221,7 +268,7 @@ impl Scheduler for Muster {
     }
 
     fn next_wakeup(&self) -> Option<i64> {
-        self.next_timer
+        self.next_timer.into_iter().chain(self.next_ahead).min()
     }
 
     fn estimated_starts(&self) -> Option<&BTreeMap<JobId, i64>> {
