@@ -107,6 +107,23 @@ fn selective_reserves_only_once_a_group_has_waited_to_its_slowdown() {
 }
 
 #[test]
+fn selective_reserves_when_the_slowdown_is_reached_though_nothing_else_happens() {
+    // filler holds one of two nodes until 200; big (both nodes, 100 s, submitted at 1) becomes
+    // due a reservation at 101 under slowdown 2. No event comes in between: the time alone must
+    // bring a cycle, as a reservation's start does.
+    let mut e = half_busy(QueuePolicy::Selective { depth: 16, slowdown: 2 }, 200);
+    e.submit(spec("big", "q", 2, 4, Some(100), 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!(state(&e, "big"), GroupState::Queued);
+    let reason = &e.group(&key("big")).unwrap().reason;
+    assert!(reason.contains("until its slowdown reaches 2 at 101"), "{reason}");
+    assert_eq!(e.next_timer(), Some(101), "the driver is told when to wake");
+    assert!(e.schedule(50).is_empty(), "nothing due yet: the cycle is skipped");
+    assert_eq!(to(&e.schedule(101), "big"), vec![GroupState::Reserved]);
+    assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(200));
+}
+
+#[test]
 fn selective_protects_at_once_a_group_that_declares_no_run_time() {
     let mut e = half_busy(QueuePolicy::Selective { depth: 16, slowdown: 3 }, 50);
     e.submit(spec("big", "q", 2, 4, None, 1), 1).unwrap();

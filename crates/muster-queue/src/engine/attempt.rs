@@ -17,7 +17,8 @@ use std::ops::ControlFlow::{self, Break, Continue};
 use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
 use super::Engine;
-use super::cycle::Pass;
+use super::cycle::{Pass, reservation_due_at};
+use crate::config::QueuePolicy;
 use crate::group::{GroupKey, GroupState, Reason, Transition};
 use crate::quota;
 
@@ -272,11 +273,15 @@ impl Engine {
         if c.may_reserve {
             return self.reserve(c.key, req, &prefix, busy, pass);
         }
-        let depth = self.queue_cfg(&c.queue).policy.reservation_depth();
-        let tail = if depth == 0 {
-            String::new()
-        } else {
-            format!("; beyond the reservation depth {depth}, so it can only backfill")
+        let policy = self.queue_cfg(&c.queue).policy;
+        let depth = policy.reservation_depth();
+        let not_due = reservation_due_at(&self.groups[c.key], policy).filter(|&t| self.now < t);
+        let tail = match (not_due, policy) {
+            (Some(t), QueuePolicy::Selective { slowdown, .. }) => format!(
+                "; it may only backfill until its slowdown reaches {slowdown} at {t}, when it gets a reservation"
+            ),
+            _ if depth == 0 => String::new(),
+            _ => format!("; beyond the reservation depth {depth}, so it can only backfill"),
         };
         self.set_reason(c.key, format!("{prefix}waiting for capacity: {busy}{tail}"));
         Attempt::Blocked

@@ -12,7 +12,7 @@ use std::ops::Bound;
 use super::attempt::Attempt;
 use super::{Engine, PendingKey};
 use crate::config::QueuePolicy;
-use crate::group::{GroupKey, GroupState, Reason, Transition};
+use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
 
 /// Counters of the last cycle, for benchmarks and metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -157,6 +157,7 @@ impl Engine {
         if !self.dirty && !self.timer_due() {
             return out;
         }
+        self.last_full_cycle = self.now;
         if self.config.block_admission
             && let Some(k) = self.groups.values().find(|g| g.state == GroupState::Admitted).map(|g| g.spec.key.clone())
         {
@@ -290,11 +291,7 @@ impl Engine {
     /// Whether the policy lets this group hold a reservation yet: always, except under selective
     /// reservation before its slowdown so far reaches the policy's threshold.
     fn due_a_reservation(&self, key: &GroupKey, policy: QueuePolicy) -> bool {
-        let QueuePolicy::Selective { slowdown, .. } = policy else { return true };
-        let g = &self.groups[key];
-        let Some(run) = g.spec.request.duration else { return true };
-        let waited = self.now.saturating_sub(g.spec.submitted_at).max(0) as u64;
-        waited + run >= u64::from(slowdown) * run
+        reservation_due_at(&self.groups[key], policy).is_none_or(|t| self.now >= t)
     }
 
     /// A queue stopped at `key` (its head `pk`): everything behind stays where it is, and the
@@ -337,4 +334,13 @@ impl Engine {
             }
         }
     }
+}
+
+/// When a group becomes due a reservation under selective reservation: once it has waited its
+/// run time times (slowdown - 1), so that (wait + run) / run reaches the slowdown. None: due at
+/// once (another policy, or no declared run time to measure the slowdown by).
+pub(super) fn reservation_due_at(g: &Group, policy: QueuePolicy) -> Option<i64> {
+    let QueuePolicy::Selective { slowdown, .. } = policy else { return None };
+    let run = i64::try_from(g.spec.request.duration?).unwrap_or(i64::MAX);
+    Some(g.spec.submitted_at.saturating_add(run.saturating_mul(i64::from(slowdown).saturating_sub(1))))
 }

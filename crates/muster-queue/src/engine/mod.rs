@@ -139,6 +139,9 @@ pub struct Engine {
     /// Per queue, the first group its start window held in the last cycle: it and the groups
     /// behind it start when members become ready, which no plan can tell.
     window_held: BTreeMap<String, PendingKey>,
+    /// When the last cycle that was not skipped ran: a selective queue's group that became due a
+    /// reservation since then calls for a cycle although nothing changed.
+    last_full_cycle: i64,
     last_stats: CycleStats,
 }
 
@@ -177,6 +180,7 @@ impl Engine {
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),
+            last_full_cycle: i64::MIN,
             last_stats: CycleStats::default(),
         })
     }

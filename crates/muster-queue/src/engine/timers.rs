@@ -5,7 +5,8 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use super::Engine;
-use crate::config::RequeueOrder;
+use super::cycle::reservation_due_at;
+use crate::config::{QueuePolicy, RequeueOrder};
 use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
 
 impl Engine {
@@ -85,8 +86,9 @@ impl Engine {
     }
 
     /// The earliest time (seconds) at which a timer fires: a readiness or recovery timeout, the end
-    /// of a backoff, a reservation's start, an elastic group's wait for max. A driver with nothing
-    /// else to report may sleep until then.
+    /// of a backoff, a reservation's start, an elastic group's wait for max, a group becoming due
+    /// a reservation under selective reservation. A driver with nothing else to report may sleep
+    /// until then.
     pub fn next_timer(&self) -> Option<i64> {
         // The earliest entry, stale or not, is never later than the earliest live timer: at
         // worst the driver wakes once for nothing. A due one waits for the next cycle.
@@ -104,13 +106,29 @@ impl Engine {
                         .then(|| g.spec.submitted_at.saturating_add(wait))
                 })
             });
-        live.into_iter().chain(reserved).chain(elastic).filter(|&t| t > self.now).min()
+        let due = self.reservations_due().map(|(_, t)| t);
+        live.into_iter().chain(reserved).chain(elastic).chain(due).filter(|&t| t > self.now).min()
     }
 
-    /// True if a time-driven event (a reservation's start, an elastic group's wait) is due.
+    /// Queued groups of selective queues, with when each becomes due a reservation.
+    fn reservations_due(&self) -> impl Iterator<Item = (&Group, i64)> {
+        self.pending.iter().flat_map(move |(q, p)| {
+            let policy = self.queue_cfg(q).policy;
+            let selective = matches!(policy, QueuePolicy::Selective { .. });
+            p.values().filter(move |_| selective).filter_map(move |k| {
+                let g = &*self.groups[k];
+                let due = reservation_due_at(g, policy).filter(|_| g.state == GroupState::Queued);
+                due.map(|t| (g, t))
+            })
+        })
+    }
+
+    /// True if a time-driven event (a reservation's start, an elastic group's wait, a group
+    /// become due a reservation since the last cycle) is due.
     pub(super) fn timer_due(&self) -> bool {
         let now = self.now;
         self.reserved_groups().any(|g| g.reserved_at.is_some_and(|t| t <= now))
+            || self.reservations_due().any(|(_, t)| t > self.last_full_cycle && t <= now)
             || self.pending.iter().any(|(q, p)| {
                 let wait = self.queue_cfg(q).elastic_max_wait_s;
                 wait > 0
