@@ -110,6 +110,19 @@ fn coscheduling_releases_a_group_at_the_permit_timeout() {
 }
 
 #[test]
+fn coscheduling_gives_nothing_back_for_pods_deleted_while_rejected() {
+    // elastic-sixtieth: Jobs whose 60 s deadline counts from their creation fail while pods of
+    // theirs, rejected at Permit, wait for their binding goroutines to give their nodes back.
+    // Those pods are gone: the model once tried to give back their nodes and the run failed.
+    let w = scenario::load(&repo().join("scenarios/suite/elastic-sixtieth.yaml"), 1).unwrap();
+    let (t, rec) = tap(&w, models::cosched::Coscheduling::new(10_000));
+    let failed = rec.jobs.iter().filter(|j| j.phase == muster_sim::scheduler::JobPhase::Failed).count();
+    let succeeded = rec.jobs.iter().filter(|j| j.phase == muster_sim::scheduler::JobPhase::Succeeded).count();
+    assert_eq!((succeeded + failed, failed > 0), (120, true), "every job ends, some at their deadline");
+    assert!(t.actions.iter().any(|(_, a)| matches!(a, Action::Unreserve { .. })), "gangs were rejected at Permit");
+}
+
+#[test]
 fn coscheduling_gives_a_rejected_gangs_node_back_only_after_its_other_pods_were_tried() {
     // Three of four nodes are held for 100 s; a 4-pod gang arrives. Its first pod waits at
     // Permit on the free node and activates the others; the next fails Filter and PostFilter

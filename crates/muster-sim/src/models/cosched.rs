@@ -29,7 +29,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::models::gang;
 use crate::models::kube::{KubeCore, QKey};
 use crate::models::start_unheld;
-use crate::scheduler::{Action, ClusterView, JobId, NodeId, PodId, Scheduler, SimEvent};
+use crate::scheduler::{Action, ClusterView, JobId, NodeId, PodId, PodPhase, Scheduler, SimEvent};
 
 #[derive(Debug, Default)]
 struct Group {
@@ -86,10 +86,15 @@ impl Coscheduling {
 
     /// The rejected pods' binding goroutines run: each gives its node back and is requeued. Its
     /// rejector is Coscheduling, so it waits for one of the plugin's events, unless one came (or
-    /// its group was activated) while it waited: then it goes to backoff.
-    fn release(&mut self, now: i64, actions: &mut Vec<Action>) {
+    /// its group was activated) while it waited: then it goes to backoff. A pod deleted meanwhile
+    /// (its Job failed, at its deadline) has nothing to give back.
+    fn release(&mut self, view: &ClusterView<'_>, now: i64, actions: &mut Vec<Action>) {
         for (key, tried) in std::mem::take(&mut self.releasing) {
-            actions.push(Action::Unreserve { pod: key.4 });
+            match view.pod(key.4).phase {
+                PodPhase::Deleted => continue,
+                PodPhase::Reserved => actions.push(Action::Unreserve { pod: key.4 }),
+                other => unreachable!("a pod waiting at Permit is reserved or deleted, not {other:?}"),
+            }
             let activated = self.groups.get(&key.2).and_then(|g| g.activated);
             if self.last_plugin_event.is_some_and(|e| e > tried) || activated.is_some_and(|a| a > tried) {
                 self.core.queue.retry_later(key, now);
@@ -206,7 +211,7 @@ impl Scheduler for Coscheduling {
         }
         // The loop has nothing left to try: the rejected pods' goroutines get to run.
         if !self.releasing.is_empty() && !self.core.queue.has_ready(now) {
-            self.release(now, &mut actions);
+            self.release(view, now, &mut actions);
         }
         actions
     }
