@@ -30,8 +30,11 @@
 //! - `volcano`: `group-min-member` is the gang; pods beyond it are best-effort members of the same
 //!   PodGroup.
 //! - `native`: `minCount` gangs `min` pods; later pods of the group are placed individually.
-//! - for all of them the run time is the one at `max` pods (KWOK's run-seconds does not scale with
-//!   how many pods run, unlike the simulator's elastic jobs).
+//! - for all of them the run time is per pod (KWOK's run-seconds): a Job of `max` completions with
+//!   only k pods placed at a time runs them in waves of k, `max / k` times as long when k divides
+//!   `max`, where the simulator scales an elastic job's run time by exactly `max / k`. With
+//!   `runStarts: allReady` such a Job never has all its pods ready at once, so the elastic
+//!   scenario for the real cluster (`elastic-sixtieth.yaml`) starts each pod's run at its start.
 //!
 //! The companions of `native` carry no ownerReference (the Workload's uid is not known before it is
 //! created): they outlive the Job until their namespace goes.
