@@ -263,6 +263,13 @@ queued_job_yaml() {
   job_yaml "$@" | sed 's/^metadata:/metadata:\n  labels: {muster.dev\/queue: default}/'
 }
 
+# pod_snapshot NS: job-name:node:phase of every pod of NS, one line each, from one listing
+pod_snapshot() {
+  k -n "$1" get pods -o jsonpath='{range .items[*]}{.metadata.labels.job-name}:{.spec.nodeName}:{.status.phase}{"\n"}{end}'
+}
+# holding JOB SNAPSHOT: how many pods of JOB in a pod_snapshot are bound and not finished
+holding() { awk -F: -v j="$1" '$1==j && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$2" | wc -l; }
+
 group_phase() { k -n "$1" get groups.muster.dev "$2" -o jsonpath='{.status.phase}' 2>/dev/null; }
 
 # check_workload_group NS NAME RESOURCE KIND MEMBERS WHAT: the Group of workload RESOURCE/NAME (a

@@ -42,8 +42,8 @@ check "third, whose deadline would count while it waits, is still suspended with
 overlap=0
 deadline=$(( $(date +%s) + 90 ))
 while :; do
-  snap=$(k -n $ns get pods -o jsonpath='{range .items[*]}{.metadata.labels.job-name}:{.spec.nodeName}:{.status.phase}{"\n"}{end}')
-  b1=$(awk -F: '$1=="first" && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$snap" | wc -l)
+  snap=$(pod_snapshot $ns)
+  b1=$(holding first "$snap")
   b2=$(awk -F: '$1=="second" && $2!=""' <<<"$snap" | wc -l)
   if (( b1 > 0 && b2 > 0 )); then overlap=1; echo "  ..   first holds $b1 nodes while $b2 pods of second are bound" >&2; fi
   (( b2 < 100 )) || break

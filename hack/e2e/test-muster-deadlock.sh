@@ -23,10 +23,9 @@ check "the webhook set schedulerName muster on both big jobs" test \
 overlap=0 checked=()
 deadline=$(( $(date +%s) + 180 ))
 while :; do
-  # job-name:node:phase of every pod, one snapshot
-  snap=$(k -n $ns get pods -o jsonpath='{range .items[*]}{.metadata.labels.job-name}:{.spec.nodeName}:{.status.phase}{"\n"}{end}')
-  b1=$(awk -F: '$1=="job1" && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$snap" | wc -l)
-  b2=$(awk -F: '$1=="job2" && $2!="" && $3!="Succeeded" && $3!="Failed"' <<<"$snap" | wc -l)
+  snap=$(pod_snapshot $ns)
+  b1=$(holding job1 "$snap")
+  b2=$(holding job2 "$snap")
   if (( b1 > 0 && b2 > 0 )); then overlap=1; echo "  ..   both big jobs hold pods: job1 $b1, job2 $b2" >&2; fi
   for j in job1 job2; do
     n=$b1; [[ $j == job2 ]] && n=$b2
