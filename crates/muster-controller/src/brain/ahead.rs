@@ -48,7 +48,7 @@ impl<S: Store> Brain<S> {
             let engine = e.engine();
             engine.group(&j.key).map(|g| engine.starts_soon(g, now))
         });
-        if soon == Some(true) && !j.suspended && !j.suspend_requested && may_release_ahead(j) {
+        if soon == Some(true) && !j.suspended && may_release_ahead(j) {
             self.ahead.insert(j.key.clone());
             return true;
         }
