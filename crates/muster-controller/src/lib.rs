@@ -133,15 +133,9 @@ pub async fn engine_config(client: &Client) -> Result<EngineConfig, ControllerEr
         }
     }
     let classes = Api::<PriorityClass>::all(client.clone()).list(&ListParams::default()).await?;
-    for pc in classes.items {
-        if let Some(name) = pc.metadata.name {
-            if pc.global_default == Some(true) {
-                cfg.default_priority_class = Some(name.clone());
-            }
-            // A PriorityClass without a value has priority 0, as kube-scheduler reads it.
-            cfg.priority_classes.insert(name, pc.value.unwrap_or(0));
-        }
-    }
+    let classes = watch::PriorityClasses::of(&classes.items);
+    cfg.priority_classes = classes.values;
+    cfg.default_priority_class = classes.global_default;
     cfg.compile("queues").map_err(|e| ControllerError::Config(e.to_string()))?;
     Ok(cfg)
 }
@@ -180,7 +174,7 @@ pub async fn run(
     result
 }
 
-/// One term of leadership: sessions that end when the Queue objects change (the engine is then
+/// One term of leadership: sessions that end when the Queue or PriorityClass objects change (the engine is then
 /// recovered from the store with the new configuration).
 async fn lead(
     client: Client,
@@ -191,6 +185,10 @@ async fn lead(
     loop {
         let config = engine_config(&client).await?;
         info!(queues = config.queues.len(), "queue configuration loaded");
+        let classes = watch::PriorityClasses {
+            values: config.priority_classes.clone(),
+            global_default: config.default_priority_class.clone(),
+        };
         let (tx, rx) = mpsc::channel();
         let (act_tx, act_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = watch::spawn(client.clone(), opts.levels.clone(), tx.clone());
@@ -213,14 +211,19 @@ async fn lead(
             }
             None => Err(ControllerError::StoreUrl(store)),
         });
-        let queues_changed = watch::queues_changed(client.clone());
+        let config_changed = async {
+            tokio::select! {
+                () = watch::queues_changed(client.clone()) => info!("a Queue changed; recovering with the new configuration"),
+                () = watch::priority_classes_changed(client.clone(), classes) =>
+                    info!("a PriorityClass changed; recovering with the new configuration"),
+            }
+        };
         let joined = |r: Result<Result<(), ControllerError>, tokio::task::JoinError>| {
             r.map_err(|e| ControllerError::Stopped(e.to_string())).and_then(|r| r)
         };
         let (outcome, again) = tokio::select! {
             r = &mut brain => (joined(r), false),
-            () = queues_changed => {
-                info!("a Queue changed; recovering with the new configuration");
+            () = config_changed => {
                 // The next session starts only once this one's brain has stopped: never two.
                 let _ = tx.send(Message::Stop);
                 (joined((&mut brain).await), true)

@@ -1,14 +1,15 @@
 //! Watchers: nodes, pods, namespaces, Group objects, and the queued workloads of every held kind
 //! (a kind defined by a CRD once the CRD is installed) into compact views for the brain; Queue
-//! changes.
+//! and PriorityClass changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::sync::mpsc::Sender;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, served};
@@ -163,5 +164,88 @@ pub async fn queues_changed(client: Client) {
             watcher::Event::Delete(_) if listed => return,
             _ => {}
         }
+    }
+}
+
+/// The priority classes the engine knows: each PriorityClass's value, and the one marked
+/// globalDefault (what [`crate::engine_config`] reads and [`priority_classes_changed`] compares).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriorityClasses {
+    pub values: BTreeMap<String, i32>,
+    pub global_default: Option<String>,
+}
+
+impl PriorityClasses {
+    pub fn of<'a>(classes: impl IntoIterator<Item = &'a PriorityClass>) -> Self {
+        let mut out = PriorityClasses::default();
+        for pc in classes {
+            let Some(name) = &pc.metadata.name else { continue };
+            if pc.global_default == Some(true) {
+                out.global_default = Some(name.clone());
+            }
+            // A PriorityClass without a value has priority 0, as kube-scheduler reads it.
+            out.values.insert(name.clone(), pc.value.unwrap_or(0));
+        }
+        out
+    }
+}
+
+/// Completes when the cluster's PriorityClasses differ from `known`, the ones the running
+/// configuration was built from. The first listing is compared too, so a class made between the
+/// configuration's own listing and this watch is not missed: a Job naming it would otherwise be
+/// refused as naming an unknown class until the next restart.
+pub async fn priority_classes_changed(client: Client, known: PriorityClasses) {
+    let mut now: HashMap<String, PriorityClass> = HashMap::new();
+    let mut listed = false;
+    let differs = |now: &HashMap<String, PriorityClass>| PriorityClasses::of(now.values()) != known;
+    let mut stream = watcher(Api::<PriorityClass>::all(client), watcher::Config::default()).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        let Ok(ev) = ev else { continue };
+        let name = |pc: &PriorityClass| pc.metadata.name.clone().unwrap_or_default();
+        match ev {
+            watcher::Event::Init => {
+                now.clear();
+                listed = false;
+            }
+            watcher::Event::InitApply(pc) => {
+                now.insert(name(&pc), pc);
+            }
+            watcher::Event::InitDone => listed = true,
+            watcher::Event::Apply(pc) => {
+                now.insert(name(&pc), pc);
+            }
+            watcher::Event::Delete(pc) => {
+                now.remove(&name(&pc));
+            }
+        }
+        if listed && differs(&now) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn class(name: &str, value: Option<i32>, global_default: bool) -> PriorityClass {
+        PriorityClass {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            value,
+            global_default: Some(global_default),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn priority_classes_read_values_and_the_global_default() {
+        let got = PriorityClasses::of(&[class("high", Some(1000), false), class("normal", Some(10), true)]);
+        assert_eq!(got.values, BTreeMap::from([("high".into(), 1000), ("normal".into(), 10)]));
+        assert_eq!(got.global_default.as_deref(), Some("normal"));
+        // A change of value or of the default is a change.
+        assert_ne!(got, PriorityClasses::of(&[class("high", Some(999), false), class("normal", Some(10), true)]));
+        assert_ne!(got, PriorityClasses::of(&[class("high", Some(1000), false), class("normal", Some(10), false)]));
     }
 }

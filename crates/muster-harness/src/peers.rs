@@ -16,7 +16,9 @@
 //! | `native` | pods: `spec.schedulingGroup.podGroupName: <job>-workers` | Workload `scheduling.k8s.io/v1beta1` `<job>` (one gang template `workers`, `minCount` = the minimum, `controllerRef` to the Job), then PodGroup `<job>-workers` made from it |
 //!
 //! Every Job gets its group, rigid or not, as muster treats every Job as a gang (the hand-written
-//! peer tests leave seed 001's quick job without one).
+//! peer tests leave seed 001's quick job without one). A job with a priority other than 0 has its
+//! pods name a PriorityClass of that value ([`priority_classes`], made first), which every peer
+//! reads: muster, kube-scheduler, Kueue and Volcano order by it, coscheduling sorts by it.
 //!
 //! Elastic jobs (members `{min, max}`) are Jobs of `max` pods, and each peer is told the minimum
 //! its own way. What each peer does not do with it:
@@ -46,7 +48,7 @@ use muster_graph::{quantity, resources};
 use muster_k8s::labels;
 use serde_json::{Value, json};
 
-use crate::workload::{JobRecord, ManifestOptions, manifest, seconds};
+use crate::workload::{self, JobRecord, ManifestOptions, manifest, seconds};
 use crate::{Error, Result};
 
 /// The scheduler a scenario's Jobs are decorated for.
@@ -376,10 +378,29 @@ pub fn yaml(objects: &[Object]) -> String {
     objects.iter().map(|o| document(o, None)).collect()
 }
 
-/// Every Job of a scenario decorated for the peer, each preceded by its companions; the Job's
-/// document starts with a comment giving its submit time.
+/// The PriorityClasses the jobs name ([`workload::priority_class`]), one per priority other than
+/// 0, cluster-wide; every peer needs them before the first Job's pods exist.
+pub fn priority_classes(jobs: &[JobRecord]) -> Vec<Object> {
+    let values: std::collections::BTreeSet<i32> = jobs.iter().map(|j| j.priority).filter(|p| *p != 0).collect();
+    values
+        .into_iter()
+        .map(|p| {
+            let pc = json!({
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": { "name": workload::priority_class(p) },
+                "value": p,
+                "description": "a scenario's job priority (muster-harness)",
+            });
+            Object::new(pc, "priorityclasses", false)
+        })
+        .collect()
+}
+
+/// Every Job of a scenario decorated for the peer, each preceded by its companions, after the
+/// PriorityClasses they name; a Job's document starts with a comment giving its submit time.
 pub fn objects_yaml(jobs: &[JobRecord], opts: &PeerOptions) -> String {
-    let mut out = String::new();
+    let mut out = yaml(&priority_classes(jobs));
     for j in jobs {
         let submit = format!("submit at {} s", seconds(j.submit_ms));
         for o in job_objects(j, opts) {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, Config};
 use serde::{Deserialize, Serialize};
@@ -17,7 +18,7 @@ use tokio::sync::Semaphore;
 
 use crate::cluster::{self, ALL_READY_AT, Condition, now, secs, true_condition};
 use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
-use crate::peers::{Object, PeerOptions, job_objects};
+use crate::peers::{Object, PeerOptions, job_objects, priority_classes};
 use crate::stats::{mean, peak_rate, py, round};
 use crate::workload::{JobRecord, ManifestOptions, manifest};
 use crate::{Error, Result, read_json, write_json};
@@ -168,6 +169,32 @@ pub async fn create_objects(client: &Client, ns: &str, objects: &[Object]) -> st
     Ok(())
 }
 
+/// Creates the PriorityClasses, keeping any that exist with the same value; one of the same name
+/// and another value is an error (the run would not be the scenario's).
+async fn ensure_priority_classes(client: &Client, classes: &[Object]) -> Result<()> {
+    for o in classes {
+        let api: Api<PriorityClass> = Api::all(client.clone());
+        let want: PriorityClass = serde_json::from_value(o.value.clone()).map_err(|e| Error::Input(e.to_string()))?;
+        match api.get_opt(o.name()).await.map_err(Error::kube(format!("get PriorityClass {}", o.name())))? {
+            Some(have) if have.value == want.value => {}
+            Some(have) => {
+                return Err(Error::Input(format!(
+                    "PriorityClass {} exists with value {}, the scenario needs {}: delete it or run on a fresh cluster",
+                    o.name(),
+                    have.value.unwrap_or(0),
+                    want.value.unwrap_or(0)
+                )));
+            }
+            None => {
+                api.create(&PostParams::default(), &want)
+                    .await
+                    .map_err(Error::kube(format!("create PriorityClass {}", o.name())))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Submits each Job of `jobs_file` at its time (from 8 creators) decorated for `peer`, its
 /// companion objects just before it, waits until all are Complete or Failed (or `timeout` s), and
 /// writes what the objects say to `out`. With $SCHEDULER_METRICS_URL kube-scheduler's metrics are
@@ -185,6 +212,7 @@ pub async fn run(
     let (client, config) = cluster::client(kubeconfig).await?;
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    ensure_priority_classes(&client, &priority_classes(&jobs)).await?;
     let t0 = now() + 1.0; // scenario time 0
     let snapshots = Arc::new(Mutex::new(Vec::new()));
     let scraper = match std::env::var("SCHEDULER_METRICS_URL") {
@@ -370,6 +398,7 @@ pub async fn calibrate(kubeconfig: &Path, ns: &str, jobs: usize, pods: u32, out:
             submit_ms: 0,
             expected_run_ms: 5000,
             topology: None,
+            priority: 0,
         };
         let (api, creators) = (api.clone(), creators.clone());
         tasks.spawn(async move {

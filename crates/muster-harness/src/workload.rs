@@ -1,6 +1,7 @@
 //! A scenario's jobs as muster-sim itself draws them (`muster_sim::scenario::load`: the same
 //! random streams, duration parser, arrivals and submitters), and the batch/v1 Jobs they become.
-//! Only what a Job manifest can express is accepted: priority 0, deadlines in whole seconds.
+//! Only what a Job manifest can express is accepted: deadlines in whole seconds, priorities a
+//! PriorityClass can hold (each becomes the class [`priority_class`] names, made by `run`).
 //! An elastic job (members: {min, max}) becomes a Job of `max` pods with its minimum kept in
 //! [`JobRecord::min_pods`]; each peer states that minimum its own way ([`crate::peers`]). The run
 //! time is always the one at `max` members (KWOK's run-seconds cannot scale with how many pods
@@ -46,6 +47,25 @@ pub struct JobRecord {
     pub expected_run_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<RecordTopology>,
+    /// The pods' priority: 0, or the value of the PriorityClass [`priority_class`] names.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+}
+
+fn is_zero(p: &i32) -> bool {
+    *p == 0
+}
+
+/// Kubernetes keeps values above this for its own system classes.
+pub const MAX_USER_PRIORITY: i32 = 1_000_000_000;
+
+/// The PriorityClass a job of `priority` names (every peer reads a pod's class: kube-scheduler,
+/// Kueue, Volcano and coscheduling for its order, muster for its queue's), made before the Jobs.
+pub fn priority_class(priority: i32) -> String {
+    match priority {
+        p if p < 0 => format!("harness-priority-minus-{}", p.unsigned_abs()),
+        p => format!("harness-priority-{p}"),
+    }
 }
 
 /// All of a job's pods within one domain of a topology level.
@@ -67,8 +87,11 @@ pub fn jobs(scenario: &Path, seed: u64) -> Result<Vec<JobRecord>> {
 /// One of muster-sim's jobs as a record, or why a Job cannot express it.
 pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
     let refuse = |what: &str| Err(Error::Input(format!("class {}: {what}", j.class)));
-    if j.priority != 0 {
-        return refuse("priority needs a PriorityClass; not supported here");
+    if j.priority > MAX_USER_PRIORITY {
+        return refuse(&format!(
+            "priority {} is above {MAX_USER_PRIORITY}, which Kubernetes keeps for system classes; use a lower one",
+            j.priority
+        ));
     }
     if j.deadline_ms.is_some_and(|d| d % 1000 != 0) {
         return refuse("activeDeadlineSeconds needs a whole number of seconds");
@@ -115,6 +138,7 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
             label: t.label.clone(),
             required: t.mode == ConstraintMode::Required,
         }),
+        priority: j.priority,
     })
 }
 
@@ -173,6 +197,7 @@ pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
         node_selector: (!job.node_selector.is_empty()).then(|| job.node_selector.clone()),
         tolerations: (!job.tolerations.is_empty()).then(|| job.tolerations.clone()),
         scheduler_name: opts.scheduler_name.clone(),
+        priority_class_name: (job.priority != 0).then(|| priority_class(job.priority)),
         ..Default::default()
     };
     let mut meta = ObjectMeta { name: Some(job.name.clone()), namespace: opts.namespace.clone(), ..Default::default() };
@@ -236,6 +261,7 @@ pub(crate) fn test_record(name: &str, class: &str) -> JobRecord {
         submit_ms: 0,
         expected_run_ms: 1000,
         topology: None,
+        priority: 0,
     }
 }
 
@@ -337,7 +363,21 @@ mod tests {
         s.deadline_ms = Some(1500);
         assert!(record(&s).unwrap_err().to_string().contains("whole number"));
         s.deadline_ms = None;
-        s.priority = 3;
-        assert!(record(&s).unwrap_err().to_string().contains("PriorityClass"));
+        s.priority = MAX_USER_PRIORITY + 1;
+        assert!(record(&s).unwrap_err().to_string().contains("system classes"));
+    }
+
+    #[test]
+    fn priorities_become_priority_classes() {
+        let jobs = jobs(&scenario("seed-scalability.yaml"), 1).unwrap();
+        let high = jobs.iter().find(|j| j.class == "sample-high").unwrap();
+        let plain = jobs.iter().find(|j| j.class == "sample-default").unwrap();
+        assert_eq!((high.priority, plain.priority), (1000, 0));
+        let pod = |j| {
+            serde_json::to_value(manifest(j, &ManifestOptions::default())).unwrap()["spec"]["template"]["spec"].clone()
+        };
+        assert_eq!(pod(high)["priorityClassName"], "harness-priority-1000");
+        assert!(pod(plain).get("priorityClassName").is_none());
+        assert_eq!(priority_class(-5), "harness-priority-minus-5");
     }
 }
