@@ -5,6 +5,8 @@ use std::fmt;
 use muster_graph::GroupRequest;
 use serde::{Deserialize, Serialize};
 
+use crate::clock;
+
 /// A group's identity: the namespace and name of the Job/JobSet/pod group it stands for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct GroupKey {
@@ -225,15 +227,21 @@ impl Reason {
                 "admitted after preempting {}",
                 victims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
             ),
-            Reason::Reserved { at } => format!("reserved to start at {at}"),
+            Reason::Reserved { at } => format!("reserved to start at {}", clock::show(*at)),
             Reason::ReservationDropped => "reservation dropped; waiting again".into(),
             Reason::AllReady => "all members ready".into(),
             Reason::ReadinessLost => "a member is no longer ready; recovery timer started".into(),
             Reason::PodsReadyTimeout { requeue_at, requeues } => {
-                format!("not all members ready in time; allocation released, requeue #{requeues} at {requeue_at}")
+                format!(
+                    "not all members ready in time; allocation released, requeue #{requeues} at {}",
+                    clock::show(*requeue_at)
+                )
             }
             Reason::RecoveryTimeout { requeue_at, requeues } => {
-                format!("readiness not recovered in time; allocation released, requeue #{requeues} at {requeue_at}")
+                format!(
+                    "readiness not recovered in time; allocation released, requeue #{requeues} at {}",
+                    clock::show(*requeue_at)
+                )
             }
             Reason::Preempted { by } => format!("preempted by higher-priority {by}"),
             Reason::Reclaimed { by } => format!("borrowed quota reclaimed by {by}"),

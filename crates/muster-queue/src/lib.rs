@@ -7,6 +7,7 @@
 //! reported as a serializable `Transition` (persist it before acting on it), and the whole state
 //! round-trips through `Engine::snapshot` / `Engine::restore`. See docs/queue.md.
 
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod group;

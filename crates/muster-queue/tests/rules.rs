@@ -116,7 +116,7 @@ fn selective_reserves_when_the_slowdown_is_reached_though_nothing_else_happens()
     e.schedule(1);
     assert_eq!(state(&e, "big"), GroupState::Queued);
     let reason = &e.group(&key("big")).unwrap().reason;
-    assert!(reason.contains("until its slowdown reaches 2 at 101"), "{reason}");
+    assert!(reason.contains("until its slowdown reaches 2 at t=101 s"), "{reason}");
     assert_eq!(e.next_timer(), Some(101), "the driver is told when to wake");
     assert!(e.schedule(50).is_empty(), "nothing due yet: the cycle is skipped");
     assert_eq!(to(&e.schedule(101), "big"), vec![GroupState::Reserved]);
@@ -173,7 +173,7 @@ fn overrun_moves_the_reservation_and_says_so() {
             .any(|t| t.key.name == "big" && t.to == GroupState::Reserved && t.reason == Reason::Reserved { at: 61 }),
         "{ts:?}"
     );
-    assert!(e.explain(&key("big"), 60).unwrap().reason.contains("reserved to start at 61"));
+    assert!(e.explain(&key("big"), 60).unwrap().reason.contains("reserved to start at t=61 s"));
     // Still overrunning at 70: the promise is kept, not dropped; a small group that would run past
     // the reservation's start cannot take the room.
     e.submit(spec("small", "q", 1, 1, Some(30), 65), 65).unwrap();
@@ -460,7 +460,7 @@ fn elastic_waits_for_max_up_to_the_configured_time() {
     e.submit(elastic("el", "q", 2, 8, 1, None, 0), 0).unwrap();
     e.schedule(1);
     assert_eq!(state(&e, "el"), GroupState::Reserved, "waits for all 8");
-    assert!(e.explain(&key("el"), 1).unwrap().reason.starts_with("elastic: waiting until 100"));
+    assert!(e.explain(&key("el"), 1).unwrap().reason.starts_with("elastic: waiting until t=100 s"));
     assert!(e.schedule(50).is_empty());
     let ts = e.schedule(100);
     assert_eq!(to(&ts, "el"), vec![GroupState::Admitted]);
@@ -485,7 +485,7 @@ fn an_elastic_group_waits_for_all_members_when_that_finishes_sooner() {
     let mut e = elastic_beside_a_filler(100);
     assert_eq!(state(&e, "el"), GroupState::Reserved);
     let why = e.explain(&key("el"), 1).unwrap().reason;
-    assert!(why.starts_with("elastic: all 8 members from 50 finish at 150, sooner than 4 now (at 201)"), "{why}");
+    assert!(why.starts_with("elastic: all 8 members from t=50 s finish at t=150 s, sooner than 4 now (at t=201 s)"), "{why}");
     e.finished(&key("f"), true, 50).unwrap();
     let ts = e.schedule(50);
     assert_eq!(to(&ts, "el"), vec![GroupState::Admitted]);
@@ -894,7 +894,7 @@ fn explanations_give_position_estimate_and_reason() {
     let view = e.queue_view(2);
     assert_eq!(view.len(), 2);
     assert_eq!((view[0].position, view[0].estimated_start), (1, Some(100)));
-    assert!(view[0].reason.contains("reserved to start at 100"), "{}", view[0].reason);
+    assert!(view[0].reason.contains("reserved to start at t=100 s"), "{}", view[0].reason);
     assert!(view[0].reason.contains("needs 8 cpu in all, 0 is free"), "{}", view[0].reason);
     // b has no reservation (depth 1) but still gets an estimate from the planner: after a.
     assert_eq!((view[1].position, view[1].estimated_start), (2, Some(200)));

@@ -18,6 +18,7 @@ use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
 use super::Engine;
 use super::cycle::{Pass, reservation_due_at};
+use crate::clock;
 use crate::config::QueuePolicy;
 use crate::group::{GroupKey, GroupState, Reason, Transition};
 use crate::quota;
@@ -231,10 +232,13 @@ impl Engine {
         match self.graph.reserve(&all, self.now) {
             MatchOutcome::Reserved { id: rid, at } if at.saturating_add(run_all as i64) < finish_now => {
                 let reason = format!(
-                    "elastic: all {} members from {at} finish at {}, sooner than {placed} now (at {finish_now}); \
-                     reserved to start at {at}",
+                    "elastic: all {} members from {} finish at {}, sooner than {placed} now (at {}); \
+                     reserved to start at {}",
                     req.max_members,
-                    at.saturating_add(run_all as i64)
+                    clock::show(at),
+                    clock::show(at.saturating_add(run_all as i64)),
+                    clock::show(finish_now),
+                    clock::show(at)
                 );
                 self.keep_reservation(c.key, rid, at, reason, pass);
                 return Break(Attempt::Reserved);
@@ -266,7 +270,7 @@ impl Engine {
     fn reserve_or_wait(&mut self, c: &Candidate<'_>, req: &GroupRequest, busy: &str, pass: &mut Pass<'_>) -> Attempt {
         let prefix = if c.waiting_for_max() {
             let until = self.groups[c.key].spec.submitted_at + self.queue_cfg(&c.queue).elastic_max_wait_s;
-            format!("elastic: waiting until {until} for all {} members; ", req.min_members)
+            format!("elastic: waiting until {} for all {} members; ", clock::show(until), req.min_members)
         } else {
             String::new()
         };
@@ -278,7 +282,8 @@ impl Engine {
         let not_due = reservation_due_at(&self.groups[c.key], policy).filter(|&t| self.now < t);
         let tail = match (not_due, policy) {
             (Some(t), QueuePolicy::Selective { slowdown, .. }) => format!(
-                "; it may only backfill until its slowdown reaches {slowdown} at {t}, when it gets a reservation"
+                "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
+                clock::show(t)
             ),
             _ if depth == 0 => String::new(),
             _ => format!("; beyond the reservation depth {depth}, so it can only backfill"),
@@ -299,7 +304,7 @@ impl Engine {
         self.last_stats.match_calls += 1;
         match self.graph.reserve(req, self.now) {
             MatchOutcome::Reserved { id, at } => {
-                let reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {at}");
+                let reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {}", clock::show(at));
                 self.keep_reservation(key, id, at, reason, pass);
                 Attempt::Reserved
             }

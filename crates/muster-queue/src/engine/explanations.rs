@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::cycle::HeadKey;
 use super::forecast::ForecastStart;
 use super::{Engine, EngineError, PendingKey};
+use crate::clock;
 use crate::group::{Group, GroupKey, GroupState};
 use crate::quota;
 
@@ -64,12 +65,12 @@ impl Engine {
                 forecast.not_before.remove(&key)
             };
             if aggregate && let Some(t) = estimated_start {
-                reason = format!("{reason}; not before {t} (estimate from cluster totals)");
+                reason = format!("{reason}; not before {} (estimate from cluster totals)", clock::show(t));
             }
             if reason.is_empty() || reason == "considered" || reason == "not yet considered" {
                 reason = match estimated_start {
                     Some(t) if t <= now => "fits now; starts at the next cycle".into(),
-                    Some(t) => format!("waiting for capacity; estimated start {t}"),
+                    Some(t) => format!("waiting for capacity; estimated start {}", clock::show(t)),
                     None => "waiting; no estimate (running groups without an expected end)".into(),
                 };
             }
