@@ -215,6 +215,8 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
         Peer::Native => {
             let group = format!("{name}-{NATIVE_TEMPLATE}");
             let policy = json!({ "gang": { "minCount": min } });
+            // kube-scheduler refuses a gang whose pods' priority is not its PodGroup's.
+            let class = (job.priority != 0).then(|| workload::priority_class(job.priority));
             // TopologyAwareWorkloadScheduling (alpha in 1.37) has required constraints only.
             let constraints =
                 job.topology.as_ref().filter(|t| t.required).map(|t| json!({ "topology": [{ "key": t.label }] }));
@@ -225,9 +227,9 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
                     "metadata": metadata(name, opts),
                     "spec": {
                         "controllerRef": { "apiGroup": "batch", "kind": "Job", "name": name },
-                        "podGroupTemplates": [with_constraints(
-                            json!({ "name": NATIVE_TEMPLATE, "schedulingPolicy": policy }),
-                            &constraints,
+                        "podGroupTemplates": [with_class(
+                            with_constraints(json!({ "name": NATIVE_TEMPLATE, "schedulingPolicy": policy }), &constraints),
+                            &class,
                         )],
                     },
                 }),
@@ -239,12 +241,15 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
                     "apiVersion": "scheduling.k8s.io/v1beta1",
                     "kind": "PodGroup",
                     "metadata": metadata(&group, opts),
-                    "spec": with_constraints(
-                        json!({
-                            "workloadRef": { "workloadName": name, "templateName": NATIVE_TEMPLATE },
-                            "schedulingPolicy": policy,
-                        }),
-                        &constraints,
+                    "spec": with_class(
+                        with_constraints(
+                            json!({
+                                "workloadRef": { "workloadName": name, "templateName": NATIVE_TEMPLATE },
+                                "schedulingPolicy": policy,
+                            }),
+                            &constraints,
+                        ),
+                        &class,
                     ),
                 }),
                 "podgroups",
@@ -255,6 +260,14 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
     }
     out.push(Object::new(j, "jobs", true));
     out
+}
+
+/// `spec` with `priorityClassName` when the job has a priority.
+fn with_class(mut spec: Value, class: &Option<String>) -> Value {
+    if let Some(c) = class {
+        spec["priorityClassName"] = json!(c);
+    }
+    spec
 }
 
 /// `spec` with `schedulingConstraints` when there are any.
@@ -562,6 +575,36 @@ mod tests {
         for o in &objs {
             let _: kube::api::DynamicObject = serde_json::from_value(o.value.clone()).unwrap();
         }
+    }
+
+    #[test]
+    fn a_priority_reaches_every_peer_and_its_class_comes_first() {
+        let jobs = workload::jobs(&scenario("seed-scalability.yaml"), 1).unwrap();
+        let high = jobs.iter().find(|j| j.priority == 1000).unwrap();
+        let class = workload::priority_class(1000);
+        for peer in [Peer::Default, Peer::Muster, Peer::Kueue, Peer::Coscheduling, Peer::Volcano, Peer::Native] {
+            let objs = decoded(high, peer);
+            let job = objs.last().unwrap();
+            assert_eq!(job["spec"]["template"]["spec"]["priorityClassName"], class.as_str(), "{peer:?}");
+        }
+        // kube-scheduler wants the gang's PodGroup (and the Workload's template) of the pods' class.
+        let native = decoded(high, Peer::Native);
+        assert_eq!(kinds(&native), ["PriorityClass", "Workload", "PodGroup", "Job"]);
+        assert_eq!(native[1]["spec"]["podGroupTemplates"][0]["priorityClassName"], class.as_str());
+        assert_eq!(native[2]["spec"]["priorityClassName"], class.as_str());
+        let plain = decoded(jobs.iter().find(|j| j.priority == 0).unwrap(), Peer::Native);
+        assert_eq!(kinds(&plain), ["Workload", "PodGroup", "Job"]);
+        assert!(plain[1]["spec"].get("priorityClassName").is_none());
+        // One PriorityClass per priority other than 0, before every Job in the YAML stream.
+        let classes = priority_classes(&jobs);
+        assert_eq!(classes.len(), 1);
+        assert_eq!(
+            (classes[0].kind(), classes[0].name(), classes[0].value["value"].as_i64()),
+            ("PriorityClass", class.as_str(), Some(1000))
+        );
+        assert!(!classes[0].namespaced);
+        let stream = objects_yaml(std::slice::from_ref(high), &PeerOptions::default());
+        assert!(stream.find("kind: PriorityClass").unwrap() < stream.find("kind: Job").unwrap());
     }
 
     #[test]
