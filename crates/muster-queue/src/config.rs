@@ -197,7 +197,9 @@ pub enum QueuePolicy {
     /// once its slowdown so far, (wait + run time) / run time, has reached `slowdown`; until then
     /// it starts only where it fits, like best-effort FIFO. Small groups stop waiting behind large
     /// ones, and no group waits much beyond `slowdown` times its run time before it is protected.
-    /// Groups that declare no run time are protected at once.
+    /// Groups that declare no run time are protected at once. Within a priority the queue is
+    /// ordered by when each group reaches the bound (queued at + run time x (slowdown - 1)), so
+    /// of groups queued together the shorter goes first.
     Selective { depth: u32, slowdown: u32 },
 }
 

@@ -124,6 +124,31 @@ fn selective_reserves_when_the_slowdown_is_reached_though_nothing_else_happens()
 }
 
 #[test]
+fn selective_orders_by_when_each_group_reaches_its_slowdown() {
+    let policy = QueuePolicy::Selective { depth: 16, slowdown: 3 };
+    // One node free; long (300 s) and short (20 s) queued together: short reaches slowdown 3
+    // first (at 41, long at 601), so it goes first though submitted second.
+    let mut e = half_busy(policy, 100);
+    e.submit(spec("long", "q", 1, 4, Some(300), 1), 1).unwrap();
+    e.submit(spec("short", "q", 1, 4, Some(20), 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!((state(&e, "short"), state(&e, "long")), (GroupState::Admitted, GroupState::Queued));
+    // Queued earlier, a group stays ahead of one that reaches the bound later: early (30 s, at 1)
+    // is due at 61, late (10 s, at 50) at 70.
+    let mut e = half_busy(policy, 100);
+    e.submit(spec("early", "q", 1, 4, Some(30), 1), 1).unwrap();
+    e.submit(spec("late", "q", 1, 4, Some(10), 50), 50).unwrap();
+    e.schedule(50);
+    assert_eq!((state(&e, "early"), state(&e, "late")), (GroupState::Admitted, GroupState::Queued));
+    // Conservative backfill keeps submission order.
+    let mut c = half_busy(QueuePolicy::Conservative { depth: 16 }, 100);
+    c.submit(spec("long", "q", 1, 4, Some(300), 1), 1).unwrap();
+    c.submit(spec("short", "q", 1, 4, Some(20), 1), 1).unwrap();
+    c.schedule(1);
+    assert_eq!((state(&c, "long"), state(&c, "short")), (GroupState::Admitted, GroupState::Reserved));
+}
+
+#[test]
 fn selective_protects_at_once_a_group_that_declares_no_run_time() {
     let mut e = half_busy(QueuePolicy::Selective { depth: 16, slowdown: 3 }, 50);
     e.submit(spec("big", "q", 2, 4, None, 1), 1).unwrap();
@@ -485,7 +510,10 @@ fn an_elastic_group_waits_for_all_members_when_that_finishes_sooner() {
     let mut e = elastic_beside_a_filler(100);
     assert_eq!(state(&e, "el"), GroupState::Reserved);
     let why = e.explain(&key("el"), 1).unwrap().reason;
-    assert!(why.starts_with("elastic: all 8 members from t=50 s finish at t=150 s, sooner than 4 now (at t=201 s)"), "{why}");
+    assert!(
+        why.starts_with("elastic: all 8 members from t=50 s finish at t=150 s, sooner than 4 now (at t=201 s)"),
+        "{why}"
+    );
     e.finished(&key("f"), true, 50).unwrap();
     let ts = e.schedule(50);
     assert_eq!(to(&ts, "el"), vec![GroupState::Admitted]);

@@ -340,7 +340,22 @@ impl Engine {
 /// run time times (slowdown - 1), so that (wait + run) / run reaches the slowdown. None: due at
 /// once (another policy, or no declared run time to measure the slowdown by).
 pub(super) fn reservation_due_at(g: &Group, policy: QueuePolicy) -> Option<i64> {
+    slowdown_reached(g, policy, g.spec.submitted_at)
+}
+
+/// What orders a group within its priority in its queue (submission order breaks ties): the time
+/// it was queued (its order time), or under selective reservation the time its slowdown, counted
+/// from then, reaches the queue's bound. So of groups queued together the one with the shorter
+/// run goes first, as it reaches the bound sooner, and a long group queued earlier stays ahead of
+/// every group that would reach it later: the order serves the bound, not the arrival alone.
+/// A group that declares no run time is due at once: its order time.
+pub(super) fn queue_order_time(g: &Group, policy: QueuePolicy) -> i64 {
+    slowdown_reached(g, policy, g.order_time).unwrap_or(g.order_time)
+}
+
+/// Under selective reservation, when a group waiting since `from` reaches the queue's slowdown.
+fn slowdown_reached(g: &Group, policy: QueuePolicy, from: i64) -> Option<i64> {
     let QueuePolicy::Selective { slowdown, .. } = policy else { return None };
     let run = i64::try_from(g.spec.request.duration?).unwrap_or(i64::MAX);
-    Some(g.spec.submitted_at.saturating_add(run.saturating_mul(i64::from(slowdown).saturating_sub(1))))
+    Some(from.saturating_add(run.saturating_mul(i64::from(slowdown).saturating_sub(1))))
 }

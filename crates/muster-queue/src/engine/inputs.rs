@@ -108,7 +108,7 @@ impl Engine {
                 message: format!("a group stays in its queue ({}); delete it and submit it again", g.spec.queue),
             });
         }
-        let pk = Self::pending_key(g);
+        let pk = self.pending_key(g);
         let priority = self.check_spec(&spec)?;
         self.advance(now);
         let pending = self.pending.get(&spec.queue).is_some_and(|p| p.contains_key(&pk));

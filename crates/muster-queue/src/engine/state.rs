@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use muster_graph::GroupRequest;
 
+use super::cycle::queue_order_time;
 use super::{Engine, EngineError, PendingKey};
 use crate::config::QueueConfig;
 use crate::group::{AllocationRecord, Group, GroupKey, GroupState, Reason, Transition};
@@ -61,19 +62,22 @@ impl Engine {
 
     // ----- the pending index -----
 
-    pub(super) fn pending_key(g: &Group) -> PendingKey {
-        PendingKey { neg_priority: -i64::from(g.priority), order_time: g.order_time, seq: g.seq }
+    /// A group's place in its queue's pending order: priority, then [`queue_order_time`], then
+    /// submission order.
+    pub(super) fn pending_key(&self, g: &Group) -> PendingKey {
+        let policy = self.queue_cfg(&g.spec.queue).policy;
+        PendingKey { neg_priority: -i64::from(g.priority), order_time: queue_order_time(g, policy), seq: g.seq }
     }
 
     pub(super) fn add_pending(&mut self, key: &GroupKey) {
         let g = &self.groups[key];
-        let pk = Self::pending_key(g);
-        self.pending.entry(g.spec.queue.clone()).or_default().insert(pk, key.clone());
+        let (pk, queue) = (self.pending_key(g), g.spec.queue.clone());
+        self.pending.entry(queue).or_default().insert(pk, key.clone());
     }
 
     pub(super) fn remove_pending(&mut self, key: &GroupKey) {
         let g = &self.groups[key];
-        let pk = Self::pending_key(g);
+        let pk = self.pending_key(g);
         if let Some(p) = self.pending.get_mut(&g.spec.queue) {
             p.remove(&pk);
         }
@@ -190,7 +194,7 @@ impl Engine {
                 return Err(format!("{} is {} but holds an allocation", g.spec.key, g.state));
             }
             let in_pending =
-                self.pending.get(&g.spec.queue).is_some_and(|p| p.get(&Self::pending_key(g)) == Some(&g.spec.key));
+                self.pending.get(&g.spec.queue).is_some_and(|p| p.get(&self.pending_key(g)) == Some(&g.spec.key));
             if g.state.is_pending() != in_pending {
                 return Err(format!("{} is {} but pending index says {in_pending}", g.spec.key, g.state));
             }
