@@ -35,6 +35,8 @@ text = open(sys.argv[1]).read()
 m = re.search(r"^cluster:\s*(\S+)", text, re.M) or sys.exit("no cluster: in " + sys.argv[1])
 print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), m.group(1))))' "$scenario")
 ns=suite
+# 1 when a job class of the scenario has a topology constraint.
+topology=$(grep -qE '^\s+topology:' "$scenario" && echo 1 || echo 0)
 
 "$hack_dir/cluster-build.sh"
 resolve_harness_bin release
@@ -85,15 +87,18 @@ for peer in "$@"; do
       muster_up
       pidfiles=("$muster_dir/pid") ;;
     kueue|coscheduling|volcano)
-      "$hack_dir/peers/$peer.sh" up
+      # Volcano honours a scenario's topology with its network-topology-aware plugin.
+      VOLCANO_NETWORK_TOPOLOGY=$topology "$hack_dir/peers/$peer.sh" up
       pidfiles=("$MUSTER_CLUSTER_DIR/$peer"/*.pid)
       # Kueue admits; kube-scheduler places its pods.
       [[ $peer == kueue ]] && pidfiles+=("$MUSTER_CLUSTER_DIR"/run/kube-scheduler.pid) ;;
     *) die "unknown peer $peer (default muster kueue coscheduling volcano native)" ;;
   esac
   k create namespace "$ns" >/dev/null
-  if [[ $peer == kueue ]]; then
-    "$MUSTER_HARNESS_BIN" objects "$scenario" --peer kueue --setup --namespace "$ns" | k apply -f - >/dev/null
+  # Cluster-wide objects: Kueue's queues (and TAS Topology), Volcano's HyperNodes.
+  if [[ $peer == kueue || $peer == volcano ]]; then
+    setup=$("$MUSTER_HARNESS_BIN" objects "$scenario" --peer "$peer" --setup --namespace "$ns")
+    [[ -z $setup ]] || k apply -f - >/dev/null <<<"$setup"
   fi
   cpu0=$(cpu_seconds "${pidfiles[@]}")
   writes0=$(writes)

@@ -24,7 +24,8 @@
 #
 # State in $MUSTER_CLUSTER_DIR/volcano/ (certs, kubeconfig, scheduler.conf, pids, ports); logs in
 # $MUSTER_CLUSTER_DIR/logs/volcano-{scheduler,controller-manager}.log.
-# VOLCANO_SCHEDULER_CONF (a file) replaces the Helm chart's scheduler configuration.
+# VOLCANO_SCHEDULER_CONF (a file) replaces the Helm chart's scheduler configuration;
+# VOLCANO_NETWORK_TOPOLOGY=1 adds the network-topology-aware plugin to it.
 set -euo pipefail
 peer=volcano
 . "$(dirname "$0")/lib.sh"
@@ -99,6 +100,13 @@ up() {
   # The scheduler configuration: the Helm chart's default (installer/helm/chart/volcano/config/
   # volcano-scheduler.conf of the module), unless VOLCANO_SCHEDULER_CONF names another file.
   cp "${VOLCANO_SCHEDULER_CONF:-$VOLCANO_DIR/volcano-scheduler.conf}" "$state/scheduler.conf"
+  # VOLCANO_NETWORK_TOPOLOGY=1 adds the network-topology-aware plugin to the last tier, as Volcano's
+  # guide "How to use network topology aware scheduling" does (the HyperNodes come from
+  # `muster-harness objects --peer volcano --setup`).
+  if [[ ${VOLCANO_NETWORK_TOPOLOGY:-} == 1 ]]; then
+    grep -q 'name: network-topology-aware' "$state/scheduler.conf" ||
+      printf '  - name: network-topology-aware\n' >> "$state/scheduler.conf"
+  fi
 
   # CRDs: everything the chart installs (config/crd/volcano/bases and config/crd/jobflow/bases);
   # the default controller set watches them all.

@@ -34,7 +34,8 @@ enum Cmd {
         #[arg(long)]
         namespace: Option<String>,
         /// Only the cluster-wide objects the peer needs for this scenario (kueue: ResourceFlavor,
-        /// ClusterQueue with the cluster's allocatable x kueue.quotaFactor, LocalQueue), no Jobs.
+        /// ClusterQueue with the cluster's allocatable x kueue.quotaFactor, LocalQueue; volcano:
+        /// HyperNodes of the jobs' topology level), no Jobs.
         #[arg(long)]
         setup: bool,
     },
@@ -111,6 +112,10 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
                 (true, Peer::Kueue) => {
                     let w = muster_sim::scenario::load(&scenario, seed).map_err(muster_harness::Error::from)?;
                     peers::yaml(&peers::kueue_setup(&w, &jobs, &opts)?)
+                }
+                (true, Peer::Volcano) => {
+                    let w = muster_sim::scenario::load(&scenario, seed).map_err(muster_harness::Error::from)?;
+                    peers::yaml(&peers::volcano_setup(&w, &jobs)?)
                 }
                 (true, p) => {
                     eprintln!("peer {p:?} needs no cluster-wide objects");

@@ -85,6 +85,10 @@ pub const COSCHED_POD_GROUP: &str = labels::POD_GROUP_ALIAS;
 pub const VOLCANO_MIN_MEMBER: &str = "scheduling.volcano.sh/group-min-member";
 /// Volcano's queue annotation on a pod.
 pub const VOLCANO_QUEUE: &str = "scheduling.volcano.sh/queue-name";
+/// Volcano's network topology on a pod, copied into its PodGroup by Volcano's controller: `hard`
+/// (required) or `soft` (preferred), and the highest HyperNode tier the group may span.
+pub const VOLCANO_TOPOLOGY_MODE: &str = "volcano.sh/network-topology-mode";
+pub const VOLCANO_TOPOLOGY_TIER: &str = "volcano.sh/network-topology-highest-tier";
 /// The one PodGroupTemplate of a native Workload.
 pub const NATIVE_TEMPLATE: &str = "workers";
 /// The names of the Kueue objects [`kueue_setup`] writes.
@@ -210,7 +214,13 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
         }
         Peer::Volcano => {
             set(&mut j, &["metadata", "annotations"], VOLCANO_MIN_MEMBER, json!(min.to_string()));
-            set(&mut j, &["spec", "template", "metadata", "annotations"], VOLCANO_QUEUE, json!(opts.queue()));
+            let pod_ann = ["spec", "template", "metadata", "annotations"];
+            set(&mut j, &pod_ann, VOLCANO_QUEUE, json!(opts.queue()));
+            // Tier 1 is the domain of the job's level ([`volcano_setup`]).
+            if let Some(t) = &job.topology {
+                set(&mut j, &pod_ann, VOLCANO_TOPOLOGY_MODE, json!(if t.required { "hard" } else { "soft" }));
+                set(&mut j, &pod_ann, VOLCANO_TOPOLOGY_TIER, json!("1"));
+            }
         }
         Peer::Native => {
             let group = format!("{name}-{NATIVE_TEMPLATE}");
@@ -340,6 +350,42 @@ pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts:
             true,
         ),
     ]);
+    Ok(out)
+}
+
+/// Volcano's network topology for the jobs' topology level, as its "network topology aware
+/// scheduling" guide builds it by hand: a HyperNode of tier 1 per domain of the level (its nodes
+/// chosen by their label), and one of tier 2 over them all. Nothing when no job has a topology;
+/// an error when the jobs name more than one level (tier 1 is one level).
+pub fn volcano_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
+    let labels: std::collections::BTreeSet<&str> =
+        jobs.iter().filter_map(|j| j.topology.as_ref()).map(|t| t.label.as_str()).collect();
+    let Some(label) = labels.first().copied() else { return Ok(vec![]) };
+    if labels.len() > 1 {
+        return Err(Error::Input(format!(
+            "Volcano's setup here makes one tier of HyperNodes, but the jobs name the levels {labels:?}; \
+             give every job of the scenario the same topology level"
+        )));
+    }
+    let nodes = w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))?;
+    let domains: std::collections::BTreeSet<&String> = nodes.iter().filter_map(|n| n.spec.labels.get(label)).collect();
+    let hyper_node = |name: &str, tier: u32, members: Vec<Value>| {
+        let spec = json!({ "tier": tier, "members": members });
+        let hn = json!({ "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": { "name": name }, "spec": spec });
+        Object::new(hn, "hypernodes", false)
+    };
+    let name_of =
+        |domain: &str| format!("domain-{}", domain.to_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
+    let mut out: Vec<Object> = domains
+        .iter()
+        .map(|d| {
+            let member = json!({ "type": "Node", "selector": { "labelMatch": { "matchLabels": { label: d } } } });
+            hyper_node(&name_of(d), 1, vec![member])
+        })
+        .collect();
+    let tops =
+        domains.iter().map(|d| json!({ "type": "HyperNode", "selector": { "exactMatch": { "name": name_of(d) } } }));
+    out.push(hyper_node("cluster", 2, tops.collect()));
     Ok(out)
 }
 
@@ -641,6 +687,23 @@ mod tests {
         let bare = muster_sim::scenario::load(&scenario("suite/gpu-burst.yaml"), 1).unwrap();
         let e = kueue_setup(&bare, &jobs, &opts).unwrap_err().to_string();
         assert!(e.contains("nodeLabels") && e.contains("pool: gpu"), "{e}");
+        // Volcano: hard or soft network topology within tier 1, the racks as HyperNodes.
+        assert_eq!(pod_ann(&job(required, Peer::Volcano))[VOLCANO_TOPOLOGY_MODE], "hard");
+        assert_eq!(pod_ann(&job(preferred, Peer::Volcano))[VOLCANO_TOPOLOGY_MODE], "soft");
+        assert_eq!(pod_ann(&job(preferred, Peer::Volcano))[VOLCANO_TOPOLOGY_TIER], "1");
+        let single = jobs.iter().find(|j| j.topology.is_none()).unwrap();
+        assert!(pod_ann(&job(single, Peer::Volcano)).get(VOLCANO_TOPOLOGY_MODE).is_none());
+        let hyper: Vec<Value> = volcano_setup(&w, &jobs).unwrap().into_iter().map(|o| o.value).collect();
+        assert_eq!(hyper.len(), 5, "4 racks and the cluster");
+        assert_eq!(hyper[0]["spec"]["tier"], 1);
+        let selector = &hyper[0]["spec"]["members"][0]["selector"]["labelMatch"]["matchLabels"];
+        assert_eq!(selector.as_object().unwrap().keys().collect::<Vec<_>>(), ["muster.dev/rack"]);
+        assert_eq!(
+            (hyper[4]["metadata"]["name"].as_str(), hyper[4]["spec"]["tier"].as_u64()),
+            (Some("cluster"), Some(2))
+        );
+        assert_eq!(hyper[4]["spec"]["members"][0]["selector"]["exactMatch"]["name"], hyper[0]["metadata"]["name"]);
+        assert!(volcano_setup(&bare, &[single.clone()]).unwrap().is_empty(), "no topology, no HyperNodes");
     }
 
     #[test]
