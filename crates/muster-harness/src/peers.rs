@@ -703,7 +703,7 @@ mod tests {
             (Some("cluster"), Some(2))
         );
         assert_eq!(hyper[4]["spec"]["members"][0]["selector"]["exactMatch"]["name"], hyper[0]["metadata"]["name"]);
-        assert!(volcano_setup(&bare, &[single.clone()]).unwrap().is_empty(), "no topology, no HyperNodes");
+        assert!(volcano_setup(&bare, std::slice::from_ref(single)).unwrap().is_empty(), "no topology, no HyperNodes");
     }
 
     #[test]
