@@ -172,8 +172,8 @@ pub async fn create_objects(client: &Client, ns: &str, objects: &[Object]) -> st
 /// Creates the PriorityClasses, keeping any that exist with the same value; one of the same name
 /// and another value is an error (the run would not be the scenario's).
 async fn ensure_priority_classes(client: &Client, classes: &[Object]) -> Result<()> {
+    let api: Api<PriorityClass> = Api::all(client.clone());
     for o in classes {
-        let api: Api<PriorityClass> = Api::all(client.clone());
         let want: PriorityClass = serde_json::from_value(o.value.clone()).map_err(|e| Error::Input(e.to_string()))?;
         match api.get_opt(o.name()).await.map_err(Error::kube(format!("get PriorityClass {}", o.name())))? {
             Some(have) if have.value == want.value => {}
