@@ -5,12 +5,17 @@
 #
 #   hack/suite-real.sh SCENARIO OUT_DIR PEER...   (PEER: default muster kueue coscheduling volcano native)
 #
+# With ROUNDS=N (default 1) the peers run N times in turn (round 1 of each, then round 2, ...), so
+# drift of the machine spreads over all of them; run K of PEER is then OUT_DIR/PEER.K.json.
+# `muster-harness summary OUT_DIR --lower-bound S` reads them all into one table with the spread.
+#
 # Per peer: start the cluster (hack/cluster-up.sh with the scenario's cluster file), bring the
 # scheduler up (hack/peers/NAME.sh up; muster: hack/e2e/muster.sh), create its cluster-wide objects
 # (Kueue: `muster-harness objects --peer kueue --setup`), then `muster-harness run` submits each Job
 # of the scenario (seed $SEED, default 1) at its time, with the peer's own objects, waits until all
 # end (or $TIMEOUT s, default 1800) and writes OUT_DIR/PEER.json (with the Jobs' waits for their first
-# bind and bounded slowdowns, overall and per class). Beside it OUT_DIR/PEER.cost.json:
+# bind and bounded slowdowns, overall and per class, and the GPUs, cpu and memory held, and held by
+# jobs not yet running, from a watch on the pods). Beside it OUT_DIR/PEER.cost.json:
 # the CPU seconds of the scheduler's own processes (kube-scheduler for default and native, Kueue's
 # manager plus kube-scheduler for kueue) and the
 # write requests the apiserver served during the run (every client: the Job controller and KWOK
@@ -76,10 +81,10 @@ for line in sys.stdin:
 print(int(n))'
 }
 
-for peer in "$@"; do
-  log "== $peer on $(basename "$scenario")"
+# run_one PEER RUN: one run of PEER on a fresh cluster, written to OUT_DIR/RUN.json.
+run_one() {
+  local peer=$1 run=$2 pidfiles=() cpu0 writes0 setup
   "$hack_dir/cluster-up.sh" "$cluster" >/dev/null
-  pidfiles=()
   case $peer in
     default|native) pidfiles=("$MUSTER_CLUSTER_DIR"/run/kube-scheduler.pid) ;;
     muster)
@@ -102,26 +107,38 @@ for peer in "$@"; do
   fi
   cpu0=$(cpu_seconds "${pidfiles[@]}")
   writes0=$(writes)
-  "$MUSTER_HARNESS_BIN" run "$out_dir/jobs.json" "$KUBECONFIG" "$ns" "$out_dir/$peer.json" "${TIMEOUT:-1800}" \
+  "$MUSTER_HARNESS_BIN" run "$out_dir/jobs.json" "$KUBECONFIG" "$ns" "$out_dir/$run.json" "${TIMEOUT:-1800}" \
     --peer "$peer"
   printf '{"scheduler_cpu_s": %s, "apiserver_writes": %s}\n' \
     "$(python3 -c "print(round($(cpu_seconds "${pidfiles[@]}") - $cpu0, 2))")" "$(( $(writes) - writes0 ))" \
-    > "$out_dir/$peer.cost.json"
+    > "$out_dir/$run.cost.json"
   python3 -c '
 import json, sys
 r, c, peer = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 t = r.get("topology") or {}
 w = r.get("waits") or {}
 o = w.get("overall") or {}
+u = r.get("occupancy") or {}
 longest = ", ".join("%s %s" % (k, v.get("max_s")) for k, v in sorted((w.get("classes") or {}).items()))
 print("%s: completed %s failed %s unfinished %s makespan %s s; spread %s/%s (required %s); scheduler cpu %s s; "
       "apiserver writes %s; wait mean/p95/max %s/%s/%s s (%s never bound), bounded slowdown %s; "
-      "longest wait by class (s): %s" % (peer, r["completed"], r["failed"], r["unfinished"], r["makespan_s"],
+      "longest wait by class (s): %s; occupancy gpu/cpu %s/%s, held by jobs not running: %s GPU-s, %s core-s "
+      "(share %s)" % (peer, r["completed"], r["failed"], r["unfinished"], r["makespan_s"],
       t.get("spread", "-"), t.get("constrained", "-"), t.get("spread_required", "-"), c["scheduler_cpu_s"],
       c["apiserver_writes"], o.get("mean_s", "-"), o.get("p95_s", "-"), o.get("max_s", "-"),
-      o.get("unbound", "-"), o.get("bounded_slowdown", "-"), longest or "-"))' \
-    "$out_dir/$peer.json" "$out_dir/$peer.cost.json" "$peer"
+      o.get("unbound", "-"), o.get("bounded_slowdown", "-"), longest or "-", u.get("mean_util_gpu", "-"),
+      u.get("mean_util_cpu", "-"), u.get("clog_gpu_s", "-"), u.get("clog_cpu_core_s", "-"), u.get("clog_share", "-")))' \
+    "$out_dir/$run.json" "$out_dir/$run.cost.json" "$run"
   [[ $peer == muster ]] && muster_down
   [[ -x $hack_dir/peers/$peer.sh ]] && "$hack_dir/peers/$peer.sh" down
   "$hack_dir/cluster-down.sh"
+}
+
+rounds=${ROUNDS:-1}
+for round in $(seq "$rounds"); do
+  for peer in "$@"; do
+    log "== $peer on $(basename "$scenario") (round $round of $rounds)"
+    if (( rounds == 1 )); then run_one "$peer" "$peer"; else run_one "$peer" "$peer.$round"; fi
+  done
 done
+"$MUSTER_HARNESS_BIN" summary "$out_dir"

@@ -1,13 +1,18 @@
 //! The client, wall-clock time and the small object helpers every command shares.
 
+use std::fmt::Debug;
 use std::future::Future;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Config, Resource};
 use muster_graph::resources;
+use serde::de::DeserializeOwned;
 
 use crate::{Error, Result};
 
@@ -44,6 +49,31 @@ pub async fn sleep(secs: f64) {
 /// An object timestamp in seconds since the epoch (the apiserver writes whole seconds).
 pub fn secs(t: &Time) -> f64 {
     t.0.as_millisecond() as f64 / 1000.0
+}
+
+/// The state behind `m`, even if a holder panicked (the figures are still worth reading).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Lists, then watches `api` into `state` until aborted (relisting when the watch expires):
+/// `on(state, deleted, object, now)` for every object seen.
+pub fn watch<K, T>(api: Api<K>, state: Arc<Mutex<T>>, on: fn(&mut T, bool, &K, f64)) -> tokio::task::JoinHandle<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on(&mut lock(&state), false, &o, now()),
+                Ok(watcher::Event::Delete(o)) => on(&mut lock(&state), true, &o, now()),
+                Ok(_) => {}
+                Err(e) => eprintln!("watch: {e}"),
+            }
+        }
+    })
 }
 
 /// An RFC 3339 string (such as KWOK's all-ready stamp) in seconds since the epoch, parsed as the

@@ -16,16 +16,21 @@
 //! - [`simreal`]: those Jobs created at their submit times on a real cluster, the control plane's
 //!   rates on a calibration burst, the comparison with `muster sim`, kube-scheduler's metrics.
 //! - [`outcome`]: what a real run's Jobs went through: waits, bounded slowdown, topology spread.
+//! - [`occupancy`]: how a real run used the cluster (GPU, cpu and memory held; held by jobs not
+//!   yet running), as `muster sim` reports it.
+//! - [`summary`]: the real runs of one scenario as one table, each figure with its spread.
 //! - [`scale`]: seed 002's scale experiment and the bind-rate bursts, followed through watches.
 //!
 //! Quantities are parsed by muster's own parser (`muster_graph::resources`).
 
 pub mod cluster;
+pub mod occupancy;
 pub mod outcome;
 pub mod peers;
 pub mod scale;
 pub mod simreal;
 pub mod stats;
+pub mod summary;
 pub mod workload;
 
 /// Why a harness command failed.

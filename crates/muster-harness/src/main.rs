@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use muster_harness::peers::{self, Peer, PeerOptions};
-use muster_harness::{scale, simreal, workload};
+use muster_harness::{scale, simreal, summary, workload};
 
 #[derive(Parser)]
 #[command(
@@ -57,6 +57,15 @@ enum Cmd {
     Compare { real: PathBuf, sim: PathBuf, jobs: PathBuf, tolerance: f64 },
     /// kube-scheduler's own counters over a run (from `run`'s REAL.json).
     Metrics { real: PathBuf },
+    /// The runs hack/suite-real.sh left in DIRS as one markdown table: per scheduler, each figure's
+    /// mean with its lowest and highest.
+    Summary {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The scenario's lower bound on makespan (s), to read makespans against.
+        #[arg(long)]
+        lower_bound: Option<f64>,
+    },
     /// Seed 002's scale experiment: N Jobs x P pods, one JSON line of figures.
     Scale(scale::ScaleArgs),
     /// A burst of pods, Jobs or one gang Job; how fast they are bound, as one JSON line.
@@ -137,6 +146,10 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
         }
         Cmd::Compare { real, sim, jobs, tolerance } => u8::from(!simreal::compare(&real, &sim, &jobs, tolerance)?),
         Cmd::Metrics { real } => u8::from(!simreal::metrics_report(&real, 10.0)?),
+        Cmd::Summary { dirs, lower_bound } => {
+            print!("{}", summary::table(&dirs, lower_bound)?);
+            0
+        }
         Cmd::Scale(a) => rt()?.block_on(scale::scale(&a))? as u8,
         Cmd::Bind(a) => rt()?.block_on(scale::bind(&a))? as u8,
     })

@@ -12,11 +12,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, Config};
+use muster_sim::metrics::Occupancy;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::cluster::{self, ALL_READY_AT, Condition, now, secs, true_condition};
+use crate::occupancy::{Ledger, capacity};
 use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
 use crate::peers::{Object, PeerOptions, job_objects, priority_classes};
 use crate::stats::{mean, peak_rate, py, round};
@@ -48,6 +50,10 @@ pub struct RealResult {
     /// there were no Jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits: Option<Waits>,
+    /// The resources held, and held by jobs not yet running, from scenario time 0 to the last
+    /// pod's end (as `muster sim` reports them); absent in runs made before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occupancy: Option<Occupancy>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -213,6 +219,8 @@ pub async fn run(
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     ensure_priority_classes(&client, &priority_classes(&jobs)).await?;
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let pod_watch = cluster::watch(pods.clone(), ledger.clone(), Ledger::observe);
     let t0 = now() + 1.0; // scenario time 0
     let snapshots = Arc::new(Mutex::new(Vec::new()));
     let scraper = match std::env::var("SCHEDULER_METRICS_URL") {
@@ -282,13 +290,19 @@ pub async fn run(
     if let Some(s) = scraper {
         s.abort();
     }
+    pod_watch.abort();
     let items = list(&api).await?;
     let all_pods = list(&pods).await?;
+    let nodes = list(&Api::<Node>::all(client.clone())).await?;
     let lag = lag.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut result = summarize(&items, &all_pods, &jobs, t0, &lag);
     if jobs.iter().any(|j| j.topology.is_some()) {
-        result.topology = topology_spread(&jobs, &all_pods, &list(&Api::<Node>::all(client.clone())).await?);
+        result.topology = topology_spread(&jobs, &all_pods, &nodes);
     }
+    let ledger = cluster::lock(&ledger);
+    // Up to the last pod's end, as the simulator's run ends with its last event.
+    let to = ledger.last_end().filter(|_| result.unfinished == 0).unwrap_or_else(now).max(t0);
+    result.occupancy = Some(ledger.occupancy(capacity(&nodes), &jobs, t0, to));
     result.series = series;
     result.scheduler_metrics = std::mem::take(&mut *snapshots.lock().unwrap_or_else(|e| e.into_inner()));
     write_json(out, &result, 2)
@@ -346,6 +360,7 @@ pub fn summarize(items: &[Job], pods: &[Pod], jobs: &[JobRecord], t0: f64, lag: 
         scheduler_metrics: vec![],
         topology: None,
         waits: waits(items, pods, jobs),
+        occupancy: None,
     }
 }
 
@@ -587,6 +602,14 @@ pub fn compare(real_file: &Path, sim_file: &Path, jobs_file: &Path, tol: f64) ->
         };
         let over = if bad { format!("  <- over {pct}%") } else { String::new() };
         println!("{key:<12} {:>10} {:>10} {ds:>8}{over}", fmt(r), fmt(s));
+    }
+    // How the resources were used: read beside each other, not checked.
+    for key in ["mean_util_gpu", "mean_util_cpu", "clog_share"] {
+        let (r, s) = (real.get("occupancy").and_then(|o| o.get(key)).and_then(Value::as_f64), run[key].as_f64());
+        if r.is_some() || s.is_some() {
+            let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
+            println!("{key:<12} {:>10} {:>10}", show(r), show(s));
+        }
     }
     let m = &real["measured"];
     println!(

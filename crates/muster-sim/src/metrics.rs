@@ -1,7 +1,7 @@
 //! From a run's record to its metrics. Percentiles use the nearest-rank method; every figure is
 //! rounded to fixed decimals so output is byte-identical for the same inputs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::RunRecord;
 use crate::scenario::Workload;
@@ -95,16 +95,8 @@ pub struct RunResult {
     pub throughput_series: Vec<u32>,
     pub wait: Stats,
     pub bounded_slowdown: f64,
-    pub mean_util_cpu: f64,
-    pub mean_util_memory: f64,
-    /// Share of the cluster's GPUs (`nvidia.com/gpu`) held by pods; absent without GPUs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mean_util_gpu: Option<f64>,
-    /// Resource-seconds held by pods whose job was not running.
-    pub clog_cpu_core_s: f64,
-    pub clog_memory_gib_s: f64,
-    /// Largest of cpu, memory and GPUs: clogged resource-seconds / (capacity x run length).
-    pub clog_share: f64,
+    #[serde(flatten)]
+    pub occupancy: Occupancy,
     pub suspensions: u64,
     /// Jobs with a topology constraint that ran, and those of them whose pods spanned more than
     /// one domain of its level; absent when no job has a constraint.
@@ -123,6 +115,48 @@ pub struct RunResult {
     /// Wall-clock time of the run; left out of every output so that output is reproducible.
     #[serde(skip)]
     pub wall_ms: u64,
+}
+
+/// How a run used the cluster: the share of each resource held by pods, and the resource-seconds
+/// held by pods whose job was not running (a partial gang, or a whole one whose run has not
+/// begun). muster-harness reports a real run's in the same shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Occupancy {
+    pub mean_util_cpu: f64,
+    pub mean_util_memory: f64,
+    /// Share of the cluster's GPUs (`nvidia.com/gpu`) held by pods; absent without GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_util_gpu: Option<f64>,
+    pub clog_cpu_core_s: f64,
+    pub clog_memory_gib_s: f64,
+    /// Absent without GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clog_gpu_s: Option<f64>,
+    /// Largest of cpu, memory and GPUs: clogged resource-seconds / (capacity x run length).
+    pub clog_share: f64,
+}
+
+/// cpu, memory and GPUs, the resources [`Occupancy`] reports.
+pub type PerResource = [f64; 3];
+
+impl Occupancy {
+    /// From what pods held and clogged over a run of `span_s` seconds, in base-unit seconds
+    /// (millicore-s, byte-s, GPU-s), on a cluster of `capacity` (base units; a zero GPU
+    /// capacity means the cluster has no GPUs).
+    pub fn new(capacity: PerResource, held: PerResource, clog: PerResource, span_s: f64) -> Self {
+        let share = |x: f64, r: usize| x / (capacity[r].max(1.0) * span_s.max(1e-3));
+        let gpus = capacity[2] > 0.0;
+        let shares = (0..3).filter(|r| *r < 2 || gpus).map(|r| share(clog[r], r));
+        Occupancy {
+            mean_util_cpu: round3(share(held[0], 0)),
+            mean_util_memory: round3(share(held[1], 1)),
+            mean_util_gpu: gpus.then(|| round3(share(held[2], 2))),
+            clog_cpu_core_s: round3(clog[0] / 1000.0),
+            clog_memory_gib_s: round3(clog[1] / (1024.0 * 1024.0 * 1024.0)),
+            clog_gpu_s: gpus.then(|| round3(clog[2])),
+            clog_share: round3(shares.fold(0.0, f64::max)),
+        }
+    }
 }
 
 /// How well a scheduler's first predicted start foretold when each job was placed.
@@ -230,17 +264,12 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
             })
             .collect()
     };
-    let mean = |r: Option<usize>| -> f64 {
-        let Some(r) = r else { return 0.0 };
-        let total: f64 = rec.held.iter().map(|b| b[r]).sum();
-        round3(total / (end as f64 * rec.capacity[r].max(1) as f64))
-    };
-    let clog_of = |r: Option<usize>| r.map_or(0.0, |r| rec.clog[r]);
-    let clog_share = [cpu, mem, gpu]
-        .into_iter()
-        .flatten()
-        .map(|r| rec.clog[r] / (rec.capacity[r].max(1) as f64 * end as f64))
-        .fold(0.0, f64::max);
+    // Held and clogged base-unit milliseconds, in base-unit seconds.
+    let per = |r: Option<usize>, f: &dyn Fn(usize) -> f64| r.map_or(0.0, |r| f(r) / 1000.0);
+    let capacity = [cpu, mem, gpu].map(|r| r.map_or(0.0, |r| rec.capacity[r] as f64));
+    let held = [cpu, mem, gpu].map(|r| per(r, &|r| rec.held.iter().map(|b| b[r]).sum()));
+    let clog = [cpu, mem, gpu].map(|r| per(r, &|r| rec.clog[r]));
+    let occupancy = Occupancy::new(capacity, held, clog, end as f64 / 1000.0);
     let mut waits_s: Vec<f64> = waits.iter().map(|w| round3(*w as f64 / 1000.0)).collect();
     waits_s.sort_by(f64::total_cmp);
     RunResult {
@@ -255,12 +284,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         throughput_series: series,
         wait: stats(&waits),
         bounded_slowdown: bounded_slowdown(&wr),
-        mean_util_cpu: mean(cpu),
-        mean_util_memory: mean(mem),
-        mean_util_gpu: gpu.map(|_| mean(gpu)),
-        clog_cpu_core_s: round3(clog_of(cpu) / 1e6),
-        clog_memory_gib_s: round3(clog_of(mem) / (1024.0 * 1024.0 * 1024.0) / 1000.0),
-        clog_share: round3(clog_share),
+        occupancy,
         suspensions: rec.suspensions,
         topology: {
             let ran: Vec<bool> = rec.jobs.iter().filter_map(|j| j.spread).collect();

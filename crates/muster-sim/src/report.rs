@@ -89,14 +89,17 @@ impl Report {
         row("wait p95 (s)", f(i.wait.p95_s, 1), &|r| f(r.wait.p95_s, 1));
         row("wait max (s)", f(i.wait.max_s, 1), &|r| f(r.wait.max_s, 1));
         row("bounded slowdown", f(i.bounded_slowdown, 2), &|r| f(r.bounded_slowdown, 2));
-        row("cpu util mean (%)", dash(), &|r| f(r.mean_util_cpu * 100.0, 1));
-        row("memory util mean (%)", dash(), &|r| f(r.mean_util_memory * 100.0, 1));
-        if self.runs.iter().any(|r| r.mean_util_gpu.is_some()) {
-            row("gpu util mean (%)", dash(), &|r| r.mean_util_gpu.map_or(dash(), |u| f(u * 100.0, 1)));
+        row("cpu util mean (%)", dash(), &|r| f(r.occupancy.mean_util_cpu * 100.0, 1));
+        row("memory util mean (%)", dash(), &|r| f(r.occupancy.mean_util_memory * 100.0, 1));
+        if self.runs.iter().any(|r| r.occupancy.mean_util_gpu.is_some()) {
+            row("gpu util mean (%)", dash(), &|r| r.occupancy.mean_util_gpu.map_or(dash(), |u| f(u * 100.0, 1)));
         }
-        row("clog cpu (core-h)", "0.0".into(), &|r| f(r.clog_cpu_core_s / 3600.0, 1));
-        row("clog memory (GiB-h)", "0.0".into(), &|r| f(r.clog_memory_gib_s / 3600.0, 1));
-        row("clog share (%)", "0.0".into(), &|r| f(r.clog_share * 100.0, 2));
+        row("clog cpu (core-h)", "0.0".into(), &|r| f(r.occupancy.clog_cpu_core_s / 3600.0, 1));
+        row("clog memory (GiB-h)", "0.0".into(), &|r| f(r.occupancy.clog_memory_gib_s / 3600.0, 1));
+        if self.runs.iter().any(|r| r.occupancy.clog_gpu_s.is_some()) {
+            row("clog gpu (GPU-h)", "0.0".into(), &|r| r.occupancy.clog_gpu_s.map_or(dash(), |c| f(c / 3600.0, 1)));
+        }
+        row("clog share (%)", "0.0".into(), &|r| f(r.occupancy.clog_share * 100.0, 2));
         row("evictions", "0".into(), &|r| r.suspensions.to_string());
         if self.runs.iter().any(|r| r.topology.is_some()) {
             row("topology: ran spread / constrained", "-".into(), &|r| {
@@ -182,14 +185,17 @@ impl Report {
             put(s, "*", "wait_p95_s", f(r.wait.p95_s, 3));
             put(s, "*", "wait_max_s", f(r.wait.max_s, 3));
             put(s, "*", "bounded_slowdown", f(r.bounded_slowdown, 3));
-            put(s, "*", "util_cpu_mean", f(r.mean_util_cpu, 3));
-            put(s, "*", "util_memory_mean", f(r.mean_util_memory, 3));
-            if let Some(u) = r.mean_util_gpu {
+            put(s, "*", "util_cpu_mean", f(r.occupancy.mean_util_cpu, 3));
+            put(s, "*", "util_memory_mean", f(r.occupancy.mean_util_memory, 3));
+            if let Some(u) = r.occupancy.mean_util_gpu {
                 put(s, "*", "util_gpu_mean", f(u, 3));
             }
-            put(s, "*", "clog_cpu_core_s", f(r.clog_cpu_core_s, 3));
-            put(s, "*", "clog_memory_gib_s", f(r.clog_memory_gib_s, 3));
-            put(s, "*", "clog_share", f(r.clog_share, 3));
+            put(s, "*", "clog_cpu_core_s", f(r.occupancy.clog_cpu_core_s, 3));
+            put(s, "*", "clog_memory_gib_s", f(r.occupancy.clog_memory_gib_s, 3));
+            if let Some(c) = r.occupancy.clog_gpu_s {
+                put(s, "*", "clog_gpu_s", f(c, 3));
+            }
+            put(s, "*", "clog_share", f(r.occupancy.clog_share, 3));
             put(s, "*", "evictions", r.suspensions.to_string());
             if let Some(e) = r.estimates {
                 put(s, "*", "estimated_jobs", e.estimated.to_string());

@@ -60,11 +60,11 @@ fn gpu_gangs_of_mixed_shapes_deadlock_the_default_scheduler_but_never_clog_under
     let report = run("suite/gpu-burst.yaml", &["default", "kueue", "muster"]);
     let (default, kueue, muster) = (&report.runs[0], &report.runs[1], &report.runs[2]);
     assert!(default.unfinished > 0, "pods placed one by one split the nodes whole-node gangs need");
-    assert!(default.clog_share > 0.5, "and the partial gangs hold GPUs: {}", default.clog_share);
+    assert!(default.occupancy.clog_share > 0.5, "and the partial gangs hold GPUs: {}", default.occupancy.clog_share);
     assert_eq!(kueue.unfinished, 0, "a GPU quota admits no more gangs than the cluster holds");
     assert_eq!((muster.completed, muster.failed), (report.jobs, 0));
-    assert!(muster.clog_share < 0.01, "no partial gang holds GPUs: {}", muster.clog_share);
-    assert!(muster.mean_util_gpu.is_some_and(|u| u > 0.8), "{:?}", muster.mean_util_gpu);
+    assert!(muster.occupancy.clog_share < 0.01, "no partial gang holds GPUs: {}", muster.occupancy.clog_share);
+    assert!(muster.occupancy.mean_util_gpu.is_some_and(|u| u > 0.8), "{:?}", muster.occupancy.mean_util_gpu);
     assert!(muster.makespan_s.unwrap() >= report.lower_bound_s);
 }
 

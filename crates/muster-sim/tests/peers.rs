@@ -205,13 +205,13 @@ fn gpu_burst_volcano_and_native_never_hold_a_partial_gang() {
         assert!(all_succeeded(&rec), "{name}: all 72 gangs complete");
         assert!(partial.is_empty(), "{name}: partial gangs {:?}", &partial[..partial.len().min(5)]);
         let res = muster_sim::metrics::summarize(&w, &rec);
-        assert!(res.clog_share < 0.01, "{name}: clog share {}", res.clog_share);
+        assert!(res.occupancy.clog_share < 0.01, "{name}: clog share {}", res.occupancy.clog_share);
     }
     // The default model on the same burst: half-node pods split whole-node gangs, which hold
     // what they got.
     let (d, drec) = tap(&w, kube::DefaultScheduler::default());
     assert!(!all_succeeded(&drec) && !d.partial.is_empty());
-    assert!(muster_sim::metrics::summarize(&w, &drec).clog_share > 0.5);
+    assert!(muster_sim::metrics::summarize(&w, &drec).occupancy.clog_share > 0.5);
 }
 
 #[test]

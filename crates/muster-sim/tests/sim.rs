@@ -84,7 +84,7 @@ fn default_model_reproduces_the_seed_001_deadlock() {
     assert_eq!(by("kueue").unfinished, 2, "quota at 2x allocatable admits both: same deadlock");
     assert_eq!(by("kueue-wfpr").completed, 3);
     assert_eq!(by("coscheduling").completed, 3);
-    assert!(by("default").clog_share > 0.5);
+    assert!(by("default").occupancy.clog_share > 0.5);
 }
 
 #[test]
@@ -220,9 +220,9 @@ fn metrics_on_a_hand_computed_run() {
     assert_eq!((r.wait.mean_s, r.wait.p50_s, r.wait.p95_s, r.wait.max_s), (5.0, 0.0, 10.0, 10.0));
     // (0 + 10) / 10 = 1 and (10 + 20) / 20 = 1.5.
     assert_eq!(r.bounded_slowdown, 1.25);
-    assert_eq!(r.clog_cpu_core_s, 20.0);
-    assert_eq!(r.clog_share, 0.167);
-    assert_eq!(r.mean_util_cpu, 1.0);
+    assert_eq!(r.occupancy.clog_cpu_core_s, 20.0);
+    assert_eq!(r.occupancy.clog_share, 0.167);
+    assert_eq!(r.occupancy.mean_util_cpu, 1.0);
     assert_eq!(r.utilization.cpu, vec![1.0, 1.0, 1.0]);
     assert_eq!(r.completion_times_s, vec![10.0, 30.0]);
 }

@@ -14,18 +14,16 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::labels;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::cluster::{self, JOB_NAME_LABEL, amount, now, retry};
+use crate::cluster::{self, JOB_NAME_LABEL, amount, now, retry, watch};
 use crate::stats::{Quantiles, py_float, quantiles, round};
 use crate::{Error, Result};
 
@@ -298,27 +296,7 @@ impl Tracker {
 type Shared = Arc<Mutex<Tracker>>;
 
 fn lock(t: &Shared) -> std::sync::MutexGuard<'_, Tracker> {
-    t.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Lists, then watches `api` into the tracker until aborted (relisting when the watch expires).
-fn watch<K>(api: Api<K>, tracker: Shared, on: fn(&mut Tracker, bool, &K, f64)) -> tokio::task::JoinHandle<()>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
-        while let Some(ev) = events.next().await {
-            match ev {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                    on(&mut lock(&tracker), false, &o, now())
-                }
-                Ok(watcher::Event::Delete(o)) => on(&mut lock(&tracker), true, &o, now()),
-                Ok(_) => {}
-                Err(e) => eprintln!("watch: {e}"),
-            }
-        }
-    })
+    cluster::lock(t)
 }
 
 /// Allocatable cpu, memory and pods (default 110) of the nodes matching `selector`.

@@ -1,0 +1,213 @@
+//! How a real run used the cluster, in the shape `muster sim` reports it
+//! ([`muster_sim::metrics::Occupancy`]): the share of cpu, memory and GPUs held by pods, and the
+//! resource-seconds held by pods whose job was not running yet (a partial gang, or a whole one
+//! whose run has not begun), followed through a watch on the run's pods ([`Ledger`]).
+//!
+//! Times are when the watch delivered an event (sub-second), so a pod deleted mid-run (an
+//! eviction, a preemption) counts too. A pod holds its requests from the event that shows it
+//! bound to the one that shows it Succeeded, Failed or deleted. A job runs from KWOK's all-ready
+//! stamp (what starts the run clock of its pods, hack/kwok/stages.yaml), or, when its pods run
+//! from their own start, from the moment its gang's last member was seen Ready: the simulator's
+//! moment of `JobRunning`.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use muster_sim::metrics::{Occupancy, PerResource};
+
+use crate::cluster::{self, ALL_READY_AT, amount, true_condition};
+use crate::outcome::job_name;
+use crate::workload::JobRecord;
+
+/// The extended resource that counts as GPUs (as in the simulator).
+const GPU: &str = "nvidia.com/gpu";
+/// The resources of [`PerResource`], in its order.
+const RESOURCES: [&str; 3] = ["cpu", "memory", GPU];
+
+/// One pod's life as the watch showed it (seconds since the epoch).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct PodSpan {
+    job: Option<String>,
+    /// Base units (millicores, bytes, GPUs), in [`RESOURCES`] order.
+    requests: PerResource,
+    bound: Option<f64>,
+    ready: Option<f64>,
+    all_ready_stamp: Option<f64>,
+    end: Option<f64>,
+}
+
+/// Every pod of a run by uid, fed by [`cluster::watch`] through [`Ledger::observe`].
+#[derive(Debug, Default)]
+pub struct Ledger {
+    pods: HashMap<String, PodSpan>,
+}
+
+impl Ledger {
+    /// Records what `pod` shows at `now`; `deleted` when the watch saw it go.
+    pub fn observe(&mut self, deleted: bool, pod: &Pod, now: f64) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let span = self.pods.entry(uid).or_insert_with(|| {
+            let r = pod.spec.as_ref().map(muster_k8s::pod::requests).unwrap_or_default();
+            PodSpan {
+                job: job_name(pod),
+                requests: RESOURCES.map(|name| r.get(name).copied().unwrap_or(0) as f64),
+                ..PodSpan::default()
+            }
+        });
+        if span.end.is_some() {
+            return;
+        }
+        if span.bound.is_none() && pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+            span.bound = Some(now);
+        }
+        let status = pod.status.as_ref();
+        let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+        if span.ready.is_none() && true_condition(conditions, "Ready").is_some() {
+            span.ready = Some(now);
+        }
+        if span.all_ready_stamp.is_none() {
+            span.all_ready_stamp = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ALL_READY_AT))
+                .and_then(|s| cluster::parse_time(s));
+        }
+        if deleted || matches!(status.and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
+            span.end = Some(now);
+        }
+    }
+
+    /// The occupancy of `capacity` ([`capacity`]) over [`from`, `to`): a pod still holding at
+    /// `to` counts until then. A job's gang is its record's minimum (else all of its pods).
+    pub fn occupancy(&self, capacity: PerResource, jobs: &[JobRecord], from: f64, to: f64) -> Occupancy {
+        let gang: HashMap<&str, u32> = jobs.iter().map(|j| (j.name.as_str(), j.min_pods.unwrap_or(j.pods))).collect();
+        let mut by_job: HashMap<Option<&str>, Vec<&PodSpan>> = HashMap::new();
+        for p in self.pods.values() {
+            by_job.entry(p.job.as_deref()).or_default().push(p);
+        }
+        let (mut held, mut clog) = ([0.0; 3], [0.0; 3]);
+        for (job, pods) in by_job {
+            let size = job.and_then(|j| gang.get(j).copied()).unwrap_or(pods.len() as u32);
+            let runs_from = runs_from(&pods, size);
+            for p in pods {
+                let Some(bound) = p.bound else { continue };
+                let end = p.end.unwrap_or(to);
+                let within = |a: f64, b: f64| (b.min(to) - a.max(from)).max(0.0);
+                let (holding, clogging) = (within(bound, end), within(bound, end.min(runs_from)));
+                for r in 0..3 {
+                    held[r] += p.requests[r] * holding;
+                    clog[r] += p.requests[r] * clogging;
+                }
+            }
+        }
+        Occupancy::new(capacity, held, clog, to - from)
+    }
+
+    /// The latest moment any pod was seen to end; none before one has.
+    pub fn last_end(&self) -> Option<f64> {
+        self.pods.values().filter_map(|p| p.end).reduce(f64::max)
+    }
+}
+
+/// When a job of `pods` (gang of `size`) began to run: its earliest all-ready stamp, else the
+/// moment its `size`-th pod was seen Ready; never (infinity) when neither happened.
+fn runs_from(pods: &[&PodSpan], size: u32) -> f64 {
+    if let Some(stamp) = pods.iter().filter_map(|p| p.all_ready_stamp).reduce(f64::min) {
+        return stamp;
+    }
+    let mut ready: Vec<f64> = pods.iter().filter_map(|p| p.ready).collect();
+    ready.sort_by(f64::total_cmp);
+    ready.get((size.max(1) - 1) as usize).copied().unwrap_or(f64::INFINITY)
+}
+
+/// The nodes' allocatable cpu, memory and GPUs, in [`PerResource`] order.
+pub fn capacity(nodes: &[Node]) -> PerResource {
+    let mut total = [0.0; 3];
+    for n in nodes {
+        let a = n.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        for (r, name) in RESOURCES.iter().enumerate() {
+            total[r] += amount(name, a.and_then(|a| a.get(*name)), 0) as f64;
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::test_record as record;
+    use serde_json::json;
+
+    fn pod(uid: &str, job: &str, gpus: u32) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": uid, "uid": uid, "labels": {"batch.kubernetes.io/job-name": job}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus.to_string()}}}]}
+        }))
+        .unwrap()
+    }
+
+    fn bound(mut p: Pod) -> Pod {
+        p.spec.as_mut().unwrap().node_name = Some("n1".into());
+        p
+    }
+
+    fn ready(p: Pod, stamp: Option<&str>) -> Pod {
+        let mut v = serde_json::to_value(bound(p)).unwrap();
+        v["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+        if let Some(s) = stamp {
+            v["metadata"]["annotations"] = json!({ALL_READY_AT: s});
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn succeeded(p: Pod) -> Pod {
+        let mut v = serde_json::to_value(p).unwrap();
+        v["status"]["phase"] = json!("Succeeded");
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_partial_gang_clogs_until_its_run_begins_and_a_deleted_pod_until_it_goes() {
+        let t0 = cluster::parse_time("2026-01-01T00:00:00Z").unwrap();
+        let mut l = Ledger::default();
+        // Gang a (2 pods, 8 GPUs each): one bound at 0, the other at 4; stamped all-ready at 5;
+        // both end at 10.
+        let (a0, a1) = (pod("a0", "a", 8), pod("a1", "a", 8));
+        l.observe(false, &a0, t0);
+        l.observe(false, &bound(a0.clone()), t0);
+        l.observe(false, &bound(a1.clone()), t0 + 4.0);
+        let stamp = Some("2026-01-01T00:00:05Z");
+        l.observe(false, &ready(a0.clone(), stamp), t0 + 5.0);
+        l.observe(false, &ready(a1.clone(), stamp), t0 + 5.0);
+        l.observe(false, &succeeded(ready(a0, stamp)), t0 + 10.0);
+        l.observe(false, &succeeded(ready(a1, stamp)), t0 + 10.0);
+        // Gang b (2 pods): one bound at 2 and deleted at 6 (evicted); the other never bound.
+        let b0 = pod("b0", "b", 8);
+        l.observe(false, &bound(b0.clone()), t0 + 2.0);
+        l.observe(true, &bound(b0), t0 + 6.0);
+        l.observe(false, &pod("b1", "b", 8), t0 + 2.0);
+        // A single-pod job that runs from its own start: Ready at 1, no stamp, still running at 10.
+        let c0 = pod("c0", "c", 0);
+        l.observe(false, &bound(c0.clone()), t0);
+        l.observe(false, &ready(c0, None), t0 + 1.0);
+        let gang = |name: &str| JobRecord { pods: 2, ..record(name, "x") };
+        let jobs = [gang("a"), gang("b"), record("c", "x")];
+        let o = l.occupancy([32_000.0, 1e12, 32.0], &jobs, t0, t0 + 10.0);
+        // GPU-seconds held: a 8 x (10 + 6) + b 8 x 4 = 160; clogged: a0 8 x 5 + a1 8 x 1 + b0 8 x 4 = 80.
+        assert_eq!(o.mean_util_gpu, Some(0.5)); // 160 / (32 x 10)
+        assert_eq!(o.clog_gpu_s, Some(80.0));
+        // cpu: a 1 x 16 + b 1 x 4 + c 1 x 10 = 30 core-s held; clogged 6 + 4 + 1 = 11.
+        assert_eq!(o.mean_util_cpu, round3(30.0 / 320.0));
+        assert_eq!(o.clog_cpu_core_s, 11.0);
+        assert_eq!(o.clog_share, 0.25); // GPUs: 80 / 320
+        assert_eq!(l.last_end(), Some(t0 + 10.0));
+        // Without GPUs in the cluster, no GPU figures.
+        let o = l.occupancy([32_000.0, 1e12, 0.0], &jobs, t0, t0 + 10.0);
+        assert_eq!((o.mean_util_gpu, o.clog_gpu_s), (None, None));
+    }
+
+    fn round3(x: f64) -> f64 {
+        (x * 1000.0).round() / 1000.0
+    }
+}
