@@ -5,17 +5,16 @@
 //!
 //! Times are when the watch delivered an event (sub-second), so a pod deleted mid-run (an
 //! eviction, a preemption) counts too. A pod holds its requests from the event that shows it
-//! bound to the one that shows it Succeeded, Failed or deleted. A job runs from KWOK's all-ready
-//! stamp (what starts the run clock of its pods, hack/kwok/stages.yaml), or, when its pods run
-//! from their own start, from the moment its gang's last member was seen Ready: the simulator's
-//! moment of `JobRunning`.
+//! bound to the one that shows it Succeeded, Failed or deleted. A job runs from the moment its
+//! gang's last member was seen Ready: the simulator's moment of `JobRunning`, and what KWOK's
+//! all-ready stamp marks (hack/kwok/stages.yaml), which has whole seconds only.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use muster_sim::metrics::{Occupancy, PerResource};
 
-use crate::cluster::{self, ALL_READY_AT, amount, true_condition};
+use crate::cluster::{amount, true_condition};
 use crate::outcome::job_name;
 use crate::workload::JobRecord;
 
@@ -32,7 +31,6 @@ struct PodSpan {
     requests: PerResource,
     bound: Option<f64>,
     ready: Option<f64>,
-    all_ready_stamp: Option<f64>,
     end: Option<f64>,
 }
 
@@ -64,14 +62,6 @@ impl Ledger {
         let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
         if span.ready.is_none() && true_condition(conditions, "Ready").is_some() {
             span.ready = Some(now);
-        }
-        if span.all_ready_stamp.is_none() {
-            span.all_ready_stamp = pod
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ALL_READY_AT))
-                .and_then(|s| cluster::parse_time(s));
         }
         if deleted || matches!(status.and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
             span.end = Some(now);
@@ -110,12 +100,9 @@ impl Ledger {
     }
 }
 
-/// When a job of `pods` (gang of `size`) began to run: its earliest all-ready stamp, else the
-/// moment its `size`-th pod was seen Ready; never (infinity) when neither happened.
+/// When a job of `pods` (gang of `size`) began to run: the moment its `size`-th pod was seen
+/// Ready; never (infinity) when fewer were.
 fn runs_from(pods: &[&PodSpan], size: u32) -> f64 {
-    if let Some(stamp) = pods.iter().filter_map(|p| p.all_ready_stamp).reduce(f64::min) {
-        return stamp;
-    }
     let mut ready: Vec<f64> = pods.iter().filter_map(|p| p.ready).collect();
     ready.sort_by(f64::total_cmp);
     ready.get((size.max(1) - 1) as usize).copied().unwrap_or(f64::INFINITY)
@@ -152,12 +139,9 @@ mod tests {
         p
     }
 
-    fn ready(p: Pod, stamp: Option<&str>) -> Pod {
+    fn ready(p: Pod) -> Pod {
         let mut v = serde_json::to_value(bound(p)).unwrap();
         v["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
-        if let Some(s) = stamp {
-            v["metadata"]["annotations"] = json!({ALL_READY_AT: s});
-        }
         serde_json::from_value(v).unwrap()
     }
 
@@ -169,28 +153,27 @@ mod tests {
 
     #[test]
     fn a_partial_gang_clogs_until_its_run_begins_and_a_deleted_pod_until_it_goes() {
-        let t0 = cluster::parse_time("2026-01-01T00:00:00Z").unwrap();
+        let t0 = 1_767_225_600.0;
         let mut l = Ledger::default();
-        // Gang a (2 pods, 8 GPUs each): one bound at 0, the other at 4; stamped all-ready at 5;
-        // both end at 10.
+        // Gang a (2 pods, 8 GPUs each): one bound at 0 and Ready at 1, the other bound at 4 and
+        // Ready at 5 (the gang runs from then); both end at 10.
         let (a0, a1) = (pod("a0", "a", 8), pod("a1", "a", 8));
         l.observe(false, &a0, t0);
         l.observe(false, &bound(a0.clone()), t0);
         l.observe(false, &bound(a1.clone()), t0 + 4.0);
-        let stamp = Some("2026-01-01T00:00:05Z");
-        l.observe(false, &ready(a0.clone(), stamp), t0 + 5.0);
-        l.observe(false, &ready(a1.clone(), stamp), t0 + 5.0);
-        l.observe(false, &succeeded(ready(a0, stamp)), t0 + 10.0);
-        l.observe(false, &succeeded(ready(a1, stamp)), t0 + 10.0);
+        l.observe(false, &ready(a0.clone()), t0 + 1.0);
+        l.observe(false, &ready(a1.clone()), t0 + 5.0);
+        l.observe(false, &succeeded(ready(a0)), t0 + 10.0);
+        l.observe(false, &succeeded(ready(a1)), t0 + 10.0);
         // Gang b (2 pods): one bound at 2 and deleted at 6 (evicted); the other never bound.
         let b0 = pod("b0", "b", 8);
         l.observe(false, &bound(b0.clone()), t0 + 2.0);
         l.observe(true, &bound(b0), t0 + 6.0);
         l.observe(false, &pod("b1", "b", 8), t0 + 2.0);
-        // A single-pod job that runs from its own start: Ready at 1, no stamp, still running at 10.
+        // A single-pod job: Ready at 1, still running at 10.
         let c0 = pod("c0", "c", 0);
         l.observe(false, &bound(c0.clone()), t0);
-        l.observe(false, &ready(c0, None), t0 + 1.0);
+        l.observe(false, &ready(c0), t0 + 1.0);
         let gang = |name: &str| JobRecord { pods: 2, ..record(name, "x") };
         let jobs = [gang("a"), gang("b"), record("c", "x")];
         let o = l.occupancy([32_000.0, 1e12, 32.0], &jobs, t0, t0 + 10.0);
