@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use muster_sim::metrics::{Occupancy, PerResource};
+use serde::{Deserialize, Serialize};
 
 use crate::cluster::{amount, true_condition};
 use crate::outcome::job_name;
@@ -68,36 +69,102 @@ impl Ledger {
         }
     }
 
-    /// The occupancy of `capacity` ([`capacity`]) over [`from`, `to`): a pod still holding at
-    /// `to` counts until then. A job's gang is its record's minimum (else all of its pods).
-    pub fn occupancy(&self, capacity: PerResource, jobs: &[JobRecord], from: f64, to: f64) -> Occupancy {
+    /// The occupancy of `capacity` ([`capacity`]) over [`from`, `to`), and what partial gangs
+    /// held in it: a pod still holding at `to` counts until then. A job's gang is its record's
+    /// minimum (else all of its pods).
+    pub fn usage(&self, capacity: PerResource, jobs: &[JobRecord], from: f64, to: f64) -> (Occupancy, PartialGangs) {
         let gang: HashMap<&str, u32> = jobs.iter().map(|j| (j.name.as_str(), j.min_pods.unwrap_or(j.pods))).collect();
         let mut by_job: HashMap<Option<&str>, Vec<&PodSpan>> = HashMap::new();
         for p in self.pods.values() {
             by_job.entry(p.job.as_deref()).or_default().push(p);
         }
-        let (mut held, mut clog) = ([0.0; 3], [0.0; 3]);
+        let within = |a: f64, b: f64| (b.min(to) - a.max(from)).max(0.0);
+        let (mut held, mut clog, mut partial) = ([0.0; 3], [0.0; 3], [0.0; 3]);
         for (job, pods) in by_job {
             let size = job.and_then(|j| gang.get(j).copied()).unwrap_or(pods.len() as u32);
             let runs_from = runs_from(&pods, size);
-            for p in pods {
+            for p in &pods {
                 let Some(bound) = p.bound else { continue };
                 let end = p.end.unwrap_or(to);
-                let within = |a: f64, b: f64| (b.min(to) - a.max(from)).max(0.0);
                 let (holding, clogging) = (within(bound, end), within(bound, end.min(runs_from)));
                 for r in 0..3 {
                     held[r] += p.requests[r] * holding;
                     clog[r] += p.requests[r] * clogging;
                 }
             }
+            let mut sweep = GangSweep::default();
+            let mut steps: Vec<(f64, bool, &PerResource)> = pods
+                .iter()
+                .filter_map(|p| Some([(p.bound?, true, &p.requests), (p.end.unwrap_or(to), false, &p.requests)]))
+                .flatten()
+                .collect();
+            // In time order; at one instant a pod's end before another's bind.
+            steps.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            for (t, bound, requests) in steps {
+                if !sweep.complete && sweep.bound > 0 {
+                    let dt = within(sweep.since, t);
+                    (0..3).for_each(|r| partial[r] += sweep.holding[r] * dt);
+                }
+                sweep.step(t, bound, requests, size);
+            }
         }
-        Occupancy::new(capacity, held, clog, to - from)
+        let span = to - from;
+        let share = |r: usize| partial[r] / (capacity[r].max(1.0) * span.max(1e-3));
+        let gpus = capacity[2] > 0.0;
+        let partial_gangs = PartialGangs {
+            cpu_core_s: round3(partial[0] / 1000.0),
+            gpu_s: gpus.then(|| round3(partial[2])),
+            share: round3(if gpus { share(0).max(share(2)) } else { share(0) }),
+        };
+        (Occupancy::new(capacity, held, clog, span), partial_gangs)
     }
 
     /// The latest moment any pod was seen to end; none before one has.
     pub fn last_end(&self) -> Option<f64> {
         self.pods.values().filter_map(|p| p.end).reduce(f64::max)
     }
+}
+
+/// Resource-seconds held by the pods of gangs that did not have every member bound yet: from a
+/// gang's first pod bound until its last is (again after all of its pods have gone, as after an
+/// eviction). A scheduler that binds gangs whole holds next to none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartialGangs {
+    pub cpu_core_s: f64,
+    /// Absent without GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_s: Option<f64>,
+    /// The larger of cpu and GPUs: held by partial gangs / (capacity x the run).
+    pub share: f64,
+}
+
+/// One gang's pods followed through their binds and ends, in time order.
+#[derive(Debug, Default)]
+struct GangSweep {
+    bound: u32,
+    holding: PerResource,
+    /// Every member has been bound at once since the gang last had none.
+    complete: bool,
+    since: f64,
+}
+
+impl GangSweep {
+    fn step(&mut self, t: f64, bound: bool, requests: &PerResource, size: u32) {
+        for (h, q) in self.holding.iter_mut().zip(requests) {
+            *h += if bound { *q } else { -*q };
+        }
+        self.bound = if bound { self.bound + 1 } else { self.bound.saturating_sub(1) };
+        if self.bound >= size.max(1) {
+            self.complete = true;
+        } else if self.bound == 0 {
+            self.complete = false;
+        }
+        self.since = t;
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }
 
 /// When a job of `pods` (gang of `size`) began to run: the moment its `size`-th pod was seen
@@ -176,7 +243,7 @@ mod tests {
         l.observe(false, &ready(c0), t0 + 1.0);
         let gang = |name: &str| JobRecord { pods: 2, ..record(name, "x") };
         let jobs = [gang("a"), gang("b"), record("c", "x")];
-        let o = l.occupancy([32_000.0, 1e12, 32.0], &jobs, t0, t0 + 10.0);
+        let (o, partial) = l.usage([32_000.0, 1e12, 32.0], &jobs, t0, t0 + 10.0);
         // GPU-seconds held: a 8 x (10 + 6) + b 8 x 4 = 160; clogged: a0 8 x 5 + a1 8 x 1 + b0 8 x 4 = 80.
         assert_eq!(o.mean_util_gpu, Some(0.5)); // 160 / (32 x 10)
         assert_eq!(o.clog_gpu_s, Some(80.0));
@@ -185,12 +252,32 @@ mod tests {
         assert_eq!(o.clog_cpu_core_s, 11.0);
         assert_eq!(o.clog_share, 0.25); // GPUs: 80 / 320
         assert_eq!(l.last_end(), Some(t0 + 10.0));
+        // Partial gangs: a0 alone from 0 to 4, b0 alone from 2 to 6 (b never complete); c is
+        // complete with its one pod.
+        assert_eq!(partial, PartialGangs { cpu_core_s: 8.0, gpu_s: Some(64.0), share: 0.2 });
         // Without GPUs in the cluster, no GPU figures.
-        let o = l.occupancy([32_000.0, 1e12, 0.0], &jobs, t0, t0 + 10.0);
-        assert_eq!((o.mean_util_gpu, o.clog_gpu_s), (None, None));
+        let (o, partial) = l.usage([32_000.0, 1e12, 0.0], &jobs, t0, t0 + 10.0);
+        assert_eq!((o.mean_util_gpu, o.clog_gpu_s, partial.gpu_s), (None, None, None));
     }
 
-    fn round3(x: f64) -> f64 {
-        (x * 1000.0).round() / 1000.0
+    #[test]
+    fn a_gang_is_partial_again_only_after_all_of_its_pods_went() {
+        let mut l = Ledger::default();
+        // Gang of 2 whole at 1; one pod replaced (ends at 3, its successor bound at 4): whole
+        // since 1, not partial; both evicted at 6, rebound one at 7, the other at 9.
+        let p = |uid: &str| pod(uid, "g", 1);
+        l.observe(false, &bound(p("a")), 0.0);
+        l.observe(false, &bound(p("b")), 1.0);
+        l.observe(true, &bound(p("a")), 3.0);
+        l.observe(false, &bound(p("c")), 4.0);
+        l.observe(true, &bound(p("b")), 6.0);
+        l.observe(true, &bound(p("c")), 6.0);
+        l.observe(false, &bound(p("d")), 7.0);
+        l.observe(false, &bound(p("e")), 9.0);
+        let jobs = [JobRecord { pods: 2, ..record("g", "x") }];
+        let (_, partial) = l.usage([1000.0, 1.0, 8.0], &jobs, 0.0, 10.0);
+        // 1 GPU x (0..1) + 1 GPU x (7..9) = 3 GPU-s; share 3 / 80.
+        assert_eq!(partial.gpu_s, Some(3.0));
+        assert_eq!(partial.share, 0.3, "cpu: 3 core-s of 1 core x 10 s");
     }
 }

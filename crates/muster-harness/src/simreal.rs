@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::cluster::{self, ALL_READY_AT, Condition, now, secs, true_condition};
-use crate::occupancy::{Ledger, capacity};
+use crate::occupancy::{Ledger, PartialGangs, capacity};
 use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
 use crate::peers::{Object, PeerOptions, job_objects, priority_classes};
 use crate::stats::{mean, peak_rate, py, round};
@@ -54,6 +54,9 @@ pub struct RealResult {
     /// pod's end (as `muster sim` reports them); absent in runs made before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub occupancy: Option<Occupancy>,
+    /// What gangs held before every member was bound, over the same span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_gangs: Option<PartialGangs>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -302,7 +305,8 @@ pub async fn run(
     let ledger = cluster::lock(&ledger);
     // Up to the last pod's end, as the simulator's run ends with its last event.
     let to = ledger.last_end().filter(|_| result.unfinished == 0).unwrap_or_else(now).max(t0);
-    result.occupancy = Some(ledger.occupancy(capacity(&nodes), &jobs, t0, to));
+    let (occupancy, partial_gangs) = ledger.usage(capacity(&nodes), &jobs, t0, to);
+    (result.occupancy, result.partial_gangs) = (Some(occupancy), Some(partial_gangs));
     result.series = series;
     result.scheduler_metrics = std::mem::take(&mut *snapshots.lock().unwrap_or_else(|e| e.into_inner()));
     write_json(out, &result, 2)
@@ -361,6 +365,7 @@ pub fn summarize(items: &[Job], pods: &[Pod], jobs: &[JobRecord], t0: f64, lag: 
         topology: None,
         waits: waits(items, pods, jobs),
         occupancy: None,
+        partial_gangs: None,
     }
 }
 

@@ -111,7 +111,10 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
                 1,
                 "%"
             ),
-            f(&|r| occ(r).map(|o| if gpus { o.clog_gpu_s.unwrap_or(0.0) } else { o.clog_cpu_core_s }), 0),
+            f(
+                &|r| r.result.partial_gangs.as_ref().map(|p| if gpus { p.gpu_s.unwrap_or(0.0) } else { p.cpu_core_s }),
+                0
+            ),
             f(&|r| r.cost.as_ref().map(|c| c.scheduler_cpu_s), 1),
             f(&|r| r.cost.as_ref().map(|c| c.apiserver_writes), 0),
         );
@@ -141,7 +144,8 @@ mod tests {
                 "measured": {"job_to_last_pod_created_s": null, "last_pod_bound_to_all_ready_s": null,
                              "peak_pod_creates_per_s": 0.0, "peak_bindings_per_s": 0.0, "pods_seen": 0},
                 "occupancy": {"mean_util_cpu": 0.5, "mean_util_memory": 0.5, "mean_util_gpu": gpu,
-                              "clog_cpu_core_s": 0.0, "clog_memory_gib_s": 0.0, "clog_gpu_s": 10.0, "clog_share": 0.01}
+                              "clog_cpu_core_s": 0.0, "clog_memory_gib_s": 0.0, "clog_gpu_s": 10.0, "clog_share": 0.01},
+                "partial_gangs": {"cpu_core_s": 1.0, "gpu_s": 10.0, "share": 0.01}
             })
             .to_string()
         };

@@ -1,7 +1,8 @@
 //! Engine throughput and cycle latency at scale.
 //!
 //! `cargo run --release -p muster-queue --example engine_bench [-- NODES PENDING RUNNING POLICY]`
-//! (defaults 10000 10000 1000 easy; POLICY = strict | besteffort | easy | conservative).
+//! (defaults 10000 10000 1000 easy; POLICY = strict | besteffort | easy | conservative |
+//! selective, the default policy: depth 16, slowdown 3).
 //!
 //! 1. Burst: 1000 groups placed, then 10k pending groups that all fit on the rest of the cluster are
 //!    admitted by one `schedule` call: admissions per second.
@@ -57,6 +58,7 @@ fn main() {
         "strict" => QueuePolicy::StrictFifo,
         "besteffort" => QueuePolicy::BestEffortFifo,
         "conservative" => QueuePolicy::Conservative { depth: 16 },
+        "selective" => QueuePolicy::Selective { depth: 16, slowdown: 3 },
         _ => QueuePolicy::Easy,
     };
     println!("nodes {nodes}, pending {pending}, running {running}, policy {policy:?}");

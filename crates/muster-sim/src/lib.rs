@@ -105,7 +105,8 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         }
         _ => {
             let mut known: Vec<&str> = BUILTIN.to_vec();
-            known.extend(models::muster::VARIANTS.iter().map(|(n, _)| *n));
+            // "muster" is both built in and a variant: named once.
+            known.extend(models::muster::VARIANTS.iter().map(|(n, _)| *n).filter(|n| !BUILTIN.contains(n)));
             known.extend(opts.custom.iter().map(|c| c.name.as_str()));
             return Err(SimError::UnknownScheduler { name: name.to_string(), known: known.join(", ") });
         }

@@ -64,6 +64,15 @@ fn seed_deadlock() -> Workload {
 }
 
 #[test]
+fn an_unknown_scheduler_is_refused_with_each_known_name_once() {
+    let Err(e) = muster_sim::scheduler("kube", &seed_deadlock()) else { panic!("kube is not a scheduler") };
+    let msg = e.to_string();
+    assert!(msg.starts_with("unknown scheduler \"kube\"; known: default, "), "{msg}");
+    assert_eq!(msg.matches("muster,").count() + msg.matches("muster\n").count(), 1, "{msg}");
+    assert!(msg.contains("muster-besteffort"), "{msg}");
+}
+
+#[test]
 fn default_model_reproduces_the_seed_001_deadlock() {
     let w = seed_deadlock();
     let (t, rec) = tap(&w, models::kube::DefaultScheduler::default());
