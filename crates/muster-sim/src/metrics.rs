@@ -1,6 +1,9 @@
 //! From a run's record to its metrics. Percentiles use the nearest-rank method; every figure is
 //! rounded to fixed decimals so output is byte-identical for the same inputs.
 
+use std::collections::BTreeMap;
+
+use muster_graph::names::is_qualified_resource;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::RunRecord;
@@ -77,6 +80,25 @@ pub struct Utilization {
     /// Per sample: share of the cluster's cpu / memory held by pods.
     pub cpu: Vec<f64>,
     pub memory: Vec<f64>,
+    /// The same for each extended resource the cluster has (GPUs and any other), by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended: BTreeMap<String, Vec<f64>>,
+}
+
+impl Utilization {
+    /// Per sample, the largest share of any resource held: the cluster's scarce resource at
+    /// that moment (GPUs on a GPU cluster), which a chart of its use shows.
+    pub fn peak_shares(&self) -> Vec<f64> {
+        let series = [&self.cpu, &self.memory].into_iter().chain(self.extended.values());
+        let mut peak: Vec<f64> = vec![];
+        for s in series {
+            peak.resize(peak.len().max(s.len()), 0.0);
+            for (p, v) in peak.iter_mut().zip(s) {
+                *p = p.max(*v);
+            }
+        }
+        peak
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -134,6 +156,9 @@ pub struct Occupancy {
     pub clog_gpu_s: Option<f64>,
     /// Largest of cpu, memory and GPUs: clogged resource-seconds / (capacity x run length).
     pub clog_share: f64,
+    /// Share held of each extended resource other than GPUs, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mean_util_other: BTreeMap<String, f64>,
 }
 
 /// cpu, memory and GPUs, the resources [`Occupancy`] reports.
@@ -155,6 +180,7 @@ impl Occupancy {
             clog_memory_gib_s: round3(clog[1] / (1024.0 * 1024.0 * 1024.0)),
             clog_gpu_s: gpus.then(|| round3(clog[2])),
             clog_share: round3(shares.fold(0.0, f64::max)),
+            mean_util_other: BTreeMap::new(),
         }
     }
 }
@@ -269,7 +295,18 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
     let capacity = [cpu, mem, gpu].map(|r| r.map_or(0.0, |r| rec.capacity[r] as f64));
     let held = [cpu, mem, gpu].map(|r| per(r, &|r| rec.held.iter().map(|b| b[r]).sum()));
     let clog = [cpu, mem, gpu].map(|r| per(r, &|r| rec.clog[r]));
-    let occupancy = Occupancy::new(capacity, held, clog, end as f64 / 1000.0);
+    let mut occupancy = Occupancy::new(capacity, held, clog, end as f64 / 1000.0);
+    // Extended resources the cluster has: GPUs and any other (cpu, memory and the like are not).
+    let extended: Vec<(usize, &String)> =
+        rec.resources.iter().enumerate().filter(|(r, n)| is_qualified_resource(n) && rec.capacity[*r] > 0).collect();
+    occupancy.mean_util_other = extended
+        .iter()
+        .filter(|(r, _)| Some(*r) != gpu)
+        .map(|(r, n)| {
+            let total: f64 = rec.held.iter().map(|b| b[*r]).sum();
+            (n.to_string(), round3(total / (rec.capacity[*r] as f64 * end as f64)))
+        })
+        .collect();
     let mut waits_s: Vec<f64> = waits.iter().map(|w| round3(*w as f64 / 1000.0)).collect();
     waits_s.sort_by(f64::total_cmp);
     RunResult {
@@ -296,7 +333,12 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         estimates: estimate_accuracy(rec),
         events: rec.events,
         classes,
-        utilization: Utilization { sample_s: round3(sample as f64 / 1000.0), cpu: share(cpu), memory: share(mem) },
+        utilization: Utilization {
+            sample_s: round3(sample as f64 / 1000.0),
+            cpu: share(cpu),
+            memory: share(mem),
+            extended: extended.iter().map(|(r, n)| (n.to_string(), share(Some(*r)))).collect(),
+        },
         completion_times_s: completed_at.iter().map(|t| round3(*t as f64 / 1000.0)).collect(),
         waits_s,
         wall_ms: 0,

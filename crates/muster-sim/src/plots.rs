@@ -102,17 +102,12 @@ impl Report {
             .iter()
             .map(|r| {
                 let u = &r.utilization;
-                let n = u.cpu.len().max(u.memory.len());
-                let pts = (0..n)
-                    .map(|i| {
-                        let v = u.cpu.get(i).copied().unwrap_or(0.0).max(u.memory.get(i).copied().unwrap_or(0.0));
-                        (i as f64 * u.sample_s / 60.0, v * 100.0)
-                    })
-                    .collect();
-                (r.scheduler.clone(), thin(pts))
+                let pts =
+                    u.peak_shares().into_iter().enumerate().map(|(i, v)| (i as f64 * u.sample_s / 60.0, v * 100.0));
+                (r.scheduler.clone(), thin(pts.collect()))
             })
             .collect();
-        let title = format!("{}: utilization (larger of cpu and memory held)", self.scenario);
+        let title = format!("{}: utilization (the most held of cpu, memory, GPUs and other devices)", self.scenario);
         files.extend(both(dir, "utilization", &title, "time (min)", "held (%)", &util)?);
         let mut done: Series = vec![("ideal-fifo".into(), steps(&self.ideal_fifo_gang.completion_times_s))];
         done.extend(self.runs.iter().map(|r| (r.scheduler.clone(), steps(&r.completion_times_s))));

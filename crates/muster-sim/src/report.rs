@@ -1,5 +1,6 @@
 //! The comparison of one scenario across schedulers: a side-by-side table, JSON and CSV.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -93,6 +94,11 @@ impl Report {
         row("memory util mean (%)", dash(), &|r| f(r.occupancy.mean_util_memory * 100.0, 1));
         if self.runs.iter().any(|r| r.occupancy.mean_util_gpu.is_some()) {
             row("gpu util mean (%)", dash(), &|r| r.occupancy.mean_util_gpu.map_or(dash(), |u| f(u * 100.0, 1)));
+        }
+        let others: BTreeSet<&String> = self.runs.iter().flat_map(|r| r.occupancy.mean_util_other.keys()).collect();
+        for name in others {
+            let util = |r: &RunResult| r.occupancy.mean_util_other.get(name).map_or(dash(), |u| f(u * 100.0, 1));
+            row(&format!("{name} util mean (%)"), dash(), &util);
         }
         row("clog cpu (core-h)", "0.0".into(), &|r| f(r.occupancy.clog_cpu_core_s / 3600.0, 1));
         row("clog memory (GiB-h)", "0.0".into(), &|r| f(r.occupancy.clog_memory_gib_s / 3600.0, 1));
@@ -189,6 +195,9 @@ impl Report {
             put(s, "*", "util_memory_mean", f(r.occupancy.mean_util_memory, 3));
             if let Some(u) = r.occupancy.mean_util_gpu {
                 put(s, "*", "util_gpu_mean", f(u, 3));
+            }
+            for (name, u) in &r.occupancy.mean_util_other {
+                put(s, "*", &format!("util_mean[{name}]"), f(*u, 3));
             }
             put(s, "*", "clog_cpu_core_s", f(r.occupancy.clog_cpu_core_s, 3));
             put(s, "*", "clog_memory_gib_s", f(r.occupancy.clog_memory_gib_s, 3));

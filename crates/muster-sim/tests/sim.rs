@@ -234,6 +234,34 @@ fn metrics_on_a_hand_computed_run() {
     assert_eq!(r.occupancy.mean_util_cpu, 1.0);
     assert_eq!(r.utilization.cpu, vec![1.0, 1.0, 1.0]);
     assert_eq!(r.completion_times_s, vec![10.0, 30.0]);
+    assert!(r.utilization.extended.is_empty() && r.occupancy.mean_util_other.is_empty());
+}
+
+#[test]
+fn every_extended_resource_is_counted() {
+    // One node of 4 cpu, 8 GPUs and 2 FPGAs; one job of 1 pod (1 cpu, 4 GPUs, 1 FPGA) for 10 s of
+    // a 20 s run: GPUs and FPGAs are each half held for half the run.
+    let w = workload(
+        "extended",
+        "name: x\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: \"4\", nvidia.com/gpu: 8, example.com/fpga: 2, pods: 10}}\n",
+        "name: x\nsampleInterval: 10s\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s}\njobClasses:\n\
+         \x20 - {name: a, count: 1, members: 1, resources: {cpu: \"1\", nvidia.com/gpu: 4, example.com/fpga: 1}, runTime: 10s}\n\
+         \x20 - {name: b, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 20s}\n",
+        1,
+    )
+    .unwrap();
+    let opts = RunOptions { schedulers: vec!["default".into()], ..RunOptions::new("") };
+    let report = muster_sim::run_workload(&w, &opts).unwrap();
+    let r = &report.runs[0];
+    assert_eq!(r.makespan_s, Some(20.0));
+    assert_eq!(r.occupancy.mean_util_gpu, Some(0.25));
+    assert_eq!(r.occupancy.mean_util_other, [("example.com/fpga".to_string(), 0.25)].into());
+    assert_eq!(r.utilization.extended["nvidia.com/gpu"], vec![0.5, 0.0]);
+    assert_eq!(r.utilization.extended["example.com/fpga"], vec![0.5, 0.0]);
+    // The chart follows the most held resource: GPUs and FPGAs at first, then cpu alone.
+    assert_eq!(r.utilization.peak_shares(), vec![0.5, 0.25]);
+    assert!(report.render_table().contains("example.com/fpga util mean (%)"), "{}", report.render_table());
+    assert!(report.to_csv().contains("default,*,util_mean[example.com/fpga],0.250"), "{}", report.to_csv());
 }
 
 fn small_jittered(seed: u64) -> Workload {
