@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{GI, Shape, allocate_ok, group, occupancy, round};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
+use muster_graph::jobspec::TopologyConstraint;
 use muster_graph::{GroupRequest, MatchOutcome, Policy, ResourceGraph};
 
 const SEED: u64 = 0x5EED_0001;
@@ -24,7 +24,7 @@ fn ten() -> GroupRequest {
 }
 
 fn with_rack(mut req: GroupRequest) -> GroupRequest {
-    req.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Required });
+    req.topology = Some(TopologyConstraint::required("rack"));
     req
 }
 

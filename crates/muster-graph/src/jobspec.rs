@@ -29,6 +29,23 @@ pub enum ConstraintMode {
 pub struct TopologyConstraint {
     pub level: String,
     pub mode: ConstraintMode,
+    /// For a preferred constraint: a level enclosing `level` that the members must share even
+    /// when `level` cannot hold them (prefer one rack, require one block). Absent: a preferred
+    /// constraint falls back to the whole cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<String>,
+}
+
+impl TopologyConstraint {
+    /// All members within one domain of `level`.
+    pub fn required(level: impl Into<String>) -> Self {
+        Self { level: level.into(), mode: ConstraintMode::Required, within: None }
+    }
+
+    /// Members within one domain of `level` where they fit, else of the next level out.
+    pub fn preferred(level: impl Into<String>) -> Self {
+        Self { level: level.into(), mode: ConstraintMode::Preferred, within: None }
+    }
 }
 
 /// Whole sockets of one node per member (Flux `slot > socket[count] > ...`): the member holds
@@ -417,7 +434,7 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         filter: NodeFilter::default(),
         members_per_node,
         exclusive: shape.exclusive || shape.slot_is_whole_node,
-        topology: shape.level.map(|level| TopologyConstraint { level, mode: ConstraintMode::Required }),
+        topology: shape.level.map(TopologyConstraint::required),
         sockets,
         duration,
         policy: None,

@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::graph::{DomainId, Graph, NodeId, VertexId};
-use crate::jobspec::{ConstraintMode, GroupRequest};
+use crate::jobspec::{ConstraintMode, GroupRequest, TopologyConstraint};
 use crate::policy::Policy;
 use crate::resources::ResourceKind;
 use crate::sockets::SocketDemand;
@@ -77,11 +77,8 @@ impl<'a> Demand<'a> {
         {
             per_member[pods.index()] = 1;
         }
-        if let Some(t) = &request.topology
-            && !graph.levels.contains_key(&t.level)
-        {
-            let known: Vec<_> = graph.levels.keys().filter(|l| *l != "cluster").collect();
-            return Err(Unsatisfiable(format!("no topology level {:?} in this cluster (levels: {known:?})", t.level)));
+        if let Some(t) = &request.topology {
+            graph.check_topology(t)?;
         }
         let (unit_size, units_per_node) = match request.members_per_node {
             Some(m) => (m.max(1), 1),
@@ -427,6 +424,35 @@ impl Graph {
         self.levels.get(level).map_or(&[], Vec::as_slice)
     }
 
+    /// Refuses a constraint on a level this graph lacks, or kept `within` a level that does not
+    /// enclose its own; the message names the levels there are.
+    fn check_topology(&self, t: &TopologyConstraint) -> Result<(), Unsatisfiable> {
+        let known: Vec<_> = self.levels.keys().filter(|l| *l != "cluster").collect();
+        for level in std::iter::once(&t.level).chain(&t.within) {
+            if !self.levels.contains_key(level) {
+                return Err(Unsatisfiable(format!("no topology level {level:?} in this cluster (levels: {known:?})")));
+            }
+        }
+        let Some(within) = &t.within else { return Ok(()) };
+        if t.mode == ConstraintMode::Required {
+            return Err(Unsatisfiable(format!(
+                "a required {:?} constraint cannot also be kept within {within:?}; require one level, or prefer \
+                 {:?} within {within:?}",
+                t.level, t.level
+            )));
+        }
+        let order = self.levels_innermost_first();
+        let depth = |l: &String| order.iter().position(|x| x == l);
+        if depth(within) <= depth(&t.level) {
+            return Err(Unsatisfiable(format!(
+                "{within:?} does not enclose {:?} (levels from the nodes out: {order:?}); keep the preferred level \
+                 within one further out",
+                t.level
+            )));
+        }
+        Ok(())
+    }
+
     /// Level names ordered innermost (closest to nodes) first.
     fn levels_innermost_first(&self) -> Vec<String> {
         let depth = |v: VertexId| {
@@ -518,11 +544,17 @@ impl Graph {
         if let Some(t) = &d.request.topology {
             // A preferred constraint that cannot be met degrades level by level: a gang that
             // cannot share a rack should still share a block rather than spread over the cluster.
+            // Kept within an enclosing level, it stops there.
             let levels = match t.mode {
                 ConstraintMode::Required => vec![t.level.clone()],
                 ConstraintMode::Preferred => {
-                    let outward = self.levels_innermost_first().into_iter().skip_while(|l| *l != t.level);
-                    outward.filter(|l| l != "cluster").collect()
+                    let mut outward: Vec<String> =
+                        self.levels_innermost_first().into_iter().skip_while(|l| *l != t.level).collect();
+                    if let Some(w) = &t.within {
+                        outward.truncate(outward.iter().position(|l| l == w).map_or(outward.len(), |i| i + 1));
+                    }
+                    outward.retain(|l| l != "cluster");
+                    outward
                 }
             };
             for level in &levels {
@@ -530,7 +562,7 @@ impl Graph {
                     return (p, Some(v));
                 }
             }
-            if t.mode == ConstraintMode::Required {
+            if t.mode == ConstraintMode::Required || t.within.is_some() {
                 return (Vec::new(), None);
             }
         } else if policy == Policy::Locality {
@@ -597,14 +629,19 @@ impl Graph {
         let needed = d.min_units;
         let unit_word =
             if d.unit_size > 1 { format!("groups of {} members", d.unit_size) } else { "members".to_string() };
-        if let Some(t) = req.topology.as_ref().filter(|t| t.mode == ConstraintMode::Required) {
+        // The level the members must share: a required one, or the one a preferred level is kept within.
+        let binding = req.topology.as_ref().and_then(|t| match t.mode {
+            ConstraintMode::Required => Some(&t.level),
+            ConstraintMode::Preferred => t.within.as_ref(),
+        });
+        if let Some(level) = binding {
             let largest = self
-                .level_domains(&t.level)
+                .level_domains(level)
                 .iter()
                 .map(|&(_, dom)| self.candidates(dom, d, Window::Empty).iter().map(|&(_, u)| u64::from(u)).sum::<u64>())
                 .max()
                 .unwrap_or(0);
-            return format!("needs {needed} {unit_word} in one {}; the largest {} holds {largest}", t.level, t.level);
+            return format!("needs {needed} {unit_word} in one {level}; the largest {level} holds {largest}");
         }
         let total: u64 =
             self.live_nodes().map(|(n, _)| u64::from(self.node_units(n, d, Window::Empty, &mut buf))).sum();

@@ -84,7 +84,7 @@ fn locality_picks_the_smallest_domain_that_fits() {
 fn required_topology_keeps_members_in_one_rack_or_refuses() {
     let mut r = rg(RACKS, Policy::First);
     let mut req = cpu("g", 8, 4);
-    req.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Required });
+    req.topology = Some(TopologyConstraint::required("rack"));
     let id = allocated(&mut r, &req);
     let racks: BTreeSet<_> = r
         .allocation(id)
@@ -417,6 +417,80 @@ nodeClasses:
 ";
 
 #[test]
+fn a_preferred_rack_kept_within_a_block_never_spreads_over_blocks() {
+    for policy in [Policy::First, Policy::HighId, Policy::Locality] {
+        let mut r = rg(BLOCKS, policy);
+        let label = |r: &ResourceGraph, n: &str, level: &str| {
+            r.graph.node(r.graph.node_id(n).unwrap()).labels[&format!("muster.dev/{level}")].clone()
+        };
+        // Other pods fill one rack of each block: 2 nodes are left in each.
+        for n in ["a-0", "a-1", "a-4", "a-5"] {
+            r.hold(n, &[("cpu".into(), 8000)], 0).unwrap();
+        }
+        assert_ne!(label(&r, "a-0", "block"), label(&r, "a-4", "block"));
+        let within_block = TopologyConstraint { within: Some("block".into()), ..TopologyConstraint::preferred("rack") };
+        // Three members fit in no rack and no block: kept within a block they wait; without
+        // `within` they run across both blocks.
+        let mut three = cpu("three", 3, 8);
+        three.topology = Some(within_block.clone());
+        assert!(matches!(r.allocate(&three, 0), MatchOutcome::Busy(_)), "{policy:?}");
+        three.topology = Some(TopologyConstraint::preferred("rack"));
+        let spread = allocated(&mut r, &three);
+        let blocks: BTreeSet<_> = nodes_of(&r, spread).iter().map(|n| label(&r, n, "block")).collect();
+        assert_eq!(blocks.len(), 2, "{policy:?}");
+        r.cancel(spread).unwrap();
+        // Five members fit in no block even when the cluster is empty: never, and it says why.
+        let mut five = cpu("five", 5, 8);
+        five.topology =
+            Some(TopologyConstraint { within: Some("block".into()), ..TopologyConstraint::preferred("rack") });
+        match r.allocate(&five, 0) {
+            MatchOutcome::Unsatisfiable(why) => {
+                assert_eq!(why, "needs 5 members in one block; the largest block holds 4")
+            }
+            other => panic!("{policy:?}: {other:?}"),
+        }
+        // Two members share a free rack.
+        let mut pair = cpu("pair", 2, 8);
+        pair.topology = Some(within_block);
+        let id = allocated(&mut r, &pair);
+        let racks: BTreeSet<_> = nodes_of(&r, id).iter().map(|n| label(&r, n, "rack")).collect();
+        assert_eq!(racks.len(), 1, "{policy:?}: {racks:?}");
+        check_invariants(&r);
+    }
+}
+
+#[test]
+fn a_constraint_kept_within_a_level_that_does_not_enclose_it_is_refused() {
+    let mut r = rg(BLOCKS, Policy::First);
+    let cases = [
+        (
+            TopologyConstraint { within: Some("rack".into()), ..TopologyConstraint::preferred("block") },
+            "\"rack\" does not enclose \"block\"",
+        ),
+        (
+            TopologyConstraint { within: Some("rack".into()), ..TopologyConstraint::preferred("rack") },
+            "\"rack\" does not enclose \"rack\"",
+        ),
+        (
+            TopologyConstraint { within: Some("zone".into()), ..TopologyConstraint::preferred("rack") },
+            "no topology level \"zone\"",
+        ),
+        (
+            TopologyConstraint { within: Some("block".into()), ..TopologyConstraint::required("rack") },
+            "a required \"rack\" constraint cannot also be kept within \"block\"",
+        ),
+    ];
+    for (t, want) in cases {
+        let mut req = cpu("g", 1, 1);
+        req.topology = Some(t);
+        match r.allocate(&req, 0) {
+            MatchOutcome::Unsatisfiable(why) => assert!(why.contains(want), "{why}"),
+            other => panic!("{want}: {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn a_preferred_rack_that_cannot_be_met_falls_back_to_one_block_before_the_cluster() {
     for policy in [Policy::First, Policy::HighId, Policy::Locality] {
         let mut r = rg(BLOCKS, policy);
@@ -424,10 +498,10 @@ fn a_preferred_rack_that_cannot_be_met_falls_back_to_one_block_before_the_cluste
         // rack takes 3 whole-node members; plain order would spread them over both blocks, the
         // fallback keeps them in the block with room.
         let mut filler = cpu("filler", 2, 8);
-        filler.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Required });
+        filler.topology = Some(TopologyConstraint::required("rack"));
         allocated(&mut r, &filler);
         let mut req = cpu("g", 3, 8);
-        req.topology = Some(TopologyConstraint { level: "rack".into(), mode: ConstraintMode::Preferred });
+        req.topology = Some(TopologyConstraint::preferred("rack"));
         let id = allocated(&mut r, &req);
         let blocks: BTreeSet<_> = r
             .allocation(id)

@@ -124,10 +124,12 @@ fn request(i: usize, s: &ReqSpec, socketed: bool) -> GroupRequest {
     r.exclusive = s.exclusive;
     r.duration = s.duration;
     r.policy = Some(POLICIES[usize::from(s.policy) % POLICIES.len()]);
-    r.topology = s.rack.map(|required| TopologyConstraint {
-        level: "rack".into(),
-        mode: if required { ConstraintMode::Required } else { ConstraintMode::Preferred },
-    });
+    r.topology =
+        s.rack.map(
+            |required| {
+                if required { TopologyConstraint::required("rack") } else { TopologyConstraint::preferred("rack") }
+            },
+        );
     if let Some(count) = s.sockets.filter(|_| socketed) {
         let per_socket = std::mem::take(&mut r.requests);
         r.requests = per_socket.iter().map(|(name, a)| (name.clone(), a * u64::from(count))).collect();

@@ -876,10 +876,7 @@ fn bad_submissions_name_the_field() {
 fn unsatisfiable_is_marked_once_and_not_retried() {
     let mut e = engine(graph(8, 4), one_queue(QueuePolicy::StrictFifo));
     let mut s = spec("huge", "q", 40, 1, None, 0);
-    s.request.topology = Some(muster_graph::jobspec::TopologyConstraint {
-        level: "rack".into(),
-        mode: muster_graph::jobspec::ConstraintMode::Required,
-    });
+    s.request.topology = Some(muster_graph::jobspec::TopologyConstraint::required("rack"));
     s.request.requests = vec![("cpu".into(), 1000)];
     e.submit(s, 0).unwrap();
     e.submit(spec("ok", "q", 1, 1, None, 0), 0).unwrap();

@@ -542,7 +542,8 @@ impl JobSpec {
         g.requests = self.requests.clone();
         g.filter = self.filter.clone();
         g.duration = self.expected_run_ms.map(|ms| (ms as u64).div_ceil(1000).max(1));
-        g.topology = self.topology.as_ref().map(|t| TopologyConstraint { level: t.level.clone(), mode: t.mode });
+        g.topology =
+            self.topology.as_ref().map(|t| TopologyConstraint { level: t.level.clone(), mode: t.mode, within: None });
         g
     }
 
