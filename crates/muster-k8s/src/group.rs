@@ -134,6 +134,11 @@ pub struct TopologyConstraint {
     #[schemars(length(min = 1))]
     pub level: String,
     pub mode: TopologyMode,
+    /// For a preferred level: an enclosing level the members must share even when the preferred
+    /// one cannot hold them (prefer a rack, require its block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub within: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -143,31 +148,38 @@ pub enum TopologyMode {
     Preferred,
 }
 
-/// The topology constraint an object asks for with [`labels::REQUIRED_TOPOLOGY`] or
-/// [`labels::PREFERRED_TOPOLOGY`]; the error names the annotation and the fix. Whether the level
-/// exists is the engine's to say (the levels are the cluster's).
+/// The topology constraint an object asks for with [`labels::REQUIRED_TOPOLOGY`],
+/// [`labels::PREFERRED_TOPOLOGY`], or both (the preferred level kept within the required one);
+/// the error names the annotation and the fix. Whether the levels exist, and whether the required
+/// one encloses the preferred one, is the engine's to say (the levels are the cluster's).
 pub fn annotated_topology(
     annotations: Option<&BTreeMap<String, String>>,
 ) -> Result<Option<TopologyConstraint>, String> {
-    let get = |k: &str| annotations.and_then(|a| a.get(k));
-    let (key, level, mode) = match (get(labels::REQUIRED_TOPOLOGY), get(labels::PREFERRED_TOPOLOGY)) {
-        (None, None) => return Ok(None),
-        (Some(_), Some(_)) => {
+    let level = |key: &str| -> Result<Option<String>, String> {
+        let Some(level) = annotations.and_then(|a| a.get(key)) else { return Ok(None) };
+        if !muster_graph::names::is_dns_label(level) {
             return Err(format!(
-                "metadata.annotations: {} and {} are both set; keep the one you mean",
+                "metadata.annotations[{key}]: {level:?} is not a topology level; name one, such as rack, block or zone"
+            ));
+        }
+        Ok(Some(level.clone()))
+    };
+    Ok(match (level(labels::REQUIRED_TOPOLOGY)?, level(labels::PREFERRED_TOPOLOGY)?) {
+        (None, None) => None,
+        (Some(level), None) => Some(TopologyConstraint { level, mode: TopologyMode::Required, within: None }),
+        (None, Some(level)) => Some(TopologyConstraint { level, mode: TopologyMode::Preferred, within: None }),
+        (Some(required), Some(preferred)) if required == preferred => {
+            return Err(format!(
+                "metadata.annotations: {} and {} both name {required:?}; keep one, or prefer a level inside the \
+                 required one (preferred rack, required block)",
                 labels::REQUIRED_TOPOLOGY,
                 labels::PREFERRED_TOPOLOGY
             ));
         }
-        (Some(l), None) => (labels::REQUIRED_TOPOLOGY, l, TopologyMode::Required),
-        (None, Some(l)) => (labels::PREFERRED_TOPOLOGY, l, TopologyMode::Preferred),
-    };
-    if !muster_graph::names::is_dns_label(level) {
-        return Err(format!(
-            "metadata.annotations[{key}]: {level:?} is not a topology level; name one, such as rack, block or zone"
-        ));
-    }
-    Ok(Some(TopologyConstraint { level: level.clone(), mode }))
+        (Some(required), Some(preferred)) => {
+            Some(TopologyConstraint { level: preferred, mode: TopologyMode::Preferred, within: Some(required) })
+        }
+    })
 }
 
 /// The members of a plain pod group, as its pods' labels say: [`labels::GROUP_SIZE`] pods (absent:
@@ -407,6 +419,7 @@ impl GroupSpec {
                     TopologyMode::Required => ConstraintMode::Required,
                     TopologyMode::Preferred => ConstraintMode::Preferred,
                 },
+                within: t.within.clone(),
             }),
             // Kubernetes gives a pod no socket; the kubelet's topology manager aligns it.
             sockets: None,
@@ -491,7 +504,7 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(r.topology, Some(EngineTopology { level: "rack".into(), mode: ConstraintMode::Required }));
+        assert_eq!(r.topology, Some(EngineTopology::required("rack")));
         assert_eq!(r.duration, Some(600));
     }
 

@@ -18,10 +18,10 @@ pub const MIN_MEMBERS: &str = "muster.dev/min-members";
 /// Expected run time in seconds, for estimated starts and backfill (annotation on Job or Pod).
 pub const DURATION: &str = "muster.dev/duration-seconds";
 /// All members of a Job's, JobSet's or plain-pod group's within one domain of this topology level
-/// (annotation; a level name such as `rack`, `block` or `zone`). At most one of this and
-/// [`PREFERRED_TOPOLOGY`].
+/// (annotation; a level name such as `rack`, `block` or `zone`).
 pub const REQUIRED_TOPOLOGY: &str = "muster.dev/required-topology";
-/// As [`REQUIRED_TOPOLOGY`], but the group may start spread when no domain has room.
+/// As [`REQUIRED_TOPOLOGY`], but the group may start spread over the next level out when no domain
+/// has room. With [`REQUIRED_TOPOLOGY`] too, it spreads no further than that (enclosing) level.
 pub const PREFERRED_TOPOLOGY: &str = "muster.dev/preferred-topology";
 /// Set by the webhook when a user unsuspends a suspended managed Job: muster resumes the group in
 /// its queue instead of letting the Job bypass it (annotation, an RFC 3339 time).

@@ -511,11 +511,11 @@ async fn bad_sizes_and_durations_are_refused_with_what_to_set() {
              as rack, block or zone",
         ),
         (
-            "topology both required and preferred",
+            "topology required and preferred the same level",
             json!({}),
-            json!({"muster.dev/required-topology": "rack", "muster.dev/preferred-topology": "block"}),
-            "metadata.annotations: muster.dev/required-topology and muster.dev/preferred-topology are both set; keep \
-             the one you mean",
+            json!({"muster.dev/required-topology": "rack", "muster.dev/preferred-topology": "rack"}),
+            "metadata.annotations: muster.dev/required-topology and muster.dev/preferred-topology both name \"rack\"; \
+             keep one, or prefer a level inside the required one (preferred rack, required block)",
         ),
         (
             "group-size zero",

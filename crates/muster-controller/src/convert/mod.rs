@@ -338,8 +338,12 @@ pub fn plain_pods_differ(
         let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
         ("spec.priorityClassName", show(&theirs.priority_class_name), show(&spec.priority_class_name))
     } else if theirs.topology != spec.topology {
-        let show =
-            |t: &Option<TopologyConstraint>| t.as_ref().map_or("none".into(), |t| format!("{:?} {}", t.mode, t.level));
+        let show = |t: &Option<TopologyConstraint>| {
+            t.as_ref().map_or("none".into(), |t| match &t.within {
+                Some(w) => format!("{:?} {} within {w}", t.mode, t.level),
+                None => format!("{:?} {}", t.mode, t.level),
+            })
+        };
         (
             "annotations muster.dev/required-topology and preferred-topology",
             show(&theirs.topology),

@@ -85,9 +85,21 @@ fn elastic_and_bad_annotations() {
 fn a_topology_annotation_becomes_the_groups_constraint() {
     let ann = |k: &str, v: &str| job(json!({"metadata": {"annotations": {k: v}}}));
     let g = job_view(&ann("muster.dev/required-topology", "rack")).unwrap().group.unwrap();
-    assert_eq!(g.topology, Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required }));
+    assert_eq!(
+        g.topology,
+        Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required, within: None })
+    );
     let g = job_view(&ann("muster.dev/preferred-topology", "block")).unwrap().group.unwrap();
-    assert_eq!(g.topology, Some(TopologyConstraint { level: "block".into(), mode: TopologyMode::Preferred }));
+    assert_eq!(
+        g.topology,
+        Some(TopologyConstraint { level: "block".into(), mode: TopologyMode::Preferred, within: None })
+    );
+    // Both: the preferred level kept within the required one.
+    let both = job(json!({"metadata": {"annotations": {
+        "muster.dev/preferred-topology": "rack", "muster.dev/required-topology": "block"}}}));
+    let g = job_view(&both).unwrap().group.unwrap();
+    let want = TopologyConstraint { level: "rack".into(), mode: TopologyMode::Preferred, within: Some("block".into()) };
+    assert_eq!(g.topology, Some(want));
     assert_eq!(job_view(&job(json!({}))).unwrap().group.unwrap().topology, None);
     let e = job_view(&ann("muster.dev/required-topology", "")).unwrap().group.unwrap_err();
     assert!(e.contains("muster.dev/required-topology") && e.contains("not a topology level"), "{e}");
@@ -219,7 +231,10 @@ fn plain_pods_read_their_group_and_make_its_spec() {
         pod_view(&plain_pod(json!({"metadata": {"annotations": {"muster.dev/required-topology": level}}}))).unwrap()
     };
     let g = plain_group_spec(&racked("rack")).unwrap();
-    assert_eq!(g.topology, Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required }));
+    assert_eq!(
+        g.topology,
+        Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required, within: None })
+    );
     let e = plain_group_spec(&racked("Rack 1")).unwrap_err();
     assert!(e.starts_with("pod w-0: metadata.annotations[muster.dev/required-topology]: \"Rack 1\""), "{e}");
     let first = pod_view(&plain_pod(json!({}))).unwrap();

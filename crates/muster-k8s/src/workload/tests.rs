@@ -59,14 +59,14 @@ fn an_elastic_job_is_sized_from_parallelism_and_its_annotations() {
 fn every_bad_field_is_named_at_once() {
     let j = job(
         json!({"muster.dev/min-members": "5", "muster.dev/duration-seconds": "1h",
-               "muster.dev/required-topology": "rack", "muster.dev/preferred-topology": "block"}),
+               "muster.dev/required-topology": "rack", "muster.dev/preferred-topology": "rack"}),
         json!({"parallelism": 2, "template": {"spec": pod("1", json!({}))}}),
     );
     let errors = shape(&j).unwrap_err();
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(errors[0].starts_with("metadata.annotations[muster.dev/min-members]: 5 is outside 1..=2"), "{errors:?}");
     assert!(errors[1].starts_with("metadata.annotations[muster.dev/duration-seconds]: \"1h\" is not a whole number"));
-    assert!(errors[2].contains("are both set"), "{errors:?}");
+    assert!(errors[2].contains("both name \"rack\""), "{errors:?}");
     let empty = job(json!({}), json!({"parallelism": 0, "template": {"spec": pod("1", json!({}))}}));
     assert_eq!(
         shape(&empty).unwrap_err(),
