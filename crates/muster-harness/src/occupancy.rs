@@ -80,6 +80,7 @@ impl Ledger {
         }
         let within = |a: f64, b: f64| (b.min(to) - a.max(from)).max(0.0);
         let (mut held, mut clog, mut partial) = ([0.0; 3], [0.0; 3], [0.0; 3]);
+        let mut longest_partial: f64 = 0.0;
         for (job, pods) in by_job {
             let size = job.and_then(|j| gang.get(j).copied()).unwrap_or(pods.len() as u32);
             let runs_from = runs_from(&pods, size);
@@ -107,6 +108,7 @@ impl Ledger {
                 }
                 sweep.step(t, bound, requests, size);
             }
+            longest_partial = longest_partial.max(sweep.longest);
         }
         let span = to - from;
         let share = |r: usize| partial[r] / (capacity[r].max(1.0) * span.max(1e-3));
@@ -115,6 +117,7 @@ impl Ledger {
             cpu_core_s: round3(partial[0] / 1000.0),
             gpu_s: gpus.then(|| round3(partial[2])),
             share: round3(if gpus { share(0).max(share(2)) } else { share(0) }),
+            longest_s: round3(longest_partial),
         };
         (Occupancy::new(capacity, held, clog, span), partial_gangs)
     }
@@ -136,6 +139,10 @@ pub struct PartialGangs {
     pub gpu_s: Option<f64>,
     /// The larger of cpu and GPUs: held by partial gangs / (capacity x the run).
     pub share: f64,
+    /// The longest any gang stayed partial: binding a whole gang takes a moment; a gang that
+    /// holds part of its nodes while it waits for the rest stays so for seconds or more.
+    #[serde(default)]
+    pub longest_s: f64,
 }
 
 /// One gang's pods followed through their binds and ends, in time order.
@@ -146,6 +153,9 @@ struct GangSweep {
     /// Every member has been bound at once since the gang last had none.
     complete: bool,
     since: f64,
+    /// Since when it has been partial, while it is.
+    partial_from: Option<f64>,
+    longest: f64,
 }
 
 impl GangSweep {
@@ -158,6 +168,14 @@ impl GangSweep {
             self.complete = true;
         } else if self.bound == 0 {
             self.complete = false;
+        }
+        match (self.partial_from, !self.complete && self.bound > 0) {
+            (None, true) => self.partial_from = Some(t),
+            (Some(from), false) => {
+                self.longest = self.longest.max(t - from);
+                self.partial_from = None;
+            }
+            _ => {}
         }
         self.since = t;
     }
@@ -254,7 +272,7 @@ mod tests {
         assert_eq!(l.last_end(), Some(t0 + 10.0));
         // Partial gangs: a0 alone from 0 to 4, b0 alone from 2 to 6 (b never complete); c is
         // complete with its one pod.
-        assert_eq!(partial, PartialGangs { cpu_core_s: 8.0, gpu_s: Some(64.0), share: 0.2 });
+        assert_eq!(partial, PartialGangs { cpu_core_s: 8.0, gpu_s: Some(64.0), share: 0.2, longest_s: 4.0 });
         // Without GPUs in the cluster, no GPU figures.
         let (o, partial) = l.usage([32_000.0, 1e12, 0.0], &jobs, t0, t0 + 10.0);
         assert_eq!((o.mean_util_gpu, o.clog_gpu_s, partial.gpu_s), (None, None, None));
@@ -279,5 +297,6 @@ mod tests {
         // 1 GPU x (0..1) + 1 GPU x (7..9) = 3 GPU-s; share 3 / 80.
         assert_eq!(partial.gpu_s, Some(3.0));
         assert_eq!(partial.share, 0.3, "cpu: 3 core-s of 1 core x 10 s");
+        assert_eq!(partial.longest_s, 2.0, "7..9");
     }
 }

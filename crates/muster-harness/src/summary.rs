@@ -81,9 +81,10 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
     let _ = writeln!(
         out,
         "| scheduler | runs | done / jobs | makespan s |{lb} wait mean s | wait p95 s | bounded slowdown | {util} | \
-         {clog} | scheduler CPU s | apiserver writes |"
+         {clog} | longest partial gang s | scheduler CPU s | apiserver writes |"
     );
-    let _ = writeln!(out, "|---|---|---|---|{}---|---|---|---|---|---|---|", if lb.is_empty() { "" } else { "---|" });
+    let _ =
+        writeln!(out, "|---|---|---|---|{}---|---|---|---|---|---|---|---|", if lb.is_empty() { "" } else { "---|" });
     for (peer, rs) in &by {
         let figure = |get: &dyn Fn(&Run) -> Option<f64>, digits, unit| {
             spread(&rs.iter().map(get).collect::<Vec<_>>(), digits, unit)
@@ -100,7 +101,7 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
         let occ = |r: &Run| r.result.occupancy.clone();
         let _ = writeln!(
             out,
-            "| {peer} | {} | {} | {makespan} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {peer} | {} | {} | {makespan} | {} | {} | {} | {} | {} | {} | {} | {} |",
             rs.len(),
             done.join(", "),
             f(&waits(|w| w.mean_s), 1),
@@ -115,6 +116,7 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
                 &|r| r.result.partial_gangs.as_ref().map(|p| if gpus { p.gpu_s.unwrap_or(0.0) } else { p.cpu_core_s }),
                 0
             ),
+            f(&|r| r.result.partial_gangs.as_ref().map(|p| p.longest_s), 1),
             f(&|r| r.cost.as_ref().map(|c| c.scheduler_cpu_s), 1),
             f(&|r| r.cost.as_ref().map(|c| c.apiserver_writes), 0),
         );
@@ -145,7 +147,7 @@ mod tests {
                              "peak_pod_creates_per_s": 0.0, "peak_bindings_per_s": 0.0, "pods_seen": 0},
                 "occupancy": {"mean_util_cpu": 0.5, "mean_util_memory": 0.5, "mean_util_gpu": gpu,
                               "clog_cpu_core_s": 0.0, "clog_memory_gib_s": 0.0, "clog_gpu_s": 10.0, "clog_share": 0.01},
-                "partial_gangs": {"cpu_core_s": 1.0, "gpu_s": 10.0, "share": 0.01}
+                "partial_gangs": {"cpu_core_s": 1.0, "gpu_s": 10.0, "share": 0.01, "longest_s": makespan / 100.0}
             })
             .to_string()
         };
@@ -160,10 +162,11 @@ mod tests {
         assert_eq!(rows.len(), 4, "{t}");
         assert_eq!(rows[0].matches('|').count(), rows[1].matches('|').count(), "{t}");
         assert!(rows[0].contains("GPU occupancy"), "{t}");
-        assert_eq!(rows[2], "| kueue | 1 | 2/2 | 200 | 2.00 | - | - | - | 40.0% | 10 | - | - |");
+        assert_eq!(rows[2], "| kueue | 1 | 2/2 | 200 | 2.00 | - | - | - | 40.0% | 10 | 2.0 | - | - |");
         assert_eq!(
             rows[3],
-            "| muster | 2 | 2/2, 2/2 | 110 (100-120) | 1.10 (1.00-1.20) | - | - | - | 70.0% (60.0%-80.0%) | 10 (10-10) | 4.0 | 10 |"
+            "| muster | 2 | 2/2, 2/2 | 110 (100-120) | 1.10 (1.00-1.20) | - | - | - | 70.0% (60.0%-80.0%) | 10 (10-10) | \
+             1.1 (1.0-1.2) | 4.0 | 10 |"
         );
         assert!(table(&[std::env::temp_dir().join("muster-summary-none")], None).is_err());
     }
