@@ -5,7 +5,8 @@
 # binds it to the node its Group assigned to the member it fills; they run (KWOK) and succeed;
 # the Group goes Succeeded; once the pods are deleted, muster deletes the Group. A group whose
 # pods do not all exist yet waits gated, holding nothing. Pods annotated
-# muster.dev/required-topology: rack are placed all in one rack.
+# muster.dev/required-topology: rack are placed all in one rack; with preferred-topology: rack and
+# required-topology: block, a group too big for a rack is kept within one block.
 # A running group that loses a node is evicted: pods cannot be suspended, so muster deletes its
 # pods (also the one on the node that is left) and the Group goes with them. A controller
 # restart while an admitted group waits for a pod created again neither evicts it nor binds
@@ -17,6 +18,7 @@ ns=e2e-muster-pods
 echo "test-muster-pods" >&2
 cleanup() {
   muster_down
+  k label nodes -l muster.dev/block muster.dev/block- >/dev/null 2>&1 || true
   "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -84,6 +86,27 @@ racks=$(for n in $(k -n $ns get pods -l muster.dev/group=racked -o jsonpath='{.i
   k get node "$n" -o jsonpath='{.metadata.labels.muster\.dev/rack}{"\n"}'; done | sort -u)
 check "on 3 nodes of one rack ($racks)" test "$(wc -l <<<"$racks")" -eq 1 -a -n "$racks"
 k -n $ns delete pod racked-0 racked-1 racked-2 --wait=false >/dev/null
+
+# --- a preferred rack kept within a block -------------------------------------------------------
+# Blocks of 5 racks (50 nodes) labelled while muster runs; 12 pods of 60 cpu (one per node) fit in
+# no 10-node rack, so the group takes nodes of several racks, all in one block.
+for r in 0 1 2 3 4 5 6 7 8 9; do
+  k label nodes -l muster.dev/rack=worker-rack-$r muster.dev/block=block-$(( r / 5 )) --overwrite >/dev/null
+done
+for i in $(seq 0 11); do
+  group_pod_yaml blocked-$i blocked 12 5 | sed -e 's/cpu: 10m/cpu: "60"/' \
+    -e 's/annotations: {/annotations: {muster.dev\/preferred-topology: rack, muster.dev\/required-topology: block, /' |
+    k -n $ns create -f - >/dev/null
+done
+eventually 30 "the Group of blocked prefers a rack within a block" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev blocked -o jsonpath='{.spec.topology.mode}/{.spec.topology.level}/{.spec.topology.within}') == preferred/rack/block ]]"
+eventually 30 "its 12 pods are bound to their members' nodes" pods_on_assigned blocked 12
+domains() {
+  for n in $(k -n $ns get pods -l muster.dev/group=blocked -o jsonpath='{.items[*].spec.nodeName}'); do
+    k get node "$n" -o jsonpath="{.metadata.labels.muster\.dev/$1}{'\n'}"; done | sort -u | wc -l
+}
+check "on nodes of one block ($(domains block) blocks, $(domains rack) racks)" test "$(domains block)" -eq 1 -a "$(domains rack)" -ge 2
+k -n $ns delete pod $(seq -f 'blocked-%g' 0 11) --wait=false >/dev/null
 
 # --- eviction: a node of a running group is deleted -------------------------------------------
 # Two pods that each need most of a node, so they land on two nodes.

@@ -72,9 +72,9 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
     let by = runs(dirs)?;
     let gpus = by.values().flatten().any(|r| r.result.occupancy.as_ref().is_some_and(|o| o.mean_util_gpu.is_some()));
     let (util, clog) = if gpus {
-        ("GPU occupancy", "GPU-s held by jobs not running")
+        ("GPU occupancy", "GPU-s held by partial gangs")
     } else {
-        ("cpu occupancy", "core-s held by jobs not running")
+        ("cpu occupancy", "core-s held by partial gangs")
     };
     let mut out = String::new();
     let lb = lower_bound.map_or(String::new(), |lb| format!(" x LB ({lb:.1} s) |"));
@@ -161,7 +161,7 @@ mod tests {
         let rows: Vec<&str> = t.lines().collect();
         assert_eq!(rows.len(), 4, "{t}");
         assert_eq!(rows[0].matches('|').count(), rows[1].matches('|').count(), "{t}");
-        assert!(rows[0].contains("GPU occupancy"), "{t}");
+        assert!(rows[0].contains("GPU occupancy") && rows[0].contains("GPU-s held by partial gangs"), "{t}");
         assert_eq!(rows[2], "| kueue | 1 | 2/2 | 200 | 2.00 | - | - | - | 40.0% | 10 | 2.0 | - | - |");
         assert_eq!(
             rows[3],
