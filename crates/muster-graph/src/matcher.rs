@@ -464,8 +464,13 @@ impl Graph {
             }
             n
         };
-        let mut levels: Vec<(usize, String)> =
-            self.levels.iter().filter_map(|(name, vs)| vs.first().map(|&(v, _)| (depth(v), name.clone()))).collect();
+        // The deepest domain of each level: while nodes are relabelled into a new level (blocks
+        // added above racks), domains of the old shape stay behind higher up.
+        let mut levels: Vec<(usize, String)> = self
+            .levels
+            .iter()
+            .filter_map(|(name, vs)| vs.iter().map(|&(v, _)| depth(v)).max().map(|d| (d, name.clone())))
+            .collect();
         levels.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         levels.into_iter().map(|(_, n)| n).collect()
     }

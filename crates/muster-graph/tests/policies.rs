@@ -460,6 +460,32 @@ fn a_preferred_rack_kept_within_a_block_never_spreads_over_blocks() {
 }
 
 #[test]
+fn blocks_labelled_above_racks_while_running_enclose_them() {
+    // Found on the real control plane: racks first, then each rack's nodes labelled into a block.
+    // The racks' old domains stay behind at the top; the levels' order must still put racks in.
+    let mut r = rg(RACKS, Policy::First);
+    for i in 0..8 {
+        let name = format!("a-{i}");
+        let rack = r.graph.node(r.graph.node_id(&name).unwrap()).labels["muster.dev/rack"].clone();
+        let mut spec = rack_node(&name, &rack, 8);
+        spec.topology.insert(0, ("block".into(), format!("block-{}", i / 4)));
+        assert_eq!(r.update_node(&spec).unwrap(), muster_graph::NodeUpdate::Applied);
+    }
+    let within_block = TopologyConstraint { within: Some("block".into()), ..TopologyConstraint::preferred("rack") };
+    let mut three = cpu("three", 3, 8);
+    three.topology = Some(within_block.clone());
+    let id = allocated(&mut r, &three);
+    assert_eq!(nodes_of(&r, id).len(), 3);
+    let mut five = cpu("five", 5, 8);
+    five.topology = Some(within_block);
+    match r.allocate(&five, 0) {
+        MatchOutcome::Unsatisfiable(why) => assert_eq!(why, "needs 5 members in one block; the largest block holds 4"),
+        other => panic!("{other:?}"),
+    }
+    check_invariants(&r);
+}
+
+#[test]
 fn a_constraint_kept_within_a_level_that_does_not_enclose_it_is_refused() {
     let mut r = rg(BLOCKS, Policy::First);
     let cases = [
