@@ -117,7 +117,7 @@ impl Ledger {
             cpu_core_s: round3(partial[0] / 1000.0),
             gpu_s: gpus.then(|| round3(partial[2])),
             share: round3(if gpus { share(0).max(share(2)) } else { share(0) }),
-            longest_s: round3(longest_partial),
+            longest_s: Some(round3(longest_partial)),
         };
         (Occupancy::new(capacity, held, clog, span), partial_gangs)
     }
@@ -140,9 +140,10 @@ pub struct PartialGangs {
     /// The larger of cpu and GPUs: held by partial gangs / (capacity x the run).
     pub share: f64,
     /// The longest any gang stayed partial: binding a whole gang takes a moment; a gang that
-    /// holds part of its nodes while it waits for the rest stays so for seconds or more.
+    /// holds part of its nodes while it waits for the rest stays so for seconds or more. Absent
+    /// in runs made before it was measured.
     #[serde(default)]
-    pub longest_s: f64,
+    pub longest_s: Option<f64>,
 }
 
 /// One gang's pods followed through their binds and ends, in time order.
@@ -272,7 +273,7 @@ mod tests {
         assert_eq!(l.last_end(), Some(t0 + 10.0));
         // Partial gangs: a0 alone from 0 to 4, b0 alone from 2 to 6 (b never complete); c is
         // complete with its one pod.
-        assert_eq!(partial, PartialGangs { cpu_core_s: 8.0, gpu_s: Some(64.0), share: 0.2, longest_s: 4.0 });
+        assert_eq!(partial, PartialGangs { cpu_core_s: 8.0, gpu_s: Some(64.0), share: 0.2, longest_s: Some(4.0) });
         // Without GPUs in the cluster, no GPU figures.
         let (o, partial) = l.usage([32_000.0, 1e12, 0.0], &jobs, t0, t0 + 10.0);
         assert_eq!((o.mean_util_gpu, o.clog_gpu_s, partial.gpu_s), (None, None, None));
@@ -297,6 +298,6 @@ mod tests {
         // 1 GPU x (0..1) + 1 GPU x (7..9) = 3 GPU-s; share 3 / 80.
         assert_eq!(partial.gpu_s, Some(3.0));
         assert_eq!(partial.share, 0.3, "cpu: 3 core-s of 1 core x 10 s");
-        assert_eq!(partial.longest_s, 2.0, "7..9");
+        assert_eq!(partial.longest_s, Some(2.0), "7..9");
     }
 }

@@ -116,7 +116,7 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
                 &|r| r.result.partial_gangs.as_ref().map(|p| if gpus { p.gpu_s.unwrap_or(0.0) } else { p.cpu_core_s }),
                 0
             ),
-            f(&|r| r.result.partial_gangs.as_ref().map(|p| p.longest_s), 1),
+            f(&|r| r.result.partial_gangs.as_ref().and_then(|p| p.longest_s), 1),
             f(&|r| r.cost.as_ref().map(|c| c.scheduler_cpu_s), 1),
             f(&|r| r.cost.as_ref().map(|c| c.apiserver_writes), 0),
         );
