@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use muster_sim::metrics::{Occupancy, PerResource};
+use muster_sim::metrics::{Occupancy, PerResource, round3};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{amount, true_condition};
@@ -180,10 +180,6 @@ impl GangSweep {
         }
         self.since = t;
     }
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 /// When a job of `pods` (gang of `size`) began to run: the moment its `size`-th pod was seen

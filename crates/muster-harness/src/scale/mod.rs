@@ -23,7 +23,7 @@ use muster_k8s::labels;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::cluster::{self, JOB_NAME_LABEL, amount, now, retry, watch};
+use crate::cluster::{self, JOB_NAME_LABEL, amount, lock, now, retry, watch};
 use crate::stats::{Quantiles, py_float, quantiles, round};
 use crate::{Error, Result};
 
@@ -294,10 +294,6 @@ impl Tracker {
 }
 
 type Shared = Arc<Mutex<Tracker>>;
-
-fn lock(t: &Shared) -> std::sync::MutexGuard<'_, Tracker> {
-    cluster::lock(t)
-}
 
 /// Allocatable cpu, memory and pods (default 110) of the nodes matching `selector`.
 pub async fn node_allocatable(client: &Client, selector: &str) -> Result<BTreeMap<String, Amounts>> {
