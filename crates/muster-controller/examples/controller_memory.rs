@@ -71,6 +71,7 @@ fn main() {
             deleting: false,
             layout: vec![SetLayout { name: String::new(), children: 1, pods: pods as u32 }],
             release_deadline: None,
+            succeeded_pods_to_finish: Some(pods as u32),
             group: Ok(GroupObjectSpec {
                 queue: "default".into(),
                 members: Members { min: pods as i64, max: None },

@@ -18,6 +18,7 @@
 //! - [`outcome`]: what a real run's Jobs went through: waits, bounded slowdown, topology spread.
 //! - [`occupancy`]: how a real run used the cluster (GPU, cpu and memory held; held by jobs not
 //!   yet running), as `muster sim` reports it.
+//! - [`timeline`]: where a real run's time went, job by job (pods made, bound, Ready, ended).
 //! - [`summary`]: the real runs of one scenario as one table, each figure with its spread.
 //! - [`scale`]: seed 002's scale experiment and the bind-rate bursts, followed through watches.
 //!
@@ -31,6 +32,7 @@ pub mod scale;
 pub mod simreal;
 pub mod stats;
 pub mod summary;
+pub mod timeline;
 pub mod workload;
 
 /// Why a harness command failed.

@@ -26,19 +26,21 @@ const RESOURCES: [&str; 3] = ["cpu", "memory", GPU];
 
 /// One pod's life as the watch showed it (seconds since the epoch).
 #[derive(Debug, Clone, Default, PartialEq)]
-struct PodSpan {
-    job: Option<String>,
+pub(crate) struct PodSpan {
+    pub(crate) job: Option<String>,
     /// Base units (millicores, bytes, GPUs), in [`RESOURCES`] order.
     requests: PerResource,
-    bound: Option<f64>,
-    ready: Option<f64>,
-    end: Option<f64>,
+    /// First seen: about when it was made.
+    pub(crate) seen: f64,
+    pub(crate) bound: Option<f64>,
+    pub(crate) ready: Option<f64>,
+    pub(crate) end: Option<f64>,
 }
 
 /// Every pod of a run by uid, fed by [`cluster::watch`] through [`Ledger::observe`].
 #[derive(Debug, Default)]
 pub struct Ledger {
-    pods: HashMap<String, PodSpan>,
+    pub(crate) pods: HashMap<String, PodSpan>,
 }
 
 impl Ledger {
@@ -50,6 +52,7 @@ impl Ledger {
             PodSpan {
                 job: job_name(pod),
                 requests: RESOURCES.map(|name| r.get(name).copied().unwrap_or(0) as f64),
+                seen: now,
                 ..PodSpan::default()
             }
         });
@@ -185,9 +188,15 @@ impl GangSweep {
 /// When a job of `pods` (gang of `size`) began to run: the moment its `size`-th pod was seen
 /// Ready; never (infinity) when fewer were.
 fn runs_from(pods: &[&PodSpan], size: u32) -> f64 {
-    let mut ready: Vec<f64> = pods.iter().filter_map(|p| p.ready).collect();
-    ready.sort_by(f64::total_cmp);
-    ready.get((size.max(1) - 1) as usize).copied().unwrap_or(f64::INFINITY)
+    nth(pods.iter().map(|p| p.ready), size).unwrap_or(f64::INFINITY)
+}
+
+/// The `size`-th earliest of `times` (the moment a gang of `size` had all of them); none when
+/// fewer happened.
+pub(crate) fn nth(times: impl Iterator<Item = Option<f64>>, size: u32) -> Option<f64> {
+    let mut sorted: Vec<f64> = times.flatten().collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get((size.max(1) - 1) as usize).copied()
 }
 
 /// The nodes' allocatable cpu, memory and GPUs, in [`PerResource`] order.
@@ -203,12 +212,12 @@ pub fn capacity(nodes: &[Node]) -> PerResource {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::workload::test_record as record;
     use serde_json::json;
 
-    fn pod(uid: &str, job: &str, gpus: u32) -> Pod {
+    pub(crate) fn pod(uid: &str, job: &str, gpus: u32) -> Pod {
         serde_json::from_value(json!({
             "metadata": {"name": uid, "uid": uid, "labels": {"batch.kubernetes.io/job-name": job}},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus.to_string()}}}]}
@@ -216,18 +225,18 @@ mod tests {
         .unwrap()
     }
 
-    fn bound(mut p: Pod) -> Pod {
+    pub(crate) fn bound(mut p: Pod) -> Pod {
         p.spec.as_mut().unwrap().node_name = Some("n1".into());
         p
     }
 
-    fn ready(p: Pod) -> Pod {
+    pub(crate) fn ready(p: Pod) -> Pod {
         let mut v = serde_json::to_value(bound(p)).unwrap();
         v["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
         serde_json::from_value(v).unwrap()
     }
 
-    fn succeeded(p: Pod) -> Pod {
+    pub(crate) fn succeeded(p: Pod) -> Pod {
         let mut v = serde_json::to_value(p).unwrap();
         v["status"]["phase"] = json!("Succeeded");
         serde_json::from_value(v).unwrap()

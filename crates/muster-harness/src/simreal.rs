@@ -22,6 +22,7 @@ use crate::occupancy::{Ledger, PartialGangs, capacity};
 use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
 use crate::peers::{Object, PeerOptions, job_objects, priority_classes};
 use crate::stats::{mean, peak_rate, py, round};
+use crate::timeline::JobTimeline;
 use crate::workload::{JobRecord, ManifestOptions, manifest};
 use crate::{Error, Result, read_json, write_json};
 
@@ -57,6 +58,18 @@ pub struct RealResult {
     /// What gangs held before every member was bound, over the same span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial_gangs: Option<PartialGangs>,
+    /// Each job's steps (pods made, bound, Ready, ended) to the millisecond; empty in runs made
+    /// before it was measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<JobTimeline>,
+}
+
+impl RealResult {
+    /// When the run's last pod ended, in scenario seconds to the millisecond (the makespan's
+    /// Job timestamps have whole seconds); none without a timeline.
+    pub fn last_pod_end_s(&self) -> Option<f64> {
+        self.timeline.iter().filter_map(|t| t.last_end_s).reduce(f64::max)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -307,6 +320,7 @@ pub async fn run(
     let to = ledger.last_end().filter(|_| result.unfinished == 0).unwrap_or_else(now).max(t0);
     let (occupancy, partial_gangs) = ledger.usage(capacity(&nodes), &jobs, t0, to);
     (result.occupancy, result.partial_gangs) = (Some(occupancy), Some(partial_gangs));
+    result.timeline = ledger.timelines(&jobs, t0);
     result.series = series;
     result.scheduler_metrics = std::mem::take(&mut *snapshots.lock().unwrap_or_else(|e| e.into_inner()));
     write_json(out, &result, 2)
@@ -366,6 +380,7 @@ pub fn summarize(items: &[Job], pods: &[Pod], jobs: &[JobRecord], t0: f64, lag: 
         waits: waits(items, pods, jobs),
         occupancy: None,
         partial_gangs: None,
+        timeline: Vec::new(),
     }
 }
 

@@ -80,11 +80,14 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
     let lb = lower_bound.map_or(String::new(), |lb| format!(" x LB ({lb:.1} s) |"));
     let _ = writeln!(
         out,
-        "| scheduler | runs | done / jobs | makespan s |{lb} wait mean s | wait p95 s | bounded slowdown | {util} | \
-         {clog} | longest partial gang s | scheduler CPU s | apiserver writes |"
+        "| scheduler | runs | done / jobs | makespan s |{lb} last pod end s | wait mean s | wait p95 s | bounded \
+         slowdown | {util} | {clog} | longest partial gang s | scheduler CPU s | apiserver writes |"
     );
-    let _ =
-        writeln!(out, "|---|---|---|---|{}---|---|---|---|---|---|---|---|", if lb.is_empty() { "" } else { "---|" });
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|{}---|---|---|---|---|---|---|---|---|",
+        if lb.is_empty() { "" } else { "---|" }
+    );
     for (peer, rs) in &by {
         let figure = |get: &dyn Fn(&Run) -> Option<f64>, digits, unit| {
             spread(&rs.iter().map(get).collect::<Vec<_>>(), digits, unit)
@@ -101,9 +104,10 @@ pub fn table(dirs: &[impl AsRef<Path>], lower_bound: Option<f64>) -> Result<Stri
         let occ = |r: &Run| r.result.occupancy.clone();
         let _ = writeln!(
             out,
-            "| {peer} | {} | {} | {makespan} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {peer} | {} | {} | {makespan} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             rs.len(),
             done.join(", "),
+            f(&|r| r.result.last_pod_end_s(), 2),
             f(&waits(|w| w.mean_s), 1),
             f(&waits(|w| w.p95_s), 1),
             f(&waits(|w| w.bounded_slowdown), 2),
@@ -151,8 +155,19 @@ mod tests {
             })
             .to_string()
         };
-        std::fs::write(dir.join("muster.1.json"), run(100.0, 0.8)).unwrap();
-        std::fs::write(dir.join("muster.2.json"), run(120.0, 0.6)).unwrap();
+        // Runs with a timeline have the last pod's end to the millisecond.
+        let with_timeline = |makespan: f64, gpu: f64| {
+            let mut v: serde_json::Value = serde_json::from_str(&run(makespan, gpu)).unwrap();
+            v["timeline"] = serde_json::json!([
+                {"job": "a", "submitted_s": 0.0, "made_s": 0.5, "bound_s": 0.6, "running_s": 1.0,
+                 "first_end_s": 90.0, "last_end_s": 99.25},
+                {"job": "b", "submitted_s": 0.0, "made_s": null, "bound_s": null, "running_s": null,
+                 "first_end_s": null, "last_end_s": null}
+            ]);
+            v.to_string()
+        };
+        std::fs::write(dir.join("muster.1.json"), with_timeline(100.0, 0.8)).unwrap();
+        std::fs::write(dir.join("muster.2.json"), with_timeline(120.0, 0.6)).unwrap();
         std::fs::write(dir.join("muster.1.cost.json"), r#"{"scheduler_cpu_s": 4.0, "apiserver_writes": 10}"#).unwrap();
         std::fs::write(dir.join("kueue.json"), run(200.0, 0.4)).unwrap();
         std::fs::write(dir.join("jobs.json"), "[]").unwrap();
@@ -162,11 +177,11 @@ mod tests {
         assert_eq!(rows.len(), 4, "{t}");
         assert_eq!(rows[0].matches('|').count(), rows[1].matches('|').count(), "{t}");
         assert!(rows[0].contains("GPU occupancy") && rows[0].contains("GPU-s held by partial gangs"), "{t}");
-        assert_eq!(rows[2], "| kueue | 1 | 2/2 | 200 | 2.00 | - | - | - | 40.0% | 10 | 2.0 | - | - |");
+        assert_eq!(rows[2], "| kueue | 1 | 2/2 | 200 | 2.00 | - | - | - | - | 40.0% | 10 | 2.0 | - | - |");
         assert_eq!(
             rows[3],
-            "| muster | 2 | 2/2, 2/2 | 110 (100-120) | 1.10 (1.00-1.20) | - | - | - | 70.0% (60.0%-80.0%) | 10 (10-10) | \
-             1.1 (1.0-1.2) | 4.0 | 10 |"
+            "| muster | 2 | 2/2, 2/2 | 110 (100-120) | 1.10 (1.00-1.20) | 99.25 (99.25-99.25) | - | - | - | 70.0% \
+             (60.0%-80.0%) | 10 (10-10) | 1.1 (1.0-1.2) | 4.0 | 10 |"
         );
         assert!(table(&[std::env::temp_dir().join("muster-summary-none")], None).is_err());
     }

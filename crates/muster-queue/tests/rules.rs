@@ -178,6 +178,35 @@ fn a_reserved_group_of_fixed_size_is_starting_soon_within_its_queues_lead() {
 }
 
 #[test]
+fn the_first_in_line_behind_a_group_without_a_run_time_is_starting_soon_and_only_it() {
+    let soon = |e: &Engine| e.starting_soon(5).map(|g| g.spec.key.name.clone()).collect::<Vec<_>>();
+    for (ahead, first) in [(60, vec!["next".to_string()]), (0, vec![])] {
+        let mut c = one_queue(QueuePolicy::Conservative { depth: 16 });
+        c.queues[0].create_pods_ahead_s = ahead;
+        let mut e = engine(graph(2, 4), c);
+        e.submit(spec("running", "q", 2, 4, None, 0), 0).unwrap();
+        let ts = e.schedule(0);
+        ready_all(&mut e, &ts, 0);
+        e.submit(spec("next", "q", 2, 4, None, 1), 1).unwrap();
+        e.submit(spec("after", "q", 2, 4, None, 2), 2).unwrap();
+        e.schedule(5);
+        assert_eq!(state(&e, "next"), GroupState::Queued, "no start can be planned behind a group without an end");
+        assert_eq!(soon(&e), first, "{ahead} s ahead");
+        let next = e.group(&key("next")).unwrap();
+        assert_eq!(e.starts_soon(next, 5), ahead > 0);
+        assert!(!e.starts_soon(e.group(&key("after")).unwrap(), 5), "second in line");
+    }
+    // An elastic group first in line is sized at admission: its pods are not made ahead.
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Conservative { depth: 16 }));
+    e.submit(spec("running", "q", 2, 4, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(elastic("stretch", "q", 2, 3, 4, None, 1), 1).unwrap();
+    e.schedule(5);
+    assert!(soon(&e).is_empty());
+}
+
+#[test]
 fn reservation_turns_into_admission_when_its_time_comes() {
     let mut e = blocked_head(QueuePolicy::Easy);
     assert!(e.schedule(20).is_empty(), "nothing changed: the cycle is skipped");

@@ -1,9 +1,10 @@
-//! Pods made ahead of a reserved start. A group reserved to start within its queue's
-//! `createPodsAheadSeconds` has its workload released early: the workload's controller makes the
-//! pods while the nodes are still busy, they wait unbound (their scheduler is muster, which binds
-//! only admitted groups), and they are bound the moment the group is admitted, rather than only
-//! then being made. Not for elastic groups (sized at admission), nor for workloads whose deadline
-//! counts from their release (waiting would use it up).
+//! Pods made ahead of a group's start. A group reserved to start within its queue's
+//! `createPodsAheadSeconds`, or first in its queue's line without a reservation (its start may
+//! come with the next group to end), has its workload released early: the workload's controller
+//! makes the pods while the nodes are still busy, they wait unbound (their scheduler is muster,
+//! which binds only admitted groups), and they are bound the moment the group is admitted, rather
+//! than only then being made. Not for elastic groups (sized at admission), nor for workloads whose
+//! deadline counts from their release (waiting would use it up).
 
 use muster_queue::{GroupKey, GroupState};
 use muster_store::Store;
@@ -15,11 +16,11 @@ impl<S: Store> Brain<S> {
     /// Releases the workloads of the groups starting soon.
     pub(super) fn release_ahead(&mut self, now: i64) {
         let Some(e) = self.engine.as_ref() else { return };
-        let due: Vec<(GroupKey, i64)> = e
+        let due: Vec<(GroupKey, Option<i64>)> = e
             .engine()
             .starting_soon(now)
             .filter(|g| !self.ahead.contains(&g.spec.key))
-            .map(|g| (g.spec.key.clone(), g.reserved_at.unwrap_or(now)))
+            .map(|g| (g.spec.key.clone(), g.reserved_at))
             .collect();
         for (key, at) in due {
             // A plain group's pods exist already.
@@ -29,10 +30,11 @@ impl<S: Store> Brain<S> {
             }
             self.ahead.insert(key.clone());
             self.set_suspend(&key, false);
-            let message = format!(
-                "reserved to start in {} s: its pods are made now and wait unbound until the group is admitted",
-                (at - now).max(0)
-            );
+            let when = match at {
+                Some(at) => format!("reserved to start in {} s", (at - now).max(0)),
+                None => "first in its queue's line with no start planned".to_string(),
+            };
+            let message = format!("{when}: its pods are made now and wait unbound until the group is admitted");
             self.event(&key, EventType::Normal, "CreatingPodsAhead", &message);
         }
     }

@@ -9,11 +9,13 @@
 //! pods of no such workload).
 //!
 //! Rooms: this file holds the mirror, the batches and Jobs; `actions` the vocabulary between the
-//! watchers, the brain and the executor; `plain` plain-pod groups; `status` what muster tells
+//! watchers, the brain and the executor; `ahead` pods made ahead of a start; `done` groups finished
+//! by their pods before their Job says so; `plain` plain-pod groups; `status` what muster tells
 //! (Group and Queue statuses, events) and the repair of Group objects others changed.
 
 mod actions;
 mod ahead;
+mod done;
 mod plain;
 mod status;
 
@@ -666,10 +668,10 @@ impl<S: Store> Brain<S> {
 
     /// Readiness to the engine and bindings for unbound pods of one group.
     fn pods_changed(&mut self, key: &GroupKey) {
-        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else { return };
-        if !g.state.holds_allocation() {
+        if !self.state(key).is_some_and(GroupState::holds_allocation) || self.finish_if_done_by_pods(key) {
             return;
         }
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else { return };
         let Some(alloc) = g.allocation.clone() else { return };
         let uids: Vec<String> = self.group_pods.get(key).into_iter().flatten().cloned().collect();
         let pods: Vec<&PodView> = uids

@@ -406,6 +406,8 @@ pub struct WorkloadView {
     pub layout: Vec<SetLayout>,
     /// The field of a deadline that counts from its release, if set ([`Workload::release_deadline`]).
     pub release_deadline: Option<String>,
+    /// How many of its pods succeeding finish it ([`Workload::succeeded_pods_to_finish`]).
+    pub succeeded_pods_to_finish: Option<u32>,
 }
 
 impl WorkloadView {
@@ -447,6 +449,7 @@ pub fn workload_view<W: Workload>(w: &W) -> Option<WorkloadView> {
         group: workload::shape(w).map(|s| s.group_spec(w, &queue)).map_err(|e| e.join("; ")),
         layout: w.pod_sets().map(|sets| workload::place::layout(&sets)).unwrap_or_default(),
         release_deadline: w.release_deadline(),
+        succeeded_pods_to_finish: w.succeeded_pods_to_finish(),
         queue,
     })
 }

@@ -49,6 +49,7 @@ pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
         deleting: false,
         layout: vec![SetLayout { name: String::new(), children: 1, pods: members as u32 }],
         release_deadline: None,
+        succeeded_pods_to_finish: None,
         group: Ok(GroupObjectSpec {
             queue: "default".into(),
             members: Members { min: members, max: None },

@@ -68,6 +68,14 @@ impl Workload for Job {
         })
     }
 
+    /// `spec.completions` (distinct indexes for an Indexed Job); without it (a work queue), the
+    /// first success once every pod has ended. A success policy may end a Job sooner: then its
+    /// Complete condition tells.
+    fn succeeded_pods_to_finish(&self) -> Option<u32> {
+        let completions = self.spec.as_ref()?.completions;
+        Some(completions.map_or(1, |c| u32::try_from(c).unwrap_or(0).max(1)))
+    }
+
     fn pod_sets(&self) -> Result<Vec<PodSet<'_>>, String> {
         let spec = self.spec.as_ref().ok_or("spec: the Job has no spec")?;
         let template = spec.template.spec.as_ref().ok_or("spec.template.spec is missing")?;

@@ -181,6 +181,14 @@ pub trait Workload {
         None
     }
 
+    /// How many of its pods succeeding finish its work (counted by completion index where its
+    /// pods carry one): once that many have and none is left pending or running, its nodes are
+    /// free, a moment before its controller marks it finished (the Job controller batches pod
+    /// updates for a second). None where its end cannot be told from its pods.
+    fn succeeded_pods_to_finish(&self) -> Option<u32> {
+        None
+    }
+
     /// Whether its pod count may change while its group is placed (the engine then grows the
     /// group, or releases the members its controller's deleted pods leave): an elastic Indexed
     /// Job's, a Ray cluster's as it scales. Other kinds are suspended to be resized.

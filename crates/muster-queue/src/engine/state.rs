@@ -142,21 +142,33 @@ impl Engine {
             .filter(|g| g.state == GroupState::Reserved)
     }
 
-    /// Reserved groups starting soon ([`Engine::starts_soon`]).
+    /// The groups starting soon ([`Engine::starts_soon`]): reserved ones, and the first in line
+    /// of each queue.
     pub fn starting_soon(&self, now: i64) -> impl Iterator<Item = &Group> {
-        self.reserved_groups().filter(move |g| self.starts_soon(g, now))
+        let first_in_line = self.pending.values().filter_map(|p| p.values().next()).map(|k| &*self.groups[k]);
+        self.reserved_groups()
+            .chain(first_in_line.filter(|g| g.state == GroupState::Queued))
+            .filter(move |g| self.starts_soon(g, now))
     }
 
-    /// Whether `g` is reserved, of a fixed size, to start within its queue's `createPodsAheadS`
-    /// of `now`: its pods may be made now, to wait unbound for the start. An elastic group's
-    /// size is chosen at admission, so its pods are not.
+    /// Whether `g`'s pods may be made now, to wait unbound for its start: it is of a fixed size
+    /// (an elastic group's size is chosen at admission) and either reserved to start within its
+    /// queue's `createPodsAheadS` of `now`, or first in its queue's line without a reservation.
+    /// The latter's start is not planned (a group ahead of it runs without a known end, or the
+    /// policy does not reserve for it yet), so it may come with the next group to end; its pods
+    /// waiting cost one group's worth of unbound pods per queue. A queue's lead of 0 turns both
+    /// off.
     pub fn starts_soon(&self, g: &Group, now: i64) -> bool {
         let ahead = self.queue_cfg(&g.spec.queue).create_pods_ahead_s;
         let r = &g.spec.request;
+        let first_in_line = || self.pending.get(&g.spec.queue).and_then(|p| p.values().next()) == Some(&g.spec.key);
         ahead > 0
-            && g.state == GroupState::Reserved
             && r.min_members == r.max_members
-            && g.reserved_at.is_some_and(|t| t <= now.saturating_add(ahead))
+            && match g.state {
+                GroupState::Reserved => g.reserved_at.is_some_and(|t| t <= now.saturating_add(ahead)),
+                GroupState::Queued => g.unsatisfiable.is_none() && first_in_line(),
+                _ => false,
+            }
     }
 
     /// What is kept about a group's request for fast lookups: its shape, and whether it is elastic.
