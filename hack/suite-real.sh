@@ -19,7 +19,8 @@
 # the CPU seconds of the scheduler's own processes (kube-scheduler for default and native, Kueue's
 # manager plus kube-scheduler for kueue) and the
 # write requests the apiserver served during the run (every client: the Job controller and KWOK
-# write too, the same for every peer). Then the cluster stops, and the next peer gets a new one.
+# write too, the same for every peer); for muster, OUT_DIR/PEER.metrics.txt, its /metrics at the
+# end. Then the cluster stops, and the next peer gets a new one.
 #
 # The clusters run with kube-scheduler's TopologyAwareWorkloadScheduling gate (alpha in 1.37) on,
 # so native gangs can honour a required topology constraint; nothing else changes.
@@ -129,7 +130,11 @@ print("%s: completed %s failed %s unfinished %s makespan %s s; spread %s/%s (req
       o.get("unbound", "-"), o.get("bounded_slowdown", "-"), longest or "-", u.get("mean_util_gpu", "-"),
       u.get("mean_util_cpu", "-"), u.get("clog_gpu_s", "-"), u.get("clog_cpu_core_s", "-"), u.get("clog_share", "-")))' \
     "$out_dir/$run.json" "$out_dir/$run.cost.json" "$run"
-  [[ $peer == muster ]] && muster_down
+  if [[ $peer == muster ]]; then
+    # muster's own metrics at the end of the run (its admission delays among them).
+    curl -s --max-time 5 "http://127.0.0.1:$(cat "$muster_dir/metrics-port")/metrics" > "$out_dir/$run.metrics.txt" || true
+    muster_down
+  fi
   [[ -x $hack_dir/peers/$peer.sh ]] && "$hack_dir/peers/$peer.sh" down
   "$hack_dir/cluster-down.sh"
 }

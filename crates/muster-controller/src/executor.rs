@@ -54,7 +54,7 @@ pub async fn run(
             let (client, back) = (client.clone(), back.clone());
             tokio::spawn(async move {
                 if let Err(message) = remove_gate(client, &namespace, &pod, &uid).await {
-                    let _ = back.send(Message::Event(Event::BindFailed { key, pod, message }));
+                    let _ = back.send(Message::event(Event::BindFailed { key, pod, message }));
                 }
             });
         }
@@ -78,7 +78,7 @@ pub async fn run(
                         Ok(Bound::Gone) => {}
                         Err(message) => {
                             metrics.bind_failed();
-                            let _ = back.send(Message::Event(Event::BindFailed { key, pod, message }));
+                            let _ = back.send(Message::event(Event::BindFailed { key, pod, message }));
                         }
                     }
                     drop(permit);

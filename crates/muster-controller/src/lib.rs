@@ -245,8 +245,15 @@ async fn lead(
 /// What the brain thread receives.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Message {
-    Event(Event),
+    /// An event, and when it was sent (how long a decision took counts from then).
+    Event(Event, Instant),
     Stop,
+}
+
+impl Message {
+    pub(crate) fn event(e: Event) -> Self {
+        Message::Event(e, Instant::now())
+    }
 }
 
 /// How long after a cycle that took `took` the next may start. A cycle costs about the same
@@ -298,8 +305,9 @@ fn think<S: Store>(
     let mut store = Some(store);
     let mut last_view = Instant::now();
     let mut last_cycle = Instant::now();
-    // Events handled since the last cycle, and the earliest time the next cycle may start.
-    let mut pending = false;
+    // When the first event handled since the last cycle was sent (none handled: none), and the
+    // earliest time the next cycle may start.
+    let mut pending_since: Option<Instant> = None;
     let mut next_cycle_at = Instant::now();
     let send = |brain: &mut Brain<TimedStore<S>>| {
         for a in brain.take_actions() {
@@ -311,7 +319,7 @@ fn think<S: Store>(
     };
     loop {
         // Before the engine starts (the first listings) there is no cycle to wait for.
-        let wait = match pending && brain.engine().is_some() {
+        let wait = match pending_since.is_some() && brain.engine().is_some() {
             true => next_cycle_at.saturating_duration_since(Instant::now()),
             false => Duration::from_millis(250),
         };
@@ -324,10 +332,12 @@ fn think<S: Store>(
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
         }
         batch.extend(rx.try_iter().take(10_000));
-        pending |= !batch.is_empty();
         for m in batch {
             match m {
-                Message::Event(e) => brain.handle(e, now),
+                Message::Event(e, sent) => {
+                    pending_since = Some(pending_since.map_or(sent, |p| p.min(sent)));
+                    brain.handle(e, now);
+                }
                 Message::Stop => {
                     brain.release();
                     return Ok(());
@@ -336,18 +346,21 @@ fn think<S: Store>(
         }
         if let Some(s) = store.take_if(|_| brain.synced()) {
             brain.start(s, fence.clone(), now)?;
+            // The first cycle's decisions count from the engine's start, not from the listings.
+            pending_since = Some(Instant::now());
         }
         // Events get a cycle as soon as the pacing allows; a quiet controller still cycles
         // each second (timers).
-        let due = (pending && Instant::now() >= next_cycle_at) || last_cycle.elapsed() >= Duration::from_secs(1);
+        let due = (pending_since.is_some() && Instant::now() >= next_cycle_at)
+            || last_cycle.elapsed() >= Duration::from_secs(1);
         if brain.engine().is_some() && due {
             let started = Instant::now();
+            metrics.cycle_triggered(pending_since.take());
             brain.cycle(now);
             let took = started.elapsed();
             metrics.observe_cycle(took);
             last_cycle = Instant::now();
             next_cycle_at = last_cycle + cycle_gap(took);
-            pending = false;
             if last_view.elapsed() >= pace.queue_view_every
                 && !forecaster.busy()
                 && let Some(engine) = brain.queue_view_input()

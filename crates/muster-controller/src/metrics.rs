@@ -83,6 +83,7 @@ pub struct Metrics {
     event_delay: Histogram,
     cycle_duration: Histogram,
     admission_wait: Histogram,
+    admission_delay: Histogram,
     run_time_ratio: Family<RunTimeLabels, Histogram>,
     estimated_start_error: Histogram,
     leader: Gauge,
@@ -92,6 +93,8 @@ pub struct Metrics {
     queued_since: Mutex<HashMap<GroupKey, i64>>,
     /// The first estimated start each waiting group was given, to score it at admission.
     first_estimates: Mutex<HashMap<GroupKey, i64>>,
+    /// When the first event the running cycle took in was sent; none in a cycle of the clock.
+    cycle_trigger: Mutex<Option<Instant>>,
 }
 
 impl Default for Metrics {
@@ -147,6 +150,15 @@ impl Metrics {
             Unit::Seconds,
             admission_wait.clone(),
         );
+        // 1 ms .. 16 s: a cycle follows its first event within milliseconds unless paced.
+        let admission_delay = Histogram::new(exponential_buckets(0.001, 2.0, 15));
+        registry.register_with_unit(
+            "admission_delay",
+            "From the first event a scheduling cycle took in (a group ended, a pod, a Job or a node changed) to \
+             each admission it made: how soon a group that fits is admitted",
+            Unit::Seconds,
+            admission_delay.clone(),
+        );
         let run_time_ratio = Family::<RunTimeLabels, Histogram>::new_with_constructor(
             (|| Histogram::new(RUN_TIME_RATIO_BUCKETS)) as fn() -> Histogram,
         );
@@ -181,12 +193,14 @@ impl Metrics {
             event_delay,
             cycle_duration,
             admission_wait,
+            admission_delay,
             run_time_ratio,
             estimated_start_error,
             leader,
             store_write_duration,
             queued_since: Mutex::new(HashMap::new()),
             first_estimates: Mutex::new(HashMap::new()),
+            cycle_trigger: Mutex::new(None),
         }
     }
 
@@ -224,6 +238,9 @@ impl Metrics {
             let since = waiting.remove(&t.key).or(group.map(|g| g.order_time));
             if let Some(since) = since {
                 self.admission_wait.observe(t.at.saturating_sub(since).max(0) as f64);
+            }
+            if let Some(trigger) = *self.cycle_trigger.lock().unwrap_or_else(PoisonError::into_inner) {
+                self.admission_delay.observe(trigger.elapsed().as_secs_f64());
             }
             let estimate = self.first_estimates.lock().unwrap_or_else(PoisonError::into_inner).remove(&t.key);
             if let (Some(since), Some(estimate)) = (since, estimate)
@@ -285,6 +302,11 @@ impl Metrics {
             EventOutcome::Skipped => "skipped",
         };
         self.events.get_or_create(&EventLabels { outcome }).inc();
+    }
+
+    /// A scheduling cycle begins, taking in events since `first_event_sent` (none: the clock's).
+    pub fn cycle_triggered(&self, first_event_sent: Option<Instant>) {
+        *self.cycle_trigger.lock().unwrap_or_else(PoisonError::into_inner) = first_event_sent;
     }
 
     pub fn observe_cycle(&self, took: Duration) {
@@ -454,6 +476,31 @@ mod tests {
         assert!(has(&text, "muster_estimated_start_error_ratio_sum 0.5"), "{text}");
         assert!(has(&text, r#"muster_estimated_start_error_ratio_bucket{le="0.2"} 0"#), "{text}");
         assert!(has(&text, r#"muster_estimated_start_error_ratio_bucket{le="0.5"} 1"#), "{text}");
+    }
+
+    #[test]
+    fn admissions_of_a_cycle_count_from_its_first_event_and_a_clock_cycle_counts_none() {
+        let metrics = Metrics::new();
+        let admit = |name: &str| Transition {
+            at: 10,
+            key: GroupKey::new("ns", name),
+            from: GroupState::Queued,
+            to: GroupState::Admitted,
+            reason: Reason::Submitted,
+            allocation: None,
+        };
+        // A cycle of the clock (no event): its admission is not a reaction to anything.
+        metrics.cycle_triggered(None);
+        metrics.transition(&admit("a"), None);
+        let text = metrics.encode().unwrap();
+        assert!(has(&text, "muster_admission_delay_seconds_count 0"), "{text}");
+        // A cycle whose first event was sent 3 ms or more ago: at least 3 ms, well under 1 s.
+        metrics.cycle_triggered(Some(Instant::now() - Duration::from_millis(3)));
+        metrics.transition(&admit("b"), None);
+        let text = metrics.encode().unwrap();
+        assert!(has(&text, "muster_admission_delay_seconds_count 1"), "{text}");
+        assert!(has(&text, r#"muster_admission_delay_seconds_bucket{le="0.002"} 0"#), "{text}");
+        assert!(has(&text, r#"muster_admission_delay_seconds_bucket{le="1.024"} 1"#), "{text}");
     }
 
     /// One plain HTTP/1.1 GET; the whole response.

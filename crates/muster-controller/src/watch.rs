@@ -90,7 +90,7 @@ where
             Ok(false) if !listed => {
                 listed = true;
                 for c in [Change::Init, Change::InitDone] {
-                    if tx.send(Message::Event(wrap(c))).is_err() {
+                    if tx.send(Message::event(wrap(c))).is_err() {
                         return;
                     }
                 }
@@ -136,7 +136,7 @@ async fn forward<K, V>(
             watcher::Event::Delete(o) => view(&o).map(Change::Delete),
         };
         if let Some(c) = change
-            && tx.send(Message::Event(wrap(c))).is_err()
+            && tx.send(Message::event(wrap(c))).is_err()
         {
             return;
         }

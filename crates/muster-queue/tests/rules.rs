@@ -207,6 +207,53 @@ fn the_first_in_line_behind_a_group_without_a_run_time_is_starting_soon_and_only
 }
 
 #[test]
+fn a_gang_that_reserved_a_rack_starts_on_time_while_backfill_takes_only_other_racks() {
+    // 4 racks of 2 nodes, every node busy with a job ending at 10, 20, .., 80 s in node order.
+    let mut e = engine(graph(8, 4), one_queue(QueuePolicy::Conservative { depth: 16 }));
+    for i in 0..8 {
+        e.submit(spec(&format!("f{i}"), "q", 1, 4, Some(10 * (i + 1)), 0), 0).unwrap();
+    }
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let mut gang = spec("gang", "q", 2, 4, Some(100), 1);
+    gang.request.topology = Some(muster_graph::jobspec::TopologyConstraint::required("rack"));
+    e.submit(gang, 1).unwrap();
+    e.schedule(1);
+    let at = e.group(&key("gang")).unwrap().reserved_at.expect("a rack frees at a known time");
+    // As each node frees, a long job asks for one node: it may backfill any node but the
+    // reserved rack's, since it would still run when the gang is due.
+    let mut backfilled = 0;
+    for i in 0..8 {
+        let t = 10 * (i + 1);
+        if t > at {
+            break;
+        }
+        e.finished(&key(&format!("f{i}")), true, t).unwrap();
+        e.submit(spec(&format!("long{i}"), "q", 1, 4, Some(1000), t), t).unwrap();
+        let ts = e.schedule(t);
+        backfilled += ts.iter().filter(|x| x.key.name.starts_with("long") && x.to == GroupState::Admitted).count();
+        ready_all(&mut e, &ts, t);
+        if t < at {
+            assert_eq!(state(&e, "gang"), GroupState::Reserved, "t={t}");
+            assert_eq!(e.group(&key("gang")).unwrap().reserved_at, Some(at), "the promise holds at t={t}");
+        }
+    }
+    assert!(matches!(state(&e, "gang"), GroupState::Admitted | GroupState::Running), "admitted at its reserved {at}");
+    let nodes = |name: &str| -> Vec<String> {
+        e.group(&key(name)).unwrap().allocation.as_ref().unwrap().members.iter().map(|m| m.node.clone()).collect()
+    };
+    let gang_nodes = nodes("gang");
+    for i in 0..8 {
+        if let Some(g) = e.group(&key(&format!("long{i}"))).filter(|g| g.allocation.is_some()) {
+            assert!(!gang_nodes.contains(&nodes(&g.spec.key.name)[0]), "long{i} took a node of the gang's rack");
+        }
+    }
+    // Where the gang's rack was not the first to free, long jobs filled the racks in between.
+    assert_eq!(backfilled > 0, at > 20, "at {at}: {backfilled} backfilled");
+    e.check_invariants().unwrap();
+}
+
+#[test]
 fn reservation_turns_into_admission_when_its_time_comes() {
     let mut e = blocked_head(QueuePolicy::Easy);
     assert!(e.schedule(20).is_empty(), "nothing changed: the cycle is skipped");
