@@ -222,8 +222,9 @@ impl Metrics {
     }
 
     /// Counts one engine transition; `group` is the engine's group after it (for its queue and
-    /// times), if the engine still has it.
-    pub fn transition(&self, t: &Transition, group: Option<&Group>) {
+    /// times), if the engine still has it. Returns the error of the group's first estimated start
+    /// (over its wait) when the transition admitted a group that had one and waited 1 s or more.
+    pub fn transition(&self, t: &Transition, group: Option<&Group>) -> Option<f64> {
         let queue = group.map(|g| g.spec.queue.clone()).unwrap_or_default();
         let mut waiting = self.queued_since.lock().unwrap_or_else(PoisonError::into_inner);
         if t.to.is_pending() && !t.from.is_pending() {
@@ -243,12 +244,10 @@ impl Metrics {
                 self.admission_delay.observe(trigger.elapsed().as_secs_f64());
             }
             let estimate = self.first_estimates.lock().unwrap_or_else(PoisonError::into_inner).remove(&t.key);
-            if let (Some(since), Some(estimate)) = (since, estimate)
-                && t.at - since >= 1
-            {
-                self.estimated_start_error.observe(t.at.abs_diff(estimate) as f64 / (t.at - since) as f64);
-            }
-            return;
+            let (since, estimate) = (since?, estimate?);
+            let error = (t.at - since >= 1).then(|| t.at.abs_diff(estimate) as f64 / (t.at - since) as f64)?;
+            self.estimated_start_error.observe(error);
+            return Some(error);
         }
         if t.to == GroupState::Succeeded {
             self.observe_run_time(t, group);
@@ -260,6 +259,7 @@ impl Metrics {
             waiting.remove(&t.key);
             self.first_estimates.lock().unwrap_or_else(PoisonError::into_inner).remove(&t.key);
         }
+        None
     }
 
     /// A waiting group's estimated start; only its first counts.
@@ -471,7 +471,7 @@ mod tests {
         metrics.estimated(&key, 150);
         metrics.estimated(&key, 190);
         // Waited 100 s; the first estimate (150) was 50 s early.
-        metrics.transition(&step(200, GroupState::Queued, GroupState::Admitted), None);
+        assert_eq!(metrics.transition(&step(200, GroupState::Queued, GroupState::Admitted), None), Some(0.5));
         let text = metrics.encode().unwrap();
         assert!(has(&text, "muster_estimated_start_error_ratio_sum 0.5"), "{text}");
         assert!(has(&text, r#"muster_estimated_start_error_ratio_bucket{le="0.2"} 0"#), "{text}");

@@ -123,3 +123,28 @@ fn a_successor_keeps_a_workload_released_ahead_rather_than_suspending_it() {
     assert_eq!(suspends(&a) + suspends(&b), 0, "{a:?} {b:?}");
     assert!(binds(&b).is_empty(), "{b:?}");
 }
+
+#[test]
+fn the_queue_status_tells_how_far_its_estimated_starts_were_from_the_admissions() {
+    let (mut h, _) = one_running_one_reserved(timed("next", 2, 10));
+    // The queue view gives next its estimated start: first's declared end.
+    let engine = h.brain.queue_view_input().expect("started");
+    let view = QueueView::of(&engine, h.now, false);
+    let estimate = view.waiting.iter().find(|x| x.key.name == "next").and_then(|x| x.estimated_start).unwrap();
+    h.brain.apply_queue_view(view.waiting);
+    let submitted = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "next")).unwrap().spec.submitted_at;
+    // first ends 10 s before its declared end: next's wait was 10 s shorter than estimated.
+    h.now = estimate - 10;
+    finish_first(&mut h);
+    assert_eq!(h.state("next"), Some(GroupState::Admitted));
+    // Queue statuses are refreshed with the queue view.
+    h.brain.queue_view_input();
+    let a = h.brain.take_actions();
+    let wait = (h.now - submitted) as f64;
+    let want = (10.0 / wait * 100.0).round() as u32;
+    let reported = a.iter().find_map(|x| match x {
+        Action::QueueStatus { name, status } if name == "default" => status.estimates,
+        _ => None,
+    });
+    assert_eq!(reported, Some(muster_k8s::EstimateAccuracy { groups: 1, median_error_percent: want }), "{a:?}");
+}

@@ -21,7 +21,7 @@ pub use group::{Group, GroupConditionType, GroupSpec, GroupStatus};
 /// A Group object's `status.phase` is the engine's state (never `New` or `Deleted`).
 pub use muster_queue::GroupState;
 pub use quantity::Quantity;
-pub use queue::{Queue, QueueSpec, QueueStatus};
+pub use queue::{EstimateAccuracy, Queue, QueueSpec, QueueStatus};
 
 use kube::CustomResourceExt;
 

@@ -179,6 +179,21 @@ pub struct QueueStatus {
     /// What the admitted groups hold, per resource (what the quotas count).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub usage: BTreeMap<String, Quantity>,
+    /// How close the queue's estimated starts came to the admissions that followed; absent until
+    /// a group that waited with an estimate is admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimates: Option<EstimateAccuracy>,
+}
+
+/// The accuracy of a queue's latest estimated starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EstimateAccuracy {
+    /// Groups scored: the latest admitted (at most 50) that waited a second or more and were given
+    /// an estimated start.
+    pub groups: u32,
+    /// The median over them of |admission - first estimated start| / wait, in percent.
+    pub median_error_percent: u32,
 }
 
 /// Engine field names that the CRD spells differently (seconds in full).

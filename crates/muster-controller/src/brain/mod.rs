@@ -113,6 +113,8 @@ pub struct Brain<S: Store> {
     statuses: HashMap<GroupKey, GroupStatus>,
     /// The Queue statuses last sent, to send only changes.
     queue_statuses: BTreeMap<String, QueueStatus>,
+    /// How far each queue's latest estimated starts were from the admissions.
+    estimate_errors: status::EstimateErrors,
     /// Groups whose Group object this instance has written (a restart writes each once more).
     ensured: BTreeSet<GroupKey>,
     /// spec.suspend last patched onto a Job and not yet seen back.
@@ -156,6 +158,7 @@ impl<S: Store> Brain<S> {
             told_pods: BTreeSet::new(),
             statuses: HashMap::new(),
             queue_statuses: BTreeMap::new(),
+            estimate_errors: status::EstimateErrors::default(),
             ensured: BTreeSet::new(),
             suspend_sent: HashMap::new(),
             ahead: HashSet::new(),
@@ -856,7 +859,10 @@ impl<S: Store> Brain<S> {
     fn after(&mut self, ts: Vec<Transition>, now: i64) {
         let mut touched = BTreeMap::new();
         for t in &ts {
-            self.metrics.transition(t, self.engine.as_ref().and_then(|e| e.engine().group(&t.key)));
+            let group = self.engine.as_ref().and_then(|e| e.engine().group(&t.key));
+            if let (Some(error), Some(g)) = (self.metrics.transition(t, group), group) {
+                self.estimate_errors.record(&g.spec.queue, error);
+            }
             self.transition_actions(t);
             self.settle_ahead(&t.key, t.to);
             touched.insert(t.key.clone(), t.reason.message());

@@ -7,7 +7,42 @@ use super::*;
 /// come back through the watch a little later, and a deleted Job's Group goes with it.
 const REPAIR_AFTER_SECS: i64 = 2;
 
+use std::collections::VecDeque;
+
+use muster_k8s::EstimateAccuracy;
 use muster_queue::{Engine, Explanation};
+
+/// Admissions whose estimate errors a Queue's status sums up: enough for a stable median, recent
+/// enough to follow a change of workload.
+const ESTIMATES_SCORED: usize = 50;
+
+/// The latest errors of each queue's first estimated starts (|admission - estimate| / wait).
+#[derive(Debug, Default)]
+pub(super) struct EstimateErrors(BTreeMap<String, VecDeque<f64>>);
+
+impl EstimateErrors {
+    pub(super) fn record(&mut self, queue: &str, error: f64) {
+        let errors = self.0.entry(queue.to_string()).or_default();
+        if errors.len() == ESTIMATES_SCORED {
+            errors.pop_front();
+        }
+        errors.push_back(error);
+    }
+
+    /// The queue's accuracy as its status reports it; none before its first scored admission.
+    pub(super) fn accuracy(&self, queue: &str) -> Option<EstimateAccuracy> {
+        let mut errors: Vec<f64> = self.0.get(queue)?.iter().copied().collect();
+        errors.sort_by(f64::total_cmp);
+        let n = errors.len();
+        let median = match n {
+            0 => return None,
+            _ if n % 2 == 1 => errors[n / 2],
+            _ => (errors[n / 2 - 1] + errors[n / 2]) / 2.0,
+        };
+        let percent = (median * 100.0).round().clamp(0.0, f64::from(u32::MAX)) as u32;
+        Some(EstimateAccuracy { groups: n as u32, median_error_percent: percent })
+    }
+}
 
 /// The waiting groups with their positions, estimated starts and reasons, and the plan behind
 /// them when a dashboard asks for it.
@@ -100,6 +135,9 @@ impl<S: Store> Brain<S> {
                     held.iter().filter(|(_, a)| **a > 0).map(|(r, a)| (r.clone(), *a)).collect();
                 st.usage = muster_k8s::workload::requests_to_resources(amounts.iter().map(|(r, a)| (r, a)));
             }
+        }
+        for (queue, st) in fresh.iter_mut() {
+            st.estimates = self.estimate_errors.accuracy(queue);
         }
         self.metrics.set_groups(&fresh);
         for (name, status) in fresh {
@@ -305,5 +343,28 @@ impl<S: Store> Brain<S> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queues_accuracy_is_the_median_of_its_latest_errors() {
+        let mut e = EstimateErrors::default();
+        assert_eq!(e.accuracy("q"), None, "nothing scored yet");
+        for error in [0.5, 0.1, 0.2] {
+            e.record("q", error);
+        }
+        assert_eq!(e.accuracy("q"), Some(EstimateAccuracy { groups: 3, median_error_percent: 20 }));
+        e.record("q", 0.3);
+        assert_eq!(e.accuracy("q").map(|a| a.median_error_percent), Some(25), "even: the mean of the middle two");
+        // Only the latest 50 count: fifty exact estimates push the old errors out.
+        for _ in 0..ESTIMATES_SCORED {
+            e.record("q", 0.0);
+        }
+        assert_eq!(e.accuracy("q"), Some(EstimateAccuracy { groups: 50, median_error_percent: 0 }));
+        assert_eq!(e.accuracy("other"), None);
     }
 }

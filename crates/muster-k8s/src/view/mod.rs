@@ -273,6 +273,20 @@ pub fn explain(g: &Group, queue: &QueueInfo, now: Timestamp) -> String {
                 .as_ref()
                 .map_or("<none>".into(), |t| format!("{} ({})", relative(now, t.0), absolute(t.0))),
         ));
+        let scored = match queue {
+            QueueInfo::Found(q) => q.status.as_ref().and_then(|s| s.estimates),
+            _ => None,
+        };
+        if let Some(a) = scored {
+            let groups = if a.groups == 1 { "group" } else { "groups" };
+            fields.push((
+                "Estimates",
+                format!(
+                    "off by {}% of the wait (median) for the last {} {groups} admitted from queue {}",
+                    a.median_error_percent, a.groups, g.spec.queue
+                ),
+            ));
+        }
     }
     fields.push(("Message", or_none(status.message.as_deref().map(one_line).unwrap_or_default())));
     if let Some(r) = &status.requeue {

@@ -260,7 +260,8 @@ fn why_explains_a_waiting_group() {
     ];
     let q: Queue = serde_json::from_str(
         r#"{"apiVersion": "muster.dev/v1alpha1", "kind": "Queue", "metadata": {"name": "team-a"},
-            "spec": {"policy": {"kind": "conservative", "depth": 4}, "cohort": "research"}}"#,
+            "spec": {"policy": {"kind": "conservative", "depth": 4}, "cohort": "research"},
+            "status": {"estimates": {"groups": 12, "medianErrorPercent": 8}}}"#,
     )
     .unwrap();
     let text = explain(&g, &QueueInfo::Found(Box::new(q)), ts(NOW));
@@ -273,6 +274,10 @@ fn why_explains_a_waiting_group() {
     assert!(line("Members:").contains("4..8, each cpu 2, memory 2Gi"));
     assert!(line("Position:").ends_with("2 in queue team-a"));
     assert!(line("Estimated start:").ends_with("in 5m (2026-01-02T03:05:00Z)"));
+    assert!(
+        line("Estimates:")
+            .ends_with("off by 8% of the wait (median) for the last 12 groups admitted from queue team-a")
+    );
     assert!(line("Message:").ends_with("needs 16 cpu; 8 free in the quota of team-a"));
     assert!(line("Requeues:").contains("1, back in the queue in 60s (2026-01-02T03:01:00Z)"));
     assert!(line("Allocation:").ends_with("<none>"));
