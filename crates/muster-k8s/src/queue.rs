@@ -62,7 +62,8 @@ pub struct QueueSpec {
     #[schemars(range(min = 0))]
     pub elastic_max_wait_seconds: Option<i64>,
     /// Seconds before a reserved group's start at which its workload is released to make its
-    /// pods, which wait unbound until the group is admitted; default 60, 0 = only at admission.
+    /// pods, which wait unbound until the group is admitted (the first in line without a
+    /// reservation: at once); default 60, 0 = only at admission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub create_pods_ahead_seconds: Option<i64>,

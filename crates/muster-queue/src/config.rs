@@ -321,7 +321,9 @@ pub struct QueueConfig {
     /// A reserved group's pods are created this long before its reserved start (0 = only once
     /// admitted): they wait unbound, so binding starts the moment its nodes free up instead of
     /// after the workload's controller has made them. Long enough for a large group's pods at the
-    /// Job controller's rate (about 20 a second), short enough that few pods wait at once.
+    /// Job controller's rate (about 20 a second), short enough that few pods wait at once. The
+    /// first group in line without a reservation has its pods made at once (its start is not
+    /// planned); 0 turns that off too.
     #[serde(default = "default_create_pods_ahead")]
     pub create_pods_ahead_s: i64,
 }
