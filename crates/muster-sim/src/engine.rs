@@ -28,6 +28,8 @@ enum Ev {
     PodEnd(PodId, bool, bool),
     RunDone(JobId, u32),
     Deadline(JobId, u32),
+    /// The Job controller marks a job whose pods all succeeded Complete.
+    JobComplete(JobId),
     Wakeup,
 }
 
@@ -456,6 +458,16 @@ impl<'w> Engine<'w> {
         self.end_job(job, success);
     }
 
+    /// The job's run is over: its pods succeed now (their room is free at once) and the job is
+    /// marked Complete `timing.jobCompleteDelay` later, when the Job controller syncs it.
+    fn succeed(&mut self, job: JobId) {
+        self.delete_pods(job, true);
+        match self.workload.params.timing.job_complete_delay.0 {
+            0 => self.end_job(job, true),
+            delay => self.push(self.now + delay, Ev::JobComplete(job)),
+        }
+    }
+
     fn end_job(&mut self, job: JobId, success: bool) {
         let j = &mut self.jobs[job.index()];
         j.phase = if success { JobPhase::Succeeded } else { JobPhase::Failed };
@@ -485,7 +497,7 @@ impl<'w> Engine<'w> {
             self.push(at_us.div_euclid(1000), Ev::PodEnd(pod, success, success && k + 1 == pods.len()));
         }
         if pods.is_empty() && success {
-            self.finish(job, true);
+            self.succeed(job);
         }
     }
 
@@ -707,14 +719,14 @@ impl<'w> Engine<'w> {
                 if j.pods.len() as u32 == j.members
                     && j.pods.iter().all(|p| self.pods[p.index()].phase == PodPhase::Succeeded)
                 {
-                    self.finish(job, true);
+                    self.succeed(job);
                 }
             }
             Ev::RunDone(job, epoch) | Ev::Deadline(job, epoch) => {
                 if self.epochs[job.index()] == epoch && !self.jobs[job.index()].phase.is_terminal() {
                     let success = matches!(ev, Ev::RunDone(..));
                     if self.workload.params.timing.pod_end_spread.is_none() {
-                        self.finish(job, success);
+                        if success { self.succeed(job) } else { self.finish(job, false) }
                     } else {
                         // A failed Job is marked at its deadline, then its pods are deleted.
                         if !success {
@@ -737,7 +749,13 @@ impl<'w> Engine<'w> {
                 self.out.push(SimEvent::PodFinished { pod, succeeded: ok });
                 let job = self.pods[pod.index()].job;
                 if last && !self.jobs[job.index()].phase.is_terminal() {
-                    self.finish(job, true);
+                    self.succeed(job);
+                }
+            }
+            Ev::JobComplete(job) => {
+                // A suspension meanwhile deleted no pod (all had succeeded): the Job completes.
+                if !self.jobs[job.index()].phase.is_terminal() {
+                    self.end_job(job, true);
                 }
             }
             Ev::Wakeup => {

@@ -138,6 +138,12 @@ pub struct Timing {
     /// the run time truncated to seconds, as the hack/ harness's KWOK stages compute it.
     #[serde(default)]
     pub run_ends_on_second: bool,
+    /// From a Job's last pod succeeding to the Job being marked Complete: the Job controller
+    /// syncs a Job at most once per `SyncJobBatchPeriod` after its pods change (1 s in
+    /// kube-controller-manager 1.37, pkg/controller/job). The pods' room is free meanwhile; what
+    /// waits for the Job's completion (a quota) waits this long.
+    #[serde(default = "default_job_complete_delay")]
+    pub job_complete_delay: Dur,
 }
 
 fn default_create_qps() -> f64 {
@@ -147,6 +153,9 @@ fn default_bind_qps() -> f64 {
     50.0
 }
 fn default_start_delay() -> Dur {
+    secs(1)
+}
+fn default_job_complete_delay() -> Dur {
     secs(1)
 }
 fn default_job_syncs() -> u32 {
@@ -164,6 +173,7 @@ impl Default for Timing {
             status_write: None,
             pod_end_spread: None,
             run_ends_on_second: false,
+            job_complete_delay: default_job_complete_delay(),
         }
     }
 }

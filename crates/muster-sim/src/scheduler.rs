@@ -74,7 +74,8 @@ pub enum SimEvent {
     JobSuspended {
         job: JobId,
     },
-    /// Terminal: succeeded, or failed (deadline, or `Fail`).
+    /// Terminal: succeeded (`timing.jobCompleteDelay` after its last pod), or failed (deadline,
+    /// or `Fail`).
     JobFinished {
         job: JobId,
         succeeded: bool,

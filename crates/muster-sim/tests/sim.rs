@@ -217,7 +217,7 @@ fn metrics_on_a_hand_computed_run() {
     let w = workload(
         "metrics",
         TINY_CLUSTER,
-        "name: m\nsampleInterval: 10s\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s}\njobClasses:\n\
+        "name: m\nsampleInterval: 10s\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}\njobClasses:\n\
          \x20 - {name: a, count: 1, members: 1, resources: {cpu: \"2\"}, runTime: 10s, runStarts: podStart}\n\
          \x20 - {name: b, count: 1, members: 2, resources: {cpu: \"2\"}, runTime: 20s}\n",
         1,
@@ -238,13 +238,34 @@ fn metrics_on_a_hand_computed_run() {
 }
 
 #[test]
+fn a_job_completes_a_sync_after_its_pods_and_only_what_waits_for_the_job_pays_it() {
+    // One 4-cpu node, instant control plane, Jobs marked Complete 1 s after their last pod. A and
+    // B (4 cpu, 10 s) arrive at 0. muster ends A's group at its pod's end, as its controller does
+    // for a Job: B starts at 10 s. Kueue's model frees A's quota with the Job: B starts at 11 s.
+    let w = workload(
+        "complete",
+        TINY_CLUSTER,
+        "name: c\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 1s}\n\
+         kueue: {quotaFactor: 1}\njobClasses:\n\
+         \x20 - {name: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 10s, runStarts: podStart}\n",
+        1,
+    )
+    .unwrap();
+    let opts = RunOptions { schedulers: vec!["muster".into(), "kueue".into()], ..RunOptions::new("") };
+    let report = muster_sim::run_workload(&w, &opts).unwrap();
+    let (muster, kueue) = (&report.runs[0], &report.runs[1]);
+    assert_eq!((muster.wait.max_s, muster.makespan_s), (10.0, Some(21.0)), "B ran 10..20 s, its Job complete at 21 s");
+    assert_eq!((kueue.wait.max_s, kueue.makespan_s), (11.0, Some(22.0)));
+}
+
+#[test]
 fn every_extended_resource_is_counted() {
     // One node of 4 cpu, 8 GPUs and 2 FPGAs; one job of 1 pod (1 cpu, 4 GPUs, 1 FPGA) for 10 s of
     // a 20 s run: GPUs and FPGAs are each half held for half the run.
     let w = workload(
         "extended",
         "name: x\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: \"4\", nvidia.com/gpu: 8, example.com/fpga: 2, pods: 10}}\n",
-        "name: x\nsampleInterval: 10s\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s}\njobClasses:\n\
+        "name: x\nsampleInterval: 10s\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}\njobClasses:\n\
          \x20 - {name: a, count: 1, members: 1, resources: {cpu: \"1\", nvidia.com/gpu: 4, example.com/fpga: 1}, runTime: 10s}\n\
          \x20 - {name: b, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 20s}\n",
         1,
@@ -379,7 +400,7 @@ fn default_model_pops_from_backoff_when_the_active_queue_is_empty() {
     let w = workload(
         "popbackoff",
         TINY_CLUSTER,
-        "name: p\nsubmitters: {count: 2}\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s}\njobClasses:\n\
+        "name: p\nsubmitters: {count: 2}\ntiming: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}\njobClasses:\n\
          \x20 - {name: a, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 1200ms, runStarts: podStart}\n\
          \x20 - {name: b, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 1s, runStarts: podStart,\n\
          \x20    arrival: {pattern: burst, start: 500ms}}\n",
@@ -438,8 +459,10 @@ fn runs_end_on_whole_seconds_and_pod_ends_spread_in_clumps() {
     let job =
         "jobClasses:\n  - {name: j, count: 1, members: 4, resources: {cpu: \"1\"}, runTime: 20500ms, deadline: 60s}\n";
     let run = |timing: &str, runtime: &str| {
+        // A Job marked Complete with its last pod unless the case says otherwise.
+        let complete = if timing.contains("jobCompleteDelay") { "" } else { ", jobCompleteDelay: 0s" };
         let text = format!(
-            "name: s\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 300ms{timing}}}\n{}",
+            "name: s\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 300ms{complete}{timing}}}\n{}",
             job.replace("20500ms", runtime)
         );
         let w = workload("podends", TINY_CLUSTER, &text, 1).unwrap();
@@ -452,6 +475,10 @@ fn runs_end_on_whole_seconds_and_pod_ends_spread_in_clumps() {
     // Ready at 0.3 s: the run ends at 20.8 s, or on whole seconds at 0 + 20 s.
     assert_eq!(run("", "20500ms"), (vec![20_800; 4], 20_800, Succeeded));
     assert_eq!(run(", runEndsOnSecond: true", "20500ms"), (vec![20_000; 4], 20_000, Succeeded));
+    // The Job controller marks the Job Complete a sync period after its last pod: the pods end
+    // (and free their room) at 20.8 s, the job at 22.3 s; a failed job is marked at once.
+    assert_eq!(run(", jobCompleteDelay: 1500ms", "20500ms"), (vec![20_800; 4], 22_300, Succeeded));
+    assert_eq!(run(", jobCompleteDelay: 1500ms", "100s").1, 60_000);
     // newClump 0: one clump, as without a spread.
     let spread = |p: f64| format!(", runEndsOnSecond: true, podEndSpread: {{newClump: {p}, gap: 1s}}");
     assert_eq!(run(&spread(0.0), "20500ms"), (vec![20_000; 4], 20_000, Succeeded));

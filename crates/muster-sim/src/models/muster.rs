@@ -3,7 +3,8 @@
 //! then its job is started and every pod bound to the node the placement names; nothing is placed
 //! pod by pod, so no partial gang ever holds resources. As the controller does, a group reserved
 //! to start within its queue's `createPodsAheadS` has its job started early: its pods are made
-//! and wait unbound, and are bound as soon as the group is admitted.
+//! and wait unbound, and are bound as soon as the group is admitted. And as it does for a Job, a
+//! group ends when every member's pod has succeeded, not a `jobCompleteDelay` later with the Job.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -211,6 +212,22 @@ impl Scheduler for Muster {
             SimEvent::PodReady { pod } => {
                 let job = view.pod(pod).job;
                 self.engine.pods_ready(&key(job), view.job(job).ready, now)
+            }
+            SimEvent::PodFinished { pod, succeeded: true } => {
+                // As the controller does for a Job: its group ends once every member's pod has
+                // succeeded, before the Job is marked Complete.
+                let job = view.pod(pod).job;
+                let j = view.job(job);
+                let all = j.pods.len() as u32 == j.members
+                    && j.pods.iter().all(|&p| view.pod(p).phase == PodPhase::Succeeded);
+                match self.engine.group(&key(job)).map(|g| g.state) {
+                    Some(s) if all && s.holds_allocation() => {
+                        self.placements.remove(&job);
+                        self.dirty = true;
+                        self.engine.finished(&key(job), true, now)
+                    }
+                    _ => Ok(Vec::new()),
+                }
             }
             SimEvent::JobFinished { job, succeeded } => {
                 self.placements.remove(&job);
