@@ -3,9 +3,11 @@
 //! each step a scheduler takes between a job's submission and its run, and the hand-over from one
 //! gang to the next (the last pod of one ending, the next gang bound).
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::occupancy::{Ledger, nth};
+use crate::occupancy::{Ledger, PodSpan, nth};
 use crate::stats::round;
 use crate::workload::JobRecord;
 
@@ -29,9 +31,15 @@ impl Ledger {
     /// The steps of every job of `jobs` (in their order) in a run whose scenario time 0 is `t0`.
     /// A job's gang is its record's minimum (else all of its pods).
     pub fn timelines(&self, jobs: &[JobRecord], t0: f64) -> Vec<JobTimeline> {
+        let mut by_job: HashMap<&str, Vec<&PodSpan>> = HashMap::new();
+        for p in self.pods.values() {
+            if let Some(job) = p.job.as_deref() {
+                by_job.entry(job).or_default().push(p);
+            }
+        }
         jobs.iter()
             .map(|j| {
-                let pods: Vec<_> = self.pods.values().filter(|p| p.job.as_deref() == Some(&j.name)).collect();
+                let pods = by_job.get(j.name.as_str()).map_or(&[][..], Vec::as_slice);
                 let size = j.min_pods.unwrap_or(j.pods);
                 let at = |t: Option<f64>| t.map(|t| round(t - t0, 3));
                 let ends = || pods.iter().filter_map(|p| p.end);

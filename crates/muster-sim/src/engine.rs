@@ -715,10 +715,7 @@ impl<'w> Engine<'w> {
                 self.pods[pod.index()].phase = PodPhase::Succeeded;
                 self.out.push(SimEvent::PodFinished { pod, succeeded: true });
                 let job = self.pods[pod.index()].job;
-                let j = &self.jobs[job.index()];
-                if j.pods.len() as u32 == j.members
-                    && j.pods.iter().all(|p| self.pods[p.index()].phase == PodPhase::Succeeded)
-                {
+                if self.view().all_succeeded(job) {
                     self.succeed(job);
                 }
             }

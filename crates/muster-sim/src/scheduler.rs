@@ -230,6 +230,12 @@ impl ClusterView<'_> {
     pub fn pod(&self, id: PodId) -> &PodState {
         &self.pods[id.index()]
     }
+    /// Whether every member of the job's current start has its pod and all of them succeeded:
+    /// its run is over.
+    pub fn all_succeeded(&self, id: JobId) -> bool {
+        let j = self.job(id);
+        j.pods.len() as u32 == j.members && j.pods.iter().all(|&p| self.pod(p).phase == PodPhase::Succeeded)
+    }
     /// True if the job's node filter (selector, tolerations) admits the node and it is not cordoned.
     pub fn eligible(&self, job: JobId, node: NodeId) -> bool {
         self.eligible[self.jobs[job.index()].filter][node.index()]

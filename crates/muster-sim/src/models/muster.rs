@@ -217,11 +217,8 @@ impl Scheduler for Muster {
                 // As the controller does for a Job: its group ends once every member's pod has
                 // succeeded, before the Job is marked Complete.
                 let job = view.pod(pod).job;
-                let j = view.job(job);
-                let all = j.pods.len() as u32 == j.members
-                    && j.pods.iter().all(|&p| view.pod(p).phase == PodPhase::Succeeded);
                 match self.engine.group(&key(job)).map(|g| g.state) {
-                    Some(s) if all && s.holds_allocation() => {
+                    Some(s) if view.all_succeeded(job) && s.holds_allocation() => {
                         self.placements.remove(&job);
                         self.dirty = true;
                         self.engine.finished(&key(job), true, now)
