@@ -34,17 +34,27 @@ pub struct TopologyConstraint {
     /// constraint falls back to the whole cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub within: Option<String>,
+    /// For a preferred constraint: several levels, `level` (the innermost) among them, with what
+    /// sharing a domain of each is worth (1..=100, as pod affinity weights). When no domain of
+    /// `level` holds the group, the placement kept is the one where the most member pairs share a
+    /// domain, each level's share counted by its weight. Empty: the first level out that holds the
+    /// group wins.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub weights: BTreeMap<String, u32>,
 }
+
+/// The largest weight of a weighted topology preference, as for pod affinity terms.
+pub const MAX_TOPOLOGY_WEIGHT: u32 = 100;
 
 impl TopologyConstraint {
     /// All members within one domain of `level`.
     pub fn required(level: impl Into<String>) -> Self {
-        Self { level: level.into(), mode: ConstraintMode::Required, within: None }
+        Self { level: level.into(), mode: ConstraintMode::Required, within: None, weights: BTreeMap::new() }
     }
 
     /// Members within one domain of `level` where they fit, else of the next level out.
     pub fn preferred(level: impl Into<String>) -> Self {
-        Self { level: level.into(), mode: ConstraintMode::Preferred, within: None }
+        Self { level: level.into(), mode: ConstraintMode::Preferred, within: None, weights: BTreeMap::new() }
     }
 }
 

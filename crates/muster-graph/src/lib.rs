@@ -16,6 +16,7 @@ pub mod jobspec;
 pub mod matcher;
 pub mod names;
 pub mod policy;
+mod preference;
 pub mod quantity;
 pub mod resources;
 pub mod sockets;

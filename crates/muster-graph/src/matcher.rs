@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::graph::{DomainId, Graph, NodeId, VertexId};
-use crate::jobspec::{ConstraintMode, GroupRequest, TopologyConstraint};
+use crate::jobspec::{ConstraintMode, GroupRequest, MAX_TOPOLOGY_WEIGHT, TopologyConstraint};
 use crate::policy::Policy;
 use crate::resources::ResourceKind;
 use crate::sockets::SocketDemand;
@@ -242,7 +242,7 @@ impl Graph {
     }
 
     /// Upper bound on units the whole domain can take, from its sums.
-    fn domain_total_bound(&self, dom: DomainId, d: &Demand, window: Window) -> u64 {
+    pub(crate) fn domain_total_bound(&self, dom: DomainId, d: &Demand, window: Window) -> u64 {
         let agg = self.domain(dom);
         let sums = match window {
             Window::Now { .. } => &agg.sum_free,
@@ -295,7 +295,7 @@ impl Graph {
     }
 
     /// Nodes under `scope` with at least one unit free, with their unit counts.
-    fn candidates(&self, scope: DomainId, d: &Demand, window: Window) -> Vec<(NodeId, u32)> {
+    pub(crate) fn candidates(&self, scope: DomainId, d: &Demand, window: Window) -> Vec<(NodeId, u32)> {
         let mut out = Vec::new();
         let mut buf = Vec::new();
         self.walk_nodes(scope, d, window, false, &mut |n| {
@@ -326,7 +326,7 @@ impl Graph {
 
     /// Takes the nodes that can hold the most units first: a best-first search where a domain's
     /// key is an upper bound on any of its nodes, so a node popped is the true next largest.
-    fn select_pack(&self, scope: DomainId, d: &Demand, window: Window) -> Placement {
+    pub(crate) fn select_pack(&self, scope: DomainId, d: &Demand, window: Window) -> Placement {
         #[derive(PartialEq, Eq, PartialOrd, Ord)]
         enum Item {
             Domain(Reverse<DomainId>),
@@ -420,7 +420,7 @@ impl Graph {
     }
 
     /// The domains of `level`, with their matching domain ids, in tree order.
-    fn level_domains(&self, level: &str) -> &[(VertexId, DomainId)] {
+    pub(crate) fn level_domains(&self, level: &str) -> &[(VertexId, DomainId)] {
         self.levels.get(level).map_or(&[], Vec::as_slice)
     }
 
@@ -428,11 +428,12 @@ impl Graph {
     /// enclose its own; the message names the levels there are.
     fn check_topology(&self, t: &TopologyConstraint) -> Result<(), Unsatisfiable> {
         let known: Vec<_> = self.levels.keys().filter(|l| *l != "cluster").collect();
-        for level in std::iter::once(&t.level).chain(&t.within) {
+        for level in std::iter::once(&t.level).chain(&t.within).chain(t.weights.keys()) {
             if !self.levels.contains_key(level) {
                 return Err(Unsatisfiable(format!("no topology level {level:?} in this cluster (levels: {known:?})")));
             }
         }
+        self.check_weights(t)?;
         let Some(within) = &t.within else { return Ok(()) };
         if t.mode == ConstraintMode::Required {
             return Err(Unsatisfiable(format!(
@@ -449,6 +450,46 @@ impl Graph {
                  within one further out",
                 t.level
             )));
+        }
+        Ok(())
+    }
+
+    /// Refuses weights on a required constraint, out of range, without one for `level`, or on a
+    /// level inside `level` or outside `within`.
+    fn check_weights(&self, t: &TopologyConstraint) -> Result<(), Unsatisfiable> {
+        if t.weights.is_empty() {
+            return Ok(());
+        }
+        if t.mode == ConstraintMode::Required {
+            return Err(Unsatisfiable(format!(
+                "weights rank preferred levels; a required {:?} constraint has none (prefer it instead)",
+                t.level
+            )));
+        }
+        if let Some((level, w)) = t.weights.iter().find(|(_, w)| !(1..=MAX_TOPOLOGY_WEIGHT).contains(*w)) {
+            return Err(Unsatisfiable(format!(
+                "weight {w} of {level:?} is out of range; allowed 1..={MAX_TOPOLOGY_WEIGHT}"
+            )));
+        }
+        if !t.weights.contains_key(&t.level) {
+            return Err(Unsatisfiable(format!(
+                "the weights leave out {:?}, the innermost preferred level; give it a weight too",
+                t.level
+            )));
+        }
+        let order = self.levels_innermost_first();
+        let depth = |l: &String| order.iter().position(|x| x == l);
+        let outermost = t.within.as_ref().map_or(order.len(), |w| depth(w).unwrap_or(order.len()));
+        for level in t.weights.keys() {
+            let at = depth(level);
+            if at < depth(&t.level) || at.is_some_and(|a| a > outermost) {
+                let bounds = t.within.as_ref().map_or(String::new(), |w| format!(" and at most {w:?}"));
+                return Err(Unsatisfiable(format!(
+                    "weighted level {level:?} is out of order (levels from the nodes out: {order:?}); weight {:?} or \
+                     levels enclosing it{bounds}",
+                    t.level
+                )));
+            }
         }
         Ok(())
     }
@@ -476,7 +517,7 @@ impl Graph {
     }
 
     /// Runs `policy` within `scope`, without topology handling.
-    fn select_flat(&self, scope: DomainId, d: &Demand, window: Window, policy: Policy) -> Placement {
+    pub(crate) fn select_flat(&self, scope: DomainId, d: &Demand, window: Window, policy: Policy) -> Placement {
         match policy {
             Policy::First => self.select_in_order(scope, d, window, false),
             Policy::HighId => self.select_in_order(scope, d, window, true),
@@ -507,7 +548,13 @@ impl Graph {
     /// The best placement of `d` within one domain of `level`: all of it in the first domain that
     /// takes it (the tightest, under the locality policy), else the domain that takes the most
     /// of it, if at least its minimum.
-    fn search_level(&self, level: &str, d: &Demand, window: Window, policy: Policy) -> Option<(Placement, VertexId)> {
+    pub(crate) fn search_level(
+        &self,
+        level: &str,
+        d: &Demand,
+        window: Window,
+        policy: Policy,
+    ) -> Option<(Placement, VertexId)> {
         if policy == Policy::Locality
             && let Some((v, p)) = self.select_tightest_domain(level, d, window)
         {
@@ -562,6 +609,9 @@ impl Graph {
                     outward
                 }
             };
+            if !t.weights.is_empty() {
+                return self.search_weighted(d, window, policy, t, &levels);
+            }
             for level in &levels {
                 if let Some((p, v)) = self.search_level(level, d, window, policy) {
                     return (p, Some(v));

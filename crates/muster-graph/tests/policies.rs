@@ -545,3 +545,94 @@ fn a_preferred_rack_that_cannot_be_met_falls_back_to_one_block_before_the_cluste
         check_invariants(&r);
     }
 }
+
+/// Three blocks of three racks of four nodes.
+const THREE_BLOCKS: &str = "
+name: t
+topology: [{level: block, label: muster.dev/block}, {level: rack, label: muster.dev/rack}]
+nodeClasses:
+  - name: a
+    count: 36
+    capacity: {cpu: 8, memory: 32Gi, pods: 110}
+    spread: {block: 12, rack: 4}
+";
+
+#[test]
+fn weighted_preferences_trade_fewer_racks_against_one_block_by_their_weights() {
+    let mut base = rg(THREE_BLOCKS, Policy::First);
+    let label = |r: &ResourceGraph, n: &str, level: &str| {
+        r.graph.node(r.graph.node_id(n).unwrap()).labels[&format!("muster.dev/{level}")].clone()
+    };
+    let mut racks: std::collections::BTreeMap<(String, String), Vec<String>> = Default::default();
+    for i in 0..36 {
+        let n = format!("a-{i}");
+        racks.entry((label(&base, &n, "block"), label(&base, &n, "rack"))).or_default().push(n);
+    }
+    let racks: Vec<Vec<String>> = racks.into_values().collect();
+    assert_eq!(racks.len(), 9);
+    // Free after other pods: block 0 has 3 + 3 + 2 nodes (8, over three racks); blocks 1 and 2
+    // one whole rack each (8 over two racks, two blocks).
+    let busy = |r: &[String], keep: usize| r[keep..].to_vec();
+    let mut held: Vec<String> = [busy(&racks[0], 3), busy(&racks[1], 3), busy(&racks[2], 2)].concat();
+    held.extend(racks[4..6].concat());
+    held.extend(racks[7..9].concat());
+    for n in &held {
+        base.hold(n, &[("cpu".into(), 8000)], 0).unwrap();
+    }
+    let place = |members: u32, weights: &[(&str, u32)]| {
+        let mut r = base.clone();
+        let mut eight = cpu("gang", members, 8);
+        eight.topology = Some(TopologyConstraint {
+            weights: weights.iter().map(|&(l, w)| (l.to_string(), w)).collect(),
+            ..TopologyConstraint::preferred("rack")
+        });
+        let id = allocated(&mut r, &eight);
+        let nodes = nodes_of(&r, id);
+        let blocks: BTreeSet<_> = nodes.iter().map(|n| label(&r, n, "block")).collect();
+        let in_racks: BTreeSet<_> = nodes.iter().map(|n| label(&r, n, "rack")).collect();
+        check_invariants(&r);
+        (blocks.len(), in_racks.len())
+    };
+    // Unweighted, the first level out that holds the group wins: one block, three racks.
+    assert_eq!(place(8, &[]), (1, 3));
+    // Rack pairs worth ten times block pairs: two whole racks, in two blocks (score 10x12 + 12
+    // against 10x7 + 28).
+    assert_eq!(place(8, &[("rack", 10), ("block", 1)]), (2, 2));
+    // Equal weights, or blocks worth more: one block (7 + 28 against 12 + 12).
+    assert_eq!(place(8, &[("rack", 1), ("block", 1)]), (1, 3));
+    assert_eq!(place(8, &[("rack", 1), ("block", 10)]), (1, 3));
+    // Room in one rack wins whatever the weights.
+    assert_eq!(place(4, &[("rack", 1), ("block", 100)]), (1, 1));
+}
+
+#[test]
+fn weights_that_do_not_rank_the_preferred_levels_are_refused_with_the_fix() {
+    let mut r = rg(THREE_BLOCKS, Policy::First);
+    let weighted = |t: TopologyConstraint, weights: &[(&str, u32)]| TopologyConstraint {
+        weights: weights.iter().map(|&(l, w)| (l.to_string(), w)).collect(),
+        ..t
+    };
+    let cases = [
+        (weighted(TopologyConstraint::required("rack"), &[("rack", 1)]), "a required \"rack\" constraint has none"),
+        (weighted(TopologyConstraint::preferred("rack"), &[("rack", 0)]), "weight 0 of \"rack\" is out of range"),
+        (weighted(TopologyConstraint::preferred("rack"), &[("rack", 101)]), "allowed 1..=100"),
+        (weighted(TopologyConstraint::preferred("rack"), &[("block", 5)]), "leave out \"rack\""),
+        (weighted(TopologyConstraint::preferred("block"), &[("block", 5), ("rack", 1)]), "\"rack\" is out of order"),
+        (weighted(TopologyConstraint::preferred("rack"), &[("rack", 5), ("zone", 1)]), "no topology level \"zone\""),
+        (
+            weighted(
+                TopologyConstraint { within: Some("rack".into()), ..TopologyConstraint::preferred("rack") },
+                &[("rack", 5)],
+            ),
+            "does not enclose",
+        ),
+    ];
+    for (t, want) in cases {
+        let mut req = cpu("g", 1, 1);
+        req.topology = Some(t);
+        match r.allocate(&req, 0) {
+            MatchOutcome::Unsatisfiable(why) => assert!(why.contains(want), "{want}: {why}"),
+            other => panic!("{want}: {other:?}"),
+        }
+    }
+}

@@ -13,7 +13,9 @@ use muster_graph::filter::{
 };
 /// The operators are the matcher's own (with their schema), so a Group says what the graph reads.
 pub use muster_graph::filter::{SelectorOperator as NodeSelectorOperator, TolerationOperator};
-use muster_graph::jobspec::{ConstraintMode, MAX_DURATION, MAX_MEMBERS, TopologyConstraint as EngineTopology};
+use muster_graph::jobspec::{
+    ConstraintMode, MAX_DURATION, MAX_MEMBERS, MAX_TOPOLOGY_WEIGHT, TopologyConstraint as EngineTopology,
+};
 use muster_queue::GroupState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -139,6 +141,11 @@ pub struct TopologyConstraint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub within: Option<String>,
+    /// For a preferred level: several levels (`level`, the innermost, among them) with what
+    /// sharing a domain of each is worth, 1 to 100. When no domain of `level` holds the group, the
+    /// placement where the most member pairs share domains, weighted so, is kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub weights: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -164,11 +171,16 @@ pub fn annotated_topology(
         }
         Ok(Some(level.clone()))
     };
-    Ok(match (level(labels::REQUIRED_TOPOLOGY)?, level(labels::PREFERRED_TOPOLOGY)?) {
+    let preferred = match annotations.and_then(|a| a.get(labels::PREFERRED_TOPOLOGY)) {
+        Some(v) if v.contains(':') => Some(weighted_levels(v)?),
+        _ => level(labels::PREFERRED_TOPOLOGY)?.map(|level| (level, BTreeMap::new())),
+    };
+    let constraint = |level, mode, within, weights| TopologyConstraint { level, mode, within, weights };
+    Ok(match (level(labels::REQUIRED_TOPOLOGY)?, preferred) {
         (None, None) => None,
-        (Some(level), None) => Some(TopologyConstraint { level, mode: TopologyMode::Required, within: None }),
-        (None, Some(level)) => Some(TopologyConstraint { level, mode: TopologyMode::Preferred, within: None }),
-        (Some(required), Some(preferred)) if required == preferred => {
+        (Some(level), None) => Some(constraint(level, TopologyMode::Required, None, BTreeMap::new())),
+        (None, Some((level, weights))) => Some(constraint(level, TopologyMode::Preferred, None, weights)),
+        (Some(required), Some((preferred, _))) if required == preferred => {
             return Err(format!(
                 "metadata.annotations: {} and {} both name {required:?}; keep one, or prefer a level inside the \
                  required one (preferred rack, required block)",
@@ -176,10 +188,35 @@ pub fn annotated_topology(
                 labels::PREFERRED_TOPOLOGY
             ));
         }
-        (Some(required), Some(preferred)) => {
-            Some(TopologyConstraint { level: preferred, mode: TopologyMode::Preferred, within: Some(required) })
+        (Some(required), Some((preferred, weights))) => {
+            Some(constraint(preferred, TopologyMode::Preferred, Some(required), weights))
         }
     })
+}
+
+/// Reads `rack:10,block:3` (levels of [`labels::TOPOLOGY_LEVELS`], weights 1 to 100) into the
+/// innermost level named and the weights.
+fn weighted_levels(value: &str) -> Result<(String, BTreeMap<String, u32>), String> {
+    let field = format!("metadata.annotations[{}]", labels::PREFERRED_TOPOLOGY);
+    let known: Vec<&str> = labels::TOPOLOGY_LEVELS.iter().map(|(l, _)| *l).collect();
+    let mut weights = BTreeMap::new();
+    for part in value.split(',') {
+        let (level, weight) = part.split_once(':').unwrap_or((part, ""));
+        let (level, weight) = (level.trim(), weight.trim());
+        if !known.contains(&level) {
+            return Err(format!(
+                "{field}: {level:?} is not a topology level; weigh levels of {known:?}, as rack:10,block:3"
+            ));
+        }
+        let weight = weight.parse::<u32>().ok().filter(|w| (1..=MAX_TOPOLOGY_WEIGHT).contains(w)).ok_or_else(|| {
+            format!("{field}: weight {weight:?} of {level:?} is not a whole number from 1 to {MAX_TOPOLOGY_WEIGHT}")
+        })?;
+        if weights.insert(level.to_string(), weight).is_some() {
+            return Err(format!("{field}: {level:?} is weighted twice; give each level one weight"));
+        }
+    }
+    let innermost = known.iter().rev().find(|l| weights.contains_key(**l)).expect("at least one level parsed");
+    Ok((innermost.to_string(), weights))
 }
 
 /// The members of a plain pod group, as its pods' labels say: [`labels::GROUP_SIZE`] pods (absent:
@@ -420,6 +457,7 @@ impl GroupSpec {
                     TopologyMode::Preferred => ConstraintMode::Preferred,
                 },
                 within: t.within.clone(),
+                weights: t.weights.clone(),
             }),
             // Kubernetes gives a pod no socket; the kubelet's topology manager aligns it.
             sockets: None,
@@ -609,5 +647,29 @@ mod tests {
         assert_eq!((c.status.as_str(), c.last_transition_time.clone()), ("False", t(30)));
         assert_eq!(s.conditions.len(), 2);
         assert!(s.condition(GroupConditionType::Finished).is_none());
+    }
+
+    #[test]
+    fn weighted_topology_annotations_name_the_innermost_level_and_refuse_what_they_cannot_read() {
+        let read = |pairs: &[(&str, &str)]| {
+            let a: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            annotated_topology(Some(&a))
+        };
+        let t = read(&[(labels::PREFERRED_TOPOLOGY, "block:3, rack:10"), (labels::REQUIRED_TOPOLOGY, "zone")])
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.level.as_str(), t.mode, t.within.as_deref()), ("rack", TopologyMode::Preferred, Some("zone")));
+        assert_eq!(t.weights, BTreeMap::from([("block".to_string(), 3), ("rack".to_string(), 10)]));
+        assert_eq!(read(&[(labels::PREFERRED_TOPOLOGY, "rack")]).unwrap().unwrap().weights, BTreeMap::new());
+        let field = "metadata.annotations[muster.dev/preferred-topology]";
+        for (value, want) in [
+            ("rack:10,row:2", "\"row\" is not a topology level; weigh levels of [\"zone\", \"block\", \"rack\"]"),
+            ("rack:0", "weight \"0\" of \"rack\" is not a whole number from 1 to 100"),
+            ("rack:ten", "weight \"ten\""),
+            ("rack:1,rack:2", "\"rack\" is weighted twice"),
+        ] {
+            let e = read(&[(labels::PREFERRED_TOPOLOGY, value)]).unwrap_err();
+            assert!(e.starts_with(field) && e.contains(want), "{value}: {e}");
+        }
     }
 }

@@ -443,6 +443,10 @@ pub struct ClassTopology {
     pub level: String,
     /// `required`: a scheduler that honours it never spreads the job; `preferred`: it may.
     pub mode: ConstraintMode,
+    /// For a preferred level: an enclosing level the job must stay within when `level` cannot
+    /// hold it (prefer a rack, require its block).
+    #[serde(default)]
+    pub within: Option<String>,
     /// A job whose pods span more than one domain of the level runs this many times longer
     /// (its traffic crosses the level's uplinks). The scenario states it; 1 means no cost.
     #[serde(default = "one_f")]
@@ -541,7 +545,20 @@ pub struct JobTopology {
     /// The node label whose value names a node's domain at `level`.
     pub label: String,
     pub mode: ConstraintMode,
+    /// The enclosing level a preferred one is kept within, and its node label.
+    pub within: Option<(String, String)>,
     pub span_slowdown: f64,
+}
+
+impl JobTopology {
+    /// The node label of the level the job must stay within: its level's when required, the
+    /// enclosing one's when preferred within one, else none.
+    pub fn binding_label(&self) -> Option<&str> {
+        match self.mode {
+            ConstraintMode::Required => Some(&self.label),
+            ConstraintMode::Preferred => self.within.as_ref().map(|(_, label)| label.as_str()),
+        }
+    }
 }
 
 impl JobSpec {
@@ -552,8 +569,12 @@ impl JobSpec {
         g.requests = self.requests.clone();
         g.filter = self.filter.clone();
         g.duration = self.expected_run_ms.map(|ms| (ms as u64).div_ceil(1000).max(1));
-        g.topology =
-            self.topology.as_ref().map(|t| TopologyConstraint { level: t.level.clone(), mode: t.mode, within: None });
+        g.topology = self.topology.as_ref().map(|t| TopologyConstraint {
+            level: t.level.clone(),
+            mode: t.mode,
+            within: t.within.as_ref().map(|(level, _)| level.clone()),
+            weights: Default::default(),
+        });
         g
     }
 
@@ -616,7 +637,37 @@ fn class_topology(
             format!("{} is out of range; allowed 1..=100", t.span_slowdown),
         ));
     }
-    Ok(JobTopology { level: t.level.clone(), label: level.label.clone(), mode: t.mode, span_slowdown: t.span_slowdown })
+    let within = match &t.within {
+        None => None,
+        Some(_) if t.mode == ConstraintMode::Required => {
+            return Err(input(
+                file,
+                format!("{at}.within"),
+                "a required level is kept within nothing else; drop within, or make the level preferred",
+            ));
+        }
+        Some(w) => {
+            // The cluster lists its levels outermost first.
+            let outer = cluster.topology.iter().take_while(|l| l.level != t.level).find(|l| &l.level == w);
+            let Some(outer) = outer else {
+                let enclosing: Vec<_> =
+                    cluster.topology.iter().take_while(|l| l.level != t.level).map(|l| l.level.as_str()).collect();
+                return Err(input(
+                    file,
+                    format!("{at}.within"),
+                    format!("{w:?} is not a level enclosing {:?}; levels that do: {enclosing:?}", t.level),
+                ));
+            };
+            Some((outer.level.clone(), outer.label.clone()))
+        }
+    };
+    Ok(JobTopology {
+        level: t.level.clone(),
+        label: level.label.clone(),
+        mode: t.mode,
+        within,
+        span_slowdown: t.span_slowdown,
+    })
 }
 
 fn input(file: &str, path: impl Into<String>, msg: impl Into<String>) -> SimError {

@@ -65,6 +65,45 @@ fn a_preferred_rack_is_given_up_where_no_rack_has_room() {
     expect_gang(&w, &["kueue", "volcano", "native", "default"], true, 101.0..=106.0, "spread at once");
 }
 
+/// Two blocks of two racks of two 4-cpu nodes (n-0..n-3 block 0, racks of n-0/1 and n-2/3). At
+/// 1 s only n-1 (block 0) and n-5 (block 1) are free; n-0 frees at 10 s, the rest at 100 s. A gang
+/// of two whole-node pods prefers a rack (`within` as given), runs 50 s, twice that if spread.
+fn blocks_workload(within: &str) -> Workload {
+    let dir = std::env::temp_dir().join(format!("muster-sim-within-{within}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cluster = "name: blocks\nnodeClasses:\n  - {name: n, count: 8, capacity: {cpu: \"4\", pods: 110}, \
+                   spread: {block: 4, rack: 2}}\n";
+    std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
+    let filler = |node: u32, run: &str| {
+        format!(
+            "  - {{name: filler-{node}, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: {run}, \
+             nodeSelector: {{kubernetes.io/hostname: n-{node}}}}}\n"
+        )
+    };
+    let fillers: String = [(0, "10s"), (2, "100s"), (3, "100s"), (4, "100s"), (6, "100s"), (7, "100s")]
+        .iter()
+        .map(|&(n, run)| filler(n, run))
+        .collect();
+    let text = format!(
+        "name: t\ncluster: cluster.yaml\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s}}\njobClasses:\n\
+         {fillers}  - {{name: gang, count: 1, members: 2, resources: {{cpu: \"4\"}}, runTime: 50s, arrival: {{start: 1s}},\n\
+         \x20   topology: {{level: rack, mode: preferred, spanSlowdown: 2{within}}}}}\n"
+    );
+    scenario::from_text("t.yaml", &text, &dir, 1).unwrap()
+}
+
+#[test]
+fn a_preferred_rack_kept_within_a_block_waits_for_one_block_rather_than_spread_over_two() {
+    let w = blocks_workload(", within: block");
+    // n-0 frees at 10 s: then n-0 and n-1 share a rack (and a block). Native and Kueue take the
+    // block as a required level (their one constraint); Volcano and muster prefer the rack in it.
+    expect_gang(&w, &["kueue", "volcano", "native", "muster"], false, 60.0..=66.0, "kept within one block");
+    expect_gang(&w, &["default", "coscheduling"], true, 101.0..=106.0, "spread over both blocks at once");
+    // Without `within` the models that prefer take n-1 and n-5 at once.
+    let anywhere = blocks_workload("");
+    expect_gang(&anywhere, &["kueue", "volcano"], true, 101.0..=106.0, "spread over both blocks at once");
+}
+
 #[test]
 fn a_topology_level_the_cluster_lacks_is_refused_with_the_field() {
     let dir = std::env::temp_dir().join(format!("muster-sim-topology-bad-{}", std::process::id()));
@@ -75,6 +114,12 @@ fn a_topology_level_the_cluster_lacks_is_refused_with_the_field() {
         ("{level: pod, mode: required}", "jobClasses[0].topology.level", "levels are"),
         ("{level: rack, mode: always}", "jobClasses[0]", "required"),
         ("{level: rack, mode: required, spanSlowdown: 0.5}", "jobClasses[0].topology.spanSlowdown", "1..=100"),
+        ("{level: rack, mode: required, within: block}", "jobClasses[0].topology.within", "make the level preferred"),
+        (
+            "{level: block, mode: preferred, within: rack}",
+            "jobClasses[0].topology.within",
+            "levels that do: [\"zone\"]",
+        ),
     ] {
         let text = format!("name: t\ncluster: cluster.yaml\n{job}{topology}}}\n");
         let err = scenario::from_text("t.yaml", &text, &dir, 1).unwrap_err().to_string();

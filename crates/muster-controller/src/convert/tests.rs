@@ -87,18 +87,33 @@ fn a_topology_annotation_becomes_the_groups_constraint() {
     let g = job_view(&ann("muster.dev/required-topology", "rack")).unwrap().group.unwrap();
     assert_eq!(
         g.topology,
-        Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required, within: None })
+        Some(TopologyConstraint {
+            level: "rack".into(),
+            mode: TopologyMode::Required,
+            within: None,
+            weights: Default::default()
+        })
     );
     let g = job_view(&ann("muster.dev/preferred-topology", "block")).unwrap().group.unwrap();
     assert_eq!(
         g.topology,
-        Some(TopologyConstraint { level: "block".into(), mode: TopologyMode::Preferred, within: None })
+        Some(TopologyConstraint {
+            level: "block".into(),
+            mode: TopologyMode::Preferred,
+            within: None,
+            weights: Default::default()
+        })
     );
     // Both: the preferred level kept within the required one.
     let both = job(json!({"metadata": {"annotations": {
         "muster.dev/preferred-topology": "rack", "muster.dev/required-topology": "block"}}}));
     let g = job_view(&both).unwrap().group.unwrap();
-    let want = TopologyConstraint { level: "rack".into(), mode: TopologyMode::Preferred, within: Some("block".into()) };
+    let want = TopologyConstraint {
+        level: "rack".into(),
+        mode: TopologyMode::Preferred,
+        within: Some("block".into()),
+        weights: Default::default(),
+    };
     assert_eq!(g.topology, Some(want));
     assert_eq!(job_view(&job(json!({}))).unwrap().group.unwrap().topology, None);
     let e = job_view(&ann("muster.dev/required-topology", "")).unwrap().group.unwrap_err();
@@ -233,7 +248,12 @@ fn plain_pods_read_their_group_and_make_its_spec() {
     let g = plain_group_spec(&racked("rack")).unwrap();
     assert_eq!(
         g.topology,
-        Some(TopologyConstraint { level: "rack".into(), mode: TopologyMode::Required, within: None })
+        Some(TopologyConstraint {
+            level: "rack".into(),
+            mode: TopologyMode::Required,
+            within: None,
+            weights: Default::default()
+        })
     );
     let e = plain_group_spec(&racked("Rack 1")).unwrap_err();
     assert!(e.starts_with("pod w-0: metadata.annotations[muster.dev/required-topology]: \"Rack 1\""), "{e}");

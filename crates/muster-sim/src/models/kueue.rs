@@ -10,8 +10,6 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-use muster_graph::jobspec::ConstraintMode;
-
 use crate::models::gang::Snapshot;
 use crate::models::kube::{KubeCore, pod_key};
 use crate::models::topology::{self, Domains};
@@ -117,20 +115,16 @@ impl Kueue {
             }
             if let Some(t) = &view.job(job).spec.topology {
                 // TAS: the workload is admitted only with a topology assignment (per node, its
-                // pods), unless its constraint is preferred (then the pods go anywhere).
+                // pods), unless its constraint is preferred (then the pods go anywhere). A
+                // PodSet takes one constraint: a preferred level kept within another is given
+                // as the enclosing level, required.
                 let reserved = self.assigned_snapshot(view);
-                match topology::assign(
-                    view,
-                    &reserved,
-                    job,
-                    view.job(job).spec.max_members,
-                    &t.label,
-                    &mut self.domains,
-                ) {
+                let label = t.binding_label().unwrap_or(&t.label);
+                match topology::assign(view, &reserved, job, view.job(job).spec.max_members, label, &mut self.domains) {
                     Some(slots) => {
                         self.core.assigned.insert(job, slots);
                     }
-                    None if t.mode == ConstraintMode::Required => continue,
+                    None if t.binding_label().is_some() => continue,
                     None => {}
                 }
             }

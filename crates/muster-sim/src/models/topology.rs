@@ -103,32 +103,41 @@ pub fn place_gang(
         })
     };
     let Some(t) = view.job(job).spec.topology.as_ref() else { return place(snap, None) };
-    if t.mode == ConstraintMode::Preferred && honours == Honours::RequiredOnly {
-        return place(snap, None);
-    }
-    let domains = domains.of(view, &t.label);
-    let held = view.job(job).pods.iter().filter_map(|&p| view.pod(p).node.filter(|_| view.pod(p).phase.holds()));
-    let candidates: Vec<usize> = match held.map(|n| domains.iter().position(|d| d.mask[n.index()])).next() {
-        Some(Some(d)) => vec![d],
-        Some(None) => vec![],
-        None => fitting_domains(view, snap, job, need, domains),
+    // The levels tried in turn, and whether the whole cluster is the last resort. A model without
+    // preferred constraints is given the enclosing level a preferred one is kept within, as a
+    // required one: what a user of that scheduler would write.
+    let (labels, anywhere): (Vec<&str>, bool) = match (t.mode, honours, &t.within) {
+        (ConstraintMode::Required, ..) => (vec![&t.label], false),
+        (ConstraintMode::Preferred, Honours::Both, None) => (vec![&t.label], true),
+        (ConstraintMode::Preferred, Honours::Both, Some((_, within))) => (vec![&t.label, within], false),
+        (ConstraintMode::Preferred, Honours::RequiredOnly, None) => return place(snap, None),
+        (ConstraintMode::Preferred, Honours::RequiredOnly, Some((_, within))) => (vec![within], false),
     };
     let mut evaluated = 0;
-    for d in candidates {
-        let result = place(snap, Some(&domains[d].mask));
-        evaluated += result.evaluated;
-        if result.accepted {
-            return GangPlacement { evaluated, ..result };
+    for (i, label) in labels.iter().enumerate() {
+        let domains = domains.of(view, label);
+        let held = view.job(job).pods.iter().filter_map(|&p| view.pod(p).node.filter(|_| view.pod(p).phase.holds()));
+        let candidates: Vec<usize> = match held.map(|n| domains.iter().position(|d| d.mask[n.index()])).next() {
+            // A gang already partly placed stays in the domain of its placed pods, at the
+            // outermost level it may use.
+            Some(_) if i + 1 < labels.len() => continue,
+            Some(Some(d)) => vec![d],
+            Some(None) => vec![],
+            None => fitting_domains(view, snap, job, need, domains),
+        };
+        for d in candidates {
+            let result = place(snap, Some(&domains[d].mask));
+            evaluated += result.evaluated;
+            if result.accepted {
+                return GangPlacement { evaluated, ..result };
+            }
         }
     }
-    let rejected = GangPlacement { placed: vec![], evaluated, accepted: false };
-    match t.mode {
-        ConstraintMode::Preferred => {
-            let result = place(snap, None);
-            GangPlacement { evaluated: evaluated + result.evaluated, ..result }
-        }
-        ConstraintMode::Required => rejected,
+    if anywhere {
+        let result = place(snap, None);
+        return GangPlacement { evaluated: evaluated + result.evaluated, ..result };
     }
+    GangPlacement { placed: vec![], evaluated, accepted: false }
 }
 
 /// Kueue TAS's admission: per node, how many pods of `job` it gets, all within one domain of the
