@@ -162,6 +162,7 @@ mod tests {
                 level: "rack".into(),
                 label: "muster.dev/rack".into(),
                 required: true,
+                within: None,
             }),
             ..record(name, "c")
         };

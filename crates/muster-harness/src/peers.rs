@@ -197,9 +197,14 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
             if min < job.pods {
                 set(&mut j, &["metadata", "annotations"], KUEUE_MIN_PARALLELISM, json!(min.to_string()));
             }
+            // A PodSet takes one constraint: a preferred level kept within another is given as
+            // the enclosing level, required.
             if let Some(t) = &job.topology {
-                let key = if t.required { KUEUE_REQUIRED_TOPOLOGY } else { KUEUE_PREFERRED_TOPOLOGY };
-                set(&mut j, &["spec", "template", "metadata", "annotations"], key, json!(t.label));
+                let (key, label) = match t.binding_label() {
+                    Some(label) => (KUEUE_REQUIRED_TOPOLOGY, label),
+                    None => (KUEUE_PREFERRED_TOPOLOGY, t.label.as_str()),
+                };
+                set(&mut j, &["spec", "template", "metadata", "annotations"], key, json!(label));
             }
         }
         Peer::Coscheduling => {
@@ -216,10 +221,12 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
             set(&mut j, &["metadata", "annotations"], VOLCANO_MIN_MEMBER, json!(min.to_string()));
             let pod_ann = ["spec", "template", "metadata", "annotations"];
             set(&mut j, &pod_ann, VOLCANO_QUEUE, json!(opts.queue()));
-            // Tier 1 is the domain of the job's level ([`volcano_setup`]).
+            // Tier 1 is the domain of the job's level, tier 2 of the level it is kept within
+            // ([`volcano_setup`]): hard mode up to that tier.
             if let Some(t) = &job.topology {
-                set(&mut j, &pod_ann, VOLCANO_TOPOLOGY_MODE, json!(if t.required { "hard" } else { "soft" }));
-                set(&mut j, &pod_ann, VOLCANO_TOPOLOGY_TIER, json!("1"));
+                let mode = if t.binding_label().is_some() { "hard" } else { "soft" };
+                set(&mut j, &pod_ann, VOLCANO_TOPOLOGY_MODE, json!(mode));
+                set(&mut j, &pod_ann, VOLCANO_TOPOLOGY_TIER, json!(if t.within.is_some() { "2" } else { "1" }));
             }
         }
         Peer::Native => {
@@ -228,8 +235,12 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
             // kube-scheduler refuses a gang whose pods' priority is not its PodGroup's.
             let class = (job.priority != 0).then(|| workload::priority_class(job.priority));
             // TopologyAwareWorkloadScheduling (alpha in 1.37) has required constraints only.
-            let constraints =
-                job.topology.as_ref().filter(|t| t.required).map(|t| json!({ "topology": [{ "key": t.label }] }));
+            // A preferred level kept within another is given as the enclosing level.
+            let constraints = job
+                .topology
+                .as_ref()
+                .and_then(|t| t.binding_label())
+                .map(|label| json!({ "topology": [{ "key": label }] }));
             out.push(Object::new(
                 json!({
                     "apiVersion": "scheduling.k8s.io/v1beta1",
@@ -355,20 +366,23 @@ pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts:
 
 /// Volcano's network topology for the jobs' topology level, as its "network topology aware
 /// scheduling" guide builds it by hand: a HyperNode of tier 1 per domain of the level (its nodes
-/// chosen by their label), and one of tier 2 over them all. Nothing when no job has a topology;
-/// an error when the jobs name more than one level (tier 1 is one level).
+/// chosen by their label), of tier 2 per domain of the level some jobs are kept within, and one
+/// over them all. Nothing when no job has a topology; an error when the jobs name more than one
+/// level, or more than one enclosing level (a tier is one level).
 pub fn volcano_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
-    let labels: std::collections::BTreeSet<&str> =
-        jobs.iter().filter_map(|j| j.topology.as_ref()).map(|t| t.label.as_str()).collect();
+    use std::collections::{BTreeMap, BTreeSet};
+    let topologies = || jobs.iter().filter_map(|j| j.topology.as_ref());
+    let labels: BTreeSet<&str> = topologies().map(|t| t.label.as_str()).collect();
+    let enclosing: BTreeSet<&str> = topologies().filter_map(|t| t.within.as_ref()).map(|w| w.label.as_str()).collect();
     let Some(label) = labels.first().copied() else { return Ok(vec![]) };
-    if labels.len() > 1 {
+    if labels.len() > 1 || enclosing.len() > 1 {
         return Err(Error::Input(format!(
-            "Volcano's setup here makes one tier of HyperNodes, but the jobs name the levels {labels:?}; \
-             give every job of the scenario the same topology level"
+            "Volcano's setup here makes one tier of HyperNodes per level, but the jobs name the levels {labels:?} \
+             within {enclosing:?}; give every job of the scenario the same topology level (and enclosing level)"
         )));
     }
     let nodes = w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))?;
-    let domains: std::collections::BTreeSet<&String> = nodes.iter().filter_map(|n| n.spec.labels.get(label)).collect();
+    let domains: BTreeSet<&String> = nodes.iter().filter_map(|n| n.spec.labels.get(label)).collect();
     let hyper_node = |name: &str, tier: u32, members: Vec<Value>| {
         let spec = json!({ "tier": tier, "members": members });
         let hn = json!({ "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": { "name": name }, "spec": spec });
@@ -383,9 +397,23 @@ pub fn volcano_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord]) -> 
             hyper_node(&name_of(d), 1, vec![member])
         })
         .collect();
-    let tops =
-        domains.iter().map(|d| json!({ "type": "HyperNode", "selector": { "exactMatch": { "name": name_of(d) } } }));
-    out.push(hyper_node("cluster", 2, tops.collect()));
+    let child = |name: String| json!({ "type": "HyperNode", "selector": { "exactMatch": { "name": name } } });
+    let Some(outer) = enclosing.first().copied() else {
+        out.push(hyper_node("cluster", 2, domains.iter().map(|d| child(name_of(d))).collect()));
+        return Ok(out);
+    };
+    // Each domain of the level within the enclosing domain its nodes carry.
+    let mut inside: BTreeMap<&String, BTreeSet<&String>> = BTreeMap::new();
+    for n in &nodes {
+        if let (Some(o), Some(d)) = (n.spec.labels.get(outer), n.spec.labels.get(label)) {
+            inside.entry(o).or_default().insert(d);
+        }
+    }
+    let outer_name = |o: &str| format!("enclosing-{}", name_of(o));
+    for (o, ds) in &inside {
+        out.push(hyper_node(&outer_name(o), 2, ds.iter().map(|d| child(name_of(d))).collect()));
+    }
+    out.push(hyper_node("cluster", 3, inside.keys().map(|o| child(outer_name(o))).collect()));
     Ok(out)
 }
 
@@ -472,6 +500,7 @@ pub fn objects_yaml(jobs: &[JobRecord], opts: &PeerOptions) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
     use std::path::Path;
 
     use serde::Deserialize;
@@ -704,6 +733,53 @@ mod tests {
         );
         assert_eq!(hyper[4]["spec"]["members"][0]["selector"]["exactMatch"]["name"], hyper[0]["metadata"]["name"]);
         assert!(volcano_setup(&bare, std::slice::from_ref(single)).unwrap().is_empty(), "no topology, no HyperNodes");
+    }
+
+    #[test]
+    fn a_preferred_level_kept_within_another_reaches_each_peer_as_its_enclosing_level() {
+        let path = scenario("suite/topology-sixtieth.yaml");
+        let w = muster_sim::scenario::load(&path, 1).unwrap();
+        let mut jobs = workload::jobs(&path, 1).unwrap();
+        for t in jobs.iter_mut().filter_map(|j| j.topology.as_mut()).filter(|t| !t.required) {
+            t.within = Some(workload::EnclosingLevel { level: "block".into(), label: "muster.dev/block".into() });
+        }
+        let preferred = jobs.iter().find(|j| j.class == "prefer-4").unwrap();
+        let job = |peer| decoded(preferred, peer).pop().unwrap();
+        let ann = job(Peer::Muster)["metadata"]["annotations"].clone();
+        assert_eq!(
+            (&ann["muster.dev/preferred-topology"], &ann["muster.dev/required-topology"]),
+            (&json!("rack"), &json!("block"))
+        );
+        let pod_ann = |peer| job(peer)["spec"]["template"]["metadata"]["annotations"].clone();
+        assert_eq!(pod_ann(Peer::Kueue)[KUEUE_REQUIRED_TOPOLOGY], "muster.dev/block");
+        assert!(pod_ann(Peer::Kueue).get(KUEUE_PREFERRED_TOPOLOGY).is_none());
+        assert_eq!(
+            (&pod_ann(Peer::Volcano)[VOLCANO_TOPOLOGY_MODE], &pod_ann(Peer::Volcano)[VOLCANO_TOPOLOGY_TIER]),
+            (&json!("hard"), &json!("2"))
+        );
+        let native = decoded(preferred, Peer::Native);
+        assert_eq!(native[1]["spec"]["schedulingConstraints"], json!({"topology": [{"key": "muster.dev/block"}]}));
+        // HyperNodes: 4 racks (tier 1), 2 blocks of 2 racks each (tier 2), the cluster (tier 3).
+        let hyper: Vec<Value> = volcano_setup(&w, &jobs).unwrap().into_iter().map(|o| o.value).collect();
+        let tiers: Vec<u64> = hyper.iter().map(|h| h["spec"]["tier"].as_u64().unwrap()).collect();
+        assert_eq!(tiers, [1, 1, 1, 1, 2, 2, 3]);
+        let racks_in = |h: &Value| h["spec"]["members"].as_array().unwrap().len();
+        assert_eq!((racks_in(&hyper[4]), racks_in(&hyper[5]), racks_in(&hyper[6])), (2, 2, 2));
+        let rack_names: BTreeSet<&str> = hyper[..4].iter().map(|h| h["metadata"]["name"].as_str().unwrap()).collect();
+        let children: BTreeSet<&str> = hyper[4..6]
+            .iter()
+            .flat_map(|h| h["spec"]["members"].as_array().unwrap())
+            .map(|m| m["selector"]["exactMatch"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(children, rack_names, "every rack in exactly one block");
+        // Two enclosing levels cannot share one tier.
+        let rack_bound = jobs.iter_mut().find_map(|j| j.topology.as_mut().filter(|t| t.required)).unwrap();
+        rack_bound.required = false;
+        rack_bound.within =
+            Some(workload::EnclosingLevel { level: "zone".into(), label: "topology.kubernetes.io/zone".into() });
+        assert!(
+            volcano_setup(&w, &jobs).unwrap_err().to_string().contains("same topology level (and enclosing level)")
+        );
     }
 
     #[test]

@@ -76,6 +76,24 @@ pub struct RecordTopology {
     pub label: String,
     /// Required, or only preferred.
     pub required: bool,
+    /// For a preferred level: the enclosing level the job stays within.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<EnclosingLevel>,
+}
+
+/// A level enclosing a job's preferred one, and the node label naming a node's domain of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnclosingLevel {
+    pub level: String,
+    pub label: String,
+}
+
+impl RecordTopology {
+    /// The node label of the level the job must stay within: its own when required, the
+    /// enclosing one's when kept within one, else none.
+    pub fn binding_label(&self) -> Option<&str> {
+        if self.required { Some(&self.label) } else { self.within.as_ref().map(|w| w.label.as_str()) }
+    }
 }
 
 /// The jobs of `scenario` for `seed`, in submission order.
@@ -137,6 +155,10 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
             level: t.level.clone(),
             label: t.label.clone(),
             required: t.mode == ConstraintMode::Required,
+            within: t
+                .within
+                .as_ref()
+                .map(|(level, label)| EnclosingLevel { level: level.clone(), label: label.clone() }),
         }),
         priority: j.priority,
     })
@@ -214,6 +236,9 @@ pub fn manifest(job: &JobRecord, opts: &ManifestOptions) -> Job {
         if let Some(t) = &job.topology {
             let key = if t.required { labels::REQUIRED_TOPOLOGY } else { labels::PREFERRED_TOPOLOGY };
             ann.insert(key.to_string(), t.level.clone());
+            if let Some(w) = &t.within {
+                ann.insert(labels::REQUIRED_TOPOLOGY.to_string(), w.level.clone());
+            }
         }
         meta.annotations = Some(ann);
     }
