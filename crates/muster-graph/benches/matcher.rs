@@ -58,6 +58,14 @@ fn large_groups(c: &mut Criterion) {
     g.bench_function("match1000/first", |b| b.iter(|| round(&mut rg, black_box(&big))));
     let rack100 = with_rack(group("hundred", 100, 2000, 2 * GI));
     g.bench_function("match100/first-rack-required", |b| b.iter(|| round(&mut rg, black_box(&rack100))));
+    // 1000 members fit in no rack: a preferred rack falls back to one zone; with weights, the
+    // zone's placement is weighed against the fewest racks and the fewest zones cluster-wide.
+    let mut preferred = big.clone();
+    preferred.topology = Some(TopologyConstraint::preferred("rack"));
+    g.bench_function("match1000/rack-preferred", |b| b.iter(|| round(&mut rg, black_box(&preferred))));
+    let mut weighted = preferred.clone();
+    weighted.topology.as_mut().unwrap().weights = [("rack".to_string(), 10), ("zone".to_string(), 1)].into();
+    g.bench_function("match1000/rack-preferred-weighted", |b| b.iter(|| round(&mut rg, black_box(&weighted))));
     // Allocate and cancel timed apart (the other half of each round is untimed).
     for (name, req) in [("10", ten()), ("1000", big.clone())] {
         g.bench_function(format!("allocate-only/{name}"), |b| {
