@@ -85,6 +85,7 @@ fn main() {
                 topology: None,
                 priority_class_name: None,
                 duration_seconds: Some(600),
+                shrinkable: false,
                 owner: None,
             }),
         };

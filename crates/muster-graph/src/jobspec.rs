@@ -100,6 +100,10 @@ pub struct GroupRequest {
     /// Overrides the matcher's default policy for this group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
+    /// An elastic group that may give back members above its minimum while it runs, so that the
+    /// first group in line starts sooner (it then runs longer, as `run_time_with` says).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shrinkable: bool,
 }
 
 impl GroupRequest {
@@ -144,6 +148,7 @@ impl GroupRequest {
             sockets: None,
             duration: None,
             policy: None,
+            shrinkable: false,
         }
     }
 }
@@ -213,6 +218,8 @@ struct GroupForm {
     duration: Option<i64>,
     #[serde(default)]
     policy: Option<Policy>,
+    #[serde(default)]
+    shrinkable: bool,
 }
 
 /// Flux jobspec version 1.
@@ -322,6 +329,9 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         Some(d) => check_duration(file, "duration", d as f64)?,
         None => None,
     };
+    if form.shrinkable && min_members == max_members {
+        return Err(InputError::new(file, "shrinkable", SHRINKABLE_NEEDS_ELASTIC));
+    }
     Ok(GroupRequest {
         name: form.name.clone(),
         min_members,
@@ -338,8 +348,13 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         sockets: None,
         duration,
         policy: form.policy,
+        shrinkable: form.shrinkable,
     })
 }
+
+/// Why a rigid group cannot be shrinkable, with the fix.
+pub const SHRINKABLE_NEEDS_ELASTIC: &str =
+    "only an elastic group gives back members while it runs; give it fewer min than max members, or drop shrinkable";
 
 /// Flux resource types that are topology levels above nodes.
 fn is_level(rtype: &str) -> bool {
@@ -448,6 +463,7 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         sockets,
         duration,
         policy: None,
+        shrinkable: false,
     })
 }
 

@@ -14,7 +14,8 @@ use muster_graph::filter::{
 /// The operators are the matcher's own (with their schema), so a Group says what the graph reads.
 pub use muster_graph::filter::{SelectorOperator as NodeSelectorOperator, TolerationOperator};
 use muster_graph::jobspec::{
-    ConstraintMode, MAX_DURATION, MAX_MEMBERS, MAX_TOPOLOGY_WEIGHT, TopologyConstraint as EngineTopology,
+    ConstraintMode, MAX_DURATION, MAX_MEMBERS, MAX_TOPOLOGY_WEIGHT, SHRINKABLE_NEEDS_ELASTIC,
+    TopologyConstraint as EngineTopology,
 };
 use muster_queue::GroupState;
 use schemars::JsonSchema;
@@ -67,6 +68,10 @@ pub struct GroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub duration_seconds: Option<i64>,
+    /// An elastic group that may give back members above its minimum while it runs (their pods
+    /// are deleted) so that the first group in line starts sooner.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shrinkable: bool,
     /// The job (or JobSet, or pod group) the group stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<OwnerReference>,
@@ -442,7 +447,11 @@ impl GroupSpec {
                 err("spec.durationSeconds".into(), format!("{d} is out of range; allowed 0..={MAX_DURATION}"))
             })?),
         };
+        if self.shrinkable && min_members == max_members {
+            return Err(err("spec.shrinkable".into(), SHRINKABLE_NEEDS_ELASTIC.into()));
+        }
         Ok(GroupRequest {
+            shrinkable: self.shrinkable,
             name: name.to_string(),
             min_members,
             max_members,

@@ -23,6 +23,9 @@ pub const REQUIRED_TOPOLOGY: &str = "muster.dev/required-topology";
 /// As [`REQUIRED_TOPOLOGY`], but the group may start spread over the next level out when no domain
 /// has room. With [`REQUIRED_TOPOLOGY`] too, it spreads no further than that (enclosing) level.
 pub const PREFERRED_TOPOLOGY: &str = "muster.dev/preferred-topology";
+/// `"true"`: an elastic workload that may give back pods above its minimum while it runs (muster
+/// deletes them) so that the first group in line starts sooner (annotation; default false).
+pub const SHRINKABLE: &str = "muster.dev/shrinkable";
 /// Set by the webhook when a user unsuspends a suspended managed Job: muster resumes the group in
 /// its queue instead of letting the Job bypass it (annotation, an RFC 3339 time).
 pub const RESUME_REQUESTED: &str = "muster.dev/resume-requested";

@@ -191,6 +191,12 @@ pub enum Reason {
     Grown {
         members: Vec<u32>,
     },
+    /// A shrinkable group is asked to give back these members (their pods are to be deleted) so
+    /// that `to`, first in line, starts now; it keeps running, and loses them once the pods are gone.
+    GivingWay {
+        members: Vec<u32>,
+        to: GroupKey,
+    },
     BackoffExpired,
     /// Queued again at once after an eviction that was not the group's fault (preemption, reclaim,
     /// lost members).
@@ -250,6 +256,9 @@ impl Reason {
             }
             Reason::Shrunk { members } => format!("lost members {members:?}; keeps running"),
             Reason::Grown { members } => format!("grew by members {members:?}"),
+            Reason::GivingWay { members, to } => {
+                format!("giving back members {members:?} so that {to} starts now; keeps running with fewer")
+            }
             Reason::BackoffExpired => "backoff over; queued again".into(),
             Reason::Requeued => "queued again at once (no backoff: the eviction was not its fault)".into(),
             Reason::BackoffLimitExceeded { requeues } => {

@@ -616,6 +616,73 @@ fn an_elastic_group_starts_with_fewer_members_when_that_finishes_sooner() {
     e.check_invariants().unwrap();
 }
 
+/// Two 4-cpu nodes, all 8 cpus held from 0 by `el` (2..8 one-cpu members, 100 s with all 8,
+/// shrinkable as given, ready); at `at`, `big` (one 4-cpu member, 20 s) comes.
+fn shrinkable_beside(shrinkable: bool, at: i64) -> (Engine, Vec<muster_queue::Transition>) {
+    let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Conservative { depth: 4 }));
+    let mut el = elastic("el", "q", 2, 8, 1, Some(100), 0);
+    el.request.shrinkable = shrinkable;
+    e.submit(el, 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    assert_eq!(e.group(&key("el")).unwrap().member_count(), 8);
+    e.submit(spec("big", "q", 1, 4, Some(20), at), at).unwrap();
+    let ts = e.schedule(at);
+    (e, ts)
+}
+
+#[test]
+fn a_shrinkable_group_gives_back_members_and_the_first_in_line_starts_once_they_are_gone() {
+    let (mut e, ts) = shrinkable_beside(true, 10);
+    // Without giving way, big would start at 100; with it, now, and el loses 4 x 20 / 8 = 10 s.
+    let given = ts.iter().find(|t| matches!(t.reason, Reason::GivingWay { .. })).expect("asked to give way");
+    let Reason::GivingWay { members, to: waiting } = &given.reason else { unreachable!() };
+    assert_eq!((given.key.name.as_str(), given.to, waiting.name.as_str()), ("el", GroupState::Running, "big"));
+    assert_eq!(members.len(), 4);
+    let alloc = e.group(&key("el")).unwrap().allocation.clone().unwrap();
+    let nodes: std::collections::BTreeSet<_> =
+        alloc.members.iter().filter(|m| members.contains(&m.index)).map(|m| m.node.clone()).collect();
+    assert_eq!(nodes.len(), 1, "the members of one node: where big goes");
+    // Nothing is freed before the pods are gone: big waits, reserved, and says why.
+    assert_eq!(state(&e, "big"), GroupState::Reserved);
+    assert!(e.explain(&key("big"), 10).unwrap().reason.contains("giving back members for it"));
+    assert_eq!(e.leaving(&key("el")), Some(&members.iter().copied().collect()));
+    assert!(!e.schedule(10).iter().any(|t| matches!(t.reason, Reason::GivingWay { .. })), "asked once");
+    // The pods are gone: el runs on with 4, big starts where they were.
+    let ts = e.members_lost(&key("el"), members, 11).unwrap();
+    assert!(matches!(ts[0].reason, Reason::Shrunk { .. }));
+    assert_eq!((state(&e, "el"), e.group(&key("el")).unwrap().member_count()), (GroupState::Running, 4));
+    assert_eq!(e.leaving(&key("el")), None);
+    let ts = e.schedule(11);
+    assert_eq!(to(&ts, "big"), vec![GroupState::Admitted]);
+    let big = e.group(&key("big")).unwrap().allocation.clone().unwrap();
+    assert_eq!(big.members[0].node, *nodes.first().unwrap());
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn no_group_gives_way_unless_it_allows_it_and_the_start_gained_outweighs_its_loss() {
+    let asked = |ts: &[muster_queue::Transition]| ts.iter().any(|t| matches!(t.reason, Reason::GivingWay { .. }));
+    let (e, ts) = shrinkable_beside(false, 10);
+    assert!(!asked(&ts), "not shrinkable");
+    assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(100));
+    // At 95 big would gain 5 s and el lose 10 s.
+    let (_, ts) = shrinkable_beside(true, 95);
+    assert!(!asked(&ts), "not worth it");
+    // A group of higher priority is not shrunk for a lower one.
+    let mut el = elastic("el", "q", 2, 8, 1, Some(100), 0);
+    el.request.shrinkable = true;
+    let mut c = one_queue(QueuePolicy::Conservative { depth: 4 });
+    c.priority_classes.insert("high".into(), 10);
+    let mut e = engine(graph(2, 4), c);
+    el.priority_class = Some("high".into());
+    e.submit(el, 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(spec("big", "q", 1, 4, Some(20), 10), 10).unwrap();
+    assert!(!asked(&e.schedule(10)), "higher priority");
+}
+
 fn readiness_cfg(limit: Option<u32>) -> EngineConfig {
     let mut c = one_queue(QueuePolicy::Easy);
     c.queues[0].readiness.backoff_limit = limit;

@@ -301,6 +301,8 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
         topology,
         priority_class_name: pod.priority_class.clone(),
         duration_seconds: pod.duration.map(i64::from),
+        // Plain groups are not offered it: a deleted plain pod is not made again.
+        shrinkable: false,
         owner: None,
     })
 }

@@ -60,6 +60,7 @@ pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
             topology: None,
             priority_class_name: None,
             duration_seconds: None,
+            shrinkable: false,
             owner: Some(OwnerReference {
                 api_version: "batch/v1".into(),
                 kind: "Job".into(),

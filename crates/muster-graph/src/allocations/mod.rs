@@ -373,7 +373,9 @@ impl ResourceGraph {
         Ok(alloc)
     }
 
-    /// Releases some members (shrink). Releasing all of them is a cancel.
+    /// Releases some members (shrink). Releasing all of them is a cancel. The expected end stays:
+    /// moving it later could overlap reservations planned after it, and a group that outruns its
+    /// end is re-planned as any overrun is.
     pub fn shrink(&mut self, id: AllocId, members: &[u32]) -> Result<(), GraphError> {
         let alloc = self.allocation(id)?;
         if alloc.reserved {

@@ -219,6 +219,7 @@ pub struct Shape {
     pub priority_class_name: Option<String>,
     pub duration_seconds: Option<i64>,
     pub topology: Option<TopologyConstraint>,
+    pub shrinkable: bool,
     /// What sets the member count that must fit at once, for messages (`spec.parallelism` or the
     /// min-members annotation).
     pub count_field: String,
@@ -267,6 +268,22 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
         errors.push(e);
         None
     });
+    let shrinkable = match annotation(labels::SHRINKABLE).map(|v| v.trim()) {
+        None | Some("false") => false,
+        Some("true") if min < size => true,
+        Some("true") => {
+            errors.push(format!(
+                "{}: only an elastic {kind} gives back pods while it runs; set {} below {size_field}, or remove it",
+                annotation_field(labels::SHRINKABLE),
+                labels::MIN_MEMBERS
+            ));
+            false
+        }
+        Some(v) => {
+            errors.push(format!("{}: {v:?} is neither \"true\" nor \"false\"", annotation_field(labels::SHRINKABLE)));
+            false
+        }
+    };
     let mut requests_per_member = Amounts::new();
     let mut placements = Vec::new();
     for set in &sets {
@@ -302,6 +319,7 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
         priority_class_name,
         duration_seconds,
         topology,
+        shrinkable,
         count_field,
     })
 }
@@ -321,6 +339,7 @@ impl Shape {
             topology: self.topology,
             priority_class_name: self.priority_class_name,
             duration_seconds: self.duration_seconds,
+            shrinkable: self.shrinkable,
             owner: Some(OwnerReference {
                 api_version: kind.api_version(),
                 kind: kind.kind.to_string(),

@@ -23,6 +23,9 @@ use crate::config::QueuePolicy;
 use crate::group::{GroupKey, GroupState, Reason, Transition};
 use crate::quota;
 
+/// What a waiting group's reason adds when running groups give members back for it.
+const GIVEN_WAY: &str = "; shrinkable groups are giving back members for it, and it starts once their pods are gone";
+
 /// How a cycle left a group.
 pub(super) enum Attempt {
     Admitted,
@@ -302,9 +305,15 @@ impl Engine {
         pass: &mut Pass<'_>,
     ) -> Attempt {
         self.last_stats.match_calls += 1;
+        // Only the first group in line may have running groups shrunk for it.
+        let first = !pass.any_reservation;
         match self.graph.reserve(req, self.now) {
             MatchOutcome::Reserved { id, at } => {
-                let reason = format!("{prefix}waiting for capacity ({busy}); reserved to start at {}", clock::show(at));
+                let mut reason =
+                    format!("{prefix}waiting for capacity ({busy}); reserved to start at {}", clock::show(at));
+                if first && at > self.now && self.give_way(key, req, Some((id, at)), pass.out) {
+                    reason.push_str(GIVEN_WAY);
+                }
                 self.keep_reservation(key, id, at, reason, pass);
                 Attempt::Reserved
             }
@@ -313,7 +322,8 @@ impl Engine {
                 Attempt::Admitted
             }
             MatchOutcome::Busy(r) => {
-                self.set_reason(key, format!("{prefix}waiting for capacity: {r}"));
+                let given = if first && self.give_way(key, req, None, pass.out) { GIVEN_WAY } else { "" };
+                self.set_reason(key, format!("{prefix}waiting for capacity: {r}{given}"));
                 Attempt::Blocked
             }
             MatchOutcome::Unsatisfiable(m) => {

@@ -272,6 +272,12 @@ impl Engine {
         let min = g.spec.request.min_members;
         let alloc_id = g.allocation.as_ref().map_or(0, |a| a.alloc_id);
         let members: Vec<u32> = lost.iter().copied().collect();
+        if let Some(leaving) = self.leaving.get_mut(key) {
+            leaving.retain(|m| !lost.contains(m));
+            if leaving.is_empty() {
+                self.leaving.remove(key);
+            }
+        }
         if remaining >= min && remaining > 0 {
             if !already_dropped {
                 self.graph.shrink(id, &members).expect("members checked");

@@ -22,6 +22,7 @@
 //! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
 //! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
 //! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
+//! | `give_way.rs` | shrinkable groups giving back members so that the first group in line starts now |
 //! | `run_times.rs` | run times learned from finished groups: planned for those that declare none, expected for all |
 //! //! | `forecast.rs` | when pending groups start: a copy of the engine run forward, groups ending when expected |
 //! | `explanations.rs` | reasons, the queue view with estimated starts, `explain` |
@@ -33,6 +34,7 @@ mod elastic;
 mod explanations;
 mod fair_share;
 mod forecast;
+mod give_way;
 mod inputs;
 mod nodes;
 mod placement;
@@ -143,6 +145,9 @@ pub struct Engine {
     /// reservation since then calls for a cycle although nothing changed.
     last_full_cycle: i64,
     last_stats: CycleStats,
+    /// Members running groups were asked to give back (`give_way.rs`), until their pods are gone.
+    /// Not in snapshots: after a restart the groups keep them, which over-commits nothing.
+    leaving: give_way::GiveBack,
 }
 
 impl Engine {
@@ -182,6 +187,7 @@ impl Engine {
             window_held: BTreeMap::new(),
             last_full_cycle: i64::MIN,
             last_stats: CycleStats::default(),
+            leaving: BTreeMap::new(),
         })
     }
 

@@ -100,6 +100,7 @@ impl Engine {
         }
         self.add_usage(key, members, -1);
         self.dirty = true;
+        self.leaving.remove(key);
         let g = self.group_mut(key);
         g.ready_members = 0;
         g.not_ready_since = None;
