@@ -903,3 +903,75 @@ fn a_waiting_jobs_resize_reshapes_its_group() {
     assert_eq!((g.spec.request.min_members, g.spec.request.max_members), (2, 3));
     assert_eq!(allocation(&h, "big").len(), 2);
 }
+
+#[test]
+fn a_shrinkable_job_gives_back_pods_and_the_next_job_binds_only_once_they_are_gone() {
+    // el: 2..8 x 1 cpu, 100 s with all 8, shrinkable, fills both 4-cpu nodes; big: 1 x 4 cpu.
+    let mut el = job("el", 8, 1);
+    if let Ok(g) = el.group.as_mut() {
+        g.members = Members { min: 2, max: Some(8) };
+        g.shrinkable = true;
+        g.duration_seconds = Some(100);
+    }
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[el], &[]);
+    h.cycle();
+    let mut a = Vec::new();
+    for i in 0..8 {
+        a.extend(h.send(Event::Pod(Change::Apply(pod("el", i, 1)))));
+    }
+    let pods: Vec<PodView> = binds(&a)
+        .into_iter()
+        .map(|(name, node, member)| {
+            let i: u32 = name.trim_start_matches("el-").parse().unwrap();
+            bound(&pod("el", i, 1), &node, member, true)
+        })
+        .collect();
+    assert_eq!(pods.len(), 8);
+    for p in &pods {
+        h.send(Event::Pod(Change::Apply(p.clone())));
+    }
+    assert_eq!(h.state("el"), Some(GroupState::Running));
+    let mut big = job("big", 1, 4);
+    big.created = h.now;
+    if let Ok(g) = big.group.as_mut() {
+        g.duration_seconds = Some(20);
+    }
+    let a = h.send(job_event(Change::Apply(big)));
+    assert!(!a.iter().any(|a| matches!(a, Action::DeletePods { .. })), "not before big is owed a reservation");
+    // The default queue is selective: big is owed a reservation once its slowdown reaches 3 (20 s
+    // of waiting past its 20 s run). Then el is asked: the 4 pods of one node are deleted.
+    h.now += 40;
+    let a = h.cycle();
+    let deleted: Vec<String> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeletePods { key, pods, .. } if key.name == "el" => Some(pods.iter().map(|(n, _)| n.clone())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(deleted.len(), 4, "{a:?}");
+    let going: Vec<&PodView> = pods.iter().filter(|p| deleted.contains(&p.name)).collect();
+    let node = going[0].node.clone().unwrap();
+    assert!(going.iter().all(|p| p.node.as_deref() == Some(node.as_str())), "one node's pods");
+    assert_eq!(h.state("big"), Some(GroupState::Reserved));
+    for p in &going {
+        h.send(Event::Pod(Change::Apply(PodView { deleting: true, ..(*p).clone() })));
+    }
+    assert_eq!(h.state("big"), Some(GroupState::Reserved), "no room is freed while a pod may run in it");
+    // The Job controller makes a replacement while the others go: it takes no leaving member.
+    let replacement = PodView { uid: "el-new".into(), ..pod("el", going[0].place.as_ref().unwrap().index.unwrap(), 1) };
+    assert!(binds(&h.send(Event::Pod(Change::Apply(replacement.clone())))).is_empty());
+    let mut a = Vec::new();
+    for p in &going {
+        a.extend(h.send(Event::Pod(Change::Delete((*p).clone()))));
+    }
+    a.extend(h.cycle());
+    assert_eq!(h.state("big"), Some(GroupState::Admitted), "{a:?}");
+    // Its pod (made ahead, first in line) is bound where el's pods were.
+    let b = binds(&h.send(Event::Pod(Change::Apply(pod("big", 0, 4)))));
+    assert_eq!(b, [("big-0".to_string(), node.clone(), 0)]);
+    let g = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "el")).unwrap().clone();
+    assert_eq!((g.state, g.member_count(), g.evictions), (GroupState::Running, 4, 0));
+    assert!(binds(&h.send(Event::Pod(Change::Apply(replacement)))).is_empty(), "el's members are all taken");
+}

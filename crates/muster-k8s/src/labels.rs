@@ -68,8 +68,8 @@ pub const FINALIZER: &str = "muster.dev/allocation";
 pub const FIELD_MANAGER: &str = "muster";
 
 /// Keys under `muster.dev/` that users may set themselves.
-pub const USER_KEYS: [&str; 8] =
-    [QUEUE, GROUP, GROUP_SIZE, GROUP_MIN, MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY];
+pub const USER_KEYS: [&str; 9] =
+    [QUEUE, GROUP, GROUP_SIZE, GROUP_MIN, MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, SHRINKABLE];
 
 /// Whether `key` is reserved for muster (under `muster.dev/` and not one of [`USER_KEYS`]).
 pub fn is_reserved(key: &str) -> bool {

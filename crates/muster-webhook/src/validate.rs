@@ -17,8 +17,8 @@ use muster_k8s::external::{
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
-    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SUSPEND_REQUESTED, USER_KEYS,
-    is_reserved,
+    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SHRINKABLE, SUSPEND_REQUESTED,
+    USER_KEYS, is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob, raycluster, rayjob};
@@ -452,7 +452,7 @@ impl<S: ClusterState> Checker<'_, S> {
         let counts_only =
             W::resizes_while_placed() && was.as_ref().map(|(_, r)| r) == shape.as_ref().ok().map(|s| &s.requests);
         let (a_old, a_new) = (old.meta().annotations.as_ref(), new.meta().annotations.as_ref());
-        let annotated = [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY]
+        let annotated = [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, SHRINKABLE]
             .iter()
             .any(|k| get(a_old, k) != get(a_new, k));
         if !resized && !annotated {

@@ -693,6 +693,23 @@ impl<S: Store> Brain<S> {
             pods.iter().filter(|p| p.node.is_some() && p.phase.is_terminal()).filter_map(|p| p.member).collect();
         filled.extend(pods.iter().filter_map(|p| self.binding.get(&p.uid)));
         let native_pod_group = pods.iter().any(|p| p.native_pod_group);
+        // Members the group is giving back: no new pod takes them, and they are lost once no pod
+        // (a deleting one included) runs there.
+        let leaving = self.engine.as_ref().and_then(|e| e.engine().leaving(key)).cloned().unwrap_or_default();
+        if !leaving.is_empty() {
+            let running: BTreeSet<u32> = uids
+                .iter()
+                .filter_map(|u| self.pods.items.get(u))
+                .filter(|p| p.holds_capacity())
+                .filter_map(|p| p.member)
+                .chain(uids.iter().filter_map(|u| self.binding.get(u)).copied())
+                .collect();
+            let gone: Vec<u32> = leaving.difference(&running).copied().collect();
+            let asked = self.inputs.iter().any(|i| matches!(i, Input::MembersLost { key: k, .. } if k == key));
+            if !gone.is_empty() && !asked {
+                self.inputs.push(Input::MembersLost { key: key.clone(), members: gone });
+            }
+        }
         let mut binds = Vec::new();
         let mut unbound: Vec<&&PodView> = pods
             .iter()
@@ -715,7 +732,7 @@ impl<S: Store> Brain<S> {
                 misfits.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), over));
                 continue;
             }
-            let free = |m: &u32| !filled.contains(m);
+            let free = |m: &u32| !filled.contains(m) && !leaving.contains(m);
             // A workload's pods are numbered across its pod sets (and a JobSet's child Jobs).
             let preferred = p.place.as_deref().zip(workload).and_then(|(at, w)| w.member_of(at));
             // A pod without an index stays within its pod set's members, when known.

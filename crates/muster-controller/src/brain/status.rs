@@ -194,6 +194,24 @@ impl<S: Store> Brain<S> {
                 self.event(key, EventType::Normal, reason, &message);
             }
             (Reason::BackoffLimitExceeded { .. }, _) => self.event(key, EventType::Warning, "Deactivated", &message),
+            (Reason::GivingWay { members, .. }, _) => {
+                // The members are lost once these pods are gone (`pods_changed`); a Job's
+                // controller makes new ones, which wait unbound until the group grows again.
+                let pods: Vec<(String, String)> = self
+                    .group_pods
+                    .get(key)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|u| self.pods.items.get(u))
+                    .filter(|p| !p.deleting && p.holds_capacity() && p.member.is_some_and(|m| members.contains(&m)))
+                    .map(|p| (p.name.clone(), p.uid.clone()))
+                    .collect();
+                let text = format!("{message}; deleting {} pods", pods.len());
+                if !pods.is_empty() {
+                    self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.clone(), pods });
+                }
+                self.event(key, EventType::Normal, "GivingWay", &text);
+            }
             (Reason::Suspended | Reason::Resumed | Reason::Shrunk { .. } | Reason::Grown { .. }, _) => {
                 let reason = format!("{:?}", t.reason).split([' ', '{']).next().unwrap_or("Changed").to_string();
                 self.event(key, EventType::Normal, &reason, &message);

@@ -313,3 +313,18 @@ fn a_held_raycluster_is_one_group_and_only_its_labelled_pods_are_its_own() {
     assert!(made.part_of_another());
     assert_eq!(raycluster::KIND.hold_patch(false), json!({"spec": {"suspend": false}}));
 }
+
+#[test]
+fn a_shrinkable_job_must_be_elastic_and_say_true_or_false() {
+    let spec = json!({"parallelism": 4, "template": {"spec": pod("1", json!({}))}});
+    let s = shape(&job(json!({"muster.dev/min-members": "2", "muster.dev/shrinkable": "true"}), spec.clone())).unwrap();
+    assert!(s.shrinkable);
+    let j = job(json!({"muster.dev/min-members": "2", "muster.dev/shrinkable": "true"}), spec.clone());
+    assert!(s.group_spec(&j, "q").shrinkable);
+    assert!(!shape(&job(json!({"muster.dev/shrinkable": "false"}), spec.clone())).unwrap().shrinkable);
+    let rigid = shape(&job(json!({"muster.dev/shrinkable": "true"}), spec.clone())).unwrap_err();
+    assert_eq!(rigid.len(), 1);
+    assert!(rigid[0].starts_with("metadata.annotations[muster.dev/shrinkable]: only an elastic Job"), "{rigid:?}");
+    let word = shape(&job(json!({"muster.dev/min-members": "2", "muster.dev/shrinkable": "yes"}), spec)).unwrap_err();
+    assert!(word[0].contains("\"yes\" is neither \"true\" nor \"false\""), "{word:?}");
+}
