@@ -71,12 +71,14 @@ pub struct JobRecord {
     pub estimated_start_ms: Option<i64>,
 }
 
-/// A running job's work in member-milliseconds, done at `rate` members since `since`.
+/// A running job's work in member-milliseconds, done at `rate` members since `since`; it ends at
+/// `ends_at` (a `RunDone` for an earlier time was superseded by a shrink).
 #[derive(Debug, Clone, Copy)]
 struct Work {
     left: i64,
     rate: u32,
     since: i64,
+    ends_at: i64,
 }
 
 struct Entry {
@@ -432,8 +434,62 @@ impl<'w> Engine<'w> {
                 }
                 self.finish(job, false);
             }
+            Action::Grow { job, members } => {
+                let j = self.jobs.get(job.index()).ok_or_else(|| self.bad(sched, &action, "no such job"))?;
+                if !matches!(j.phase, JobPhase::Started | JobPhase::Running) {
+                    return Err(self.bad(sched, &action, &format!("job is {:?}, not started", j.phase)));
+                }
+                if members <= j.members || members > j.spec.max_members {
+                    return Err(self.bad(
+                        sched,
+                        &action,
+                        "members not above the job's current count and within its max",
+                    ));
+                }
+                self.jobs[job.index()].members = members;
+                self.creating.push_back((job, self.epochs[job.index()]));
+                if !self.tick_pending {
+                    self.tick_pending = true;
+                    self.push(now, Ev::CreateTick);
+                }
+            }
+            Action::Shrink { job, ref pods } => {
+                let j = self.jobs.get(job.index()).ok_or_else(|| self.bad(sched, &action, "no such job"))?;
+                let theirs = |p: &PodId| j.pods.contains(p) && self.pods[p.index()].phase.holds();
+                if j.phase != JobPhase::Running || !pods.iter().all(theirs) {
+                    return Err(self.bad(sched, &action, "the job is not running, or a pod is not one it runs"));
+                }
+                let distinct: std::collections::BTreeSet<_> = pods.iter().collect();
+                if distinct.len() != pods.len() || j.members < j.spec.min_members + pods.len() as u32 {
+                    return Err(self.bad(sched, &action, "it would run below its min"));
+                }
+                for &pod in pods {
+                    let phase = self.pods[pod.index()].phase;
+                    self.release(pod);
+                    self.pods[pod.index()].phase = PodPhase::Deleted;
+                    let j = &mut self.jobs[job.index()];
+                    j.members -= 1;
+                    j.ready -= u32::from(phase == PodPhase::Ready);
+                    j.bound -= u32::from(matches!(phase, PodPhase::Starting | PodPhase::Ready));
+                    self.out.push(SimEvent::PodFinished { pod, succeeded: false });
+                }
+                let ready = self.jobs[job.index()].ready;
+                self.rework(job, ready);
+            }
         }
         Ok(())
+    }
+
+    /// The work left of a running elastic job, done by `rate` members from now: a new end.
+    fn rework(&mut self, job: JobId, rate: u32) {
+        let (now, epoch) = (self.now, self.epochs[job.index()]);
+        let Some(mut w) = self.work[job.index()] else { return };
+        w.left -= (now - w.since) * i64::from(w.rate);
+        w.rate = rate;
+        w.since = now;
+        w.ends_at = self.run_end((w.left / i64::from(rate.max(1))).max(0));
+        self.work[job.index()] = Some(w);
+        self.push(w.ends_at, Ev::RunDone(job, epoch));
     }
 
     /// Ends every pod of the job's current start: Ready pods succeed if `success`, others are deleted.
@@ -559,8 +615,11 @@ impl<'w> Engine<'w> {
 
     /// Pods the job's current start still lacks (0 once stale: suspended, failed, restarted).
     fn missing_pods(&self, job: JobId, epoch: u32) -> u32 {
-        let j = &self.jobs[job.index()];
-        if self.epochs[job.index()] != epoch { 0 } else { j.members.saturating_sub(j.pods.len() as u32) }
+        if self.epochs[job.index()] != epoch {
+            0
+        } else {
+            self.jobs[job.index()].members.saturating_sub(self.view().live_pods(job))
+        }
     }
 
     /// The Job controller (pkg/controller/job/job_controller.go, manageJob): up to
@@ -687,22 +746,15 @@ impl<'w> Engine<'w> {
                         if !running && ready >= min.min(members) {
                             // The work of max members for the run time, done by those ready: fewer
                             // members do it more slowly.
-                            let work = Work { left: run_ms * i64::from(max), rate: ready, since: now };
+                            let left = run_ms * i64::from(max);
                             self.mark_running(job);
-                            let end = self.run_end(work.left / i64::from(ready));
-                            self.work[job.index()] = Some(work);
+                            let end = self.run_end(left / i64::from(ready));
+                            self.work[job.index()] = Some(Work { left, rate: ready, since: now, ends_at: end });
                             self.push(end, Ev::RunDone(job, epoch));
                         } else if running && min < max {
-                            // An elastic job goes faster as members join; the earlier end is
+                            // An elastic job goes faster as members join; the later end is
                             // superseded (it finds the job over).
-                            if let Some(w) = self.work[job.index()].as_mut() {
-                                w.left -= (now - w.since) * i64::from(w.rate);
-                                w.rate = ready;
-                                w.since = now;
-                                let run = (w.left / i64::from(ready)).max(0);
-                                let end = self.run_end(run);
-                                self.push(end, Ev::RunDone(job, epoch));
-                            }
+                            self.rework(job, ready);
                         }
                     }
                 }
@@ -718,6 +770,9 @@ impl<'w> Engine<'w> {
                 if self.view().all_succeeded(job) {
                     self.succeed(job);
                 }
+            }
+            Ev::RunDone(job, _) if self.work[job.index()].is_some_and(|w| w.ends_at > now) => {
+                // A shrink moved the end later.
             }
             Ev::RunDone(job, epoch) | Ev::Deadline(job, epoch) => {
                 if self.epochs[job.index()] == epoch && !self.jobs[job.index()].phase.is_terminal() {

@@ -429,6 +429,10 @@ pub struct JobClass {
     /// All pods within one domain of a topology level of the cluster.
     #[serde(default)]
     pub topology: Option<ClassTopology>,
+    /// An elastic class whose running jobs may give back pods above their min (a scheduler that
+    /// can shrink them deletes those pods; the rest do the work left more slowly).
+    #[serde(default)]
+    pub shrinkable: bool,
 }
 
 fn declares_by_default() -> bool {
@@ -536,6 +540,7 @@ pub struct JobSpec {
     pub submit_ms: i64,
     pub probe: bool,
     pub topology: Option<JobTopology>,
+    pub shrinkable: bool,
 }
 
 /// A job's topology constraint, resolved against the cluster: the node label of its level.
@@ -575,6 +580,7 @@ impl JobSpec {
             within: t.within.as_ref().map(|(level, _)| level.clone()),
             weights: Default::default(),
         });
+        g.shrinkable = self.shrinkable;
         g
     }
 
@@ -784,6 +790,9 @@ pub fn from_text_with(
                 format!("{min}..{max} is out of range; allowed 1..={MAX_MEMBERS} with min <= max"),
             ));
         }
+        if c.shrinkable && min == max {
+            return Err(input(file, at("shrinkable"), muster_graph::jobspec::SHRINKABLE_NEEDS_ELASTIC));
+        }
         let requests = parse_requests(file, &at("resources"), &c.resources, &offered)?;
         if c.run_time.0 < 1 {
             return Err(input(file, at("runTime"), "must be at least 1ms"));
@@ -841,6 +850,7 @@ pub fn from_text_with(
                     submit_ms: 0,
                     probe: c.probe,
                     topology: topology.clone(),
+                    shrinkable: c.shrinkable,
                 },
             ));
         }
@@ -887,6 +897,7 @@ pub fn from_text_with(
                     submit_ms: 0,
                     probe: false,
                     topology: None,
+                    shrinkable: false,
                 },
             ));
         }

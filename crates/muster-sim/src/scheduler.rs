@@ -99,6 +99,12 @@ pub enum Action {
     Suspend { job: JobId },
     /// End the job as failed (deactivated, or impossible to place).
     Fail { job: JobId },
+    /// A running elastic job gets `members` pods in all (more than now, at most its max): the
+    /// Job controller makes the new ones.
+    Grow { job: JobId, members: u32 },
+    /// Delete these pods of a running elastic job, which runs on with the rest (at least its
+    /// min): the work left is done more slowly.
+    Shrink { job: JobId, pods: Vec<PodId> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +240,13 @@ impl ClusterView<'_> {
     /// its run is over.
     pub fn all_succeeded(&self, id: JobId) -> bool {
         let j = self.job(id);
-        j.pods.len() as u32 == j.members && j.pods.iter().all(|&p| self.pod(p).phase == PodPhase::Succeeded)
+        let live = || j.pods.iter().filter(|&&p| self.pod(p).phase != PodPhase::Deleted);
+        live().count() as u32 == j.members && live().all(|&p| self.pod(p).phase == PodPhase::Succeeded)
+    }
+
+    /// Pods of the job's current start that were not deleted (a shrink deletes some).
+    pub fn live_pods(&self, id: JobId) -> u32 {
+        self.job(id).pods.iter().filter(|&&p| self.pod(p).phase != PodPhase::Deleted).count() as u32
     }
     /// True if the job's node filter (selector, tolerations) admits the node and it is not cordoned.
     pub fn eligible(&self, job: JobId, node: NodeId) -> bool {

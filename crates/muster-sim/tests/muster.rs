@@ -103,3 +103,63 @@ fn run_times_no_job_declares_are_learned_so_whole_cluster_gangs_still_do_not_sta
     assert!(e.compared >= 100 && e.median_error_of_wait < 0.5, "{e:?}");
     assert!(unplanned.estimates.is_some_and(|u| u.estimated < e.estimated / 10), "{:?}", unplanned.estimates);
 }
+
+/// Two 4-cpu nodes. `trainer` (2..8 x 1 cpu, 100 s of work with all 8, `shrinkable` as given)
+/// fills both from 0; at 10 s `big` (one 4-cpu pod, 20 s) comes. Instant control plane.
+fn trainer_and_big(shrinkable: bool) -> (muster_sim::Workload, muster_sim::engine::RunRecord) {
+    let dir = std::env::temp_dir().join(format!("muster-sim-shrink-{shrinkable}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        "name: two\nnodeClasses:\n  - {name: n, count: 2, capacity: {cpu: \"4\", pods: 110}}\n",
+    )
+    .unwrap();
+    let text = format!(
+        "name: t\ncluster: cluster.yaml\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}}\n\
+         jobClasses:\n\
+         \x20 - {{name: trainer, count: 1, members: {{min: 2, max: 8}}, resources: {{cpu: \"1\"}}, runTime: 100s, \
+         shrinkable: {shrinkable}}}\n\
+         \x20 - {{name: big, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: 20s, arrival: {{start: 10s}}}}\n"
+    );
+    let w = muster_sim::scenario::from_text("t.yaml", &text, &dir, 1).unwrap();
+    let mut s = muster_sim::scheduler("muster", &w).unwrap();
+    let rec = muster_sim::engine::Engine::new(&w).unwrap().run(s.as_mut(), false).unwrap();
+    (w, rec)
+}
+
+#[test]
+fn a_shrinkable_job_gives_way_to_the_reserved_one_then_grows_back_and_the_pair_ends_sooner() {
+    let span = |w: &muster_sim::Workload, rec: &muster_sim::engine::RunRecord, class: &str| {
+        let j = &rec.jobs[w.jobs.iter().position(|j| j.class == class).unwrap()];
+        (j.run_started_ms.unwrap() as f64 / 1000.0, j.ended_ms.unwrap() as f64 / 1000.0)
+    };
+    let (w, rigid) = trainer_and_big(false);
+    assert_eq!(span(&w, &rigid, "trainer"), (0.0, 100.0));
+    let (big_start, big_end) = span(&w, &rigid, "big");
+    assert!(big_start >= 100.0 && big_end >= 120.0, "big waits for the trainer: {big_start}..{big_end}");
+    let (w, shrunk) = trainer_and_big(true);
+    let (big_start, big_end) = span(&w, &shrunk, "big");
+    let (_, trainer_end) = span(&w, &shrunk, "trainer");
+    // big starts once owed its reservation (the default policy is selective: at 3x its run time
+    // of slowdown), on the node the trainer's 4 pods left; the trainer does 4 members' share of
+    // big's 20 s later, when it has grown back: it ends 10 s later, and the pair 10 s sooner.
+    assert!(big_start < 60.0, "big starts long before the trainer ends: {big_start}");
+    assert!((big_end - big_start - 20.0).abs() < 1e-6, "{big_start}..{big_end}");
+    assert!((109.0..=112.0).contains(&trainer_end), "the trainer loses about 10 s: ends at {trainer_end}");
+    assert_eq!(shrunk.jobs.iter().map(|j| j.starts).collect::<Vec<_>>(), [1, 1], "nothing is evicted");
+}
+
+#[test]
+fn a_rigid_class_cannot_be_shrinkable() {
+    let dir = std::env::temp_dir().join(format!("muster-sim-shrink-rigid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        "name: one\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: \"4\"}}\n",
+    )
+    .unwrap();
+    let text = "name: t\ncluster: cluster.yaml\njobClasses:\n  - {name: r, count: 1, members: 2, resources: {cpu: \"1\"}, \
+                runTime: 5s, shrinkable: true}\n";
+    let e = muster_sim::scenario::from_text("t.yaml", text, &dir, 1).unwrap_err().to_string();
+    assert!(e.contains("jobClasses[0].shrinkable") && e.contains("only an elastic group"), "{e}");
+}

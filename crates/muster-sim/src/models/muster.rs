@@ -6,10 +6,12 @@
 //! and wait unbound, and are bound as soon as the group is admitted. And as it does for a Job, a
 //! group ends when every member's pod has succeeded, not a `jobCompleteDelay` later with the Job.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use muster_graph::ResourceGraph;
-use muster_queue::{Engine, EngineConfig, GroupKey, GroupSpec, GroupState, MATCH_POLICY, QueuePolicy, Transition};
+use muster_queue::{
+    Engine, EngineConfig, GroupKey, GroupSpec, GroupState, MATCH_POLICY, QueuePolicy, Reason, Transition,
+};
 
 use crate::SimError;
 use crate::scenario::Workload;
@@ -32,6 +34,8 @@ pub struct Muster {
     engine: Engine,
     /// Node of each member, by job, for groups admitted and not yet finished.
     placements: BTreeMap<JobId, Vec<NodeId>>,
+    /// Nodes of members a running group grew by, for its next pods in turn.
+    grown: BTreeMap<JobId, VecDeque<NodeId>>,
     /// Actions waiting for the next `decide`.
     pending: Vec<Action>,
     /// Something happened that a scheduling cycle could act on.
@@ -93,6 +97,7 @@ impl Muster {
         Ok(Self {
             name: name.to_string(),
             engine,
+            grown: BTreeMap::new(),
             placements: BTreeMap::new(),
             pending: Vec::new(),
             dirty: false,
@@ -134,15 +139,60 @@ impl Muster {
                 }
                 GroupState::Evicted | GroupState::Suspended if t.from.holds_allocation() => {
                     self.placements.remove(&job);
+                    self.grown.remove(&job);
                     self.pending.push(Action::Suspend { job });
                 }
                 GroupState::Deactivated | GroupState::Failed if !view.job(job).phase.is_terminal() => {
                     self.placements.remove(&job);
+                    self.grown.remove(&job);
                     self.ahead.remove(&job);
                     self.pending.push(Action::Fail { job });
                 }
+                GroupState::Running => match &t.reason {
+                    Reason::Grown { members } => self.grow(job, members, &t, view),
+                    Reason::GivingWay { members, .. } => self.give_back(job, members, &t, view),
+                    _ => {}
+                },
                 _ => {}
             }
+        }
+    }
+
+    /// The members' nodes, from the placement a transition carries.
+    fn nodes_of(members: &[u32], t: &Transition, view: &ClusterView<'_>) -> Vec<NodeId> {
+        let alloc = t.allocation.as_ref().expect("a grown or shrunk group has its placement");
+        let node = |m: &u32| alloc.members.iter().find(|x| x.index == *m).map(|x| x.node.as_str());
+        members
+            .iter()
+            .filter_map(node)
+            .map(|n| view.node_id(n).expect("the engine's graph is the view's cluster"))
+            .collect()
+    }
+
+    /// A running group grew: the Job gets as many pods as the group has members, and the new
+    /// ones are bound to the new members' nodes.
+    fn grow(&mut self, job: JobId, members: &[u32], t: &Transition, view: &ClusterView<'_>) {
+        let total = t.allocation.as_ref().map_or(0, |a| a.members.len() as u32);
+        self.grown.entry(job).or_default().extend(Self::nodes_of(members, t, view));
+        self.pending.push(Action::Grow { job, members: total });
+    }
+
+    /// A running group gives back members: a pod of the job on each of their nodes is deleted
+    /// (the sim deletes at once), and the engine hears they are gone.
+    fn give_back(&mut self, job: JobId, members: &[u32], t: &Transition, view: &ClusterView<'_>) {
+        let mut pods = Vec::new();
+        for node in Self::nodes_of(members, t, view) {
+            let pod = view.job(job).pods.iter().copied().find(|&p| {
+                let s = view.pod(p);
+                s.phase.holds() && s.node == Some(node) && !pods.contains(&p)
+            });
+            pods.extend(pod);
+        }
+        self.pending.push(Action::Shrink { job, pods });
+        self.dirty = true;
+        match self.engine.members_lost(&t.key, members, t.at) {
+            Ok(transitions) => self.act(transitions, view),
+            Err(e) => panic!("{}: the engine refused members it asked back: {e}", self.name),
         }
     }
 
@@ -204,8 +254,10 @@ impl Scheduler for Muster {
             SimEvent::PodCreated { pod } => {
                 // The job controller made a pod of an admitted job: bind it where the placement says.
                 let p = view.pod(pod);
-                if let Some(node) = self.placements.get(&p.job).and_then(|n| n.get(p.index as usize)) {
-                    self.pending.push(Action::Bind { pod, node: *node });
+                let placed = self.placements.get(&p.job).and_then(|n| n.get(p.index as usize)).copied();
+                let node = placed.or_else(|| self.grown.get_mut(&p.job).and_then(|g| g.pop_front()));
+                if let Some(node) = node {
+                    self.pending.push(Action::Bind { pod, node });
                 }
                 Ok(Vec::new())
             }
@@ -220,6 +272,7 @@ impl Scheduler for Muster {
                 match self.engine.group(&key(job)).map(|g| g.state) {
                     Some(s) if view.all_succeeded(job) && s.holds_allocation() => {
                         self.placements.remove(&job);
+                        self.grown.remove(&job);
                         self.dirty = true;
                         self.engine.finished(&key(job), true, now)
                     }
@@ -228,6 +281,7 @@ impl Scheduler for Muster {
             }
             SimEvent::JobFinished { job, succeeded } => {
                 self.placements.remove(&job);
+                self.grown.remove(&job);
                 self.dirty = true;
                 match self.engine.group(&key(job)).map(|g| g.state) {
                     Some(s) if s.holds_allocation() => self.engine.finished(&key(job), succeeded, now),
