@@ -65,4 +65,8 @@ pub enum GraphError {
     UnknownResource(String),
     #[error("no topology level {0:?} in this graph")]
     UnknownLevel(String),
+    #[error(
+        "a reservation on node {node:?} would overlap allocation {alloc} ending later; re-plan the reservations first"
+    )]
+    ReservationInTheWay { alloc: u64, node: String },
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use common::{check_invariants, fingerprint, rg};
 use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
-use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph};
+use muster_graph::{GraphError, GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph};
 
 const RACKS: &str = "
 name: t
@@ -217,6 +217,26 @@ fn reservation_starts_when_capacity_returns_and_backfill_never_delays_it() {
     let mut over = cpu("over", 1, 1);
     over.duration = Some(200);
     assert!(matches!(r.allocate(&over, 10), MatchOutcome::Busy(_)), "would run into the reservation");
+    check_invariants(&r);
+}
+
+#[test]
+fn an_end_moves_later_only_where_no_reservation_is_in_the_way() {
+    let mut r = rg(RACKS, Policy::First);
+    let mut whole = cpu("whole", 10, 8);
+    whole.duration = Some(100);
+    let id = allocated(&mut r, &whole);
+    let mut next = cpu("next", 1, 8);
+    next.duration = Some(10);
+    let MatchOutcome::Reserved { id: reserved, at } = r.allocate_orelse_reserve(&next, 0) else { panic!("reserved") };
+    assert_eq!(at, 100);
+    assert!(matches!(r.extend_end(id, 150), Err(GraphError::ReservationInTheWay { .. })));
+    assert_eq!(r.allocation(id).unwrap().end, 100, "refused, nothing changed");
+    r.cancel(reserved).unwrap();
+    r.extend_end(id, 150).unwrap();
+    assert_eq!(r.allocation(id).unwrap().end, 150);
+    let MatchOutcome::Reserved { at, .. } = r.allocate_orelse_reserve(&next, 0) else { panic!("reserved") };
+    assert_eq!(at, 150, "plans follow the new end");
     check_invariants(&r);
 }
 

@@ -648,10 +648,15 @@ fn a_shrinkable_group_gives_back_members_and_the_first_in_line_starts_once_they_
     assert!(e.explain(&key("big"), 10).unwrap().reason.contains("giving back members for it"));
     assert_eq!(e.leaving(&key("el")), Some(&members.iter().copied().collect()));
     assert!(!e.schedule(10).iter().any(|t| matches!(t.reason, Reason::GivingWay { .. })), "asked once");
+    // Their pods are being deleted: nobody waits for them to be ready.
+    assert_eq!(e.pods_ready(&key("el"), 4, 10).unwrap(), vec![], "no readiness lost");
+    assert!(e.group(&key("el")).unwrap().not_ready_since.is_none());
     // The pods are gone: el runs on with 4, big starts where they were.
     let ts = e.members_lost(&key("el"), members, 11).unwrap();
     assert!(matches!(ts[0].reason, Reason::Shrunk { .. }));
     assert_eq!((state(&e, "el"), e.group(&key("el")).unwrap().member_count()), (GroupState::Running, 4));
+    // 89 s of 8-member work left at 11: 178 s on 4.
+    assert_eq!(e.group(&key("el")).unwrap().allocation.as_ref().unwrap().end, 11 + 178);
     assert_eq!(e.leaving(&key("el")), None);
     let ts = e.schedule(11);
     assert_eq!(to(&ts, "big"), vec![GroupState::Admitted]);

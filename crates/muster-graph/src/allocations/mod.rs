@@ -460,6 +460,30 @@ impl ResourceGraph {
         Ok(Some(added))
     }
 
+    /// Moves the expected end of running allocation `id` later, to `end` (fewer members are left
+    /// to do its work). Refused, changing nothing, where a reservation on one of its nodes would
+    /// then overlap it: the caller drops the reservations and plans them again.
+    pub fn extend_end(&mut self, id: AllocId, end: i64) -> Result<(), GraphError> {
+        let alloc = self.allocation(id)?;
+        if alloc.reserved {
+            return Err(GraphError::NotAllocated(id));
+        }
+        let (old, nodes): (i64, BTreeSet<NodeId>) = (alloc.end, alloc.members.iter().map(|m| m.node).collect());
+        if end <= old {
+            return Ok(());
+        }
+        for &n in &nodes {
+            let node = self.graph.node(n);
+            if node.spans.iter().any(|s| s.reserved && s.start < end && s.end > old) {
+                return Err(GraphError::ReservationInTheWay { alloc: id, node: node.name.clone() });
+            }
+        }
+        let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).expect("checked above"));
+        self.set_end(&mut alloc, end);
+        self.allocations.insert(id, Arc::new(alloc));
+        Ok(())
+    }
+
     /// Moves the expected end of allocation `a` (on every node it uses).
     fn set_end(&mut self, a: &mut Allocation, end: i64) {
         a.end = end;

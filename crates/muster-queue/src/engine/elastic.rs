@@ -23,7 +23,8 @@ impl Engine {
         let keys: Vec<GroupKey> = self
             .elastic
             .iter()
-            .filter(|k| self.live.contains(*k))
+            // A group giving members back does not take room again meanwhile.
+            .filter(|k| self.live.contains(*k) && !self.leaving.contains_key(*k))
             .filter(|k| {
                 let g = &self.groups[*k];
                 g.state == GroupState::Running

@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use super::Engine;
-use crate::group::{GroupKey, GroupState};
+use crate::group::{GroupKey, GroupState, Reason};
 
 /// Where and when the forecast starts one pending group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,14 @@ impl Engine {
         let mut out = Forecast::default();
         copy.dirty = true;
         for _ in 0..self.config.forecast_cycles {
+            // Members given back are taken as gone at once; the group they make room for starts
+            // in the next cycle, at the same time.
+            let mut given = Vec::new();
             for t in copy.schedule(now) {
+                if let Reason::GivingWay { members, .. } = t.reason {
+                    given.push((t.key, members));
+                    continue;
+                }
                 if t.to != GroupState::Admitted {
                     continue;
                 }
@@ -80,6 +87,13 @@ impl Engine {
             }
             if left.is_empty() {
                 break;
+            }
+            if !given.is_empty() {
+                for (key, members) in given {
+                    let _ = copy.members_lost(&key, &members, now);
+                }
+                copy.dirty = true;
+                continue;
             }
             let next_end = ends.peek().map(|Reverse((t, ..))| *t);
             let Some(next) = next_end.into_iter().chain(copy.next_timer()).min() else { break };

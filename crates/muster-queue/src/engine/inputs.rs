@@ -188,7 +188,10 @@ impl Engine {
                 source: IllegalTransition { from: state, to: GroupState::Running },
             });
         }
-        let members = g.member_count();
+        // Members given back still run until their pods are gone, but nobody waits for them to
+        // be ready (their pods are being deleted).
+        let giving = self.leaving.get(key).map_or(0, |l| l.len() as u32);
+        let members = g.member_count() - giving;
         let recovering = g.not_ready_since.is_some();
         // Members ready leave the start window: room for the groups waiting on it.
         let windowed = self.queue_cfg(&g.spec.queue).readiness.max_starting_members.is_some();
@@ -282,13 +285,22 @@ impl Engine {
             if !already_dropped {
                 self.graph.shrink(id, &members).expect("members checked");
             }
+            self.stretch_for_fewer(id, remaining + lost.len() as u32, remaining);
             self.add_usage(key, lost.len() as u32, -1);
             let rec = self.record_of(id, alloc_id);
             let g = self.group_mut(key);
             g.allocation = Some(rec.clone());
             g.ready_members = g.ready_members.min(remaining);
+            // The members lost may be the only ones that were not ready.
+            let recovered = g.not_ready_since.is_some() && g.ready_members >= remaining;
+            if recovered {
+                g.not_ready_since = None;
+            }
             self.dirty = true;
             self.step(key, state, Reason::Shrunk { members }, Some(rec), out);
+            if recovered {
+                self.step(key, state, Reason::AllReady, None, out);
+            }
             return;
         }
         if already_dropped {

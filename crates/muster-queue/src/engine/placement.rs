@@ -108,6 +108,25 @@ impl Engine {
         g.allocation.take()
     }
 
+    /// Fewer members (`after` of `before`) do a running allocation's work left more slowly: its
+    /// expected end moves later. The reservations are dropped first, since they may lie in the
+    /// way; the cycle this makes due plans them again.
+    pub(super) fn stretch_for_fewer(&mut self, id: AllocId, before: u32, after: u32) {
+        let Ok(end) = self.graph.allocation(id).map(|a| a.end) else { return };
+        if end == muster_graph::allocations::FOREVER || end <= self.now || after == 0 || after >= before {
+            return;
+        }
+        let (before, after) = (i64::from(before), i64::from(after));
+        let stretched = self.now.saturating_add(((end - self.now).saturating_mul(before) + after - 1) / after);
+        for (_, reservation) in std::mem::take(&mut self.reservations) {
+            let _ = self.graph.cancel(reservation);
+        }
+        // Nothing else reserves in the engine's graph; were it refused, the group would overrun
+        // its old end, which is re-planned as any overrun is.
+        let _ = self.graph.extend_end(id, stretched);
+        self.dirty = true;
+    }
+
     pub(super) fn drop_reservation(&mut self, key: &GroupKey) {
         if let Some(id) = self.reservations.remove(key) {
             let _ = self.graph.cancel(id);
