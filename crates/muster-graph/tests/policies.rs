@@ -426,28 +426,29 @@ fn a_hold_beyond_free_capacity_is_recorded_and_frees_nothing_until_enough_ends()
     assert!(rg.hold("nowhere", &[("cpu".into(), 1)], 0).is_err(), "an unknown node is refused");
 }
 
-const BLOCKS: &str = "
-name: t
-topology: [{level: block, label: muster.dev/block}, {level: rack, label: muster.dev/rack}]
-nodeClasses:
-  - name: a
-    count: 8
-    capacity: {cpu: 8, memory: 32Gi, pods: 110}
-    spread: {block: 4, rack: 2}
-";
+/// `nodes` 8-cpu nodes, `per_block` to a block and `per_rack` to a rack.
+fn blocks(nodes: u32, per_block: u32, per_rack: u32) -> String {
+    format!(
+        "name: t\ntopology: [{{level: block, label: muster.dev/block}}, {{level: rack, label: muster.dev/rack}}]\n\
+         nodeClasses:\n  - {{name: a, count: {nodes}, capacity: {{cpu: 8, memory: 32Gi, pods: 110}}, \
+         spread: {{block: {per_block}, rack: {per_rack}}}}}\n"
+    )
+}
+
+/// The domain of `level` node `n` is in (its `muster.dev/LEVEL` label).
+fn domain(r: &ResourceGraph, n: &str, level: &str) -> String {
+    r.graph.node(r.graph.node_id(n).unwrap()).labels[&format!("muster.dev/{level}")].clone()
+}
 
 #[test]
 fn a_preferred_rack_kept_within_a_block_never_spreads_over_blocks() {
     for policy in [Policy::First, Policy::HighId, Policy::Locality] {
-        let mut r = rg(BLOCKS, policy);
-        let label = |r: &ResourceGraph, n: &str, level: &str| {
-            r.graph.node(r.graph.node_id(n).unwrap()).labels[&format!("muster.dev/{level}")].clone()
-        };
+        let mut r = rg(&blocks(8, 4, 2), policy);
         // Other pods fill one rack of each block: 2 nodes are left in each.
         for n in ["a-0", "a-1", "a-4", "a-5"] {
             r.hold(n, &[("cpu".into(), 8000)], 0).unwrap();
         }
-        assert_ne!(label(&r, "a-0", "block"), label(&r, "a-4", "block"));
+        assert_ne!(domain(&r, "a-0", "block"), domain(&r, "a-4", "block"));
         let within_block = TopologyConstraint { within: Some("block".into()), ..TopologyConstraint::preferred("rack") };
         // Three members fit in no rack and no block: kept within a block they wait; without
         // `within` they run across both blocks.
@@ -456,7 +457,7 @@ fn a_preferred_rack_kept_within_a_block_never_spreads_over_blocks() {
         assert!(matches!(r.allocate(&three, 0), MatchOutcome::Busy(_)), "{policy:?}");
         three.topology = Some(TopologyConstraint::preferred("rack"));
         let spread = allocated(&mut r, &three);
-        let blocks: BTreeSet<_> = nodes_of(&r, spread).iter().map(|n| label(&r, n, "block")).collect();
+        let blocks: BTreeSet<_> = nodes_of(&r, spread).iter().map(|n| domain(&r, n, "block")).collect();
         assert_eq!(blocks.len(), 2, "{policy:?}");
         r.cancel(spread).unwrap();
         // Five members fit in no block even when the cluster is empty: never, and it says why.
@@ -473,7 +474,7 @@ fn a_preferred_rack_kept_within_a_block_never_spreads_over_blocks() {
         let mut pair = cpu("pair", 2, 8);
         pair.topology = Some(within_block);
         let id = allocated(&mut r, &pair);
-        let racks: BTreeSet<_> = nodes_of(&r, id).iter().map(|n| label(&r, n, "rack")).collect();
+        let racks: BTreeSet<_> = nodes_of(&r, id).iter().map(|n| domain(&r, n, "rack")).collect();
         assert_eq!(racks.len(), 1, "{policy:?}: {racks:?}");
         check_invariants(&r);
     }
@@ -507,7 +508,7 @@ fn blocks_labelled_above_racks_while_running_enclose_them() {
 
 #[test]
 fn a_constraint_kept_within_a_level_that_does_not_enclose_it_is_refused() {
-    let mut r = rg(BLOCKS, Policy::First);
+    let mut r = rg(&blocks(8, 4, 2), Policy::First);
     let cases = [
         (
             TopologyConstraint { within: Some("rack".into()), ..TopologyConstraint::preferred("block") },
@@ -539,7 +540,7 @@ fn a_constraint_kept_within_a_level_that_does_not_enclose_it_is_refused() {
 #[test]
 fn a_preferred_rack_that_cannot_be_met_falls_back_to_one_block_before_the_cluster() {
     for policy in [Policy::First, Policy::HighId, Policy::Locality] {
-        let mut r = rg(BLOCKS, policy);
+        let mut r = rg(&blocks(8, 4, 2), policy);
         // A filler takes one whole rack, leaving 2 nodes in its block and 4 in the other. No
         // rack takes 3 whole-node members; plain order would spread them over both blocks, the
         // fallback keeps them in the block with room.
@@ -566,27 +567,14 @@ fn a_preferred_rack_that_cannot_be_met_falls_back_to_one_block_before_the_cluste
     }
 }
 
-/// Three blocks of three racks of four nodes.
-const THREE_BLOCKS: &str = "
-name: t
-topology: [{level: block, label: muster.dev/block}, {level: rack, label: muster.dev/rack}]
-nodeClasses:
-  - name: a
-    count: 36
-    capacity: {cpu: 8, memory: 32Gi, pods: 110}
-    spread: {block: 12, rack: 4}
-";
-
 #[test]
 fn weighted_preferences_trade_fewer_racks_against_one_block_by_their_weights() {
-    let mut base = rg(THREE_BLOCKS, Policy::First);
-    let label = |r: &ResourceGraph, n: &str, level: &str| {
-        r.graph.node(r.graph.node_id(n).unwrap()).labels[&format!("muster.dev/{level}")].clone()
-    };
+    // Three blocks of three racks of four nodes.
+    let mut base = rg(&blocks(36, 12, 4), Policy::First);
     let mut racks: std::collections::BTreeMap<(String, String), Vec<String>> = Default::default();
     for i in 0..36 {
         let n = format!("a-{i}");
-        racks.entry((label(&base, &n, "block"), label(&base, &n, "rack"))).or_default().push(n);
+        racks.entry((domain(&base, &n, "block"), domain(&base, &n, "rack"))).or_default().push(n);
     }
     let racks: Vec<Vec<String>> = racks.into_values().collect();
     assert_eq!(racks.len(), 9);
@@ -608,8 +596,8 @@ fn weighted_preferences_trade_fewer_racks_against_one_block_by_their_weights() {
         });
         let id = allocated(&mut r, &eight);
         let nodes = nodes_of(&r, id);
-        let blocks: BTreeSet<_> = nodes.iter().map(|n| label(&r, n, "block")).collect();
-        let in_racks: BTreeSet<_> = nodes.iter().map(|n| label(&r, n, "rack")).collect();
+        let blocks: BTreeSet<_> = nodes.iter().map(|n| domain(&r, n, "block")).collect();
+        let in_racks: BTreeSet<_> = nodes.iter().map(|n| domain(&r, n, "rack")).collect();
         check_invariants(&r);
         (blocks.len(), in_racks.len())
     };
@@ -627,7 +615,7 @@ fn weighted_preferences_trade_fewer_racks_against_one_block_by_their_weights() {
 
 #[test]
 fn weights_that_do_not_rank_the_preferred_levels_are_refused_with_the_fix() {
-    let mut r = rg(THREE_BLOCKS, Policy::First);
+    let mut r = rg(&blocks(36, 12, 4), Policy::First);
     let weighted = |t: TopologyConstraint, weights: &[(&str, u32)]| TopologyConstraint {
         weights: weights.iter().map(|&(l, w)| (l.to_string(), w)).collect(),
         ..t

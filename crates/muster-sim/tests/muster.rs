@@ -104,16 +104,18 @@ fn run_times_no_job_declares_are_learned_so_whole_cluster_gangs_still_do_not_sta
     assert!(unplanned.estimates.is_some_and(|u| u.estimated < e.estimated / 10), "{:?}", unplanned.estimates);
 }
 
+/// The scenario `text`, its cluster file `cluster.yaml` holding `cluster`, in a fresh directory.
+fn in_temp_dir(tag: &str, cluster: &str, text: &str) -> Result<muster_sim::Workload, muster_sim::SimError> {
+    let dir = std::env::temp_dir().join(format!("muster-sim-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
+    muster_sim::scenario::from_text("t.yaml", text, &dir, 1)
+}
+
 /// Two 4-cpu nodes. `trainer` (2..8 x 1 cpu, 100 s of work with all 8, `shrinkable` as given)
 /// fills both from 0; at 10 s `big` (one 4-cpu pod, 20 s) comes. Instant control plane.
 fn trainer_and_big(shrinkable: bool) -> (muster_sim::Workload, muster_sim::engine::RunRecord) {
-    let dir = std::env::temp_dir().join(format!("muster-sim-shrink-{shrinkable}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("cluster.yaml"),
-        "name: two\nnodeClasses:\n  - {name: n, count: 2, capacity: {cpu: \"4\", pods: 110}}\n",
-    )
-    .unwrap();
+    let cluster = "name: two\nnodeClasses:\n  - {name: n, count: 2, capacity: {cpu: \"4\", pods: 110}}\n";
     let text = format!(
         "name: t\ncluster: cluster.yaml\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}}\n\
          jobClasses:\n\
@@ -121,7 +123,7 @@ fn trainer_and_big(shrinkable: bool) -> (muster_sim::Workload, muster_sim::engin
          shrinkable: {shrinkable}}}\n\
          \x20 - {{name: big, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: 20s, arrival: {{start: 10s}}}}\n"
     );
-    let w = muster_sim::scenario::from_text("t.yaml", &text, &dir, 1).unwrap();
+    let w = in_temp_dir(&format!("shrink-{shrinkable}"), cluster, &text).unwrap();
     let mut s = muster_sim::scheduler("muster", &w).unwrap();
     let rec = muster_sim::engine::Engine::new(&w).unwrap().run(s.as_mut(), false).unwrap();
     (w, rec)
@@ -151,15 +153,9 @@ fn a_shrinkable_job_gives_way_to_the_reserved_one_then_grows_back_and_the_pair_e
 
 #[test]
 fn a_rigid_class_cannot_be_shrinkable() {
-    let dir = std::env::temp_dir().join(format!("muster-sim-shrink-rigid-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("cluster.yaml"),
-        "name: one\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: \"4\"}}\n",
-    )
-    .unwrap();
+    let cluster = "name: one\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: \"4\"}}\n";
     let text = "name: t\ncluster: cluster.yaml\njobClasses:\n  - {name: r, count: 1, members: 2, resources: {cpu: \"1\"}, \
                 runTime: 5s, shrinkable: true}\n";
-    let e = muster_sim::scenario::from_text("t.yaml", text, &dir, 1).unwrap_err().to_string();
+    let e = in_temp_dir("shrink-rigid", cluster, text).unwrap_err().to_string();
     assert!(e.contains("jobClasses[0].shrinkable") && e.contains("only an elastic group"), "{e}");
 }
