@@ -48,3 +48,7 @@ eventually 60 "the trainer grows back to 100 members" bash -c \
 eventually 60 "its 100 pods run, each on the node of its member" on_assigned $ns trainer job-name=trainer 100
 check "the trainer Job has not failed ($(k -n $ns get job trainer -o jsonpath='{.status.failed}') pods counted failed, indexes $(k -n $ns get job trainer -o jsonpath='{.status.failedIndexes}'))" bash -c \
   "! '$K8S_BIN/kubectl' -n $ns get job trainer -o jsonpath='{.status.conditions[*].type}' | grep -qw Failed"
+# The trainer would run 10 minutes: its pods must be gone before the next test needs the nodes.
+k -n $ns delete job trainer >/dev/null
+eventually 60 "the trainer's pods are gone once it is deleted" bash -c \
+  "[[ -z \$('$K8S_BIN/kubectl' -n $ns get pods -l job-name=trainer -o name) ]]"
