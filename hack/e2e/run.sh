@@ -22,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-lws muster-cabundle
-                                muster-tenant muster-dashboard helm krew peer-kueue image)
+                                muster-privilege muster-tenant muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -102,6 +102,10 @@ for t in "${tests[@]}"; do
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
       run muster-lws "$e2e/test-muster-lws.sh" ;;
     muster-cabundle) run muster-cabundle "$e2e/test-muster-cabundle.sh" ;;
+    # What muster's own identity may do to pods: RBAC and the policy muster-pod-writes.
+    muster-privilege)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-privilege "$e2e/test-muster-privilege.sh" ;;
     # kubectl muster installed by the real krew from hack/krew.sh's manifest; needs no cluster.
     krew) run krew "$e2e/test-krew.sh" ;;
     # The dashboard in headless Chromium (Debian's chromium package).

@@ -2,7 +2,7 @@
 # e2e: muster's Helm chart (deploy/chart) with the real helm (hack/helm.sh).
 #   1. helm lint; a bad value is refused, naming the value and the fix.
 #   2. The default and an HA rendering (two replicas on PostgreSQL) validated by the apiserver
-#      (server-side dry run).
+#      (server-side dry run), the policy on muster's pod writes among them.
 #   3. helm install into a namespace of its own. KWOK nodes run no containers, so muster then runs
 #      here, as the chart's ServiceAccount, with the exact arguments of the chart's containers
 #      (init container, controller, webhook): it makes the webhook's certificate into the chart's
@@ -37,6 +37,7 @@ rm -rf "$dir"; mkdir -p "$dir" "$log_dir"
 # them, as it should. The chart is installed on a cluster without muster.
 k delete clusterrole,clusterrolebinding muster --ignore-not-found >/dev/null
 k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null
+k delete validatingadmissionpolicy,validatingadmissionpolicybinding muster-pod-writes --ignore-not-found >/dev/null
 k delete crd queues.muster.dev groups.muster.dev --ignore-not-found --wait=true >/dev/null
 
 # 1. lint, and values that cannot work
@@ -56,6 +57,12 @@ for values in "" "--set replicaCount=2,store.kind=postgres,dashboard.enabled=tru
 done
 grep -q "poddisruptionbudget.policy/muster serverside-applied" "$dir/dry-run.out" && grep -q "service/muster-dashboard serverside-applied" "$dir/dry-run.out" ||
   fail "the HA rendering has a PodDisruptionBudget and the dashboard's Service: $(cat "$dir/dry-run.out")"
+check "the rendering has the policy on muster's pod writes, for the release's ServiceAccount" \
+  grep -q "request.userInfo.username == 'system:serviceaccount:$rns:muster'" "$dir/rendered.yaml"
+for kind in validatingadmissionpolicy validatingadmissionpolicybinding; do
+  grep -q "$kind.admissionregistration.k8s.io/muster-pod-writes serverside-applied" "$dir/dry-run.out" ||
+    fail "the apiserver accepts the $kind muster-pod-writes: $(cat "$dir/dry-run.out")"
+done
 k delete namespace $rns --wait=true >/dev/null
 
 # 3. install; run muster as the chart's pods would
@@ -152,6 +159,8 @@ runs_whole $ns after job-name=after 2
 "$helm" uninstall $rel -n $rns >"$dir/uninstall.out" 2>&1 || fail "helm uninstall: $(cat "$dir/uninstall.out")"
 check "helm uninstall removes the webhook registration (nothing is left failing closed)" \
   bash -c "! '$K8S_BIN/kubectl' get mutatingwebhookconfiguration muster >/dev/null 2>&1"
+check "... and the policy on muster's pod writes" \
+  bash -c "! '$K8S_BIN/kubectl' get validatingadmissionpolicy muster-pod-writes >/dev/null 2>&1"
 check "the CRDs and the Queue stay (deleting a CRD deletes every Queue and Group)" \
   quiet k get crd queues.muster.dev groups.muster.dev
 check "the Group of the finished gang stays with its CRD" quiet k -n $ns get groups.muster.dev gang

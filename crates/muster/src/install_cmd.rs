@@ -1,6 +1,7 @@
-//! `muster install`: puts muster's CRDs, identity, RBAC, webhook registration and a default Queue
-//! into a cluster, and writes the webhook's serving certificate and a kubeconfig for the muster
-//! ServiceAccount. Everything is server-side applied, so running it again changes nothing.
+//! `muster install`: puts muster's CRDs, identity, RBAC and the policy on its pod writes, webhook
+//! registration and a default Queue into a cluster, and writes the webhook's serving certificate and a
+//! kubeconfig for the muster ServiceAccount. Everything is server-side applied, so running it again
+//! changes nothing.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,8 @@ use serde::Serialize;
 const CRDS: &str = include_str!("../../../deploy/chart/templates/crds.yaml");
 /// The chart's RBAC, whose one template expression is the release namespace.
 const RBAC_TEMPLATE: &str = include_str!("../../../deploy/chart/templates/rbac.yaml");
+/// The chart's policy on muster's own pod writes, templated likewise.
+const POD_POLICY_TEMPLATE: &str = include_str!("../../../deploy/chart/templates/pod-policy.yaml");
 /// Field manager of the applies; apart from the controller's own ("muster"), so that neither
 /// takes the other's fields away.
 const MANAGER: &str = "muster-install";
@@ -98,14 +101,16 @@ async fn install(args: &InstallArgs) -> Result<()> {
     Ok(())
 }
 
-/// muster's namespace and the chart's RBAC in it.
+/// muster's namespace, the chart's RBAC in it and the policy on muster's pod writes.
 fn rbac() -> Result<Vec<DynamicObject>> {
     let namespace = serde_json::json!({
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": SERVICE_NAMESPACE, "labels": {"app.kubernetes.io/name": "muster"}},
     });
     let mut docs = vec![serde_json::from_value(namespace)?];
-    docs.extend(documents(&RBAC_TEMPLATE.replace(registration::CHART_NAMESPACE, SERVICE_NAMESPACE))?);
+    for template in [RBAC_TEMPLATE, POD_POLICY_TEMPLATE] {
+        docs.extend(documents(&template.replace(registration::CHART_NAMESPACE, SERVICE_NAMESPACE))?);
+    }
     Ok(docs)
 }
 
@@ -319,10 +324,23 @@ mod tests {
         assert_eq!(crds.len(), 2);
         let rbac = rbac().unwrap();
         let kinds: Vec<_> = rbac.iter().map(|d| d.types.clone().unwrap().kind).collect();
-        assert_eq!(kinds, ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]);
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding"
+            ]
+        );
         let text = serde_json::to_string(&rbac).unwrap();
-        assert!(!text.contains("{{"), "the chart's RBAC templates nothing but the namespace");
+        assert!(!text.contains("{{"), "the chart's RBAC and pod policy template nothing but the namespace");
         assert_eq!(text.matches(r#""namespace":"muster-system""#).count(), 5, "account, role, binding, both subjects");
+        assert!(text.contains("'system:serviceaccount:muster-system:muster'"), "the policy names muster's identity");
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub const KIND: Kind = Kind {
     version: "v1",
     kind: "Job",
     plural: "jobs",
-    verbs: &["get", "list", "watch", "patch", "update"],
+    verbs: &["list", "watch", "patch"],
     why: "suspended by the webhook, resumed (or suspended again on eviction) by muster",
     hold_field: "spec.suspend",
     place_of,

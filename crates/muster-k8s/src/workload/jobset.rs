@@ -12,7 +12,7 @@ pub const KIND: Kind = Kind {
     version: "v1alpha2",
     kind: "JobSet",
     plural: "jobsets",
-    verbs: &["get", "list", "watch", "patch"],
+    verbs: &["list", "watch", "patch"],
     why: "one group each (when their CRD is installed), suspended by the webhook and resumed (or suspended again \
           on eviction) by muster",
     hold_field: "spec.suspend",

@@ -17,7 +17,7 @@ pub const KIND: Kind = Kind {
     version: "v2beta1",
     kind: "MPIJob",
     plural: "mpijobs",
-    verbs: &["get", "list", "watch", "patch"],
+    verbs: &["list", "watch", "patch"],
     why: "one group each of the launcher and the workers (when their CRD is installed), suspended by the webhook \
           and resumed (or suspended again on eviction) by muster",
     hold_field: "spec.runPolicy.suspend",

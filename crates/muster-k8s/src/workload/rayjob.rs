@@ -15,7 +15,7 @@ pub const KIND: Kind = Kind {
     version: "v1",
     kind: "RayJob",
     plural: "rayjobs",
-    verbs: &["get", "list", "watch", "patch"],
+    verbs: &["list", "watch", "patch"],
     why: "one group each of its Ray cluster's head and workers (when their CRD is installed), suspended by the \
           webhook and resumed (or suspended again on eviction) by muster",
     hold_field: "spec.suspend",

@@ -1,7 +1,8 @@
 //! The part of muster's ClusterRole that the registry of kinds decides: a rule for each held
-//! kind (and each kind that holds one, [`HOLDERS`]) and its finalizers (so a Group may name it as owner with blockOwnerDeletion where the
-//! OwnerReferencesPermissionEnforcement admission plugin is on). `deploy/chart/templates/rbac.yaml` carries it
-//! between two marker lines; a test keeps the checked-in copy current.
+//! kind and each kind that holds one ([`HOLDERS`]). No finalizers rule: the Groups muster makes
+//! name their owner without blockOwnerDeletion, so the OwnerReferencesPermissionEnforcement
+//! admission plugin asks for none. `deploy/chart/templates/rbac.yaml` carries it between two
+//! marker lines; a test keeps the checked-in copy current.
 
 use super::{HELD_KINDS, HOLDERS, Kind};
 
@@ -10,26 +11,20 @@ pub const BEGIN: &str = "# BEGIN held kinds: generated from muster_k8s::workload
 /// The line after them.
 pub const END: &str = "# END held kinds";
 
-/// The ClusterRole rules of the held kinds and their holders, as YAML list items. Only a held
-/// kind owns Groups, so only its finalizers are named.
+/// The ClusterRole rules of the held kinds and their holders, as YAML list items.
 pub fn held_kind_rules() -> String {
-    let held = HELD_KINDS.iter().map(|k| rules(k, true));
-    held.chain(HOLDERS.iter().map(|k| rules(k, false))).collect()
+    HELD_KINDS.iter().chain(&HOLDERS).map(|k| rule(k)).collect()
 }
 
-fn rules(k: &Kind, owns_groups: bool) -> String {
-    let rule = format!(
+fn rule(k: &Kind) -> String {
+    format!(
         "# {}s: {}.\n- apiGroups: [{}]\n  resources: [{}]\n  verbs: [{}]\n",
         k.kind,
         k.why,
         k.group,
         k.plural,
         k.verbs.join(", ")
-    );
-    if !owns_groups {
-        return rule;
-    }
-    format!("{rule}- apiGroups: [{}]\n  resources: [{}/finalizers]\n  verbs: [update]\n", k.group, k.plural)
+    )
 }
 
 /// `yaml` with the text between [`BEGIN`] and [`END`] replaced by [`held_kind_rules`]; None when
@@ -69,8 +64,11 @@ mod tests {
         let yaml = format!("a\n{BEGIN}\nstale\n{END}\nb\n");
         let out = with_held_kind_rules(&yaml).unwrap();
         assert!(out.starts_with(&format!("a\n{BEGIN}\n# Jobs: ")), "{out}");
-        assert!(out.ends_with(&format!("  verbs: [get, patch]\n{END}\nb\n")), "the holders come last: {out}");
-        assert!(!out.contains("trainjobs/finalizers"), "a holder owns no Group: {out}");
+        assert!(
+            out.ends_with(&format!("  resources: [trainjobs]\n  verbs: [patch]\n{END}\nb\n")),
+            "the holders come last: {out}"
+        );
+        assert!(!out.contains("finalizers"), "no Group names its owner with blockOwnerDeletion: {out}");
         assert!(!out.contains("stale"));
         assert_eq!(with_held_kind_rules("no markers"), None);
     }

@@ -14,7 +14,7 @@ pub const KIND: Kind = Kind {
     version: "v1alpha1",
     kind: "TrainJob",
     plural: "trainjobs",
-    verbs: &["get", "patch"],
+    verbs: &["patch"],
     why: "the JobSet the trainer makes for each is one group; muster resumes (or suspends again on eviction) \
           the TrainJob, whose suspension the trainer mirrors onto the JobSet",
     hold_field: "spec.suspend",
