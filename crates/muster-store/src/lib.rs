@@ -11,6 +11,7 @@ mod common;
 mod error;
 mod migrate;
 mod pg;
+pub mod pg_tls;
 mod sqlite;
 #[cfg(feature = "test-support")]
 pub mod testing;

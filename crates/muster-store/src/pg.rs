@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::common::{self, FREE, Sums};
 use crate::migrate::{self, PG_MIGRATIONS};
+use crate::pg_tls;
 use crate::{
     Allocation, Fence, Group, HistoryEntry, PutResult, RunTimeRecord, Snapshot, Store, StoreError, StoredGroup,
     UsageRecord, UsageSum, Write,
@@ -21,6 +23,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A store in one PostgreSQL database.
 pub struct PgStore {
     config: postgres::Config,
+    /// None: `sslmode=disable`.
+    tls: Option<MakeRustlsConnect>,
     conn: Option<Conn>,
 }
 
@@ -44,13 +48,15 @@ struct Stmts {
 }
 
 impl PgStore {
-    /// Connects with a libpq-style connection string (`host=... port=... user=... dbname=...`) and
-    /// brings the schema up to date.
+    /// Connects with a libpq-style connection string (`host=... port=... user=... dbname=...`, or
+    /// a `postgres://` URL), TLS as its `sslmode` and `sslrootcert` say (`pg_tls`), and brings
+    /// the schema up to date.
     pub fn connect(params: &str) -> Result<Self, StoreError> {
+        let (params, tls) = pg_tls::split(params)?;
         let mut config: postgres::Config =
             params.parse().map_err(|e| StoreError::Rejected(format!("connection string: {e}")))?;
-        config.connect_timeout(CONNECT_TIMEOUT);
-        let mut store = PgStore { config, conn: None };
+        config.connect_timeout(CONNECT_TIMEOUT).ssl_mode(tls.wire_mode());
+        let mut store = PgStore { config, tls: tls.connector()?, conn: None };
         store.with_conn(|_| Ok(()))?;
         Ok(store)
     }
@@ -60,7 +66,7 @@ impl PgStore {
     fn with_conn<T>(&mut self, f: impl FnOnce(&mut Conn) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let conn = match self.conn.take() {
             Some(conn) if !conn.client.is_closed() => conn,
-            _ => open(&self.config)?,
+            _ => open(&self.config, self.tls.clone())?,
         };
         let conn = self.conn.insert(conn);
         let result = f(conn);
@@ -71,8 +77,12 @@ impl PgStore {
     }
 }
 
-fn open(config: &postgres::Config) -> Result<Conn, StoreError> {
-    let mut client = config.connect(NoTls).map_err(pg_err)?;
+fn open(config: &postgres::Config, tls: Option<MakeRustlsConnect>) -> Result<Conn, StoreError> {
+    let connected = match tls {
+        Some(tls) => config.connect(tls),
+        None => config.connect(NoTls),
+    };
+    let mut client = connected.map_err(pg_err)?;
     migrate(&mut client)?;
     let stmts = Stmts::prepare(&mut client).map_err(pg_err)?;
     Ok(Conn { client, stmts })
@@ -435,8 +445,15 @@ fn get<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, idx: usize, table: &st
 /// said is a refusal of the batch.
 fn pg_err(e: postgres::Error) -> StoreError {
     let Some(db) = e.as_db_error() else {
-        // No server answer: the connection failed or was lost.
-        return StoreError::Unavailable(e.to_string());
+        // No server answer: the connection failed or was lost. The causes say why (a TLS
+        // handshake's names the certificate's fault).
+        let mut message = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            message = format!("{message}: {c}");
+            cause = c.source();
+        }
+        return StoreError::Unavailable(message);
     };
     let code = db.code();
     let retryable = code.code().starts_with("08")

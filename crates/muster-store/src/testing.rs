@@ -5,6 +5,7 @@
 //! as root, so under root the server runs as user `postgres` (or `nobody`). A watchdog shell
 //! stops the server and removes the directory when the owning process lets go of it: on drop, or
 //! when the process exits, which also covers the never-dropped [`PgServer::shared`] server.
+//! [`PgServer::start_tls`] starts one that takes TLS connections only.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -25,6 +26,8 @@ pub struct PgServer {
     run_as: Option<String>,
     port: u16,
     next_db: AtomicU32,
+    /// Serving TLS (and refusing plain TCP connections).
+    tls: bool,
     watchdog: Child,
     /// Closing this pipe (drop or process exit) tells the watchdog to stop the server.
     lifeline: Option<ChildStdin>,
@@ -40,6 +43,16 @@ impl PgServer {
 
     /// Creates and starts a new cluster.
     pub fn start() -> Result<PgServer, String> {
+        PgServer::start_with(None)
+    }
+
+    /// Creates and starts a new cluster that serves TLS with this certificate and key (PEM) and
+    /// refuses TCP connections without TLS.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<PgServer, String> {
+        PgServer::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> Result<PgServer, String> {
         static COUNT: AtomicU32 = AtomicU32::new(0);
         let bin = find_bin()?;
         let run_as = if run("id", &["-u"])?.trim() == "0" { Some(unprivileged_user()?) } else { None };
@@ -60,6 +73,7 @@ impl PgServer {
             lifeline: None,
             port: free_port()?,
             next_db: AtomicU32::new(0),
+            tls: tls.is_some(),
             dir,
             bin,
             run_as,
@@ -79,20 +93,50 @@ impl PgServer {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
+        if let Some((cert, key)) = tls {
+            server.write_tls_files(&data, cert, key)?;
+        }
         server.restart()?;
         Ok(server)
     }
 
-    /// Connection parameters for database `db`.
+    /// The certificate and key in the data directory, private to the server's user (PostgreSQL
+    /// refuses a key others can read), and a first pg_hba.conf line refusing TCP without TLS.
+    fn write_tls_files(&self, data: &Path, cert: &str, key: &str) -> Result<(), String> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let write = |name: &str, text: &str| -> Result<(), String> {
+            let path = data.join(name);
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let owner = std::fs::metadata(data).map_err(|e| format!("{}: {e}", data.display()))?;
+            std::os::unix::fs::chown(&path, Some(owner.uid()), Some(owner.gid()))
+                .map_err(|e| format!("chown {}: {e}", path.display()))
+        };
+        write("server.crt", cert)?;
+        write("server.key", key)?;
+        let hba = data.join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).map_err(|e| format!("{}: {e}", hba.display()))?;
+        std::fs::write(&hba, format!("hostnossl all all all reject\n{rules}"))
+            .map_err(|e| format!("{}: {e}", hba.display()))
+    }
+
+    /// Connection parameters for database `db` (TCP on loopback).
     pub fn params(&self, db: &str) -> String {
         format!("host=127.0.0.1 port={} user=muster dbname={db}", self.port)
+    }
+
+    /// Connection parameters for database `db` through the server's Unix socket, which needs no
+    /// TLS.
+    fn socket_params(&self, db: &str) -> String {
+        format!("host={} port={} user=muster dbname={db}", self.dir.display(), self.port)
     }
 
     /// Creates an empty database and returns its connection parameters.
     pub fn create_database(&self) -> Result<String, String> {
         let name = format!("test_{}", self.next_db.fetch_add(1, Ordering::Relaxed));
         let mut client =
-            postgres::Client::connect(&self.params("postgres"), postgres::NoTls).map_err(|e| e.to_string())?;
+            postgres::Client::connect(&self.socket_params("postgres"), postgres::NoTls).map_err(|e| e.to_string())?;
         client.batch_execute(&format!("CREATE DATABASE {name}")).map_err(|e| e.to_string())?;
         Ok(self.params(&name))
     }
@@ -114,7 +158,10 @@ impl PgServer {
 
     /// Starts the (stopped) server and waits until it accepts connections.
     pub fn restart(&self) -> Result<(), String> {
-        let options = format!("-p {} -k {} -h 127.0.0.1", self.port, self.dir.display());
+        let mut options = format!("-p {} -k {} -h 127.0.0.1", self.port, self.dir.display());
+        if self.tls {
+            options.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
+        }
         let log = self.dir.join("server.log");
         // The daemon inherits pg_ctl's stdout and stderr: keep them off pipes we would wait on.
         let status = self
@@ -135,7 +182,7 @@ impl PgServer {
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match postgres::Client::connect(&self.params("postgres"), postgres::NoTls) {
+            match postgres::Client::connect(&self.socket_params("postgres"), postgres::NoTls) {
                 Ok(_) => return Ok(()),
                 Err(e) if Instant::now() > deadline => return Err(format!("server does not accept connections: {e}")),
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
