@@ -63,6 +63,20 @@ for kind in validatingadmissionpolicy validatingadmissionpolicybinding; do
   grep -q "$kind.admissionregistration.k8s.io/muster-pod-writes serverside-applied" "$dir/dry-run.out" ||
     fail "the apiserver accepts the $kind muster-pod-writes: $(cat "$dir/dry-run.out")"
 done
+"$helm" template $rel "$chart" -n $rns --no-hooks --set replicaCount=2,store.kind=postgres >"$dir/postgres.yaml"
+check "on PostgreSQL the controller reads the URL from the Secret's mounted file, not its command line" \
+  test "$(python3 - "$dir/postgres.yaml" <<'PY'
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "muster":
+        spec = d["spec"]["template"]["spec"]
+        c = next(c for c in spec["containers"] if c["name"] == "controller")
+        mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/muster/store")
+        secret = next(v for v in spec["volumes"] if v["name"] == mount["name"])["secret"]["secretName"]
+        store = [a for a in c["args"] if a.startswith("--store")]
+        print(store, secret, [e["name"] for e in c.get("env", []) if "STORE" in e["name"]])
+PY
+)" = "['--store-url-file=/etc/muster/store/url'] muster-store []"
 k delete namespace $rns --wait=true >/dev/null
 
 # 3. install; run muster as the chart's pods would

@@ -20,9 +20,14 @@ pub struct ControllerArgs {
     /// Kubeconfig to use (default: in-cluster service account, else $KUBECONFIG).
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
-    /// The store: sqlite:PATH, or a PostgreSQL connection string (needed for two replicas).
-    #[arg(long, default_value = "sqlite:muster.db")]
-    store: String,
+    /// The store: sqlite:PATH, or a PostgreSQL connection string (needed for two replicas)
+    /// [default: $MUSTER_STORE_URL, else sqlite:muster.db]. A password here is visible to every
+    /// local user: prefer --store-url-file or $MUSTER_STORE_URL.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// A file holding the store URL (a mounted Secret), instead of --store.
+    #[arg(long, value_name = "FILE")]
+    store_url_file: Option<PathBuf>,
     /// This instance's name in leases (default: $POD_NAME, else the host name).
     #[arg(long)]
     identity: Option<String>,
@@ -115,6 +120,11 @@ fn webhook_options(args: &ControllerArgs) -> Result<Option<ServeOptions>> {
 pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
     let webhook = webhook_options(args)?;
     crate::server::init();
+    let store = crate::store_url::resolve(
+        args.store.as_deref(),
+        args.store_url_file.as_deref(),
+        std::env::var(crate::store_url::ENV).ok(),
+    )?;
     crate::server::runtime()?.block_on(async {
         let (client, _) = crate::server::client(args.kubeconfig.as_deref()).await?;
         match registration::fill_ca_bundle(&client, &args.namespace).await {
@@ -124,7 +134,7 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
             // Not fatal: the registration may be managed by other means (cert-manager's injector).
             Err(e) => tracing::warn!(error = %e, "cannot update the caBundle of the webhook registration"),
         }
-        let mut opts = Options::new(&args.store, &identity(args));
+        let mut opts = Options::new(&store, &identity(args));
         opts.lease_namespace = args.namespace.clone();
         opts.lease_ttl = Duration::from_secs(args.lease_seconds.max(3));
         opts.concurrency = args.concurrency.max(1);

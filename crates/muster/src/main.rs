@@ -7,6 +7,7 @@ mod match_cmd;
 mod queue_cmd;
 mod server;
 mod sim_cmd;
+mod store_url;
 mod webhook_cert_cmd;
 mod webhook_cmd;
 
