@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -228,6 +229,12 @@ async fn write(client: Client, a: Action) {
         Action::Suspend { key, kind, suspend } => {
             let api = Api::<DynamicObject>::namespaced_with(client.clone(), &key.namespace, &kind.resource());
             let patch = Patch::Merge(kind.hold_patch(suspend));
+            let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
+            (key, r)
+        }
+        Action::JobDeadline { key, seconds } => {
+            let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
+            let patch = Patch::Merge(json!({"spec": {"activeDeadlineSeconds": seconds}}));
             let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
             (key, r)
         }

@@ -77,6 +77,7 @@ pub struct Metrics {
     groups: Family<GroupLabels, Gauge>,
     admissions: Family<QueueLabels, Counter>,
     evictions: Family<EvictionLabels, Counter>,
+    run_time_exceeded: Family<QueueLabels, Counter>,
     pods_bound: Counter,
     bind_failures: Counter,
     events: Family<EventLabels, Counter>,
@@ -116,6 +117,12 @@ impl Metrics {
         registry.register("admissions", "Groups admitted (placed whole)", admissions.clone());
         let evictions = Family::<EvictionLabels, Counter>::default();
         registry.register("evictions", "Groups whose allocation was released before they finished", evictions.clone());
+        let run_time_exceeded = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "run_time_exceeded",
+            "Groups ended (Failed) for running past their declared run time and the grace",
+            run_time_exceeded.clone(),
+        );
         let pods_bound = Counter::default();
         registry.register("pods_bound", "Pods bound to their member's node", pods_bound.clone());
         let bind_failures = Counter::default();
@@ -187,6 +194,7 @@ impl Metrics {
             groups,
             admissions,
             evictions,
+            run_time_exceeded,
             pods_bound,
             bind_failures,
             events,
@@ -251,6 +259,9 @@ impl Metrics {
         }
         if t.to == GroupState::Succeeded {
             self.observe_run_time(t, group);
+        }
+        if matches!(t.reason, Reason::RunTimeExceeded { .. }) {
+            self.run_time_exceeded.get_or_create(&QueueLabels { queue: queue.clone() }).inc();
         }
         if t.to == GroupState::Evicted {
             self.evictions.get_or_create(&EvictionLabels { queue, reason: eviction_reason(&t.reason) }).inc();

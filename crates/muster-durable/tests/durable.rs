@@ -31,13 +31,14 @@ both_backends!(
     recovery_replays_the_store,
     recovery_reconciles_with_the_cluster,
     learned_run_times_survive_recovery,
+    run_time_limits_survive_recovery,
     two_instances_never_double_admit,
     two_instances_interleaved,
 );
 
 use suite::{
     admission_written_before_returned, failed_apply_rolls_back_and_retries, learned_run_times_survive_recovery,
-    recovery_reconciles_with_the_cluster, recovery_replays_the_store,
+    recovery_reconciles_with_the_cluster, recovery_replays_the_store, run_time_limits_survive_recovery,
 };
 
 /// A leader, a follower that cannot take the lease, a hand-over after the lease lapses, the old

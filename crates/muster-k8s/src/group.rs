@@ -293,6 +293,9 @@ pub enum GroupConditionType {
     Finished,
     Evicted,
     Unsatisfiable,
+    /// True once muster ended the group for running past its declared run time and the grace
+    /// (its queue's `runTimeLimit`).
+    RunTimeExceeded,
 }
 
 impl GroupConditionType {
@@ -305,6 +308,7 @@ impl GroupConditionType {
             GroupConditionType::Finished => "Finished",
             GroupConditionType::Evicted => "Evicted",
             GroupConditionType::Unsatisfiable => "Unsatisfiable",
+            GroupConditionType::RunTimeExceeded => "RunTimeExceeded",
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The cluster-scoped `Queue`: quotas, cohort, policy, fair share, namespaces, readiness and
-//! preemption. Mirrors `muster_queue::QueueConfig`; [`QueueSpec::to_config`] converts. Quotas and
+//! The cluster-scoped `Queue`: quotas, cohort, policy, fair share, namespaces, readiness,
+//! preemption and run-time limits. Mirrors `muster_queue::QueueConfig`; [`QueueSpec::to_config`] converts. Quotas and
 //! the namespace selector are the engine's own types (re-exported here).
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use muster_graph::InputError;
 pub use muster_queue::config::{LabelOperator, LabelRequirement, NamespaceSelector, QuotaSpec};
-use muster_queue::config::{PreemptionConfig, WithinQueue};
+use muster_queue::config::{PreemptionConfig, RunTimeLimitConfig, RunTimeLimitMode, WithinQueue};
 use muster_queue::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,34 @@ pub struct QueueSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub create_pods_ahead_seconds: Option<i64>,
+    /// Whether the run times groups declare (annotation muster.dev/duration-seconds, a Group's
+    /// spec.durationSeconds) are limits; default Enforce with a grace of 60 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_time_limit: Option<RunTimeLimitSpec>,
+}
+
+/// What a declared run time binds. Backfill starts groups ahead of a reservation on the run times
+/// they declare; under Enforce a group that outruns its run time plus the grace is ended (its pods
+/// stopped, the group Failed with reason RunTimeExceeded), so a reservation starts at most the
+/// grace late.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunTimeLimitSpec {
+    /// Enforce (default): a group is ended at its declared run time, counted from admission,
+    /// plus graceSeconds. Advisory: a declared run time only plans, and a group that outruns it
+    /// delays the reservations made behind it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<RunTimeLimitModeSpec>,
+    /// Seconds a group may run past its declared run time before it is ended; default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub grace_seconds: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RunTimeLimitModeSpec {
+    Enforce,
+    Advisory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -198,13 +226,14 @@ pub struct EstimateAccuracy {
 }
 
 /// Engine field names that the CRD spells differently (seconds in full).
-const RENAMED: [(&str, &str); 6] = [
+const RENAMED: [(&str, &str); 7] = [
     ("recoveryTimeoutS", "recoveryTimeoutSeconds"),
     ("timeoutS", "timeoutSeconds"),
     ("backoffBaseS", "backoffBaseSeconds"),
     ("backoffMaxS", "backoffMaxSeconds"),
     ("elasticMaxWaitS", "elasticMaxWaitSeconds"),
     ("createPodsAheadS", "createPodsAheadSeconds"),
+    ("graceS", "graceSeconds"),
 ];
 
 impl QueueSpec {
@@ -261,6 +290,8 @@ impl QueueSpec {
             max_starting_members: r.max_starting_members.filter(|&n| n > 0),
         };
         let p = self.preemption.clone().unwrap_or_default();
+        let limit = self.run_time_limit.clone().unwrap_or_default();
+        let limit_defaults = RunTimeLimitConfig::default();
         let config = QueueConfig {
             name: name.to_string(),
             cohort: self.cohort.clone(),
@@ -278,6 +309,14 @@ impl QueueSpec {
             },
             elastic_max_wait_s: self.elastic_max_wait_seconds.unwrap_or(0),
             create_pods_ahead_s: self.create_pods_ahead_seconds.unwrap_or(QueueConfig::new(name).create_pods_ahead_s),
+            run_time_limit: RunTimeLimitConfig {
+                mode: match limit.mode {
+                    None => limit_defaults.mode,
+                    Some(RunTimeLimitModeSpec::Enforce) => RunTimeLimitMode::Enforce,
+                    Some(RunTimeLimitModeSpec::Advisory) => RunTimeLimitMode::Advisory,
+                },
+                grace_s: limit.grace_seconds.unwrap_or(limit_defaults.grace_s),
+            },
         };
         // The engine's own checks, with its paths (`queues[0].readiness.backoffBaseS`) turned into
         // the object's (`spec.readiness.backoffBaseSeconds`).
@@ -322,7 +361,7 @@ mod tests {
              namespaceSelector:\n  matchLabels: {team: a}\n  matchExpressions: [{key: env, operator: NotIn, values: [prod]}]\n  namespaces: [ml]\n\
              readiness: {timeoutSeconds: 0, recoveryTimeoutSeconds: 120, backoffBaseSeconds: 10, backoffMaxSeconds: 100, backoffLimit: 3, requeueOrder: Creation, maxStartingMembers: 500}\n\
              preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\nelasticMaxWaitSeconds: 30\n\
-             createPodsAheadSeconds: 0\n",
+             createPodsAheadSeconds: 0\nrunTimeLimit: {mode: Advisory, graceSeconds: 5}\n",
         )
         .to_config("team-a")
         .unwrap();
@@ -355,6 +394,13 @@ mod tests {
         assert_eq!(c.elastic_max_wait_s, 30);
         assert_eq!(c.create_pods_ahead_s, 0);
         assert_eq!(QueueSpec::default().to_config("q").unwrap().create_pods_ahead_s, 60, "the engine's default");
+        assert_eq!(c.run_time_limit, RunTimeLimitConfig { mode: RunTimeLimitMode::Advisory, grace_s: 5 });
+        let grace_only = spec("runTimeLimit: {graceSeconds: 0}").to_config("q").unwrap().run_time_limit;
+        assert_eq!(
+            grace_only,
+            RunTimeLimitConfig { mode: RunTimeLimitMode::Enforce, grace_s: 0 },
+            "Enforce by default"
+        );
     }
 
     #[test]
@@ -393,6 +439,7 @@ mod tests {
             ("readiness: {recoveryTimeoutSeconds: -5}", "spec.readiness.recoveryTimeoutSeconds", "positive"),
             ("elasticMaxWaitSeconds: -1", "spec.elasticMaxWaitSeconds", "negative"),
             ("createPodsAheadSeconds: -1", "spec.createPodsAheadSeconds", "negative"),
+            ("runTimeLimit: {graceSeconds: -1}", "spec.runTimeLimit.graceSeconds", "negative"),
             (
                 "namespaceSelector: {matchExpressions: [{key: k, operator: Exists, values: [v]}]}",
                 "spec.namespaceSelector.matchExpressions[0]",
@@ -412,5 +459,6 @@ mod tests {
     fn unknown_enum_values_do_not_parse() {
         assert!(serde_yaml_ng::from_str::<QueueSpec>("policy: {kind: fifo}").is_err());
         assert!(serde_yaml_ng::from_str::<QueueSpec>("readiness: {requeueOrder: Random}").is_err());
+        assert!(serde_yaml_ng::from_str::<QueueSpec>("runTimeLimit: {mode: Strict}").is_err());
     }
 }

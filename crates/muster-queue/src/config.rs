@@ -276,6 +276,33 @@ impl ReadinessConfig {
     }
 }
 
+/// Whether a queue holds its groups to the run times they declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum RunTimeLimitMode {
+    /// A group that declares a run time is ended (Failed) once it has held its nodes that long
+    /// plus the grace: backfill rests on declared run times, so no one may outrun theirs.
+    #[default]
+    Enforce,
+    /// A declared run time only plans: a group that outruns it delays the reservations behind it.
+    Advisory,
+}
+
+/// The limit a declared run time sets (Slurm's time limit, with `graceS` as its OverTimeLimit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct RunTimeLimitConfig {
+    pub mode: RunTimeLimitMode,
+    /// Seconds a group may run past its declared run time (counted from admission, so start-up
+    /// is inside it) before it is ended: a reservation it delays starts at most this late.
+    pub grace_s: i64,
+}
+
+impl Default for RunTimeLimitConfig {
+    fn default() -> Self {
+        Self { mode: RunTimeLimitMode::Enforce, grace_s: 60 }
+    }
+}
+
 /// Preemption within a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum WithinQueue {
@@ -326,6 +353,9 @@ pub struct QueueConfig {
     /// planned); 0 turns that off too.
     #[serde(default = "default_create_pods_ahead")]
     pub create_pods_ahead_s: i64,
+    /// Whether declared run times are limits, and their grace.
+    #[serde(default)]
+    pub run_time_limit: RunTimeLimitConfig,
 }
 
 fn default_create_pods_ahead() -> i64 {
@@ -354,6 +384,7 @@ impl QueueConfig {
             preemption: PreemptionConfig::default(),
             elastic_max_wait_s: 0,
             create_pods_ahead_s: default_create_pods_ahead(),
+            run_time_limit: RunTimeLimitConfig::default(),
         }
     }
 }
@@ -609,6 +640,15 @@ impl EngineConfig {
                     ),
                 ));
             }
+            if q.run_time_limit.grace_s < 0 {
+                return Err(err(
+                    at("runTimeLimit.graceS"),
+                    format!(
+                        "{} is negative; allowed 0 (end a group the moment its run time is up) or more seconds",
+                        q.run_time_limit.grace_s
+                    ),
+                ));
+            }
             queues.insert(
                 q.name.clone(),
                 CompiledQueue { index: qi, root_cohort: q.cohort.as_deref().map(root_of), quotas },
@@ -666,7 +706,7 @@ mod tests {
     #[test]
     fn full_config_parses() {
         let c = parse(
-            "queues:\n  - name: team-a\n    cohort: research\n    namespaceSelector:\n      matchLabels: {team: a}\n      matchExpressions:\n        - {key: env, operator: NotIn, values: [prod]}\n    quotas:\n      cpu: {nominal: 64, borrowingLimit: 32, lendingLimit: 16}\n      nvidia.com/gpu: {nominal: 8}\n    policy: {kind: conservative, depth: 4}\n    fairShareWeight: 2\n    readiness: {timeoutS: 600, backoffLimit: 5, requeueOrder: Creation}\n    preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\n    elasticMaxWaitS: 120\n  - name: team-b\n    cohort: research\n    policy: {kind: easy}\ncohorts:\n  - {name: research, parent: org}\n  - {name: org}\npriorityClasses: {high: 1000, low: 10}\ndefaultPriorityClass: low\nblockAdmission: false\n",
+            "queues:\n  - name: team-a\n    cohort: research\n    namespaceSelector:\n      matchLabels: {team: a}\n      matchExpressions:\n        - {key: env, operator: NotIn, values: [prod]}\n    quotas:\n      cpu: {nominal: 64, borrowingLimit: 32, lendingLimit: 16}\n      nvidia.com/gpu: {nominal: 8}\n    policy: {kind: conservative, depth: 4}\n    fairShareWeight: 2\n    readiness: {timeoutS: 600, backoffLimit: 5, requeueOrder: Creation}\n    preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\n    elasticMaxWaitS: 120\n    runTimeLimit: {mode: Advisory, graceS: 30}\n  - name: team-b\n    cohort: research\n    policy: {kind: easy}\ncohorts:\n  - {name: research, parent: org}\n  - {name: org}\npriorityClasses: {high: 1000, low: 10}\ndefaultPriorityClass: low\nblockAdmission: false\n",
         )
         .unwrap();
         let comp = c.compile("q.yaml").unwrap();
@@ -675,6 +715,8 @@ mod tests {
         assert_eq!(a.quotas["cpu"], Quota { nominal: 64000, borrowing_limit: Some(32000), lending_limit: Some(16000) });
         assert_eq!(c.queues[0].readiness.backoff_base_s, 60);
         assert_eq!(c.queues[0].readiness.requeue_order, RequeueOrder::Creation);
+        assert_eq!(c.queues[0].run_time_limit, RunTimeLimitConfig { mode: RunTimeLimitMode::Advisory, grace_s: 30 });
+        assert_eq!(c.queues[1].run_time_limit, RunTimeLimitConfig { mode: RunTimeLimitMode::Enforce, grace_s: 60 });
         assert_eq!(c.priority_of(None), Ok(10));
         assert!(c.priority_of(Some("nope")).unwrap_err().contains("unknown priority class"));
     }
@@ -710,6 +752,10 @@ mod tests {
         assert!(e.message.contains("1 or more, or null"), "{}", e.message);
         let e = parse("queues:\n  - name: a\n    policy: {kind: conservative, depth: 0}\n").unwrap_err();
         assert_eq!(e.path, "queues[0].policy.depth");
+        let e = parse("queues:\n  - name: a\n    runTimeLimit: {graceS: -1}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].runTimeLimit.graceS");
+        let e = parse("queues:\n  - name: a\n    runTimeLimit: {mode: Sometimes}\n").unwrap_err();
+        assert!(e.message.contains("Sometimes") && e.message.contains("Advisory"), "{e}");
         let e = parse("queues:\n  - name: a\n    fairShareWeight: 0\n").unwrap_err();
         assert_eq!(e.path, "queues[0].fairShareWeight");
         let e = parse("queues:\n  - name: a\n    colour: red\n").unwrap_err();

@@ -210,6 +210,12 @@ pub enum Reason {
     Finished {
         succeeded: bool,
     },
+    /// Ended (Failed) by its queue: it held its nodes past its declared run time (`run_time_s`,
+    /// stretched for fewer members) and the queue's grace, delaying the groups planned after it.
+    RunTimeExceeded {
+        run_time_s: u64,
+        grace_s: u64,
+    },
     Suspended,
     Resumed,
     Deleted,
@@ -267,6 +273,10 @@ impl Reason {
             Reason::Unsatisfiable { message } => format!("unsatisfiable: {message}"),
             Reason::Finished { succeeded: true } => "succeeded".into(),
             Reason::Finished { succeeded: false } => "failed".into(),
+            Reason::RunTimeExceeded { run_time_s, grace_s } => format!(
+                "failed: ran past its declared run time of {run_time_s} s and the queue's grace of {grace_s} s; \
+                 its pods are stopped and its room freed"
+            ),
             Reason::Suspended => "suspended by the user".into(),
             Reason::Resumed => "resumed by the user".into(),
             Reason::Deleted => "deleted".into(),
@@ -315,6 +325,11 @@ pub struct Group {
     pub unsatisfiable: Option<(String, u64)>,
     /// The latest reason it waits (for explanations).
     pub reason: String,
+    /// Set when its queue ended it at its run-time limit: the seconds it was allowed from
+    /// admission (declared run time, stretched for fewer members, plus the grace). Its pods must
+    /// not run on, whatever became of the workload meanwhile (a restart finds them stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_time_exceeded: Option<u64>,
 }
 
 impl Group {
@@ -335,6 +350,7 @@ impl Group {
             requeue_at: None,
             unsatisfiable: None,
             reason: "not yet considered".into(),
+            run_time_exceeded: None,
             spec,
         }
     }

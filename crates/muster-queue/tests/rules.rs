@@ -904,7 +904,8 @@ fn suspend_resume_delete_in_every_state() {
         e.submit(spec("f", "q", 1, 4, Some(50), 0), 0).unwrap();
         e.schedule(0);
         e.pods_ready(&key("f"), 1, 0).unwrap();
-        let (members, dur) = if target == Reserved { (2, Some(10)) } else { (1, Some(10)) };
+        // Declared long enough that its readiness timeout (300) comes before its run-time limit.
+        let (members, dur) = if target == Reserved { (2, Some(10)) } else { (1, Some(400)) };
         e.submit(spec("g", "q", members, 4, dur, 1), 1).unwrap();
         match target {
             Queued => {

@@ -102,6 +102,13 @@ pub enum Action {
         kind: &'static Kind,
         suspend: bool,
     },
+    /// End a Job that ran past its run-time limit: its `spec.activeDeadlineSeconds` set to the
+    /// seconds it was allowed, which it has run already, so the Job controller fails it
+    /// (reason DeadlineExceeded) and deletes its pods.
+    JobDeadline {
+        key: GroupKey,
+        seconds: u64,
+    },
     /// Remove the user's suspend- and resume-requested annotations once they are recorded.
     ClearRequests {
         key: GroupKey,
@@ -143,6 +150,7 @@ impl Action {
             | Action::Status { key, .. }
             | Action::RestoreStatus { key, .. }
             | Action::Suspend { key, .. }
+            | Action::JobDeadline { key, .. }
             | Action::ClearRequests { key, .. }
             | Action::Bind { key, .. }
             | Action::PodGroupScheduled { key, .. }

@@ -10,12 +10,14 @@
 //!
 //! Rooms: this file holds the mirror, the batches and Jobs; `actions` the vocabulary between the
 //! watchers, the brain and the executor; `ahead` pods made ahead of a start; `done` groups finished
-//! by their pods before their Job says so; `plain` plain-pod groups; `status` what muster tells
+//! by their pods before their Job says so; `over_limit` groups ended at their run-time limit;
+//! `plain` plain-pod groups; `status` what muster tells
 //! (Group and Queue statuses, events) and the repair of Group objects others changed.
 
 mod actions;
 mod ahead;
 mod done;
+mod over_limit;
 mod plain;
 mod status;
 
@@ -121,6 +123,8 @@ pub struct Brain<S: Store> {
     suspend_sent: HashMap<GroupKey, bool>,
     /// Pending groups whose workloads were released ahead of their reserved start (`ahead.rs`).
     ahead: HashSet<GroupKey>,
+    /// Groups ended at their run-time limit whose workload was told to stop (`over_limit.rs`).
+    over_limit_stopped: HashSet<GroupKey>,
     engine: Option<DurableEngine<S>>,
     /// Engine inputs waiting for the next batch.
     inputs: Vec<Input>,
@@ -162,6 +166,7 @@ impl<S: Store> Brain<S> {
             ensured: BTreeSet::new(),
             suspend_sent: HashMap::new(),
             ahead: HashSet::new(),
+            over_limit_stopped: HashSet::new(),
             engine: None,
             inputs: Vec::new(),
             dirty_jobs: BTreeSet::new(),
@@ -509,6 +514,9 @@ impl<S: Store> Brain<S> {
             }
             return;
         };
+        if state == GroupState::Failed {
+            self.stop_over_limit(&j.key);
+        }
         if let Some(ok) = j.finished {
             if state.holds_allocation() {
                 self.inputs.push(Input::Finished { key: j.key.clone(), succeeded: ok });
@@ -561,6 +569,7 @@ impl<S: Store> Brain<S> {
         let ensured = self.ensured.remove(&key);
         self.suspend_sent.remove(&key);
         self.ahead.remove(&key);
+        self.over_limit_stopped.remove(&key);
         self.ready_sent.remove(&key);
         self.pod_group_scheduled.remove(&key);
         let pending = self.inputs.iter().any(|i| matches!(i, Input::Delete(k) if *k == key));

@@ -41,12 +41,12 @@ impl<S: Store> Brain<S> {
             }
             return;
         };
-        let held = g.state.holds_allocation();
-        if held {
-            let members = g.allocation.as_ref().map_or(1, |a| a.members.len());
-            if let Some(succeeded) = self.plain_finished(key, members) {
-                self.inputs.push(Input::Finished { key: key.clone(), succeeded });
-            }
+        let members = g.allocation.as_ref().filter(|_| g.state.holds_allocation()).map(|a| a.members.len());
+        if g.state == GroupState::Failed {
+            self.stop_over_limit(key);
+        }
+        if let Some(succeeded) = members.and_then(|m| self.plain_finished(key, m)) {
+            self.inputs.push(Input::Finished { key: key.clone(), succeeded });
         }
         // Level-triggered, as for Jobs: the Group object again after a restart or a deletion.
         if !self.ensured.contains(key)

@@ -189,6 +189,7 @@ impl<S: Store> Brain<S> {
             (Reason::Unsatisfiable { .. }, _) => self.event(key, EventType::Warning, "Unsatisfiable", &message),
             (Reason::Reserved { .. }, _) => self.event(key, EventType::Normal, "Reserved", &message),
             (Reason::AllReady, GroupState::Running) => self.event(key, EventType::Normal, "PodsReady", &message),
+            (Reason::RunTimeExceeded { .. }, _) => self.ended_over_limit(key, &message),
             (Reason::Finished { succeeded }, _) => {
                 let reason = if *succeeded { "Succeeded" } else { "Failed" };
                 self.event(key, EventType::Normal, reason, &message);
@@ -295,6 +296,13 @@ impl<S: Store> Brain<S> {
         if s.is_terminal() {
             let ok = s == GroupState::Succeeded;
             st.set_condition(Cond::Finished, true, &reason(ok, "Succeeded", "Failed"), &msg, None, at.clone());
+        }
+        if let Some(allowed) = g.run_time_exceeded {
+            let text = format!(
+                "ran past its declared run time and its queue's grace ({allowed} s from admission in all); muster \
+                 stopped its pods"
+            );
+            st.set_condition(Cond::RunTimeExceeded, true, "RunTimeExceeded", &text, None, at.clone());
         }
         if g.evictions > 0 || st.condition(Cond::Evicted).is_some() {
             let ev = s == GroupState::Evicted;

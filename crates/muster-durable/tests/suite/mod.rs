@@ -211,3 +211,34 @@ pub fn learned_run_times_survive_recovery<B: Backend>(b: &B) {
         again.engine().snapshot().learned_run_times
     });
 }
+
+/// A group that declares a run time is ended at it plus the grace (the default Queue enforces
+/// it) by an instance that recovered while it ran: the limit is the stored allocation's end, not
+/// something the last instance kept in memory.
+pub fn run_time_limits_survive_recovery<B: Backend>(b: &B) {
+    let mut cluster = Cluster::default();
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    d.submit(spec("liar", "a", 2, 2, 1, Some(10), 0), 0).unwrap();
+    cluster.act(&d.schedule(1).unwrap());
+    d.pods_ready(&key("liar"), 2, 3).unwrap();
+    let grace = config().queues[0].run_time_limit.grace_s;
+    drop(d);
+
+    // Recovered before the limit, with the group's pods still running: ended on time.
+    let (mut r, rec) = start(b.open(), "a", &cluster.report(), 20);
+    assert!(rec.conflicts.is_empty(), "{rec:?}");
+    assert_eq!(state(&r, "liar"), Some(GroupState::Running));
+    assert_eq!(r.engine().next_timer(), Some(1 + 10 + grace), "the same limit");
+    assert!(r.schedule(1 + 10 + grace - 1).unwrap().iter().all(|t| t.key != key("liar")));
+    let ts = r.schedule(1 + 10 + grace).unwrap();
+    let ended = ts.iter().find(|t| t.key == key("liar")).expect("ended at its limit");
+    assert_eq!(ended.to, GroupState::Failed);
+    assert_eq!(ended.reason, Reason::RunTimeExceeded { run_time_s: 10, grace_s: grace as u64 });
+    assert!(check_store(&mut b.open()).is_empty(), "its allocation row is dropped");
+    drop(r);
+
+    // A later instance knows it was ended at its limit (its pods must not run on).
+    let (again, _) = start(b.open(), "a", &ClusterReport::default(), 100);
+    let g = again.engine().group(&key("liar")).unwrap();
+    assert_eq!((g.state, g.run_time_exceeded), (GroupState::Failed, Some(10 + grace as u64)));
+}

@@ -190,7 +190,7 @@ impl Engine {
             return Continue(busy);
         }
         self.last_stats.match_calls += 1;
-        let busy = match self.graph.allocate(req, self.now) {
+        let busy = match self.match_planned(c.key, req, false) {
             MatchOutcome::Allocated(id) => {
                 let id = self.sooner_with_all_members(c, req, id, pass)?;
                 self.admit(c.key, id, Reason::Admitted { backfill: pass.any_reservation }, pass.out);
@@ -222,7 +222,9 @@ impl Engine {
         pass: &mut Pass<'_>,
     ) -> Step<AllocId> {
         let placed = self.graph.allocation(id).map_or(req.max_members, |a| a.members.len() as u32);
-        let (Some(run_now), Some(run_all)) = (req.run_time_with(placed), req.duration) else {
+        // A learned run time is no promise to reserve on: such a group starts with what fits.
+        let promised = self.request_to_match(&self.groups[c.key], req).duration;
+        let (Some(run_now), Some(run_all)) = (req.run_time_with(placed), promised) else {
             return Continue(id);
         };
         if placed >= req.max_members || !c.may_reserve {
@@ -251,7 +253,7 @@ impl Engine {
             }
             MatchOutcome::Busy(_) | MatchOutcome::Unsatisfiable(_) => {}
         }
-        match self.graph.allocate(req, self.now) {
+        match self.match_planned(c.key, req, false) {
             MatchOutcome::Allocated(id) => Continue(id),
             // Cannot happen (the graph is as it was when this request fitted); waiting is safe.
             _ => Break(Attempt::Blocked),
@@ -307,7 +309,7 @@ impl Engine {
         self.last_stats.match_calls += 1;
         // Only the first group in line may have running groups shrunk for it.
         let first = !pass.any_reservation;
-        match self.graph.reserve(req, self.now) {
+        match self.match_planned(key, req, true) {
             MatchOutcome::Reserved { id, at } => {
                 let mut reason =
                     format!("{prefix}waiting for capacity ({busy}); reserved to start at {}", clock::show(at));

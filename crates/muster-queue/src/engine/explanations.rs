@@ -77,7 +77,8 @@ impl Engine {
             if g.spec.request.duration.is_none() && estimated_start.is_some() {
                 reason = match self.learned_run_time(g) {
                     Some(l) => format!(
-                        "{reason}; no run time declared: planned as {} s, the mean of the last {} like it in queue {q}",
+                        "{reason}; no run time declared: planned as {} s, the mean of the last {} like it in queue \
+                         {q} (an estimate: it starts only where it delays no reservation however long it runs)",
                         l.seconds, l.runs
                     ),
                     None => format!("{reason}; no run time declared and none learned yet"),
@@ -145,8 +146,11 @@ impl Engine {
     /// planned to run until it ends.
     fn planned_end(&self, g: &Group) -> String {
         let Some(end) = g.allocation.as_ref().map(|a| a.end).filter(|e| *e != i64::MAX) else { return String::new() };
-        let source = if g.spec.request.duration.is_some() { "declared" } else { "learned" };
-        format!("; planned to end at {end} ({source} run time)")
+        match self.run_time_limit(g) {
+            Some(limit) => format!("; planned to end at {end} (declared run time; ended at {limit} if still running)"),
+            None if g.spec.request.duration.is_some() => format!("; planned to end at {end} (declared run time)"),
+            None => format!("; planned to end at {end} (learned run time)"),
+        }
     }
 
     /// Why one group is where it is.

@@ -24,7 +24,8 @@
 //! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
 //! | `give_way.rs` | shrinkable groups giving back members so that the first group in line starts now |
 //! | `run_times.rs` | run times learned from finished groups: planned for those that declare none, expected for all |
-//! //! | `forecast.rs` | when pending groups start: a copy of the engine run forward, groups ending when expected |
+//! | `run_limit.rs` | declared run times as limits (groups that outrun them are ended); learned ones matched as estimates |
+//! | `forecast.rs` | when pending groups start: a copy of the engine run forward, groups ending when expected |
 //! | `explanations.rs` | reasons, the queue view with estimated starts, `explain` |
 //! | `snapshot.rs` | the serializable state: snapshot and restore |
 
@@ -40,6 +41,7 @@ mod nodes;
 mod placement;
 mod plan;
 mod preemption;
+mod run_limit;
 mod run_times;
 mod snapshot;
 mod state;

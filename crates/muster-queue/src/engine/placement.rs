@@ -156,16 +156,20 @@ impl Engine {
     /// What it takes to import allocation `id` again exactly.
     fn saved_alloc(&self, id: AllocId) -> SavedAlloc {
         let a = self.graph.allocation(id).expect("exists");
+        SavedAlloc { id, request: a.request.clone(), members: self.imported_members(id), window: (a.start, a.end) }
+    }
+
+    /// The members of allocation `id` as an import names them.
+    pub(super) fn imported_members(&self, id: AllocId) -> Vec<ImportedMember> {
+        let Ok(a) = self.graph.allocation(id) else { return Vec::new() };
         let g = &self.graph.graph;
-        let members = a
-            .members
+        a.members
             .iter()
             .map(|m| ImportedMember {
                 index: m.index,
                 node: g.node(m.node).name.clone(),
                 devices: m.devices.iter().map(|&v| g.vertex(v).meta.name.clone()).collect(),
             })
-            .collect();
-        SavedAlloc { id, request: a.request.clone(), members, window: (a.start, a.end) }
+            .collect()
     }
 }

@@ -1,5 +1,6 @@
 //! Timers: readiness and recovery timeouts (release, then requeue after an exponential backoff or
-//! deactivate), the end of a backoff, and when the next timer fires.
+//! deactivate), run-time limits (`run_limit.rs`), the end of a backoff, and when the next timer
+//! fires.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -24,7 +25,12 @@ impl Engine {
             }
         }
         for (_, key) in due {
-            match self.groups[&key].state {
+            let g = &self.groups[&key];
+            if self.run_time_limit(g).is_some_and(|t| t <= self.now) {
+                self.end_over_limit(&key, out);
+                continue;
+            }
+            match g.state {
                 GroupState::Admitted => self.timeout(&key, false, out),
                 GroupState::Running => self.timeout(&key, true, out),
                 GroupState::Evicted => {
@@ -40,15 +46,17 @@ impl Engine {
     }
 
     /// When a live group's own timer fires: its readiness timeout (admitted), its recovery
-    /// timeout (running, not all ready), the end of its backoff (evicted).
+    /// timeout (running, not all ready), the end of its backoff (evicted), and for a placed
+    /// group its run-time limit, whichever is first.
     pub(super) fn timer_of(&self, g: &Group) -> Option<i64> {
         let r = &self.queue_cfg(&g.spec.queue).readiness;
-        match g.state {
+        let own = match g.state {
             GroupState::Admitted => r.timeout_s.zip(g.admitted_at).map(|(t, a)| a.saturating_add(t)),
             GroupState::Running => r.recovery_timeout_s.zip(g.not_ready_since).map(|(t, s)| s.saturating_add(t)),
             GroupState::Evicted => g.requeue_at,
             _ => None,
-        }
+        };
+        own.into_iter().chain(self.run_time_limit(g)).min()
     }
 
     /// A readiness (or recovery) timeout: release, then requeue after backoff or deactivate.
