@@ -1,10 +1,16 @@
 //! Who may see what. On a loopback address the dashboard is open: only the machine's (or the
 //! pod's) own users reach it, as through `kubectl port-forward`. Elsewhere every request carries
 //! the caller's Kubernetes token (an `Authorization: Bearer` header, or the cookie the login form
-//! sets); the API server says who that is (TokenReview) and whether they may list Groups in a
-//! namespace, Queues and Nodes (SubjectAccessReview). Nobody sees a namespace they cannot read.
+//! sets); the API server says who that is (TokenReview, for the dashboard's audiences) and whether
+//! they may list Groups in a namespace, Queues and Nodes (SubjectAccessReview). Nobody sees a
+//! namespace they cannot read.
+//!
+//! What an unknown caller can make the API server do is bounded: a refused token is remembered
+//! (by its hash) and costs no second review within a while, and each client address may have
+//! only so many tokens checked at once, then one a period.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -13,21 +19,30 @@ use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessRevie
 use kube::Api;
 use kube::api::PostParams;
 
+use crate::Limits;
+use crate::rate::RateLimit;
+use crate::refused::{Refused, TokenHash, hash};
 use crate::visible::{Namespaces, Viewer};
 
+/// The audience a token must be meant for unless the controller is told others: a token made
+/// with `kubectl create token ACCOUNT --audience muster-dashboard`, which the API server itself
+/// does not take, so the dashboard cannot use a token it was given anywhere else.
+pub const DEFAULT_AUDIENCE: &str = "muster-dashboard";
 /// How long the API server's answers for one token are reused.
 const REUSE: Duration = Duration::from_secs(30);
-/// Tokens remembered at most; beyond, the memory starts afresh.
-const MAX_TOKENS: usize = 1000;
+/// Tokens remembered at most (accepted, and refused each); beyond, the memory starts afresh.
+const MAX_TOKENS: usize = 10_000;
 
 /// Why a request may not see the dashboard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
     /// No token: the login form is the answer.
     NoToken,
-    /// The API server does not accept the token.
+    /// The API server does not accept the token (for the dashboard's audiences).
     NotAuthenticated,
-    /// The reviews could not be made.
+    /// This client had too many tokens checked lately; the next check in this long.
+    TooManyChecks(Duration),
+    /// The reviews could not be made (what went wrong, for the log only).
     Unavailable(String),
 }
 
@@ -36,12 +51,21 @@ pub enum Access {
     /// Everything for everyone (loopback).
     Open,
     /// The caller's token, reviewed by the API server.
-    Reviewed { client: kube::Client, answers: Mutex<HashMap<String, Answers>> },
+    Reviewed(Box<Reviewer>),
+}
+
+/// Reviews callers' tokens, remembering the answers.
+pub struct Reviewer {
+    client: kube::Client,
+    audiences: Vec<String>,
+    answers: Mutex<HashMap<TokenHash, Answers>>,
+    refused: Refused,
+    checks: RateLimit,
 }
 
 /// What the API server said about one token.
 #[derive(Clone)]
-pub struct Answers {
+struct Answers {
     at: Instant,
     user: UserInfo,
     all_namespaces: bool,
@@ -50,32 +74,52 @@ pub struct Answers {
     namespaces: BTreeMap<String, bool>,
 }
 
-impl Access {
-    /// Open on a loopback address, reviewed anywhere else.
-    pub fn for_address(addr: std::net::SocketAddr, client: kube::Client) -> Self {
-        if addr.ip().is_loopback() {
-            Access::Open
-        } else {
-            Access::Reviewed { client, answers: Mutex::new(HashMap::new()) }
+impl Reviewer {
+    /// Reviews tokens meant for `audiences` (none: the API server's own).
+    pub fn new(client: kube::Client, audiences: Vec<String>, limits: &Limits) -> Self {
+        Reviewer {
+            client,
+            audiences,
+            answers: Mutex::new(HashMap::new()),
+            refused: Refused::new(limits.refused_for, MAX_TOKENS),
+            checks: RateLimit::new(limits.checks_burst, limits.checks_every),
         }
     }
+}
 
-    /// What the bearer of `token` may see, of groups in `namespaces`.
-    pub async fn viewer(&self, token: Option<&str>, namespaces: &BTreeSet<String>) -> Result<Viewer, Denied> {
-        let (client, answers) = match self {
+impl Access {
+    /// What the bearer of `token`, calling from `caller`, may see of groups in `namespaces`.
+    pub async fn viewer(
+        &self,
+        token: Option<&str>,
+        namespaces: &BTreeSet<String>,
+        caller: IpAddr,
+    ) -> Result<Viewer, Denied> {
+        let r = match self {
             Access::Open => return Ok(Viewer::everything()),
-            Access::Reviewed { client, answers } => (client, answers),
+            Access::Reviewed(reviewer) => reviewer,
         };
         let token = token.filter(|t| !t.is_empty()).ok_or(Denied::NoToken)?;
-        let known = answers.lock().map_or(None, |a| a.get(token).filter(|a| a.at.elapsed() < REUSE).cloned());
+        let key = hash(token);
+        let known = r.answers.lock().map_or(None, |a| a.get(&key).filter(|a| a.at.elapsed() < REUSE).cloned());
         let mut a = match known {
             Some(a) => a,
-            None => first_answers(client, token).await?,
+            None if r.refused.contains(&key) => return Err(Denied::NotAuthenticated),
+            None => {
+                r.checks.take(caller).map_err(Denied::TooManyChecks)?;
+                match first_answers(&r.client, token, &r.audiences).await {
+                    Err(Denied::NotAuthenticated) => {
+                        r.refused.insert(key);
+                        return Err(Denied::NotAuthenticated);
+                    }
+                    answers => answers?,
+                }
+            }
         };
         if !a.all_namespaces {
             for ns in namespaces {
                 if !a.namespaces.contains_key(ns) {
-                    let allowed = allowed(client, &a.user, "muster.dev", "groups", Some(ns)).await?;
+                    let allowed = allowed(&r.client, &a.user, "muster.dev", "groups", Some(ns)).await?;
                     a.namespaces.insert(ns.clone(), allowed);
                 }
             }
@@ -90,27 +134,32 @@ impl Access {
             queues: a.queues,
             nodes: a.nodes,
         };
-        if let Ok(mut map) = answers.lock() {
+        if let Ok(mut map) = r.answers.lock() {
             if map.len() >= MAX_TOKENS {
                 map.clear();
             }
-            map.insert(token.to_string(), a);
+            map.insert(key, a);
         }
         Ok(viewer)
     }
 }
 
 /// Who the token's bearer is, and what they may list cluster-wide.
-async fn first_answers(client: &kube::Client, token: &str) -> Result<Answers, Denied> {
+/// A token is accepted only if the API server says it is meant for one of `audiences` (when
+/// any are asked for).
+async fn first_answers(client: &kube::Client, token: &str, audiences: &[String]) -> Result<Answers, Denied> {
+    let asked = (!audiences.is_empty()).then(|| audiences.to_vec());
     let review =
-        TokenReview { spec: TokenReviewSpec { token: token.to_string(), audiences: None }, ..TokenReview::default() };
+        TokenReview { spec: TokenReviewSpec { token: token.to_string(), audiences: asked }, ..TokenReview::default() };
     let reviewed = Api::<TokenReview>::all(client.clone())
         .create(&PostParams::default(), &review)
         .await
         .map_err(|e| Denied::Unavailable(format!("token review: {e}")))?;
     let status = reviewed.status.unwrap_or_default();
+    let meant_for_us = audiences.is_empty()
+        || status.audiences.as_ref().is_some_and(|said| said.iter().any(|a| audiences.contains(a)));
     let user = match (status.authenticated, status.user) {
-        (Some(true), Some(user)) => user,
+        (Some(true), Some(user)) if meant_for_us => user,
         _ => return Err(Denied::NotAuthenticated),
     };
     Ok(Answers {

@@ -10,28 +10,18 @@ use crate::format::{amount, esc, relative};
 use crate::timeline;
 use crate::visible::Viewer;
 
-/// Seconds between reloads of a page's content.
-const RELOAD_SECONDS: u32 = 3;
-
-const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\
-h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}\
-table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}\
-th{background:#f4f4f4}.muted,.empty{color:#777}\
-.bar.running{fill:#2e7d32}.bar.reserved{fill:#1565c0}.bar.estimated{fill:#90caf9}\
-.now{stroke:#c62828;stroke-width:2}.tick{stroke:#eee}text.tick{fill:#777;font-size:11px;stroke:none}\
-text.node{font-size:11px;fill:#444}text.bar-label{font-size:10px;fill:#fff}\
-.meter{display:inline-block;width:80px;height:8px;background:#eee;margin-right:6px}.meter>span{display:block;height:8px;background:#2e7d32}\
-.legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}";
-
-/// A whole page around `main`, which reloads itself.
-pub fn document(title: &str, main: &str) -> String {
+/// A whole page around `main`; with `reload` its script (`/assets/dashboard.js`) reloads `main`
+/// every few seconds (not a form's page, whose input it would wipe). The style and the script are
+/// files of their own, so the Content-Security-Policy can forbid inline ones.
+pub fn document(title: &str, main: &str, reload: bool) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title><style>{STYLE}</style></head>\
-         <body><main>{main}</main><script>setInterval(async()=>{{try{{const r=await fetch(location.href,\
-         {{headers:{{'X-Muster-Fragment':'1'}}}});if(r.ok)document.querySelector('main').innerHTML=await r.text();}}\
-         catch(e){{}}}},{ms});</script></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\
+         <link rel=\"stylesheet\" href=\"{css}\"><script src=\"{js}\" defer></script></head>\
+         <body><main{reload}>{main}</main></body></html>",
         title = esc(title),
-        ms = RELOAD_SECONDS * 1000
+        reload = if reload { " data-reload" } else { "" },
+        css = crate::assets::STYLE_PATH,
+        js = crate::assets::SCRIPT_PATH,
     )
 }
 
@@ -49,9 +39,9 @@ pub fn plan(plan: &Plan, viewer: &Viewer) -> String {
     waiting(&mut out, plan);
     running(&mut out, plan);
     out.push_str(
-        "<h2>Timeline</h2><p class=\"legend\"><span style=\"background:#2e7d32\"></span>running\
-         <span style=\"background:#1565c0\"></span>reserved (backfill never delays it)\
-         <span style=\"background:#90caf9\"></span>estimated (not held)</p>",
+        "<h2>Timeline</h2><p class=\"legend\"><span class=\"running\"></span>running\
+         <span class=\"reserved\"></span>reserved (backfill never delays it)\
+         <span class=\"estimated\"></span>estimated (not held)</p>",
     );
     out.push_str(&timeline::svg(plan));
     if viewer.nodes {
@@ -172,7 +162,7 @@ fn nodes(out: &mut String, nodes: &[NodePlan]) {
             let pct = used.saturating_mul(100).checked_div(cap).unwrap_or(0).min(100);
             let _ = write!(
                 out,
-                "<td><span class=\"meter\"><span style=\"width:{pct}%\"></span></span>{} / {}</td>",
+                "<td><meter min=\"0\" max=\"100\" value=\"{pct}\"></meter>{} / {}</td>",
                 amount(r, used),
                 amount(r, cap)
             );

@@ -24,6 +24,7 @@ pub mod registration;
 mod review;
 mod server;
 mod state;
+mod tls;
 mod validate;
 
 pub use cert_secret::{CertOrigin, ensure_in_secret, hosts_line};
@@ -38,6 +39,7 @@ pub use object::Refusal;
 pub use review::{Hook, Verdict, review};
 pub use server::{ServeOptions, serve, serve_with_state};
 pub use state::{ClusterState, KubeState, LookupError, MemoryState};
+pub use tls::TlsFiles;
 pub use validate::validate;
 
 use std::path::PathBuf;

@@ -2,9 +2,9 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -17,15 +17,13 @@ use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
-use rustls::ServerConfig;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::WebhookError;
 use crate::config::WebhookConfig;
 use crate::metrics::{self, Metrics};
 use crate::review::{Hook, answer};
 use crate::state::{ClusterState, KubeState};
+use crate::tls::TlsFiles;
 
 /// Where and how to serve.
 #[derive(Debug, Clone)]
@@ -41,8 +39,6 @@ pub struct ServeOptions {
     pub config: WebhookConfig,
 }
 
-/// How often the certificate files are checked for changes.
-const RELOAD_EVERY: Duration = Duration::from_secs(10);
 /// Reviews hold the object and the old object; the apiserver's own limit is 3 MiB per request.
 const BODY_LIMIT: usize = 8 << 20;
 
@@ -64,7 +60,14 @@ pub async fn serve_with_state<S: ClusterState + 'static>(
     // kube's client and anything else in the process that asks rustls for its default provider
     // gets ring; an error only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let tls = RustlsConfig::from_config(tls_config(&opts.cert_file, &opts.key_file)?);
+    // HTTP/2 first: the apiserver then sends every review over one connection, where HTTP/1.1
+    // costs it a TLS handshake for each call beyond its few idle connections.
+    let files = TlsFiles {
+        cert: opts.cert_file.clone(),
+        key: opts.key_file.clone(),
+        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    };
+    let tls = RustlsConfig::from_config(files.load()?);
     let listener =
         std::net::TcpListener::bind(opts.addr).map_err(|source| WebhookError::Bind { addr: opts.addr, source })?;
     listener.set_nonblocking(true).map_err(WebhookError::Serve)?;
@@ -92,7 +95,7 @@ pub async fn serve_with_state<S: ClusterState + 'static>(
         shutdown.await;
         stopper.graceful_shutdown(Some(Duration::from_secs(10)));
     });
-    let reload = tokio::spawn(reload_on_change(tls.clone(), opts.cert_file.clone(), opts.key_file.clone()));
+    let reload = tokio::spawn(files.reload_on_change(tls.clone()));
     // A response goes out in pieces (TLS records, HTTP/2 frames); without TCP_NODELAY a piece
     // can wait for the apiserver's delayed ACK. (The 40 ms reviews seen under load were the
     // busy apiserver's own queueing, docs/benchmarks.md; this only rules the socket out.)
@@ -130,55 +133,5 @@ async fn metrics_text<S: ClusterState + 'static>(State(app): State<Arc<App<S>>>)
     match app.metrics.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the metrics: {e}")).into_response(),
-    }
-}
-
-fn tls_config(cert_file: &Path, key_file: &Path) -> Result<Arc<ServerConfig>, WebhookError> {
-    let read = |path: &Path| std::fs::read(path).map_err(|source| WebhookError::Io { path: path.into(), source });
-    let (cert_pem, key_pem) = (read(cert_file)?, read(key_file)?);
-    let certs = CertificateDer::pem_slice_iter(&cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| WebhookError::Tls(format!("{}: {e}", cert_file.display())))?;
-    if certs.is_empty() {
-        return Err(WebhookError::Tls(format!("{}: no certificate in the file", cert_file.display())));
-    }
-    let key = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| WebhookError::Tls(format!("{}: {e}", key_file.display())))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| WebhookError::Tls(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| WebhookError::Tls(format!("{} and {}: {e}", cert_file.display(), key_file.display())))?;
-    // HTTP/2 first: the apiserver then sends every review over one connection, where HTTP/1.1
-    // costs it a TLS handshake for each call beyond its few idle connections.
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
-}
-
-fn modified(paths: [&Path; 2]) -> Option<[SystemTime; 2]> {
-    let m = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    Some([m(paths[0])?, m(paths[1])?])
-}
-
-/// Re-reads the certificate and key when either file changes; a pair that does not load (half
-/// written, mismatched) keeps the old one serving.
-async fn reload_on_change(tls: RustlsConfig, cert: PathBuf, key: PathBuf) {
-    let mut seen = modified([&cert, &key]);
-    loop {
-        tokio::time::sleep(RELOAD_EVERY).await;
-        let now = modified([&cert, &key]);
-        if now.is_none() || now == seen {
-            continue;
-        }
-        match tls_config(&cert, &key) {
-            Ok(config) => {
-                tls.reload_from_config(config);
-                seen = now;
-                tracing::info!(cert = %cert.display(), "serving certificate reloaded");
-            }
-            Err(e) => tracing::warn!(error = %e, "serving certificate changed but does not load; keeping the old one"),
-        }
     }
 }
