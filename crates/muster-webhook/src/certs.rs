@@ -11,6 +11,7 @@ use rcgen::{
 };
 
 use crate::WebhookError;
+use crate::files::replace_file;
 
 /// PEM-encoded CA certificate, serving certificate and its private key.
 #[derive(Debug, Clone)]
@@ -62,32 +63,22 @@ impl ServingCert {
         Ok(ServingCert { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 
-    /// Writes `tls.crt`, `tls.key` (mode 0600) and `ca.crt` into `dir`, creating it.
+    /// Writes `tls.crt`, `ca.crt` (mode 0644) and `tls.key` (mode 0600) into `dir`, creating it;
+    /// each replaces what is there without following a symbolic link (`replace_file`).
     pub fn write_to(&self, dir: &Path) -> Result<(), WebhookError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| WebhookError::Io { path, source }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        for (name, pem) in [("tls.crt", &self.cert_pem), ("ca.crt", &self.ca_pem)] {
+        for (name, pem, mode) in
+            [("tls.crt", &self.cert_pem, 0o644), ("ca.crt", &self.ca_pem, 0o644), ("tls.key", &self.key_pem, 0o600)]
+        {
             let path = dir.join(name);
-            std::fs::write(&path, pem).map_err(io(&path))?;
+            replace_file(&path, pem.as_bytes(), mode).map_err(io(&path))?;
         }
-        let path = dir.join("tls.key");
-        write_private(&path, &self.key_pem).map_err(io(&path))
+        Ok(())
     }
-}
-
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Written to a new file and renamed, so the key is never readable by others, not even
-    // briefly, and a server reloading the files never reads half a key.
-    let tmp = path.with_extension("key.tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]
@@ -108,6 +99,24 @@ mod tests {
         let mode = std::fs::metadata(dir.join("tls.key")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(std::fs::read_to_string(dir.join("ca.crt")).unwrap(), c.ca_pem);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writing_the_certificate_follows_no_symlink_planted_in_the_directory() {
+        let c = ServingCert::generate(&["muster-webhook.muster-system.svc".into()], &[]).unwrap();
+        let dir = std::env::temp_dir().join(format!("muster-certs-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        for name in ["tls.crt", "ca.crt", "tls.key", "tls.key.tmp", "key.tmp"] {
+            std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
+        }
+        c.write_to(&dir).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        assert_eq!(std::fs::read_to_string(dir.join("tls.crt")).unwrap(), c.cert_pem);
+        assert_eq!(std::fs::read_to_string(dir.join("tls.key")).unwrap(), c.key_pem);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -16,6 +16,7 @@ mod alike;
 mod cert_secret;
 mod certs;
 mod config;
+mod files;
 mod fit;
 mod metrics;
 mod mutate;
@@ -33,6 +34,7 @@ pub use config::{
     DEFAULT_ALIAS_QUEUE, DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_JOB_CONTROLLER_USER,
     DEFAULT_NAMESPACE_CONTROLLER_USER, WebhookConfig,
 };
+pub use files::replace_file;
 pub use metrics::Metrics as WebhookMetrics;
 pub use mutate::mutate;
 pub use object::Refusal;

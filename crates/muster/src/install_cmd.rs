@@ -224,7 +224,8 @@ fn serving_cert(dir: &Path, endpoint: &Endpoint) -> Result<ServingCert> {
     }
     let cert = ServingCert::generate(&dns, &ips)?;
     cert.write_to(dir)?;
-    std::fs::write(dir.join("tls.names"), &names).with_context(|| format!("writing {}", dir.display()))?;
+    muster_webhook::replace_file(&dir.join("tls.names"), names.as_bytes(), 0o644)
+        .with_context(|| format!("writing {}", dir.display()))?;
     println!("{} written (with tls.key and ca.crt; for {})", dir.join("tls.crt").display(), names.trim());
     Ok(cert)
 }
@@ -285,7 +286,8 @@ async fn controller_kubeconfig(client: &Client, config: &Config, dir: &Path, sec
          {SERVICE_NAMESPACE}\ncurrent-context: muster\n"
     );
     let path = dir.join("controller.kubeconfig");
-    write_private(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    muster_webhook::replace_file(&path, text.as_bytes(), 0o600)
+        .with_context(|| format!("writing {}", path.display()))?;
     println!(
         "{} written (serviceaccount {SERVICE_NAMESPACE}/{ACCOUNT}, token valid {}h)",
         path.display(),
@@ -303,15 +305,6 @@ fn pem_certificate(der: &[u8]) -> String {
     }
     out.push_str("-----END CERTIFICATE-----\n");
     out
-}
-
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]
