@@ -231,8 +231,14 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
     let kind = W::kind().kind;
     let sets = w.pod_sets().map_err(|e| vec![e])?;
     let mut errors = Vec::new();
-    let size: i64 = sets.iter().map(PodSet::count).sum();
     let size_field = W::size_field();
+    // Checked: each set's count is at most i32::MAX squared, and a few of them overflow an i64.
+    let Some(size) = sets.iter().try_fold(0i64, |sum, s| sum.checked_add(s.count())) else {
+        return Err(vec![format!(
+            "{size_field}: the {kind}'s pods at once add up past what can be counted; muster takes at most \
+             {MAX_MEMBERS} in one group, so lower the counts (or split the {kind})"
+        )]);
+    };
     if size < 1 {
         errors.push(format!("{size_field}: the {kind} has no pods to run at once; muster needs at least 1"));
     } else if size > i64::from(MAX_MEMBERS) {

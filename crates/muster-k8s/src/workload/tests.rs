@@ -33,6 +33,24 @@ fn replicated(name: &str, replicas: i32, parallelism: i32, pod: serde_json::Valu
 }
 
 #[test]
+fn a_jobset_whose_sizes_add_up_past_an_i64_is_refused_naming_the_field() {
+    // Three sets of i32::MAX replicas of i32::MAX pods: each fits an i64, their sum does not
+    // (and wrapped around, it could have looked small).
+    let most = i32::MAX;
+    let js = jobset(json!([
+        replicated("a", most, most, pod("1", json!({}))),
+        replicated("b", most, most, pod("1", json!({}))),
+        replicated("c", most, most, pod("1", json!({}))),
+    ]));
+    let errors = shape(&js).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("spec.replicatedJobs: the JobSet's pods at once add up past what can be counted"),
+        "{errors:?}"
+    );
+}
+
+#[test]
 fn an_elastic_job_is_sized_from_parallelism_and_its_annotations() {
     let j = job(
         json!({"muster.dev/min-members": "2", "muster.dev/duration-seconds": "600", "muster.dev/required-topology": "rack"}),
