@@ -14,6 +14,7 @@ pub mod lws;
 pub mod pod;
 mod quantity;
 pub mod queue;
+pub mod unsupported;
 pub mod view;
 pub mod workload;
 

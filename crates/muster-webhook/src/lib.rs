@@ -39,7 +39,7 @@ pub use metrics::Metrics as WebhookMetrics;
 pub use mutate::mutate;
 pub use object::Refusal;
 pub use review::{Hook, Verdict, review};
-pub use server::{ServeOptions, serve, serve_with_state};
+pub use server::{MAX_REVIEW_BYTES, MAX_REVIEWS_IN_FLIGHT, REVIEW_DEADLINE, ServeOptions, serve, serve_with_state};
 pub use state::{ClusterState, KubeState, LookupError, MemoryState};
 pub use tls::TlsFiles;
 pub use validate::validate;

@@ -61,6 +61,21 @@ pub(crate) fn target(req: &AdmissionRequest<DynamicObject>) -> Target {
     }
 }
 
+/// The review's objects must be in the namespace it is for: the rules read the cluster only in
+/// that namespace, so that a review (forged or not) learns nothing of another. The apiserver
+/// always sends them so (it sets an object's namespace from the request's before admission).
+pub(crate) fn one_namespace(req: &AdmissionRequest<DynamicObject>) -> Result<(), Refusal> {
+    let ns = req.namespace.as_deref().unwrap_or("");
+    let objects = [req.object.as_ref(), req.old_object.as_ref()];
+    match objects.into_iter().flatten().filter_map(|o| o.metadata.namespace.as_deref()).find(|n| *n != ns) {
+        Some(other) => Err(Refusal::new(format!(
+            "metadata.namespace: the object is in namespace {other:?}, but the review is for namespace {ns:?}; \
+             the webhook answers only reviews the apiserver sends"
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn user(req: &AdmissionRequest<DynamicObject>) -> &str {
     req.user_info.username.as_deref().unwrap_or("")
 }

@@ -19,7 +19,10 @@ use muster_k8s::labels::{GROUP, MANAGED_NAMESPACE, POD_GROUP_ALIAS, QUEUE, SCHED
 use muster_k8s::lws;
 use muster_k8s::workload::{HELD_KINDS, HOLDERS};
 
-use crate::config::{DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_NAMESPACE_CONTROLLER_USER};
+use crate::config::{
+    DEFAULT_CONTROLLER_USER, DEFAULT_GARBAGE_COLLECTOR_USER, DEFAULT_JOB_CONTROLLER_USER,
+    DEFAULT_NAMESPACE_CONTROLLER_USER,
+};
 
 /// The name of both configurations.
 pub const CONFIGURATION_NAME: &str = "muster";
@@ -160,6 +163,42 @@ fn placed_by_muster() -> MatchCondition {
     }
 }
 
+/// The validating hook for the pods of managed namespaces (a preset node, a forged Job member,
+/// muster's keys on a pod without muster's labels).
+const MANAGED_PODS_VALIDATE: &str = "managed-pods.validate.muster.dev";
+
+/// Keeps [`MANAGED_PODS_VALIDATE`] to the pods muster acts on, so that while muster is down
+/// (failing closed) only muster's work waits and every other pod of a managed namespace is
+/// created as usual: a pod with a `muster.dev/` label or annotation (now or before the update),
+/// for muster's scheduler, created with a node name (not by a kubelet: mirror pods), or created
+/// by anyone but the Job controller with a controller reference to a Job and its pods' label.
+/// Every other pod the webhook would admit unchanged anyway.
+fn muster_acts_on_the_pod() -> MatchCondition {
+    let keys = |o: &str| {
+        let prefix = muster_k8s::labels::PREFIX;
+        format!(
+            "(has({o}.metadata.labels) && {o}.metadata.labels.exists(k, k.startsWith('{prefix}'))) || \
+             (has({o}.metadata.annotations) && {o}.metadata.annotations.exists(k, k.startsWith('{prefix}')))"
+        )
+    };
+    let job_labels = "has(object.metadata.labels) && ('batch.kubernetes.io/job-name' in object.metadata.labels || \
+                      'job-name' in object.metadata.labels)";
+    MatchCondition {
+        name: "muster-acts-on-the-pod".into(),
+        expression: format!(
+            "{object} || (oldObject != null && ({old})) || \
+             (has(object.spec.schedulerName) && object.spec.schedulerName == '{SCHEDULER_NAME}') || \
+             (request.operation == 'CREATE' && has(object.spec.nodeName) && object.spec.nodeName != '' && \
+             !request.userInfo.username.startsWith('system:node:')) || \
+             (request.operation == 'CREATE' && request.userInfo.username != '{DEFAULT_JOB_CONTROLLER_USER}' && \
+             has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, r.kind == 'Job' && \
+             has(r.controller) && r.controller) && {job_labels})",
+            object = keys("object"),
+            old = keys("oldObject"),
+        ),
+    }
+}
+
 /// The mutating hook for queued pods that name a Kubernetes PodGroup. A Job's pods carry the
 /// queue label of its template too; the condition keeps their creation from calling the webhook.
 const NATIVE_PODS_MUTATE: &str = "native-group-pods.mutate.muster.dev";
@@ -185,6 +224,7 @@ fn validating_conditions(hook: &str) -> Option<Vec<MatchCondition>> {
         JOBS_VALIDATE => conditions.push(checked_by_mutation()),
         GROUPS_VALIDATE => conditions.push(not_a_system_delete()),
         RESIZE_VALIDATE => conditions.push(placed_by_muster()),
+        MANAGED_PODS_VALIDATE => conditions.push(muster_acts_on_the_pod()),
         _ => {}
     }
     Some(conditions)
@@ -265,7 +305,7 @@ fn validating_hooks(alias: bool) -> Vec<Hook> {
         },
         // Every pod of a managed namespace: preset nodeName, forged Job members, reserved keys.
         Hook {
-            name: "managed-pods.validate.muster.dev".into(),
+            name: MANAGED_PODS_VALIDATE.into(),
             rules: pods(),
             object_selector: None,
             namespace_selector: managed_namespaces(),
@@ -532,7 +572,8 @@ mod tests {
             assert!(skipped[0].expression.contains(DEFAULT_CONTROLLER_USER), "{}", h.name);
             // Only the Job hook skips what the mutating webhook checked: a create still suspended,
             // for muster, with no node name; only the Group hook skips the system's deletes.
-            let extra = [JOBS_VALIDATE, GROUPS_VALIDATE, RESIZE_VALIDATE].contains(&h.name.as_str());
+            let extra =
+                [JOBS_VALIDATE, GROUPS_VALIDATE, RESIZE_VALIDATE, MANAGED_PODS_VALIDATE].contains(&h.name.as_str());
             assert_eq!(skipped.len(), if extra { 2 } else { 1 }, "{}", h.name);
             if h.name == JOBS_VALIDATE {
                 for part in ["'CREATE'", "object.spec.suspend == true", "schedulerName == 'muster'", "nodeName"] {

@@ -6,7 +6,9 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use kube::core::response::StatusSummary;
 
 use crate::config::WebhookConfig;
+use crate::metrics::{NO_REVIEW, kind_label};
 use crate::mutate::mutate;
+use crate::object::one_namespace;
 use crate::state::ClusterState;
 use crate::validate::validate;
 
@@ -53,15 +55,15 @@ impl Verdict {
 /// A review's answer with what the metrics count of it.
 pub(crate) struct Answer {
     pub review: AdmissionReview<DynamicObject>,
-    /// The object's kind; empty when the body held no request.
-    pub kind: String,
+    /// The object's kind as the metrics label it ([`kind_label`]).
+    pub kind: &'static str,
     pub verdict: Verdict,
 }
 
 impl Answer {
     fn error(message: impl ToString) -> Self {
         let review = AdmissionResponse::invalid(message).into_review();
-        Answer { review, kind: String::new(), verdict: Verdict::Error }
+        Answer { review, kind: NO_REVIEW, verdict: Verdict::Error }
     }
 }
 
@@ -93,10 +95,11 @@ pub(crate) async fn answer<S: ClusterState>(
         Ok(r) => r,
         Err(_) => return Answer::error("the AdmissionReview has no request"),
     };
-    let kind = req.kind.kind.clone();
+    let kind = kind_label(&req.kind.group, &req.kind.kind);
     let allowed = AdmissionResponse::from(&req);
-    let outcome = match hook {
-        Hook::Mutate => mutate(&req, config, state, now).await.map(|patch| {
+    let outcome = match one_namespace(&req).map(|()| hook) {
+        Err(refusal) => Err(refusal),
+        Ok(Hook::Mutate) => mutate(&req, config, state, now).await.map(|patch| {
             if patch.0.is_empty() {
                 (allowed.clone(), Verdict::Allowed)
             } else {
@@ -107,7 +110,7 @@ pub(crate) async fn answer<S: ClusterState>(
                 }
             }
         }),
-        Hook::Validate => validate(&req, config, state, now).await.map(|()| (allowed.clone(), Verdict::Allowed)),
+        Ok(Hook::Validate) => validate(&req, config, state, now).await.map(|()| (allowed.clone(), Verdict::Allowed)),
     };
     match outcome {
         Ok((resp, verdict)) => Answer { review: resp.into_review(), kind, verdict },

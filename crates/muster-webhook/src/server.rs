@@ -1,4 +1,9 @@
 //! The HTTPS server: axum over rustls, `/mutate`, `/validate`, `/metrics` and `/healthz`.
+//!
+//! Anyone who can reach the port can send a review (the apiserver presents no client
+//! certificate), so what one caller can make the server hold is bounded: a review's body
+//! ([`MAX_REVIEW_BYTES`]), the reviews answered at once ([`MAX_REVIEWS_IN_FLIGHT`]; more are
+//! turned away at once with 429, not queued) and the time one takes ([`REVIEW_DEADLINE`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -8,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::accept::NoDelayAcceptor;
@@ -17,6 +23,7 @@ use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
+use tokio::sync::Semaphore;
 
 use crate::WebhookError;
 use crate::config::WebhookConfig;
@@ -39,8 +46,19 @@ pub struct ServeOptions {
     pub config: WebhookConfig,
 }
 
-/// Reviews hold the object and the old object; the apiserver's own limit is 3 MiB per request.
-const BODY_LIMIT: usize = 8 << 20;
+/// The largest review body read: a review holds the object and, on update, the old object, and
+/// the apiserver takes no request body over 3 MiB, so no object it admits is larger; two of
+/// them and the review around them stay under 6 MiB. A larger body is no review the apiserver
+/// sends, and is refused with 413 before it is read whole.
+pub const MAX_REVIEW_BYTES: usize = 6 << 20;
+/// Reviews read and answered at once; one more is refused at once with 429 (the apiserver
+/// counts it a failed call, and its failure policy refuses the object). The apiserver's calls
+/// take milliseconds each from the watch caches, so this is far above what it sends; it bounds
+/// the memory bodies take ([`MAX_REVIEW_BYTES`] each) below the container's limit.
+pub const MAX_REVIEWS_IN_FLIGHT: usize = 32;
+/// A review not answered within the apiserver's timeout is of no use to it; a caller that sends
+/// its body slowly gives its place back then (503).
+pub const REVIEW_DEADLINE: Duration = Duration::from_secs(crate::registration::TIMEOUT_SECONDS as u64);
 
 /// Serves the webhook with cluster state from `client` until `shutdown` completes.
 pub async fn serve(
@@ -81,12 +99,14 @@ pub async fn serve_with_state<S: ClusterState + 'static>(
     }
     tracing::info!(addr = %bound, "webhook serving");
 
-    let app = Router::new()
+    let reviews = Router::new()
         .route("/mutate", post(handle::<S, true>))
         .route("/validate", post(handle::<S, false>))
+        .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .layer(middleware::from_fn_with_state(Arc::new(Semaphore::new(MAX_REVIEWS_IN_FLIGHT)), bounded));
+    let app = reviews
         .route("/metrics", get(metrics_text::<S>))
         .route("/healthz", get(|| async { "ok" }))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(Arc::new(App { config: opts.config.clone(), state, metrics: Metrics::new() }));
 
     let handle = axum_server::Handle::new();
@@ -118,6 +138,19 @@ struct App<S> {
     metrics: Metrics,
 }
 
+/// Runs a review if one of the places is free, within [`REVIEW_DEADLINE`]; otherwise answers at
+/// once (429, or 503 past the deadline), so that no caller can make reviews wait in line.
+async fn bounded(State(places): State<Arc<Semaphore>>, req: Request, next: Next) -> Response {
+    let Ok(_place) = places.try_acquire() else {
+        let message = format!("more than {MAX_REVIEWS_IN_FLIGHT} reviews at once; try again");
+        return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")], message).into_response();
+    };
+    match tokio::time::timeout(REVIEW_DEADLINE, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("no answer within {REVIEW_DEADLINE:?}")).into_response(),
+    }
+}
+
 async fn handle<S: ClusterState + 'static, const MUTATE: bool>(
     State(app): State<Arc<App<S>>>,
     body: Bytes,
@@ -125,7 +158,7 @@ async fn handle<S: ClusterState + 'static, const MUTATE: bool>(
     let hook = if MUTATE { Hook::Mutate } else { Hook::Validate };
     let started = Instant::now();
     let a = answer(hook, &body, &app.config, &app.state, Timestamp::now()).await;
-    app.metrics.review(hook, &a.kind, a.verdict, started.elapsed());
+    app.metrics.review(hook, a.kind, a.verdict, started.elapsed());
     axum::Json(a.review)
 }
 

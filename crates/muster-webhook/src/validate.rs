@@ -21,6 +21,7 @@ use muster_k8s::labels::{
     USER_KEYS, is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
+use muster_k8s::unsupported::unsupported_fields;
 use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob, raycluster, rayjob};
 use muster_k8s::{GroupState, QueueSpec};
 use serde::de::DeserializeOwned;
@@ -375,6 +376,8 @@ impl<S: ClusterState> Checker<'_, S> {
         // another scheduler.
         if let Some(queue) = queue {
             for set in &sets {
+                let was = old_sets.iter().flatten().find(|s| s.field == set.field);
+                self.unsupported(set.template, &set.template_field, was.map(|w| w.template));
                 if set.template.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
                     self.refuse(format!(
                         "{}.schedulerName: the pods of {} in queue {queue} are placed by muster; remove \
@@ -409,14 +412,14 @@ impl<S: ClusterState> Checker<'_, S> {
             Ok(Some(g)) if g.metadata.deletion_timestamp.is_none() => g,
             Ok(_) => return,
         };
-        let holder = match &g.spec.owner {
-            Some(o) if o.kind == kind && o.api_version.starts_with(W::kind().group) => return,
-            Some(o) => format!("{} {}", o.kind, o.name),
-            None => format!("the plain pods labelled {GROUP}={name}"),
-        };
+        if g.spec.owner.as_ref().is_some_and(|o| o.kind == kind && o.api_version.starts_with(W::kind().group)) {
+            return;
+        }
+        // Whose group it is goes unsaid: the review may be forged (docs/webhook.md, Threat model).
         self.refuse(format!(
             "metadata.name: muster names a workload's group after it, and namespace {ns} has group {name} already, \
-             of {holder}; give this {kind} another name, or delete that workload first",
+             of another workload or of plain pods labelled {GROUP}={name}; give this {kind} another name, or delete \
+             that workload first",
             ns = self.ns
         ));
     }
@@ -428,6 +431,18 @@ impl<S: ClusterState> Checker<'_, S> {
              group fits; remove {field}: false (muster's mutating webhook sets it to true)",
             workload::a(kind)
         ));
+    }
+
+    /// Fields of a pod spec at `field` that muster does not place (`muster_k8s::unsupported`);
+    /// on update only those the old spec (`was`) did not have, so that a workload made before
+    /// stays writable (to suspend or delete it).
+    fn unsupported(&mut self, spec: &PodSpec, field: &str, was: Option<&PodSpec>) {
+        let before = was.map(|w| unsupported_fields(w, field)).unwrap_or_default();
+        for message in unsupported_fields(spec, field) {
+            if !before.contains(&message) {
+                self.refuse(message);
+            }
+        }
     }
 
     /// A template's nodeName would put the pods on that node, past muster's placement (the Job
@@ -669,6 +684,9 @@ impl<S: ClusterState> Checker<'_, S> {
             ));
             return;
         }
+        if let Some(spec) = spec {
+            self.unsupported(spec, "spec", None);
+        }
         if let Some(group) = group.filter(|g| is_object_name(g)) {
             self.alike(new, group).await;
         }
@@ -697,13 +715,12 @@ impl<S: ClusterState> Checker<'_, S> {
             Ok(Some(g)) => g,
         };
         let name = pod_name(pod);
-        if let Some(owner) = &g.spec.owner {
+        // Whose group it is goes unsaid: the review may be forged (docs/webhook.md, Threat model).
+        if g.spec.owner.is_some() {
             return self.refuse(format!(
-                "{}: group {group} is the group of {} {}, and muster binds only its pods there; give pod {name} \
-                 another group name",
-                label_field(GROUP),
-                owner.kind,
-                owner.name
+                "{}: group {group} is a workload's group (muster names a workload's group after it), and muster \
+                 binds only that workload's pods there; give pod {name} another group name",
+                label_field(GROUP)
             ));
         }
         let Some(spec) = pod.spec.as_ref() else { return };

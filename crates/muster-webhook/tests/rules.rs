@@ -794,15 +794,11 @@ async fn a_group_name_stands_for_one_workload() {
     assert_eq!(
         check_with(&create, &c, &jobset).await.unwrap_err(),
         "metadata.name: muster names a workload's group after it, and namespace ml has group train already, of \
-         JobSet train; give this Job another name, or delete that workload first"
+         another workload or of plain pods labelled muster.dev/group=train; give this Job another name, or delete \
+         that workload first"
     );
     let plain = state().with_group(owned_group("train", None));
-    assert!(
-        check_with(&create, &c, &plain)
-            .await
-            .unwrap_err()
-            .contains("of the plain pods labelled muster.dev/group=train")
-    );
+    assert!(check_with(&create, &c, &plain).await.unwrap_err().contains("of another workload or of plain pods"));
     // A deleted Job's group, going with it, or one being deleted, leaves the name free.
     let earlier = state().with_group(owned_group("train", Some(("batch/v1", "Job"))));
     assert_eq!(check_with(&create, &c, &earlier).await, Ok(()));
@@ -813,7 +809,7 @@ async fn a_group_name_stands_for_one_workload() {
     let stray = gated(pod("train-9", "ml", json!({"muster.dev/group": "train", QUEUE: "team-a"})));
     assert_eq!(
         check_with(&request("CREATE", TENANT, POD, &stray, None), &c, &earlier).await.unwrap_err(),
-        "metadata.labels[muster.dev/group]: group train is the group of Job train, and muster binds only its pods \
-         there; give pod train-9 another group name"
+        "metadata.labels[muster.dev/group]: group train is a workload's group (muster names a workload's group \
+         after it), and muster binds only that workload's pods there; give pod train-9 another group name"
     );
 }

@@ -30,7 +30,12 @@ impl<S: ClusterState> Checker<'_, S> {
         let errors = lws::check(new);
         let whole = errors.is_empty();
         self.out.extend(errors);
+        let old_templates = old.map(|o| o.templates()).unwrap_or_default();
         for (field, template) in new.templates() {
+            if let Some(spec) = template.spec.as_ref() {
+                let was = old_templates.iter().find(|(f, _)| *f == field).and_then(|(_, t)| t.spec.as_ref());
+                self.unsupported(spec, &format!("{field}.spec"), was);
+            }
             let meta = template.metadata.as_ref();
             let (labels, annotations) =
                 (meta.and_then(|m| m.labels.as_ref()), meta.and_then(|m| m.annotations.as_ref()));

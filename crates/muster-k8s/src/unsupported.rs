@@ -1,0 +1,160 @@
+//! Pod fields that change where a pod may run, or what it takes from its node, in ways muster
+//! does not account for. muster binds pods itself, so nothing else would honour them: a pod that
+//! claims a device through dynamic resource allocation would run with its claim unallocated, two
+//! pods taking one host port would be put on one node. The webhook refuses workloads and pods
+//! that use them, and the controller never binds such a pod (docs/webhook.md, "Pod fields muster
+//! does not place").
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+/// What to do instead, for a field that holds a pod back from muster for good.
+const OR_WITHOUT_MUSTER: &str = "or run the work without muster (no muster.dev/queue or muster.dev/group label)";
+
+/// One message for each field of `spec` that muster does not account for, naming the field
+/// under `field` (the path of the pod spec, such as `spec.template.spec`) and what to change.
+pub fn unsupported_fields(spec: &PodSpec, field: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let dra = "muster does not place pods that claim devices through dynamic resource allocation \
+               (resource.k8s.io) yet: it would bind them with their claims unallocated";
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        out.push(format!("{field}.resourceClaims: {dra}; remove the claims, {OR_WITHOUT_MUSTER}"));
+    }
+    if spec.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()) {
+        out.push(format!("{field}.resources.claims: {dra}; remove the claims, {OR_WITHOUT_MUSTER}"));
+    }
+    let lists = [("containers", Some(&spec.containers)), ("initContainers", spec.init_containers.as_ref())];
+    for (list, containers) in lists {
+        for (i, c) in containers.into_iter().flatten().enumerate() {
+            let at = format!("{field}.{list}[{i}]");
+            if c.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()) {
+                out.push(format!("{at}.resources.claims: {dra}; remove the claims, {OR_WITHOUT_MUSTER}"));
+            }
+            out.extend(host_ports(c, &at, spec.host_network == Some(true)));
+        }
+    }
+    let affinity = spec.affinity.as_ref();
+    let required = [
+        (
+            "podAffinity",
+            affinity
+                .and_then(|a| a.pod_affinity.as_ref())
+                .map(|a| &a.required_during_scheduling_ignored_during_execution),
+        ),
+        (
+            "podAntiAffinity",
+            affinity
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .map(|a| &a.required_during_scheduling_ignored_during_execution),
+        ),
+    ];
+    for (kind, terms) in required {
+        if terms.and_then(Option::as_ref).is_some_and(|t| !t.is_empty()) {
+            out.push(format!(
+                "{field}.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution: muster does not read \
+                 pod affinity, so it could bind the pod where the rule forbids; remove it (the annotation \
+                 muster.dev/required-topology keeps a group within one zone, block or rack), {OR_WITHOUT_MUSTER}"
+            ));
+        }
+    }
+    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        if c.when_unsatisfiable == "DoNotSchedule" {
+            out.push(format!(
+                "{field}.topologySpreadConstraints[{i}]: whenUnsatisfiable DoNotSchedule: muster does not read \
+                 topology spread constraints, so it could bind the pod where the rule forbids; make it \
+                 ScheduleAnyway or remove it, {OR_WITHOUT_MUSTER}"
+            ));
+        }
+    }
+    out
+}
+
+/// A container's ports taken on the node: a `hostPort`, or every port with `hostNetwork` (the
+/// apiserver sets hostPort to the port on such a pod, not on a template).
+fn host_ports(c: &Container, at: &str, host_network: bool) -> Vec<String> {
+    let taken = c.ports.iter().flatten().enumerate().filter_map(|(j, p)| match p.host_port.filter(|h| *h > 0) {
+        Some(h) => Some((j, h, "hostPort")),
+        None if host_network => Some((j, p.container_port, "hostNetwork")),
+        None => None,
+    });
+    taken
+        .map(|(j, port, why)| {
+            format!(
+                "{at}.ports[{j}]: port {port} is taken on the node ({why}); muster does not account for host ports \
+                 and may place two members of a group on one node, where the second could not start; remove \
+                 the host port{}, {OR_WITHOUT_MUSTER}",
+                if why == "hostNetwork" { " (hostNetwork: false)" } else { "" }
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A pod spec as the apiserver sends it in a review (defaulted, camelCase).
+    fn spec(extra: serde_json::Value) -> PodSpec {
+        let mut s = json!({
+            "restartPolicy": "Never", "schedulerName": "muster", "dnsPolicy": "ClusterFirst",
+            "containers": [{"name": "main", "image": "busybox", "imagePullPolicy": "Always",
+                            "resources": {"requests": {"cpu": "1"}}, "terminationMessagePath": "/dev/termination-log"}]
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            s[k] = v.clone();
+        }
+        serde_json::from_value(s).unwrap()
+    }
+
+    #[test]
+    fn unsupported_a_plain_pod_spec_has_none() {
+        assert_eq!(unsupported_fields(&spec(json!({})), "spec"), Vec::<String>::new());
+        // Preferred rules and ScheduleAnyway spreads are hints muster may ignore.
+        let hints = spec(json!({
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]
+        }));
+        assert_eq!(unsupported_fields(&hints, "spec"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unsupported_dra_claims_are_named_by_field() {
+        let mut s = spec(json!({
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        }));
+        s.containers[0].resources =
+            Some(serde_json::from_value(json!({"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]})).unwrap());
+        let out = unsupported_fields(&s, "spec.template.spec");
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out[0].starts_with("spec.template.spec.resourceClaims: muster does not place pods that claim devices"));
+        assert!(out[1].starts_with("spec.template.spec.containers[0].resources.claims: "), "{}", out[1]);
+        assert!(out[0].contains("dynamic resource allocation"));
+    }
+
+    #[test]
+    fn unsupported_host_ports_affinity_and_spreads() {
+        let s = spec(json!({
+            "hostNetwork": true,
+            "initContainers": [{"name": "init", "image": "busybox", "ports": [{"containerPort": 9000, "protocol": "TCP"}]}],
+            "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}]}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+        }));
+        let out = unsupported_fields(&s, "spec");
+        let fields: Vec<&str> = out.iter().map(|m| m.split(": ").next().unwrap()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.initContainers[0].ports[0]",
+                "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                "spec.topologySpreadConstraints[0]"
+            ]
+        );
+        assert!(out[0].contains("port 9000 is taken on the node (hostNetwork)"), "{}", out[0]);
+        let mut s = spec(json!({}));
+        s.containers[0].ports =
+            Some(vec![serde_json::from_value(json!({"containerPort": 80, "hostPort": 8080})).unwrap()]);
+        assert!(unsupported_fields(&s, "spec")[0].starts_with("spec.containers[0].ports[0]: port 8080 is taken"));
+    }
+}
