@@ -21,8 +21,8 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-lws muster-cabundle
-                                muster-privilege muster-tenant muster-dashboard helm krew peer-kueue image)
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-lws muster-cabundle
+                                muster-privilege muster-tenant muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -72,6 +72,9 @@ for t in "${tests[@]}"; do
     muster-run-times)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-run-times "$e2e/test-muster-run-times.sh" ;;
+    muster-run-limit)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-run-limit "$e2e/test-muster-run-limit.sh" ;;
     muster-ahead)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-ahead "$e2e/test-muster-ahead.sh" ;;
@@ -116,6 +119,14 @@ for t in "${tests[@]}"; do
     helm)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run helm "$e2e/test-helm.sh" ;;
+    # A killed muster, its webhooks still registered: only muster's work is refused.
+    muster-down)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
+      run muster-down "$e2e/test-muster-down.sh" ;;
+    # Forged AdmissionReviews sent straight to the webhook's port.
+    muster-flood)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run muster-flood "$e2e/test-muster-flood.sh" ;;
     muster-tenant)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
       run muster-tenant "$e2e/test-muster-tenant.sh" ;;
