@@ -44,6 +44,10 @@ k delete crd queues.muster.dev groups.muster.dev --ignore-not-found --wait=true 
 check "helm lint passes" "$helm" lint "$chart" --quiet
 refused "two replicas on SQLite" "replicaCount 2 needs store.kind postgres" \
   "$helm" template $rel "$chart" --set replicaCount=2
+refused "no webhook replica" "webhook.replicaCount 0: the webhook fails closed" \
+  "$helm" template $rel "$chart" --set webhook.replicaCount=0
+refused "a pod network that is no CIDR" 'networkPolicy.podCIDRs: "10.244.0.0" is not a CIDR' \
+  "$helm" template $rel "$chart" --set 'networkPolicy.podCIDRs={10.244.0.0}'
 refused "a webhook URL over plain HTTP" 'webhook.url "http://127.0.0.1:8443": the API server calls webhooks over HTTPS only' \
   "$helm" template $rel "$chart" --set webhook.url=http://127.0.0.1:8443
 
@@ -77,6 +81,24 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
         print(store, secret, [e["name"] for e in c.get("env", []) if "STORE" in e["name"]])
 PY
 )" = "['--store-url-file=/etc/muster/store/url'] muster-store []"
+# The webhook apart from the controller, kept up through rollouts and drains, and reachable from
+# outside the pod networks only.
+"$helm" template $rel "$chart" -n $rns --no-hooks --set 'networkPolicy.podCIDRs={10.244.0.0/16,fd00:10:244::/56}' \
+  >"$dir/rendered.yaml"
+check "the default rendering passes a server-side dry run with the pod networks set" \
+  bash -c "'$K8S_BIN/kubectl' apply --server-side --dry-run=server -f '$dir/rendered.yaml' >'$dir/dry-run.out' 2>&1"
+for object in deployment.apps/muster-webhook poddisruptionbudget.policy/muster-webhook \
+  networkpolicy.networking.k8s.io/muster-webhook networkpolicy.networking.k8s.io/muster; do
+  grep -q "$object serverside-applied" "$dir/dry-run.out" || fail "the default rendering has $object: $(cat "$dir/dry-run.out")"
+done
+check "the webhook runs two replicas, rolled with none unavailable" test "$(python3 - "$dir/rendered.yaml" <<'PY'
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "muster-webhook":
+        print(d["spec"]["replicas"], d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"])
+PY
+)" = "2 0"
+check "the webhook's port is open to every address but the pod networks" grep -qF 'except: ["10.244.0.0/16"]' "$dir/rendered.yaml"
 k delete namespace $rns --wait=true >/dev/null
 
 # 3. install; run muster as the chart's pods would
@@ -108,6 +130,8 @@ for doc in yaml.safe_load_all(open(manifest)):
                 for a in c["args"]:
                     print(a.replace("/etc/muster/tls", base + "/tls").replace("/var/lib/muster", base + "/data")
                            .replace("0.0.0.0:", "127.0.0.1:"))
+                # The certificate's init container is in both Deployments, alike.
+                sys.exit(0)
 PY
 }
 mkdir -p "$dir/data"
