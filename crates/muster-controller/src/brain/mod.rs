@@ -734,7 +734,14 @@ impl<S: Store> Brain<S> {
             strays.iter().map(|p| (p.uid.clone(), p.name.clone(), p.namespace.clone())).collect();
         let owner = workload.map(|w| workload::a(w.kind.kind)).unwrap_or_default();
         let mut misfits = Vec::new();
+        let mut unsupported = Vec::new();
         for p in unbound {
+            // What muster does not place nothing else would honour: bound, the pod would run
+            // without its device claim, or beside another on its host port.
+            if let Some(why) = &p.unsupported {
+                unsupported.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), why.to_string()));
+                continue;
+            }
             // Members were placed for what the group's spec asks: a pod asking more would
             // over-commit the node it is bound to.
             if let Some(over) = convert::exceeds(&p.requests, &g.spec.request.requests) {
@@ -781,6 +788,11 @@ impl<S: Store> Brain<S> {
                 group = labels::GROUP
             );
             self.tell_pod(key, &namespace, &pod, &uid, "GroupTaken", &message);
+        }
+        for (uid, pod, namespace, why) in unsupported {
+            let message =
+                format!("pod {pod} of group {key} is not bound: {why}; delete it, and create it without those fields");
+            self.tell_pod(key, &namespace, &pod, &uid, "UnsupportedPodField", &message);
         }
         for (uid, pod, namespace, over) in misfits {
             let message = format!(

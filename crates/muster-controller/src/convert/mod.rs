@@ -10,6 +10,7 @@ use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{Members, TopologyConstraint, annotated_topology, plain_members};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
+use muster_k8s::unsupported::unsupported_fields;
 use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of, set_members};
 use muster_k8s::workload::{self, Workload, requests_to_resources};
 use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, labels};
@@ -171,6 +172,10 @@ pub struct PodView {
     pub phase: PodPhase,
     pub ready: bool,
     pub requests: Vec<(String, u64)>,
+    /// Pods for muster's scheduler: the fields muster does not place (a claim through dynamic
+    /// resource allocation, a host port, ...; muster_k8s::unsupported), which keep it from being
+    /// bound. The webhook refuses such pods; this catches one made before it was registered.
+    pub unsupported: Option<Box<String>>,
     /// The workload of a held kind it belongs to (a Job, a JobSet, an MPIJob; its name is its
     /// group's) and where in it the pod is (boxed: plain pods pay one pointer).
     pub place: Option<Box<PodPlace>>,
@@ -246,12 +251,15 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
     let group = label(labels::GROUP).filter(|_| place.is_none()).cloned();
     let plain = group.is_some();
     let gated = spec.scheduling_gates.iter().flatten().any(|g| g.name == labels::SCHEDULING_GATE);
+    let ours = spec.scheduler_name.as_deref() == Some(labels::SCHEDULER_NAME);
+    let unsupported = Some(unsupported_fields(spec, "spec")).filter(|u| ours && !u.is_empty());
     Some(PodView {
         uid: meta.uid.clone()?,
         namespace: meta.namespace.clone()?,
         name: meta.name.clone()?,
         node: spec.node_name.clone().filter(|n| !n.is_empty()),
-        ours: spec.scheduler_name.as_deref() == Some(labels::SCHEDULER_NAME),
+        ours,
+        unsupported: unsupported.map(|u| Box::new(u.join("; "))),
         phase,
         ready,
         requests: pod_requests(spec),
