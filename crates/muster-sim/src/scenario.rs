@@ -531,7 +531,8 @@ pub struct JobSpec {
     pub filter: NodeFilter,
     /// The run time this job will actually take with `max_members` pods.
     pub run_ms: i64,
-    /// What its user declares: the longest run time its class can draw (base * (1 + jitter));
+    /// What its user declares: the longest run time its class can draw (base * (1 + jitter)),
+    /// on the slowest placement it may get (spread across domains of a preferred topology level);
     /// None where the class declares none.
     pub expected_run_ms: Option<i64>,
     pub run_starts: RunStart,
@@ -813,6 +814,10 @@ pub fn from_text_with(
             return Err(input(file, at("arrival.interval"), "uniform and poisson arrivals need an interval >= 1ms"));
         }
         let topology = c.topology.as_ref().map(|t| class_topology(file, &at("topology"), t, &cluster)).transpose()?;
+        // A job that may be spread across domains declares the run time of that placement: a
+        // scheduler holds it to what it declares (muster's runTimeLimit).
+        let worst_placement =
+            topology.as_ref().filter(|t| t.mode == ConstraintMode::Preferred).map_or(1.0, |t| t.span_slowdown);
         let filter =
             NodeFilter { node_selector: c.node_selector.clone(), affinity: vec![], tolerations: c.tolerations.clone() };
         let mut arrivals = Rng::stream(seed, &format!("arrival:{}", c.name));
@@ -843,7 +848,7 @@ pub fn from_text_with(
                     run_ms: run_ms.max(1),
                     expected_run_ms: c
                         .declares_run_time
-                        .then(|| (c.run_time.0 as f64 * (1.0 + c.jitter)).ceil() as i64),
+                        .then(|| (c.run_time.0 as f64 * (1.0 + c.jitter) * worst_placement).ceil() as i64),
                     run_starts: c.run_starts,
                     deadline_ms: c.deadline.map(|d| d.0),
                     priority: c.priority,

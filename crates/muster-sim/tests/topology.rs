@@ -14,7 +14,12 @@ const CLUSTER: &str =
     "name: racks\nnodeClasses:\n  - {name: n, count: 4, capacity: {cpu: \"4\", pods: 110}, spread: {rack: 2}}\n";
 
 fn workload(mode: &str) -> Result<Workload, SimError> {
-    let dir = std::env::temp_dir().join(format!("muster-sim-topology-{mode}-{}", std::process::id()));
+    workload_running(mode, 50)
+}
+
+/// [`workload`] with a gang that runs `gang_s` seconds in one rack.
+fn workload_running(mode: &str, gang_s: u32) -> Result<Workload, SimError> {
+    let dir = std::env::temp_dir().join(format!("muster-sim-topology-{mode}-{gang_s}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("cluster.yaml"), CLUSTER).unwrap();
     let text = format!(
@@ -23,7 +28,7 @@ fn workload(mode: &str) -> Result<Workload, SimError> {
          \x20    nodeSelector: {{kubernetes.io/hostname: n-0}}}}\n\
          \x20 - {{name: filler-b, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: 100s,\n\
          \x20    nodeSelector: {{kubernetes.io/hostname: n-2}}}}\n\
-         \x20 - {{name: gang, count: 1, members: 2, resources: {{cpu: \"4\"}}, runTime: 50s,\n\
+         \x20 - {{name: gang, count: 1, members: 2, resources: {{cpu: \"4\"}}, runTime: {gang_s}s,\n\
          \x20    arrival: {{start: 1s}}, topology: {{level: rack, mode: {mode}, spanSlowdown: 2}}}}\n"
     );
     scenario::from_text("t.yaml", &text, &dir, 1)
@@ -63,6 +68,20 @@ fn a_required_rack_waits_for_room_in_one_rack_where_the_model_has_topology() {
 fn a_preferred_rack_is_given_up_where_no_rack_has_room() {
     let w = workload("preferred").unwrap();
     expect_gang(&w, &["kueue", "volcano", "native", "default"], true, 101.0..=106.0, "spread at once");
+}
+
+#[test]
+fn a_gang_muster_spreads_declares_and_is_held_to_its_spread_run_time() {
+    // muster ends a group that outruns its declared run time by more than a minute. The gang runs
+    // 200 s in a rack and 400 s spread, and declares the 400 s, as a user held to a limit does;
+    // muster spreads it at once and lets it finish.
+    let w = workload_running("preferred", 200).unwrap();
+    let gang = w.jobs.iter().find(|j| j.class == "gang").unwrap();
+    assert_eq!(gang.expected_run_ms, Some(400_000), "declared for the spread placement");
+    let rec = run(&w, "muster");
+    let i = w.jobs.iter().position(|j| j.class == "gang").unwrap();
+    assert_eq!(rec.jobs[i].spread, Some(true));
+    assert_eq!(rec.jobs[i].phase, muster_sim::scheduler::JobPhase::Succeeded, "not ended at its limit");
 }
 
 /// Two blocks of two racks of two 4-cpu nodes (n-0..n-3 block 0, racks of n-0/1 and n-2/3). At
