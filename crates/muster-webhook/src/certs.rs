@@ -1,5 +1,6 @@
-//! A throwaway CA and a serving certificate it signs, for the API server to reach the webhook
-//! (its `caBundle` is the CA).
+//! A CA of muster's own and a serving certificate it signs, for the API server to reach the
+//! webhook (its `caBundle` is the CA). The serving certificate lasts a year and is renewed from
+//! the same CA (`issue`), so the caBundle stays; the CA lasts ten years.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -13,40 +14,52 @@ use rcgen::{
 use crate::WebhookError;
 use crate::files::replace_file;
 
-/// PEM-encoded CA certificate, serving certificate and its private key.
-#[derive(Debug, Clone)]
+/// PEM-encoded CA certificate (and its key, to renew the serving certificate with), serving
+/// certificate and its private key, and when each expires (Unix seconds; 0 when not known).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServingCert {
     pub ca_pem: String,
+    pub ca_key_pem: String,
     pub cert_pem: String,
     pub key_pem: String,
+    pub not_after: i64,
+    pub ca_not_after: i64,
 }
 
-/// Years the certificates are valid; a local demo cluster outlives no such span.
-const VALID_YEARS: i32 = 10;
+/// Days the CA is valid.
+pub const CA_VALID_DAYS: i64 = 3650;
+/// Days a serving certificate is valid.
+pub const SERVING_VALID_DAYS: i64 = 365;
+const DAY: i64 = 86_400;
+const CA_NAME: &str = "muster-webhook-ca";
 
 impl ServingCert {
-    /// A fresh CA (its key is dropped: nothing else is ever signed with it) and a serverAuth
-    /// certificate for `dns_names` and `ips`, valid from yesterday for ten years.
+    /// A fresh CA and a serverAuth certificate it signs for `dns_names` and `ips`, valid from
+    /// yesterday for [`CA_VALID_DAYS`] and [`SERVING_VALID_DAYS`].
     pub fn generate(dns_names: &[String], ips: &[IpAddr]) -> Result<ServingCert, WebhookError> {
-        let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
-        let yesterday = today.yesterday().unwrap_or(today);
-        let month = |m: i8| u8::try_from(m).unwrap_or(1);
-        let day = |d: i8| u8::try_from(d).unwrap_or(1);
-        let not_before = date_time_ymd(i32::from(yesterday.year()), month(yesterday.month()), day(yesterday.day()));
-        let not_after =
-            date_time_ymd(i32::from(today.year()) + VALID_YEARS, month(today.month()), day(today.day()).min(28));
-
         let ca_key = KeyPair::generate()?;
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.distinguished_name = DistinguishedName::new();
-        ca.distinguished_name.push(DnType::CommonName, "muster-webhook-ca");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        ca.not_before = not_before;
-        ca.not_after = not_after;
-        let ca_cert = ca.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca, ca_key);
+        let now = Timestamp::now().as_second();
+        let ca_not_after = now + CA_VALID_DAYS * DAY;
+        let ca_cert = ca_params(now, ca_not_after).self_signed(&ca_key)?;
+        ServingCert::issue(&ca_cert.pem(), &ca_key.serialize_pem(), ca_not_after, dns_names, ips)
+    }
 
+    /// A new serving certificate for `dns_names` and `ips` from the CA `ca_pem` (made by
+    /// [`ServingCert::generate`]) and its key, valid for [`SERVING_VALID_DAYS`] but no longer
+    /// than the CA.
+    pub fn issue(
+        ca_pem: &str,
+        ca_key_pem: &str,
+        ca_not_after: i64,
+        dns_names: &[String],
+        ips: &[IpAddr],
+    ) -> Result<ServingCert, WebhookError> {
+        let now = Timestamp::now().as_second();
+        let ca_key = KeyPair::from_pem(ca_key_pem)?;
+        // The issuer's name and key identifier are what the CA was made with: the same
+        // parameters and key sign alike, and no certificate parser is needed.
+        let issuer = Issuer::new(ca_params(now, ca_not_after), ca_key);
+        let not_after = (now + SERVING_VALID_DAYS * DAY).min(ca_not_after);
         let key = KeyPair::generate()?;
         let mut leaf = CertificateParams::new(dns_names.to_vec())?;
         leaf.subject_alt_names.extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
@@ -57,10 +70,16 @@ impl ServingCert {
         leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         leaf.use_authority_key_identifier_extension = true;
-        leaf.not_before = not_before;
-        leaf.not_after = not_after;
+        valid(&mut leaf, now - DAY, not_after);
         let cert = leaf.signed_by(&key, &issuer)?;
-        Ok(ServingCert { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        Ok(ServingCert {
+            ca_pem: ca_pem.to_string(),
+            ca_key_pem: ca_key_pem.to_string(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            not_after,
+            ca_not_after,
+        })
     }
 
     /// Writes `tls.crt`, `ca.crt` (mode 0644) and `tls.key` (mode 0600) into `dir`, creating it;
@@ -79,6 +98,28 @@ impl ServingCert {
         }
         Ok(())
     }
+}
+
+/// The CA's parameters: its name and uses, valid from the day before `now` to `not_after`.
+fn ca_params(now: i64, not_after: i64) -> CertificateParams {
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name = DistinguishedName::new();
+    ca.distinguished_name.push(DnType::CommonName, CA_NAME);
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    valid(&mut ca, now - DAY, not_after);
+    ca
+}
+
+/// Validity from the UTC day of Unix second `from` to that of `to` (whole days).
+fn valid(params: &mut CertificateParams, from: i64, to: i64) {
+    let day = |t: i64| {
+        let date = Timestamp::from_second(t).unwrap_or(Timestamp::UNIX_EPOCH).to_zoned(TimeZone::UTC).date();
+        let (month, d) = (u8::try_from(date.month()).unwrap_or(1), u8::try_from(date.day()).unwrap_or(1));
+        date_time_ymd(i32::from(date.year()), month, d)
+    };
+    params.not_before = day(from);
+    params.not_after = day(to);
 }
 
 #[cfg(test)]

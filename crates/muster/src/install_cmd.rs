@@ -220,7 +220,7 @@ fn serving_cert(dir: &Path, endpoint: &Endpoint) -> Result<ServingCert> {
         && old == names
     {
         println!("{} unchanged", dir.join("tls.crt").display());
-        return Ok(ServingCert { ca_pem, cert_pem, key_pem });
+        return Ok(ServingCert { ca_pem, cert_pem, key_pem, ca_key_pem: String::new(), not_after: 0, ca_not_after: 0 });
     }
     let cert = ServingCert::generate(&dns, &ips)?;
     cert.write_to(dir)?;

@@ -39,7 +39,8 @@ pub fn run(args: &WebhookCertArgs) -> Result<ExitCode> {
         cert.write_to(&args.out).with_context(|| format!("writing the certificate into {}", args.out.display()))?;
         let done = match origin {
             CertOrigin::Kept => "unchanged",
-            CertOrigin::Made => "configured (a new certificate)",
+            CertOrigin::Renewed => "configured (a renewed certificate)",
+            CertOrigin::Made => "configured (a new CA and certificate)",
         };
         println!("secret/{} {done}; {} written", args.secret, args.out.join("tls.crt").display());
         Ok(ExitCode::SUCCESS)
@@ -51,7 +52,12 @@ fn hosts(args: &WebhookCertArgs) -> (Vec<String>, Vec<IpAddr>) {
     if args.hosts.is_empty() {
         return (registration::service_dns_names(&args.namespace, registration::SERVICE_NAME), Vec::new());
     }
-    let (ips, dns): (Vec<_>, Vec<_>) = args.hosts.iter().partition(|h| h.parse::<IpAddr>().is_ok());
+    split_hosts(&args.hosts)
+}
+
+/// Host names and IP addresses of a certificate, apart.
+pub fn split_hosts(hosts: &[String]) -> (Vec<String>, Vec<IpAddr>) {
+    let (ips, dns): (Vec<_>, Vec<_>) = hosts.iter().partition(|h| h.parse::<IpAddr>().is_ok());
     (dns.into_iter().cloned().collect(), ips.iter().filter_map(|h| h.parse().ok()).collect())
 }
 
