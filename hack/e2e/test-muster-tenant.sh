@@ -22,6 +22,10 @@
 #   6  room held for pods that never come: parallelism 4 / completions 2 is a group of min 2; a
 #      plain group of 50 with 5 pods is not admitted (its status says so) and an honest Job runs;
 #      a pod for muster's scheduler without group labels gets a MissingGroup warning event
+#   7  amounts in the forms the apiserver keeps (canonical quantities with an exponent or the micro
+#      suffix: 20e9, 4000001u): 2 x 20e9 bytes of memory pinned to one node of 32Gi, and 2 x
+#      4000001u cpu pinned to one node of 8 cpu, are never both bound there, and their Groups count
+#      them; 2 x 20e9 bytes in a queue of 30Gi are refused by the webhook (the quota holds)
 #
 # Each replay runs in its own namespace; each part of it in a subshell, so a failure is named
 # (`FAIL replay 2b`) with what the namespace held, and the other replays still run.
@@ -45,10 +49,11 @@ stop_checker() {
 }
 cleanup() {
   stop_checker
-  k delete namespace $pfx-1 $pfx-2 $pfx-3 $pfx-4 $pfx-5 $pfx-6 $foreign_ns \
+  k delete namespace $pfx-1 $pfx-2 $pfx-3 $pfx-4 $pfx-5 $pfx-6 $pfx-7 $foreign_ns \
     --ignore-not-found --wait=false >/dev/null 2>&1 || true
   muster_down
   k delete clusterrole $pfx-groups --ignore-not-found >/dev/null 2>&1 || true
+  k delete queues.muster.dev $pfx-mem --ignore-not-found >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -61,14 +66,14 @@ m() { "$MUSTER_BIN" "$@"; }
 # tjob NAME PODS CPU [key=value...]: a Job in queue default
 #   completions=N  node=NODE (nodeSelector on the hostname)  run=SECONDS (KWOK run time; none: forever)
 #   sa=NAME (serviceAccountName)  sidecar=CPU (a native sidecar)  podcpu=CPU (pod-level requests)
-#   queue=0 (no queue label)
+#   queue=0 (no queue label)  queue=NAME (that queue)  mem=QUANTITY (memory per pod; 10Mi)
 tjob() {
   local name=$1 pods=$2 cpu=$3; shift 3
-  local completions=$pods node="" run="" sa="" sidecar="" podcpu="" queue=1 kv
+  local completions=$pods node="" run="" sa="" sidecar="" podcpu="" queue=1 mem=10Mi kv
   for kv in "$@"; do local "${kv%%=*}"="${kv#*=}"; done
   local ann="" extra="" labels="{}"
   [[ -n $run ]] && ann="kwok.muster.dev/run-seconds: \"$run\", "
-  (( queue )) && labels="{muster.dev/queue: default}"
+  case $queue in 0) ;; 1) labels="{muster.dev/queue: default}" ;; *) labels="{muster.dev/queue: $queue}" ;; esac
   [[ -n $node ]] && extra+="      nodeSelector: {kubernetes.io/hostname: $node}"$'\n'
   [[ -n $sa ]] && extra+="      serviceAccountName: $sa"$'\n'
   [[ -n $podcpu ]] && extra+="      resources: {requests: {cpu: \"$podcpu\"}}"$'\n'
@@ -94,7 +99,7 @@ ${extra}      containers:
       - name: main
         image: kwok-fake
         resources:
-          requests: {cpu: "$cpu", memory: 10Mi}
+          requests: {cpu: "$cpu", memory: "$mem"}
 YAML
 }
 
@@ -409,6 +414,36 @@ r6d() {
   eventually 10 "a Warning event MissingGroup on its pod $pod" has_warning "$ns" MissingGroup "$pod"
 }
 
+# === 7: quantities in the forms the apiserver keeps ==============================================
+group_asks() { [[ $(gget "$1" "$2" "{.spec.resources.$3}") == "$4" ]]; } # group_asks NS GROUP RESOURCE AMOUNT
+not_both_on() { [[ $(nodes_of "$1" "$2" | grep -cx "$3") -lt 2 ]]; }
+# r7_pinned JOB CPU MEM FIELD VALUE: a Job of 2 pods pinned to node-1, too big for it together
+r7_pinned() {
+  local job=$1 cpu=$2 mem=$3 field=$4 value=$5
+  if ! tjob "$job" 2 "$cpu" node=node-1 mem="$mem" run=600 | kt -n "$ns" create -f - >"$tmp/out" 2>&1; then
+    pass "Job $job (2 x cpu $cpu, memory $mem on node-1) refused: $(cut -c1-300 "$tmp/out")"
+    return 0
+  fi
+  eventually 15 "Job $job (2 x cpu $cpu, memory $mem, pinned to node-1) has a Group" group_exists "$ns" "$job"
+  eventually 10 "its Group counts $field $value per member" group_asks "$ns" "$job" "$field" "$value"
+  throughout 10 "its two pods are never both bound to node-1" not_both_on "$ns" "batch.kubernetes.io/job-name=$job" node-1
+}
+r7a() { r7_pinned exp 10m 20e9 memory 20000000000; }
+r7b() { r7_pinned micro 4000001u 10Mi cpu 4001m; }
+r7c() {
+  k apply --server-side --field-manager=muster-e2e -f - >/dev/null <<YAML
+apiVersion: muster.dev/v1alpha1
+kind: Queue
+metadata: {name: $pfx-mem}
+spec:
+  quotas: {memory: {nominal: 30Gi}}
+  namespaceSelector: {namespaces: [$ns]}
+YAML
+  refused_by "a Job of 2 x 20e9 bytes in queue $pfx-mem (memory quota 30Gi)" "$tmp/out" \
+    kt -n "$ns" create -f - <<<"$(tjob overquota 2 10m queue=$pfx-mem mem=20e9)"
+  check "the message names the queue's memory limit" grep -qF "memory 30Gi" "$tmp/out"
+}
+
 # === the test ====================================================================================
 muster_up
 # Rights on Groups an admin might give a tenant (bound in replay 5), so that muster is what refuses.
@@ -470,6 +505,14 @@ part 6c "a pod for muster without group labels is reported" r6c
 part 6d "a pod of a Job without the queue label, for muster, is reported" r6d
 release "$ns"
 
+ns=$pfx-7; dump_ns=("$ns")
+managed_ns "$ns"
+part 7a "memory of 20e9 bytes counts" r7a
+part 7b "cpu of 4000001u counts" r7b
+part 7c "a queue's memory quota holds for 20e9 bytes" r7c
+k delete queues.muster.dev $pfx-mem --ignore-not-found >/dev/null 2>&1 || true
+release "$ns"
+
 # --- the over-commit checker's verdict ---------------------------------------------------------
 alive=0; kill -0 "$checker_pid" 2>/dev/null && alive=1
 stop_checker
@@ -494,4 +537,4 @@ if (( ${#failed[@]} )); then
   printf '  FAIL muster-tenant: %s\n' "${failed[@]}" >&2
   exit 1
 fi
-pass "muster-tenant: all six replays hold"
+pass "muster-tenant: all seven replays hold"

@@ -122,6 +122,32 @@ fn a_pod_larger_than_its_groups_members_is_never_bound() {
 }
 
 #[test]
+fn a_pod_whose_requests_cannot_be_counted_is_never_bound() {
+    let mut h = Harness::new(&[node("n1", 8)], &[job("train", 2, 2)], &[]);
+    h.brain.take_actions();
+    h.cycle();
+    assert!(admitted(&h, "train"));
+    // Its pods ask an amount muster cannot count: as nothing it would over-commit the node.
+    let mut a = Vec::new();
+    for i in 0..2 {
+        let mut p = pod("train", i, 2);
+        p.requests.clear();
+        p.uncountable = Some(Box::new("spec.containers[0].resources.requests[memory]: too large".into()));
+        a.extend(h.send(Event::Pod(Change::Apply(p))));
+    }
+    assert!(binds(&a).is_empty(), "{a:?}");
+    let told: Vec<&String> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event { reason, message, .. } if reason == "UncountableRequests" => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told.len(), 2, "each pod told once: {a:?}");
+    assert!(told[0].contains("requests[memory]: too large"), "{}", told[0]);
+}
+
+#[test]
 fn a_pod_for_muster_without_a_group_is_told_what_it_lacks_once() {
     let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
     let stray =

@@ -48,7 +48,8 @@ impl Ledger {
     pub fn observe(&mut self, deleted: bool, pod: &Pod, now: f64) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let span = self.pods.entry(uid).or_insert_with(|| {
-            let r = pod.spec.as_ref().map(muster_k8s::pod::requests).unwrap_or_default();
+            // An amount muster cannot count counts as nothing: no scheduler places such a pod.
+            let r = pod.spec.as_ref().and_then(|s| muster_k8s::pod::requests(s).ok()).unwrap_or_default();
             PodSpan {
                 job: job_name(pod),
                 requests: RESOURCES.map(|name| r.get(name).copied().unwrap_or(0) as f64),

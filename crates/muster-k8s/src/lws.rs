@@ -156,9 +156,11 @@ pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
                  places every pod of a group at once; remove spec.nodeName"
             ));
         }
-        match placement(spec, &format!("{field}.spec")) {
-            Ok(p) => shapes.push((field, requests(spec), (p, spec.priority_class_name.clone()))),
-            Err(e) => errors.push(e),
+        let spec_field = format!("{field}.spec");
+        match (requests(spec), placement(spec, &spec_field)) {
+            (Ok(asks), Ok(p)) => shapes.push((field, asks, (p, spec.priority_class_name.clone()))),
+            (Err(e), _) => errors.push(e.under(&spec_field).to_string()),
+            (_, Err(e)) => errors.push(e),
         }
     }
     if let [(_, leader_asks, leader_goes), (_, worker_asks, worker_goes)] = shapes.as_slice() {

@@ -15,24 +15,54 @@ use crate::group::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 /// Amounts in base units (millicores, bytes, counts) by resource name.
 pub type Amounts = BTreeMap<String, u64>;
 
-/// A quantity in the base unit of `resource`; None for a resource muster cannot count (the
-/// apiserver has validated the text, so only unknown units end here).
-pub fn amount_of(resource: &str, q: &K8sQuantity) -> Option<u64> {
-    parse_amount(unit_of(resource).ok()?, &q.0).ok()
+/// A quantity in the base unit of `resource`, or why muster cannot count it (a resource name it
+/// does not know, an amount past its limit).
+pub fn amount_of(resource: &str, q: &K8sQuantity) -> Result<u64, String> {
+    let unit = unit_of(resource)?;
+    parse_amount(unit, &q.0).map_err(|e| e.to_string())
 }
 
-/// One container's requests; a limit without a request counts as the request (the apiserver
-/// defaults it so).
-fn container(r: Option<&ResourceRequirements>) -> Amounts {
-    let mut out = Amounts::new();
-    let Some(r) = r else { return out };
-    // Requests come second and win over limits.
-    for (name, q) in r.limits.iter().flatten().chain(r.requests.iter().flatten()) {
-        if let Some(a) = amount_of(name, q) {
-            out.insert(name.clone(), a);
-        }
+/// An amount in a pod spec that muster cannot count. A pod with one is never placed: counting
+/// it as nothing would over-commit its node, so the webhook refuses it and the controller does
+/// not bind it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}; muster cannot count this amount, so it will not place the pod")]
+pub struct Uncountable {
+    /// Where the amount is, from the pod spec (`containers[0].resources.requests[memory]`).
+    pub field: String,
+    pub reason: String,
+}
+
+impl Uncountable {
+    /// The same amount, its field under `spec_field` (`spec.template.spec`).
+    pub fn under(self, spec_field: &str) -> Self {
+        Self { field: format!("{spec_field}.{}", self.field), ..self }
     }
-    out
+}
+
+/// Every amount of a resource list, counted, or the first that cannot be (at `field[name]`).
+fn amounts<'a>(
+    list: impl IntoIterator<Item = (&'a String, &'a K8sQuantity)>,
+    field: &str,
+) -> Result<Amounts, Uncountable> {
+    list.into_iter()
+        .map(|(name, q)| {
+            amount_of(name, q)
+                .map(|a| (name.clone(), a))
+                .map_err(|reason| Uncountable { field: format!("{field}[{name}]"), reason })
+        })
+        .collect()
+}
+
+/// One container's requests (its resources at `field`); a limit without a request counts as the
+/// request (the apiserver defaults it so).
+pub fn container_requests(r: Option<&ResourceRequirements>, field: &str) -> Result<Amounts, Uncountable> {
+    let Some(r) = r else { return Ok(Amounts::new()) };
+    let requests = r.requests.as_ref();
+    let mut out = amounts(requests.into_iter().flatten(), &format!("{field}.requests"))?;
+    let unrequested = r.limits.iter().flatten().filter(|(name, _)| !requests.is_some_and(|q| q.contains_key(*name)));
+    out.extend(amounts(unrequested, &format!("{field}.limits"))?);
+    Ok(out)
 }
 
 fn add(into: &mut Amounts, from: &Amounts) {
@@ -50,16 +80,16 @@ fn add(into: &mut Amounts, from: &Amounts) {
 /// - pod-level `spec.resources` replaces the container sum for the resources it names;
 /// - plus the pod overhead (RuntimeClass).
 ///
-/// Zero amounts are left out.
-pub fn requests(spec: &PodSpec) -> Amounts {
+/// Zero amounts are left out. An amount muster cannot count is an error naming its field.
+pub fn requests(spec: &PodSpec) -> Result<Amounts, Uncountable> {
     let mut total = Amounts::new();
-    for c in &spec.containers {
-        add(&mut total, &container(c.resources.as_ref()));
+    for (i, c) in spec.containers.iter().enumerate() {
+        add(&mut total, &container_requests(c.resources.as_ref(), &format!("containers[{i}].resources"))?);
     }
     let mut sidecars = Amounts::new();
     let mut init_peak = Amounts::new();
-    for c in spec.init_containers.iter().flatten() {
-        let r = container(c.resources.as_ref());
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let r = container_requests(c.resources.as_ref(), &format!("initContainers[{i}].resources"))?;
         if c.restart_policy.as_deref() == Some("Always") {
             add(&mut sidecars, &r);
         } else {
@@ -76,16 +106,11 @@ pub fn requests(spec: &PodSpec) -> Amounts {
         *e = (*e).max(v);
     }
     if let Some(pod_level) = spec.resources.as_ref() {
-        total.extend(container(Some(pod_level)));
+        total.extend(container_requests(Some(pod_level), "resources")?);
     }
-    for (name, q) in spec.overhead.iter().flatten() {
-        if let Some(a) = amount_of(name, q) {
-            let e = total.entry(name.clone()).or_default();
-            *e = e.saturating_add(a);
-        }
-    }
+    add(&mut total, &amounts(spec.overhead.iter().flatten(), "overhead")?);
     total.retain(|_, a| *a > 0);
-    total
+    Ok(total)
 }
 
 /// Where a pod may run, in the Group object's form: nodeSelector, required node affinity,
@@ -173,7 +198,7 @@ mod tests {
              initContainers:\n- {name: i, resources: {requests: {cpu: '4', memory: 100Mi}}}\n\
              overhead: {cpu: 100m}\n",
         );
-        let r = requests(&s);
+        let r = requests(&s).unwrap();
         assert_eq!(r["cpu"], 4100, "the init container's 4 cpu beat the containers' 1.5, plus overhead");
         assert_eq!(r["memory"], 1 << 30);
         assert_eq!(r["nvidia.com/gpu"], 2, "a limit without a request counts as the request");
@@ -187,21 +212,21 @@ mod tests {
             "containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
              initContainers:\n- {name: side, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n",
         );
-        assert_eq!(requests(&s)["cpu"], 5000);
+        assert_eq!(requests(&s).unwrap()["cpu"], 5000);
         // An ordinary init container after the sidecar runs beside it: 4 + 3 = 7 beats 5.
         let s = spec(
             "containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
              initContainers:\n- {name: side, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n\
              - {name: setup, resources: {requests: {cpu: '3'}}}\n",
         );
-        assert_eq!(requests(&s)["cpu"], 7000);
+        assert_eq!(requests(&s).unwrap()["cpu"], 7000);
         // Before the sidecar it runs alone: max(3, 1 + 4) = 5.
         let s = spec(
             "containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
              initContainers:\n- {name: setup, resources: {requests: {cpu: '3'}}}\n\
              - {name: side, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n",
         );
-        assert_eq!(requests(&s)["cpu"], 5000);
+        assert_eq!(requests(&s).unwrap()["cpu"], 5000);
     }
 
     #[test]
@@ -210,7 +235,7 @@ mod tests {
             "containers:\n- {name: a, resources: {requests: {cpu: '1', memory: 1Gi}}}\n\
              resources: {requests: {cpu: '3'}}\n",
         );
-        let r = requests(&s);
+        let r = requests(&s).unwrap();
         assert_eq!(r["cpu"], 3000);
         assert_eq!(r["memory"], 1 << 30, "memory is not named at pod level: the containers' sum stands");
     }
@@ -230,6 +255,29 @@ mod tests {
     #[test]
     fn zero_amounts_are_left_out() {
         let s = spec("containers:\n- {name: a, resources: {requests: {cpu: '0', memory: 1Mi}}}\n");
-        assert_eq!(requests(&s), Amounts::from([("memory".to_string(), 1 << 20)]));
+        assert_eq!(requests(&s).unwrap(), Amounts::from([("memory".to_string(), 1 << 20)]));
+    }
+
+    #[test]
+    fn the_forms_the_apiserver_keeps_are_counted() {
+        // apimachinery's canonical form of 1.5 GB is 1500e6, and of 1.5 millicores 1500u.
+        let s = spec("containers:\n- {name: a, resources: {requests: {cpu: 1500u, memory: 1500e6}}}\n");
+        assert_eq!(
+            requests(&s).unwrap(),
+            Amounts::from([("cpu".to_string(), 2), ("memory".to_string(), 1_500_000_000)])
+        );
+    }
+
+    #[test]
+    fn an_amount_muster_cannot_count_is_an_error_naming_its_field() {
+        let s = spec(
+            "containers:\n- {name: a}\n- {name: b, resources: {limits: {memory: 2Ei, cpu: 9Ei}, requests: {cpu: '1'}}}\n",
+        );
+        let e = requests(&s).unwrap_err().under("spec.template.spec");
+        assert_eq!(e.field, "spec.template.spec.containers[1].resources.limits[memory]");
+        assert!(e.to_string().contains("absurdly large"), "{e}");
+        assert!(!e.to_string().contains("cpu"), "a limit beside a request does not count: {e}");
+        let s = spec("containers:\n- {name: a}\noverhead: {gpus: '1'}\n");
+        assert_eq!(requests(&s).unwrap_err().field, "overhead[gpus]");
     }
 }

@@ -8,10 +8,9 @@
 //! with the controller's own functions (`muster_k8s::pod::{requests, placement}`) and compares
 //! it with the Group's spec.
 
-use k8s_openapi::api::core::v1::PodSpec;
 use muster_k8s::GroupSpec;
 use muster_k8s::group::{NodeSelectorTerm, Toleration};
-use muster_k8s::pod::{Amounts, Placement, requests, show, show_all};
+use muster_k8s::pod::{Amounts, Placement, show, show_all};
 
 /// One member's requests as the Group says them, in base units (zero amounts left out, as
 /// `muster_k8s::pod::requests` leaves them out). A quantity that does not parse (muster never
@@ -29,13 +28,12 @@ fn group_requests(spec: &GroupSpec) -> Result<Amounts, String> {
 
 /// The resources whose amounts differ, as (the pod's, the group's), each written like
 /// `cpu 7, memory 1Gi`; None when they agree.
-pub(crate) fn requests_differ(pod: &PodSpec, group: &GroupSpec) -> Option<(String, String)> {
-    let mine = requests(pod);
+pub(crate) fn requests_differ(mine: &Amounts, group: &GroupSpec) -> Option<(String, String)> {
     let theirs = match group_requests(group) {
         Ok(t) => t,
-        Err(e) => return Some((show_all(&mine), format!("an unreadable amount, {e}"))),
+        Err(e) => return Some((show_all(mine), format!("an unreadable amount, {e}"))),
     };
-    if mine == theirs {
+    if *mine == theirs {
         return None;
     }
     let names: std::collections::BTreeSet<&String> = mine.keys().chain(theirs.keys()).collect();
@@ -130,9 +128,15 @@ pub(crate) fn placement_differs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+    use muster_k8s::pod::requests;
 
     fn pod(yaml: &str) -> PodSpec {
         serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn asks(yaml: &str) -> Amounts {
+        requests(&pod(yaml)).unwrap()
     }
 
     fn group(yaml: &str) -> GroupSpec {
@@ -143,9 +147,9 @@ mod tests {
     fn requests_compare_in_base_units_as_the_controller_writes_them() {
         // The controller writes cpu in millicores and the rest as integers of base units.
         let g = group("resources: {cpu: 1500m, memory: 1073741824}");
-        let p = pod("containers:\n- {name: a, resources: {requests: {cpu: '1.5', memory: 1Gi}}}\n");
+        let p = asks("containers:\n- {name: a, resources: {requests: {cpu: '1.5', memory: 1Gi}}}\n");
         assert_eq!(requests_differ(&p, &g), None);
-        let p = pod("containers:\n- {name: a, resources: {requests: {cpu: '7', memory: 1Gi, nvidia.com/gpu: '1'}}}\n");
+        let p = asks("containers:\n- {name: a, resources: {requests: {cpu: '7', memory: 1Gi, nvidia.com/gpu: '1'}}}\n");
         assert_eq!(
             requests_differ(&p, &g),
             Some(("cpu 7, nvidia.com/gpu 1".to_string(), "cpu 1500m, nvidia.com/gpu 0".to_string()))
@@ -156,11 +160,13 @@ mod tests {
     fn a_native_sidecar_counts_as_the_controller_counts_it() {
         // Sized from a pod of 1 cpu + a 4 cpu sidecar: a pod of 5 plain cpu is alike.
         let g = group("resources: {cpu: 5000m}");
-        let p = pod("containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
-             initContainers:\n- {name: s, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n");
+        let p = asks(
+            "containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n\
+             initContainers:\n- {name: s, restartPolicy: Always, resources: {requests: {cpu: '4'}}}\n",
+        );
         assert_eq!(requests_differ(&p, &g), None);
         assert_eq!(
-            requests_differ(&pod("containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n"), &g),
+            requests_differ(&asks("containers:\n- {name: a, resources: {requests: {cpu: '1'}}}\n"), &g),
             Some(("cpu 1".to_string(), "cpu 5".to_string()))
         );
     }

@@ -2,18 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodSpec;
 use muster_k8s::{QueueSpec, pod};
 
 /// Amounts in base units (millicores, bytes, counts) by resource name.
 pub(crate) type Amounts = BTreeMap<String, u128>;
 
-/// What the scheduler reserves for one pod (muster_k8s::pod::requests) and one of `pods`.
-pub(crate) fn pod_requests(spec: &PodSpec) -> Amounts {
-    member_requests(&pod::requests(spec))
-}
-
-/// What the scheduler reserves for one member asking `requests`, and one of `pods`.
+/// What the scheduler reserves for one member asking `requests` (muster_k8s::pod::requests), and
+/// one of `pods`.
 pub(crate) fn member_requests(requests: &pod::Amounts) -> Amounts {
     let mut total: Amounts = requests.iter().map(|(k, v)| (k.clone(), u128::from(*v))).collect();
     total.insert("pods".into(), 1);
@@ -79,12 +74,16 @@ pub(crate) fn never_fits(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
 
     #[test]
     fn a_pod_counts_one_of_pods_beside_what_it_requests() {
         let s: PodSpec =
             serde_yaml_ng::from_str("containers:\n- {name: a, resources: {requests: {cpu: 500m}}}\n").unwrap();
-        assert_eq!(pod_requests(&s), Amounts::from([("cpu".to_string(), 500), ("pods".to_string(), 1)]));
+        assert_eq!(
+            member_requests(&pod::requests(&s).unwrap()),
+            Amounts::from([("cpu".to_string(), 500), ("pods".to_string(), 1)])
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 
 use crate::alike;
 use crate::config::WebhookConfig;
-use crate::fit::{member_requests, never_fits, pod_requests};
+use crate::fit::{member_requests, never_fits};
 use crate::object::{
     NATIVE_GROUP_FIELD, Refusal, Target, alias_group, get, is_object_name, job_owner, label_field, native_group,
     target, typed, user,
@@ -141,7 +141,9 @@ fn pod_resize(req: &AdmissionRequest<DynamicObject>) -> Result<(), Refusal> {
     if spec.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {
         return Ok(());
     }
-    let (asks, placed) = (muster_k8s::pod::requests(spec), muster_k8s::pod::requests(was));
+    let uncountable = |e: muster_k8s::pod::Uncountable| Refusal::new(e.under("spec").to_string());
+    let (asks, placed) =
+        (muster_k8s::pod::requests(spec).map_err(uncountable)?, muster_k8s::pod::requests(was).map_err(uncountable)?);
     let more: Vec<String> = asks
         .iter()
         .filter(|(r, a)| **a > placed.get(*r).copied().unwrap_or(0))
@@ -687,16 +689,24 @@ impl<S: ClusterState> Checker<'_, S> {
         if let Some(spec) = spec {
             self.unsupported(spec, "spec", None);
         }
+        // What muster cannot count it cannot place: counted as nothing, it would over-commit a node.
+        let asks = match spec.map(muster_k8s::pod::requests).transpose() {
+            Ok(asks) => asks,
+            Err(e) => {
+                self.refuse(e.under("spec").to_string());
+                None
+            }
+        };
         if let Some(group) = group.filter(|g| is_object_name(g)) {
-            self.alike(new, group).await;
+            self.alike(new, group, asks.as_ref()).await;
         }
         let members = self.pod_group_size(new);
         self.duration(new.metadata.annotations.as_ref());
         let Some(queue) = queue else { return };
         let Some(qspec) = self.queue(queue, &label_field(QUEUE)).await else { return };
-        if let (Some((n, field)), Some(spec)) = (members, spec) {
+        if let (Some((n, field)), Some(asks)) = (members, asks) {
             let fix = format!("lower {field} or the pods' resource requests, or use a queue with a larger quota");
-            if let Some(m) = never_fits(queue, &qspec, n, &pod_requests(spec), &field, &fix) {
+            if let Some(m) = never_fits(queue, &qspec, n, &member_requests(&asks), &field, &fix) {
                 self.refuse(m);
             }
         }
@@ -705,7 +715,7 @@ impl<S: ClusterState> Checker<'_, S> {
     /// A new pod of a plain-pod group whose Group exists must ask what the Group's members ask,
     /// and for the same nodes: muster places it as one of them (the controller sized the Group
     /// from the group's first pod, and checks this too).
-    async fn alike(&mut self, pod: &Pod, group: &str) {
+    async fn alike(&mut self, pod: &Pod, group: &str, asks: Option<&muster_k8s::pod::Amounts>) {
         let ns = self.ns;
         let g = match self.state.group(ns, group).await {
             Err(e) => return self.refuse(format!("{}: {e}; try again", label_field(GROUP))),
@@ -725,7 +735,7 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         let Some(spec) = pod.spec.as_ref() else { return };
         let sized = "(the Group was sized from its first pod)";
-        if let Some((mine, theirs)) = alike::requests_differ(spec, &g.spec) {
+        if let Some((mine, theirs)) = asks.and_then(|asks| alike::requests_differ(asks, &g.spec)) {
             self.refuse(format!(
                 "spec.containers[*].resources: pod {name} asks {mine}, but the members of group {group} ask \
                  {theirs} {sized}; give every pod of a group the same requests, or use another group"

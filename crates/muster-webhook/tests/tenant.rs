@@ -57,6 +57,27 @@ async fn a_plain_pod_must_ask_what_its_groups_members_ask() {
 }
 
 #[tokio::test]
+async fn amounts_in_canonical_forms_count_and_one_muster_cannot_count_is_refused() {
+    // 1500e6 and 1500u are apimachinery's canonical forms of 1.5 GB and 1.5 millicores: the
+    // controller sized the group from them as 1500000000 bytes and 2 millicores.
+    let s = state().with_group(plain_group("g", "resources: {cpu: 2m, memory: 1500000000}"));
+    let c = WebhookConfig::default();
+    let create = |p: &Value| request("CREATE", TENANT, POD, p, None);
+    let mut p = member("w-1", "1500u");
+    p["spec"]["containers"][0]["resources"]["requests"]["memory"] = json!("1500e6");
+    assert_eq!(check_with(&create(&p), &c, &s).await, Ok(()));
+    p["spec"]["containers"][0]["resources"]["requests"]["memory"] = json!("2e9");
+    let e = check_with(&create(&p), &c, &s).await.unwrap_err();
+    assert!(e.contains("asks memory 1953125Ki, but the members of group g ask memory 1500000000"), "{e}");
+    // Past muster's limit: refused naming the field, with or without a Group yet.
+    p["spec"]["containers"][0]["resources"]["requests"]["memory"] = json!("2Ei");
+    for s in [s, state()] {
+        let e = check_with(&create(&p), &c, &s).await.unwrap_err();
+        assert!(e.starts_with("spec.containers[0].resources.requests[memory]: \"2Ei\" is absurdly large"), "{e}");
+    }
+}
+
+#[tokio::test]
 async fn a_plain_pod_must_ask_for_the_nodes_its_groups_members_run_on() {
     let s = state().with_group(plain_group(
         "g",

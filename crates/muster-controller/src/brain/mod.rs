@@ -733,13 +733,18 @@ impl<S: Store> Brain<S> {
         let strays: Vec<(String, String, String)> =
             strays.iter().map(|p| (p.uid.clone(), p.name.clone(), p.namespace.clone())).collect();
         let owner = workload.map(|w| workload::a(w.kind.kind)).unwrap_or_default();
-        let mut misfits = Vec::new();
+        let (mut misfits, mut uncountable) = (Vec::new(), Vec::new());
         let mut unsupported = Vec::new();
         for p in unbound {
             // What muster does not place nothing else would honour: bound, the pod would run
             // without its device claim, or beside another on its host port.
             if let Some(why) = &p.unsupported {
                 unsupported.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), why.to_string()));
+                continue;
+            }
+            // Counted as nothing, it could over-commit any node.
+            if let Some(why) = &p.uncountable {
+                uncountable.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), why.to_string()));
                 continue;
             }
             // Members were placed for what the group's spec asks: a pod asking more would
@@ -789,17 +794,23 @@ impl<S: Store> Brain<S> {
             );
             self.tell_pod(key, &namespace, &pod, &uid, "GroupTaken", &message);
         }
-        for (uid, pod, namespace, why) in unsupported {
-            let message =
-                format!("pod {pod} of group {key} is not bound: {why}; delete it, and create it without those fields");
-            self.tell_pod(key, &namespace, &pod, &uid, "UnsupportedPodField", &message);
-        }
         for (uid, pod, namespace, over) in misfits {
             let message = format!(
                 "pod {pod} asks more than the members of group {key} were placed for ({over}); muster does not \
                  bind it: delete it, and create it asking what the group's other pods ask"
             );
             self.tell_pod(key, &namespace, &pod, &uid, "PodTooLarge", &message);
+        }
+        for (uid, pod, namespace, why) in unsupported {
+            let message =
+                format!("pod {pod} of group {key} is not bound: {why}; delete it, and create it without those fields");
+            self.tell_pod(key, &namespace, &pod, &uid, "UnsupportedPodField", &message);
+        }
+        for (uid, pod, namespace, why) in uncountable {
+            let message = format!(
+                "pod {pod} of group {key} is not bound: {why}; delete it, and create it with requests muster can count"
+            );
+            self.tell_pod(key, &namespace, &pod, &uid, "UncountableRequests", &message);
         }
         for (uid, pod, namespace, node, member, gated) in binds {
             self.binding.insert(uid.clone(), member);

@@ -4,7 +4,7 @@
 //! gigabytes (see docs/benchmarks.md, controller memory).
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
@@ -60,7 +60,9 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
     let mut devices = Vec::new();
     let status = node.status.as_ref();
     for (resource, q) in status.and_then(|s| s.allocatable.as_ref()).into_iter().flatten() {
-        let Some(amount) = amount_of(resource, q) else { continue };
+        // What muster cannot count the node offers none of: pods asking for it wait, nothing is
+        // over-committed.
+        let Ok(amount) = amount_of(resource, q) else { continue };
         // Extended resources (nvidia.com/gpu) are discrete devices; the rest is pooled.
         if resource.contains('/') && !resource.starts_with("hugepages-") {
             devices.push((resource.clone(), u32::try_from(amount).unwrap_or(u32::MAX)));
@@ -172,6 +174,10 @@ pub struct PodView {
     pub phase: PodPhase,
     pub ready: bool,
     pub requests: Vec<(String, u64)>,
+    /// Why its requests cannot be counted (then `requests` is empty): such a pod is never bound,
+    /// nor sizes a group. (One another scheduler bound counts as asking nothing: with an amount
+    /// muster cannot count, past 2^60 or of a resource no node has, it cannot run there.)
+    pub uncountable: Option<Box<String>>,
     /// Pods for muster's scheduler: the fields muster does not place (a claim through dynamic
     /// resource allocation, a host port, ...; muster_k8s::unsupported), which keep it from being
     /// bound. The webhook refuses such pods; this catches one made before it was registered.
@@ -251,6 +257,10 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
     let group = label(labels::GROUP).filter(|_| place.is_none()).cloned();
     let plain = group.is_some();
     let gated = spec.scheduling_gates.iter().flatten().any(|g| g.name == labels::SCHEDULING_GATE);
+    let (requests, uncountable) = match pod::requests(spec) {
+        Ok(r) => (r.into_iter().collect(), None),
+        Err(e) => (Vec::new(), Some(Box::new(e.under("spec").to_string()))),
+    };
     let ours = spec.scheduler_name.as_deref() == Some(labels::SCHEDULER_NAME);
     let unsupported = Some(unsupported_fields(spec, "spec")).filter(|u| ours && !u.is_empty());
     Some(PodView {
@@ -262,7 +272,8 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         unsupported: unsupported.map(|u| Box::new(u.join("; "))),
         phase,
         ready,
-        requests: pod_requests(spec),
+        requests,
+        uncountable,
         place,
         member: annotation(MEMBER),
         deleting: meta.deletion_timestamp.is_some(),
@@ -285,6 +296,9 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
 /// node affinity, tolerations).
 pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     let group = pod.group.as_deref().ok_or("not a pod of a plain group")?;
+    if let Some(why) = &pod.uncountable {
+        return Err(format!("pod {}: {why}", pod.name));
+    }
     let queue = pod.queue.clone().ok_or_else(|| {
         format!("pod {} of group {group} has no {} label: the group has no queue", pod.name, labels::QUEUE)
     })?;
@@ -382,11 +396,6 @@ pub fn exceeds(requests: &[(String, u64)], member: &[(String, u64)]) -> Option<S
         })
         .collect();
     (!over.is_empty()).then(|| over.join(", "))
-}
-
-/// What a pod asks of its node (muster_k8s::pod::requests), in the graph's form.
-pub fn pod_requests(spec: &PodSpec) -> Vec<(String, u64)> {
-    pod::requests(spec).into_iter().collect()
 }
 
 /// What the controller keeps of a workload of a held kind (a Job, a JobSet, an MPIJob) with the

@@ -189,9 +189,10 @@ pub struct Counts {
     pub failed: usize,
 }
 
-/// A pod's cpu (millicores) and memory (bytes) as the kubelet counts them (muster_k8s::pod::requests).
+/// A pod's cpu (millicores) and memory (bytes) as the kubelet counts them (muster_k8s::pod::requests;
+/// a pod with an amount muster cannot count counts as nothing: no scheduler places it).
 pub fn pod_requests(pod: &Pod) -> (i64, i64) {
-    let r = pod.spec.as_ref().map(muster_k8s::pod::requests).unwrap_or_default();
+    let r = pod.spec.as_ref().and_then(|s| muster_k8s::pod::requests(s).ok()).unwrap_or_default();
     let get = |k: &str| r.get(k).copied().map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
     (get("cpu"), get("memory"))
 }

@@ -28,7 +28,7 @@ use kube::core::ApiResource;
 use muster_graph::jobspec::MAX_MEMBERS;
 
 use crate::group::{Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
-use crate::pod::{Amounts, Placement, placement, requests};
+use crate::pod::{Amounts, Placement, Uncountable, placement, requests};
 use crate::{GroupSpec, Quantity, labels};
 pub use place::{PodPlace, SetLayout};
 
@@ -131,9 +131,10 @@ impl PodSet<'_> {
 
     /// What each pod of the set asks: its template's requests, with the sidecars the kind's
     /// controller adds on top and its init container as a floor. (When the template's own init
-    /// containers are its largest need, adding the sidecars to it over-counts: safe.)
-    pub fn requests(&self) -> Amounts {
-        let mut asks = requests(self.template);
+    /// containers are its largest need, adding the sidecars to it over-counts: safe.) An amount
+    /// muster cannot count is an error naming its field in the object.
+    pub fn requests(&self) -> Result<Amounts, Uncountable> {
+        let mut asks = requests(self.template).map_err(|e| e.under(&self.template_field))?;
         for (r, a) in &self.added.sidecars {
             *asks.entry(r.clone()).or_default() += a;
         }
@@ -141,7 +142,7 @@ impl PodSet<'_> {
             let e = asks.entry(r.clone()).or_default();
             *e = (*e).max(*a);
         }
-        asks
+        Ok(asks)
     }
 }
 
@@ -293,9 +294,14 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
     let mut requests_per_member = Amounts::new();
     let mut placements = Vec::new();
     for set in &sets {
-        for (r, a) in set.requests() {
-            let e = requests_per_member.entry(r).or_default();
-            *e = (*e).max(a);
+        match set.requests() {
+            Ok(asks) => {
+                for (r, a) in asks {
+                    let e = requests_per_member.entry(r).or_default();
+                    *e = (*e).max(a);
+                }
+            }
+            Err(e) => errors.push(e.to_string()),
         }
         match placement(set.template, &set.template_field) {
             Ok(p) => placements.push((set, (p, set.template.priority_class_name.clone()))),

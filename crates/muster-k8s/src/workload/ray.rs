@@ -10,13 +10,12 @@
 //! then muster holds that much too many), and with in-tree autoscaling the head gets the
 //! autoscaler (500m cpu and 512Mi memory unless `autoscalerOptions.resources` says otherwise).
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::place::label;
 use super::{AddedContainers, PodSet};
 use crate::external::{RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL, RayClusterSpec};
-use crate::pod::{Amounts, requests};
+use crate::pod::{Amounts, container_requests};
 
 /// The head's group, as KubeRay labels its pod.
 const HEAD_GROUP: &str = "headgroup";
@@ -35,16 +34,15 @@ fn cpu_memory((cpu, memory): (u64, u64)) -> Amounts {
 
 /// The autoscaler KubeRay adds to the head with in-tree autoscaling: its own resources if the
 /// cluster sets them, else KubeRay's default.
-fn autoscaler(cluster: &RayClusterSpec) -> Amounts {
+fn autoscaler(cluster: &RayClusterSpec, at: &str) -> Result<Amounts, String> {
     if cluster.enable_in_tree_autoscaling != Some(true) {
-        return Amounts::new();
+        return Ok(Amounts::new());
     }
-    match cluster.autoscaler_options.as_ref().and_then(|o| o.resources.clone()) {
+    match cluster.autoscaler_options.as_ref().and_then(|o| o.resources.as_ref()) {
         Some(resources) => {
-            let container = Container { resources: Some(resources), ..Container::default() };
-            requests(&PodSpec { containers: vec![container], ..PodSpec::default() })
+            container_requests(Some(resources), &format!("{at}.autoscalerOptions.resources")).map_err(|e| e.to_string())
         }
-        None => cpu_memory(AUTOSCALER),
+        None => Ok(cpu_memory(AUTOSCALER)),
     }
 }
 
@@ -64,7 +62,7 @@ pub(super) fn pod_sets<'a>(cluster: &'a RayClusterSpec, at: &str) -> Result<Vec<
             format!("{at}.headGroupSpec.template.metadata"),
             cluster.head_group_spec.template.metadata.as_ref(),
         )],
-        added: AddedContainers { init: Amounts::new(), sidecars: autoscaler(cluster) },
+        added: AddedContainers { init: Amounts::new(), sidecars: autoscaler(cluster, at)? },
     }];
     for (i, group) in cluster.worker_group_specs.iter().enumerate() {
         let field = format!("{at}.workerGroupSpecs[{i}]");

@@ -346,3 +346,17 @@ fn a_shrinkable_job_must_be_elastic_and_say_true_or_false() {
     let word = shape(&job(json!({"muster.dev/min-members": "2", "muster.dev/shrinkable": "yes"}), spec)).unwrap_err();
     assert!(word[0].contains("\"yes\" is neither \"true\" nor \"false\""), "{word:?}");
 }
+
+#[test]
+fn amounts_in_the_apiservers_canonical_forms_count_and_an_uncountable_one_is_named() {
+    let mem = |memory: &str| {
+        json!({"parallelism": 2, "suspend": true, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1500u", "memory": memory}}}]}}})
+    };
+    let s = shape(&job(json!({}), mem("1500e6"))).unwrap();
+    assert_eq!(s.requests, Amounts::from([("cpu".into(), 2), ("memory".into(), 1_500_000_000)]));
+    let e = shape(&job(json!({}), mem("4Ei"))).unwrap_err();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("spec.template.spec.containers[0].resources.requests[memory]: "), "{e:?}");
+    assert!(e[0].contains("will not place"), "{e:?}");
+}

@@ -7,7 +7,7 @@ use muster_k8s::labels::{GROUP, GROUP_MIN, GROUP_SIZE, QUEUE};
 use muster_k8s::lws::{self, LeaderWorkerSet, SIZE_ANNOTATION, SIZE_FIELD};
 
 use super::{Checker, Labels};
-use crate::fit::{never_fits, pod_requests};
+use crate::fit::{member_requests, never_fits};
 use crate::object::{get, label_field};
 use crate::state::ClusterState;
 
@@ -51,9 +51,11 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         let Some(spec) = self.queue(queue, &label_field(QUEUE)).await else { return };
         let worker = new.spec.leader_worker_template.worker_template.spec.as_ref();
-        if let (true, Some(worker), Ok(size @ 1..)) = (whole, worker, u64::try_from(new.size())) {
+        // `whole`: lws::check counted the worker's requests.
+        let asks = worker.and_then(|w| muster_k8s::pod::requests(w).ok());
+        if let (true, Some(asks), Ok(size @ 1..)) = (whole, asks, u64::try_from(new.size())) {
             let fix = format!("lower {SIZE_FIELD} or the pods' resource requests, or use a queue with a larger quota");
-            if let Some(m) = never_fits(queue, &spec, size, &pod_requests(worker), SIZE_FIELD, &fix) {
+            if let Some(m) = never_fits(queue, &spec, size, &member_requests(&asks), SIZE_FIELD, &fix) {
                 self.refuse(m);
             }
         }
