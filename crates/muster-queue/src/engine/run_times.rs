@@ -2,8 +2,9 @@
 //! the planner: no reservation could be made behind it and no start estimated. Instead it is
 //! planned with the mean time its kind of group (same queue, same request) held its nodes over
 //! the last runs, from admission to the end, start-up included.
-//! A declared duration is always used as given by the planner: it is the user's promise, often a
-//! hard limit (activeDeadlineSeconds), and the plans' guarantee rests on it. Groups that declare
+//! A declared duration is always used as given by the planner: it is the user's promise, which
+//! the queue enforces (`run_limit.rs`), and the plans' guarantee rests on it. A learned one is an
+//! estimate: it plans the groups behind a running group, never a backfill. Groups that declare
 //! one are learned from too, for the forecast only: most end well before their limit, and a
 //! predicted start that assumed every limit would be reached would be late.
 
