@@ -196,8 +196,12 @@ where
     (reader, task)
 }
 
+/// A failed read, told to whoever sent the review in fixed words: the apiserver's answer (its
+/// addresses, muster's identity and rights) is logged here and goes to no caller, since anyone
+/// who reaches the webhook's port can send a review.
 fn lookup_error(what: &str, e: kube::Error) -> LookupError {
-    LookupError(format!("cannot read {what}: {e}"))
+    tracing::warn!(error = %e, "cannot read {what}");
+    LookupError(format!("cannot read {what} now"))
 }
 
 impl ClusterState for KubeState {
@@ -256,5 +260,22 @@ impl ClusterState for KubeState {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
             Err(e) => Err(lookup_error(&format!("PodGroup {namespace}/{name} (scheduling.k8s.io)"), e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_read_tells_the_caller_nothing_of_the_apiservers_answer() {
+        let answer = kube::core::Status::failure(
+            "groups.muster.dev \"g\" is forbidden: User \"system:serviceaccount:muster-system:muster\" cannot get \
+             resource \"groups\" at https://10.0.0.1:6443",
+            "Forbidden",
+        )
+        .with_code(403);
+        let e = lookup_error("Group ns/g", kube::Error::Api(Box::new(answer)));
+        assert_eq!(e.to_string(), "cannot read Group ns/g now");
     }
 }
