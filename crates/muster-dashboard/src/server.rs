@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use muster_queue::Plan;
-use muster_webhook::TlsFiles;
+use muster_webhook::{Pem, TlsFiles, server_config};
 use serde::Deserialize;
 use tracing::{info, warn};
 
@@ -39,11 +39,13 @@ const TOKEN_COOKIE_SECONDS: u32 = 3600;
 /// No request of the dashboard has a body beyond the login form's token.
 const MAX_BODY_BYTES: usize = 16 << 10;
 
-/// The serving certificate chain and its private key, PEM files re-read when they change.
+/// The serving certificate chain and its private key.
 #[derive(Debug, Clone)]
-pub struct Certificate {
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
+pub enum Certificate {
+    /// PEM files, re-read when they change.
+    Files { cert_file: PathBuf, key_file: PathBuf },
+    /// PEM text, such as the certificate muster makes and keeps in a Secret.
+    Pem { cert: String, key: String, from: String },
 }
 
 /// How the dashboard serves.
@@ -100,19 +102,27 @@ pub async fn serve(
     server.http_builder().http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     let guard = ConnectionGuard::new(limits.max_connections, limits.idle_timeout);
     info!(%addr, open, https = options.certificate.is_some(), "dashboard serving");
+    // kube's client and anything else in the process that asks rustls for its default provider
+    // gets ring; an error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http1 = vec![b"http/1.1".to_vec()];
     let result = match &options.certificate {
-        Some(c) => {
-            let files =
-                TlsFiles { cert: c.cert_file.clone(), key: c.key_file.clone(), alpn: vec![b"http/1.1".to_vec()] };
-            // kube's client and anything else in the process that asks rustls for its default
-            // provider gets ring; an error only means one is installed already.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+        Some(Certificate::Files { cert_file, key_file }) => {
+            let files = TlsFiles { cert: cert_file.clone(), key: key_file.clone(), alpn: http1 };
             let tls = RustlsConfig::from_config(files.load().map_err(DashboardError::Certificate)?);
             let reload = tokio::spawn(files.reload_on_change(tls.clone()));
             let acceptor = RustlsAcceptor::new(tls).handshake_timeout(limits.header_timeout).acceptor(guard);
             let served = server.acceptor(acceptor).serve(routes).await;
             reload.abort();
             served
+        }
+        Some(Certificate::Pem { cert, key, from }) => {
+            let pem =
+                |text: &String, what: &str| Pem { text: text.clone().into_bytes(), from: format!("{from}: {what}") };
+            let config = server_config(&pem(cert, "certificate"), &pem(key, "key"), &http1);
+            let tls = RustlsConfig::from_config(config.map_err(DashboardError::Certificate)?);
+            let acceptor = RustlsAcceptor::new(tls).handshake_timeout(limits.header_timeout).acceptor(guard);
+            server.acceptor(acceptor).serve(routes).await
         }
         None => server.acceptor(guard).serve(routes).await,
     };

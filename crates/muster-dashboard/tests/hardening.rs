@@ -26,6 +26,8 @@ async fn off_loopback_the_dashboard_serves_https_only() {
     let d = dashboard(&api, false, Limits::default()).await;
     let answer = d.get("/healthz", "").await;
     assert_eq!(answer.status(), 200, "HTTPS with the certificate's CA: {answer:?}");
+    let pem = common::dashboard_with_pem(&api).await;
+    assert_eq!(pem.get("/healthz", "").await.status(), 200, "a certificate given as text serves as well");
     let mut plain = TcpStream::connect(d.addr).await.unwrap();
     plain.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
     let mut out = Vec::new();

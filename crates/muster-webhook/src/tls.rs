@@ -1,5 +1,6 @@
-//! A serving certificate read from PEM files and re-read when they change, so a rotated
-//! certificate needs no restart. The webhook and the controller's dashboard both serve with it.
+//! A serving certificate from PEM text, or read from PEM files and re-read when they change, so
+//! a rotated certificate needs no restart. The webhook and the controller's dashboard both serve
+//! with it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,24 +29,9 @@ impl TlsFiles {
     /// The server's TLS configuration from the files as they are now.
     pub fn load(&self) -> Result<Arc<ServerConfig>, WebhookError> {
         let read = |path: &Path| std::fs::read(path).map_err(|source| WebhookError::Io { path: path.into(), source });
-        let (cert_pem, key_pem) = (read(&self.cert)?, read(&self.key)?);
-        let certs = CertificateDer::pem_slice_iter(&cert_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| WebhookError::Tls(format!("{}: {e}", self.cert.display())))?;
-        if certs.is_empty() {
-            return Err(WebhookError::Tls(format!("{}: no certificate in the file", self.cert.display())));
-        }
-        let key = PrivateKeyDer::from_pem_slice(&key_pem)
-            .map_err(|e| WebhookError::Tls(format!("{}: {e}", self.key.display())))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| WebhookError::Tls(e.to_string()))?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(|e| WebhookError::Tls(format!("{} and {}: {e}", self.cert.display(), self.key.display())))?;
-        config.alpn_protocols = self.alpn.clone();
-        Ok(Arc::new(config))
+        let cert = Pem { text: read(&self.cert)?, from: self.cert.display().to_string() };
+        let key = Pem { text: read(&self.key)?, from: self.key.display().to_string() };
+        server_config(&cert, &key, &self.alpn)
     }
 
     /// Re-reads the certificate and key into `tls` whenever either file changes; a pair that
@@ -75,4 +61,32 @@ impl TlsFiles {
         let m = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
         Some([m(&self.cert)?, m(&self.key)?])
     }
+}
+
+/// PEM text, and where it came from (for errors).
+pub struct Pem {
+    pub text: Vec<u8>,
+    pub from: String,
+}
+
+/// A server's TLS configuration: the certificate chain `cert`, its private key `key`, and the
+/// protocols offered (ALPN, most preferred first).
+pub fn server_config(cert: &Pem, key: &Pem, alpn: &[Vec<u8>]) -> Result<Arc<ServerConfig>, WebhookError> {
+    let certs = CertificateDer::pem_slice_iter(&cert.text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| WebhookError::Tls(format!("{}: {e}", cert.from)))?;
+    if certs.is_empty() {
+        return Err(WebhookError::Tls(format!("{}: no certificate in it", cert.from)));
+    }
+    let private =
+        PrivateKeyDer::from_pem_slice(&key.text).map_err(|e| WebhookError::Tls(format!("{}: {e}", key.from)))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| WebhookError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, private)
+        .map_err(|e| WebhookError::Tls(format!("{} and {}: {e}", cert.from, key.from)))?;
+    config.alpn_protocols = alpn.to_vec();
+    Ok(Arc::new(config))
 }

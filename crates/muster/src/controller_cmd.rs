@@ -61,20 +61,8 @@ pub struct ControllerArgs {
     /// Webhook: the queue of alias pods without a muster.dev/queue label.
     #[arg(long, value_name = "QUEUE", default_value = muster_webhook::DEFAULT_ALIAS_QUEUE)]
     alias_queue: String,
-    /// Serve the dashboard of the plan here (off by default): open on a loopback address (reach it
-    /// with kubectl port-forward), HTTPS for callers with a Kubernetes token anywhere else.
-    #[arg(long, value_name = "ADDR")]
-    dashboard_addr: Option<SocketAddr>,
-    /// PEM serving certificate of the dashboard (needed off loopback; re-read when it changes).
-    #[arg(long, value_name = "FILE", requires = "dashboard_tls_key")]
-    dashboard_tls_cert: Option<PathBuf>,
-    /// PEM private key of the dashboard's certificate.
-    #[arg(long, value_name = "FILE", requires = "dashboard_tls_cert")]
-    dashboard_tls_key: Option<PathBuf>,
-    /// The audience a caller's token must be meant for (repeat for several): tokens made with
-    /// `kubectl create token ACCOUNT --audience AUD`.
-    #[arg(long = "dashboard-token-audience", value_name = "AUD", default_value = muster_dashboard::DEFAULT_AUDIENCE)]
-    dashboard_token_audiences: Vec<String>,
+    #[command(flatten)]
+    dashboard: crate::dashboard_args::DashboardArgs,
     /// Serve /metrics (Prometheus) and /healthz over plain HTTP here; "" or "off" disables.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", value_parser = parse_metrics_addr)]
     metrics_addr: MetricsAddr,
@@ -92,26 +80,6 @@ fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
             .map(|a| MetricsAddr(Some(a)))
             .map_err(|e| format!("{e} (an address such as 0.0.0.0:8080, or off)")),
     }
-}
-
-/// The dashboard's address and how it serves; refused before anything starts when it would
-/// serve plain HTTP off loopback.
-fn dashboard_options(args: &ControllerArgs) -> Result<Option<(SocketAddr, muster_dashboard::ServeOptions)>> {
-    let Some(addr) = args.dashboard_addr else { return Ok(None) };
-    let certificate = match (&args.dashboard_tls_cert, &args.dashboard_tls_key) {
-        (Some(cert), Some(key)) => {
-            Some(muster_dashboard::Certificate { cert_file: cert.clone(), key_file: key.clone() })
-        }
-        _ => None,
-    };
-    if certificate.is_none() && !addr.ip().is_loopback() {
-        return Err(muster_dashboard::DashboardError::NeedsTls(addr).into());
-    }
-    let audiences = args.dashboard_token_audiences.iter().filter(|a| !a.is_empty()).cloned().collect::<Vec<_>>();
-    if audiences.is_empty() {
-        bail!("--dashboard-token-audience: give an audience (default {})", muster_dashboard::DEFAULT_AUDIENCE);
-    }
-    Ok(Some((addr, muster_dashboard::ServeOptions { certificate, audiences, ..Default::default() })))
 }
 
 fn identity(args: &ControllerArgs) -> String {
@@ -149,7 +117,7 @@ fn webhook_options(args: &ControllerArgs) -> Result<Option<ServeOptions>> {
 
 pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
     let webhook = webhook_options(args)?;
-    let dashboard = dashboard_options(args)?;
+    let dashboard = args.dashboard.plan()?;
     crate::server::init();
     let store = crate::store_url::resolve(
         args.store.as_deref(),
@@ -192,7 +160,9 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
             None => None,
         };
         let dashboard = match dashboard {
-            Some((addr, options)) => {
+            Some(plan) => {
+                let addr = plan.addr;
+                let options = plan.options(&client, &args.namespace).await?;
                 Some(serve_dashboard(addr, options, opts.plan.subscribe(), client.clone(), stopped()).await?)
             }
             None => None,
@@ -240,48 +210,4 @@ async fn serve_metrics(
             tracing::warn!(error = %e, "the metrics server stopped");
         }
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: ControllerArgs,
-    }
-
-    fn dashboard(argv: &[&str]) -> Result<Option<(SocketAddr, muster_dashboard::ServeOptions)>> {
-        dashboard_options(&Cli::try_parse_from([&["muster"], argv].concat())?.args)
-    }
-
-    #[test]
-    fn the_dashboard_needs_a_certificate_off_loopback_and_takes_its_audience_by_default() {
-        assert!(dashboard(&[]).unwrap().is_none(), "off by default");
-        let (_, options) = dashboard(&["--dashboard-addr", "127.0.0.1:8081"]).unwrap().unwrap();
-        assert!(options.certificate.is_none(), "plain HTTP on loopback");
-        assert_eq!(options.audiences, ["muster-dashboard"]);
-        let refused = dashboard(&["--dashboard-addr", "0.0.0.0:8081"]).unwrap_err().to_string();
-        assert!(refused.contains("serves HTTPS only") && refused.contains("--dashboard-tls-cert"), "{refused}");
-        let tls = ["--dashboard-tls-cert", "c.pem", "--dashboard-tls-key", "k.pem"];
-        let (_, options) = dashboard(&[&["--dashboard-addr", "0.0.0.0:8081"][..], &tls].concat()).unwrap().unwrap();
-        assert!(options.certificate.is_some());
-        assert!(
-            dashboard(&["--dashboard-addr", "0.0.0.0:8081", "--dashboard-tls-cert", "c.pem"]).is_err(),
-            "a key too"
-        );
-        let (_, options) = dashboard(&[
-            "--dashboard-addr",
-            "127.0.0.1:8081",
-            "--dashboard-token-audience",
-            "a",
-            "--dashboard-token-audience",
-            "https://kubernetes.default.svc",
-        ])
-        .unwrap()
-        .unwrap();
-        assert_eq!(options.audiences, ["a", "https://kubernetes.default.svc"]);
-    }
 }

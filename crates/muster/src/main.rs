@@ -2,6 +2,7 @@
 
 mod cluster_cmd;
 mod controller_cmd;
+mod dashboard_args;
 mod install_cmd;
 mod match_cmd;
 mod queue_cmd;
@@ -45,7 +46,7 @@ enum Command {
         command: ClusterCommand,
     },
     /// Run the controller: watch the cluster, queue managed jobs, bind admitted groups whole.
-    Controller(controller_cmd::ControllerArgs),
+    Controller(Box<controller_cmd::ControllerArgs>),
     /// List pending groups by queue and position, then running ones (reads the cluster).
     Queue(queue_cmd::QueueArgs),
     /// Explain where one job is and why: phase, conditions, position, estimated start, nodes.

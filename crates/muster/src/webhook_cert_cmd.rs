@@ -39,8 +39,7 @@ pub fn run(args: &WebhookCertArgs) -> Result<ExitCode> {
         cert.write_to(&args.out).with_context(|| format!("writing the certificate into {}", args.out.display()))?;
         let done = match origin {
             CertOrigin::Kept => "unchanged",
-            CertOrigin::Renewed => "configured (a renewed certificate)",
-            CertOrigin::Made => "configured (a new CA and certificate)",
+            CertOrigin::Made => "configured (a new certificate)",
         };
         println!("secret/{} {done}; {} written", args.secret, args.out.join("tls.crt").display());
         Ok(ExitCode::SUCCESS)

@@ -123,19 +123,34 @@ pub struct Dashboard {
 }
 
 pub async fn dashboard(api: &ApiServer, loopback: bool, limits: Limits) -> Dashboard {
-    let bind = if loopback { "127.0.0.1:0" } else { "0.0.0.0:0" };
+    let (certificate, tls) = if loopback { (None, None) } else { certificate(false) };
+    serve(api, certificate, tls, limits)
+}
+
+/// The dashboard on every address, with its certificate given as PEM text (as muster makes it).
+pub async fn dashboard_with_pem(api: &ApiServer) -> Dashboard {
+    let (certificate, tls) = certificate(true);
+    serve(api, certificate, tls, Limits::default())
+}
+
+fn serve(
+    api: &ApiServer,
+    certificate: Option<Certificate>,
+    tls: Option<Arc<ClientConfig>>,
+    limits: Limits,
+) -> Dashboard {
+    let bind = if certificate.is_none() { "127.0.0.1:0" } else { "0.0.0.0:0" };
     let listener = std::net::TcpListener::bind(bind).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let (certificate, tls) = if loopback { (None, None) } else { certificate() };
     let options = ServeOptions { certificate, audiences: vec![muster_dashboard::DEFAULT_AUDIENCE.into()], limits };
     tokio::spawn(muster_dashboard::serve(listener, plan(), api.client.clone(), options, std::future::pending()));
     Dashboard { addr: SocketAddr::from(([127, 0, 0, 1], port)), tls }
 }
 
-fn certificate() -> (Option<Certificate>, Option<Arc<ClientConfig>>) {
+/// A fresh certificate for localhost and 127.0.0.1, as files or as text, and a client that
+/// trusts its CA.
+fn certificate(pem: bool) -> (Option<Certificate>, Option<Arc<ClientConfig>>) {
     let made = muster_webhook::ServingCert::generate(&["localhost".into()], &["127.0.0.1".parse().unwrap()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("muster-dashboard-test-{}-{}", std::process::id(), rand_suffix()));
-    made.write_to(&dir).unwrap();
     let mut roots = RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(made.ca_pem.as_bytes()).unwrap()).unwrap();
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
@@ -144,7 +159,13 @@ fn certificate() -> (Option<Certificate>, Option<Arc<ClientConfig>>) {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let certificate = Certificate { cert_file: dir.join("tls.crt"), key_file: dir.join("tls.key") };
+    let certificate = if pem {
+        Certificate::Pem { cert: made.cert_pem, key: made.key_pem, from: "a test".into() }
+    } else {
+        let dir = std::env::temp_dir().join(format!("muster-dashboard-test-{}-{}", std::process::id(), rand_suffix()));
+        made.write_to(&dir).unwrap();
+        Certificate::Files { cert_file: dir.join("tls.crt"), key_file: dir.join("tls.key") }
+    };
     (Some(certificate), Some(Arc::new(client)))
 }
 
