@@ -39,7 +39,8 @@ pub fn run(args: &WebhookCertArgs) -> Result<ExitCode> {
         cert.write_to(&args.out).with_context(|| format!("writing the certificate into {}", args.out.display()))?;
         let done = match origin {
             CertOrigin::Kept => "unchanged",
-            CertOrigin::Made => "configured (a new certificate)",
+            CertOrigin::Renewed => "configured (a renewed certificate)",
+            CertOrigin::Made => "configured (a new CA and certificate)",
         };
         println!("secret/{} {done}; {} written", args.secret, args.out.join("tls.crt").display());
         Ok(ExitCode::SUCCESS)
