@@ -426,6 +426,10 @@ pub struct JobClass {
     /// does not leaves the scheduler to guess.
     #[serde(default = "declares_by_default")]
     pub declares_run_time: bool,
+    /// What its jobs declare, where not that longest run: a shorter one models users who
+    /// under-declare to be backfilled (a scheduler that holds jobs to it ends them).
+    #[serde(default)]
+    pub declared_run_time: Option<Dur>,
     /// All pods within one domain of a topology level of the cluster.
     #[serde(default)]
     pub topology: Option<ClassTopology>,
@@ -795,6 +799,18 @@ pub fn from_text_with(
             return Err(input(file, at("shrinkable"), muster_graph::jobspec::SHRINKABLE_NEEDS_ELASTIC));
         }
         let requests = parse_requests(file, &at("resources"), &c.resources, &offered)?;
+        if let Some(d) = c.declared_run_time {
+            if !c.declares_run_time {
+                return Err(input(
+                    file,
+                    at("declaredRunTime"),
+                    "a class that declares no run time (declaresRunTime: false) has none to give",
+                ));
+            }
+            if d.0 < 1 {
+                return Err(input(file, at("declaredRunTime"), "must be at least 1ms"));
+            }
+        }
         if c.run_time.0 < 1 {
             return Err(input(file, at("runTime"), "must be at least 1ms"));
         }
@@ -846,9 +862,10 @@ pub fn from_text_with(
                     requests: requests.clone(),
                     filter: filter.clone(),
                     run_ms: run_ms.max(1),
-                    expected_run_ms: c
-                        .declares_run_time
-                        .then(|| (c.run_time.0 as f64 * (1.0 + c.jitter) * worst_placement).ceil() as i64),
+                    expected_run_ms: c.declares_run_time.then(|| {
+                        c.declared_run_time
+                            .map_or((c.run_time.0 as f64 * (1.0 + c.jitter) * worst_placement).ceil() as i64, |d| d.0)
+                    }),
                     run_starts: c.run_starts,
                     deadline_ms: c.deadline.map(|d| d.0),
                     priority: c.priority,
