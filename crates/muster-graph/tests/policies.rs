@@ -241,6 +241,33 @@ fn an_end_moves_later_only_where_no_reservation_is_in_the_way() {
 }
 
 #[test]
+fn a_running_group_grows_past_its_rack_only_when_the_rack_is_preferred() {
+    for (mode, grows) in [(ConstraintMode::Preferred, true), (ConstraintMode::Required, false)] {
+        let mut r = rg(RACKS, Policy::First);
+        // Four whole nodes: a rack of class a (four nodes) holds them.
+        let mut req = cpu("g", 4, 8);
+        req.topology = Some(TopologyConstraint { mode, ..TopologyConstraint::required("rack") });
+        let id = allocated(&mut r, &req);
+        assert_eq!(distinct(&rack_of(&r, id)), 1, "{mode:?}: placed in one rack");
+        // Resized while it runs: two more members, which its rack has no room for.
+        r.set_member_bounds(id, 4, 6).unwrap();
+        let added = r.grow(id, 2, 0).unwrap();
+        assert_eq!(added.is_some(), grows, "{mode:?}: {added:?}");
+        if grows {
+            let racks = rack_of(&r, id);
+            assert_eq!(racks.len(), 6);
+            assert_eq!(distinct(&racks[4..]), 1, "the new members keep to one rack where they fit");
+        }
+        check_invariants(&r);
+    }
+}
+
+fn rack_of(rg: &ResourceGraph, id: u64) -> Vec<String> {
+    let members = &rg.allocation(id).unwrap().members;
+    members.iter().map(|m| rg.graph.node(m.node).labels["muster.dev/rack"].clone()).collect()
+}
+
+#[test]
 fn shrink_grow_cancel_and_import_restore_state() {
     let mut r = rg(RACKS, Policy::First);
     let empty = fingerprint(&r.graph);

@@ -7,6 +7,7 @@ mod common;
 use common::parse::socket_jgf;
 use common::{check_invariants, fingerprint};
 use muster_graph::jobspec::{ConstraintMode, SocketRequest, TopologyConstraint};
+use muster_graph::graph::VertexId;
 use muster_graph::matcher::{Demand, Window};
 use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, cluster, jgf};
 use proptest::prelude::*;
@@ -207,12 +208,22 @@ fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
         held.dedup();
         assert_eq!(held.len(), all, "a socket held by two members");
     }
-    if let Some(t) = &req.topology
-        && (t.mode == ConstraintMode::Required || a.domain.is_some())
-    {
+    if req.topology.as_ref().is_some_and(|t| t.mode == ConstraintMode::Required) {
         let racks: std::collections::BTreeSet<_> =
             a.members.iter().map(|m| rg.graph.ancestor_at_level(m.node, "rack")).collect();
         assert_eq!(racks.len(), 1, "members of a rack-constrained group in several racks");
+    }
+    if let Some(domain) = a.domain {
+        let within = |mut v: Option<VertexId>| {
+            while let Some(at) = v {
+                if at == domain {
+                    return true;
+                }
+                v = rg.graph.vertex(at).parent;
+            }
+            false
+        };
+        assert!(a.members.iter().all(|m| within(Some(rg.graph.node(m.node).vertex))), "a member outside its domain");
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::builder::{NodeShape, NodeSpec};
 use crate::error::{GraphError, InputError};
 use crate::graph::{AllocId, DeviceSlot, Graph, Node, NodeId, Span, VertexId};
-use crate::jobspec::GroupRequest;
+use crate::jobspec::{ConstraintMode, GroupRequest};
 use crate::matcher::{Demand, Placement, Window, placed_units};
 use crate::policy::Policy;
 
@@ -38,7 +38,8 @@ pub struct Allocation {
     pub start: i64,
     pub end: i64,
     pub reserved: bool,
-    /// The topology domain the group was confined to, if any (grow stays inside it).
+    /// The topology domain holding all its members, where it was placed within one (or grew
+    /// into an enclosing one): growth tries it first, and a required level never leaves it.
     pub domain: Option<VertexId>,
 }
 
@@ -414,8 +415,9 @@ impl ResourceGraph {
         Ok(())
     }
 
-    /// Adds `count` members to a running allocation, all or none, within its domain if it has one.
-    /// Returns the new members' indices, or None if they do not fit now.
+    /// Adds `count` members to a running allocation, all or none, as close to its members as
+    /// its topology allows ([`Self::growth_scopes`]). Returns the new members' indices, or None
+    /// if they do not fit now.
     pub fn grow(&mut self, id: AllocId, count: u32, now: i64) -> Result<Option<Vec<u32>>, GraphError> {
         let alloc = self.allocation(id)?;
         if alloc.reserved {
@@ -433,11 +435,14 @@ impl ResourceGraph {
         extra.max_members = count;
         let d = Demand::resolve(&self.graph, &extra).map_err(|u| GraphError::UnknownResource(u.0))?;
         let policy = extra.policy.unwrap_or(self.policy);
-        let (p, _) = self.graph.search(&d, Window::Now { now, end: alloc.end }, policy, alloc.domain);
-        if placed_units(&p) < d.min_units {
-            return Ok(None);
-        }
+        let window = Window::Now { now, end: alloc.end };
+        let found = self.growth_scopes(alloc).into_iter().find_map(|scope| {
+            let (p, _) = self.graph.search(&d, window, policy, scope);
+            (placed_units(&p) >= d.min_units).then_some((p, scope))
+        });
+        let Some((p, scope)) = found else { return Ok(None) };
         let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).expect("checked above"));
+        alloc.domain = scope;
         // New members take the lowest free indices, as an indexed Job refills completion indexes.
         let used: BTreeSet<u32> = alloc.members.iter().map(|m| m.index).collect();
         let mut free_indices = (0..).filter(|i| !used.contains(i));
@@ -458,6 +463,29 @@ impl ResourceGraph {
         }
         self.allocations.insert(id, Arc::new(alloc));
         Ok(Some(added))
+    }
+
+    /// Where a running allocation may grow, in the order to try: the domain it was placed in;
+    /// then, unless its topology constraint is required, each enclosing domain outward (up to the
+    /// constraint's `within` level) and, without `within`, the whole cluster. A preferred level
+    /// keeps new members close where there is room, as it did the first ones, but never holds
+    /// the group back as a required one would.
+    fn growth_scopes(&self, alloc: &Allocation) -> Vec<Option<VertexId>> {
+        let Some(domain) = alloc.domain else { return vec![None] };
+        let topology = alloc.request.topology.as_ref();
+        if topology.is_some_and(|t| t.mode == ConstraintMode::Required) {
+            return vec![Some(domain)];
+        }
+        let within = topology.and_then(|t| t.within.as_deref());
+        let mut scopes = vec![Some(domain)];
+        let mut at = domain;
+        while within != Some(self.graph.vertex(at).meta.vtype.as_str()) {
+            let Some(parent) = self.graph.vertex(at).parent else { break };
+            // The root is the whole cluster, which the search reaches without a scope.
+            scopes.push(self.graph.vertex(parent).parent.map(|_| parent));
+            at = parent;
+        }
+        scopes
     }
 
     /// Moves the expected end of running allocation `id` later, to `end` (fewer members are left
