@@ -6,8 +6,8 @@ mod common;
 
 use common::parse::socket_jgf;
 use common::{check_invariants, fingerprint};
-use muster_graph::jobspec::{ConstraintMode, SocketRequest, TopologyConstraint};
 use muster_graph::graph::VertexId;
+use muster_graph::jobspec::{ConstraintMode, SocketRequest, TopologyConstraint};
 use muster_graph::matcher::{Demand, Window};
 use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, cluster, jgf};
 use proptest::prelude::*;
