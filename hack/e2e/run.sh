@@ -22,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-lws muster-cabundle
-                                muster-privilege muster-tenant muster-flood muster-down muster-dashboard helm krew peer-kueue image)
+                                muster-privilege muster-metrics muster-tenant muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -109,6 +109,8 @@ for t in "${tests[@]}"; do
     muster-privilege)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-privilege "$e2e/test-muster-privilege.sh" ;;
+    # The controller's /metrics behind TokenReview and SubjectAccessReview (--metrics-auth).
+    muster-metrics) run muster-metrics "$e2e/test-muster-metrics.sh" ;;
     # kubectl muster installed by the real krew from hack/krew.sh's manifest; needs no cluster.
     krew) run krew "$e2e/test-krew.sh" ;;
     # The dashboard in headless Chromium (Debian's chromium package).

@@ -13,6 +13,7 @@ mod executor;
 mod forecaster;
 mod leader;
 pub mod metrics;
+pub mod metrics_auth;
 mod watch;
 
 use std::future::Future;

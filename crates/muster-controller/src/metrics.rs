@@ -24,6 +24,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::metrics_auth::MetricsAuth;
+
 /// The content type of the OpenMetrics text format, which Prometheus scrapes as is.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -401,18 +403,23 @@ async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> Response {
     }
 }
 
-/// `/metrics` and `/healthz`.
-pub fn router(metrics: Arc<Metrics>) -> Router {
-    Router::new().route("/metrics", get(metrics_text)).route("/healthz", get(|| async { "ok" })).with_state(metrics)
+/// `/metrics`, behind `auth` when given (`metrics_auth`), and `/healthz`.
+pub fn router(metrics: Arc<Metrics>, auth: Option<Arc<MetricsAuth>>) -> Router {
+    let mut page = Router::new().route("/metrics", get(metrics_text)).with_state(metrics);
+    if let Some(auth) = auth {
+        page = page.layer(axum::middleware::from_fn_with_state(auth, crate::metrics_auth::require));
+    }
+    page.route("/healthz", get(|| async { "ok" }))
 }
 
 /// Serves [`router`] on `listener` (plain HTTP) until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
+    auth: Option<Arc<MetricsAuth>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(metrics, auth)).with_graceful_shutdown(shutdown).await
 }
 
 #[cfg(test)]
@@ -532,7 +539,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, metrics, async {
+        let server = tokio::spawn(serve(listener, metrics, None, async {
             let _ = stopped.await;
         }));
         let page = get(addr, "/metrics").await;

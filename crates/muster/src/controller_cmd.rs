@@ -66,6 +66,10 @@ pub struct ControllerArgs {
     /// Serve /metrics (Prometheus) and /healthz over plain HTTP here; "" or "off" disables.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", value_parser = parse_metrics_addr)]
     metrics_addr: MetricsAddr,
+    /// Answer /metrics only to a Kubernetes bearer token whose user may `get` the non-resource
+    /// URL /metrics (TokenReview and SubjectAccessReview); /healthz stays open.
+    #[arg(long)]
+    metrics_auth: bool,
 }
 
 /// `--metrics-addr`: an address, or none when disabled.
@@ -156,7 +160,10 @@ pub fn run(args: &ControllerArgs) -> Result<ExitCode> {
         };
         let metrics = Arc::new(Metrics::new());
         let metrics_server = match args.metrics_addr.0 {
-            Some(addr) => Some(serve_metrics(addr, metrics.clone(), stopped()).await?),
+            Some(addr) => {
+                let auth = args.metrics_auth.then(|| muster_controller::metrics_auth::MetricsAuth::new(client.clone()));
+                Some(serve_metrics(addr, metrics.clone(), auth, stopped()).await?)
+            }
             None => None,
         };
         let dashboard = match dashboard {
@@ -201,12 +208,14 @@ async fn serve_dashboard(
 async fn serve_metrics(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
+    auth: Option<Arc<muster_controller::metrics_auth::MetricsAuth>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--metrics-addr {addr}"))?;
-    tracing::info!(addr = %addr, "metrics serving on /metrics");
+    let reviewed = if auth.is_some() { " (Kubernetes tokens reviewed)" } else { "" };
+    tracing::info!(addr = %addr, "metrics serving on /metrics{reviewed}");
     Ok(tokio::spawn(async move {
-        if let Err(e) = metrics::serve(listener, metrics, shutdown).await {
+        if let Err(e) = metrics::serve(listener, metrics, auth, shutdown).await {
             tracing::warn!(error = %e, "the metrics server stopped");
         }
     }))
