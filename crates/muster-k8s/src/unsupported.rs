@@ -5,6 +5,8 @@
 //! that use them, and the controller never binds such a pod (docs/webhook.md, "Pod fields muster
 //! does not place").
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
 /// What to do instead, for a field that holds a pod back from muster for good.
@@ -66,6 +68,27 @@ pub fn unsupported_fields(spec: &PodSpec, field: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Annotations by which a kind's controller gives each pod it makes fields muster does not place,
+/// past the templates the webhook checks: the JobSet controller's exclusive placement adds
+/// required pod affinity and anti-affinity to every pod.
+const INJECTING_ANNOTATIONS: [(&str, &str); 1] = [("JobSet", "alpha.jobset.sigs.k8s.io/exclusive-topology")];
+
+/// One message for each annotation of a `kind` object by which its controller would give its pods
+/// fields muster does not place.
+pub fn unsupported_annotations(kind: &str, annotations: Option<&BTreeMap<String, String>>) -> Vec<String> {
+    INJECTING_ANNOTATIONS
+        .iter()
+        .filter(|(k, key)| *k == kind && annotations.is_some_and(|a| a.contains_key(*key)))
+        .map(|(_, key)| {
+            format!(
+                "metadata.annotations[{key}]: the {kind} controller then gives every pod required pod affinity and \
+                 anti-affinity, which muster does not read, so muster would never bind them; remove it (the \
+                 annotation muster.dev/required-topology keeps a group within one zone, block or rack)"
+            )
+        })
+        .collect()
 }
 
 /// A container's ports taken on the node: a `hostPort`, or every port with `hostNetwork` (the
@@ -130,6 +153,16 @@ mod tests {
         assert!(out[0].starts_with("spec.template.spec.resourceClaims: muster does not place pods that claim devices"));
         assert!(out[1].starts_with("spec.template.spec.containers[0].resources.claims: "), "{}", out[1]);
         assert!(out[0].contains("dynamic resource allocation"));
+    }
+
+    #[test]
+    fn unsupported_a_jobsets_exclusive_placement_is_named() {
+        let a = BTreeMap::from([("alpha.jobset.sigs.k8s.io/exclusive-topology".to_string(), "rack".to_string())]);
+        let out = unsupported_annotations("JobSet", Some(&a));
+        assert_eq!(out.len(), 1);
+        assert!(out[0].starts_with("metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]: the JobSet"));
+        assert_eq!(unsupported_annotations("Job", Some(&a)), Vec::<String>::new());
+        assert_eq!(unsupported_annotations("JobSet", None), Vec::<String>::new());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use muster_k8s::labels::{
     USER_KEYS, is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
-use muster_k8s::unsupported::unsupported_fields;
+use muster_k8s::unsupported::{unsupported_annotations, unsupported_fields};
 use muster_k8s::workload::{self, Shape, Workload, jobset, mpijob, raycluster, rayjob};
 use muster_k8s::{GroupState, QueueSpec};
 use serde::de::DeserializeOwned;
@@ -377,6 +377,12 @@ impl<S: ClusterState> Checker<'_, S> {
         // On update too: some kinds' templates are mutable, and their pods must never go to
         // another scheduler.
         if let Some(queue) = queue {
+            let before = old.map(|o| unsupported_annotations(kind, o.meta().annotations.as_ref())).unwrap_or_default();
+            for message in unsupported_annotations(kind, new.meta().annotations.as_ref()) {
+                if !before.contains(&message) {
+                    self.refuse(message);
+                }
+            }
             for set in &sets {
                 let was = old_sets.iter().flatten().find(|s| s.field == set.field);
                 self.unsupported(set.template, &set.template_field, was.map(|w| w.template));

@@ -135,3 +135,23 @@ async fn host_ports_required_pod_affinity_and_hard_spreads_are_refused_too() {
         assert!(message.contains(field), "{field} in {message}");
     }
 }
+
+#[tokio::test]
+async fn a_jobset_whose_controller_would_add_pod_affinity_is_refused() {
+    let jobset = json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ml", "labels": {QUEUE: "open"},
+                     "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}},
+        "spec": {"suspend": true, "replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
+            "parallelism": 2, "completions": 2, "template": {"spec": {"schedulerName": "muster", "containers": [
+                {"name": "main", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}}}]}
+    });
+    let message = check(&request("CREATE", TENANT, JOBSET, &jobset, None)).await.expect_err("refused");
+    assert!(
+        message.starts_with(
+            "metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]: the JobSet controller then gives \
+             every pod required pod affinity"
+        ),
+        "{message}"
+    );
+}
