@@ -61,6 +61,16 @@ trap 'exit 130' INT TERM
 
 kt() { k --as=tenant --as-group=system:authenticated "$@"; }               # the hostile tenant
 km() { k --kubeconfig "$muster_dir/controller.kubeconfig" "$@"; }          # muster's own identity
+# mstatus NS GROUP PATCH: a merge patch of the Group's status with muster's own token, as muster
+# sends it (kubectl patch would first read groups/status, which muster's RBAC does not grant);
+# prints the Group the apiserver returns
+mstatus() {
+  km config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$tmp/api-ca.crt"
+  curl -sS --fail-with-body --cacert "$tmp/api-ca.crt" -X PATCH \
+    -H "Authorization: Bearer $(km config view --raw -o jsonpath='{.users[0].user.token}')" \
+    -H 'Content-Type: application/merge-patch+json' --data "$3" \
+    "$(km config view --raw -o jsonpath='{.clusters[0].cluster.server}')/apis/muster.dev/v1alpha1/namespaces/$1/groups/$2/status"
+}
 m() { "$MUSTER_BIN" "$@"; }
 
 # tjob NAME PODS CPU [key=value...]: a Job in queue default
@@ -346,8 +356,8 @@ forged() { [[ $1 == Succeeded/ || $1 == "Succeeded/[]" ]]; }
 r5c() {
   r5_running
   local out
-  out=$(km -n "$ns" patch groups.muster.dev run5 --subresource=status --type=merge \
-    -p '{"status": {"phase": "Succeeded", "allocation": []}}' -o jsonpath='{.status.phase}/{.status.allocation}')
+  out=$(mstatus "$ns" run5 '{"status": {"phase": "Succeeded", "allocation": []}}' |
+    python3 -c 'import json, sys; s = json.load(sys.stdin)["status"]; print(f"{s.get(\"phase\")}/{json.dumps(s.get(\"allocation\", []))}")')
   check "muster's identity forged the status (phase/allocation now $out)" forged "$out"
   eventually 10 "the controller restores the phase (Running or Admitted)" phase_is "$ns" run5 'Running|Admitted'
   echo "  ..   Group run5: $(gget "$ns" run5 '{.status.phase}, allocation {.status.allocation[*].node}')" >&2

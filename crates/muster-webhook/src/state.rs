@@ -122,7 +122,8 @@ impl ClusterState for MemoryState {
 
 /// Cluster state from reflector stores of Queues, Namespaces, Groups and PodGroups. A miss in a
 /// store (an object created a moment ago, or a store still filling) falls back to a GET, so a Job
-/// created right after its Queue is not refused. PodGroups are watched only once their CRD is
+/// created right after its Queue is not refused; Groups, muster's own, are read from the store
+/// alone. PodGroups are watched only once their CRD is
 /// served (checked every [`CRD_POLL`]); until then every lookup is a GET.
 #[derive(Clone)]
 pub struct KubeState {
@@ -225,15 +226,13 @@ impl ClusterState for KubeState {
         Ok(ns.map(|ns| ns.metadata.labels.clone().unwrap_or_default()))
     }
 
+    /// From the watch cache alone: a review names any Group it likes, and a GET per miss would
+    /// let anyone who reaches the port make muster's identity read the apiserver once per forged
+    /// review. A Group missing from the cache was made a moment ago, so it is not placed yet, and
+    /// the controller checks again what the rules read it for (a plain pod alike its group, a
+    /// workload's group name).
     async fn group(&self, namespace: &str, name: &str) -> Result<Option<Arc<Group>>, LookupError> {
-        if let Some(g) = self.groups.get(&ObjectRef::new(name).within(namespace)) {
-            return Ok(Some(g));
-        }
-        let api = Api::<Group>::namespaced(self.client.clone(), namespace);
-        api.get_opt(name)
-            .await
-            .map(|g| g.map(Arc::new))
-            .map_err(|e| lookup_error(&format!("Group {namespace}/{name}"), e))
+        Ok(self.groups.get(&ObjectRef::new(name).within(namespace)))
     }
 
     async fn pod_group(&self, namespace: &str, name: &str) -> Result<Option<Arc<DynamicObject>>, LookupError> {
