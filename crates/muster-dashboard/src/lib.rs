@@ -28,7 +28,7 @@ mod visible;
 
 pub use access::DEFAULT_AUDIENCE;
 pub use limits::Limits;
-pub use server::{Certificate, ServeOptions, serve};
+pub use server::{Certificate, PemPair, ServeOptions, serve};
 
 /// The plan the controller's leader publishes; none while this replica does not lead.
 pub type PlanWatch = tokio::sync::watch::Receiver<Option<std::sync::Arc<muster_queue::Plan>>>;
@@ -41,7 +41,8 @@ pub enum DashboardError {
     Serve(std::io::Error),
     #[error(
         "the dashboard listens on {0}, not a loopback address: there it serves HTTPS only, and needs a certificate \
-         (--dashboard-tls-cert and --dashboard-tls-key); or listen on 127.0.0.1 and reach it with kubectl port-forward"
+         (--dashboard-tls-cert and --dashboard-tls-key, or --dashboard-tls-secret); or listen on 127.0.0.1 and reach \
+         it with kubectl port-forward"
     )]
     NeedsTls(std::net::SocketAddr),
     #[error("dashboard certificate: {0}")]

@@ -44,8 +44,43 @@ const MAX_BODY_BYTES: usize = 16 << 10;
 pub enum Certificate {
     /// PEM files, re-read when they change.
     Files { cert_file: PathBuf, key_file: PathBuf },
-    /// PEM text, such as the certificate muster makes and keeps in a Secret.
-    Pem { cert: String, key: String, from: String },
+    /// PEM text, served anew whenever a new pair is sent (the certificate muster makes, keeps in
+    /// a Secret and renews); `from` names it in errors.
+    Pem { pair: tokio::sync::watch::Receiver<PemPair>, from: String },
+}
+
+/// A certificate chain and its private key, PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PemPair {
+    pub cert: String,
+    pub key: String,
+}
+
+impl PemPair {
+    fn config(&self, from: &str) -> Result<Arc<rustls::ServerConfig>, DashboardError> {
+        let pem = |text: &String, what: &str| Pem { text: text.clone().into_bytes(), from: format!("{from}: {what}") };
+        server_config(&pem(&self.cert, "certificate"), &pem(&self.key, "key"), &http1_alpn())
+            .map_err(DashboardError::Certificate)
+    }
+}
+
+/// The one protocol offered over TLS: HTTP/1.1, whose header timeout bounds a slow request head.
+fn http1_alpn() -> Vec<Vec<u8>> {
+    vec![b"http/1.1".to_vec()]
+}
+
+/// Serves each new pair sent on `pair`; one that does not load keeps the old one serving.
+async fn reload_on_send(mut pair: tokio::sync::watch::Receiver<PemPair>, from: String, tls: RustlsConfig) {
+    while pair.changed().await.is_ok() {
+        let next = pair.borrow_and_update().clone();
+        match next.config(&from) {
+            Ok(config) => {
+                tls.reload_from_config(config);
+                info!(%from, "dashboard certificate reloaded");
+            }
+            Err(e) => warn!(error = %e, "the dashboard's new certificate does not load; keeping the old one"),
+        }
+    }
 }
 
 /// How the dashboard serves.
@@ -105,10 +140,9 @@ pub async fn serve(
     // kube's client and anything else in the process that asks rustls for its default provider
     // gets ring; an error only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let http1 = vec![b"http/1.1".to_vec()];
     let result = match &options.certificate {
         Some(Certificate::Files { cert_file, key_file }) => {
-            let files = TlsFiles { cert: cert_file.clone(), key: key_file.clone(), alpn: http1 };
+            let files = TlsFiles { cert: cert_file.clone(), key: key_file.clone(), alpn: http1_alpn() };
             let tls = RustlsConfig::from_config(files.load().map_err(DashboardError::Certificate)?);
             let reload = tokio::spawn(files.reload_on_change(tls.clone()));
             let acceptor = RustlsAcceptor::new(tls).handshake_timeout(limits.header_timeout).acceptor(guard);
@@ -116,13 +150,13 @@ pub async fn serve(
             reload.abort();
             served
         }
-        Some(Certificate::Pem { cert, key, from }) => {
-            let pem =
-                |text: &String, what: &str| Pem { text: text.clone().into_bytes(), from: format!("{from}: {what}") };
-            let config = server_config(&pem(cert, "certificate"), &pem(key, "key"), &http1);
-            let tls = RustlsConfig::from_config(config.map_err(DashboardError::Certificate)?);
+        Some(Certificate::Pem { pair, from }) => {
+            let tls = RustlsConfig::from_config(pair.borrow().config(from)?);
+            let reload = tokio::spawn(reload_on_send(pair.clone(), from.clone(), tls.clone()));
             let acceptor = RustlsAcceptor::new(tls).handshake_timeout(limits.header_timeout).acceptor(guard);
-            server.acceptor(acceptor).serve(routes).await
+            let served = server.acceptor(acceptor).serve(routes).await;
+            reload.abort();
+            served
         }
         None => server.acceptor(guard).serve(routes).await,
     };

@@ -26,8 +26,22 @@ async fn off_loopback_the_dashboard_serves_https_only() {
     let d = dashboard(&api, false, Limits::default()).await;
     let answer = d.get("/healthz", "").await;
     assert_eq!(answer.status(), 200, "HTTPS with the certificate's CA: {answer:?}");
-    let pem = common::dashboard_with_pem(&api).await;
-    assert_eq!(pem.get("/healthz", "").await.status(), 200, "a certificate given as text serves as well");
+    // A certificate given as text (as muster keeps it in a Secret) serves as well, and a renewed
+    // one is served once it is sent.
+    let (mut pem, renew) = common::dashboard_with_pem(&api).await;
+    assert_eq!(pem.get("/healthz", "").await.status(), 200);
+    let renewed = common::fresh();
+    renew.send(muster_dashboard::PemPair { cert: renewed.cert_pem.clone(), key: renewed.key_pem.clone() }).unwrap();
+    pem.tls = Some(common::trusting(&renewed));
+    let mut served = 0;
+    for _ in 0..50 {
+        if let Some(answer) = pem.try_get("/healthz").await {
+            served = answer.status();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(served, 200, "the renewed certificate (another CA) is served");
     let mut plain = TcpStream::connect(d.addr).await.unwrap();
     plain.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
     let mut out = Vec::new();

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use muster_dashboard::{Certificate, DashboardError, ServeOptions};
-use muster_webhook::{CertOrigin, ensure_in_secret, registration};
+use muster_dashboard::{Certificate, DashboardError, PemPair, ServeOptions};
+use muster_webhook::{ensure_in_secret, registration};
+use tokio::sync::watch;
 
 /// The Service the Helm chart puts in front of an exposed dashboard.
 const SERVICE_NAME: &str = "muster-dashboard";
@@ -83,11 +84,35 @@ impl DashboardPlan {
         let (cert, origin) = ensure_in_secret(client, namespace, &name, &dns, &ips)
             .await
             .with_context(|| format!("--dashboard-tls-secret {name}"))?;
-        let made = matches!(origin, CertOrigin::Made);
-        tracing::info!(secret = %name, made, "the dashboard's certificate");
-        let certificate =
-            Certificate::Pem { cert: cert.cert_pem, key: cert.key_pem, from: format!("secret {namespace}/{name}") };
-        Ok(ServeOptions { certificate: Some(certificate), ..self.options })
+        tracing::info!(secret = %name, ?origin, "the dashboard's certificate");
+        let (send, pair) = watch::channel(PemPair { cert: cert.cert_pem, key: cert.key_pem });
+        let from = format!("secret {namespace}/{name}");
+        tokio::spawn(keep_renewed(client.clone(), namespace.to_string(), name, (dns, ips), send));
+        Ok(ServeOptions { certificate: Some(Certificate::Pem { pair, from }), ..self.options })
+    }
+}
+
+/// Checks the Secret's certificate as often as the webhook does its own, and sends it on to the
+/// dashboard when it was renewed (its end near, or made afresh); a failed check is logged and
+/// tried again at the next.
+async fn keep_renewed(
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    (dns, ips): (Vec<String>, Vec<IpAddr>),
+    send: watch::Sender<PemPair>,
+) {
+    loop {
+        tokio::time::sleep(muster_webhook::RENEW_EVERY).await;
+        match ensure_in_secret(&client, &namespace, &name, &dns, &ips).await {
+            Ok((cert, origin)) => {
+                let next = PemPair { cert: cert.cert_pem, key: cert.key_pem };
+                if send.send_if_modified(|served| std::mem::replace(served, next.clone()) != next) {
+                    tracing::info!(secret = %name, ?origin, "the dashboard's certificate renewed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, secret = %name, "cannot check the dashboard's certificate"),
+        }
     }
 }
 

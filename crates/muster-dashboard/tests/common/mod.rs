@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use muster_dashboard::{Certificate, Limits, PlanWatch, ServeOptions};
+use muster_dashboard::{Certificate, Limits, PemPair, PlanWatch, ServeOptions};
 use muster_queue::Plan;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -123,14 +123,17 @@ pub struct Dashboard {
 }
 
 pub async fn dashboard(api: &ApiServer, loopback: bool, limits: Limits) -> Dashboard {
-    let (certificate, tls) = if loopback { (None, None) } else { certificate(false) };
+    let (certificate, tls) = if loopback { (None, None) } else { certificate() };
     serve(api, certificate, tls, limits)
 }
 
-/// The dashboard on every address, with its certificate given as PEM text (as muster makes it).
-pub async fn dashboard_with_pem(api: &ApiServer) -> Dashboard {
-    let (certificate, tls) = certificate(true);
-    serve(api, certificate, tls, Limits::default())
+/// The dashboard on every address, with its certificate given as PEM text (as muster makes it),
+/// and where to send it another.
+pub async fn dashboard_with_pem(api: &ApiServer) -> (Dashboard, tokio::sync::watch::Sender<PemPair>) {
+    let made = fresh();
+    let (send, pair) = tokio::sync::watch::channel(PemPair { cert: made.cert_pem.clone(), key: made.key_pem.clone() });
+    let certificate = Certificate::Pem { pair, from: "a test".into() };
+    (serve(api, Some(certificate), Some(trusting(&made)), Limits::default()), send)
 }
 
 fn serve(
@@ -147,10 +150,22 @@ fn serve(
     Dashboard { addr: SocketAddr::from(([127, 0, 0, 1], port)), tls }
 }
 
-/// A fresh certificate for localhost and 127.0.0.1, as files or as text, and a client that
-/// trusts its CA.
-fn certificate(pem: bool) -> (Option<Certificate>, Option<Arc<ClientConfig>>) {
-    let made = muster_webhook::ServingCert::generate(&["localhost".into()], &["127.0.0.1".parse().unwrap()]).unwrap();
+/// A fresh certificate for localhost and 127.0.0.1, as files, and a client that trusts its CA.
+fn certificate() -> (Option<Certificate>, Option<Arc<ClientConfig>>) {
+    let made = fresh();
+    let dir = std::env::temp_dir().join(format!("muster-dashboard-test-{}-{}", std::process::id(), rand_suffix()));
+    made.write_to(&dir).unwrap();
+    let certificate = Certificate::Files { cert_file: dir.join("tls.crt"), key_file: dir.join("tls.key") };
+    (Some(certificate), Some(trusting(&made)))
+}
+
+/// A new CA and a certificate it signs for localhost and 127.0.0.1.
+pub fn fresh() -> muster_webhook::ServingCert {
+    muster_webhook::ServingCert::generate(&["localhost".into()], &["127.0.0.1".parse().unwrap()]).unwrap()
+}
+
+/// A client that trusts `made`'s CA only.
+pub fn trusting(made: &muster_webhook::ServingCert) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(made.ca_pem.as_bytes()).unwrap()).unwrap();
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
@@ -159,14 +174,7 @@ fn certificate(pem: bool) -> (Option<Certificate>, Option<Arc<ClientConfig>>) {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let certificate = if pem {
-        Certificate::Pem { cert: made.cert_pem, key: made.key_pem, from: "a test".into() }
-    } else {
-        let dir = std::env::temp_dir().join(format!("muster-dashboard-test-{}-{}", std::process::id(), rand_suffix()));
-        made.write_to(&dir).unwrap();
-        Certificate::Files { cert_file: dir.join("tls.crt"), key_file: dir.join("tls.key") }
-    };
-    (Some(certificate), Some(Arc::new(client)))
+    Arc::new(client)
 }
 
 fn rand_suffix() -> u64 {
@@ -180,20 +188,36 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 impl Dashboard {
     /// A connection to the dashboard, through TLS when it serves HTTPS (the CA verified).
     pub async fn connect(&self) -> Box<dyn Io> {
+        self.try_connect().await.expect("a TLS connection the client trusts")
+    }
+
+    /// A connection, or none when the TLS handshake fails (a certificate the client does not trust).
+    pub async fn try_connect(&self) -> Option<Box<dyn Io>> {
         let tcp = TcpStream::connect(self.addr).await.unwrap();
         match &self.tls {
             Some(config) => {
                 let name = ServerName::IpAddress(self.addr.ip().into());
-                Box::new(TlsConnector::from(config.clone()).connect(name, tcp).await.unwrap())
+                let tls = TlsConnector::from(config.clone()).connect(name, tcp).await.ok()?;
+                Some(Box::new(tls))
             }
-            None => Box::new(tcp),
+            None => Some(Box::new(tcp)),
         }
+    }
+
+    /// GET `path`, if the TLS handshake succeeds.
+    pub async fn try_get(&self, path: &str) -> Option<Answer> {
+        let io = self.try_connect().await?;
+        Some(self.exchange(io, &format!("GET {path} HTTP/1.1"), "").await)
     }
 
     /// Sends `head` (request line and headers, `Host` and `Connection: close` added) and `body`;
     /// the whole answer.
     pub async fn send(&self, head: &str, body: &str) -> Answer {
-        let mut io = self.connect().await;
+        let io = self.connect().await;
+        self.exchange(io, head, body).await
+    }
+
+    async fn exchange(&self, mut io: Box<dyn Io>, head: &str, body: &str) -> Answer {
         let host = format!("Host: localhost:{}\r\n", self.addr.port());
         let host = if head.contains("\nHost:") || head.contains("\nhost:") { "" } else { host.as_str() };
         let length = if body.is_empty() { String::new() } else { format!("Content-Length: {}\r\n", body.len()) };
