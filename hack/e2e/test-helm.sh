@@ -146,6 +146,19 @@ out=$("$MUSTER_BIN" "${cert_args[@]}" --kubeconfig "$dir/kubeconfig" 2>&1) || fa
 check "a second replica takes the same certificate ($out)" \
   test "$(grep -c unchanged <<<"$out")/$(k -n $rns get secret muster-webhook-tls -o jsonpath='{.data.tls\.crt}')" = "1/$issued"
 check "the written key is private" test "$(stat -c %a "$dir/tls/tls.key")" = 600
+# Renewal: a certificate a day from its end is issued again from the same CA (the caBundle stays).
+secret_key() { k -n $rns get secret muster-webhook-tls -o jsonpath="{.data.${1//./\\.}}"; }
+check "the Secret keeps the CA's key and both expiry times" \
+  test -n "$(secret_key ca.key)" -a -n "$(secret_key tls.not-after)" -a -n "$(secret_key ca.not-after)"
+ca_before=$(secret_key ca.crt)
+k -n $rns patch secret muster-webhook-tls --type=merge \
+  -p "{\"data\":{\"tls.not-after\":\"$(printf %s $(( $(date +%s) + 86400 )) | base64 -w0)\"}}" >/dev/null
+out=$("$MUSTER_BIN" "${cert_args[@]}" --kubeconfig "$dir/kubeconfig" 2>&1) || fail "muster webhook-cert: $out"
+check "a certificate a day from its end is renewed ($out)" grep -q "a renewed certificate" <<<"$out"
+check "... from the same CA" test "$(secret_key ca.crt)" = "$ca_before"
+check "... as a new certificate, written for the webhook" \
+  test "$(secret_key tls.crt)" != "$issued" -a "$(base64 -w0 <"$dir/tls/tls.crt")" = "$(secret_key tls.crt)"
+issued=$(secret_key tls.crt)
 
 start() { # start NAME ARGS...: a muster process, logged, stopped on exit
   local name=$1; shift
