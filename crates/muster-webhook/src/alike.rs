@@ -45,7 +45,7 @@ pub(crate) fn requests_differ(mine: &Amounts, group: &GroupSpec) -> Option<(Stri
             .collect::<Vec<_>>()
             .join(", ")
     };
-    Some((list(&mine), list(&theirs)))
+    Some((list(mine), list(&theirs)))
 }
 
 pub(crate) const NODE_SELECTOR: &str = "spec.nodeSelector";
