@@ -357,7 +357,7 @@ r5c() {
   r5_running
   local out
   out=$(mstatus "$ns" run5 '{"status": {"phase": "Succeeded", "allocation": []}}' |
-    python3 -c 'import json, sys; s = json.load(sys.stdin)["status"]; print(f"{s.get(\"phase\")}/{json.dumps(s.get(\"allocation\", []))}")')
+    python3 -c 'import json, sys; s = json.load(sys.stdin)["status"]; print(s.get("phase"), json.dumps(s.get("allocation", [])), sep="/")')
   check "muster's identity forged the status (phase/allocation now $out)" forged "$out"
   eventually 10 "the controller restores the phase (Running or Admitted)" phase_is "$ns" run5 'Running|Admitted'
   echo "  ..   Group run5: $(gget "$ns" run5 '{.status.phase}, allocation {.status.allocation[*].node}')" >&2
