@@ -165,7 +165,8 @@ start() { # start NAME ARGS...: a muster process, logged, stopped on exit
   "$MUSTER_BIN" "$@" --kubeconfig "$dir/kubeconfig" >>"$log_dir/helm-$name.log" 2>&1 &
   pids+=($!)
 }
-start webhook "${webhook_args[@]}"
+# Checking its certificate every 2 s rather than hourly, for the renewal below.
+start webhook "${webhook_args[@]}" --renew-every=2
 start controller "${controller_args[@]}"
 bundles() {
   k get mutatingwebhookconfiguration,validatingwebhookconfiguration muster \
@@ -176,6 +177,19 @@ filled() { [[ -n $(bundles) && -z $(bundles | grep -vx "$want") ]]; }
 eventually 30 "the controller fills every webhook's caBundle with the Secret's CA" filled
 eventually 30 "the webhook serves with the certificate muster made" \
   curl -sf --max-time 2 --cacert <(base64 -d <<<"$want") "https://127.0.0.1:$port/healthz" -o /dev/null
+# The running webhook renews a certificate near its end itself and serves the new one, no restart.
+k -n $rns patch secret muster-webhook-tls --type=merge \
+  -p "{\"data\":{\"tls.not-after\":\"$(printf %s $(( $(date +%s) + 86400 )) | base64 -w0)\"}}" >/dev/null
+renewed() { [[ $(secret_key tls.crt) != "$issued" ]]; }
+eventually 30 "the running webhook renews its certificate in the Secret" renewed
+check "... from the same CA (the caBundle stays)" test "$(secret_key ca.crt)" = "$ca_before"
+pem() { tr -d '\n' | sed 's/-----END CERTIFICATE-----.*/-----END CERTIFICATE-----/'; }
+serves_renewed() {
+  [[ $(openssl s_client -connect "127.0.0.1:$port" </dev/null 2>/dev/null | openssl x509 2>/dev/null | pem) == \
+     $(secret_key tls.crt | base64 -d | pem) ]]
+}
+eventually 30 "... and serves it without a restart" serves_renewed
+issued=$(secret_key tls.crt)
 
 fresh_namespace $ns
 k label namespace $ns muster.dev/managed=true >/dev/null

@@ -13,9 +13,9 @@ use kube::Api;
 use crate::registration::{CaBundle, fill_ca_bundle};
 use crate::{CertOrigin, WebhookError, ensure_in_secret};
 
-/// How often the certificate is checked.
+/// How often the certificate is checked, by default.
 pub const RENEW_EVERY: Duration = Duration::from_secs(3600);
-/// How soon a failed check is tried again.
+/// How soon a failed check is tried again (at most).
 const RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Where the certificate is kept and where the webhook serves it from.
@@ -25,17 +25,19 @@ pub struct Renewal {
     pub secret: String,
     /// The directory of the served `tls.crt` and `tls.key`.
     pub dir: PathBuf,
+    /// How often the certificate is checked ([`RENEW_EVERY`]).
+    pub every: Duration,
 }
 
-/// Checks and renews now, then every [`RENEW_EVERY`]; runs until dropped. Failures are logged
+/// Checks and renews now, then every `renewal.every`; runs until dropped. Failures are logged
 /// and tried again sooner: the certificate being served stays until a new one is written.
 pub async fn keep_renewed(client: kube::Client, renewal: Renewal) {
     loop {
         let wait = match renew_once(&client, &renewal).await {
-            Ok(()) => RENEW_EVERY,
+            Ok(()) => renewal.every,
             Err(e) => {
                 tracing::warn!(error = %e, secret = renewal.secret, "cannot check the webhook's certificate; trying again");
-                RETRY_AFTER
+                RETRY_AFTER.min(renewal.every)
             }
         };
         tokio::time::sleep(wait).await;

@@ -47,6 +47,10 @@ pub struct WebhookArgs {
     /// The namespace of --renew-from-secret.
     #[arg(long, value_name = "NS", default_value = "muster-system")]
     secret_namespace: String,
+    /// Seconds between checks of --renew-from-secret.
+    #[arg(long, value_name = "SECONDS", default_value_t = muster_webhook::RENEW_EVERY.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    renew_every: u64,
 }
 
 pub fn run(args: &WebhookArgs) -> Result<ExitCode> {
@@ -93,7 +97,12 @@ fn renewal(args: &WebhookArgs) -> Result<Option<muster_webhook::Renewal>> {
              of one directory (as `muster webhook-cert --out DIR` writes them)"
         );
     }
-    Ok(Some(muster_webhook::Renewal { namespace: args.secret_namespace.clone(), secret: secret.clone(), dir }))
+    Ok(Some(muster_webhook::Renewal {
+        namespace: args.secret_namespace.clone(),
+        secret: secret.clone(),
+        dir,
+        every: std::time::Duration::from_secs(args.renew_every),
+    }))
 }
 
 #[cfg(test)]
@@ -122,6 +131,7 @@ mod tests {
         .expect("renewing");
         assert_eq!((r.namespace.as_str(), r.secret.as_str()), ("ops", "muster-webhook-tls"));
         assert_eq!(r.dir, PathBuf::from("/etc/muster/tls"));
+        assert_eq!(r.every, muster_webhook::RENEW_EVERY);
         let elsewhere = ["--tls-cert", "/a/tls.crt", "--tls-key", "/b/tls.key", "--renew-from-secret", "s"];
         let err = renewal_of(&elsewhere).unwrap_err().to_string();
         assert!(err.contains("give --tls-cert and --tls-key as those two files of one directory"), "{err}");
