@@ -67,19 +67,22 @@ pod_json() { # pod_json NS NAME GROUP
 
 fresh_namespace $victim
 k label namespace $victim muster.dev/managed=true >/dev/null
-cat <<YAML | k -n $victim create -f - >/dev/null
+queued_job() { # queued_job NAME PODS SECONDS: a Job in queue default in the victim's namespace
+  k -n $victim create -f - >/dev/null <<YAML
 apiVersion: batch/v1
 kind: Job
-metadata: {name: private-train, labels: {muster.dev/queue: default}}
+metadata: {name: $1, labels: {muster.dev/queue: default}}
 spec:
-  parallelism: 1
-  completions: 1
+  parallelism: $2
+  completions: $2
   template:
-    metadata: {annotations: {kwok.muster.dev/run-seconds: "600"}}
+    metadata: {annotations: {kwok.muster.dev/run-seconds: "$3"}}
     spec:
       restartPolicy: Never
       containers: [{name: main, image: kwok-fake, resources: {requests: {cpu: 100m}}}]
 YAML
+}
+queued_job private-train 1 600
 eventually 20 "the victim's Job private-train has a Group" k -n $victim get groups.muster.dev private-train
 
 # --- 1: made-up kinds, padded ----------------------------------------------------------------------
@@ -133,19 +136,7 @@ check "a pod naming the victim's group is refused (HTTP $code): $(cut -c1-200 <<
 check "without naming whose it is (no \"Job private-train\" in the message)" bash -c '! grep -q "Job private-train" <<<"$1"' _ "$message"
 
 # --- 5: still serving -----------------------------------------------------------------------------
-cat <<YAML | k -n $victim create -f - >/dev/null
-apiVersion: batch/v1
-kind: Job
-metadata: {name: after, labels: {muster.dev/queue: default}}
-spec:
-  parallelism: 2
-  completions: 2
-  template:
-    metadata: {annotations: {kwok.muster.dev/run-seconds: "1"}}
-    spec:
-      restartPolicy: Never
-      containers: [{name: main, image: kwok-fake, resources: {requests: {cpu: 100m}}}]
-YAML
+queued_job after 2 1
 check "a queued Job created after the flood is held by the webhook" \
   test "$(k -n $victim get job after -o jsonpath='{.spec.template.spec.schedulerName}')" = muster
 eventually 60 "and runs to completion" bash -c \

@@ -108,13 +108,7 @@ fn a_pod_larger_than_its_groups_members_is_never_bound() {
         a.extend(h.send(Event::Pod(Change::Apply(pod("train", i, 7)))));
     }
     assert!(binds(&a).is_empty(), "{a:?}");
-    let told: Vec<&String> = a
-        .iter()
-        .filter_map(|a| match a {
-            Action::Event { reason, message, .. } if reason == "PodTooLarge" => Some(message),
-            _ => None,
-        })
-        .collect();
+    let told = told(&a, "PodTooLarge");
     assert_eq!(told.len(), 2, "each pod told once: {a:?}");
     assert!(told[0].contains("cpu 7 where a member has cpu 2"), "{}", told[0]);
     let again = h.send(Event::Pod(Change::Apply(pod("train", 0, 7))));
@@ -136,13 +130,7 @@ fn a_pod_whose_requests_cannot_be_counted_is_never_bound() {
         a.extend(h.send(Event::Pod(Change::Apply(p))));
     }
     assert!(binds(&a).is_empty(), "{a:?}");
-    let told: Vec<&String> = a
-        .iter()
-        .filter_map(|a| match a {
-            Action::Event { reason, message, .. } if reason == "UncountableRequests" => Some(message),
-            _ => None,
-        })
-        .collect();
+    let told = told(&a, "UncountableRequests");
     assert_eq!(told.len(), 2, "each pod told once: {a:?}");
     assert!(told[0].contains("requests[memory]: too large"), "{}", told[0]);
 }

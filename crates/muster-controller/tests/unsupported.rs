@@ -57,13 +57,7 @@ fn a_pod_with_a_field_muster_does_not_place_is_never_bound() {
         a.extend(h.send(Event::Pod(Change::Apply(p))));
     }
     assert!(binds(&a).is_empty(), "{a:?}");
-    let told: Vec<&String> = a
-        .iter()
-        .filter_map(|a| match a {
-            Action::Event { reason, message, .. } if reason == "UnsupportedPodField" => Some(message),
-            _ => None,
-        })
-        .collect();
+    let told = told(&a, "UnsupportedPodField");
     assert_eq!(told.len(), 2, "each pod told once: {a:?}");
     assert!(told[0].contains("is not bound: spec.resourceClaims: muster does not place pods"), "{}", told[0]);
     // The same pods without the claim are bound.

@@ -179,6 +179,17 @@ pub fn binds(actions: &[Action]) -> Vec<(String, String, u32)> {
         .collect()
 }
 
+/// The messages of the events with `reason` among `actions`.
+pub fn told<'a>(actions: &'a [Action], reason: &str) -> Vec<&'a String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event { reason: r, message, .. } if r == reason => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn unsuspends(actions: &[Action], name: &str) -> usize {
     actions
         .iter()
