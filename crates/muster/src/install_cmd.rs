@@ -172,11 +172,22 @@ async fn apply(client: &Client, obj: DynamicObject) -> Result<()> {
         .with_context(|| format!("applying {}", shown(&gvk, &name)))?;
     let verb = match before {
         None => "created",
-        Some(b) if b.metadata.resource_version == after.metadata.resource_version => "unchanged",
+        Some(b) if unchanged(&b, &after) => "unchanged",
         Some(_) => "configured",
     };
     println!("{} {verb}", shown(&gvk, &name));
     Ok(())
+}
+
+/// Whether an apply changed nothing of `before`. An object with a generation changed only if it
+/// moved: its status (a ValidatingAdmissionPolicy's type checks, written by the apiserver after
+/// the first apply) and managed fields move the resourceVersion alone. Others changed if their
+/// resourceVersion did.
+fn unchanged(before: &DynamicObject, after: &DynamicObject) -> bool {
+    match (before.metadata.generation, after.metadata.generation) {
+        (Some(b), Some(a)) => a == b,
+        _ => before.metadata.resource_version == after.metadata.resource_version,
+    }
 }
 
 async fn wait_established(client: &Client, names: &[&str]) -> Result<()> {
@@ -334,6 +345,20 @@ mod tests {
         assert!(!text.contains("{{"), "the chart's RBAC and pod policy template nothing but the namespace");
         assert_eq!(text.matches(r#""namespace":"muster-system""#).count(), 5, "account, role, binding, both subjects");
         assert!(text.contains("'system:serviceaccount:muster-system:muster'"), "the policy names muster's identity");
+    }
+
+    #[test]
+    fn an_apply_that_moved_only_the_status_changed_nothing() {
+        let object = |generation: Option<i64>, version: &str| {
+            let mut o = DynamicObject::new("muster-pod-writes", &kube::core::ApiResource::erase::<ServiceAccount>(&()));
+            o.metadata.generation = generation;
+            o.metadata.resource_version = Some(version.into());
+            o
+        };
+        assert!(unchanged(&object(Some(1), "10"), &object(Some(1), "11")), "the status moved alone");
+        assert!(!unchanged(&object(Some(1), "10"), &object(Some(2), "11")), "the spec changed");
+        assert!(!unchanged(&object(None, "10"), &object(None, "11")), "no generation: the version decides");
+        assert!(unchanged(&object(None, "10"), &object(None, "10")));
     }
 
     #[test]
