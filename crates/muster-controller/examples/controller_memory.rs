@@ -87,6 +87,7 @@ fn main() {
                 duration_seconds: Some(600),
                 shrinkable: false,
                 owner: None,
+                sets: vec![],
             }),
         };
         brain.handle(Event::Workload(job.kind, Change::Apply(job)), now);

@@ -105,18 +105,18 @@ fn released_usage(before: &Group, after: Option<&Group>, at: i64) -> Vec<UsageRe
         .and_then(|a| a.allocation.as_ref())
         .map(|r| r.members.iter().map(|m| m.index).collect())
         .unwrap_or_default();
-    let released = rec.members.iter().filter(|m| !kept.contains(&m.index)).count() as f64;
+    let released: Vec<u32> = rec.members.iter().map(|m| m.index).filter(|i| !kept.contains(i)).collect();
     let seconds = (at - rec.start).max(0) as f64;
-    if released == 0.0 || seconds == 0.0 {
+    if released.is_empty() || seconds == 0.0 {
         return Vec::new();
     }
-    quota::per_member(&before.spec.request)
+    quota::members_asks(&before.spec.request, released)
         .into_iter()
-        .map(|(resource, per)| UsageRecord {
+        .map(|(resource, total)| UsageRecord {
             queue: before.spec.queue.clone(),
             resource,
             at,
-            amount: per as f64 * released * seconds,
+            amount: total as f64 * seconds,
         })
         .collect()
 }

@@ -68,8 +68,26 @@ pub struct SocketRequest {
     pub requests: Vec<(String, u64)>,
 }
 
-/// A group of identical members to place all at once. Its serde form is how muster stores a
-/// group (muster-queue's GroupSpec); users write the jobspecs `parse` reads.
+/// One set of alike members within a group of several (a launcher and its workers, a head and
+/// each worker group, a prefill and a decode gang): what one member asks, where it may run, and
+/// the domain its members must (or would rather) share inside the group's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberSet {
+    pub name: String,
+    #[serde(rename = "min")]
+    pub min_members: u32,
+    #[serde(rename = "max")]
+    pub max_members: u32,
+    /// Per member, in base units, by Kubernetes resource name.
+    pub requests: Vec<(String, u64)>,
+    #[serde(flatten)]
+    pub filter: NodeFilter,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyConstraint>,
+}
+
+/// A group of members to place all at once: alike, or in several [`MemberSet`]s. Its serde form
+/// is how muster stores a group (muster-queue's GroupSpec); users write the jobspecs `parse` reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupRequest {
     pub name: String,
@@ -104,9 +122,160 @@ pub struct GroupRequest {
     /// first group in line starts sooner (it then runs longer, as `run_time_with` says).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shrinkable: bool,
+    /// Members that differ, set by set (see [`GroupRequest::with_sets`]); empty for a group of
+    /// alike members, which the fields above describe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<MemberSet>,
+}
+
+/// Why a group's sets cannot be placed as given, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct SetError {
+    /// The set's field at fault, such as `sets[1].members`.
+    pub path: String,
+    pub message: String,
 }
 
 impl GroupRequest {
+    /// A group of `sets`, members numbered set after set (each set takes `max` numbers, so a
+    /// member's set never changes as others come and go). Only the last set may be elastic: it
+    /// is the one that grows and gives members back (the workers, never the launcher). The
+    /// group's own bounds become the sums, its `requests` the most any set's member asks (a
+    /// bound for whatever reads one member's size), and its own filter must be empty: each set
+    /// says where its members run.
+    pub fn with_sets(mut self, sets: Vec<MemberSet>) -> Result<Self, SetError> {
+        let err = |i: usize, field: &str, message: String| SetError { path: format!("sets[{i}].{field}"), message };
+        if sets.is_empty() {
+            return Err(SetError { path: "sets".into(), message: "a group of sets needs at least one set".into() });
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let (mut min, mut max) = (0u64, 0u64);
+        for (i, s) in sets.iter().enumerate() {
+            if s.name.is_empty() || !names.insert(s.name.as_str()) {
+                return Err(err(i, "name", format!("{:?}: each set needs a name of its own", s.name)));
+            }
+            if s.min_members == 0 || s.min_members > s.max_members {
+                return Err(err(
+                    i,
+                    "members",
+                    format!("{}..{} is not a range of at least 1", s.min_members, s.max_members),
+                ));
+            }
+            if s.min_members < s.max_members && i + 1 < sets.len() {
+                return Err(err(
+                    i,
+                    "members",
+                    "only the last set of a group may be elastic (it grows and gives back members); give this \
+                     set a fixed count, or list it last"
+                        .into(),
+                ));
+            }
+            min += u64::from(s.min_members);
+            max += u64::from(s.max_members);
+        }
+        if max > u64::from(MAX_MEMBERS) {
+            return Err(SetError {
+                path: "sets".into(),
+                message: format!("{max} members in all; at most {MAX_MEMBERS}"),
+            });
+        }
+        if self.shrinkable && min == max {
+            return Err(SetError { path: "shrinkable".into(), message: SHRINKABLE_NEEDS_ELASTIC.into() });
+        }
+        if self.sockets.is_some() || self.members_per_node.is_some() {
+            return Err(SetError {
+                path: "sets".into(),
+                message: "sockets and members per node are for groups of alike members; drop them or the sets".into(),
+            });
+        }
+        let mut most: BTreeMap<String, u64> = BTreeMap::new();
+        for (r, a) in sets.iter().flat_map(|s| &s.requests) {
+            let e = most.entry(r.clone()).or_default();
+            *e = (*e).max(*a);
+        }
+        (self.min_members, self.max_members) = (min as u32, max as u32);
+        self.requests = most.into_iter().collect();
+        self.filter = NodeFilter::default();
+        self.sets = sets;
+        Ok(self)
+    }
+
+    /// The group's sets: its own, or the one set of alike members its fields describe.
+    pub fn member_sets(&self) -> std::borrow::Cow<'_, [MemberSet]> {
+        if !self.sets.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.sets);
+        }
+        std::borrow::Cow::Owned(vec![MemberSet {
+            name: String::new(),
+            min_members: self.min_members,
+            max_members: self.max_members,
+            requests: self.requests.clone(),
+            filter: self.filter.clone(),
+            topology: None,
+        }])
+    }
+
+    /// The set member `index` belongs to (by position), and the number of that set's first member.
+    pub fn set_of(&self, index: u32) -> (usize, u32) {
+        let mut first = 0u32;
+        for (k, s) in self.sets.iter().enumerate() {
+            if index < first.saturating_add(s.max_members) || k + 1 == self.sets.len() {
+                return (k, first);
+            }
+            first = first.saturating_add(s.max_members);
+        }
+        (0, 0)
+    }
+
+    /// What member `index` asks, per member, by resource name.
+    pub fn member_requests(&self, index: u32) -> &[(String, u64)] {
+        if self.sets.is_empty() { &self.requests } else { &self.sets[self.set_of(index).0].requests }
+    }
+
+    /// What the group asks in all with `members` members, by resource name: every set but the
+    /// last whole, the rest in the last (the only one whose count changes).
+    pub fn requests_with(&self, members: u32) -> BTreeMap<String, u64> {
+        let mut total: BTreeMap<String, u64> = BTreeMap::new();
+        let mut add = |requests: &[(String, u64)], count: u32| {
+            for (r, a) in requests {
+                let e = total.entry(r.clone()).or_default();
+                *e = e.saturating_add(a.saturating_mul(u64::from(count)));
+            }
+        };
+        match self.sets.split_last() {
+            None => add(&self.requests, members),
+            Some((last, fixed)) => {
+                let mut left = members;
+                for s in fixed {
+                    let n = s.max_members.min(left);
+                    add(&s.requests, n);
+                    left -= n;
+                }
+                add(&last.requests, left);
+            }
+        }
+        total
+    }
+
+    /// Members of every set but the last: the part of the group whose count never changes.
+    pub fn fixed_members(&self) -> u32 {
+        self.sets.split_last().map_or(0, |(_, fixed)| fixed.iter().map(|s| s.max_members).sum())
+    }
+
+    /// The request for set `k` alone: its members and requests, the group's other terms.
+    pub fn set_request(&self, k: usize) -> GroupRequest {
+        let s = &self.member_sets()[k];
+        let mut r = self.clone();
+        r.name = if s.name.is_empty() { self.name.clone() } else { format!("{}/{}", self.name, s.name) };
+        (r.min_members, r.max_members) = (s.min_members, s.max_members);
+        r.requests.clone_from(&s.requests);
+        r.filter.clone_from(&s.filter);
+        r.topology = if self.sets.is_empty() { self.topology.clone() } else { s.topology.clone() };
+        r.sets = Vec::new();
+        r
+    }
+
     /// Expected run time with `members` members: the duration, stretched by max / members for an
     /// elastic group placed with fewer than max (its work is spread over fewer members, as for
     /// data-parallel training or a malleable MPI job). Rounded up: a plan must not end early.
@@ -117,12 +286,14 @@ impl GroupRequest {
     /// `run_time` (with all `max_members`) stretched to `members` members, as
     /// [`GroupRequest::run_time_with`] stretches the duration.
     pub fn stretched(&self, run_time: u64, members: u32) -> u64 {
-        if members == 0 || members >= self.max_members {
+        // The sets before the last do the same work whatever the count: the last set's share
+        // of the work is what spreads.
+        let fixed = self.fixed_members();
+        let (max, members) = (self.max_members.saturating_sub(fixed), members.saturating_sub(fixed));
+        if members == 0 || members >= max {
             return run_time;
         }
-        (u128::from(run_time) * u128::from(self.max_members))
-            .div_ceil(u128::from(members))
-            .min(u128::from(MAX_DURATION)) as u64
+        (u128::from(run_time) * u128::from(max)).div_ceil(u128::from(members)).min(u128::from(MAX_DURATION)) as u64
     }
 
     /// The same request allowed at most `max` members (a quota or start window narrowed it): its
@@ -130,8 +301,17 @@ impl GroupRequest {
     pub fn narrowed_to(&self, max: u32) -> GroupRequest {
         let mut r = self.clone();
         r.duration = self.run_time_with(max);
-        r.max_members = max;
+        r.set_bounds(self.min_members, max);
         r
+    }
+
+    /// Sets the group's member bounds; in a group of sets, the last set's take the difference.
+    pub fn set_bounds(&mut self, min: u32, max: u32) {
+        let fixed = self.fixed_members();
+        if let Some(last) = self.sets.last_mut() {
+            (last.min_members, last.max_members) = (min.saturating_sub(fixed), max.saturating_sub(fixed));
+        }
+        (self.min_members, self.max_members) = (min, max);
     }
 
     /// A rigid group of `members` with the given per-member requests, no constraints.
@@ -149,6 +329,7 @@ impl GroupRequest {
             duration: None,
             policy: None,
             shrinkable: false,
+            sets: Vec::new(),
         }
     }
 }
@@ -204,8 +385,13 @@ impl Count {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct GroupForm {
     name: String,
-    members: Count,
-    resources: BTreeMap<String, serde_yaml_ng::Value>,
+    #[serde(default)]
+    members: Option<Count>,
+    #[serde(default)]
+    resources: Option<BTreeMap<String, serde_yaml_ng::Value>>,
+    /// Members that differ, in sets; instead of `members` and `resources`.
+    #[serde(default)]
+    sets: Vec<SetForm>,
     #[serde(default)]
     node_selector: BTreeMap<String, String>,
     #[serde(default)]
@@ -220,6 +406,23 @@ struct GroupForm {
     policy: Option<Policy>,
     #[serde(default)]
     shrinkable: bool,
+}
+
+/// One set of a group form's `sets`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SetForm {
+    name: String,
+    members: Count,
+    resources: BTreeMap<String, serde_yaml_ng::Value>,
+    #[serde(default)]
+    node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    affinity: Vec<NodeSelectorTerm>,
+    #[serde(default)]
+    tolerations: Vec<Toleration>,
+    #[serde(default)]
+    topology: Option<TopologyConstraint>,
 }
 
 /// Flux jobspec version 1.
@@ -314,17 +517,31 @@ fn parse_requests(
     Ok(out)
 }
 
+fn check_affinity(file: &str, path: &str, affinity: &[NodeSelectorTerm]) -> Result<(), InputError> {
+    for (ti, term) in affinity.iter().enumerate() {
+        for (ei, e) in term.match_expressions.iter().enumerate() {
+            e.validate().map_err(|m| InputError::new(file, format!("{path}[{ti}].matchExpressions[{ei}]"), m))?;
+        }
+    }
+    Ok(())
+}
+
 fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
     if form.name.is_empty() {
         return Err(InputError::new(file, "name", "a group needs a name"));
     }
-    let (min_members, max_members) = form.members.bounds(file, "members")?;
-    let requests = parse_requests(file, "resources", &form.resources)?;
-    for (ti, term) in form.affinity.iter().enumerate() {
-        for (ei, e) in term.match_expressions.iter().enumerate() {
-            e.validate().map_err(|m| InputError::new(file, format!("affinity[{ti}].matchExpressions[{ei}]"), m))?;
-        }
+    if !form.sets.is_empty() {
+        return from_set_forms(file, form);
     }
+    let Some(members) = &form.members else {
+        return Err(InputError::new(file, "members", "a group needs members (or sets of them)"));
+    };
+    let (min_members, max_members) = members.bounds(file, "members")?;
+    let Some(resources) = &form.resources else {
+        return Err(InputError::new(file, "resources", "say what each member asks, such as {cpu: 1}"));
+    };
+    let requests = parse_requests(file, "resources", resources)?;
+    check_affinity(file, "affinity", &form.affinity)?;
     let duration = match form.duration {
         Some(d) => check_duration(file, "duration", d as f64)?,
         None => None,
@@ -349,7 +566,67 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         duration,
         policy: form.policy,
         shrinkable: form.shrinkable,
+        sets: Vec::new(),
     })
+}
+
+/// A group form with `sets`. The elastic set, if any, is numbered last whatever its place in
+/// the file: it is the one that grows.
+fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
+    let beside = [
+        ("members", form.members.is_some()),
+        ("resources", form.resources.is_some()),
+        ("nodeSelector", !form.node_selector.is_empty()),
+        ("affinity", !form.affinity.is_empty()),
+        ("tolerations", !form.tolerations.is_empty()),
+    ];
+    if let Some((field, _)) = beside.iter().find(|(_, set)| *set) {
+        return Err(InputError::new(file, *field, "a group of sets says this in each set; move it into the sets"));
+    }
+    let mut sets = Vec::new();
+    let mut elastic = None;
+    for (i, f) in form.sets.iter().enumerate() {
+        let path = |field: &str| format!("sets[{i}].{field}");
+        let (min_members, max_members) = f.members.bounds(file, &path("members"))?;
+        if min_members < max_members
+            && let Some(other) = elastic.replace(i)
+        {
+            return Err(InputError::new(
+                file,
+                path("members"),
+                format!(
+                    "sets[{other}] is elastic already; only one set of a group grows, give the others a fixed count"
+                ),
+            ));
+        }
+        check_affinity(file, &path("affinity"), &f.affinity)?;
+        sets.push(MemberSet {
+            name: f.name.clone(),
+            min_members,
+            max_members,
+            requests: parse_requests(file, &path("resources"), &f.resources)?,
+            filter: NodeFilter {
+                node_selector: f.node_selector.clone(),
+                affinity: f.affinity.clone(),
+                tolerations: f.tolerations.clone(),
+            },
+            topology: f.topology.clone(),
+        });
+    }
+    if let Some(i) = elastic {
+        let set = sets.remove(i);
+        sets.push(set);
+    }
+    let duration = match form.duration {
+        Some(d) => check_duration(file, "duration", d as f64)?,
+        None => None,
+    };
+    let mut group = GroupRequest::simple(&form.name, 1, &[]);
+    group.topology = form.topology.clone();
+    group.duration = duration;
+    group.policy = form.policy;
+    group.shrinkable = form.shrinkable;
+    group.with_sets(sets).map_err(|e| InputError::new(file, e.path, e.message))
 }
 
 /// Why a rigid group cannot be shrinkable, with the fix.
@@ -464,6 +741,7 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         duration,
         policy: None,
         shrinkable: false,
+        sets: Vec::new(),
     })
 }
 

@@ -530,11 +530,18 @@ impl Graph {
     /// The domain of `level` with the least free capacity that still holds the whole group,
     /// packed within it. Domains are tried in order of their aggregate free capacity, so only the
     /// few that could be tightest are searched node by node.
-    fn select_tightest_domain(&self, level: &str, d: &Demand, window: Window) -> Option<(VertexId, Placement)> {
+    fn select_tightest_domain(
+        &self,
+        level: &str,
+        under: Option<VertexId>,
+        d: &Demand,
+        window: Window,
+    ) -> Option<(VertexId, Placement)> {
         let need = u64::from(d.max_units);
         let mut candidates: Vec<(u64, VertexId, DomainId)> = self
             .level_domains(level)
             .iter()
+            .filter(|&&(v, _)| self.is_within(v, under))
             .map(|&(v, dom)| (self.domain_total_bound(dom, d, window), v, dom))
             .filter(|&(bound, ..)| bound >= need)
             .collect();
@@ -545,23 +552,37 @@ impl Graph {
         })
     }
 
-    /// The best placement of `d` within one domain of `level`: all of it in the first domain that
-    /// takes it (the tightest, under the locality policy), else the domain that takes the most
-    /// of it, if at least its minimum.
+    /// Whether vertex `v` is `under` or inside it (anything is inside no vertex).
+    pub(crate) fn is_within(&self, v: VertexId, under: Option<VertexId>) -> bool {
+        let Some(u) = under else { return true };
+        let mut at = Some(v);
+        while let Some(x) = at {
+            if x == u {
+                return true;
+            }
+            at = self.vertex(x).parent;
+        }
+        false
+    }
+
+    /// The best placement of `d` within one domain of `level` (inside `under`, if given): all of
+    /// it in the first domain that takes it (the tightest, under the locality policy), else the
+    /// domain that takes the most of it, if at least its minimum.
     pub(crate) fn search_level(
         &self,
         level: &str,
+        under: Option<VertexId>,
         d: &Demand,
         window: Window,
         policy: Policy,
     ) -> Option<(Placement, VertexId)> {
         if policy == Policy::Locality
-            && let Some((v, p)) = self.select_tightest_domain(level, d, window)
+            && let Some((v, p)) = self.select_tightest_domain(level, under, d, window)
         {
             return Some((p, v));
         }
         let mut best: Option<(Placement, VertexId)> = None;
-        for &(v, dom) in self.level_domains(level) {
+        for &(v, dom) in self.level_domains(level).iter().filter(|&&(v, _)| self.is_within(v, under)) {
             if self.domain_total_bound(dom, d, window) < u64::from(d.min_units) {
                 continue;
             }
@@ -575,6 +596,23 @@ impl Graph {
             }
         }
         best
+    }
+
+    /// The levels a constraint lets members share, in the order to try: a required level alone;
+    /// a preferred one, then each level out (up to `within`), short of the whole cluster.
+    pub(crate) fn constraint_levels(&self, t: &TopologyConstraint) -> Vec<String> {
+        match t.mode {
+            ConstraintMode::Required => vec![t.level.clone()],
+            ConstraintMode::Preferred => {
+                let mut outward: Vec<String> =
+                    self.levels_innermost_first().into_iter().skip_while(|l| *l != t.level).collect();
+                if let Some(w) = &t.within {
+                    outward.truncate(outward.iter().position(|l| l == w).map_or(outward.len(), |i| i + 1));
+                }
+                outward.retain(|l| l != "cluster");
+                outward
+            }
+        }
     }
 
     /// Searches for a placement of `d` in `window`. Returns the placement (possibly below the
@@ -597,23 +635,12 @@ impl Graph {
             // A preferred constraint that cannot be met degrades level by level: a gang that
             // cannot share a rack should still share a block rather than spread over the cluster.
             // Kept within an enclosing level, it stops there.
-            let levels = match t.mode {
-                ConstraintMode::Required => vec![t.level.clone()],
-                ConstraintMode::Preferred => {
-                    let mut outward: Vec<String> =
-                        self.levels_innermost_first().into_iter().skip_while(|l| *l != t.level).collect();
-                    if let Some(w) = &t.within {
-                        outward.truncate(outward.iter().position(|l| l == w).map_or(outward.len(), |i| i + 1));
-                    }
-                    outward.retain(|l| l != "cluster");
-                    outward
-                }
-            };
+            let levels = self.constraint_levels(t);
             if !t.weights.is_empty() {
                 return self.search_weighted(d, window, policy, t, &levels);
             }
             for level in &levels {
-                if let Some((p, v)) = self.search_level(level, d, window, policy) {
+                if let Some((p, v)) = self.search_level(level, None, d, window, policy) {
                     return (p, Some(v));
                 }
             }
@@ -622,12 +649,37 @@ impl Graph {
             }
         } else if policy == Policy::Locality {
             for level in self.levels_innermost_first() {
-                if let Some((v, p)) = self.select_tightest_domain(&level, d, window) {
+                if let Some((v, p)) = self.select_tightest_domain(&level, None, d, window) {
                     return (p, Some(v).filter(|_| level != "cluster"));
                 }
             }
         }
         (self.select_flat(self.root_domain, d, window, policy), None)
+    }
+
+    /// [`Graph::search`] inside `scope` (a domain of the group the demand is one set of): the
+    /// set's own topology constraint picks a domain under it, a preferred one falling back to
+    /// the whole scope.
+    pub fn search_inside(
+        &self,
+        d: &Demand,
+        window: Window,
+        policy: Policy,
+        scope: Option<VertexId>,
+    ) -> (Placement, Option<VertexId>) {
+        let (Some(scope), Some(t)) = (scope, &d.request.topology) else {
+            return self.search(d, window, policy, scope);
+        };
+        let scope_level = &self.vertex(scope).meta.vtype;
+        for level in self.constraint_levels(t).iter().take_while(|l| *l != scope_level) {
+            if let Some((p, v)) = self.search_level(level, Some(scope), d, window, policy) {
+                return (p, Some(v));
+            }
+        }
+        if t.mode == ConstraintMode::Required && t.level != *scope_level {
+            return (Vec::new(), None);
+        }
+        self.search(d, window, policy, Some(scope))
     }
 
     /// Explains why `d` could never be placed, even on the empty cluster.

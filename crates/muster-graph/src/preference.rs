@@ -43,7 +43,7 @@ impl Graph {
             }
         };
         for (i, level) in outward.iter().enumerate() {
-            if let Some((p, v)) = self.search_level(level, d, window, policy) {
+            if let Some((p, v)) = self.search_level(level, None, d, window, policy) {
                 if i == 0 && placed_units(&p) >= d.max_units {
                     // The whole group in one domain of the innermost level: every pair shares all.
                     return (p, Some(v));

@@ -14,7 +14,7 @@ use muster_graph::filter::{
 /// The operators are the matcher's own (with their schema), so a Group says what the graph reads.
 pub use muster_graph::filter::{SelectorOperator as NodeSelectorOperator, TolerationOperator};
 use muster_graph::jobspec::{
-    ConstraintMode, MAX_DURATION, MAX_MEMBERS, MAX_TOPOLOGY_WEIGHT, SHRINKABLE_NEEDS_ELASTIC,
+    ConstraintMode, MAX_DURATION, MAX_MEMBERS, MAX_TOPOLOGY_WEIGHT, MemberSet, SHRINKABLE_NEEDS_ELASTIC,
     TopologyConstraint as EngineTopology,
 };
 use muster_queue::GroupState;
@@ -75,6 +75,33 @@ pub struct GroupSpec {
     /// The job (or JobSet, or pod group) the group stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<OwnerReference>,
+    /// Members that differ (a launcher and workers, a head and worker groups), set by set;
+    /// `members` then holds their sums, and `resources`, `nodeSelector`, `affinity` and
+    /// `tolerations` are said per set. Only the last set may be elastic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<GroupSet>,
+}
+
+/// One set of a Group's members: alike among themselves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSet {
+    /// The set's name: the workload's pod set (`launcher`, `worker`, a Ray worker group's name).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    pub members: Members,
+    /// Requests of one member of the set by resource name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub affinity: Vec<NodeSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// The set's members within one domain of a level, inside the group's own domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyConstraint>,
 }
 
 /// How many members: exactly `min`, or elastic up to `max`.
@@ -395,56 +422,90 @@ impl GroupStatus {
     }
 }
 
+/// A Group's member bounds at `path` (`spec.members`), checked.
+fn member_bounds(file: &str, path: &str, members: &Members) -> Result<(u32, u32), InputError> {
+    let bound = |v: i64, field: &str| {
+        u32::try_from(v).ok().filter(|v| (1..=MAX_MEMBERS).contains(v)).ok_or_else(|| {
+            InputError::new(file, format!("{path}.{field}"), format!("{v} is out of range; allowed 1..={MAX_MEMBERS}"))
+        })
+    };
+    let min = bound(members.min, "min")?;
+    let max = bound(members.max.unwrap_or(members.min), "max")?;
+    if max < min {
+        return Err(InputError::new(file, format!("{path}.max"), format!("{max} is below min {min}")));
+    }
+    Ok((min, max))
+}
+
+/// One member's requests at `path` (`spec.resources`), in base units.
+fn requests(file: &str, path: &str, resources: &BTreeMap<String, Quantity>) -> Result<Vec<(String, u64)>, InputError> {
+    let mut out = Vec::new();
+    for (r, q) in resources {
+        let amount = q.amount(r).map_err(|m| InputError::new(file, format!("{path}.{r}"), m))?;
+        if amount > 0 {
+            out.push((r.clone(), amount));
+        }
+    }
+    Ok(out)
+}
+
+/// Where members may run, from the fields under `at` (`spec`, `spec.sets[1]`).
+fn node_filter(
+    file: &str,
+    at: &str,
+    node_selector: &BTreeMap<String, String>,
+    terms: &[NodeSelectorTerm],
+    tolerations: &[Toleration],
+) -> Result<NodeFilter, InputError> {
+    let err = |path: String, message: &str| InputError::new(file, path, message);
+    let mut affinity = Vec::new();
+    for (ti, term) in terms.iter().enumerate() {
+        let mut exprs = Vec::new();
+        for (ei, e) in term.match_expressions.iter().enumerate() {
+            let expr = MatchExpression { key: e.key.clone(), operator: e.operator, values: e.values.clone() };
+            expr.validate().map_err(|m| err(format!("{at}.affinity[{ti}].matchExpressions[{ei}]"), &m))?;
+            exprs.push(expr);
+        }
+        affinity.push(EngineTerm { match_expressions: exprs });
+    }
+    let mut engine_tolerations = Vec::new();
+    for (i, t) in tolerations.iter().enumerate() {
+        let operator = t.operator.unwrap_or_default();
+        if operator == TolerationOperator::Exists && !t.value.is_empty() {
+            return Err(err(format!("{at}.tolerations[{i}].value"), "operator Exists takes no value"));
+        }
+        if operator == TolerationOperator::Equal && t.key.is_empty() {
+            return Err(err(format!("{at}.tolerations[{i}].key"), "operator Equal needs a key"));
+        }
+        engine_tolerations.push(EngineToleration {
+            key: t.key.clone(),
+            operator,
+            value: t.value.clone(),
+            effect: t.effect.map(|e| e.as_str().to_string()),
+        });
+    }
+    Ok(NodeFilter { node_selector: node_selector.clone(), affinity, tolerations: engine_tolerations })
+}
+
+fn engine_topology(t: &TopologyConstraint) -> EngineTopology {
+    EngineTopology {
+        level: t.level.clone(),
+        mode: match t.mode {
+            TopologyMode::Required => ConstraintMode::Required,
+            TopologyMode::Preferred => ConstraintMode::Preferred,
+        },
+        within: t.within.clone(),
+        weights: t.weights.clone(),
+    }
+}
+
 impl GroupSpec {
     /// The matcher's request for the group `name`. Errors name the field of the Group object, such
     /// as `spec.members.max` or `spec.resources.cpu`.
     pub fn to_request(&self, name: &str) -> Result<GroupRequest, InputError> {
         let file = format!("Group/{name}");
         let err = |path: String, message: String| InputError::new(&file, path, message);
-        let bound = |v: i64, path: &str| {
-            u32::try_from(v)
-                .ok()
-                .filter(|v| (1..=MAX_MEMBERS).contains(v))
-                .ok_or_else(|| err(path.into(), format!("{v} is out of range; allowed 1..={MAX_MEMBERS}")))
-        };
-        let min_members = bound(self.members.min, "spec.members.min")?;
-        let max_members = bound(self.members.max.unwrap_or(self.members.min), "spec.members.max")?;
-        if max_members < min_members {
-            return Err(err("spec.members.max".into(), format!("{max_members} is below min {min_members}")));
-        }
-        let mut requests = Vec::new();
-        for (r, q) in &self.resources {
-            let amount = q.amount(r).map_err(|m| err(format!("spec.resources.{r}"), m))?;
-            if amount > 0 {
-                requests.push((r.clone(), amount));
-            }
-        }
-        let mut affinity = Vec::new();
-        for (ti, term) in self.affinity.iter().enumerate() {
-            let mut exprs = Vec::new();
-            for (ei, e) in term.match_expressions.iter().enumerate() {
-                let expr = MatchExpression { key: e.key.clone(), operator: e.operator, values: e.values.clone() };
-                expr.validate().map_err(|m| err(format!("spec.affinity[{ti}].matchExpressions[{ei}]"), m))?;
-                exprs.push(expr);
-            }
-            affinity.push(EngineTerm { match_expressions: exprs });
-        }
-        let mut tolerations = Vec::new();
-        for (i, t) in self.tolerations.iter().enumerate() {
-            let operator = t.operator.unwrap_or_default();
-            if operator == TolerationOperator::Exists && !t.value.is_empty() {
-                return Err(err(format!("spec.tolerations[{i}].value"), "operator Exists takes no value".into()));
-            }
-            if operator == TolerationOperator::Equal && t.key.is_empty() {
-                return Err(err(format!("spec.tolerations[{i}].key"), "operator Equal needs a key".into()));
-            }
-            tolerations.push(EngineToleration {
-                key: t.key.clone(),
-                operator,
-                value: t.value.clone(),
-                effect: t.effect.map(|e| e.as_str().to_string()),
-            });
-        }
+        let (min_members, max_members) = member_bounds(&file, "spec.members", &self.members)?;
         let duration = match self.duration_seconds {
             None | Some(0) => None,
             Some(d) => Some(u64::try_from(d).ok().filter(|d| *d <= MAX_DURATION).ok_or_else(|| {
@@ -454,29 +515,58 @@ impl GroupSpec {
         if self.shrinkable && min_members == max_members {
             return Err(err("spec.shrinkable".into(), SHRINKABLE_NEEDS_ELASTIC.into()));
         }
-        Ok(GroupRequest {
+        let request = GroupRequest {
             shrinkable: self.shrinkable,
             name: name.to_string(),
             min_members,
             max_members,
-            requests,
-            filter: NodeFilter { node_selector: self.node_selector.clone(), affinity, tolerations },
+            requests: requests(&file, "spec.resources", &self.resources)?,
+            filter: node_filter(&file, "spec", &self.node_selector, &self.affinity, &self.tolerations)?,
             members_per_node: None,
             exclusive: false,
-            topology: self.topology.as_ref().map(|t| EngineTopology {
-                level: t.level.clone(),
-                mode: match t.mode {
-                    TopologyMode::Required => ConstraintMode::Required,
-                    TopologyMode::Preferred => ConstraintMode::Preferred,
-                },
-                within: t.within.clone(),
-                weights: t.weights.clone(),
-            }),
+            topology: self.topology.as_ref().map(engine_topology),
             // Kubernetes gives a pod no socket; the kubelet's topology manager aligns it.
             sockets: None,
             duration,
             policy: None,
-        })
+            sets: Vec::new(),
+        };
+        if self.sets.is_empty() {
+            return Ok(request);
+        }
+        let beside = [
+            ("resources", !self.resources.is_empty()),
+            ("nodeSelector", !self.node_selector.is_empty()),
+            ("affinity", !self.affinity.is_empty()),
+            ("tolerations", !self.tolerations.is_empty()),
+        ];
+        if let Some((field, _)) = beside.iter().find(|(_, set)| *set) {
+            return Err(err(format!("spec.{field}"), "a Group of sets says this in each set; move it there".into()));
+        }
+        let mut sets = Vec::new();
+        for (i, s) in self.sets.iter().enumerate() {
+            let at = format!("spec.sets[{i}]");
+            let (min_members, max_members) = member_bounds(&file, &format!("{at}.members"), &s.members)?;
+            sets.push(MemberSet {
+                name: s.name.clone(),
+                min_members,
+                max_members,
+                requests: requests(&file, &format!("{at}.resources"), &s.resources)?,
+                filter: node_filter(&file, &at, &s.node_selector, &s.affinity, &s.tolerations)?,
+                topology: s.topology.as_ref().map(engine_topology),
+            });
+        }
+        let request = request.with_sets(sets).map_err(|e| err(format!("spec.{}", e.path), e.message))?;
+        if (request.min_members, request.max_members) != (min_members, max_members) {
+            return Err(err(
+                "spec.members".into(),
+                format!(
+                    "{min_members}..{max_members} differs from the sets' sums {}..{}; set it to those",
+                    request.min_members, request.max_members
+                ),
+            ));
+        }
+        Ok(request)
     }
 }
 

@@ -358,6 +358,11 @@ impl Group {
     pub fn member_count(&self) -> u32 {
         self.allocation.as_ref().map_or(0, |a| a.members.len() as u32)
     }
+
+    /// The numbers of the members its allocation holds.
+    pub fn member_indices(&self) -> Vec<u32> {
+        self.allocation.as_ref().map_or_else(Vec::new, |a| a.members.iter().map(|m| m.index).collect())
+    }
 }
 
 #[cfg(test)]

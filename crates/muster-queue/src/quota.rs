@@ -7,14 +7,79 @@ use muster_graph::GroupRequest;
 
 use crate::config::{Compiled, Quota};
 
-/// Per-member amounts a group counts against quotas and fair share, by resource name. Every member
-/// also takes one `pods` slot, as the matcher counts it.
-pub fn per_member(req: &GroupRequest) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = req.requests.iter().filter(|(_, a)| *a > 0).cloned().collect();
+/// What one member asks against quotas and fair share, by resource name: `requests`, and one
+/// `pods` slot as the matcher counts it.
+fn with_pod(requests: &[(String, u64)]) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = requests.iter().filter(|(_, a)| *a > 0).cloned().collect();
     if !v.iter().any(|(r, _)| r == "pods") {
         v.push(("pods".to_string(), 1));
     }
     v
+}
+
+/// What member `index` of a group counts against quotas and fair share, by resource name.
+pub fn member_asks(req: &GroupRequest, index: u32) -> Vec<(String, u64)> {
+    with_pod(req.member_requests(index))
+}
+
+/// What the members `indices` of a group count in all, by resource name.
+pub fn members_asks(req: &GroupRequest, indices: impl IntoIterator<Item = u32>) -> BTreeMap<String, u64> {
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    for index in indices {
+        for (r, a) in member_asks(req, index) {
+            let e = total.entry(r).or_default();
+            *e = e.saturating_add(a);
+        }
+    }
+    total
+}
+
+/// What a group counts against quotas as its member count varies: the sets before the last whole
+/// (their count never changes), and so much per member of the last set (for a group of alike
+/// members, its only one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asks {
+    pub fixed: Vec<(String, u64)>,
+    pub fixed_members: u32,
+    pub per_member: Vec<(String, u64)>,
+}
+
+impl Asks {
+    /// What admitting the group asks.
+    pub fn of(req: &GroupRequest) -> Self {
+        let fixed_members = req.fixed_members();
+        let fixed = members_asks(req, 0..fixed_members).into_iter().collect();
+        Self { fixed, fixed_members, per_member: member_asks(req, fixed_members) }
+    }
+
+    /// What adding members to the group while it runs asks: they are all of its last set.
+    pub fn growth(req: &GroupRequest) -> Self {
+        Self { fixed: Vec::new(), fixed_members: 0, ..Self::of(req) }
+    }
+
+    /// The total for `members` members (at least the fixed ones), by resource name.
+    pub fn with(&self, members: u32) -> Vec<(String, u64)> {
+        let extra = u64::from(members.saturating_sub(self.fixed_members));
+        let mut total: BTreeMap<String, u64> = self.fixed.iter().cloned().collect();
+        for (r, per) in &self.per_member {
+            let e = total.entry(r.clone()).or_default();
+            *e = e.saturating_add(per.saturating_mul(extra));
+        }
+        total.into_iter().collect()
+    }
+
+    /// The fixed part, or 0, of resource `r`.
+    fn fixed_of(&self, r: &str) -> u64 {
+        self.fixed.iter().find(|(f, _)| f == r).map_or(0, |(_, a)| *a)
+    }
+
+    /// Resources the group asks any of.
+    fn resources(&self) -> impl Iterator<Item = &str> {
+        let mut names: Vec<&str> = self.fixed.iter().chain(&self.per_member).map(|(r, _)| r.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter()
+    }
 }
 
 /// Admitted usage per queue, by resource.
@@ -46,18 +111,17 @@ pub fn max_members(
     compiled: &Compiled,
     usage: &Usage,
     q: &str,
-    amounts: &[(String, u64)],
+    asks: &Asks,
     want: u32,
     format: &dyn Fn(&str, u64) -> String,
 ) -> (u32, Option<String>) {
     let cq = &compiled.queues[q];
     let mut best = u64::from(want);
     let mut reason = None;
-    for (r, per) in amounts {
+    for r in asks.resources() {
         let Some(quota) = cq.quotas.get(r) else { continue };
-        if *per == 0 {
-            continue;
-        }
+        let per = asks.per_member.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a);
+        let fixed = asks.fixed_of(r);
         let u = used(usage, q, r);
         let (limit, why) = match &cq.root_cohort {
             None => (quota.nominal, format!("nominal {}", format(r, quota.nominal))),
@@ -82,34 +146,38 @@ pub fn max_members(
                 }
             }
         };
-        let m = limit.saturating_sub(u) / per;
+        let room = limit.saturating_sub(u);
+        let m = match room.checked_sub(fixed) {
+            None => 0,
+            Some(_) if per == 0 => continue,
+            Some(left) => u64::from(asks.fixed_members).saturating_add(left / per),
+        };
         if m < best {
             best = m;
-            reason = Some(format!(
-                "quota: queue {q} uses {} of {r} ({why}); each member needs {}",
-                format(r, u),
-                format(r, *per)
-            ));
+            let each = if fixed > 0 {
+                format!("its fixed sets need {} and each further member {}", format(r, fixed), format(r, per))
+            } else {
+                format!("each member needs {}", format(r, per))
+            };
+            reason = Some(format!("quota: queue {q} uses {} of {r} ({why}); {each}", format(r, u)));
         }
     }
     (best.min(u64::from(want)) as u32, reason)
 }
 
-/// True if queue `q` stays within its nominal quota for every listed resource after adding
-/// `amounts` x `members` (the condition to reclaim lent quota).
-pub fn within_nominal(compiled: &Compiled, usage: &Usage, q: &str, amounts: &[(String, u64)], members: u32) -> bool {
+/// True if queue `q` stays within its nominal quota for every resource the group asks after
+/// adding `members` of its members (the condition to reclaim lent quota).
+pub fn within_nominal(compiled: &Compiled, usage: &Usage, q: &str, asks: &Asks, members: u32) -> bool {
     let cq = &compiled.queues[q];
-    amounts.iter().all(|(r, per)| {
-        cq.quotas.get(r).is_none_or(|quota: &Quota| {
-            used(usage, q, r).saturating_add(per.saturating_mul(u64::from(members))) <= quota.nominal
-        })
+    asks.with(members).iter().all(|(r, total)| {
+        cq.quotas.get(r).is_none_or(|quota: &Quota| used(usage, q, r).saturating_add(*total) <= quota.nominal)
     })
 }
 
-/// True if queue `q` uses more than its nominal of any resource in `amounts`.
-pub fn borrows(compiled: &Compiled, usage: &Usage, q: &str, amounts: &[(String, u64)]) -> bool {
+/// True if queue `q` uses more than its nominal of any resource the group asks.
+pub fn borrows(compiled: &Compiled, usage: &Usage, q: &str, asks: &Asks) -> bool {
     let cq = &compiled.queues[q];
-    amounts.iter().any(|(r, _)| cq.quotas.get(r).is_some_and(|quota| used(usage, q, r) > quota.nominal))
+    asks.resources().any(|r| cq.quotas.get(r).is_some_and(|quota| used(usage, q, r) > quota.nominal))
 }
 
 /// Checks the invariant the property tests assert: every queue within nominal + borrowing limit,

@@ -47,19 +47,34 @@ pub(crate) fn hard_limits(spec: &QueueSpec) -> BTreeMap<String, (u128, String)> 
 pub(crate) fn never_fits(
     queue: &str,
     spec: &QueueSpec,
-    members: u64,
-    per_pod: &Amounts,
+    parts: &[(u64, Amounts)],
     field: &str,
     fix: &str,
 ) -> Option<String> {
     let mut over = Vec::new();
     for (r, (limit, why)) in hard_limits(spec) {
-        let each = per_pod.get(&r).copied().unwrap_or(0);
-        let need = each.saturating_mul(u128::from(members));
+        // Pods asking alike are one term: `5 pods x cpu 2`, not `4 pods x cpu 2 + 1 pods x cpu 2`.
+        let mut asked: Vec<(u64, u128)> = Vec::new();
+        for (pods, per_pod) in parts {
+            let each = per_pod.get(&r).copied().unwrap_or(0);
+            match asked.iter_mut().find(|(_, e)| *e == each) {
+                Some((n, _)) => *n = n.saturating_add(*pods),
+                None => asked.push((*pods, each)),
+            }
+        }
+        let need =
+            asked.iter().fold(0u128, |sum, (pods, each)| sum.saturating_add(each.saturating_mul(u128::from(*pods))));
         if need > limit {
+            let terms: Vec<String> = asked
+                .iter()
+                .filter(|(_, each)| *each > 0)
+                .map(|(pods, each)| {
+                    format!("{pods} pod{} x {r} {}", if *pods == 1 { "" } else { "s" }, show(&r, *each))
+                })
+                .collect();
             over.push(format!(
-                "{members} pods x {r} {} = {r} {}, but queue {queue} allows at most {r} {} ({why})",
-                show(&r, each),
+                "{} = {r} {}, but queue {queue} allows at most {r} {} ({why})",
+                terms.join(" + "),
                 show(&r, need),
                 show(&r, limit)
             ));
@@ -96,9 +111,9 @@ mod tests {
         assert_eq!(l["cpu"].0, 6000);
         assert!(!l.contains_key("memory"), "a cohort member without a borrowing limit has no hard limit");
         let per_pod = Amounts::from([("cpu".to_string(), 1000)]);
-        assert_eq!(never_fits("q", &q, 6, &per_pod, "spec.parallelism", "fix"), None);
+        assert_eq!(never_fits("q", &q, &[(6, per_pod.clone())], "spec.parallelism", "fix"), None);
         assert_eq!(
-            never_fits("q", &q, 7, &per_pod, "spec.parallelism", "fix").unwrap(),
+            never_fits("q", &q, &[(7, per_pod.clone())], "spec.parallelism", "fix").unwrap(),
             "spec.parallelism: 7 pods x cpu 1 = cpu 7, but queue q allows at most cpu 6 \
              (nominal 4 + borrowingLimit 2 from cohort c), so the group could never start; fix"
         );

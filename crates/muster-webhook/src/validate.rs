@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 
 use crate::alike;
 use crate::config::WebhookConfig;
-use crate::fit::{member_requests, never_fits};
+use crate::fit::{Amounts, member_requests, never_fits};
 use crate::object::{
     NATIVE_GROUP_FIELD, Refusal, Target, alias_group, get, is_object_name, job_owner, label_field, native_group,
     target, typed, user,
@@ -469,11 +469,13 @@ impl<S: ClusterState> Checker<'_, S> {
     /// shape it: refused while muster has placed the group, then checked as a new one would be.
     async fn workload_update<W: Workload>(&mut self, old: &W, new: &W, resize_field: &str) {
         let shape = workload::shape(new);
-        let was = workload::shape(old).ok().map(|s| (s.members, s.requests));
-        let resized = was.as_ref().map(|(m, r)| (m, r)) != shape.as_ref().ok().map(|s| (&s.members, &s.requests));
+        // Each set's pods and what each asks, and what each asks alone.
+        let sizes = |s: &Shape| (s.members, s.sets.iter().map(|x| (x.pods, x.requests.clone())).collect::<Vec<_>>());
+        let asks = |s: &(_, Vec<(u32, _)>)| s.1.iter().map(|(_, r)| r).cloned().collect::<Vec<_>>();
+        let (was, now) = (workload::shape(old).ok().map(|s| sizes(&s)), shape.as_ref().ok().map(sizes));
+        let resized = was != now;
         // A Job may change its pod count while placed: muster grows or shrinks its group.
-        let counts_only =
-            W::resizes_while_placed() && was.as_ref().map(|(_, r)| r) == shape.as_ref().ok().map(|s| &s.requests);
+        let counts_only = W::resizes_while_placed() && was.as_ref().map(asks) == now.as_ref().map(asks);
         let (a_old, a_new) = (old.meta().annotations.as_ref(), new.meta().annotations.as_ref());
         let annotated = [MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, SHRINKABLE]
             .iter()
@@ -502,10 +504,12 @@ impl<S: ClusterState> Checker<'_, S> {
             Ok(shape) => shape,
             Err(errors) => return self.out.extend(errors),
         };
-        if let (Some((name, spec)), Ok(n @ 1..)) = (queue, u64::try_from(shape.members.min)) {
+        if let Some((name, spec)) = queue.filter(|_| shape.members.min >= 1) {
             let field = &shape.count_field;
             let fix = format!("lower {field} or the pods' resource requests, or use a queue with a larger quota");
-            if let Some(m) = never_fits(name, spec, n, &member_requests(&shape.requests), field, &fix) {
+            let parts: Vec<(u64, Amounts)> =
+                shape.minimum().into_iter().map(|(pods, asks)| (pods, member_requests(asks))).collect();
+            if let Some(m) = never_fits(name, spec, &parts, field, &fix) {
                 self.refuse(m);
             }
         }
@@ -712,7 +716,7 @@ impl<S: ClusterState> Checker<'_, S> {
         let Some(qspec) = self.queue(queue, &label_field(QUEUE)).await else { return };
         if let (Some((n, field)), Some(asks)) = (members, asks) {
             let fix = format!("lower {field} or the pods' resource requests, or use a queue with a larger quota");
-            if let Some(m) = never_fits(queue, &qspec, n, &member_requests(&asks), &field, &fix) {
+            if let Some(m) = never_fits(queue, &qspec, &[(n, member_requests(&asks))], &field, &fix) {
                 self.refuse(m);
             }
         }

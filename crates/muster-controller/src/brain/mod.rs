@@ -747,24 +747,30 @@ impl<S: Store> Brain<S> {
                 uncountable.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), why.to_string()));
                 continue;
             }
-            // Members were placed for what the group's spec asks: a pod asking more would
-            // over-commit the node it is bound to.
-            if let Some(over) = convert::exceeds(&p.requests, &g.spec.request.requests) {
-                misfits.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), over));
-                continue;
-            }
             let free = |m: &u32| !filled.contains(m) && !leaving.contains(m);
             // A workload's pods are numbered across its pod sets (and a JobSet's child Jobs).
             let preferred = p.place.as_deref().zip(workload).and_then(|(at, w)| w.member_of(at));
-            // A pod without an index stays within its pod set's members, when known.
+            // A pod without an index stays within its pod set's members, when known; in a group
+            // of sets always, since another set's members were placed for other requests.
             let set = p.place.as_deref().zip(workload).and_then(|(at, w)| w.set_members(at));
             let in_set = |i: &u32| set.as_ref().is_none_or(|r| r.contains(i));
+            let any_set = g.spec.request.sets.is_empty();
             let slot = preferred
                 .filter(|i| alloc.members.iter().any(|m| m.index == *i) && free(i))
                 .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && !left.contains(i) && in_set(i)))
                 .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && in_set(i)))
-                .or_else(|| alloc.members.iter().map(|m| m.index).find(|i| free(i) && !left.contains(i)))
-                .or_else(|| alloc.members.iter().map(|m| m.index).find(free));
+                .or_else(|| {
+                    let mut others = alloc.members.iter().map(|m| m.index).filter(|_| any_set);
+                    others.find(|i| free(i) && !left.contains(i))
+                })
+                .or_else(|| alloc.members.iter().map(|m| m.index).filter(|_| any_set).find(free));
+            // Members were placed for what their set asks: a pod asking more would over-commit
+            // the node it is bound to.
+            let member_asks = slot.map_or(g.spec.request.requests.as_slice(), |m| g.spec.request.member_requests(m));
+            if let Some(over) = convert::exceeds(&p.requests, member_asks) {
+                misfits.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), over));
+                continue;
+            }
             let Some(member) = slot else { break };
             let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
             filled.insert(member);

@@ -326,6 +326,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
         // Plain groups are not offered it: a deleted plain pod is not made again.
         shrinkable: false,
         owner: None,
+        sets: Vec::new(),
     })
 }
 

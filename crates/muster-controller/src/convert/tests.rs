@@ -300,10 +300,14 @@ fn a_jobset_is_one_group_of_every_pod_of_its_child_jobs() {
     assert_eq!((j.key.clone(), j.uid.as_str(), j.queue.as_str()), (GroupKey::new("ml", "train"), "js1", "gpu"));
     assert!(j.suspended && j.finished.is_none());
     let g = j.group.clone().unwrap();
-    // 2 x 3 workers + 1 driver; each member asks what the largest pod asks.
+    // 2 x 3 workers + 1 driver, each set asking what its own pods ask.
     assert_eq!(g.members, Members { min: 7, max: None });
-    assert_eq!(g.resources["cpu"], Quantity::Text("2500m".into()));
-    assert_eq!((g.node_selector["pool"].as_str(), g.duration_seconds), ("a", Some(60)));
+    let sets: Vec<_> = g.sets.iter().map(|s| (s.name.as_str(), s.members.min, s.resources["cpu"].clone())).collect();
+    let cpu = |m: &str| Quantity::Text(m.into());
+    assert_eq!(sets, [("workers", 6, cpu("1000m")), ("driver", 1, cpu("2500m"))]);
+    assert_eq!((g.sets[0].node_selector["pool"].as_str(), g.duration_seconds), ("a", Some(60)));
+    let request = g.to_request("train").unwrap();
+    assert_eq!(request.member_requests(6), [("cpu".to_string(), 2500)], "the driver is member 6");
     let owner = g.owner.unwrap();
     assert_eq!(
         (owner.api_version.as_str(), owner.kind.as_str(), owner.uid.as_deref()),
@@ -323,8 +327,9 @@ fn a_jobset_is_one_group_of_every_pod_of_its_child_jobs() {
     assert_eq!(workload_view(&done).unwrap().finished, Some(false));
     let mut odd = jobset(json!({}));
     odd.spec.replicated_jobs[1].template.spec.as_mut().unwrap().template.spec.as_mut().unwrap().node_selector = None;
-    let e = workload_view(&odd).unwrap().group.unwrap_err();
-    assert!(e.starts_with("spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes"), "{e}");
+    let g = workload_view(&odd).unwrap().group.unwrap();
+    let selectors: Vec<_> = g.sets.iter().map(|s| s.node_selector.get("pool").map(String::as_str)).collect();
+    assert_eq!(selectors, [Some("a"), None], "each set runs where its own pods may");
     let mut unqueued = jobset(json!({}));
     unqueued.metadata.labels = None;
     assert!(workload_view(&unqueued).is_none());
@@ -388,7 +393,9 @@ fn an_mpijob_is_one_group_of_its_launcher_and_workers() {
     );
     let g = v.group.clone().unwrap();
     assert_eq!(g.members, Members { min: 4, max: None }, "the launcher counts in the gang");
-    assert_eq!(g.resources["cpu"], Quantity::Text("2000m".into()));
+    let sets: Vec<_> = g.sets.iter().map(|s| (s.name.as_str(), s.members.min)).collect();
+    assert_eq!(sets, [("launcher", 1), ("worker", 3)]);
+    assert_eq!(g.sets[1].resources["cpu"], Quantity::Text("2000m".into()));
     assert_eq!(g.owner.map(|o| (o.api_version, o.kind)), Some(("kubeflow.org/v2beta1".into(), "MPIJob".into())));
     // The launcher is member 0, worker i is member 1 + i.
     let pod = |name: &str, labels: serde_json::Value, owner: serde_json::Value| -> Pod {

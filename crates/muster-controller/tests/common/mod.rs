@@ -67,6 +67,7 @@ pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
                 name: name.into(),
                 uid: None,
             }),
+            sets: vec![],
         }),
     }
 }

@@ -12,6 +12,7 @@ use crate::matcher::{Demand, Placement, Window, placed_units};
 use crate::policy::Policy;
 
 mod planner;
+mod sets;
 
 /// "Runs until cancelled": the end of an allocation without a duration.
 pub const FOREVER: i64 = i64::MAX;
@@ -32,8 +33,9 @@ pub struct Member {
 pub struct Allocation {
     pub id: AllocId,
     pub request: GroupRequest,
-    /// Per member, by resource index.
-    pub per_member: Vec<u64>,
+    /// Per member of each set (by the set's position in [`GroupRequest::member_sets`]), by
+    /// resource index.
+    pub per_set: Vec<Vec<u64>>,
     pub members: Vec<Member>,
     pub start: i64,
     pub end: i64,
@@ -44,6 +46,36 @@ pub struct Allocation {
 }
 
 /// The result of a match request.
+impl Allocation {
+    /// What member `index` holds, by resource index.
+    pub fn member_amounts(&self, index: u32) -> &[u64] {
+        &self.per_set[if self.per_set.len() > 1 { self.request.set_of(index).0 } else { 0 }]
+    }
+
+    /// What its members hold in all (whole nodes and sockets aside), by resource index.
+    pub fn held(&self) -> Vec<u64> {
+        let mut total = vec![0u64; self.per_set.first().map_or(0, Vec::len)];
+        self.add_held_to(&mut total);
+        total
+    }
+
+    /// Adds [`Allocation::held`] to `total` without allocating.
+    pub fn add_held_to(&self, total: &mut [u64]) {
+        if let [per_member] = self.per_set.as_slice() {
+            let members = self.members.len() as u64;
+            for (t, &q) in total.iter_mut().zip(per_member) {
+                *t = t.saturating_add(q * members);
+            }
+            return;
+        }
+        for m in &self.members {
+            for (t, &q) in total.iter_mut().zip(self.member_amounts(m.index)) {
+                *t = t.saturating_add(q);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MatchOutcome {
     /// Placed now.
@@ -142,6 +174,9 @@ impl ResourceGraph {
     }
 
     fn match_request(&mut self, req: &GroupRequest, now: i64, reserve: bool) -> MatchOutcome {
+        if !req.sets.is_empty() {
+            return self.match_sets(req, now, reserve);
+        }
         let d = match Demand::resolve(&self.graph, req) {
             Ok(d) => d,
             Err(u) => return MatchOutcome::Unsatisfiable(u.0),
@@ -222,7 +257,7 @@ impl ResourceGraph {
         let mut alloc = Allocation {
             id,
             request: d.request.clone(),
-            per_member: d.per_member.clone(),
+            per_set: vec![d.per_member.clone()],
             members,
             start,
             end,
@@ -233,13 +268,21 @@ impl ResourceGraph {
         alloc
     }
 
-    /// Amounts allocation `a` holds on node `n` for `members` members.
-    fn amounts_on(&self, a: &Allocation, n: NodeId, members: u64) -> Vec<u64> {
+    /// Amounts allocation `a` holds on node `n` for its members `on_node` (indexes into `a.members`).
+    fn amounts_on(&self, a: &Allocation, n: NodeId, on_node: &[usize]) -> Vec<u64> {
         if a.request.exclusive {
-            self.graph.node(n).capacity.clone()
-        } else {
-            a.per_member.iter().map(|q| q * members).collect()
+            return self.graph.node(n).capacity.clone();
         }
+        if let [per_member] = a.per_set.as_slice() {
+            return per_member.iter().map(|q| q * on_node.len() as u64).collect();
+        }
+        let mut total = vec![0u64; self.graph.node(n).capacity.len()];
+        for &mi in on_node {
+            for (t, &q) in total.iter_mut().zip(a.member_amounts(a.members[mi].index)) {
+                *t += q;
+            }
+        }
+        total
     }
 
     /// Brings the spans, free amounts and devices of `nodes` in line with `a`'s members on them.
@@ -259,7 +302,8 @@ impl ResourceGraph {
 
     /// `apply_nodes` for one node; `on_node` are the indexes into `a.members` placed there.
     fn apply_node(&mut self, a: &mut Allocation, n: NodeId, on_node: &[usize], since: Option<i64>) {
-        let device_resources: Vec<usize> = (0..a.per_member.len()).filter(|&i| self.graph.is_device(i)).collect();
+        let device_resources: Vec<usize> =
+            (0..self.graph.resources.len()).filter(|&i| self.graph.is_device(i)).collect();
         let node = self.graph.node_mut(n);
         // Give back what the allocation held here, then take what it holds now.
         let mut span_start = since.unwrap_or(a.start);
@@ -312,7 +356,7 @@ impl ResourceGraph {
     fn take_on_node(&self, a: &mut Allocation, n: NodeId, on_node: &[usize], start: i64) -> (Vec<u64>, Vec<Vec<u64>>) {
         let node = self.graph.node(n);
         if node.sockets.is_empty() {
-            return (self.amounts_on(a, n, on_node.len() as u64), Vec::new());
+            return (self.amounts_on(a, n, on_node), Vec::new());
         }
         let window =
             if a.reserved { Window::Future { start, end: a.end } } else { Window::Now { now: start, end: a.end } };
@@ -320,7 +364,7 @@ impl ResourceGraph {
         let demand = Demand::resolve(&self.graph, &a.request).ok().and_then(|d| d.sockets);
         let Some(demand) = demand else {
             // Devices the members keep stay in their sockets; the rest is split over the pools.
-            let amounts = self.amounts_on(a, n, on_node.len() as u64);
+            let amounts = self.amounts_on(a, n, on_node);
             let mut kept = vec![vec![0; amounts.len()]; node.sockets.len()];
             let held = on_node.iter().flat_map(|&mi| &a.members[mi].devices);
             for slot in held.filter_map(|v| node.devices.iter().find(|s| s.vertex == *v)) {
@@ -410,7 +454,7 @@ impl ResourceGraph {
             return Err(GraphError::TooFewMembers { alloc: id, held, min });
         }
         let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).expect("checked above"));
-        (alloc.request.min_members, alloc.request.max_members) = (min, max);
+        alloc.request.set_bounds(min, max);
         self.allocations.insert(id, Arc::new(alloc));
         Ok(())
     }
@@ -430,9 +474,8 @@ impl ResourceGraph {
         if wanted > alloc.request.max_members {
             return Err(GraphError::TooManyMembers { alloc: id, wanted, max: alloc.request.max_members });
         }
-        let mut extra = alloc.request.clone();
-        extra.min_members = count;
-        extra.max_members = count;
+        // Only the last set grows (the workers, not the launcher).
+        let (extra, first) = Self::grow_request(alloc, count);
         let d = Demand::resolve(&self.graph, &extra).map_err(|u| GraphError::UnknownResource(u.0))?;
         let policy = extra.policy.unwrap_or(self.policy);
         let window = Window::Now { now, end: alloc.end };
@@ -445,7 +488,7 @@ impl ResourceGraph {
         alloc.domain = scope;
         // New members take the lowest free indices, as an indexed Job refills completion indexes.
         let used: BTreeSet<u32> = alloc.members.iter().map(|m| m.index).collect();
-        let mut free_indices = (0..).filter(|i| !used.contains(i));
+        let mut free_indices = (first..).filter(|i| !used.contains(i));
         let mut added = Vec::new();
         for &(n, units) in &p {
             for _ in 0..d.members(units) {
@@ -606,14 +649,14 @@ impl ResourceGraph {
         let mut alloc = Allocation {
             id,
             request: req.clone(),
-            per_member: d.per_member.clone(),
+            per_set: self.per_set(req).map_err(|u| GraphError::UnknownResource(u.0))?,
             members: resolved,
             start,
             end,
             reserved: false,
             domain,
         };
-        for (&n, &count) in per_node.iter().filter(|_| check_capacity) {
+        for &n in per_node.keys().filter(|_| check_capacity) {
             let node = self.graph.node(n);
             if let Some(sd) = &d.sockets {
                 // Sockets listed must be idle; the members' other sockets come from the idle rest.
@@ -632,7 +675,8 @@ impl ResourceGraph {
                     });
                 }
             }
-            let need = self.amounts_on(&alloc, n, count);
+            let on_node: Vec<usize> = (0..alloc.members.len()).filter(|&i| alloc.members[i].node == n).collect();
+            let need = self.amounts_on(&alloc, n, &on_node);
             for (i, (&want, &free)) in need.iter().zip(&node.free).enumerate() {
                 if want > free {
                     let rid = crate::resources::ResourceId(i as u16);
@@ -782,6 +826,7 @@ impl ResourceGraph {
 fn take_devices(node: &mut Node, a: &mut Allocation, on_node: &[usize], kinds: &[usize], split: &[Vec<u64>]) {
     let mut budget = split.to_vec();
     for &mi in on_node {
+        let wants: Vec<u64> = a.member_amounts(a.members[mi].index).to_vec();
         let member = &mut a.members[mi];
         for slot in node.devices.iter_mut().filter(|s| member.devices.contains(&s.vertex)) {
             slot.holder = Some(a.id);
@@ -802,7 +847,7 @@ fn take_devices(node: &mut Node, a: &mut Allocation, on_node: &[usize], kinds: &
         for &r in kinds {
             let have =
                 node.devices.iter().filter(|s| s.resource.index() == r && member.devices.contains(&s.vertex)).count();
-            for _ in have..a.per_member[r] as usize {
+            for _ in have..wants[r] as usize {
                 let free = |s: &DeviceSlot| s.resource.index() == r && s.holder.is_none();
                 let budgeted =
                     |s: &DeviceSlot| s.socket.is_none_or(|x| budget.get(usize::from(x)).is_some_and(|b| b[r] > 0));

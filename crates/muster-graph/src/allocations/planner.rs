@@ -27,7 +27,8 @@ impl ResourceGraph {
         let mut d = d.clone();
         d.future_full_until = vec![Cell::new(i64::MIN); self.graph.nodes.len()];
         let d = &d;
-        for t in self.candidate_times(d, now) {
+        let need: Vec<u64> = d.per_member.iter().map(|q| q.saturating_mul(u64::from(d.members(d.min_units)))).collect();
+        for t in self.candidate_times(&need, now) {
             let w_end = Self::end_of(t, d.request, d.members(d.min_units));
             let (p, domain) = self.graph.search(d, Window::Future { start: t, end: w_end }, policy, None);
             if placed_units(&p) >= d.min_units {
@@ -55,14 +56,13 @@ impl ResourceGraph {
     /// reservation (its nodes then wait for it, and backfill keeps off them). Left out, it would
     /// make the group's start unknowable, and a group without a reservation can be overtaken by
     /// any backfill, over and over.
-    fn candidate_times(&self, d: &Demand, now: i64) -> Vec<i64> {
+    pub(super) fn candidate_times(&self, need: &[u64], now: i64) -> Vec<i64> {
         let mut ends: Vec<(i64, &Allocation)> = self
             .allocations()
             .filter(|a| a.end != FOREVER && (a.end > now || !a.reserved))
             .map(|a| (a.end.max(now + 1), a))
             .collect();
         ends.sort_unstable_by_key(|&(end, a)| (end, a.id));
-        let need: Vec<u64> = d.per_member.iter().map(|q| q.saturating_mul(u64::from(d.members(d.min_units)))).collect();
         let mut total = self.graph.totals().1.to_vec();
         let mut times = Vec::new();
         let mut nodes = Vec::new();
@@ -70,7 +70,7 @@ impl ResourceGraph {
             if !a.reserved {
                 self.add_held(a, &mut total, &mut nodes);
             }
-            let covered = total.iter().zip(&need).all(|(t, n)| t >= n);
+            let covered = total.iter().zip(need).all(|(t, n)| t >= n);
             if covered && times.last() != Some(&end) {
                 times.push(end);
             }
@@ -95,10 +95,7 @@ impl ResourceGraph {
                 }
             }
         } else {
-            let members = a.members.len() as u64;
-            for (t, &q) in total.iter_mut().zip(&a.per_member) {
-                *t = t.saturating_add(q * members);
-            }
+            a.add_held_to(total);
         }
     }
 }

@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, ObjectMeta};
 use kube::core::ApiResource;
 use muster_graph::jobspec::MAX_MEMBERS;
 
-use crate::group::{Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
+use crate::group::{GroupSet, Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
 use crate::pod::{Amounts, Placement, Uncountable, placement, requests};
 use crate::{GroupSpec, Quantity, labels};
 pub use place::{PodPlace, SetLayout};
@@ -209,14 +209,13 @@ pub trait Workload {
     }
 }
 
-/// A workload's group as muster places it: how many members, what one member asks, where the
-/// members may run, and what the owner's annotations add.
+/// A workload's group as muster places it: how many members, what each pod set's member asks,
+/// where the members may run, and what the owner's annotations add.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shape {
     pub members: Members,
-    /// One member's requests: per resource, the most any pod set's pod asks (members are alike).
-    pub requests: Amounts,
-    pub placement: Placement,
+    /// Its pod sets that run pods, in the workload's order (the order its members are numbered in).
+    pub sets: Vec<SetShape>,
     pub priority_class_name: Option<String>,
     pub duration_seconds: Option<i64>,
     pub topology: Option<TopologyConstraint>,
@@ -224,6 +223,15 @@ pub struct Shape {
     /// What sets the member count that must fit at once, for messages (`spec.parallelism` or the
     /// min-members annotation).
     pub count_field: String,
+}
+
+/// One pod set as its group's member set: its pods at once, what each asks and where it may run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetShape {
+    pub name: String,
+    pub pods: u32,
+    pub requests: Amounts,
+    pub placement: Placement,
 }
 
 /// The one computation of a workload's group: size, one member's requests, placement and the
@@ -291,43 +299,35 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
             false
         }
     };
-    let mut requests_per_member = Amounts::new();
-    let mut placements = Vec::new();
-    for set in &sets {
-        match set.requests() {
-            Ok(asks) => {
-                for (r, a) in asks {
-                    let e = requests_per_member.entry(r).or_default();
-                    *e = (*e).max(a);
-                }
-            }
-            Err(e) => errors.push(e.to_string()),
-        }
-        match placement(set.template, &set.template_field) {
-            Ok(p) => placements.push((set, (p, set.template.priority_class_name.clone()))),
-            Err(e) => errors.push(e),
+    let mut shapes = Vec::new();
+    let mut priorities = Vec::new();
+    for set in sets.iter().filter(|s| s.count() > 0) {
+        let requests = set.requests().map_err(|e| errors.push(e.to_string()));
+        let placement = placement(set.template, &set.template_field).map_err(|e| errors.push(e));
+        priorities.push((set, set.template.priority_class_name.clone()));
+        if let (Ok(requests), Ok(placement)) = (requests, placement) {
+            let pods = u32::try_from(set.count()).unwrap_or(u32::MAX);
+            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement });
         }
     }
-    if let Some((first, first_placement)) = placements.first()
-        && let Some((other, _)) = placements.iter().find(|(_, p)| p != first_placement)
+    if let Some((first, first_priority)) = priorities.first()
+        && let Some((other, _)) = priorities.iter().find(|(_, p)| p != first_priority)
     {
         errors.push(format!(
-            "{}: asks for other nodes than {} (nodeSelector, required node affinity, tolerations or \
-             priorityClassName differ); muster places {} as one group of alike members, so make them the \
-             same, or submit separate {kind}s",
+            "{}: names another priorityClassName than {}; {} starts all its pods at once at one priority, so \
+             give them the same one",
             other.template_field,
-            first.field,
+            first.template_field,
             a(kind)
         ));
     }
     if !errors.is_empty() {
         return Err(errors);
     }
-    let (_, (placement, priority_class_name)) = placements.into_iter().next().expect("a size of at least 1");
+    let priority_class_name = priorities.into_iter().next().and_then(|(_, p)| p);
     Ok(Shape {
         members: Members { min, max: (size != min).then_some(size) },
-        requests: requests_per_member,
-        placement,
+        sets: shapes,
         priority_class_name,
         duration_seconds,
         topology,
@@ -337,17 +337,60 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
 }
 
 impl Shape {
-    /// The Group object muster keeps for the workload `w` in `queue`, owned by it.
+    /// Whether every member asks the same and may run on the same nodes: one set of alike
+    /// members, as a group of one pod set is.
+    pub fn alike(&self) -> bool {
+        self.sets.windows(2).all(|w| (&w[0].requests, &w[0].placement) == (&w[1].requests, &w[1].placement))
+    }
+
+    /// What the group's fewest members ask in all, by resource: each set whole, the last (the
+    /// only one whose count may fall) down to the minimum.
+    pub fn minimum(&self) -> Vec<(u64, &Amounts)> {
+        let size: u64 = self.sets.iter().map(|s| u64::from(s.pods)).sum();
+        let short = size.saturating_sub(u64::try_from(self.members.min).unwrap_or(0));
+        let last = self.sets.len().saturating_sub(1);
+        (self.sets.iter().enumerate())
+            .map(|(k, s)| {
+                (if k == last { u64::from(s.pods).saturating_sub(short) } else { u64::from(s.pods) }, &s.requests)
+            })
+            .collect()
+    }
+
+    /// The Group object muster keeps for the workload `w` in `queue`, owned by it. Pod sets
+    /// that differ become the Group's sets, in the workload's order.
     pub fn group_spec<W: Workload>(self, w: &W, queue: &str) -> GroupSpec {
         let kind = W::kind();
         let meta = w.meta();
+        let alike = self.alike();
+        let size: i64 = self.sets.iter().map(|s| i64::from(s.pods)).sum();
+        let short = size - self.members.min;
+        let last = self.sets.len().saturating_sub(1);
+        let mut sets: Vec<GroupSet> = (self.sets.iter().enumerate())
+            .map(|(k, s)| {
+                let pods = i64::from(s.pods);
+                let min = if k == last { pods - short } else { pods };
+                GroupSet {
+                    name: s.name.clone(),
+                    members: Members { min, max: (min != pods).then_some(pods) },
+                    resources: requests_to_resources(&s.requests),
+                    node_selector: s.placement.node_selector.clone(),
+                    affinity: s.placement.affinity.clone(),
+                    tolerations: s.placement.tolerations.clone(),
+                    topology: None,
+                }
+            })
+            .collect();
+        let one = if alike { sets.drain(..).next() } else { None };
+        let (resources, node_selector, affinity, tolerations) =
+            one.map(|s| (s.resources, s.node_selector, s.affinity, s.tolerations)).unwrap_or_default();
         GroupSpec {
             queue: queue.to_string(),
             members: self.members,
-            resources: requests_to_resources(&self.requests),
-            node_selector: self.placement.node_selector,
-            affinity: self.placement.affinity,
-            tolerations: self.placement.tolerations,
+            resources,
+            node_selector,
+            affinity,
+            tolerations,
+            sets,
             topology: self.topology,
             priority_class_name: self.priority_class_name,
             duration_seconds: self.duration_seconds,

@@ -58,7 +58,7 @@ fn an_elastic_job_is_sized_from_parallelism_and_its_annotations() {
     );
     let s = shape(&j).unwrap();
     assert_eq!(s.members, Members { min: 2, max: Some(4) });
-    assert_eq!(s.requests, Amounts::from([("cpu".to_string(), 1500)]));
+    assert_eq!(asks(&s), [("", 4, Amounts::from([("cpu".to_string(), 1500)]))]);
     assert_eq!(s.count_field, "metadata.annotations[muster.dev/min-members]");
     assert_eq!((s.duration_seconds, s.topology.clone().map(|t| t.mode)), (Some(600), Some(TopologyMode::Required)));
     let g = s.group_spec(&j, "gpu");
@@ -99,8 +99,13 @@ fn every_bad_field_is_named_at_once() {
     assert_eq!(shape(&no_template).unwrap_err(), ["spec.template.spec is missing"]);
 }
 
+/// Each set's name, pods and what one of its pods asks.
+fn asks(s: &Shape) -> Vec<(&str, u32, Amounts)> {
+    s.sets.iter().map(|x| (x.name.as_str(), x.pods, x.requests.clone())).collect()
+}
+
 #[test]
-fn a_jobset_is_one_group_of_alike_members_sized_by_every_replicated_job() {
+fn a_jobset_is_one_group_of_its_replicated_jobs_as_member_sets() {
     let js = jobset(json!([
         replicated("workers", 2, 4, pod("2", json!({"pool": "a"}))),
         replicated(
@@ -113,25 +118,43 @@ fn a_jobset_is_one_group_of_alike_members_sized_by_every_replicated_job() {
     ]));
     let s = shape(&js).unwrap();
     assert_eq!(s.members, Members { min: 9, max: None });
+    let driver = Amounts::from([("cpu".to_string(), 500), ("memory".to_string(), 1 << 30)]);
     assert_eq!(
-        s.requests,
-        Amounts::from([("cpu".to_string(), 2000), ("memory".to_string(), 1 << 30)]),
-        "a member asks the most any pod asks of each resource"
+        asks(&s),
+        [("workers", 8, Amounts::from([("cpu".to_string(), 2000)])), ("driver", 1, driver)],
+        "each replicated Job is a set asking what its pods ask, not the most any pod asks"
     );
     let g = s.group_spec(&js, "q");
-    assert_eq!(g.owner.map(|o| (o.api_version, o.kind)), Some(("jobset.x-k8s.io/v1alpha2".into(), "JobSet".into())));
+    assert_eq!(
+        g.owner.as_ref().map(|o| (o.api_version.as_str(), o.kind.as_str())),
+        Some(("jobset.x-k8s.io/v1alpha2", "JobSet"))
+    );
+    assert!(g.resources.is_empty(), "said per set");
+    let sets: Vec<_> = g.sets.iter().map(|s| (s.name.as_str(), s.members, s.resources["cpu"].clone())).collect();
+    let (eight, one) = (Members { min: 8, max: None }, Members { min: 1, max: None });
+    assert_eq!(
+        sets,
+        [("workers", eight, Quantity::Text("2000m".into())), ("driver", one, Quantity::Text("500m".into()))]
+    );
+    let request = g.to_request("train").unwrap();
+    assert_eq!(
+        (request.min_members, request.max_members, request.member_requests(8)),
+        (9, 9, &[("cpu".to_string(), 500), ("memory".to_string(), 1 << 30)][..])
+    );
 
+    // Sets on other nodes are placed on their own nodes; alike sets stay one set.
     let apart = jobset(json!([
         replicated("workers", 1, 1, pod("1", json!({"pool": "a"}))),
         replicated("driver", 1, 1, pod("1", json!({"pool": "b"}))),
     ]));
-    let e = shape(&apart).unwrap_err();
-    assert!(
-        e[0].starts_with(
-            "spec.replicatedJobs[1].template.spec.template.spec: asks for other nodes than spec.replicatedJobs[0]"
-        ),
-        "{e:?}"
-    );
+    let g = shape(&apart).unwrap().group_spec(&apart, "q");
+    assert_eq!(g.sets.iter().map(|s| s.node_selector["pool"].as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    let alike = jobset(json!([
+        replicated("workers", 1, 2, pod("1", json!({"pool": "a"}))),
+        replicated("driver", 1, 1, pod("1", json!({"pool": "a"}))),
+    ]));
+    let g = shape(&alike).unwrap().group_spec(&alike, "q");
+    assert!(g.sets.is_empty() && g.node_selector["pool"] == "a" && g.members.min == 3, "{g:?}");
     let mut shrunk = jobset(json!([replicated("w", 1, 2, pod("1", json!({})))]));
     shrunk.metadata.annotations = Some([("muster.dev/min-members".to_string(), "1".to_string())].into());
     assert_eq!(
@@ -174,7 +197,12 @@ fn an_mpijob_is_one_group_of_its_launcher_and_workers() {
     assert!(m.held());
     let s = shape(&m).unwrap();
     assert_eq!(s.members, Members { min: 4, max: None }, "one launcher (the default) and three workers");
-    assert_eq!(s.requests, Amounts::from([("cpu".to_string(), 2000)]));
+    let cpu = |m: u64| Amounts::from([("cpu".to_string(), m)]);
+    assert_eq!(
+        asks(&s),
+        [("launcher", 1, cpu(500)), ("worker", 3, cpu(2000))],
+        "the launcher holds no worker-sized slot"
+    );
     let sets = m.pod_sets().unwrap();
     let layout = place::layout(&sets);
     assert_eq!(layout.iter().map(|l| (l.name.as_str(), l.pods)).collect::<Vec<_>>(), [("launcher", 1), ("worker", 3)]);
@@ -235,15 +263,17 @@ fn a_rayjob_is_one_group_of_its_clusters_head_and_workers() {
     let s = shape(&r).unwrap();
     assert_eq!(s.members, Members { min: 5, max: None });
     // KubeRay's init container on every worker (200m, 256Mi) is a floor under what a pod asks.
-    assert_eq!(s.requests, Amounts::from([("cpu".to_string(), 4000), ("memory".to_string(), 256 << 20)]));
+    let worker = |cpu: u64| Amounts::from([("cpu".to_string(), cpu), ("memory".to_string(), 256 << 20)]);
+    let head = Amounts::from([("cpu".to_string(), 1000)]);
+    assert_eq!(asks(&s), [("headgroup", 1, head), ("cpu", 2, worker(4000)), ("tpu", 2, worker(2000))]);
     // With in-tree autoscaling the head also runs the autoscaler (500m, 512Mi by default).
     let mut scaled = r.clone();
     let cluster = scaled.spec.ray_cluster_spec.as_mut().unwrap();
     cluster.enable_in_tree_autoscaling = Some(true);
     cluster.worker_group_specs.clear();
     assert_eq!(
-        shape(&scaled).unwrap().requests,
-        Amounts::from([("cpu".to_string(), 1500), ("memory".to_string(), 512 << 20)])
+        asks(&shape(&scaled).unwrap()),
+        [("headgroup", 1, Amounts::from([("cpu".to_string(), 1500), ("memory".to_string(), 512 << 20)]))]
     );
     let layout = place::layout(&r.pod_sets().unwrap());
     let sets: Vec<_> = layout.iter().map(|l| (l.name.as_str(), l.children, l.pods)).collect();
@@ -354,7 +384,7 @@ fn amounts_in_the_apiservers_canonical_forms_count_and_an_uncountable_one_is_nam
             {"name": "c", "resources": {"requests": {"cpu": "1500u", "memory": memory}}}]}}})
     };
     let s = shape(&job(json!({}), mem("1500e6"))).unwrap();
-    assert_eq!(s.requests, Amounts::from([("cpu".into(), 2), ("memory".into(), 1_500_000_000)]));
+    assert_eq!(asks(&s), [("", 2, Amounts::from([("cpu".into(), 2), ("memory".into(), 1_500_000_000)]))]);
     let e = shape(&job(json!({}), mem("4Ei"))).unwrap_err();
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(e[0].starts_with("spec.template.spec.containers[0].resources.requests[memory]: "), "{e:?}");

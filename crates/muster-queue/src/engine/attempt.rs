@@ -167,7 +167,7 @@ impl Engine {
     /// The most members (up to the request's max) the quota lets `queue` add now, and, when that
     /// is fewer than max, why (amounts in the graph's units).
     fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
-        let amounts = quota::per_member(request);
+        let asks = quota::Asks::of(request);
         let resources = &self.graph.graph.resources;
         let fmt = |r: &str, a: u64| match resources.get(r) {
             Some(id) => resources.format(id, a),
@@ -176,7 +176,7 @@ impl Engine {
                 Err(_) => a.to_string(),
             },
         };
-        quota::max_members(&self.compiled, &self.usage, queue, &amounts, request.max_members, &fmt)
+        quota::max_members(&self.compiled, &self.usage, queue, &asks, request.max_members, &fmt)
     }
 
     /// Step 4: places the group now if it fits; else says why not. A request that did not fit is
@@ -377,10 +377,9 @@ impl Engine {
         let g = &self.graph.graph;
         let (_, free) = g.totals();
         let root = g.domain(g.root_domain);
-        for (r, per) in quota::per_member(req) {
+        for (r, need) in quota::Asks::of(req).with(req.min_members) {
             let Some(id) = g.resources.get(&r) else { continue };
             let i = id.index();
-            let need = per.saturating_mul(u64::from(req.min_members));
             if need > free[i] {
                 return Err(format!(
                     "needs {} {r} in all, {} is free",
@@ -388,11 +387,21 @@ impl Engine {
                     g.resources.format(id, free[i])
                 ));
             }
-            if per > root.max_free[i] {
-                return Err(format!(
-                    "each member needs {} {r}; no schedulable node has that much free now",
-                    g.resources.format(id, per)
-                ));
+        }
+        for set in req.member_sets().iter() {
+            for (r, per) in &set.requests {
+                let Some(id) = g.resources.get(r) else { continue };
+                if *per > root.max_free[id.index()] {
+                    let who = if set.name.is_empty() {
+                        "each member".to_string()
+                    } else {
+                        format!("each {} member", set.name)
+                    };
+                    return Err(format!(
+                        "{who} needs {} {r}; no schedulable node has that much free now",
+                        g.resources.format(id, *per)
+                    ));
+                }
             }
         }
         Ok(())

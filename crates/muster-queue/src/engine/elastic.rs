@@ -37,11 +37,9 @@ impl Engine {
         for key in keys {
             let g = &self.groups[&key];
             let cur = g.member_count();
-            let amounts = quota::per_member(&g.spec.request);
+            let asks = quota::Asks::growth(&g.spec.request);
             let (qmax, _) =
-                quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &amounts, u32::MAX, &|_, a| {
-                    a.to_string()
-                });
+                quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &asks, u32::MAX, &|_, a| a.to_string());
             let mut want = (g.spec.request.max_members - cur).min(qmax);
             let alloc_id = g.allocation.as_ref().map_or(0, |a| a.alloc_id);
             let id = self.graph_alloc[&key];
@@ -50,7 +48,7 @@ impl Engine {
                 match self.graph.grow(id, want, self.now) {
                     Ok(Some(added)) => {
                         let rec = self.record_of(id, alloc_id);
-                        self.add_usage(&key, added.len() as u32, 1);
+                        self.add_usage(&key, added.iter().copied(), 1);
                         let g = self.group_mut(&key);
                         g.allocation = Some(rec.clone());
                         self.step(&key, GroupState::Running, Reason::Grown { members: added }, Some(rec), out);

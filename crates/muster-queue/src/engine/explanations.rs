@@ -106,12 +106,8 @@ impl Engine {
 
     /// Running allocations' expected ends with what they free, by resource index, in time order.
     pub(super) fn end_profile(&self) -> Vec<(i64, Vec<u64>)> {
-        let mut v: Vec<(i64, Vec<u64>)> = self
-            .graph
-            .allocations()
-            .filter(|a| !a.reserved && a.end != i64::MAX)
-            .map(|a| (a.end, a.per_member.iter().map(|q| q * a.members.len() as u64).collect()))
-            .collect();
+        let mut v: Vec<(i64, Vec<u64>)> =
+            self.graph.allocations().filter(|a| !a.reserved && a.end != i64::MAX).map(|a| (a.end, a.held())).collect();
         v.sort();
         v
     }
@@ -122,10 +118,11 @@ impl Engine {
         let gr = &self.graph.graph;
         let (_, free) = gr.totals();
         let mut free = free.to_vec();
-        let min = u64::from(self.effective_min(g));
-        let need: Vec<(usize, u64)> = quota::per_member(&g.spec.request)
+        let min = self.effective_min(g);
+        let need: Vec<(usize, u64)> = quota::Asks::of(&g.spec.request)
+            .with(min)
             .into_iter()
-            .filter_map(|(r, per)| gr.resources.get(&r).map(|id| (id.index(), per.saturating_mul(min))))
+            .filter_map(|(r, total)| gr.resources.get(&r).map(|id| (id.index(), total)))
             .collect();
         let fits = |free: &[u64]| need.iter().all(|&(i, n)| free.get(i).is_some_and(|f| *f >= n));
         if fits(&free) {

@@ -286,7 +286,7 @@ impl Engine {
                 self.graph.shrink(id, &members).expect("members checked");
             }
             self.stretch_for_fewer(id, remaining + lost.len() as u32, remaining);
-            self.add_usage(key, lost.len() as u32, -1);
+            self.add_usage(key, lost.iter().copied(), -1);
             let rec = self.record_of(id, alloc_id);
             let g = self.group_mut(key);
             g.allocation = Some(rec.clone());
@@ -309,7 +309,7 @@ impl Engine {
             if let Some(a) = g.allocation.as_mut() {
                 a.members.retain(|m| !lost.contains(&m.index));
             }
-            self.add_usage(key, lost.len() as u32, -1);
+            self.add_usage(key, lost.iter().copied(), -1);
             if self.graph.allocation(id).is_err() {
                 self.graph_alloc.remove(key);
                 self.by_graph_alloc.remove(&id);

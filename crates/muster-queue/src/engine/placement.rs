@@ -38,14 +38,13 @@ impl Engine {
         }
     }
 
-    /// Adds (`sign` > 0) or removes `members` members' worth of the group's request to its queue's usage.
-    pub(super) fn add_usage(&mut self, key: &GroupKey, members: u32, sign: i64) {
+    /// Adds (`sign` > 0) or removes what the group's members `members` ask to its queue's usage.
+    pub(super) fn add_usage(&mut self, key: &GroupKey, members: impl IntoIterator<Item = u32>, sign: i64) {
         let g = &self.groups[key];
         let q = g.spec.queue.clone();
-        let amounts = quota::per_member(&g.spec.request);
+        let amounts = quota::members_asks(&g.spec.request, members);
         let u = self.usage.entry(q).or_default();
-        for (r, per) in amounts {
-            let delta = per.saturating_mul(u64::from(members));
+        for (r, delta) in amounts {
             let e = u.entry(r).or_insert(0);
             if sign > 0 {
                 *e = e.saturating_add(delta);
@@ -75,6 +74,7 @@ impl Engine {
         self.next_alloc_id += 1;
         let rec = self.record_of(id, alloc_id);
         let members = rec.members.len() as u32;
+        let indices: Vec<u32> = rec.members.iter().map(|m| m.index).collect();
         self.graph_alloc.insert(key.clone(), id);
         self.by_graph_alloc.insert(id, key.clone());
         let now = self.now;
@@ -87,13 +87,13 @@ impl Engine {
         g.reason = String::new();
         let queue = g.spec.queue.clone();
         *self.starting.entry(queue).or_default() += members;
-        self.add_usage(key, members, 1);
+        self.add_usage(key, indices, 1);
         self.step(key, GroupState::Admitted, reason, Some(rec), out);
     }
 
     /// Releases a group's allocation (graph and quota); returns the released record.
     pub(super) fn release(&mut self, key: &GroupKey) -> Option<AllocationRecord> {
-        let members = self.groups[key].member_count();
+        let members = self.groups[key].member_indices();
         if let Some(id) = self.graph_alloc.remove(key) {
             self.by_graph_alloc.remove(&id);
             let _ = self.graph.cancel(id);
@@ -139,8 +139,8 @@ impl Engine {
         self.by_graph_alloc.remove(&id);
         let saved = self.saved_alloc(id);
         let _ = self.graph.cancel(id);
-        let n = self.groups[key].member_count();
-        self.add_usage(key, n, -1);
+        let members = self.groups[key].member_indices();
+        self.add_usage(key, members, -1);
         saved
     }
 
@@ -149,8 +149,8 @@ impl Engine {
         self.graph.restore(saved.id, &saved.request, &saved.members, saved.window).expect("state restored exactly");
         self.graph_alloc.insert(key.clone(), saved.id);
         self.by_graph_alloc.insert(saved.id, key.clone());
-        let n = self.groups[key].member_count();
-        self.add_usage(key, n, 1);
+        let members = self.groups[key].member_indices();
+        self.add_usage(key, members, 1);
     }
 
     /// What it takes to import allocation `id` again exactly.

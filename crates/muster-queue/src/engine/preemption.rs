@@ -48,11 +48,11 @@ impl Engine {
             return None;
         }
         let prio = g.priority;
-        let amounts = quota::per_member(&g.spec.request);
+        let asks = quota::Asks::of(&g.spec.request);
         let root = &self.compiled.queues[q].root_cohort;
         let can_reclaim = cfg.reclaim_within_cohort
             && root.is_some()
-            && quota::within_nominal(&self.compiled, &self.usage, q, &amounts, req.min_members);
+            && quota::within_nominal(&self.compiled, &self.usage, q, &asks, req.min_members);
         let mut cands = Vec::new();
         for k in &self.live {
             let v = &self.groups[k];
@@ -73,7 +73,7 @@ impl Engine {
                 }
             } else if can_reclaim
                 && self.compiled.queues[&v.spec.queue].root_cohort == *root
-                && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &amounts)
+                && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &asks)
             {
                 cands.push(candidate(true));
             }
@@ -180,9 +180,9 @@ impl Engine {
     /// `req` with its max capped by the quota now, if that fits now (quota and placement).
     fn fitting_request(&mut self, key: &GroupKey, req: &GroupRequest) -> Option<GroupRequest> {
         let g = &self.groups[key];
-        let amounts = quota::per_member(&g.spec.request);
+        let asks = quota::Asks::of(&g.spec.request);
         let (qmax, _) =
-            quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &amounts, req.max_members, &|_, a| {
+            quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &asks, req.max_members, &|_, a| {
                 a.to_string()
             });
         if qmax < req.min_members {

@@ -116,7 +116,7 @@ impl Engine {
                 e.graph.import(id, &req, &members, (a.start, a.end))?;
                 e.graph_alloc.insert(key.clone(), id);
                 e.by_graph_alloc.insert(id, key.clone());
-                e.add_usage(&key, a.members.len() as u32, 1);
+                e.add_usage(&key, a.members.iter().map(|m| m.index), 1);
             }
         }
         // Other schedulers' pods after ours: the recorded placements were made around them.

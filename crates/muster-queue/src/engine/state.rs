@@ -215,8 +215,8 @@ impl Engine {
         let mut usage: Usage = BTreeMap::new();
         for g in self.groups.values().filter(|g| g.state.holds_allocation()) {
             let u = usage.entry(g.spec.queue.clone()).or_default();
-            for (r, per) in quota::per_member(&g.spec.request) {
-                *u.entry(r).or_insert(0) += per * u64::from(g.member_count());
+            for (r, total) in quota::members_asks(&g.spec.request, g.member_indices()) {
+                *u.entry(r).or_insert(0) += total;
             }
         }
         for (q, u) in &self.usage {

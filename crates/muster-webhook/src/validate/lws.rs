@@ -55,7 +55,7 @@ impl<S: ClusterState> Checker<'_, S> {
         let asks = worker.and_then(|w| muster_k8s::pod::requests(w).ok());
         if let (true, Some(asks), Ok(size @ 1..)) = (whole, asks, u64::try_from(new.size())) {
             let fix = format!("lower {SIZE_FIELD} or the pods' resource requests, or use a queue with a larger quota");
-            if let Some(m) = never_fits(queue, &spec, size, &member_requests(&asks), SIZE_FIELD, &fix) {
+            if let Some(m) = never_fits(queue, &spec, &[(size, member_requests(&asks))], SIZE_FIELD, &fix) {
                 self.refuse(m);
             }
         }

@@ -1,0 +1,181 @@
+//! Groups of several member sets: each set holds what its members ask, every set is placed at
+//! once or none is, and only the last set grows.
+
+mod common;
+
+use common::{check_invariants, fingerprint, rg};
+use muster_graph::jobspec::{self, MemberSet, TopologyConstraint};
+use muster_graph::{GroupRequest, MatchOutcome, Policy, ResourceGraph};
+
+/// 32 nodes of 8 GPUs and 64 cores, 8 racks of 4 in 2 blocks.
+const GPU_NODES: &str = "
+name: gpus
+topology: [{level: block, label: muster.dev/block}, {level: rack, label: muster.dev/rack}]
+nodeClasses:
+  - name: g
+    count: 32
+    capacity: {cpu: 64, memory: 512Gi, nvidia.com/gpu: 8, pods: 110}
+    spread: {block: 16, rack: 4}
+";
+
+fn set(name: &str, members: u32, requests: &[(&str, u64)]) -> MemberSet {
+    MemberSet {
+        name: name.into(),
+        min_members: members,
+        max_members: members,
+        requests: requests.iter().map(|(r, a)| (r.to_string(), *a)).collect(),
+        filter: Default::default(),
+        topology: None,
+    }
+}
+
+/// An MPIJob: a 1-cpu launcher and `workers` workers of a whole node's GPUs each.
+fn mpijob(name: &str, workers: u32) -> GroupRequest {
+    GroupRequest::simple(name, 1, &[])
+        .with_sets(vec![
+            set("launcher", 1, &[("cpu", 1000)]),
+            set("worker", workers, &[("cpu", 32_000), ("nvidia.com/gpu", 8)]),
+        ])
+        .unwrap()
+}
+
+fn allocate(r: &mut ResourceGraph, req: &GroupRequest) -> Option<u64> {
+    match r.allocate(req, 0) {
+        MatchOutcome::Allocated(id) => Some(id),
+        MatchOutcome::Busy(_) => None,
+        other => panic!("{}: {other:?}", req.name),
+    }
+}
+
+#[test]
+fn a_launcher_holds_no_worker_sized_slot() {
+    let mut r = rg(GPU_NODES, Policy::BestFit);
+    // Sized like its largest member, each job would hold 5 nodes: 6 fit on 32. With sets, the
+    // launcher lands beside a worker and each holds 4: 8 fit, every GPU used.
+    let placed: Vec<u64> = (0..9).filter_map(|i| allocate(&mut r, &mpijob(&format!("mpi-{i}"), 4))).collect();
+    assert_eq!(placed.len(), 8, "the ninth finds no room");
+    check_invariants(&r);
+    let worker_nodes: std::collections::BTreeSet<_> =
+        r.allocations().flat_map(|a| a.members.iter().filter(|m| m.index > 0).map(|m| m.node)).collect();
+    for &id in &placed {
+        let a = r.allocation(id).unwrap();
+        assert_eq!(a.members.len(), 5);
+        assert!(worker_nodes.contains(&a.members[0].node), "the launcher shares a node with workers");
+        assert_eq!(a.member_amounts(0)[r.graph.resources.get("nvidia.com/gpu").unwrap().index()], 0);
+        let held = a.held();
+        assert_eq!(held[r.graph.resources.get("cpu").unwrap().index()], 129_000, "1 + 4 x 32 cores");
+        assert_eq!(held[r.graph.resources.get("nvidia.com/gpu").unwrap().index()], 32);
+    }
+    let (_, free) = r.graph.totals();
+    assert_eq!(free[r.graph.resources.get("nvidia.com/gpu").unwrap().index()], 0);
+}
+
+#[test]
+fn sets_are_placed_all_or_none() {
+    let mut r = rg(GPU_NODES, Policy::First);
+    // 30 of 32 nodes' GPUs taken: the workers of a 4-node job cannot be placed, so neither is
+    // its launcher, and the graph is as it was.
+    let filler = GroupRequest::simple("filler", 30, &[("nvidia.com/gpu", 8)]);
+    allocate(&mut r, &filler).unwrap();
+    let before = fingerprint(&r.graph);
+    assert_eq!(allocate(&mut r, &mpijob("big", 4)), None);
+    assert_eq!(fingerprint(&r.graph), before);
+    assert_eq!(r.allocations().count(), 1);
+    check_invariants(&r);
+    // It reserves the time the filler ends, every set together.
+    let mut r = rg(GPU_NODES, Policy::First);
+    let mut timed = filler;
+    timed.duration = Some(100);
+    allocate(&mut r, &timed).unwrap();
+    let mut job = mpijob("later", 4);
+    job.duration = Some(50);
+    match r.allocate_orelse_reserve(&job, 0) {
+        MatchOutcome::Reserved { id, at } => {
+            assert_eq!(at, 100);
+            assert_eq!(r.allocation(id).unwrap().members.len(), 5);
+        }
+        other => panic!("{other:?}"),
+    }
+    check_invariants(&r);
+}
+
+#[test]
+fn sub_gangs_share_their_own_rack_within_the_groups_block() {
+    let mut r = rg(GPU_NODES, Policy::First);
+    // Disaggregated inference: prefill and decode gangs, each whole in one rack, both in one block.
+    let mut prefill = set("prefill", 3, &[("nvidia.com/gpu", 8)]);
+    prefill.topology = Some(TopologyConstraint::required("rack"));
+    let mut decode = set("decode", 4, &[("nvidia.com/gpu", 8)]);
+    decode.topology = Some(TopologyConstraint::required("rack"));
+    let mut group = GroupRequest::simple("serve", 1, &[]);
+    group.topology = Some(TopologyConstraint::required("block"));
+    let group = group.with_sets(vec![prefill, decode]).unwrap();
+    // Block 0 is busy but for one rack: the group must go to block 1.
+    let busy = GroupRequest::simple("busy", 12, &[("nvidia.com/gpu", 8)]);
+    allocate(&mut r, &busy).unwrap();
+    let id = allocate(&mut r, &group).expect("block 1 holds both");
+    let a = r.allocation(id).unwrap();
+    let at = |i: usize, level: &str| {
+        let v = r.graph.ancestor_at_level(a.members[i].node, level).unwrap();
+        r.graph.vertex(v).meta.name.clone()
+    };
+    let racks: Vec<String> = (0..7).map(|i| at(i, "rack")).collect();
+    assert!(racks[..3].iter().all(|x| *x == racks[0]) && racks[3..].iter().all(|x| *x == racks[3]), "{racks:?}");
+    assert_ne!(racks[0], racks[3], "a rack of 4 nodes holds one gang, not both");
+    let blocks: std::collections::BTreeSet<String> = (0..7).map(|i| at(i, "block")).collect();
+    assert_eq!(blocks.len(), 1);
+    check_invariants(&r);
+}
+
+#[test]
+fn only_the_last_set_grows_and_gives_back() {
+    let mut r = rg(GPU_NODES, Policy::First);
+    let mut workers = set("worker", 8, &[("nvidia.com/gpu", 1)]);
+    workers.min_members = 2;
+    let group =
+        GroupRequest::simple("elastic", 1, &[]).with_sets(vec![set("head", 1, &[("cpu", 2000)]), workers]).unwrap();
+    assert_eq!((group.min_members, group.max_members, group.fixed_members()), (3, 9, 1));
+    let id = allocate(&mut r, &group).unwrap();
+    assert_eq!(r.allocation(id).unwrap().members.len(), 9);
+    r.shrink(id, &[7, 8]).unwrap();
+    let added = r.grow(id, 2, 0).unwrap().unwrap();
+    assert_eq!(added, [7, 8], "new members take the workers' numbers, never the head's");
+    let a = r.allocation(id).unwrap();
+    let gpu = r.graph.resources.get("nvidia.com/gpu").unwrap().index();
+    assert_eq!(a.held()[gpu], 8);
+    check_invariants(&r);
+    // Work is spread over the workers only: half the workers take twice as long.
+    let mut timed = group.clone();
+    timed.duration = Some(100);
+    assert_eq!(timed.run_time_with(1 + 4), Some(200));
+}
+
+#[test]
+fn the_group_form_reads_sets_and_names_the_field_at_fault() {
+    let g = jobspec::parse(
+        "g.yaml",
+        "name: mpi\nsets:\n  - {name: worker, members: {min: 2, max: 4}, resources: {nvidia.com/gpu: 8}}\n  \
+         - {name: launcher, members: 1, resources: {cpu: 1}}\ntopology: {level: rack, mode: preferred}\n",
+    )
+    .unwrap();
+    let names: Vec<&str> = g.sets.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["launcher", "worker"], "the elastic set is numbered last");
+    assert_eq!((g.min_members, g.max_members), (3, 5));
+    assert_eq!(g.requests_with(3).get("nvidia.com/gpu"), Some(&16));
+    for (text, path) in [
+        ("name: x\nmembers: 2\nsets: [{name: a, members: 1, resources: {cpu: 1}}]\n", "members"),
+        (
+            "name: x\nsets: [{name: a, members: 1, resources: {cpu: 1}}, {name: a, members: 1, resources: {cpu: 1}}]\n",
+            "sets[1].name",
+        ),
+        (
+            "name: x\nsets: [{name: a, members: {min: 1, max: 2}, resources: {cpu: 1}}, {name: b, members: {min: 1, max: 2}, resources: {cpu: 1}}]\n",
+            "sets[1].members",
+        ),
+        ("name: x\nsets: [{name: a, members: 1, resources: {gpu: 1}}]\n", "sets[0].resources.gpu"),
+        ("name: x\n", "members"),
+    ] {
+        let e = jobspec::parse("g.yaml", text).unwrap_err();
+        assert_eq!(e.path, path, "{e}");
+    }
+}
