@@ -653,6 +653,9 @@ struct FluxShape {
     socket_requests: BTreeMap<String, u64>,
     /// The walk is inside the socket.
     in_socket: bool,
+    /// In a jobspec of several slots, the path of the one slot this walk reads: other branches
+    /// are other sets' and skipped.
+    only: Option<String>,
 }
 
 /// Jobspec versions Fluxion accepts (resource/libjobspec/jobspec.cpp): muster reads the same
@@ -672,15 +675,106 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
             ),
         ));
     }
-    if spec.resources.len() != 1 {
+    let mut slots = Vec::new();
+    for (i, r) in spec.resources.iter().enumerate() {
+        slot_paths(r, &format!("resources[{i}]"), &mut slots);
+    }
+    if spec.resources.len() == 1 && slots.len() <= 1 {
+        let mut shape = FluxShape::default();
+        walk_flux(file, "resources[0]", &spec.resources[0], &mut shape, false)?;
+        return from_flux_shape(file, spec, shape);
+    }
+    from_flux_slots(file, spec, &slots)
+}
+
+/// A jobspec of several slots (several top-level resources, or a level holding several): each
+/// slot is a set of members of its own size, named by its label.
+fn from_flux_slots(file: &str, spec: &FluxJobspec, slots: &[String]) -> Result<GroupRequest, InputError> {
+    if slots.is_empty() {
         return Err(InputError::new(
             file,
             "resources",
-            "exactly one top-level resource is supported (one slot shape per group)",
+            "no slot: a jobspec needs a slot, the unit that becomes one member",
         ));
     }
-    let mut shape = FluxShape::default();
-    walk_flux(file, "resources[0]", &spec.resources[0], &mut shape, false)?;
+    let mut level: Option<Option<String>> = None;
+    let mut sets = Vec::new();
+    let mut elastic = None;
+    for (k, slot) in slots.iter().enumerate() {
+        let top: usize = slot["resources[".len()..].split(']').next().and_then(|i| i.parse().ok()).unwrap_or(0);
+        let mut shape = FluxShape { only: Some(slot.clone()), ..FluxShape::default() };
+        walk_flux(file, &format!("resources[{top}]"), &spec.resources[top], &mut shape, false)?;
+        let r = from_flux_shape(file, spec, shape)?;
+        if r.members_per_node.is_some() || r.exclusive || r.sockets.is_some() {
+            return Err(InputError::new(
+                file,
+                slot,
+                "in a jobspec of several slots each slot is a set of members that ask amounts (cores, gpus, \
+                 memory); whole nodes, slots per node and sockets are for a jobspec of one slot",
+            ));
+        }
+        let this_level = r.topology.as_ref().map(|t| t.level.clone());
+        if level.get_or_insert_with(|| this_level.clone()) != &this_level {
+            return Err(InputError::new(
+                file,
+                slot,
+                "the slots are under different topology levels; put every slot under one level (or none)",
+            ));
+        }
+        if r.min_members < r.max_members && elastic.replace(k).is_some() {
+            return Err(InputError::new(file, format!("{slot}.count"), "only one slot of a jobspec may have a range"));
+        }
+        let name = spec_label(spec, slot).unwrap_or_else(|| format!("slot{k}"));
+        sets.push(MemberSet {
+            name,
+            min_members: r.min_members,
+            max_members: r.max_members,
+            requests: r.requests,
+            filter: NodeFilter::default(),
+            topology: None,
+        });
+    }
+    if let Some(k) = elastic {
+        let set = sets.remove(k);
+        sets.push(set);
+    }
+    // Named as a one-slot jobspec is: its first label.
+    let mut group = GroupRequest::simple(&shape_name(spec), 1, &[]);
+    group.duration = flux_duration(file, spec)?;
+    group.topology = level.flatten().map(TopologyConstraint::required);
+    group.with_sets(sets).map_err(|e| InputError::new(file, "resources", e.to_string()))
+}
+
+/// The paths of the slots under `r`.
+fn slot_paths(r: &FluxResource, path: &str, out: &mut Vec<String>) {
+    if r.rtype == "slot" {
+        out.push(path.to_string());
+        return;
+    }
+    for (i, c) in r.with.iter().enumerate() {
+        slot_paths(c, &format!("{path}.with[{i}]"), out);
+    }
+}
+
+/// Whether the resource at `at` is `only` or encloses it.
+fn on_the_way(only: &str, at: &str) -> bool {
+    only.strip_prefix(at).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// The label of the slot at `path`.
+fn spec_label(spec: &FluxJobspec, path: &str) -> Option<String> {
+    let mut parts = path.split('.');
+    let top: usize = parts.next()?.strip_prefix("resources[")?.strip_suffix(']')?.parse().ok()?;
+    let mut r = spec.resources.get(top)?;
+    for part in parts {
+        let i: usize = part.strip_prefix("with[")?.strip_suffix(']')?.parse().ok()?;
+        r = r.with.get(i)?;
+    }
+    r.label.clone()
+}
+
+/// The group the one slot `shape` describes.
+fn from_flux_shape(file: &str, spec: &FluxJobspec, mut shape: FluxShape) -> Result<GroupRequest, InputError> {
     let Some(slot) = shape.slot else {
         return Err(InputError::new(
             file,
@@ -702,10 +796,7 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
         }
         _ => (slot.0, slot.1, if shape.slot_is_whole_node { Some(1) } else { None }),
     };
-    let duration = match spec.attributes.as_ref().and_then(|a| a.system.as_ref()).and_then(|s| s.duration) {
-        Some(d) => check_duration(file, "attributes.system.duration", d)?,
-        None => None,
-    };
+    let duration = flux_duration(file, spec)?;
     let sockets = match shape.sockets {
         None => None,
         Some((count, path)) => {
@@ -745,6 +836,13 @@ fn from_flux(file: &str, spec: &FluxJobspec) -> Result<GroupRequest, InputError>
     })
 }
 
+fn flux_duration(file: &str, spec: &FluxJobspec) -> Result<Option<u64>, InputError> {
+    match spec.attributes.as_ref().and_then(|a| a.system.as_ref()).and_then(|s| s.duration) {
+        Some(d) => check_duration(file, "attributes.system.duration", d),
+        None => Ok(None),
+    }
+}
+
 fn shape_name(spec: &FluxJobspec) -> String {
     fn find_label(r: &FluxResource) -> Option<String> {
         r.label.clone().or_else(|| r.with.iter().find_map(find_label))
@@ -758,7 +856,11 @@ fn walk_flux(file: &str, path: &str, r: &FluxResource, shape: &mut FluxShape, in
     let (lo, hi) = r.count.bounds(file, &count_path)?;
     let children = |shape: &mut FluxShape, in_slot: bool| -> Result<(), InputError> {
         for (i, c) in r.with.iter().enumerate() {
-            walk_flux(file, &format!("{path}.with[{i}]"), c, shape, in_slot)?;
+            let at = format!("{path}.with[{i}]");
+            if !in_slot && shape.only.as_ref().is_some_and(|only| !on_the_way(only, &at)) {
+                continue;
+            }
+            walk_flux(file, &at, c, shape, in_slot)?;
         }
         Ok(())
     };

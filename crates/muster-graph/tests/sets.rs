@@ -179,3 +179,33 @@ fn the_group_form_reads_sets_and_names_the_field_at_fault() {
         assert_eq!(e.path, path, "{e}");
     }
 }
+
+#[test]
+fn a_flux_jobspec_of_several_slots_is_a_group_of_sets() {
+    let slot = |label: &str, count: &str, with: &str| {
+        format!("      - type: slot\n        count: {count}\n        label: {label}\n        with: {with}\n")
+    };
+    let two = format!(
+        "version: 1\nresources:\n  - type: rack\n    count: 1\n    with:\n{}{}attributes: {{system: {{duration: 600}}}}\n",
+        slot("launcher", "1", "[{type: core, count: 1}]"),
+        slot("worker", "{min: 2, max: 4}", "[{type: core, count: 8}, {type: gpu, count: 8}]"),
+    );
+    let g = jobspec::parse("mpi.yaml", &two).unwrap();
+    let sets: Vec<_> = g.sets.iter().map(|s| (s.name.as_str(), s.min_members, s.max_members)).collect();
+    assert_eq!(sets, [("launcher", 1, 1), ("worker", 2, 4)]);
+    assert_eq!(g.sets[1].requests, [("cpu".to_string(), 8000), ("nvidia.com/gpu".to_string(), 8)]);
+    assert_eq!((g.topology.as_ref().map(|t| t.level.as_str()), g.duration), (Some("rack"), Some(600)));
+    let mut r = rg(GPU_NODES, Policy::First);
+    let id = allocate(&mut r, &g).expect("fits");
+    assert_eq!(r.allocation(id).unwrap().members.len(), 5);
+
+    // Several top-level resources are several slots too; whole nodes per slot are not sets.
+    let tops = "version: 1\nresources:\n  - {type: slot, count: 1, label: head, with: [{type: core, count: 2}]}\n  \
+                - {type: slot, count: 2, label: gpus, with: [{type: gpu, count: 1}]}\n";
+    let g = jobspec::parse("ray.yaml", tops).unwrap();
+    assert_eq!(g.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["head", "gpus"]);
+    let nodes = "version: 1\nresources:\n  - {type: slot, count: 1, label: head, with: [{type: core, count: 2}]}\n  \
+                 - {type: slot, count: 2, label: gpus, with: [{type: node, count: 1}]}\n";
+    let e = jobspec::parse("ray.yaml", nodes).unwrap_err();
+    assert_eq!(e.path, "resources[1]", "{e}");
+}

@@ -269,10 +269,17 @@ impl Session {
         // Sockets held whole show only for groups that ask for them.
         let sockets = a.request.sockets.is_some();
         let header = if sockets { format!("{:<16} DEVICES", "SOCKETS") } else { "DEVICES".to_string() };
-        writeln!(out, "{:<8} {:<28} {header}", "MEMBER", "NODE")?;
+        // The set column shows only for groups of several sets.
+        let sets = !a.request.sets.is_empty();
+        let set_of = |index: u32| {
+            if sets { format!("{:<12} ", a.request.sets[a.request.set_of(index).0].name) } else { String::new() }
+        };
+        let set_header = if sets { format!("{:<12} ", "SET") } else { String::new() };
+        writeln!(out, "{:<8} {set_header}{:<28} {header}", "MEMBER", "NODE")?;
         for m in a.members.iter().filter(|m| only.is_none_or(|o| o.contains(&m.index))) {
             let held = if sockets { format!("{:<16} ", names(&m.sockets)) } else { String::new() };
-            writeln!(out, "{:<8} {:<28} {held}{}", m.index, g.node(m.node).name, names(&m.devices))?;
+            let set = set_of(m.index);
+            writeln!(out, "{:<8} {set}{:<28} {held}{}", m.index, g.node(m.node).name, names(&m.devices))?;
         }
         Ok(())
     }

@@ -4,13 +4,14 @@
 
 mod text;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::queue::{DEFAULT_DEPTH, DEFAULT_SLOWDOWN, PolicyKind};
-use crate::{Group, GroupState, Queue, labels};
+use crate::{Group, GroupState, Quantity, Queue, labels};
 use text::{REASON_WIDTH, one_line, or_none, truncate};
 pub use text::{absolute, allocation_lines, human_duration, quantity_text, relative, table};
 
@@ -255,12 +256,28 @@ pub fn explain(g: &Group, queue: &QueueInfo, now: Timestamp) -> String {
         "Phase",
         status.phase.map_or("<none> (muster has not looked at the group yet)".into(), |p| format!("{p:?}")),
     ));
+    let each = |resources: &BTreeMap<String, Quantity>| {
+        let each: Vec<String> = resources.iter().map(|(r, q)| format!("{r} {}", quantity_text(r, q))).collect();
+        each.join(", ")
+    };
     let mut size = members(g.spec.members.min, g.spec.members.max, status.allocation.len());
     if !g.spec.resources.is_empty() {
-        let each: Vec<String> = g.spec.resources.iter().map(|(r, q)| format!("{r} {}", quantity_text(r, q))).collect();
-        let _ = write!(size, ", each {}", each.join(", "));
+        let _ = write!(size, ", each {}", each(&g.spec.resources));
     }
     fields.push(("Members", size));
+    // "launcher 1 (each cpu 1); worker 4 (each cpu 32, nvidia.com/gpu 8)"
+    let sets: Vec<String> = (g.spec.sets.iter())
+        .map(|s| {
+            let count = match s.members.max.filter(|m| *m != s.members.min) {
+                Some(max) => format!("{}..{max}", s.members.min),
+                None => s.members.min.to_string(),
+            };
+            format!("{} {count} (each {})", s.name, or_none(each(&s.resources)))
+        })
+        .collect();
+    if !sets.is_empty() {
+        fields.push(("Sets", sets.join("; ")));
+    }
     if pending {
         fields.push((
             "Position",

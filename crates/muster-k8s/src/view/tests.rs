@@ -350,3 +350,20 @@ fn base_units_read_as_people_write_them() {
     assert_eq!(quantity_text("nvidia.com/gpu", &Quantity::Int(1024)), "1024");
     assert_eq!(quantity_text("memory", &Quantity::Text("4Gi".into())), "4Gi");
 }
+
+#[test]
+fn why_shows_each_set_of_a_group_of_sets() {
+    let mut g = group("ml", "pi", "q", r#"{"min": 5}"#, "{}");
+    g.spec.resources.clear();
+    g.spec.sets = serde_json::from_str(
+        r#"[{"name": "launcher", "members": {"min": 1}, "resources": {"cpu": "1"}},
+            {"name": "worker", "members": {"min": 2, "max": 4}, "resources": {"cpu": "32", "nvidia.com/gpu": 8}}]"#,
+    )
+    .unwrap();
+    let text = explain(&g, &QueueInfo::Unknown, ts(NOW));
+    let sets = text.lines().find(|l| l.starts_with("Sets:")).unwrap_or_else(|| panic!("no sets in\n{text}"));
+    assert!(sets.ends_with("launcher 1 (each cpu 1); worker 2..4 (each cpu 32, nvidia.com/gpu 8)"), "{sets}");
+    assert!(text.lines().any(|l| l.starts_with("Members:") && !l.contains("each")), "{text}");
+    let alike = group("ml", "train", "q", r#"{"min": 2}"#, "{}");
+    assert!(!explain(&alike, &QueueInfo::Unknown, ts(NOW)).contains("Sets:"));
+}
