@@ -6,8 +6,10 @@
 #   muster_down   stop it and remove the webhook registration (it fails closed)
 #   muster_metric NAME   a sample of the controller's /metrics (NAME with its labels, if any)
 #   group_status_writes  Group status writes the apiserver has served (its /metrics)
-#   jobset_controller_up, trainer_controller_up   the real JobSet and Kubeflow Trainer controllers
-#                 as local processes (_down stops them and removes what they installed)
+#   jobset_controller_up, trainer_controller_up, mpi_operator_up, kuberay_operator_up   the real
+#                 JobSet, Kubeflow Trainer, MPI and KubeRay operators as local processes (_down
+#                 stops them and removes what they installed)
+#   sets_hold_pods NS GROUP SELECTOR   each bound pod asks what its member's set holds
 # State in $MUSTER_CLUSTER_DIR/muster-e2e; the controller log is logs/muster-controller.log.
 resolve_muster_bin
 muster_dir=$MUSTER_CLUSTER_DIR/muster-e2e
@@ -184,6 +186,67 @@ trainer_controller_down() {
   k delete crd "${trainer_crds[@]}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
 }
 
+# --- Kubeflow's MPI operator (kubeflow.org/v2beta1) ----------------------------------------------
+# mpi_operator_up LOG: the MPIJob CRD, and the real mpi-operator (built from its Go module by
+# hack/third-party.sh) run as a local process logging to LOG; returns once it leads. Sets
+# mpi_operator_dir, mpi_operator_pid, mpi_operator_log.
+mpi_operator_pid=""
+mpi_operator_log=""
+mpi_operator_up() {
+  mpi_operator_log=$1
+  mpi_operator_dir=$("$hack_dir/third-party.sh" mpi-operator)
+  k apply --server-side -f "$mpi_operator_dir/mpijobs.yaml" >/dev/null
+  crd_established mpijobs.kubeflow.org
+  mkdir -p "$(dirname "$mpi_operator_log")"
+  # Its leader-election lease goes to kube-system; its health port (8080) is fixed in v0.6.0.
+  "$mpi_operator_dir/mpi-operator" --kubeConfig "$KUBECONFIG" --lock-namespace kube-system >"$mpi_operator_log" 2>&1 &
+  mpi_operator_pid=$!
+  eventually 60 "the mpi-operator (v$MPI_OPERATOR_VERSION) leads" grep -q "Leading started" "$mpi_operator_log"
+}
+
+# mpi_operator_down [RC]: stop the operator (with RC nonzero, show the end of its log) and delete
+# the CRD, so that later tests run without MPIJobs
+mpi_operator_down() {
+  stop_process "$mpi_operator_pid"
+  if (( ${1:-0} != 0 )) && [[ -n $mpi_operator_log ]]; then
+    echo "--- mpi-operator log (tail)" >&2; tail -n 15 "$mpi_operator_log" >&2 || true
+  fi
+  k delete crd mpijobs.kubeflow.org --ignore-not-found --wait=false >/dev/null 2>&1 || true
+}
+
+# --- KubeRay's operator (ray.io/v1) --------------------------------------------------------------
+# kuberay_operator_up LOG: the RayJob, RayCluster and RayService CRDs (the operator runs its
+# RayService controller too, which needs that CRD), and KubeRay's real operator (built by
+# hack/third-party.sh) run as a local process logging to LOG; returns once its controllers run.
+# Sets kuberay_pid, kuberay_log. kuberay_operator_stop stops the process only.
+kuberay_pid=""
+kuberay_log=""
+kuberay_crds=(rayjobs.ray.io rayclusters.ray.io rayservices.ray.io)
+kuberay_operator_up() {
+  local dir crd
+  kuberay_log=$1
+  dir=$("$hack_dir/third-party.sh" kuberay)
+  k apply --server-side -f "$dir/rayjobs.yaml" -f "$dir/rayclusters.yaml" -f "$dir/rayservices.yaml" >/dev/null
+  for crd in "${kuberay_crds[@]}"; do crd_established "$crd"; done
+  mkdir -p "$(dirname "$kuberay_log")"
+  "$dir/ray-operator" --enable-leader-election=false --metrics-addr "127.0.0.1:$(free_port)" \
+    --health-probe-bind-address "127.0.0.1:$(free_port)" --log-stdout-encoder console >"$kuberay_log" 2>&1 &
+  kuberay_pid=$!
+  eventually 60 "the KubeRay operator (v$KUBERAY_VERSION) runs its controllers" \
+    grep -qs 'controllers.RayJob.*Starting workers' "$kuberay_log"
+}
+kuberay_operator_stop() { stop_process "$kuberay_pid"; }
+
+# kuberay_operator_down [RC]: stop the operator (with RC nonzero, show the end of its log) and
+# delete its CRDs
+kuberay_operator_down() {
+  kuberay_operator_stop
+  if (( ${1:-0} != 0 )) && [[ -n $kuberay_log ]]; then
+    echo "--- kuberay operator log (tail)" >&2; tail -n 15 "$kuberay_log" >&2 || true
+  fi
+  k delete crd "${kuberay_crds[@]}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+}
+
 muster_start() {
   "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" \
     --store "sqlite:$muster_dir/muster.db" --identity e2e-controller --lease-seconds 6 \
@@ -328,6 +391,48 @@ if n and (len(members) != int(n) or len(set(members)) != int(n)):
 if bad:
     print("; ".join(bad), file=sys.stderr)
 sys.exit(1 if bad or not assigned else 0)
+PY
+}
+
+# sets_hold_pods NS GROUP SELECTOR: every bound, unfinished pod of SELECTOR asks exactly what a
+# member of its set holds in the Group GROUP (spec.sets, or spec.resources for a group of alike
+# members), its set found from its member (members are numbered set after set); pod requests are
+# counted as the kubelet admits pods (overcommit.py's pod_requests: init containers, sidecars,
+# overhead). Prints each set as "NAME xMEMBERS {requests}" and the pods checked.
+sets_hold_pods() {
+  python3 - "$1" "$2" "$3" "$K8S_BIN/kubectl" "$(dirname "${BASH_SOURCE[0]}")" <<'PY'
+import json, subprocess, sys
+ns, group, selector, kubectl, here = sys.argv[1:6]
+sys.path.insert(0, here)
+from overcommit import fmt, holds_resources, pod_requests, qty
+get = lambda *a: json.loads(subprocess.check_output([kubectl, "-n", ns, "get", *a, "-o", "json"]))
+spec = get("groups.muster.dev", group)["spec"]
+sets = spec.get("sets") or [{"name": "(all)", "members": spec["members"], "resources": spec.get("resources", {})}]
+first, bounds = 0, []
+for s in sets:
+    n = s["members"].get("max") or s["members"]["min"]
+    bounds.append((first, first + n, s["name"], {r: qty(v) for r, v in (s.get("resources") or {}).items()}))
+    first += n
+bad, checked = [], 0
+for p in get("pods", "-l", selector)["items"]:
+    if not holds_resources(p):
+        continue
+    name, member = p["metadata"]["name"], (p["metadata"].get("annotations") or {}).get("muster.dev/member")
+    at = [b for b in bounds if member is not None and b[0] <= int(member) < b[1]]
+    if not at:
+        bad.append(f"{name}: member {member} is in no set of {[b[:3] for b in bounds]}")
+        continue
+    _, _, set_name, holds = at[0]
+    asks = {r: v for r, v in pod_requests(p["spec"]).items() if r != "pods" and v}
+    if asks != {r: v for r, v in holds.items() if v}:
+        bad.append(f"{name} (member {member}, set {set_name}) asks {{{', '.join(f'{r} {fmt(r, v)}' for r, v in sorted(asks.items()))}}}"
+                   f", its set holds {{{', '.join(f'{r} {fmt(r, v)}' for r, v in sorted(holds.items()))}}}")
+    checked += 1
+print("; ".join(f"{b[2]} x{b[1] - b[0]} {{{', '.join(f'{r} {fmt(r, v)}' for r, v in sorted(b[3].items()))}}}" for b in bounds)
+      + f"; {checked} pods checked")
+if bad or not checked:
+    print("\n".join(bad) or "no bound pod", file=sys.stderr)
+    sys.exit(1)
 PY
 }
 

@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-lws muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-lws muster-cabundle
                                 muster-privilege muster-metrics muster-tenant muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -100,6 +100,11 @@ for t in "${tests[@]}"; do
     muster-rayjob)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-rayjob "$e2e/test-muster-rayjob.sh" ;;
+    # Groups of member sets (an MPIJob's launcher and GPU workers, a RayJob's, a JobSet's) on 8
+    # nodes of 8 GPUs, against the real MPI, KubeRay and JobSet operators.
+    muster-sets)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/gpu-8.yaml"
+      run muster-sets "$e2e/test-muster-sets.sh" ;;
     # A LeaderWorkerSet's replica groups as gangs, against the real LWS controller.
     muster-lws)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"

@@ -13,29 +13,16 @@ set -euo pipefail
 . "$(dirname "$0")/muster.sh"
 ns=e2e-muster-mpijob
 echo "test-muster-mpijob" >&2
-operator_dir=$("$hack_dir/third-party.sh" mpi-operator)
-operator_pid=""
-operator_log=$MUSTER_CLUSTER_DIR/logs/mpi-operator.log
 cleanup() {
   local rc=$?
   muster_down
   k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
-  if [[ -n $operator_pid ]] && kill -0 "$operator_pid" 2>/dev/null; then kill "$operator_pid"; wait "$operator_pid" 2>/dev/null || true; fi
-  (( rc == 0 )) || { echo "--- mpi-operator log (tail)" >&2; tail -n 15 "$operator_log" >&2 || true; }
-  k delete -f "$operator_dir/mpijobs.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  mpi_operator_down $rc
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# --- the operator -----------------------------------------------------------------------------
-k apply --server-side -f "$operator_dir/mpijobs.yaml" >/dev/null
-eventually 60 "the CRD mpijobs.kubeflow.org is established" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' get crd mpijobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
-mkdir -p "$(dirname "$operator_log")"
-# Its leader-election lease goes to kube-system; its health port (8080) is fixed in v0.6.0.
-"$operator_dir/mpi-operator" --kubeConfig "$KUBECONFIG" --lock-namespace kube-system >"$operator_log" 2>&1 &
-operator_pid=$!
-eventually 60 "the mpi-operator (v$MPI_OPERATOR_VERSION) leads" grep -q "Leading started" "$operator_log"
+mpi_operator_up "$MUSTER_CLUSTER_DIR/logs/mpi-operator.log"
 
 touch "$muster_log"
 log_from=$(( $(wc -l < "$muster_log") + 1 ))
