@@ -13,7 +13,8 @@ use crate::node_index::NodeIndex;
 use crate::rng::Rng;
 use crate::scenario::{RunStart, Workload};
 use crate::scheduler::{
-    Action, ClusterView, JobId, JobPhase, JobState, NodeId, NodeState, PodId, PodPhase, PodState, Scheduler, SimEvent,
+    Action, ClusterView, JobId, JobPhase, JobState, NodeId, NodeState, PodId, PodPhase, PodSetState, PodState,
+    Scheduler, SimEvent,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -185,30 +186,33 @@ impl<'w> Engine<'w> {
             .collect();
         let node_by_name = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), NodeId(i as u32))).collect();
         let filter_nodes: Vec<Node> = nodes.iter().map(filter_node).collect();
-        let mut filters: Vec<&muster_graph::filter::NodeFilter> = Vec::new();
+        let mut filters: Vec<muster_graph::filter::NodeFilter> = Vec::new();
         let mut eligible: Vec<Vec<bool>> = Vec::new();
         let mut jobs = Vec::with_capacity(workload.jobs.len());
         for spec in &workload.jobs {
-            let filter = match filters.iter().position(|f| **f == spec.filter) {
-                Some(i) => i,
-                None => {
-                    filters.push(&spec.filter);
-                    eligible.push(filter_nodes.iter().map(|n| !n.unschedulable && spec.filter.admits(n)).collect());
-                    filters.len() - 1
+            let mut sets = Vec::new();
+            for set in spec.pod_sets().iter() {
+                let filter = match filters.iter().position(|f| *f == set.filter) {
+                    Some(i) => i,
+                    None => {
+                        filters.push(set.filter.clone());
+                        eligible.push(filter_nodes.iter().map(|n| !n.unschedulable && set.filter.admits(n)).collect());
+                        filters.len() - 1
+                    }
+                };
+                let mut request = vec![0u64; resources.len()];
+                for (r, a) in &set.requests {
+                    // Validated against the description when the scenario was loaded.
+                    if let Some(i) = resources.iter().position(|x| x == r) {
+                        request[i] = *a;
+                    }
                 }
-            };
-            let mut request = vec![0u64; resources.len()];
-            for (r, a) in &spec.requests {
-                // Validated against the description when the scenario was loaded.
-                if let Some(i) = resources.iter().position(|x| x == r) {
-                    request[i] = *a;
-                }
+                sets.push(PodSetState { request, filter, max_members: set.max_members });
             }
             jobs.push(JobState {
                 spec: spec.clone(),
                 phase: JobPhase::Future,
-                request,
-                filter,
+                sets,
                 pods: vec![],
                 members: 0,
                 started_ms: None,
@@ -311,7 +315,7 @@ impl<'w> Engine<'w> {
     fn hold(&mut self, pod: PodId, node: NodeId) {
         let job = self.pods[pod.index()].job;
         let running = self.job_running(job);
-        let req = &self.jobs[job.index()].request;
+        let req = &self.jobs[job.index()].set_of(self.pods[pod.index()].index).request;
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
             n.free[i] -= q;
@@ -328,7 +332,7 @@ impl<'w> Engine<'w> {
         let p = &self.pods[pod.index()];
         let (job, node) = (p.job, p.node.expect("a holding pod has a node"));
         let running = self.job_running(job);
-        let req = &self.jobs[job.index()].request;
+        let req = &self.jobs[job.index()].set_of(p.index).request;
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
             n.free[i] += q;
@@ -388,7 +392,7 @@ impl<'w> Engine<'w> {
                     return Err(self.bad(sched, &action, &format!("pod is {:?}", p.phase)));
                 }
                 if p.phase == PodPhase::Pending {
-                    if !self.view().fits(p.job, node) {
+                    if !self.view().fits(pod, node) {
                         return Err(self.bad(sched, &action, "the pod does not fit the node (resources or filter)"));
                     }
                     self.hold(pod, node);
@@ -462,6 +466,9 @@ impl<'w> Engine<'w> {
                 let distinct: std::collections::BTreeSet<_> = pods.iter().collect();
                 if distinct.len() != pods.len() || j.members < j.spec.min_members + pods.len() as u32 {
                     return Err(self.bad(sched, &action, "it would run below its min"));
+                }
+                if !pods.iter().all(|p| j.in_last_set(self.pods[p.index()].index)) {
+                    return Err(self.bad(sched, &action, "only pods of the job's last set are given back"));
                 }
                 for &pod in pods {
                     let phase = self.pods[pod.index()].phase;
@@ -597,7 +604,8 @@ impl<'w> Engine<'w> {
         for k in 0..self.jobs[job.index()].pods.len() {
             let pod = self.jobs[job.index()].pods[k];
             if self.pods[pod.index()].phase.holds() {
-                for (c, q) in self.clogged.iter_mut().zip(&self.jobs[job.index()].request) {
+                let index = self.pods[pod.index()].index;
+                for (c, q) in self.clogged.iter_mut().zip(&self.jobs[job.index()].set_of(index).request) {
                     *c -= q;
                 }
             }

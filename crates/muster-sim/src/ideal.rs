@@ -1,8 +1,9 @@
 //! Targets computed without any scheduler model: the ideal FIFO gang schedule and a lower bound.
 //!
 //! Ideal FIFO gang: jobs in submission order; each starts the moment the whole gang (all
-//! `max_members` pods) fits on the free node resources, never before the job ahead of it started,
-//! with zero scheduling, binding or start-up overhead, and runs for its run time.
+//! `max_members` pods, each set's pods asking their own set's requests) fits on the free node
+//! resources, never before the job ahead of it started, with zero scheduling, binding or start-up
+//! overhead, and runs for its run time.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -11,12 +12,39 @@ use std::collections::BinaryHeap;
 pub struct IdealJob<'a> {
     pub submit_ms: i64,
     pub run_ms: i64,
+    /// Its sets of alike pods (one when all its pods are alike), placed in this order.
+    pub sets: Vec<IdealSet<'a>>,
+}
+
+/// Alike pods of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdealSet<'a> {
     pub members: u32,
     /// Per pod, by resource index.
     pub request: Vec<u64>,
-    /// Per node: may a pod of this job go there.
+    /// Per node: may a pod of this set go there.
     pub eligible: &'a [bool],
 }
+
+impl<'a> IdealJob<'a> {
+    /// A job whose sets are placed biggest pods first (by their largest share of any resource
+    /// of the cluster, `totals`): small pods placed first could take the room a big one needs.
+    pub fn new(submit_ms: i64, run_ms: i64, mut sets: Vec<IdealSet<'a>>, totals: &[u64]) -> Self {
+        let size = |s: &IdealSet<'_>| {
+            s.request
+                .iter()
+                .zip(totals)
+                .filter(|(_, t)| **t > 0)
+                .map(|(q, t)| *q as f64 / *t as f64)
+                .fold(0.0, f64::max)
+        };
+        sets.sort_by(|a, b| size(b).total_cmp(&size(a)));
+        IdealJob { submit_ms, run_ms, sets }
+    }
+}
+
+/// Where a job's pods go: set, node, pods.
+type Placement = Vec<(usize, usize, u32)>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdealSchedule {
@@ -25,44 +53,54 @@ pub struct IdealSchedule {
     pub makespan_ms: i64,
 }
 
-/// Greedy fill: pods are identical, so filling nodes one after another fits the most.
-fn fit(free: &[Vec<u64>], job: &IdealJob<'_>) -> Option<Vec<(usize, u32)>> {
-    let mut left = job.members;
+/// Greedy fill, set after set: a set's pods are identical, so filling nodes one after another
+/// fits the most of it.
+fn fit(free: &[Vec<u64>], job: &IdealJob<'_>) -> Option<Placement> {
+    let mut free = free.to_vec();
     let mut out = vec![];
-    for (n, f) in free.iter().enumerate() {
-        if left == 0 {
-            break;
+    for (s, set) in job.sets.iter().enumerate() {
+        let mut left = set.members;
+        for (n, f) in free.iter_mut().enumerate() {
+            if left == 0 {
+                break;
+            }
+            if !set.eligible[n] {
+                continue;
+            }
+            let k = f
+                .iter()
+                .zip(&set.request)
+                .filter(|(_, q)| **q > 0)
+                .map(|(a, q)| a / q)
+                .min()
+                .unwrap_or(u64::MAX)
+                .min(u64::from(left)) as u32;
+            if k > 0 {
+                for (a, q) in f.iter_mut().zip(&set.request) {
+                    *a -= q * u64::from(k);
+                }
+                out.push((s, n, k));
+                left -= k;
+            }
         }
-        if !job.eligible[n] {
-            continue;
-        }
-        let k = f
-            .iter()
-            .zip(&job.request)
-            .filter(|(_, q)| **q > 0)
-            .map(|(a, q)| a / q)
-            .min()
-            .unwrap_or(u64::MAX)
-            .min(u64::from(left)) as u32;
-        if k > 0 {
-            out.push((n, k));
-            left -= k;
+        if left > 0 {
+            return None;
         }
     }
-    (left == 0).then_some(out)
+    Some(out)
 }
 
 /// The ideal FIFO gang schedule of `jobs` (in submission order) on nodes with `capacity`.
 pub fn fifo_gang(capacity: &[Vec<u64>], jobs: &[IdealJob<'_>]) -> IdealSchedule {
     let mut free = capacity.to_vec();
     let mut running: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
-    let mut placements: Vec<Vec<(usize, u32)>> = vec![vec![]; jobs.len()];
+    let mut placements: Vec<Placement> = vec![vec![]; jobs.len()];
     let mut starts = vec![None; jobs.len()];
     let mut t = 0i64;
     let mut makespan = 0i64;
-    let release = |free: &mut Vec<Vec<u64>>, job: &IdealJob<'_>, p: &[(usize, u32)]| {
-        for &(n, k) in p {
-            for (f, q) in free[n].iter_mut().zip(&job.request) {
+    let release = |free: &mut Vec<Vec<u64>>, job: &IdealJob<'_>, p: &[(usize, usize, u32)]| {
+        for &(s, n, k) in p {
+            for (f, q) in free[n].iter_mut().zip(&job.sets[s].request) {
                 *f += q * u64::from(k);
             }
         }
@@ -81,8 +119,8 @@ pub fn fifo_gang(capacity: &[Vec<u64>], jobs: &[IdealJob<'_>]) -> IdealSchedule 
                 release(&mut free, &jobs[j], &placements[j]);
             }
             if let Some(p) = fit(&free, job) {
-                for &(n, k) in &p {
-                    for (f, q) in free[n].iter_mut().zip(&job.request) {
+                for &(s, n, k) in &p {
+                    for (f, q) in free[n].iter_mut().zip(&job.sets[s].request) {
                         *f -= q * u64::from(k);
                     }
                 }
@@ -109,7 +147,8 @@ pub fn lower_bound(capacity: &[Vec<u64>], jobs: &[IdealJob<'_>]) -> i64 {
         if cap == 0 {
             continue;
         }
-        let work: f64 = jobs.iter().map(|j| j.request[k] as f64 * f64::from(j.members) * j.run_ms as f64).sum();
+        let asks = |j: &IdealJob<'_>| j.sets.iter().map(|s| s.request[k] as f64 * f64::from(s.members)).sum::<f64>();
+        let work: f64 = jobs.iter().map(|j| asks(j) * j.run_ms as f64).sum();
         bound = bound.max(work / cap as f64);
     }
     bound.ceil() as i64
@@ -120,7 +159,7 @@ mod tests {
     use super::*;
 
     fn job(submit_ms: i64, run_ms: i64, members: u32, cpu: u64) -> IdealJob<'static> {
-        IdealJob { submit_ms, run_ms, members, request: vec![cpu], eligible: &[true, true] }
+        IdealJob { submit_ms, run_ms, sets: vec![IdealSet { members, request: vec![cpu], eligible: &[true, true] }] }
     }
 
     #[test]

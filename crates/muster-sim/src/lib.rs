@@ -185,15 +185,20 @@ fn run_in_parallel(
 fn targets(w: &Workload, eng: &engine::Engine<'_>) -> (report::ClusterSummary, report::IdealResult, f64) {
     let view = eng.view();
     let capacity: Vec<Vec<u64>> = view.nodes().iter().map(|n| n.capacity.clone()).collect();
+    let totals: Vec<u64> = (0..view.resources().len()).map(|r| capacity.iter().map(|c| c[r]).sum()).collect();
     let jobs: Vec<ideal::IdealJob<'_>> = view
         .jobs()
         .iter()
-        .map(|j| ideal::IdealJob {
-            submit_ms: j.spec.submit_ms,
-            run_ms: j.spec.run_ms,
-            members: j.spec.max_members,
-            request: j.request.clone(),
-            eligible: &view.eligible[j.filter],
+        .map(|j| {
+            // Every set at its most.
+            let sets = (j.sets.iter())
+                .map(|s| ideal::IdealSet {
+                    members: s.max_members,
+                    request: s.request.clone(),
+                    eligible: &view.eligible[s.filter],
+                })
+                .collect();
+            ideal::IdealJob::new(j.spec.submit_ms, j.spec.run_ms, sets, &totals)
         })
         .collect();
     let sched = ideal::fifo_gang(&capacity, &jobs);

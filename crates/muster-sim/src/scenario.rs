@@ -7,13 +7,16 @@ use std::path::{Path, PathBuf};
 use muster_graph::GroupRequest;
 use muster_graph::cluster::ClusterDescription;
 use muster_graph::filter::{NodeFilter, Toleration};
-use muster_graph::jobspec::{ConstraintMode, TopologyConstraint};
+use muster_graph::jobspec::{ConstraintMode, MemberSet, TopologyConstraint};
 use muster_graph::resources;
 use serde::{Deserialize, Deserializer};
 
 use crate::SimError;
 use crate::rng::Rng;
 use crate::swf;
+
+mod pod_sets;
+pub use pod_sets::PodSetClass;
 
 /// Most jobs one class may declare.
 pub const MAX_JOBS_PER_CLASS: i64 = 10_000_000;
@@ -399,9 +402,15 @@ pub enum Members {
 pub struct JobClass {
     pub name: String,
     pub count: i64,
-    pub members: Members,
+    /// Pods of a job, alike; absent when the class gives `sets`.
+    #[serde(default)]
+    pub members: Option<Members>,
     /// Per pod, Kubernetes quantities (`cpu: "2"`, `memory: 2Gi`); `pods: 1` is implied.
-    pub resources: BTreeMap<String, serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub resources: Option<BTreeMap<String, serde_yaml_ng::Value>>,
+    /// Pods of a job as several sets of alike pods, instead of `members` and `resources`.
+    #[serde(default)]
+    pub sets: Vec<PodSetClass>,
     pub run_time: Dur,
     /// Run time is `runTime * (1 + jitter * u)`, u uniform in [0, 1).
     #[serde(default)]
@@ -528,11 +537,17 @@ pub struct JobSpec {
     pub class: String,
     /// Index into `Workload::classes`.
     pub class_index: usize,
+    /// Over all its pods (with sets, the sums of the sets' bounds).
     pub min_members: u32,
     pub max_members: u32,
     /// Per pod, base units (cpu millicores, memory bytes), by resource name; includes `pods: 1`.
+    /// With sets, the most any set's pod asks, per resource (each pod asks its own set's).
     pub requests: Vec<(String, u64)>,
+    /// Where its pods run; empty with sets (each set says where its own pods run).
     pub filter: NodeFilter,
+    /// Its pods as several sets of alike pods, numbered set after set (each set but the last
+    /// takes its count of completion indices, the last the rest); empty when all pods are alike.
+    pub sets: Vec<MemberSet>,
     /// The run time this job will actually take with `max_members` pods.
     pub run_ms: i64,
     /// What its user declares: the longest run time its class can draw (base * (1 + jitter)),
@@ -578,6 +593,9 @@ impl JobSpec {
         g.min_members = self.min_members;
         g.requests = self.requests.clone();
         g.filter = self.filter.clone();
+        if !self.sets.is_empty() {
+            g = g.with_sets(self.sets.clone()).expect("the sets were checked when the scenario was loaded");
+        }
         g.duration = self.expected_run_ms.map(|ms| (ms as u64).div_ceil(1000).max(1));
         g.topology = self.topology.as_ref().map(|t| TopologyConstraint {
             level: t.level.clone(),
@@ -591,6 +609,21 @@ impl JobSpec {
 
     pub fn is_elastic(&self) -> bool {
         self.min_members < self.max_members
+    }
+
+    /// Its sets of alike pods: its own, or the one set all its pods make.
+    pub fn pod_sets(&self) -> std::borrow::Cow<'_, [MemberSet]> {
+        if !self.sets.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.sets);
+        }
+        std::borrow::Cow::Owned(vec![MemberSet {
+            name: String::new(),
+            min_members: self.min_members,
+            max_members: self.max_members,
+            requests: self.requests.clone(),
+            filter: self.filter.clone(),
+            topology: None,
+        }])
     }
 }
 
@@ -784,21 +817,10 @@ pub fn from_text_with(
                 format!("{} is out of range; allowed 1..={MAX_JOBS_PER_CLASS}", c.count),
             ));
         }
-        let (min, max) = match c.members {
-            Members::Exact(n) => (n, n),
-            Members::Range { min, max } => (min, max),
-        };
-        if !(1..=MAX_MEMBERS).contains(&min) || !(1..=MAX_MEMBERS).contains(&max) || min > max {
-            return Err(input(
-                file,
-                at("members"),
-                format!("{min}..{max} is out of range; allowed 1..={MAX_MEMBERS} with min <= max"),
-            ));
-        }
-        if c.shrinkable && min == max {
+        let pods = pod_sets::class_pods(file, &format!("jobClasses[{ci}]"), c, &offered)?;
+        if c.shrinkable && pods.min == pods.max {
             return Err(input(file, at("shrinkable"), muster_graph::jobspec::SHRINKABLE_NEEDS_ELASTIC));
         }
-        let requests = parse_requests(file, &at("resources"), &c.resources, &offered)?;
         if let Some(d) = c.declared_run_time {
             if !c.declares_run_time {
                 return Err(input(
@@ -820,11 +842,6 @@ pub fn from_text_with(
         if c.deadline.is_some_and(|d| d.0 < 1) {
             return Err(input(file, at("deadline"), "must be at least 1ms"));
         }
-        for (i, tol) in c.tolerations.iter().enumerate() {
-            if tol.key.is_empty() && tol.operator == muster_graph::filter::TolerationOperator::Equal {
-                return Err(input(file, at(&format!("tolerations[{i}].key")), "an empty key needs operator Exists"));
-            }
-        }
         let interval = c.arrival.interval.map_or(0, |d| d.0);
         if c.arrival.pattern != Pattern::Burst && interval < 1 {
             return Err(input(file, at("arrival.interval"), "uniform and poisson arrivals need an interval >= 1ms"));
@@ -834,8 +851,6 @@ pub fn from_text_with(
         // scheduler holds it to what it declares (muster's runTimeLimit).
         let worst_placement =
             topology.as_ref().filter(|t| t.mode == ConstraintMode::Preferred).map_or(1.0, |t| t.span_slowdown);
-        let filter =
-            NodeFilter { node_selector: c.node_selector.clone(), affinity: vec![], tolerations: c.tolerations.clone() };
         let mut arrivals = Rng::stream(seed, &format!("arrival:{}", c.name));
         let mut runtimes = Rng::stream(seed, &format!("runtime:{}", c.name));
         let start = c.arrival.start.map_or(0, |d| d.0);
@@ -857,10 +872,11 @@ pub fn from_text_with(
                     name: format!("{}-{k}", c.name),
                     class: c.name.clone(),
                     class_index: ci,
-                    min_members: min as u32,
-                    max_members: max as u32,
-                    requests: requests.clone(),
-                    filter: filter.clone(),
+                    min_members: pods.min,
+                    max_members: pods.max,
+                    requests: pods.requests.clone(),
+                    filter: pods.filter.clone(),
+                    sets: pods.sets.clone(),
                     run_ms: run_ms.max(1),
                     expected_run_ms: c.declares_run_time.then(|| {
                         c.declared_run_time
@@ -911,6 +927,7 @@ pub fn from_text_with(
                     max_members: m.pods,
                     requests,
                     filter: NodeFilter::default(),
+                    sets: vec![],
                     run_ms: m.run_ms,
                     expected_run_ms: Some(m.expected_ms),
                     run_starts: src.run_starts,

@@ -142,6 +142,41 @@ pub enum JobPhase {
     Failed,
 }
 
+impl JobState {
+    /// The set of the pod with completion index `index`: each set takes its count of indices in
+    /// turn, the last set every index after (the pods an elastic job grows by).
+    pub fn set_of(&self, index: u32) -> &PodSetState {
+        let mut first = 0u32;
+        for s in &self.sets[..self.sets.len() - 1] {
+            first = first.saturating_add(s.max_members);
+            if index < first {
+                return s;
+            }
+        }
+        self.sets.last().expect("a job has at least one set")
+    }
+
+    /// Whether the pod with completion index `index` is of the last set (the one that grows and
+    /// gives back pods).
+    pub fn in_last_set(&self, index: u32) -> bool {
+        std::ptr::eq(self.set_of(index), self.sets.last().expect("a job has at least one set"))
+    }
+
+    /// What `members` pods of the job ask in all, of resource `r`: every set but the last whole,
+    /// the rest of the pods in the last.
+    pub fn total(&self, members: u32, r: usize) -> u64 {
+        let (last, fixed) = self.sets.split_last().expect("a job has at least one set");
+        let mut left = members;
+        let mut sum = 0u64;
+        for s in fixed {
+            let n = s.max_members.min(left);
+            sum += s.request[r] * u64::from(n);
+            left -= n;
+        }
+        sum + last.request[r] * u64::from(left)
+    }
+}
+
 impl JobPhase {
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed)
@@ -170,14 +205,23 @@ pub struct PodState {
     pub created_ms: i64,
 }
 
+/// One set of alike pods of a job (the only one when its pods are alike).
+#[derive(Debug, Clone)]
+pub struct PodSetState {
+    /// Per pod, by resource index.
+    pub request: Vec<u64>,
+    /// Index into the view's filter table (sets with equal node filters share one).
+    pub filter: usize,
+    /// Completion indices it takes (the last set takes every index after the others').
+    pub max_members: u32,
+}
+
 #[derive(Debug, Clone)]
 pub struct JobState {
     pub spec: JobSpec,
     pub phase: JobPhase,
-    /// Per pod, by resource index.
-    pub request: Vec<u64>,
-    /// Index into the view's filter table (jobs with equal node filters share one).
-    pub filter: usize,
+    /// Its sets of pods, in completion-index order; one when its pods are alike.
+    pub sets: Vec<PodSetState>,
     /// Pods of the current start, by completion index (created so far).
     pub pods: Vec<PodId>,
     /// Pods of the current start (its parallelism); 0 while suspended.
@@ -248,22 +292,35 @@ impl ClusterView<'_> {
     pub fn live_pods(&self, id: JobId) -> u32 {
         self.job(id).pods.iter().filter(|&&p| self.pod(p).phase != PodPhase::Deleted).count() as u32
     }
-    /// True if the job's node filter (selector, tolerations) admits the node and it is not cordoned.
-    pub fn eligible(&self, job: JobId, node: NodeId) -> bool {
-        self.eligible[self.jobs[job.index()].filter][node.index()]
+    /// The set of pods `pod` belongs to.
+    pub fn set(&self, pod: PodId) -> &PodSetState {
+        let p = &self.pods[pod.index()];
+        self.jobs[p.job.index()].set_of(p.index)
     }
-    /// True if one pod of `job` fits the node's free resources now and the node is eligible.
-    pub fn fits(&self, job: JobId, node: NodeId) -> bool {
-        let req = &self.jobs[job.index()].request;
-        self.eligible(job, node) && self.nodes[node.index()].free.iter().zip(req).all(|(f, r)| f >= r)
+    /// What the pod asks, by resource index.
+    pub fn request(&self, pod: PodId) -> &[u64] {
+        &self.set(pod).request
     }
-    /// Calls `f` on every node where one pod of `job` fits now, in index order starting at
-    /// `start` and wrapping; stops when `f` returns false. Skips whole ranges of nodes that cannot
-    /// fit, so a full cluster costs O(log nodes).
-    pub fn for_each_fitting(&self, job: JobId, start: usize, mut f: impl FnMut(NodeId) -> bool) {
-        let req = &self.jobs[job.index()].request;
-        let elig = &self.eligible[self.jobs[job.index()].filter];
-        self.index.for_each_fitting(req, start, |n| if elig[n] { f(NodeId(n as u32)) } else { true });
+    /// True if the set's node filter (selector, tolerations) admits the node and it is not cordoned.
+    pub fn set_eligible(&self, set: &PodSetState, node: NodeId) -> bool {
+        self.eligible[set.filter][node.index()]
+    }
+    /// True if the pod's node filter admits the node and it is not cordoned.
+    pub fn eligible(&self, pod: PodId, node: NodeId) -> bool {
+        self.set_eligible(self.set(pod), node)
+    }
+    /// True if the pod fits the node's free resources now and the node is eligible.
+    pub fn fits(&self, pod: PodId, node: NodeId) -> bool {
+        let req = self.request(pod);
+        self.eligible(pod, node) && self.nodes[node.index()].free.iter().zip(req).all(|(f, r)| f >= r)
+    }
+    /// Calls `f` on every node where `pod` fits now, in index order starting at `start` and
+    /// wrapping; stops when `f` returns false. Skips whole ranges of nodes that cannot fit, so a
+    /// full cluster costs O(log nodes).
+    pub fn for_each_fitting(&self, pod: PodId, start: usize, mut f: impl FnMut(NodeId) -> bool) {
+        let set = self.set(pod);
+        let elig = &self.eligible[set.filter];
+        self.index.for_each_fitting(&set.request, start, |n| if elig[n] { f(NodeId(n as u32)) } else { true });
     }
     pub fn timing(&self) -> &Timing {
         self.timing

@@ -132,7 +132,7 @@ impl Coscheduling {
             self.core.queue.park_for_plugin_event(key, now);
             return;
         }
-        let placed = self.core.place(view, job);
+        let placed = self.core.place(view, pod);
         let g = self.groups.entry(job).or_default();
         match placed {
             Some(node) if g.permitted => {

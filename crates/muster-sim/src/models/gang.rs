@@ -44,17 +44,16 @@ impl Snapshot {
         self.taken.get(&node).map_or(free, |t| free.saturating_sub(t[r]))
     }
 
-    /// Whether one more pod of `job` fits what the snapshot left of a node where it fits now
+    /// Whether a pod asking `req` fits what the snapshot left of a node where it fits now
     /// (callers have checked eligibility and the view's own fit).
-    pub fn fits(&self, view: &ClusterView<'_>, job: JobId, node: NodeId) -> bool {
+    pub fn fits(&self, view: &ClusterView<'_>, req: &[u64], node: NodeId) -> bool {
         let Some(t) = self.taken.get(&node) else { return true };
         let free = &view.node(node).free;
-        view.job(job).request.iter().enumerate().all(|(r, req)| free[r].saturating_sub(t[r]) >= *req)
+        req.iter().enumerate().all(|(r, req)| free[r].saturating_sub(t[r]) >= *req)
     }
 
-    /// Takes one pod of `job` on the node.
-    pub fn take(&mut self, view: &ClusterView<'_>, job: JobId, node: NodeId) {
-        let req = &view.job(job).request;
+    /// Takes a pod asking `req` on the node.
+    pub fn take(&mut self, req: &[u64], node: NodeId) {
         let t = self.taken.entry(node).or_insert_with(|| vec![0; req.len()]);
         for (x, r) in t.iter_mut().zip(req) {
             *x += r;
@@ -73,17 +72,18 @@ pub struct GangPlacement {
     pub accepted: bool,
 }
 
-/// Places the job's pending pods one after the other on `snap` with `choose` (a node where one
-/// pod fits in the snapshot, or None), stopping as soon as `need` can no longer be reached (the
-/// remaining pods could not make it up: kube-scheduler's PlacementFeasible) or a pod finds no
-/// node (its siblings have the same requests). With at least `need` placed, the placements stay
+/// Places the job's pending pods one after the other (in completion-index order, so set after
+/// set) on `snap` with `choose` (a node where the pod fits in the snapshot, or None), stopping as
+/// soon as `need` can no longer be reached (the remaining pods could not make it up:
+/// kube-scheduler's PlacementFeasible) or a pod finds no node (the gang needs every pod of the
+/// sets before the last, and the last set's pods are alike). With at least `need` placed, the placements stay
 /// in `snap` and are returned; otherwise `snap` is left as it was and nothing is placed.
 pub fn place_gang(
     view: &ClusterView<'_>,
     snap: &mut Snapshot,
     job: JobId,
     need: u32,
-    mut choose: impl FnMut(&ClusterView<'_>, JobId, &Snapshot) -> Option<NodeId>,
+    mut choose: impl FnMut(&ClusterView<'_>, PodId, &Snapshot) -> Option<NodeId>,
 ) -> GangPlacement {
     let pending = pending_pods(view, job);
     if (pending.len() as u32) < need {
@@ -94,9 +94,9 @@ pub fn place_gang(
     let mut evaluated = 0;
     for (i, &pod) in pending.iter().enumerate() {
         evaluated += 1;
-        match choose(view, job, &trial) {
+        match choose(view, pod, &trial) {
             Some(node) => {
-                trial.take(view, job, node);
+                trial.take(view.request(pod), node);
                 placed.push((pod, node));
             }
             None => break,

@@ -235,9 +235,9 @@ impl Placer {
     }
 
     /// NodeResourcesFit least-allocated: mean over cpu and memory of free-after-placement share.
-    fn score(&self, view: &ClusterView<'_>, job: JobId, node: NodeId, snap: &Snapshot) -> i64 {
+    fn score(&self, view: &ClusterView<'_>, pod: PodId, node: NodeId, snap: &Snapshot) -> i64 {
         let n = view.node(node);
-        let req = &view.job(job).request;
+        let req = view.request(pod);
         let mut sum = 0i64;
         let mut count = 0i64;
         for r in [self.cpu, self.mem].into_iter().flatten() {
@@ -251,21 +251,21 @@ impl Placer {
         if count == 0 { 0 } else { sum / count }
     }
 
-    pub fn place(&mut self, view: &ClusterView<'_>, job: JobId) -> Option<NodeId> {
-        self.place_in(view, job, &Snapshot::default())
+    pub fn place(&mut self, view: &ClusterView<'_>, pod: PodId) -> Option<NodeId> {
+        self.place_in(view, pod, &Snapshot::default())
     }
 
     /// `place` against a snapshot: the cluster as it is minus what the snapshot has taken (the
     /// pods a pod-group cycle or a session has placed so far but not yet bound).
-    pub fn place_in(&mut self, view: &ClusterView<'_>, job: JobId, snap: &Snapshot) -> Option<NodeId> {
-        self.place_within(view, job, snap, None)
+    pub fn place_in(&mut self, view: &ClusterView<'_>, pod: PodId, snap: &Snapshot) -> Option<NodeId> {
+        self.place_within(view, pod, snap, None)
     }
 
     /// `place_in` over the nodes `within` marks (all nodes when None): a topology domain.
     pub fn place_within(
         &mut self,
         view: &ClusterView<'_>,
-        job: JobId,
+        pod: PodId,
         snap: &Snapshot,
         within: Option<&[bool]>,
     ) -> Option<NodeId> {
@@ -274,13 +274,13 @@ impl Placer {
         let mut found = 0;
         let mut best: Option<(i64, NodeId)> = None;
         let mut last = self.start;
-        view.for_each_fitting(job, self.start, |node| {
+        view.for_each_fitting(pod, self.start, |node| {
             last = node.index();
-            if within.is_some_and(|w| !w[node.index()]) || !snap.fits(view, job, node) {
+            if within.is_some_and(|w| !w[node.index()]) || !snap.fits(view, view.request(pod), node) {
                 return true;
             }
             found += 1;
-            let s = self.score(view, job, node, snap);
+            let s = self.score(view, pod, node, snap);
             if best.is_none_or(|(b, _)| s > b) {
                 best = Some((s, node));
             }
@@ -356,7 +356,7 @@ impl KubeCore {
             let pod = key.4;
             let interval_us = view.timing().bind_interval_ms() * 1000;
             let cost = view.timing().attempt_cost.map(|c| c.0);
-            match self.place(view, view.pod(pod).job) {
+            match self.place(view, pod) {
                 Some(node) => {
                     self.next_attempt_us = start + cost.unwrap_or(interval_us);
                     self.queue.forget(pod);
@@ -395,13 +395,13 @@ impl KubeCore {
 
     /// The pod's node: one of its job's assigned nodes that still has room for it (taking it), or
     /// where the placer finds room.
-    pub fn place(&mut self, view: &ClusterView<'_>, job: JobId) -> Option<NodeId> {
-        if let Some(slots) = self.assigned.get_mut(&job) {
-            let (node, left) = slots.iter_mut().find(|(n, left)| *left > 0 && view.fits(job, *n))?;
+    pub fn place(&mut self, view: &ClusterView<'_>, pod: PodId) -> Option<NodeId> {
+        if let Some(slots) = self.assigned.get_mut(&view.pod(pod).job) {
+            let (node, left) = slots.iter_mut().find(|(n, left)| *left > 0 && view.fits(pod, *n))?;
             *left -= 1;
             return Some(*node);
         }
-        self.placer.get_or_insert_with(|| Placer::new(view)).place(view, job)
+        self.placer.get_or_insert_with(|| Placer::new(view)).place(view, pod)
     }
 
     /// Adds loop time to the attempt in progress (a pod-group cycle evaluates several pods).

@@ -62,9 +62,10 @@ impl Kueue {
         }
     }
 
+    /// What the workload asks of resource `r`: the sum over its PodSets, all pods counted.
     fn demand(view: &ClusterView<'_>, job: JobId, r: usize) -> u64 {
         let j = view.job(job);
-        j.request[r] * u64::from(j.spec.max_members)
+        j.total(j.spec.max_members, r)
     }
 
     /// The cluster as TAS sees it: free resources minus the pods assigned but not yet bound.
@@ -72,7 +73,8 @@ impl Kueue {
         let mut snap = Snapshot::default();
         for (&job, slots) in &self.core.assigned {
             for &(node, left) in slots {
-                (0..left).for_each(|_| snap.take(view, job, node));
+                // TAS assigns the pods of jobs of one set (see `topology::pods_fitting`).
+                (0..left).for_each(|_| snap.take(&view.job(job).sets[0].request, node));
             }
         }
         snap
@@ -157,8 +159,9 @@ impl Scheduler for Kueue {
         if self.quota.is_empty() {
             // The ClusterQueue covers every resource a job requests (as the harness writes it),
             // not the pod count.
-            let covered = (0..view.resources().len())
-                .filter(|&r| view.resources()[r] != "pods" && view.jobs().iter().any(|j| j.request[r] > 0));
+            let covered = (0..view.resources().len()).filter(|&r| {
+                view.resources()[r] != "pods" && view.jobs().iter().any(|j| j.sets.iter().any(|s| s.request[r] > 0))
+            });
             for r in covered {
                 let total: u64 = view.nodes().iter().map(|n| n.capacity[r]).sum();
                 self.quota.push((r, (total as f64 * self.cfg.quota_factor).floor() as u64));

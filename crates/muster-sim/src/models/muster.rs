@@ -177,14 +177,15 @@ impl Muster {
         self.pending.push(Action::Grow { job, members: total });
     }
 
-    /// A running group gives back members: a pod of the job on each of their nodes is deleted
-    /// (the sim deletes at once), and the engine hears they are gone.
+    /// A running group gives back members: a pod of the job's last set (the only one that gives
+    /// back) on each of their nodes is deleted (the sim deletes at once), and the engine hears
+    /// they are gone.
     fn give_back(&mut self, job: JobId, members: &[u32], t: &Transition, view: &ClusterView<'_>) {
         let mut pods = Vec::new();
         for node in Self::nodes_of(members, t, view) {
             let pod = view.job(job).pods.iter().copied().find(|&p| {
                 let s = view.pod(p);
-                s.phase.holds() && s.node == Some(node) && !pods.contains(&p)
+                s.phase.holds() && s.node == Some(node) && view.job(job).in_last_set(s.index) && !pods.contains(&p)
             });
             pods.extend(pod);
         }

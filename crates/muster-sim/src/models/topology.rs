@@ -50,12 +50,14 @@ impl Domains {
     }
 }
 
-/// How many pods of `job` fit the node in the snapshot (0 if it is not eligible).
+/// How many pods of `job` fit the node in the snapshot (0 if it is not eligible). A job with a
+/// topology constraint has one set of pods (a scenario gives none to a job of several).
 pub fn pods_fitting(view: &ClusterView<'_>, snap: &Snapshot, job: JobId, node: NodeId) -> u64 {
-    if !view.eligible(job, node) {
+    let set = &view.job(job).sets[0];
+    if !view.set_eligible(set, node) {
         return 0;
     }
-    let req = &view.job(job).request;
+    let req = &set.request;
     (0..req.len()).filter(|&r| req[r] > 0).map(|r| snap.free(view, node, r) / req[r]).min().unwrap_or(u64::MAX)
 }
 
@@ -98,8 +100,8 @@ pub fn place_gang(
     honours: Honours,
 ) -> GangPlacement {
     let mut place = |snap: &mut Snapshot, within: Option<&[bool]>| {
-        gang::place_gang(view, snap, job, need, |v, j, s| {
-            placer.get_or_insert_with(|| Placer::new(v)).place_within(v, j, s, within)
+        gang::place_gang(view, snap, job, need, |v, pod, s| {
+            placer.get_or_insert_with(|| Placer::new(v)).place_within(v, pod, s, within)
         })
     };
     let Some(t) = view.job(job).spec.topology.as_ref() else { return place(snap, None) };

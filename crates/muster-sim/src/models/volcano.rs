@@ -30,7 +30,7 @@ use crate::models::kube::Placer;
 use crate::models::start_unheld;
 use crate::models::topology::{self, Domains, Honours};
 use crate::scenario::VolcanoConfig;
-use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
+use crate::scheduler::{Action, ClusterView, JobId, PodPhase, Scheduler, SimEvent};
 
 /// Job order: priority (high first), then creation.
 type Key = (Reverse<i32>, i64, JobId);
@@ -77,6 +77,12 @@ impl Volcano {
         (Reverse(j.spec.priority), j.spec.submit_ms, job)
     }
 
+    /// A group's minResources: what its first minMember pods ask, set by set.
+    fn min_resources(view: &ClusterView<'_>, job: JobId) -> Vec<u64> {
+        let j = view.job(job);
+        (0..view.resources().len()).map(|r| j.total(j.spec.min_members, r)).collect()
+    }
+
     /// What the Inqueue groups still need of their minResources (allocated pods count against it).
     fn inqueue_unallocated(&self, view: &ClusterView<'_>) -> Vec<u64> {
         let mut sum = vec![0u64; self.total.len()];
@@ -84,10 +90,17 @@ impl Volcano {
             if self.allocated.contains(&job) {
                 continue;
             }
-            let j = view.job(job);
-            let left = j.spec.min_members.saturating_sub(gang::placed_members(view, job));
-            for (s, r) in sum.iter_mut().zip(&j.request) {
-                *s += r * u64::from(left);
+            let mut left = Self::min_resources(view, job);
+            for &pod in &view.job(job).pods {
+                let phase = view.pod(pod).phase;
+                if phase.holds() || phase == PodPhase::Succeeded {
+                    for (l, r) in left.iter_mut().zip(view.request(pod)) {
+                        *l = l.saturating_sub(*r);
+                    }
+                }
+            }
+            for (s, l) in sum.iter_mut().zip(left) {
+                *s += l;
             }
         }
         sum
@@ -105,7 +118,7 @@ impl Volcano {
             if j.pods.is_empty() {
                 continue;
             }
-            let min: Vec<u64> = j.request.iter().map(|r| r * u64::from(j.spec.min_members)).collect();
+            let min = Self::min_resources(view, job);
             let ok = (0..min.len()).filter(|&r| Some(r) != pods && min[r] > 0).all(|r| {
                 let proportion = self.used[r] + inqueue[r] + min[r] <= self.total[r];
                 let limit = (self.total[r] as f64 * self.cfg.overcommit_factor) as u64;
@@ -154,7 +167,7 @@ impl Volcano {
                 self.placed_all.insert(job);
             }
             for (pod, node) in result.placed {
-                for (u, r) in self.used.iter_mut().zip(&j.request) {
+                for (u, r) in self.used.iter_mut().zip(view.request(pod)) {
                     *u += r;
                 }
                 actions.push(Action::Bind { pod, node });
@@ -190,7 +203,7 @@ impl Scheduler for Volcano {
             SimEvent::PodFinished { pod, .. } => {
                 let p = view.pod(*pod);
                 if p.node.is_some() {
-                    for (u, r) in self.used.iter_mut().zip(&view.job(p.job).request) {
+                    for (u, r) in self.used.iter_mut().zip(view.request(*pod)) {
                         *u -= r;
                     }
                 }
