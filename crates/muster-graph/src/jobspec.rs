@@ -228,6 +228,13 @@ impl GroupRequest {
         (0, 0)
     }
 
+    /// The numbers of the members of the set named `name`, if the group has such a set.
+    pub fn set_members(&self, name: &str) -> Option<std::ops::Range<u32>> {
+        let k = self.sets.iter().position(|s| s.name == name)?;
+        let first: u32 = self.sets[..k].iter().map(|s| s.max_members).sum();
+        Some(first..first + self.sets[k].max_members)
+    }
+
     /// What member `index` asks, per member, by resource name.
     pub fn member_requests(&self, index: u32) -> &[(String, u64)] {
         if self.sets.is_empty() { &self.requests } else { &self.sets[self.set_of(index).0].requests }

@@ -13,6 +13,10 @@ pub const GROUP: &str = "muster.dev/group";
 pub const GROUP_SIZE: &str = "muster.dev/group-size";
 /// Fewest members an elastic plain-pod group may start with (label; default the size).
 pub const GROUP_MIN: &str = "muster.dev/group-min";
+/// The member set a plain pod belongs to (label), set by users (or, for a LeaderWorkerSet's
+/// pods, by muster: `leader` and `worker`): pods of one set ask alike, the sets of a group may
+/// differ. A group's pods all name a set, or none does.
+pub const SET: &str = "muster.dev/set";
 /// Fewest members an elastic Job may start with (annotation on the Job; default parallelism).
 pub const MIN_MEMBERS: &str = "muster.dev/min-members";
 /// Expected run time in seconds, for estimated starts and backfill (annotation on Job or Pod).
@@ -68,8 +72,18 @@ pub const FINALIZER: &str = "muster.dev/allocation";
 pub const FIELD_MANAGER: &str = "muster";
 
 /// Keys under `muster.dev/` that users may set themselves.
-pub const USER_KEYS: [&str; 9] =
-    [QUEUE, GROUP, GROUP_SIZE, GROUP_MIN, MIN_MEMBERS, DURATION, REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, SHRINKABLE];
+pub const USER_KEYS: [&str; 10] = [
+    QUEUE,
+    GROUP,
+    GROUP_SIZE,
+    GROUP_MIN,
+    SET,
+    MIN_MEMBERS,
+    DURATION,
+    REQUIRED_TOPOLOGY,
+    PREFERRED_TOPOLOGY,
+    SHRINKABLE,
+];
 
 /// Whether `key` is reserved for muster (under `muster.dev/` and not one of [`USER_KEYS`]).
 pub fn is_reserved(key: &str) -> bool {

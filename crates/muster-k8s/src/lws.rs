@@ -5,9 +5,10 @@
 //! pod group's: the webhook copies the LeaderWorkerSet's queue label into its pod templates, and
 //! each pod gets muster's scheduling gate and joins the group named after its leader pod
 //! (`<lws>-<group index>`, which is also the name of the workers' StatefulSet), sized by the
-//! `leaderworkerset.sigs.k8s.io/size` annotation LWS puts on every pod. The group's members are
-//! alike (they are sized from its first pod), so the leader and worker templates must ask for the
-//! same resources and nodes: [`check`] refuses a LeaderWorkerSet whose pods could never all join.
+//! `leaderworkerset.sigs.k8s.io/size` annotation LWS puts on every pod. The leader and its workers
+//! are two member sets of the group (label `muster.dev/set`: `leader`, `worker`), so the leader
+//! template may ask for other resources and nodes than the workers'; [`check`] refuses a
+//! LeaderWorkerSet whose pods could never all join.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::labels;
-use crate::pod::{placement, requests, show_all};
+use crate::pod::{placement, requests};
 use crate::workload::place::{controller, label};
 
 /// The API group, as admission requests name it.
@@ -86,7 +87,14 @@ pub struct PodGang {
     /// The group's name: its leader pod's.
     pub group: String,
     pub size: u32,
+    /// Its member set: [`LEADER_SET`] or [`WORKER_SET`].
+    pub set: &'static str,
 }
+
+/// The member sets of a LeaderWorkerSet's group (label [`crate::labels::SET`]): its leader may
+/// ask for other resources or nodes than its workers.
+pub const LEADER_SET: &str = "leader";
+pub const WORKER_SET: &str = "worker";
 
 /// The gang of a pod that a LeaderWorkerSet's StatefulSets made (LWS's name label and a
 /// StatefulSet controlling it), or what is wrong with its LWS metadata; None for other pods.
@@ -97,11 +105,9 @@ pub fn pod_gang(pod: &ObjectMeta) -> Option<Result<PodGang, String>> {
         return None;
     }
     let annotation = |k: &str| pod.annotations.as_ref().and_then(|a| a.get(k));
-    let group = if label(pod, WORKER_INDEX_LABEL) == Some("0") {
-        pod.name.clone()
-    } else {
-        annotation(LEADER_NAME_ANNOTATION).cloned()
-    };
+    let leader = label(pod, WORKER_INDEX_LABEL) == Some("0");
+    let group = if leader { pod.name.clone() } else { annotation(LEADER_NAME_ANNOTATION).cloned() };
+    let set = if leader { LEADER_SET } else { WORKER_SET };
     let Some(group) = group.filter(|g| !g.is_empty()) else {
         return Some(Err(format!(
             "metadata.annotations[{LEADER_NAME_ANNOTATION}]: a worker pod of a LeaderWorkerSet names no leader, so \
@@ -110,7 +116,7 @@ pub fn pod_gang(pod: &ObjectMeta) -> Option<Result<PodGang, String>> {
     };
     let size = annotation(SIZE_ANNOTATION).map(|v| v.trim().parse::<u32>());
     Some(match size {
-        Some(Ok(size)) if (1..=MAX_MEMBERS).contains(&size) => Ok(PodGang { group, size }),
+        Some(Ok(size)) if (1..=MAX_MEMBERS).contains(&size) => Ok(PodGang { group, size, set }),
         _ => Err(format!(
             "metadata.annotations[{SIZE_ANNOTATION}]: missing or not a whole number from 1 to {MAX_MEMBERS}; the \
              LeaderWorkerSet controller sets it to spec.leaderWorkerTemplate.size"
@@ -144,7 +150,7 @@ pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
              a group only when all its pods exist, so neither would ever start; use LeaderCreated (the default)"
         ));
     }
-    let mut shapes = Vec::new();
+    let mut priorities = Vec::new();
     for (field, template) in lws.templates() {
         let Some(spec) = template.spec.as_ref() else {
             errors.push(format!("{field}.spec is missing"));
@@ -157,30 +163,39 @@ pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
             ));
         }
         let spec_field = format!("{field}.spec");
-        match (requests(spec), placement(spec, &spec_field)) {
-            (Ok(asks), Ok(p)) => shapes.push((field, asks, (p, spec.priority_class_name.clone()))),
-            (Err(e), _) => errors.push(e.under(&spec_field).to_string()),
-            (_, Err(e)) => errors.push(e),
+        if let Err(e) = requests(spec) {
+            errors.push(e.under(&spec_field).to_string());
         }
+        if let Err(e) = placement(spec, &spec_field) {
+            errors.push(e);
+        }
+        priorities.push(spec.priority_class_name.clone());
     }
-    if let [(_, leader_asks, leader_goes), (_, worker_asks, worker_goes)] = shapes.as_slice() {
-        if leader_asks != worker_asks {
-            errors.push(format!(
-                "{LEADER_TEMPLATE_FIELD}.spec: the leader asks {}, the workers {}; muster places a group's pods as \
-                 alike members, so give both templates the same resource requests (or drop the leader template)",
-                show_all(leader_asks),
-                show_all(worker_asks)
-            ));
-        }
-        if leader_goes != worker_goes {
-            errors.push(format!(
-                "{LEADER_TEMPLATE_FIELD}.spec: asks for other nodes than {WORKER_TEMPLATE_FIELD}.spec \
-                 (nodeSelector, required node affinity, tolerations or priorityClassName differ); muster places a \
-                 group's pods as alike members, so make them the same"
-            ));
-        }
+    // The leader and its workers are sets of one group, which may ask and run differently; a
+    // group starts at one priority.
+    if let [leader, worker] = priorities.as_slice()
+        && leader != worker
+    {
+        errors.push(format!(
+            "{LEADER_TEMPLATE_FIELD}.spec.priorityClassName: differs from {WORKER_TEMPLATE_FIELD}.spec's; muster \
+             starts a group's pods at once at one priority, so give both templates the same one"
+        ));
     }
     errors
+}
+
+/// What a group's pods ask, as (pods, one pod's requests): the leader, then its workers. None
+/// where a template's requests cannot be counted ([`check`] names it).
+pub fn group_asks(lws: &LeaderWorkerSet) -> Option<Vec<(u64, crate::pod::Amounts)>> {
+    let t = &lws.spec.leader_worker_template;
+    let asks = |template: &PodTemplateSpec| template.spec.as_ref().and_then(|s| requests(s).ok());
+    let worker = asks(&t.worker_template)?;
+    let leader = match &t.leader_template {
+        Some(l) => asks(l)?,
+        None => worker.clone(),
+    };
+    let workers = u64::try_from(lws.size()).ok()?.checked_sub(1)?;
+    Some(vec![(1, leader), (workers, worker)])
 }
 
 #[cfg(test)]

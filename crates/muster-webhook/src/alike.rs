@@ -10,6 +10,7 @@
 
 use muster_k8s::GroupSpec;
 use muster_k8s::group::{NodeSelectorTerm, Toleration};
+use muster_k8s::labels::SET;
 use muster_k8s::pod::{Amounts, Placement, show, show_all};
 
 /// One member's requests as the Group says them, in base units (zero amounts left out, as
@@ -46,6 +47,29 @@ pub(crate) fn requests_differ(mine: &Amounts, group: &GroupSpec) -> Option<(Stri
             .join(", ")
     };
     Some((list(mine), list(&theirs)))
+}
+
+/// The part of a plain group's spec a pod of set `set` must be alike, and how it was sized: the
+/// group's, or that of its set when the group has sets. Errors when the pod names no set, or
+/// none of the group's.
+pub(crate) fn set_spec(group: &GroupSpec, set: Option<&str>) -> Result<(GroupSpec, &'static str), String> {
+    if group.sets.is_empty() {
+        return Ok((group.clone(), "(the Group was sized from its first pod)"));
+    }
+    let names: Vec<&str> = group.sets.iter().map(|s| s.name.as_str()).collect();
+    let Some(found) = group.sets.iter().find(|s| Some(s.name.as_str()) == set) else {
+        let named = set.map_or("names no set".to_string(), |s| format!("names set {s:?}"));
+        return Err(format!(
+            "{named}, but the group's sets are {}; label the pod {SET}: <one of them>",
+            names.join(", ")
+        ));
+    };
+    let mut spec = group.clone();
+    spec.resources.clone_from(&found.resources);
+    spec.node_selector.clone_from(&found.node_selector);
+    spec.affinity.clone_from(&found.affinity);
+    spec.tolerations.clone_from(&found.tolerations);
+    Ok((spec, "(the members of its set, sized from the set's first pod)"))
 }
 
 pub(crate) const NODE_SELECTOR: &str = "spec.nodeSelector";
@@ -141,6 +165,29 @@ mod tests {
 
     fn group(yaml: &str) -> GroupSpec {
         serde_yaml_ng::from_str(&format!("queue: q\nmembers: {{min: 2}}\n{yaml}")).unwrap()
+    }
+
+    #[test]
+    fn a_pod_of_a_group_of_sets_is_alike_its_own_set() {
+        let g = group(
+            "sets:\n- {name: leader, members: {min: 1}, resources: {cpu: 500m}, nodeSelector: {pool: cpu}}\n\
+             - {name: worker, members: {min: 3}, resources: {cpu: 2000m}}\n",
+        );
+        let (leader, _) = set_spec(&g, Some("leader")).unwrap();
+        let small = asks("containers:\n- {name: a, resources: {requests: {cpu: 500m}}}\n");
+        assert_eq!(requests_differ(&small, &leader), None);
+        assert_eq!(group_placement(&leader).node_selector["pool"], "cpu");
+        let (worker, _) = set_spec(&g, Some("worker")).unwrap();
+        assert!(requests_differ(&small, &worker).is_some(), "a leader-sized pod is no worker");
+        assert!(
+            set_spec(&g, Some("driver"))
+                .unwrap_err()
+                .contains("names set \"driver\", but the group's sets are leader, worker")
+        );
+        assert!(set_spec(&g, None).unwrap_err().starts_with("names no set"));
+        // A group of alike members takes any set name.
+        let alike = group("resources: {cpu: 1}");
+        assert_eq!(set_spec(&alike, Some("x")).unwrap().0, alike);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use muster_k8s::external::{
 };
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME,
-    SCHEDULING_GATE, SUSPEND_REQUESTED,
+    SCHEDULING_GATE, SET, SUSPEND_REQUESTED,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob, trainjob};
@@ -256,6 +256,10 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
         ops.push(add(&["metadata", "labels", GROUP], json!(gang.group)));
         if get(labels, GROUP_SIZE).is_none() {
             ops.push(add(&["metadata", "labels", GROUP_SIZE], json!(gang.size.to_string())));
+        }
+        // The leader may differ from its workers: each is a set of the group.
+        if get(labels, SET).is_none() {
+            ops.push(add(&["metadata", "labels", SET], json!(gang.set)));
         }
     }
     if spec.scheduler_name.as_deref() != Some(SCHEDULER_NAME) {

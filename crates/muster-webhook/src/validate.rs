@@ -17,7 +17,7 @@ use muster_k8s::external::{
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
-    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SHRINKABLE, SUSPEND_REQUESTED,
+    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SET, SHRINKABLE, SUSPEND_REQUESTED,
     USER_KEYS, is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
@@ -744,8 +744,13 @@ impl<S: ClusterState> Checker<'_, S> {
             ));
         }
         let Some(spec) = pod.spec.as_ref() else { return };
-        let sized = "(the Group was sized from its first pod)";
-        if let Some((mine, theirs)) = asks.and_then(|asks| alike::requests_differ(asks, &g.spec)) {
+        // In a group of sets, a pod is alike the members of its own set.
+        let set = get(pod.metadata.labels.as_ref(), SET);
+        let (g_spec, sized) = match alike::set_spec(&g.spec, set) {
+            Ok(s) => s,
+            Err(message) => return self.refuse(format!("{}: pod {name}: {message}", label_field(SET))),
+        };
+        if let Some((mine, theirs)) = asks.and_then(|asks| alike::requests_differ(asks, &g_spec)) {
             self.refuse(format!(
                 "spec.containers[*].resources: pod {name} asks {mine}, but the members of group {group} ask \
                  {theirs} {sized}; give every pod of a group the same requests, or use another group"
@@ -757,7 +762,7 @@ impl<S: ClusterState> Checker<'_, S> {
                  run; give every pod of a group the same placement, in fields muster reads"
             )),
             Ok(p) => {
-                for (field, what, mine, theirs) in alike::placement_differs(&p, &alike::group_placement(&g.spec)) {
+                for (field, what, mine, theirs) in alike::placement_differs(&p, &alike::group_placement(&g_spec)) {
                     self.refuse(format!(
                         "{field}: pod {name} has {mine}, but the members of group {group} have {theirs} {sized}; \
                          give every pod of a group the same {what}, or use another group"

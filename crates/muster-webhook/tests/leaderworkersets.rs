@@ -51,7 +51,6 @@ async fn a_set_whose_groups_could_never_start_whole_is_refused_naming_each_field
     for part in [
         "spec.startupPolicy: LeaderReady",
         "spec.leaderWorkerTemplate.workerTemplate.spec.nodeName",
-        "the leader asks cpu 500m, memory 1Gi, the workers cpu 1, memory 1Gi",
         "spec.leaderWorkerTemplate.workerTemplate.metadata.labels[muster.dev/group]",
     ] {
         assert!(e.contains(part), "{part} in {e}");
@@ -100,11 +99,13 @@ fn lws_pod(name: &str, worker_index: &str, leader: Option<&str>) -> Value {
 #[tokio::test]
 async fn each_pod_joins_its_leaders_group_held_by_muster() {
     const STS: &str = "system:serviceaccount:kube-system:statefulset-controller";
-    for (p, group) in
-        [(lws_pod("serve-1", "0", None), "serve-1"), (lws_pod("serve-1-2", "2", Some("serve-1")), "serve-1")]
-    {
+    for (p, group, set) in [
+        (lws_pod("serve-1", "0", None), "serve-1", "leader"),
+        (lws_pod("serve-1-2", "2", Some("serve-1")), "serve-1", "worker"),
+    ] {
         let out = patched(&p, &patch_of(&request("CREATE", STS, POD, &p, None), &WebhookConfig::default()));
         assert_eq!(out["metadata"]["labels"]["muster.dev/group"], json!(group));
+        assert_eq!(out["metadata"]["labels"]["muster.dev/set"], json!(set), "the leader may differ from its workers");
         assert_eq!(out["metadata"]["labels"]["muster.dev/group-size"], json!("4"));
         assert_eq!(out["spec"]["schedulerName"], json!("muster"));
         assert_eq!(out["spec"]["schedulingGates"], json!([{"name": "muster.dev/admission"}]));
@@ -115,6 +116,14 @@ async fn each_pod_joins_its_leaders_group_held_by_muster() {
         forged["metadata"]["labels"]["muster.dev/group"] = json!("serve-0");
         let e = check(&request("CREATE", STS, POD, &forged, None)).await.unwrap_err();
         assert!(e.contains("in the group of its leader, \"serve-1\""), "{e}");
+        // A worker cannot pass for the leader (nor the leader for a worker).
+        let mut swapped = out.clone();
+        swapped["metadata"]["labels"]["muster.dev/set"] = json!(if set == "leader" { "worker" } else { "leader" });
+        let e = check(&request("CREATE", STS, POD, &swapped, None)).await.unwrap_err();
+        assert!(
+            e.contains(&format!("metadata.labels[muster.dev/set]: a pod of a LeaderWorkerSet is its group's {set}")),
+            "{e}"
+        );
     }
 }
 

@@ -753,6 +753,8 @@ impl<S: Store> Brain<S> {
             // A pod without an index stays within its pod set's members, when known; in a group
             // of sets always, since another set's members were placed for other requests.
             let set = p.place.as_deref().zip(workload).and_then(|(at, w)| w.set_members(at));
+            // A plain pod names its set by label.
+            let set = set.or_else(|| p.set.as_deref().and_then(|s| g.spec.request.set_members(s)));
             let in_set = |i: &u32| set.as_ref().is_none_or(|r| r.contains(i));
             let any_set = g.spec.request.sets.is_empty();
             let slot = preferred

@@ -5,6 +5,7 @@
 //! deleted (pods cannot be suspended) and users create them again.
 
 use super::*;
+use muster_k8s::GroupSpec as GroupObjectSpec;
 
 impl<S: Store> Brain<S> {
     /// Whether `key` is a plain-pod group: pods of it exist and no Job of that name.
@@ -50,10 +51,21 @@ impl<S: Store> Brain<S> {
         }
         // Level-triggered, as for Jobs: the Group object again after a restart or a deletion.
         if !self.ensured.contains(key)
-            && let Ok(spec) = convert::plain_group_spec(&first)
+            && let Ok(spec) = self.plain_spec(key, &first)
         {
             self.ensured.insert(key.clone());
             self.actions.push(Action::EnsureGroup { key: key.clone(), spec: Box::new(spec), job_uid: String::new() });
+        }
+    }
+
+    /// The Group object of a plain group: from its first pod, or from all its pods when they name
+    /// their sets.
+    fn plain_spec(&self, key: &GroupKey, first: &PodView) -> Result<GroupObjectSpec, String> {
+        let pods: Vec<&PodView> = self.plain_pods(key).collect();
+        if pods.iter().any(|p| p.set.is_some()) {
+            convert::plain_sets_spec(&pods)
+        } else {
+            convert::plain_group_spec(first)
         }
     }
 
@@ -79,6 +91,9 @@ impl<S: Store> Brain<S> {
             Ok(spec) => spec,
             Err(message) => return refuse(self, &message),
         };
+        if live.iter().any(|p| p.set.is_some()) {
+            return self.submit_plain_sets(key, first, &spec, &live, now);
+        }
         for p in &live {
             let theirs = convert::plain_group_spec(p);
             if let Some(difference) = convert::plain_pods_differ(first, &spec, p, theirs.as_ref()) {
@@ -108,6 +123,50 @@ impl<S: Store> Brain<S> {
                 live.len()
             );
             return self.waiting_for_pods(key, &message, now);
+        }
+        self.inputs.push(Input::Submit(GroupSpec {
+            key: key.clone(),
+            queue: spec.queue.clone(),
+            priority_class: spec.priority_class_name.clone(),
+            request,
+            submitted_at: first.created,
+        }));
+    }
+
+    /// [`Self::submit_plain`] for a group whose pods name their sets: sized from all its pods,
+    /// so queued only once all of them exist.
+    fn submit_plain_sets(
+        &mut self,
+        key: &GroupKey,
+        first: &PodView,
+        spec: &GroupObjectSpec,
+        live: &[PodView],
+        now: i64,
+    ) {
+        let size = spec.members.min;
+        if (live.len() as i64) < size {
+            let message = format!(
+                "waiting for its pods: {} of the {size} it needs to start exist; a group of sets is sized from all \
+                 its pods, and muster holds no room for it until they do",
+                live.len()
+            );
+            return self.waiting_for_pods(key, &message, now);
+        }
+        let pods: Vec<&PodView> = live.iter().collect();
+        let request = convert::plain_sets_spec(&pods).and_then(|spec| {
+            let request = spec.to_request(&key.name).map_err(|e| e.to_string())?;
+            Ok((spec, request))
+        });
+        let (spec, request) = match request {
+            Ok(r) => r,
+            Err(message) => {
+                self.plain_refused.insert(key.clone());
+                return self.event(key, EventType::Warning, "InvalidGroup", &message);
+            }
+        };
+        if self.ensured.insert(key.clone()) {
+            let spec = Box::new(spec.clone());
+            self.actions.push(Action::EnsureGroup { key: key.clone(), spec, job_uid: String::new() });
         }
         self.inputs.push(Input::Submit(GroupSpec {
             key: key.clone(),

@@ -3,12 +3,14 @@
 //! Only these views are kept in memory, never whole objects: at 150k pods the difference is
 //! gigabytes (see docs/benchmarks.md, controller memory).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
-use muster_k8s::group::{Members, TopologyConstraint, annotated_topology, plain_members};
+use muster_k8s::group::{GroupSet, Members, TopologyConstraint, annotated_topology, plain_members};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::unsupported::unsupported_fields;
 use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of, set_members};
@@ -190,6 +192,8 @@ pub struct PodView {
     pub deleting: bool,
     /// Plain pods: the group (label muster.dev/group).
     pub group: Option<String>,
+    /// Plain pods: the member set (label muster.dev/set).
+    pub set: Option<String>,
     /// Plain pods: the group's members as their labels say (muster.dev/group-size and
     /// group-min), or why they cannot be read (boxed: other pods pay one pointer).
     pub members: Option<Box<Result<Members, String>>>,
@@ -284,6 +288,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         placement: plain.then(|| Box::new(placement(spec, "spec"))),
         topology: annotated_topology(meta.annotations.as_ref()).transpose().filter(|_| plain).map(Box::new),
         native_pod_group: group.as_deref().is_some_and(|g| native_pod_group_name(spec) == Some(g)),
+        set: label(labels::SET).filter(|_| plain).cloned(),
         group,
         gated,
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
@@ -327,6 +332,80 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
         shrinkable: false,
         owner: None,
         sets: Vec::new(),
+    })
+}
+
+/// The Group object of a plain group whose pods name their sets (label `muster.dev/set`), from
+/// all its `pods` (the group starts whole, so all of them exist): a set per name, in name order,
+/// of as many members as pods name it, each asking what the set's first pod asks; the rest from
+/// the group's first pod. A pod that disagrees with its set's first pod, or a set's first pod
+/// with the group's on what the whole group shares, is named. Sets alike in requests and
+/// placement are one set of alike members, as a workload's are.
+pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
+    let mut ordered: Vec<&PodView> = pods.to_vec();
+    ordered.sort_by_key(|p| (p.created, p.name.clone()));
+    let first = *ordered.first().ok_or("no pods")?;
+    let group = first.group.as_deref().unwrap_or_default();
+    if let Some(unnamed) = ordered.iter().find(|p| p.set.is_none()) {
+        return Err(format!(
+            "pod {} of group {group} names no set (label {}) while other pods of the group do; label every pod \
+             of the group with its set, or none",
+            unnamed.name,
+            labels::SET
+        ));
+    }
+    let spec = plain_group_spec(first)?;
+    if spec.members.max.is_some_and(|max| max != spec.members.min) {
+        return Err(format!(
+            "pod {}: a group of sets starts whole; remove the label {} (or the sets)",
+            first.name,
+            labels::GROUP_MIN
+        ));
+    }
+    let mut by_set: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
+    for p in &ordered {
+        by_set.entry(p.set.as_deref().unwrap_or_default()).or_default().push(p);
+    }
+    let mut sets = Vec::new();
+    for (name, members) in &by_set {
+        let set_first = members[0];
+        let set_spec = plain_group_spec(set_first)?;
+        // What the whole group shares is the group's first pod's.
+        let mut shared = set_spec.clone();
+        (shared.resources, shared.node_selector) = (spec.resources.clone(), spec.node_selector.clone());
+        (shared.affinity, shared.tolerations) = (spec.affinity.clone(), spec.tolerations.clone());
+        if let Some(d) = plain_pods_differ(first, &spec, set_first, Ok(&shared)) {
+            return Err(d);
+        }
+        for p in &members[1..] {
+            if let Some(d) = plain_pods_differ(set_first, &set_spec, p, plain_group_spec(p).as_ref()) {
+                return Err(format!("{d} (pods of set {name} must agree)"));
+            }
+        }
+        sets.push(GroupSet {
+            name: name.to_string(),
+            members: Members { min: members.len() as i64, max: None },
+            resources: set_spec.resources,
+            node_selector: set_spec.node_selector,
+            affinity: set_spec.affinity,
+            tolerations: set_spec.tolerations,
+            topology: None,
+        });
+    }
+    let alike = sets.windows(2).all(|w| {
+        (&w[0].resources, &w[0].node_selector, &w[0].affinity, &w[0].tolerations)
+            == (&w[1].resources, &w[1].node_selector, &w[1].affinity, &w[1].tolerations)
+    });
+    if alike {
+        return Ok(spec);
+    }
+    Ok(GroupObjectSpec {
+        resources: BTreeMap::new(),
+        node_selector: BTreeMap::new(),
+        affinity: Vec::new(),
+        tolerations: Vec::new(),
+        sets,
+        ..spec
     })
 }
 

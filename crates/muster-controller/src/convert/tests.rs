@@ -427,3 +427,60 @@ fn an_mpijob_is_one_group_of_its_launcher_and_workers() {
     let mine = json!({"apiVersion": "batch/v1", "kind": "Job", "name": "mine", "uid": "j2", "controller": true});
     assert_eq!(member(&pod("l", launcher, mine)), (Some(GroupKey::new("ml", "mine")), None));
 }
+
+#[test]
+fn plain_pods_naming_their_sets_make_a_group_of_sets() {
+    // A leader of 500m on cpu nodes and three workers of 2 cpu: a rigid group of 4.
+    let pod = |name: &str, set: &str, cpu: &str, at: u32| {
+        let mut extra = json!({"metadata": {"name": name, "uid": name,
+            "creationTimestamp": format!("2026-01-01T00:00:{at:02}Z"),
+            "labels": {"muster.dev/set": set, "muster.dev/group-min": "4"}},
+            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}});
+        if set == "leader" {
+            extra["spec"]["nodeSelector"] = json!({"pool": "cpu"});
+        }
+        pod_view(&plain_pod(extra)).unwrap()
+    };
+    let pods = [
+        pod("l", "leader", "500m", 1),
+        pod("w1", "worker", "2", 2),
+        pod("w2", "worker", "2", 3),
+        pod("w3", "worker", "2", 4),
+    ];
+    let refs: Vec<&PodView> = pods.iter().collect();
+    let g = plain_sets_spec(&refs).unwrap();
+    let sets: Vec<_> = g.sets.iter().map(|s| (s.name.as_str(), s.members.min, s.resources["cpu"].clone())).collect();
+    let cpu = |m: &str| Quantity::Text(m.into());
+    assert_eq!(sets, [("leader", 1, cpu("500m")), ("worker", 3, cpu("2000m"))]);
+    assert_eq!(
+        (g.sets[0].node_selector.get("pool").map(String::as_str), g.sets[1].node_selector.is_empty()),
+        (Some("cpu"), true)
+    );
+    assert!(g.resources.is_empty() && g.node_selector.is_empty(), "said per set");
+    let request = g.to_request("ring").unwrap();
+    assert_eq!(
+        (request.set_members("worker"), request.member_requests(0)),
+        (Some(1..4), &[("cpu".to_string(), 500)][..])
+    );
+    // A worker asking otherwise than the set's first; a pod naming no set; an elastic group.
+    let mut odd = pods.clone();
+    odd[3] = pod("w3", "worker", "3", 4);
+    let refs: Vec<&PodView> = odd.iter().collect();
+    let e = plain_sets_spec(&refs).unwrap_err();
+    assert!(e.contains("pod w3") && e.contains("(pods of set worker must agree)"), "{e}");
+    let mut unnamed = pods.clone();
+    unnamed[2].set = None;
+    let refs: Vec<&PodView> = unnamed.iter().collect();
+    assert!(plain_sets_spec(&refs).unwrap_err().contains("pod w2 of group ring names no set"));
+    let mut elastic = pods.clone();
+    for p in &mut elastic {
+        p.members = Some(Box::new(Ok(Members { min: 2, max: Some(4) })));
+    }
+    let refs: Vec<&PodView> = elastic.iter().collect();
+    assert!(plain_sets_spec(&refs).unwrap_err().contains("a group of sets starts whole"));
+    // Sets that ask alike and run alike are one set of alike members.
+    let alike = [pod("a", "x", "1", 1), pod("b", "y", "1", 2), pod("c", "y", "1", 3), pod("d", "y", "1", 4)];
+    let refs: Vec<&PodView> = alike.iter().collect();
+    let g = plain_sets_spec(&refs).unwrap();
+    assert!(g.sets.is_empty() && g.resources["cpu"] == cpu("1000m"), "{g:?}");
+}

@@ -3,7 +3,7 @@
 //! each of its pods joins the group of its leader with the size LWS gives it.
 
 use k8s_openapi::api::core::v1::Pod;
-use muster_k8s::labels::{GROUP, GROUP_MIN, GROUP_SIZE, QUEUE};
+use muster_k8s::labels::{GROUP, GROUP_MIN, GROUP_SIZE, QUEUE, SET};
 use muster_k8s::lws::{self, LeaderWorkerSet, SIZE_ANNOTATION, SIZE_FIELD};
 
 use super::{Checker, Labels};
@@ -12,7 +12,7 @@ use crate::object::{get, label_field};
 use crate::state::ClusterState;
 
 /// Keys that would name or size a LeaderWorkerSet's groups otherwise than LWS does.
-const GANG_KEYS: [&str; 3] = [GROUP, GROUP_SIZE, GROUP_MIN];
+const GANG_KEYS: [&str; 4] = [GROUP, GROUP_SIZE, GROUP_MIN, SET];
 
 impl<S: ClusterState> Checker<'_, S> {
     pub(super) async fn leader_worker_set(&mut self, new: &LeaderWorkerSet, old: Option<&LeaderWorkerSet>) {
@@ -50,12 +50,11 @@ impl<S: ClusterState> Checker<'_, S> {
             self.duration(annotations);
         }
         let Some(spec) = self.queue(queue, &label_field(QUEUE)).await else { return };
-        let worker = new.spec.leader_worker_template.worker_template.spec.as_ref();
-        // `whole`: lws::check counted the worker's requests.
-        let asks = worker.and_then(|w| muster_k8s::pod::requests(w).ok());
-        if let (true, Some(asks), Ok(size @ 1..)) = (whole, asks, u64::try_from(new.size())) {
+        // `whole`: lws::check counted every template's requests.
+        if let Some(asks) = lws::group_asks(new).filter(|_| whole) {
+            let parts: Vec<_> = asks.iter().map(|(pods, asks)| (*pods, member_requests(asks))).collect();
             let fix = format!("lower {SIZE_FIELD} or the pods' resource requests, or use a queue with a larger quota");
-            if let Some(m) = never_fits(queue, &spec, &[(size, member_requests(&asks))], SIZE_FIELD, &fix) {
+            if let Some(m) = never_fits(queue, &spec, &parts, SIZE_FIELD, &fix) {
                 self.refuse(m);
             }
         }
@@ -78,6 +77,14 @@ impl<S: ClusterState> Checker<'_, S> {
                  mutating webhook sets it)",
                 label_field(GROUP),
                 gang.group
+            ));
+        }
+        if get(labels, SET).is_some_and(|s| s != gang.set) {
+            self.refuse(format!(
+                "{}: a pod of a LeaderWorkerSet is its group's {}; remove the label (muster's mutating webhook sets \
+                 it)",
+                label_field(SET),
+                gang.set
             ));
         }
         let source = format!("annotation {SIZE_ANNOTATION} ({})", gang.size);
