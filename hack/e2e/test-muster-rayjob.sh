@@ -17,36 +17,16 @@ set -euo pipefail
 . "$(dirname "$0")/muster.sh"
 ns=e2e-muster-rayjob
 echo "test-muster-rayjob" >&2
-operator_dir=$("$hack_dir/third-party.sh" kuberay)
-operator_pid=""
-operator_log=$MUSTER_CLUSTER_DIR/logs/kuberay-operator.log
-# The operator runs its RayService controller too, which needs that CRD.
-crds=(-f "$operator_dir/rayjobs.yaml" -f "$operator_dir/rayclusters.yaml" -f "$operator_dir/rayservices.yaml")
-stop_operator() {
-  if [[ -n $operator_pid ]] && kill -0 "$operator_pid" 2>/dev/null; then kill "$operator_pid"; wait "$operator_pid" 2>/dev/null || true; fi
-}
 cleanup() {
   local rc=$?
   muster_down
   k delete namespace $ns --wait=false --ignore-not-found >/dev/null 2>&1 || true
-  stop_operator
-  (( rc == 0 )) || { echo "--- kuberay operator log (tail)" >&2; tail -n 15 "$operator_log" >&2 || true; }
-  k delete "${crds[@]}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  kuberay_operator_down $rc
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# --- the operator -----------------------------------------------------------------------------
-k apply --server-side "${crds[@]}" >/dev/null
-for crd in rayjobs rayclusters rayservices; do
-  eventually 60 "the CRD $crd.ray.io is established" bash -c \
-    "[[ \$('$K8S_BIN/kubectl' get crd $crd.ray.io -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
-done
-mkdir -p "$(dirname "$operator_log")"
-"$operator_dir/ray-operator" --enable-leader-election=false --metrics-addr "127.0.0.1:$(free_port)" \
-  --health-probe-bind-address "127.0.0.1:$(free_port)" --log-stdout-encoder console >"$operator_log" 2>&1 &
-operator_pid=$!
-eventually 60 "the KubeRay operator (v$KUBERAY_VERSION) runs its controllers" grep -qs 'controllers.RayJob.*Starting workers' "$operator_log"
+kuberay_operator_up "$MUSTER_CLUSTER_DIR/logs/kuberay-operator.log"
 
 touch "$muster_log"
 log_from=$(( $(wc -l < "$muster_log") + 1 ))
@@ -98,8 +78,9 @@ field() { k -n $ns get "$@" 2>/dev/null; }
 out=$(rayjob_yaml tune 3 10m | k -n $ns create -f - -o jsonpath='{.spec.suspend} {.spec.rayClusterSpec.headGroupSpec.template.spec.schedulerName} {.spec.rayClusterSpec.workerGroupSpecs[0].template.spec.schedulerName}')
 check "the webhook held the RayJob and named muster its pods' scheduler ($out)" test "$out" = "true muster muster"
 check_workload_group $ns tune rayjob RayJob 4 "the head and the 3 workers"
-check "a member holds what KubeRay's worker pods ask, its init container (256Mi) included" \
-  test "$(field groups.muster.dev tune -o jsonpath='{.spec.resources.memory}')" = 268435456
+check "the head's member holds what the head asks (1Mi); a worker's what KubeRay's worker pods ask, its init container (256Mi) included" \
+  test "$(field groups.muster.dev tune -o jsonpath='{range .spec.sets[*]}{.name}={.resources.memory} {end}')" = \
+  "headgroup=1048576 cpu=268435456 "
 # KubeRay writes the RayJob back without a false suspend (omitempty): resumed is "not true".
 eventually 30 "muster admitted the group and resumed the RayJob" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get rayjob tune -o jsonpath='{.spec.suspend}') != true ]]"
@@ -108,6 +89,8 @@ eventually 30 "KubeRay made the Ray cluster, controlled by the RayJob" bash -c \
 cluster=$(k -n $ns get rayclusters -o jsonpath='{.items[0].metadata.name}')
 placed() { on_assigned $ns tune "ray.io/cluster=$cluster" 4 2>/dev/null; }
 eventually 60 "all 4 pods of $cluster are bound, each on the node its Group assigned to its member" placed
+held=$(sets_hold_pods $ns tune "ray.io/cluster=$cluster") || fail "every pod asks what its member's set holds"
+pass "every pod asks what its member's set holds ($held)"
 check "the head is member 0" test \
   "$(k -n $ns get pods -l "ray.io/cluster=$cluster,ray.io/node-type=head" -o jsonpath='{.items[0].metadata.annotations.muster\.dev/member}')" = 0
 check "the Ray cluster is no group of its own (one Group in the namespace)" \
@@ -155,7 +138,7 @@ refused "a RayCluster whose workers choose their node" \
   "spec.workerGroupSpecs[0].template.spec.nodeName: the pods of a RayCluster in queue default cannot choose their node" pinned_cluster
 
 # KubeRay would learn the Ray job's end from the head's dashboard, which KWOK's pods do not serve.
-stop_operator
+kuberay_operator_stop
 k -n $ns patch rayjob tune --subresource status --type merge \
   -p '{"status":{"jobDeploymentStatus":"Complete","jobStatus":"SUCCEEDED"}}' >/dev/null
 eventually 30 "the RayJob done, its Group is Succeeded" bash -c \

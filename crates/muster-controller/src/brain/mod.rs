@@ -935,8 +935,8 @@ impl<S: Store> Brain<S> {
     }
 }
 
-/// `spec` with its member counts set to `(min, max)`.
+/// `spec` with its member counts set to `(min, max)` (in a group of sets, its last set's).
 fn with_member_bounds(mut spec: GroupSpec, (min, max): (u32, u32)) -> GroupSpec {
-    (spec.request.min_members, spec.request.max_members) = (min, max);
+    spec.request.set_bounds(min, max);
     spec
 }
