@@ -209,3 +209,30 @@ fn a_flux_jobspec_of_several_slots_is_a_group_of_sets() {
     let e = jobspec::parse("ray.yaml", nodes).unwrap_err();
     assert_eq!(e.path, "resources[1]", "{e}");
 }
+
+#[test]
+fn a_group_of_sets_is_satisfiable_and_reserved_by_what_each_set_asks() {
+    // 4 nodes of 8 cpu: a leader of 1 and 4 workers of 7 fit (29 cpu), though 5 of 7 would not.
+    let four = "name: c\nnodeClasses:\n  - {name: n, count: 4, capacity: {cpu: 8, memory: 32Gi, pods: 110}}\n";
+    let mut r = rg(four, Policy::Pack);
+    let mut group = GroupRequest::simple("lead", 1, &[])
+        .with_sets(vec![set("leader", 1, &[("cpu", 1000)]), set("worker", 4, &[("cpu", 7000)])])
+        .unwrap();
+    group.duration = Some(60);
+    assert_eq!(r.satisfiability(&group), Ok(()));
+    // Busy now: the planner reserves every set at once when the blocker ends.
+    let mut blocker = GroupRequest::simple("blocker", 1, &[("cpu", 2000)]);
+    blocker.duration = Some(30);
+    allocate(&mut r, &blocker).unwrap();
+    match r.reserve(&group, 0) {
+        MatchOutcome::Reserved { id, at } => {
+            assert_eq!((at, r.allocation(id).unwrap().members.len()), (30, 5));
+        }
+        other => panic!("{other:?}"),
+    }
+    check_invariants(&r);
+    let huge = GroupRequest::simple("huge", 1, &[])
+        .with_sets(vec![set("leader", 1, &[("cpu", 1000)]), set("worker", 5, &[("cpu", 7000)])])
+        .unwrap();
+    assert!(r.satisfiability(&huge).unwrap_err().contains("worker"), "names the set that cannot fit");
+}

@@ -163,6 +163,9 @@ impl ResourceGraph {
 
     /// Checks whether the group could ever fit on this cluster when empty. Changes nothing.
     pub fn satisfiability(&self, req: &GroupRequest) -> Result<(), String> {
+        if !req.sets.is_empty() {
+            return self.satisfiability_sets(req);
+        }
         let d = Demand::resolve(&self.graph, req).map_err(|u| u.0)?;
         let policy = req.policy.unwrap_or(self.policy);
         let (p, _) = self.graph.search(&d, Window::Empty, policy, None);

@@ -14,6 +14,9 @@ impl ResourceGraph {
     /// Reserves the earliest future start of a group already known not to fit now (a queue that
     /// just tried `allocate`), without searching the present again.
     pub fn reserve(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
+        if !req.sets.is_empty() {
+            return self.reserve_sets(req, now);
+        }
         match Demand::resolve(&self.graph, req) {
             Ok(d) => self.reserve_demand(&d, now),
             Err(u) => MatchOutcome::Unsatisfiable(u.0),

@@ -20,7 +20,7 @@ impl ResourceGraph {
 
     pub(super) fn match_sets(&mut self, req: &GroupRequest, now: i64, reserve: bool) -> MatchOutcome {
         let requests = set_requests(req);
-        let demands = match requests.iter().map(|r| Demand::resolve(&self.graph, r)).collect::<Result<Vec<_>, _>>() {
+        let demands = match self.resolve_sets(&requests) {
             Ok(d) => d,
             Err(u) => return MatchOutcome::Unsatisfiable(u.0),
         };
@@ -39,10 +39,41 @@ impl ResourceGraph {
         if !reserve {
             return MatchOutcome::Busy(shortfall);
         }
+        self.reserve_set_demands(req, &demands, shortfall, now)
+    }
+
+    /// [`ResourceGraph::satisfiability`] of a group of sets.
+    pub(super) fn satisfiability_sets(&self, req: &GroupRequest) -> Result<(), String> {
+        let requests = set_requests(req);
+        let demands = self.resolve_sets(&requests).map_err(|u| u.0)?;
+        self.sets_satisfiable(req, &demands)
+    }
+
+    /// [`ResourceGraph::reserve`] of a group of sets.
+    pub(super) fn reserve_sets(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
+        let requests = set_requests(req);
+        match self.resolve_sets(&requests) {
+            Ok(demands) => self.reserve_set_demands(req, &demands, "the sets do not fit now".into(), now),
+            Err(u) => MatchOutcome::Unsatisfiable(u.0),
+        }
+    }
+
+    fn resolve_sets<'a>(&self, requests: &'a [GroupRequest]) -> Result<Vec<Demand<'a>>, Unsatisfiable> {
+        requests.iter().map(|r| Demand::resolve(&self.graph, r)).collect()
+    }
+
+    /// The earliest start at which every set fits, reserved; `shortfall` says why not now.
+    fn reserve_set_demands(
+        &mut self,
+        req: &GroupRequest,
+        demands: &[Demand],
+        shortfall: String,
+        now: i64,
+    ) -> MatchOutcome {
         let need = self.sets_need(req);
         for t in self.candidate_times(&need, now) {
             let w_end = Self::end_of(t, req, req.min_members);
-            if let Some(alloc) = self.place_sets(req, &demands, Window::Future { start: t, end: w_end }, t, true) {
+            if let Some(alloc) = self.place_sets(req, demands, Window::Future { start: t, end: w_end }, t, true) {
                 let id = alloc.id;
                 self.allocations.insert(id, Arc::new(alloc));
                 return MatchOutcome::Reserved { id, at: t };
