@@ -480,11 +480,29 @@ impl<'w> Engine<'w> {
                     j.bound -= u32::from(matches!(phase, PodPhase::Starting | PodPhase::Ready));
                     self.out.push(SimEvent::PodFinished { pod, succeeded: false });
                 }
-                let ready = self.jobs[job.index()].ready;
-                self.rework(job, ready);
+                let (working, _) = self.working(job);
+                self.rework(job, working);
             }
         }
         Ok(())
+    }
+
+    /// Ready pods of the job's last set (the only set whose count changes, and the one whose work
+    /// spreads over its pods), and whether every pod of the sets before it is Ready.
+    fn working(&self, job: JobId) -> (u32, bool) {
+        let j = &self.jobs[job.index()];
+        if j.sets.len() == 1 {
+            return (j.ready, true);
+        }
+        let (mut fixed_ready, mut last_ready) = (0, 0);
+        for p in j.pods.iter().map(|p| &self.pods[p.index()]).filter(|p| p.phase == PodPhase::Ready) {
+            if j.in_last_set(p.index) {
+                last_ready += 1;
+            } else {
+                fixed_ready += 1;
+            }
+        }
+        (last_ready, fixed_ready == j.fixed_members())
     }
 
     /// The work left of a running elastic job, done by `rate` members from now: a new end.
@@ -740,7 +758,11 @@ impl<'w> Engine<'w> {
                 let (ready, members, running) = (j.ready, j.members, j.run_started_ms.is_some());
                 let run_ms = self.placed_run_ms(job);
                 let j = &self.jobs[job.index()];
-                let (min, max) = (j.spec.min_members, j.spec.max_members);
+                // The work that scales with the count is the last set's: the sets before it do the
+                // same work whatever the count (a launcher, a head), and must all be Ready.
+                let fixed = j.fixed_members();
+                let (min, max) = (j.spec.min_members - fixed, j.spec.max_members - fixed);
+                let (working, fixed_ready) = self.working(job);
                 match j.spec.run_starts {
                     RunStart::PodStart => {
                         let end = self.run_end(run_ms);
@@ -751,18 +773,18 @@ impl<'w> Engine<'w> {
                     }
                     RunStart::AllReady => {
                         let epoch = self.epochs[job.index()];
-                        if !running && ready >= min.min(members) {
+                        if !running && fixed_ready && working >= min.min(members - fixed) {
                             // The work of max members for the run time, done by those ready: fewer
                             // members do it more slowly.
                             let left = run_ms * i64::from(max);
                             self.mark_running(job);
-                            let end = self.run_end(left / i64::from(ready));
-                            self.work[job.index()] = Some(Work { left, rate: ready, since: now, ends_at: end });
+                            let end = self.run_end(left / i64::from(working));
+                            self.work[job.index()] = Some(Work { left, rate: working, since: now, ends_at: end });
                             self.push(end, Ev::RunDone(job, epoch));
                         } else if running && min < max {
                             // An elastic job goes faster as members join; the later end is
                             // superseded (it finds the job over).
-                            self.rework(job, ready);
+                            self.rework(job, working);
                         }
                     }
                 }

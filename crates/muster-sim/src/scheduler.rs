@@ -162,6 +162,11 @@ impl JobState {
         std::ptr::eq(self.set_of(index), self.sets.last().expect("a job has at least one set"))
     }
 
+    /// Pods of every set but the last: the part of the job whose count never changes.
+    pub fn fixed_members(&self) -> u32 {
+        self.sets[..self.sets.len() - 1].iter().map(|s| s.max_members).sum()
+    }
+
     /// What `members` pods of the job ask in all, of resource `r`: every set but the last whole,
     /// the rest of the pods in the last.
     pub fn total(&self, members: u32, r: usize) -> u64 {

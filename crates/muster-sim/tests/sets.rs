@@ -131,3 +131,27 @@ fn muster_sized_by_sets_completes_heterogeneous_ai_jobs_sooner_than_sized_like_t
     assert!(useful >= old_useful * 1.05, "GPUs doing work: by sets {useful:.3}, like the largest pod {old_useful:.3}");
     assert!(makespan <= lb * 1.15, "within 15% of the lower bound: {makespan} s against {lb} s");
 }
+
+#[test]
+fn an_elastic_last_set_placed_short_stretches_only_its_own_work() {
+    // One 8-GPU node; `hold` keeps 4 GPUs for the whole test, so `ray` (a head and 2..4 workers of
+    // 2 GPUs) starts with 2 workers: their 100 s of work with 4 take 200 s. Counting the head
+    // among the workers would give 100 s x 5 / 3.
+    let cluster = "name: one\nnodeClasses:\n  - {name: gpu, count: 1, capacity: {cpu: \"16\", nvidia.com/gpu: 8}}\n";
+    let text = "timing: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}\n\
+        jobClasses:\n\
+        \x20 - {name: hold, count: 1, members: 1, resources: {cpu: \"1\", nvidia.com/gpu: 4}, runTime: 1000s}\n\
+        \x20 - name: ray\n\
+        \x20   count: 1\n\
+        \x20   runTime: 100s\n\
+        \x20   arrival: {start: 1s}\n\
+        \x20   sets:\n\
+        \x20     - {name: head, members: 1, resources: {cpu: \"1\"}}\n\
+        \x20     - {name: workers, members: {min: 2, max: 4}, resources: {cpu: \"1\", nvidia.com/gpu: 2}}\n";
+    let w = workload(cluster, text).unwrap();
+    let mut s = muster_sim::scheduler("muster", &w).unwrap();
+    let rec = muster_sim::engine::Engine::new(&w).unwrap().run(s.as_mut(), false).unwrap();
+    let ray = &rec.jobs[w.jobs.iter().position(|j| j.class == "ray").unwrap()];
+    let run_s = (ray.ended_ms.unwrap() - ray.run_started_ms.unwrap()) as f64 / 1000.0;
+    assert_eq!(run_s, 200.0, "two of four workers do the work in twice the time");
+}
