@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{GI, Shape, allocate_ok, group, occupancy, round};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use muster_graph::jobspec::TopologyConstraint;
+use muster_graph::jobspec::{MemberSet, TopologyConstraint};
 use muster_graph::{GroupRequest, MatchOutcome, Policy, ResourceGraph};
 
 const SEED: u64 = 0x5EED_0001;
@@ -26,6 +26,25 @@ fn ten() -> GroupRequest {
 fn with_rack(mut req: GroupRequest) -> GroupRequest {
     req.topology = Some(TopologyConstraint::required("rack"));
     req
+}
+
+/// A group of `members`: one launcher (1 cpu), half the rest of (2 cpu, 2Gi), half of (1 cpu, 4Gi).
+fn three_sets(members: u32) -> GroupRequest {
+    let set = |name: &str, count: u32, cpu: u64, memory: u64| MemberSet {
+        name: name.into(),
+        min_members: count,
+        max_members: count,
+        requests: vec![("cpu".into(), cpu), ("memory".into(), memory)],
+        filter: Default::default(),
+        topology: None,
+    };
+    let half = (members - 1) / 2;
+    let sets = vec![
+        set("launcher", 1, 1000, GI),
+        set("compute", half, 2000, 2 * GI),
+        set("memory", members - 1 - half, 1000, 4 * GI),
+    ];
+    GroupRequest::simple("sets", 1, &[]).with_sets(sets).expect("valid sets")
 }
 
 fn note(rg: &ResourceGraph, what: &str) {
@@ -58,6 +77,9 @@ fn large_groups(c: &mut Criterion) {
     g.bench_function("match1000/first", |b| b.iter(|| round(&mut rg, black_box(&big))));
     let rack100 = with_rack(group("hundred", 100, 2000, 2 * GI));
     g.bench_function("match100/first-rack-required", |b| b.iter(|| round(&mut rg, black_box(&rack100))));
+    // The same 1000 members in three sets that ask differently (a launcher, two kinds of workers).
+    let sets = three_sets(1000);
+    g.bench_function("match1000-3sets/first", |b| b.iter(|| round(&mut rg, black_box(&sets))));
     // 1000 members fit in no rack: a preferred rack falls back to one zone; with weights, the
     // zone's placement is weighed against the fewest racks and the fewest zones cluster-wide.
     let mut preferred = big.clone();
