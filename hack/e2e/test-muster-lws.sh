@@ -7,7 +7,8 @@
 # LWS's size; muster admits each replica group whole and binds every pod to the node its Group
 # assigned to its member. A group that does not fit waits with every pod gated and none bound;
 # scaling another set down releases the group it drops, and the waiting group starts. Deleting a
-# set releases the rest. Hostile
+# set releases the rest. A leader that asks less than its workers is a set of its own, so a group
+# that could never start sized like its workers runs. Hostile
 # or unstartable sets are refused naming the field. The CRD is removed after.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -78,11 +79,13 @@ eventually 60 "the LeaderWorkerSet controller (v$LWS_VERSION) serves its webhook
 muster_up
 fresh_namespace $ns
 
-# lws_yaml NAME REPLICAS SIZE CPU [EXTRA_SPEC_LINE]: a queued LeaderWorkerSet whose leader and
-# workers ask CPU each (KWOK runs them until deleted, as a server runs)
+# lws_yaml NAME REPLICAS SIZE CPU [EXTRA_SPEC_LINE] [LEADER_CPU]: a queued LeaderWorkerSet whose
+# workers ask CPU each, and its leader LEADER_CPU (default CPU) (KWOK runs them until deleted, as
+# a server runs)
 lws_yaml() {
-  local pod
-  pod=$(cat <<YAML
+  local pod leader
+  pod_of() {
+    cat <<YAML
         metadata:
           annotations: {e2e.muster.dev/test: "true"}
         spec:
@@ -91,9 +94,11 @@ lws_yaml() {
           - name: main
             image: kwok-fake
             resources:
-              requests: {cpu: "$4", memory: 1Mi}
+              requests: {cpu: "$1", memory: 1Mi}
 YAML
-)
+  }
+  pod=$(pod_of "$4")
+  leader=$(pod_of "${6:-$4}")
   cat <<YAML
 apiVersion: leaderworkerset.x-k8s.io/v1
 kind: LeaderWorkerSet
@@ -106,7 +111,7 @@ spec:
   leaderWorkerTemplate:
     size: $3
     leaderTemplate:
-$pod
+$leader
     workerTemplate:
 $pod
 YAML
@@ -173,3 +178,15 @@ racks=$(for n in $(k -n $ns get pods -l muster.dev/group=racked-0 -o jsonpath='{
   k get node "$n" -o jsonpath='{.metadata.labels.muster\.dev/rack}{"\n"}'; done | sort -u)
 check "its 2 pods run on 2 nodes of one rack ($racks)" test "$(wc -l <<<"$racks")" -eq 1 -a -n "$racks"
 k -n $ns delete leaderworkerset racked >/dev/null
+
+# --- a leader that asks less than its workers: two sets of one group ---------------------------
+# 4 nodes of 8 cpu: a leader of 1 cpu and 4 workers of 7 cpu need 29 cpu. Sized like its workers
+# the group would need 35 and never start; as a leader set and a worker set it runs.
+lws_yaml lead 1 5 7 '' 1 | k -n $ns create -f - >/dev/null
+runs_whole $ns lead-0 "muster.dev/group=lead-0" 5
+check "its Group has a leader set and a worker set" test \
+  "$(k -n $ns get groups.muster.dev lead-0 -o jsonpath='{range .spec.sets[*]}{.name}={.members.min}x{.resources.cpu} {end}')" \
+  = "leader=1x1000m worker=4x7000m "
+check "the leader pod is labelled with its set" test \
+  "$(k -n $ns get pod lead-0 -o jsonpath='{.metadata.labels.muster\.dev/set}')" = leader
+k -n $ns delete leaderworkerset lead >/dev/null
