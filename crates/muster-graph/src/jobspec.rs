@@ -235,6 +235,17 @@ impl GroupRequest {
         Some(first..first + self.sets[k].max_members)
     }
 
+    /// Whether the members `held` meet the group's minimum: of every set, for a group of sets
+    /// (a group that lost its launcher has too few, whatever its workers).
+    pub fn meets_minimum(&self, held: impl IntoIterator<Item = u32>) -> bool {
+        let sets = self.member_sets();
+        let mut counts = vec![0u32; sets.len()];
+        for index in held {
+            counts[if self.sets.is_empty() { 0 } else { self.set_of(index).0 }] += 1;
+        }
+        counts.iter().zip(sets.iter()).all(|(n, s)| *n >= s.min_members.max(1))
+    }
+
     /// What member `index` asks, per member, by resource name.
     pub fn member_requests(&self, index: u32) -> &[(String, u64)] {
         if self.sets.is_empty() { &self.requests } else { &self.sets[self.set_of(index).0].requests }

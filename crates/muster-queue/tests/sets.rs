@@ -45,3 +45,52 @@ fn a_running_group_of_sets_resized_grows_its_last_set() {
     let err = e.update(other, 3).unwrap_err();
     assert!(err.to_string().contains("may change only how many members it has"), "{err}");
 }
+
+#[test]
+fn a_group_of_sets_that_loses_a_fixed_set_is_evicted_whatever_its_last_set_keeps() {
+    // An elastic group of a head and 2..4 workers, all 5 placed: losing two workers leaves it
+    // running; losing its head does not, though 4 members remain above the group's minimum of 3.
+    let running = || {
+        let mut spec = head_and_workers(4);
+        spec.request.set_bounds(3, 5);
+        let mut e = engine(graph(3, 8), EngineConfig::single_queue("q"));
+        e.submit(spec, 0).unwrap();
+        let ts = e.schedule(0);
+        ready_all(&mut e, &ts, 0);
+        assert_eq!(state(&e, "rc"), GroupState::Running);
+        e
+    };
+    let mut e = running();
+    e.members_lost(&key("rc"), &[3, 4], 1).unwrap();
+    assert_eq!(state(&e, "rc"), GroupState::Running, "two workers of four lost: still its minimum");
+    e.check_invariants().unwrap();
+    let mut e = running();
+    let ts = e.members_lost(&key("rc"), &[0], 1).unwrap();
+    assert!(ts.iter().any(|t| t.to == GroupState::Evicted), "{ts:?}");
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_group_of_sets_waiting_for_its_max_waits_in_its_last_set() {
+    // A head of 1 cpu and 2..4 workers of 3 cpu on 4 nodes of 4 cpu, 2 cpu of one taken until
+    // t=50: 14 cpu are free, more than the 13 it asks in all, but only 3 nodes take a worker. A
+    // group that waits up to 100 s for all its workers waits, and gets them at t=50.
+    let mut c = EngineConfig::single_queue("q");
+    c.queues[0].elastic_max_wait_s = 100;
+    let mut e = engine(graph(4, 4), c);
+    e.submit(spec("filler", "q", 1, 2, Some(50), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let mut spec = head_and_workers(4);
+    spec.request.sets[1].requests = vec![("cpu".into(), 3000)];
+    spec.request.set_bounds(3, 5);
+    spec.request.duration = Some(100);
+    e.submit(spec, 1).unwrap();
+    e.schedule(1);
+    assert_ne!(state(&e, "rc"), GroupState::Admitted, "placed with fewer workers than it waits for");
+    e.finished(&key("filler"), true, 50).unwrap();
+    let ts = e.schedule(50);
+    ready_all(&mut e, &ts, 50);
+    assert_eq!(e.group(&key("rc")).unwrap().member_count(), 5, "all its workers once the room is there");
+    e.check_invariants().unwrap();
+}

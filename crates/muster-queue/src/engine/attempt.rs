@@ -113,7 +113,7 @@ impl Engine {
         let eff_min = self.effective_min(&self.groups[key]);
         if eff_min > request.min_members {
             let mut full = request.clone();
-            full.min_members = full.max_members;
+            full.set_bounds(full.max_members, full.max_members);
             if self.satisfiable(shape ^ 1, &full).is_err() {
                 return request.min_members;
             }
@@ -151,7 +151,7 @@ impl Engine {
     fn apply_quota(&mut self, c: &Candidate<'_>, pass: &mut Pass<'_>) -> Step<GroupRequest> {
         let (qmax, qreason) = self.quota_room(&c.queue, &c.request);
         let mut req = c.request.clone();
-        req.min_members = c.min;
+        req.set_bounds(c.min, req.max_members);
         if qmax < c.min {
             self.preempt(c, &req, pass)?;
             self.set_reason(c.key, qreason.unwrap_or_else(|| "quota".into()));
@@ -231,7 +231,8 @@ impl Engine {
             return Continue(id);
         }
         let _ = self.graph.cancel(id);
-        let all = GroupRequest { min_members: req.max_members, ..req.clone() };
+        let mut all = req.clone();
+        all.set_bounds(req.max_members, req.max_members);
         self.last_stats.match_calls += 2;
         let finish_now = self.now.saturating_add(run_now as i64);
         match self.graph.reserve(&all, self.now) {

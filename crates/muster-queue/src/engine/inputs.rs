@@ -272,7 +272,8 @@ impl Engine {
         let g = &self.groups[key];
         let remaining = g.member_count() - lost.len() as u32;
         let state = g.state;
-        let min = g.spec.request.min_members;
+        let kept = g.member_indices().into_iter().filter(|m| !lost.contains(m));
+        let enough = g.spec.request.meets_minimum(kept);
         let alloc_id = g.allocation.as_ref().map_or(0, |a| a.alloc_id);
         let members: Vec<u32> = lost.iter().copied().collect();
         if let Some(leaving) = self.leaving.get_mut(key) {
@@ -281,7 +282,7 @@ impl Engine {
                 self.leaving.remove(key);
             }
         }
-        if remaining >= min && remaining > 0 {
+        if enough {
             if !already_dropped {
                 self.graph.shrink(id, &members).expect("members checked");
             }
