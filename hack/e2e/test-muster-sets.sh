@@ -217,7 +217,7 @@ ray_placed() { on_assigned $ns tune "ray.io/cluster=$cluster" 3 2>/dev/null; }
 eventually 60 "the RayJob's 3 pods are bound, each on its member's node" ray_placed
 jobset_placed() { on_assigned $ns train jobset.sigs.k8s.io/jobset-name=train 5 2>/dev/null; }
 eventually 60 "the JobSet's 5 pods are bound, each on its member's node" jobset_placed
-check_sets_hold tune "ray.io/cluster=$cluster" "RayJob tune (KubeRay's init container counted)"
+check_sets_hold tune "ray.io/cluster=$cluster" "RayJob tune"
 check_sets_hold train jobset.sigs.k8s.io/jobset-name=train "JobSet train"
 
 # --- the over-commit checker's verdict -----------------------------------------------------------
