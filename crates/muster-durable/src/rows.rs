@@ -202,3 +202,42 @@ pub(crate) fn note_versions(versions: &mut BTreeMap<String, i64>, writes: &[Writ
         versions.insert(p.key, p.version);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use muster_graph::GroupRequest;
+    use muster_graph::jobspec::MemberSet;
+    use muster_queue::GroupSpec;
+
+    use super::*;
+
+    fn spec(request: GroupRequest) -> GroupSpec {
+        GroupSpec { key: GroupKey::new("ml", "pi"), queue: "q".into(), priority_class: None, request, submitted_at: 3 }
+    }
+
+    #[test]
+    fn a_row_written_before_member_sets_reads_as_alike_members_and_sets_round_trip() {
+        // An alike group's row carries no `sets`: what a store written before holds.
+        let alike = Group::submitted(spec(GroupRequest::simple("pi", 4, &[("cpu", 2000)])), 0, 1);
+        let row = group_row(&alike).unwrap();
+        assert!(row.spec["request"].get("sets").is_none(), "{}", row.spec);
+        let read = decode_group(&row).unwrap();
+        assert!(read.spec.request.sets.is_empty());
+        assert_eq!(read.spec, alike.spec);
+        // A group of sets keeps each set through the store.
+        let set = |name: &str, n: u32, cpu: u64| MemberSet {
+            name: name.into(),
+            min_members: n,
+            max_members: n,
+            requests: vec![("cpu".into(), cpu)],
+            filter: Default::default(),
+            topology: None,
+        };
+        let request =
+            GroupRequest::simple("pi", 1, &[]).with_sets(vec![set("launcher", 1, 1000), set("worker", 4, 32_000)]);
+        let sets = Group::submitted(spec(request.unwrap()), 0, 2);
+        let read = decode_group(&group_row(&sets).unwrap()).unwrap();
+        assert_eq!(read.spec, sets.spec);
+        assert_eq!(read.spec.request.member_requests(0), [("cpu".to_string(), 1000)]);
+    }
+}
