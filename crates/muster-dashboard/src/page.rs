@@ -196,6 +196,10 @@ pub fn group(plan: &Plan, namespace: &str, name: &str, events: &[EventLine]) -> 
         esc(&g.queue),
         g.members
     );
+    if !g.sets.is_empty() {
+        let sets: Vec<String> = g.sets.iter().map(|(name, members)| format!("{name} {members}")).collect();
+        let _ = write!(out, "<tr><th>sets</th><td>{}</td></tr>", esc(&sets.join(", ")));
+    }
     if g.position > 0 {
         let _ = write!(out, "<tr><th>position</th><td>{}</td></tr>", g.position);
     }
@@ -263,6 +267,7 @@ mod tests {
                 queue: "q".into(),
                 state: GroupState::Reserved,
                 members: 2,
+                sets: vec![],
                 position: 1,
                 estimated_start: Some(1300),
                 reason: "waiting for capacity".into(),
@@ -289,5 +294,10 @@ mod tests {
         assert!(page.contains("<th>window</th><td>reserved from in 5m until it finishes</td>"), "{page}");
         assert!(page.contains("<td>n1, n2</td>") && page.contains("<tr class=\"event\">"));
         assert!(group(&plan(), "ml", "other", &[]).is_none());
+        assert!(!page.contains("<th>sets</th>"), "alike members have no sets");
+        let mut sets = plan();
+        sets.groups[0].sets = vec![("launcher".into(), 1), ("<worker>".into(), 4)];
+        let page = group(&sets, "ml", "<gang>", &[]).unwrap();
+        assert!(page.contains("<tr><th>sets</th><td>launcher 1, &lt;worker&gt; 4</td></tr>"), "{page}");
     }
 }

@@ -123,6 +123,7 @@ mod tests {
             queue: "q".into(),
             state: GroupState::Running,
             members: nodes.len() as u32,
+            sets: vec![],
             position: 0,
             estimated_start: None,
             reason: String::new(),

@@ -60,6 +60,7 @@ mod tests {
             queue: "q".into(),
             state: GroupState::Queued,
             members: 1,
+            sets: vec![],
             position: 1,
             estimated_start: None,
             reason: String::new(),

@@ -42,6 +42,9 @@ pub struct PlannedGroup {
     pub queue: String,
     pub state: GroupState,
     pub members: u32,
+    /// A group of sets: each set's name and the members it asks for at most, in member order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<(String, u32)>,
     /// 1-based position among the waiting groups of its queue; 0 for a running group.
     pub position: usize,
     pub estimated_start: Option<i64>,
@@ -99,6 +102,7 @@ impl Engine {
                 queue: g.spec.queue.clone(),
                 state: g.state,
                 members: g.member_count(),
+                sets: set_sizes(&g.spec.request),
                 position: 0,
                 estimated_start: None,
                 reason: g.reason.clone(),
@@ -121,13 +125,15 @@ impl Engine {
                 })
             });
             // As many as its window places, else as many as it asks for.
-            let asked = self.groups[&x.key].spec.request.max_members;
+            let request = &self.groups[&x.key].spec.request;
+            let (asked, sets) = (request.max_members, set_sizes(request));
             let members = window.as_ref().map_or(asked, |w| u32::try_from(w.nodes.len()).unwrap_or(asked));
             groups.push(PlannedGroup {
                 key: x.key,
                 queue: x.queue,
                 state: x.state,
                 members,
+                sets,
                 position: x.position,
                 estimated_start: x.estimated_start,
                 reason: x.reason,
@@ -202,4 +208,9 @@ fn bounded(end: i64) -> Option<i64> {
 
 fn count<T>(groups: impl Iterator<Item = T>) -> u32 {
     u32::try_from(groups.count()).unwrap_or(u32::MAX)
+}
+
+/// Each set of a group of sets with its most members; empty for a group of alike members.
+fn set_sizes(request: &muster_graph::GroupRequest) -> Vec<(String, u32)> {
+    request.sets.iter().map(|s| (s.name.clone(), s.max_members)).collect()
 }
