@@ -114,6 +114,13 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
     if j.deadline_ms.is_some_and(|d| d % 1000 != 0) {
         return refuse("activeDeadlineSeconds needs a whole number of seconds");
     }
+    // A Job has one pod template: pods that differ would all be made like one of them.
+    if !j.sets.is_empty() {
+        return refuse(
+            "jobs of several pod sets are simulated only; the harness sends one Job per job, whose pods are \
+             alike: give the class members and resources instead of sets",
+        );
+    }
     let mut requests = BTreeMap::new();
     for (name, amount) in j.requests.iter().filter(|(n, _)| n != "pods") {
         let unit = resources::unit_of(name).map_err(Error::Input)?;
@@ -390,6 +397,11 @@ mod tests {
         s.deadline_ms = None;
         s.priority = MAX_USER_PRIORITY + 1;
         assert!(record(&s).unwrap_err().to_string().contains("system classes"));
+        // A job of several pod sets is not made one Job of alike pods.
+        s.priority = 0;
+        let ai = muster_sim::scenario::load(&scenario("suite/ai-sets.yaml"), 1).unwrap().jobs.remove(0);
+        assert!(!ai.sets.is_empty());
+        assert!(record(&ai).unwrap_err().to_string().contains("several pod sets are simulated only"));
     }
 
     #[test]
