@@ -828,6 +828,15 @@ impl<S: ClusterState> Checker<'_, S> {
                 if let Err(e) = native_pod_group_level(&pg) {
                     self.refuse(format!("{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} has {e}"));
                 }
+                // Placed alone, one child of a gang of gangs could start without its siblings.
+                if let Some(parent) = pg.spec.parent_composite_pod_group_name.as_deref() {
+                    self.refuse(format!(
+                        "{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} belongs to CompositePodGroup {parent} \
+                         (spec.parentCompositePodGroupName), which muster does not place yet: its PodGroups would \
+                         start one by one, not all at once; leave these pods to kube-scheduler (remove the label \
+                         {QUEUE}), or use a PodGroup of its own for them"
+                    ));
+                }
             }
         }
     }

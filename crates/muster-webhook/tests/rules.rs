@@ -689,7 +689,12 @@ async fn queued_pods_naming_a_kubernetes_pod_group_are_its_gang() {
     let c = WebhookConfig::default();
     let s = state()
         .with_native_pod_group(native_pod_group("ring", json!({"gang": {"minCount": 3}})))
-        .with_native_pod_group(native_pod_group("solo", json!({"basic": {}})));
+        .with_native_pod_group(native_pod_group("solo", json!({"basic": {}})))
+        .with_native_pod_group({
+            let mut child = native_pod_group("prefill", json!({"gang": {"minCount": 2}}));
+            child.spec.parent_composite_pod_group_name = Some("serve".into());
+            child
+        });
     let create = |p: &Value| request("CREATE", TENANT, POD, p, None);
     let native = |name: &str, group: &str, labels: Value| {
         let mut p = pod(name, "ml", labels);
@@ -719,6 +724,11 @@ async fn queued_pods_naming_a_kubernetes_pod_group_are_its_gang() {
     let after = patched(&solo, &patch_with(&create(&solo), &c, &s).unwrap());
     let e = check_with(&create(&after), &c, &s).await.unwrap_err();
     assert!(e.starts_with("spec.schedulingGroup.podGroupName: PodGroup ml/solo (scheduling.k8s.io) has no"), "{e}");
+    // A child of a CompositePodGroup alone would start without its siblings.
+    let child = native("prefill-0", "prefill", json!({QUEUE: "open"}));
+    let after = patched(&child, &patch_with(&create(&child), &c, &s).unwrap());
+    let e = check_with(&create(&after), &c, &s).await.unwrap_err();
+    assert!(e.contains("PodGroup ml/prefill belongs to CompositePodGroup serve"), "{e}");
     // A group label or size of one's own must be the PodGroup's.
     let mut other = native("ring-1", "ring", json!({QUEUE: "open", "muster.dev/group": "other"}));
     other = patched(&other, &patch_with(&create(&other), &c, &s).unwrap());
