@@ -236,3 +236,36 @@ fn a_group_of_sets_is_satisfiable_and_reserved_by_what_each_set_asks() {
         .unwrap();
     assert!(r.satisfiability(&huge).unwrap_err().contains("worker"), "names the set that cannot fit");
 }
+
+/// 2 nodes of 8 GPUs and 96 cores.
+const TWO_GPU_NODES: &str = "
+name: two
+nodeClasses:
+  - name: g
+    count: 2
+    capacity: {cpu: 96, memory: 1Ti, nvidia.com/gpu: 8, pods: 110}
+";
+
+#[test]
+fn a_packed_group_puts_its_small_sets_beside_its_workers_not_on_free_gpus() {
+    let mut r = rg(TWO_GPU_NODES, Policy::Pack);
+    // A Ray job: 2 GPU workers take one node's GPUs and half its cores; its 4 cpu workers (64
+    // cores) fit 3 beside them and 1 on the other node. Put on the emptiest node instead (the
+    // one that takes the most of them), they would leave it 32 cores: too few for the 2 GPU
+    // workers of the next job, and its 8 GPUs would idle.
+    let ray = |name: &str| {
+        GroupRequest::simple(name, 1, &[])
+            .with_sets(vec![
+                set("cpu-workers", 4, &[("cpu", 16_000)]),
+                set("gpu-workers", 2, &[("cpu", 24_000), ("nvidia.com/gpu", 4)]),
+            ])
+            .unwrap()
+    };
+    let first = allocate(&mut r, &ray("ray-0")).unwrap();
+    let a = r.allocation(first).unwrap();
+    let gpu_node = a.members[4].node;
+    assert_eq!(a.members.iter().filter(|m| m.index < 4 && m.node == gpu_node).count(), 3);
+    let next = GroupRequest::simple("gpu-workers", 2, &[("cpu", 24_000), ("nvidia.com/gpu", 4)]);
+    assert!(allocate(&mut r, &next).is_some(), "the other node's GPUs stay usable");
+    check_invariants(&r);
+}

@@ -10,6 +10,7 @@ use super::{Allocation, MatchOutcome, Member, ResourceGraph};
 use crate::graph::{NodeId, VertexId};
 use crate::jobspec::{ConstraintMode, GroupRequest};
 use crate::matcher::{Demand, Unsatisfiable, Window, placed_units};
+use crate::policy::Policy;
 
 impl ResourceGraph {
     /// Per member of each set, by resource index.
@@ -147,7 +148,7 @@ impl ResourceGraph {
             let mut placed_all = true;
             for &k in &order {
                 let d = &demands[k];
-                let (p, _) = self.graph.search_inside(d, window, policy, scope);
+                let (p, _) = self.graph.search_inside(d, window, set_policy(policy, k == order[0]), scope);
                 if placed_units(&p) < d.min_units {
                     placed_all = false;
                     break;
@@ -219,6 +220,14 @@ fn set_requests(req: &GroupRequest) -> Vec<GroupRequest> {
 /// The number of set `k`'s first member.
 fn first_member(req: &GroupRequest, k: usize) -> u32 {
     req.member_sets()[..k].iter().map(|s| s.max_members).sum()
+}
+
+/// The policy a set is placed by. Packing takes the nodes that hold the most of a set's members,
+/// which for a small set after the first are the emptiest: a head's CPU pods would take the cores
+/// of nodes whose GPUs are free, and the GPUs would idle. So under packing the later sets go to
+/// the tightest nodes first, beside what the first set took.
+fn set_policy(policy: Policy, first: bool) -> Policy {
+    if policy == Policy::Pack && !first { Policy::BestFit } else { policy }
 }
 
 /// Set positions, the set asking the largest share of the cluster's scarcest resource first: it
