@@ -69,6 +69,26 @@ YAML
 }
 
 # crd_established NAME: the CRD NAME (just applied) is established
+# crd_not_deleting NAME: wait until an earlier test's deletion of CRD NAME is over (applied again
+# while it is terminating, the CRD would vanish under the next test once its objects are gone)
+crd_not_deleting() {
+  eventually 120 "the CRD $1 an earlier test deleted is gone" bash -c \
+    "[[ -z \$('$K8S_BIN/kubectl' get crd $1 -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null) ]]"
+}
+
+# crds_deleted CRD...: delete the CRDs and take the finalizers off their objects left behind: with
+# the operator and muster gone, nothing else would, and the CRDs would stay terminating
+crds_deleted() {
+  local crd ns name
+  k delete crd "$@" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  for crd in "$@"; do
+    k get "$crd" -A -o jsonpath='{range .items[*]}{.metadata.namespace} {.metadata.name}{"\n"}{end}' 2>/dev/null |
+      while read -r ns name; do
+        [[ -z $name ]] || k -n "$ns" patch "$crd" "$name" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+      done
+  done
+}
+
 crd_established() {
   eventually 60 "the CRD $1 is established" bash -c \
     "[[ \$('$K8S_BIN/kubectl' get crd $1 -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}' 2>/dev/null) == True ]]"
@@ -195,6 +215,7 @@ mpi_operator_log=""
 mpi_operator_up() {
   mpi_operator_log=$1
   mpi_operator_dir=$("$hack_dir/third-party.sh" mpi-operator)
+  crd_not_deleting mpijobs.kubeflow.org
   k apply --server-side -f "$mpi_operator_dir/mpijobs.yaml" >/dev/null
   crd_established mpijobs.kubeflow.org
   mkdir -p "$(dirname "$mpi_operator_log")"
@@ -208,10 +229,10 @@ mpi_operator_up() {
 # the CRD, so that later tests run without MPIJobs
 mpi_operator_down() {
   stop_process "$mpi_operator_pid"
+  crds_deleted mpijobs.kubeflow.org
   if (( ${1:-0} != 0 )) && [[ -n $mpi_operator_log ]]; then
     echo "--- mpi-operator log (tail)" >&2; tail -n 15 "$mpi_operator_log" >&2 || true
   fi
-  k delete crd mpijobs.kubeflow.org --ignore-not-found --wait=false >/dev/null 2>&1 || true
 }
 
 # --- KubeRay's operator (ray.io/v1) --------------------------------------------------------------
@@ -226,6 +247,7 @@ kuberay_operator_up() {
   local dir crd
   kuberay_log=$1
   dir=$("$hack_dir/third-party.sh" kuberay)
+  for crd in "${kuberay_crds[@]}"; do crd_not_deleting "$crd"; done
   k apply --server-side -f "$dir/rayjobs.yaml" -f "$dir/rayclusters.yaml" -f "$dir/rayservices.yaml" >/dev/null
   for crd in "${kuberay_crds[@]}"; do crd_established "$crd"; done
   mkdir -p "$(dirname "$kuberay_log")"
@@ -241,10 +263,10 @@ kuberay_operator_stop() { stop_process "$kuberay_pid"; }
 # delete its CRDs
 kuberay_operator_down() {
   kuberay_operator_stop
+  crds_deleted "${kuberay_crds[@]}"
   if (( ${1:-0} != 0 )) && [[ -n $kuberay_log ]]; then
     echo "--- kuberay operator log (tail)" >&2; tail -n 15 "$kuberay_log" >&2 || true
   fi
-  k delete crd "${kuberay_crds[@]}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
 }
 
 muster_start() {
