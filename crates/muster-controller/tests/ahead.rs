@@ -17,8 +17,9 @@ fn timed(name: &str, members: i64, seconds: i64) -> WorkloadView {
 
 /// Two 4-cpu nodes; `first` (both) is admitted, bound and running, declared to end in 50 s;
 /// `next` (both too) is then submitted and, once it has waited to the default policy's slowdown,
-/// reserved for first's end. Returns the actions from its submission to its reservation.
-fn one_running_one_reserved(next: WorkloadView) -> (Harness, Vec<Action>) {
+/// reserved for first's end. Returns the actions from its submission to its reservation, and
+/// first's bound pods.
+fn one_running_one_reserved(next: WorkloadView) -> (Harness, Vec<Action>, Vec<PodView>) {
     let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[timed("first", 2, 50)], &[]);
     h.cycle();
     assert_eq!(h.state("first"), Some(GroupState::Admitted));
@@ -29,8 +30,10 @@ fn one_running_one_reserved(next: WorkloadView) -> (Harness, Vec<Action>) {
     for i in 0..2 {
         all.extend(h.send(Event::Pod(Change::Apply(pod("first", i, 4)))));
     }
+    let mut first_pods = Vec::new();
     for (i, (_, node, member)) in binds(&all).into_iter().enumerate() {
-        h.send(Event::Pod(Change::Apply(bound(&pod("first", i as u32, 4), &node, member, true))));
+        first_pods.push(bound(&pod("first", i as u32, 4), &node, member, true));
+        h.send(Event::Pod(Change::Apply(first_pods[i].clone())));
     }
     assert_eq!(h.state("first"), Some(GroupState::Running));
     let mut actions = h.send(job_event(Change::Apply(next)));
@@ -38,10 +41,14 @@ fn one_running_one_reserved(next: WorkloadView) -> (Harness, Vec<Action>) {
         actions.extend(h.cycle());
     }
     assert_eq!(h.state("next"), Some(GroupState::Reserved), "{actions:?}");
-    (h, actions)
+    (h, actions, first_pods)
 }
 
-fn finish_first(h: &mut Harness) -> Vec<Action> {
+/// first's pods succeed, then the Job controller marks it complete.
+fn finish_first(h: &mut Harness, pods: &[PodView]) -> Vec<Action> {
+    for p in pods {
+        h.send(Event::Pod(Change::Apply(PodView { phase: PodPhase::Succeeded, ready: false, ..p.clone() })));
+    }
     let mut done = timed("first", 2, 50);
     (done.suspended, done.finished) = (false, Some(true));
     h.send(job_event(Change::Apply(done)))
@@ -49,7 +56,7 @@ fn finish_first(h: &mut Harness) -> Vec<Action> {
 
 #[test]
 fn a_group_reserved_to_start_soon_has_its_pods_made_ahead_and_bound_at_admission() {
-    let (mut h, a) = one_running_one_reserved(timed("next", 2, 10));
+    let (mut h, a, first) = one_running_one_reserved(timed("next", 2, 10));
     assert_eq!(unsuspends(&a, "next"), 1, "released within 60 s (the default) of its start: {a:?}");
     assert!(
         a.iter().any(|x| matches!(x, Action::Event { reason, .. } if reason == "CreatingPodsAhead")),
@@ -67,7 +74,7 @@ fn a_group_reserved_to_start_soon_has_its_pods_made_ahead_and_bound_at_admission
     }
     assert!(binds(&made).is_empty(), "pods of a pending group stay unbound: {made:?}");
     // first ends: next is admitted and its waiting pods are bound at once, with no second release.
-    let a = finish_first(&mut h);
+    let a = finish_first(&mut h, &first);
     assert_eq!(h.state("next"), Some(GroupState::Admitted));
     assert_eq!(binds(&a).len(), 2, "{a:?}");
     assert_eq!(unsuspends(&a, "next"), 0, "{a:?}");
@@ -77,22 +84,22 @@ fn a_group_reserved_to_start_soon_has_its_pods_made_ahead_and_bound_at_admission
 fn a_workload_whose_deadline_counts_from_release_waits_suspended_for_admission() {
     let mut with_deadline = timed("next", 2, 10);
     with_deadline.release_deadline = Some("spec.activeDeadlineSeconds".into());
-    let (mut h, a) = one_running_one_reserved(with_deadline);
+    let (mut h, a, first) = one_running_one_reserved(with_deadline);
     assert_eq!(unsuspends(&a, "next"), 0, "{a:?}");
-    let a = finish_first(&mut h);
+    let a = finish_first(&mut h, &first);
     assert_eq!(unsuspends(&a, "next"), 1, "released at admission, as before: {a:?}");
 }
 
 #[test]
 fn a_user_suspending_a_group_released_ahead_takes_it_out_of_the_queue() {
-    let (mut h, _) = one_running_one_reserved(timed("next", 2, 10));
+    let (mut h, _, first) = one_running_one_reserved(timed("next", 2, 10));
     let mut asked = timed("next", 2, 10);
     (asked.suspended, asked.suspend_requested) = (true, true);
     let a = h.send(job_event(Change::Apply(asked.clone())));
     assert_eq!(h.state("next"), Some(GroupState::Suspended));
     asked.suspend_requested = false;
     let a2 = h.send(job_event(Change::Apply(asked)));
-    let a3 = finish_first(&mut h);
+    let a3 = finish_first(&mut h, &first);
     for x in [a, a2, a3] {
         assert_eq!(unsuspends(&x, "next"), 0, "the user's suspension holds: {x:?}");
     }
@@ -100,7 +107,7 @@ fn a_user_suspending_a_group_released_ahead_takes_it_out_of_the_queue() {
 
 #[test]
 fn a_successor_keeps_a_workload_released_ahead_rather_than_suspending_it() {
-    let (h, _) = one_running_one_reserved(timed("next", 2, 10));
+    let (h, _, _) = one_running_one_reserved(timed("next", 2, 10));
     let Harness { dir, now, .. } = h;
     // The instance before released next; this one starts from the store and the objects.
     let mut first = timed("first", 2, 50);
@@ -126,7 +133,7 @@ fn a_successor_keeps_a_workload_released_ahead_rather_than_suspending_it() {
 
 #[test]
 fn the_queue_status_tells_how_far_its_estimated_starts_were_from_the_admissions() {
-    let (mut h, _) = one_running_one_reserved(timed("next", 2, 10));
+    let (mut h, _, first) = one_running_one_reserved(timed("next", 2, 10));
     // The queue view gives next its estimated start: first's declared end.
     let engine = h.brain.queue_view_input().expect("started");
     let view = QueueView::of(&engine, h.now, false);
@@ -135,7 +142,7 @@ fn the_queue_status_tells_how_far_its_estimated_starts_were_from_the_admissions(
     let submitted = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "next")).unwrap().spec.submitted_at;
     // first ends 10 s before its declared end: next's wait was 10 s shorter than estimated.
     h.now = estimate - 10;
-    finish_first(&mut h);
+    finish_first(&mut h, &first);
     assert_eq!(h.state("next"), Some(GroupState::Admitted));
     // Queue statuses are refreshed with the queue view.
     h.brain.queue_view_input();

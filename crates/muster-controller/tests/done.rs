@@ -82,3 +82,21 @@ fn a_job_with_completions_left_or_a_pod_still_running_keeps_its_nodes() {
     }
     assert_eq!(h.state("first"), Some(GroupState::Running));
 }
+
+#[test]
+fn pods_outliving_their_finished_workload_keep_their_nodes_until_they_end() {
+    // An MPIJob's workers are deleted only after it succeeded: the next group waits for them.
+    let (mut h, pods) = first_running_next_waiting(job("first", 2, 4));
+    let done = WorkloadView { suspended: false, finished: Some(true), ..job("first", 2, 4) };
+    let a = h.send(job_event(Change::Apply(done)));
+    h.cycle();
+    assert_eq!(h.state("first"), Some(GroupState::Succeeded), "{a:?}");
+    assert!(h.state("next").is_some_and(|s| s.is_pending()), "its pods still run on both nodes");
+    // One ends: still not room for next; the other is deleted: next is placed.
+    h.send(Event::Pod(Change::Apply(succeeded(&pods[0]))));
+    h.cycle();
+    assert!(h.state("next").is_some_and(|s| s.is_pending()));
+    h.send(Event::Pod(Change::Delete(pods[1].clone())));
+    h.cycle();
+    assert_eq!(h.state("next"), Some(GroupState::Admitted));
+}

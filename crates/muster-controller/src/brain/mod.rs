@@ -428,6 +428,10 @@ impl<S: Store> Brain<S> {
             self.binding.remove(&p.uid);
             self.told_pods.remove(&p.uid);
             if let Some(key) = p.group_key().filter(|_| p.ours) {
+                // A pod outliving its finished group held its node until now.
+                if self.engine.is_some() {
+                    self.inputs.push(Input::Vacate(p.uid.clone()));
+                }
                 if let Some(s) = self.group_pods.get_mut(&key) {
                     s.remove(&p.uid);
                     if s.is_empty() {
@@ -449,6 +453,9 @@ impl<S: Store> Brain<S> {
         if let Some(key) = p.group_key().filter(|_| p.ours) {
             if p.node.is_some() {
                 self.binding.remove(&p.uid);
+            }
+            if p.node.is_some() && !p.holds_capacity() && self.engine.is_some() {
+                self.inputs.push(Input::Vacate(p.uid.clone()));
             }
             self.group_pods.entry(key.clone()).or_default().insert(p.uid.clone());
             if p.is_plain() {
@@ -492,6 +499,17 @@ impl<S: Store> Brain<S> {
         }
     }
 
+    /// The pods of a group about to be released that still run (or are still being deleted:
+    /// an MPIJob's workers once its launcher succeeded) keep their nodes' room as other
+    /// schedulers' pods do, until they end or are gone; else the next group is bound beside them.
+    fn hold_outliving_pods(&mut self, key: &GroupKey) {
+        let uids = self.group_pods.get(key).into_iter().flatten();
+        for p in uids.filter_map(|u| self.pods.items.get(u)).filter(|p| p.holds_capacity()) {
+            let (id, node, requests) = (p.uid.clone(), p.node.clone().expect("bound"), p.requests.clone());
+            self.inputs.push(Input::Occupy { id, node, requests });
+        }
+    }
+
     fn state(&self, key: &GroupKey) -> Option<GroupState> {
         self.engine.as_ref()?.engine().group(key).map(|g| g.state)
     }
@@ -519,6 +537,7 @@ impl<S: Store> Brain<S> {
         }
         if let Some(ok) = j.finished {
             if state.holds_allocation() {
+                self.hold_outliving_pods(&j.key);
                 self.inputs.push(Input::Finished { key: j.key.clone(), succeeded: ok });
             }
             return;
