@@ -88,6 +88,20 @@ pub struct MemberSet {
     pub topology: Option<TopologyConstraint>,
 }
 
+impl MemberSet {
+    /// The one unnamed set a group of alike members is.
+    pub fn alike(min_members: u32, max_members: u32, requests: &[(String, u64)], filter: &NodeFilter) -> Self {
+        Self {
+            name: String::new(),
+            min_members,
+            max_members,
+            requests: requests.to_vec(),
+            filter: filter.clone(),
+            topology: None,
+        }
+    }
+}
+
 /// A group of members to place all at once: alike, or in several [`MemberSet`]s. Its serde form
 /// is how muster stores a group (muster-queue's GroupSpec); users write the jobspecs `parse` reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,14 +222,12 @@ impl GroupRequest {
         if !self.sets.is_empty() {
             return std::borrow::Cow::Borrowed(&self.sets);
         }
-        std::borrow::Cow::Owned(vec![MemberSet {
-            name: String::new(),
-            min_members: self.min_members,
-            max_members: self.max_members,
-            requests: self.requests.clone(),
-            filter: self.filter.clone(),
-            topology: None,
-        }])
+        std::borrow::Cow::Owned(vec![MemberSet::alike(
+            self.min_members,
+            self.max_members,
+            &self.requests,
+            &self.filter,
+        )])
     }
 
     /// The set member `index` belongs to (by position), and the number of that set's first member.

@@ -616,14 +616,12 @@ impl JobSpec {
         if !self.sets.is_empty() {
             return std::borrow::Cow::Borrowed(&self.sets);
         }
-        std::borrow::Cow::Owned(vec![MemberSet {
-            name: String::new(),
-            min_members: self.min_members,
-            max_members: self.max_members,
-            requests: self.requests.clone(),
-            filter: self.filter.clone(),
-            topology: None,
-        }])
+        std::borrow::Cow::Owned(vec![MemberSet::alike(
+            self.min_members,
+            self.max_members,
+            &self.requests,
+            &self.filter,
+        )])
     }
 }
 
