@@ -16,6 +16,7 @@ use crate::scheduler::{
     Action, ClusterView, JobId, JobPhase, JobState, NodeId, NodeState, PodId, PodPhase, PodSetState, PodState,
     Scheduler, SimEvent,
 };
+use crate::tenant_meter::{TenantMeter, TenantRecord};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -54,6 +55,8 @@ pub struct RunRecord {
     pub horizon_hit: bool,
     /// The scheduler predicts starts (`estimated_start_ms` is filled where it gave one).
     pub estimates: bool,
+    /// Per tenant's queue; empty without tenants.
+    pub tenants: TenantRecord,
 }
 
 #[derive(Debug, Clone)]
@@ -141,6 +144,7 @@ pub struct Engine<'w> {
     clog_total: Vec<f64>,
     events: u64,
     suspensions: u64,
+    tenants: TenantMeter,
     /// Gaps between the pod ends of a job (`timing.podEndSpread`).
     spread_rng: Rng,
 }
@@ -258,6 +262,7 @@ impl<'w> Engine<'w> {
             clog_total: vec![0.0; r],
             events: 0,
             suspensions: 0,
+            tenants: TenantMeter::new(workload.tenants.queues.len(), r),
             spread_rng: Rng::stream(workload.params.seed, "podend"),
         })
     }
@@ -302,6 +307,7 @@ impl<'w> Engine<'w> {
                 for (s, h) in self.held_buckets[bucket].iter_mut().zip(&self.held) {
                     *s += (*h as f64) * (end - a) as f64;
                 }
+                self.tenants.accrue(bucket, end - a);
                 a = end;
             }
         }
@@ -315,7 +321,11 @@ impl<'w> Engine<'w> {
     fn hold(&mut self, pod: PodId, node: NodeId) {
         let job = self.pods[pod.index()].job;
         let running = self.job_running(job);
-        let req = &self.jobs[job.index()].set_of(self.pods[pod.index()].index).request;
+        let j = &self.jobs[job.index()];
+        let req = &j.set_of(self.pods[pod.index()].index).request;
+        if let Some(q) = j.spec.queue {
+            self.tenants.hold(q, req, true);
+        }
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
             n.free[i] -= q;
@@ -332,7 +342,11 @@ impl<'w> Engine<'w> {
         let p = &self.pods[pod.index()];
         let (job, node) = (p.job, p.node.expect("a holding pod has a node"));
         let running = self.job_running(job);
-        let req = &self.jobs[job.index()].set_of(p.index).request;
+        let j = &self.jobs[job.index()];
+        let req = &j.set_of(p.index).request;
+        if let Some(q) = j.spec.queue {
+            self.tenants.hold(q, req, false);
+        }
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
             n.free[i] += q;
@@ -421,6 +435,7 @@ impl<'w> Engine<'w> {
                 if !matches!(phase, Some(JobPhase::Started | JobPhase::Running)) {
                     return Err(self.bad(sched, &action, &format!("job is {phase:?}, not started")));
                 }
+                self.meter_eviction(job);
                 self.delete_pods(job, false);
                 let j = &mut self.jobs[job.index()];
                 j.phase = JobPhase::Suspended;
@@ -532,6 +547,24 @@ impl<'w> Engine<'w> {
             self.pods[pod.index()].phase = if ok { PodPhase::Succeeded } else { PodPhase::Deleted };
             self.out.push(SimEvent::PodFinished { pod, succeeded: ok });
         }
+    }
+
+    /// Records a job's eviction against its tenant: the room its pods hold and how long it had
+    /// run (work lost, since a job restarts from the beginning).
+    fn meter_eviction(&mut self, job: JobId) {
+        let j = &self.jobs[job.index()];
+        let Some(q) = j.spec.queue else { return };
+        let mut held = vec![0u64; self.resources.len()];
+        for &pod in &j.pods {
+            let p = &self.pods[pod.index()];
+            if p.phase.holds() {
+                for (h, r) in held.iter_mut().zip(&j.set_of(p.index).request) {
+                    *h += r;
+                }
+            }
+        }
+        let ran = j.run_started_ms.map_or(0, |s| self.now - s);
+        self.tenants.evicted(q, &held, ran);
     }
 
     fn finish(&mut self, job: JobId, success: bool) {
@@ -950,6 +983,7 @@ impl<'w> Engine<'w> {
             suspensions: self.suspensions,
             horizon_hit,
             estimates: estimates.is_some(),
+            tenants: self.tenants.into_record(),
         })
     }
 }

@@ -16,6 +16,7 @@ pub mod scenario;
 pub mod scheduler;
 pub mod suite;
 pub mod swf;
+pub mod tenant_meter;
 
 use std::path::PathBuf;
 

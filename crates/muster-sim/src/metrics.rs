@@ -7,8 +7,11 @@ use muster_graph::names::is_qualified_resource;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::RunRecord;
+
+mod tenants;
 use crate::scenario::Workload;
 use crate::scheduler::JobPhase;
+pub use tenants::TenantResult;
 
 /// Bounded slowdown's threshold: runs shorter than this count as this long (Feitelson's 10 s).
 pub const SLOWDOWN_BOUND_MS: i64 = 10_000;
@@ -129,6 +132,9 @@ pub struct RunResult {
     pub estimates: Option<EstimateAccuracy>,
     pub events: u64,
     pub classes: Vec<ClassResult>,
+    /// Per tenant's queue; empty when the scenario declares no tenants.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<TenantResult>,
     pub utilization: Utilization,
     /// End times of completed jobs, ascending.
     pub completion_times_s: Vec<f64>,
@@ -332,6 +338,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         },
         estimates: estimate_accuracy(rec),
         events: rec.events,
+        tenants: tenants::summarize(w, rec),
         classes,
         utilization: Utilization {
             sample_s: round3(sample as f64 / 1000.0),

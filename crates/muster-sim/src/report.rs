@@ -140,6 +140,25 @@ impl Report {
                 });
             }
         }
+        let tenants = self.runs.first().map(|r| r.tenants.clone()).unwrap_or_default();
+        for (k, t) in tenants.iter().enumerate() {
+            let name = &t.queue;
+            let unit = if t.resource == "cpu" { "core" } else { "GPU" };
+            row(&format!("{name}: completed / jobs"), dash(), &|r| {
+                format!("{} / {}", r.tenants[k].completed, r.tenants[k].jobs)
+            });
+            row(&format!("{name}: shortfall ({unit}-h / % of entitled)"), dash(), &|r| {
+                let t = &r.tenants[k];
+                format!("{} / {}", f(t.shortfall_h, 1), f(t.shortfall_share * 100.0, 1))
+            });
+            row(&format!("{name}: wait within quota p50 / max (s)"), dash(), &|r| {
+                let w = &r.tenants[k].wait_within_quota;
+                format!("{} / {}", f(w.p50_s, 1), f(w.max_s, 1))
+            });
+            row(&format!("{name}: work lost ({unit}-h) / evictions"), dash(), &|r| {
+                format!("{} / {}", f(r.tenants[k].lost_h, 1), r.tenants[k].evictions)
+            });
+        }
         let mut out = String::new();
         let c = &self.cluster;
         let _ = writeln!(
@@ -226,6 +245,20 @@ impl Report {
                     put(s, &c.class, "time_to_schedule_p95_s", f(t.p95_s, 3));
                     put(s, &c.class, "time_to_schedule_max_s", f(t.max_s, 3));
                 }
+            }
+            // Tenants' rows name the queue in the class column, prefixed so that no class is
+            // mistaken for one.
+            for t in &r.tenants {
+                let q = format!("queue:{}", t.queue);
+                put(s, &q, "completed", t.completed.to_string());
+                put(s, &q, "entitled_h", f(t.entitled_h, 3));
+                put(s, &q, "held_h", f(t.held_h, 3));
+                put(s, &q, "shortfall_h", f(t.shortfall_h, 3));
+                put(s, &q, "shortfall_share", f(t.shortfall_share, 3));
+                put(s, &q, "wait_within_quota_p50_s", f(t.wait_within_quota.p50_s, 3));
+                put(s, &q, "wait_within_quota_max_s", f(t.wait_within_quota.max_s, 3));
+                put(s, &q, "lost_h", f(t.lost_h, 3));
+                put(s, &q, "evictions", t.evictions.to_string());
             }
         }
         out

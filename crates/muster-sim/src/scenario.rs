@@ -17,10 +17,12 @@ use crate::swf;
 
 mod peers;
 mod pod_sets;
+mod tenants;
 pub use peers::{
     CoschedConfig, KueueConfig, NativeConfig, PodEndSpread, RequeueTimestamp, Submitters, Timing, VolcanoConfig,
 };
 pub use pod_sets::PodSetClass;
+pub use tenants::{TenantQueue, Tenants, TenantsFile};
 
 /// Most jobs one class may declare.
 pub const MAX_JOBS_PER_CLASS: i64 = 10_000_000;
@@ -148,6 +150,17 @@ pub struct Arrival {
     pub start: Option<Dur>,
     #[serde(default)]
     pub interval: Option<Dur>,
+    /// Spans in which the class submits nothing (a team away): arrivals due from `from` on are
+    /// pushed back by the lull's length, so the stream stops at `from` and resumes at `to`.
+    #[serde(default)]
+    pub lulls: Vec<Lull>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lull {
+    pub from: Dur,
+    pub to: Dur,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -162,6 +175,9 @@ pub enum Members {
 pub struct JobClass {
     pub name: String,
     pub count: i64,
+    /// The tenant's queue its jobs are submitted to; required when the scenario has `tenants`.
+    #[serde(default)]
+    pub queue: Option<String>,
     /// Pods of a job, alike; absent when the class gives `sets`.
     #[serde(default)]
     pub members: Option<Members>,
@@ -248,6 +264,10 @@ pub struct SwfSource {
     pub deadline_from_requested: bool,
     #[serde(default)]
     pub max_jobs: Option<usize>,
+    /// The tenant's queue the trace's jobs are submitted to; required when the scenario has
+    /// `tenants`.
+    #[serde(default)]
+    pub queue: Option<String>,
 }
 
 fn default_cpu_per_proc() -> serde_yaml_ng::Value {
@@ -283,6 +303,9 @@ pub struct ScenarioFile {
     pub volcano: VolcanoConfig,
     #[serde(default)]
     pub native: NativeConfig,
+    /// Queues with quotas the jobs are submitted to; absent: one queue without quotas.
+    #[serde(default)]
+    pub tenants: Option<TenantsFile>,
     #[serde(default)]
     pub job_classes: Vec<JobClass>,
     #[serde(default)]
@@ -321,6 +344,8 @@ pub struct JobSpec {
     pub probe: bool,
     pub topology: Option<JobTopology>,
     pub shrinkable: bool,
+    /// Index of its tenant's queue in `Workload::tenants`; none without tenants.
+    pub queue: Option<usize>,
 }
 
 /// A job's topology constraint, resolved against the cluster: the node label of its level.
@@ -413,6 +438,8 @@ pub struct Workload {
     pub coscheduling: CoschedConfig,
     pub volcano: VolcanoConfig,
     pub native: NativeConfig,
+    /// Empty when the scenario declares none.
+    pub tenants: Tenants,
     pub classes: Vec<ClassInfo>,
     /// In submission order; a job's `JobId` is its index here.
     pub jobs: Vec<JobSpec>,
@@ -551,6 +578,7 @@ pub fn from_text_with(
     if sf.job_classes.is_empty() && sf.swf.is_none() {
         return Err(input(file, "jobClasses", "no jobs; give at least one job class or an swf trace"));
     }
+    let tenants = sf.tenants.map(|t| Tenants::check(file, t, &offered)).transpose()?.unwrap_or_default();
     let horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
     let sample_ms = sf.sample_interval.map_or(10_000, |d| d.0);
     if sample_ms < 1 {
@@ -605,6 +633,8 @@ pub fn from_text_with(
             return Err(input(file, at("arrival.interval"), "uniform and poisson arrivals need an interval >= 1ms"));
         }
         let topology = c.topology.as_ref().map(|t| class_topology(file, &at("topology"), t, &cluster)).transpose()?;
+        let queue = queue_of(file, &at("queue"), c.queue.as_deref(), &tenants)?;
+        check_lulls(file, &at("arrival.lulls"), &c.arrival.lulls)?;
         // A job that may be spread across domains declares the run time of that placement: a
         // scheduler holds it to what it declares (muster's runTimeLimit).
         let worst_placement =
@@ -622,6 +652,7 @@ pub fn from_text_with(
                     t
                 }
             };
+            let nominal = after_lulls(nominal, &c.arrival.lulls);
             let run_ms = (c.run_time.0 as f64 * (1.0 + c.jitter * runtimes.unit())).round() as i64;
             pending.push((
                 nominal,
@@ -647,6 +678,7 @@ pub fn from_text_with(
                     probe: c.probe,
                     topology: topology.clone(),
                     shrinkable: c.shrinkable,
+                    queue,
                 },
             ));
         }
@@ -667,6 +699,7 @@ pub fn from_text_with(
             memory_per_proc: mem,
             deadline_from_requested: src.deadline_from_requested,
         };
+        let queue = queue_of(file, "swf.queue", src.queue.as_deref(), &tenants)?;
         let trace = swf::parse(&swf_file, &read_file(&swf_path)?)?;
         for job in trace.iter().take(src.max_jobs.unwrap_or(usize::MAX)) {
             let Some(m) = rule.map(job) else { continue };
@@ -695,6 +728,7 @@ pub fn from_text_with(
                     probe: false,
                     topology: None,
                     shrinkable: false,
+                    queue,
                 },
             ));
         }
@@ -723,9 +757,42 @@ pub fn from_text_with(
         coscheduling: sf.coscheduling,
         volcano: sf.volcano,
         native: sf.native,
+        tenants,
         classes,
         jobs,
     })
+}
+
+/// The queue a class (or the trace) names: required with tenants, refused without.
+fn queue_of(file: &str, at: &str, queue: Option<&str>, tenants: &Tenants) -> Result<Option<usize>, SimError> {
+    match queue {
+        None if tenants.is_empty() => Ok(None),
+        None => Err(input(file, at, format!("missing; name one of the tenants' queues {:?}", tenants.names()))),
+        Some(_) if tenants.is_empty() => {
+            Err(input(file, at, "the scenario declares no tenants; add a tenants section or drop queue"))
+        }
+        Some(q) => tenants
+            .index_of(q)
+            .map(Some)
+            .ok_or_else(|| input(file, at, format!("{q:?} is not a tenant's queue; queues are {:?}", tenants.names()))),
+    }
+}
+
+fn check_lulls(file: &str, at: &str, lulls: &[Lull]) -> Result<(), SimError> {
+    for (i, l) in lulls.iter().enumerate() {
+        if l.to <= l.from {
+            return Err(input(file, format!("{at}[{i}].to"), "must be after from"));
+        }
+        if i > 0 && l.from < lulls[i - 1].to {
+            return Err(input(file, format!("{at}[{i}].from"), "lulls must be in order and not overlap"));
+        }
+    }
+    Ok(())
+}
+
+/// An arrival due at `nominal` once the class's lulls have pushed it back.
+fn after_lulls(nominal: i64, lulls: &[Lull]) -> i64 {
+    lulls.iter().fold(nominal, |t, l| if t >= l.from.0 { t + (l.to.0 - l.from.0) } else { t })
 }
 
 fn quantity(file: &str, path: &str, resource: &str, v: &serde_yaml_ng::Value) -> Result<u64, SimError> {

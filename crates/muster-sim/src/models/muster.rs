@@ -87,8 +87,13 @@ impl Muster {
     /// `estimates`: measure estimated starts (see `RunOptions::estimates`).
     pub fn new(name: &str, policy: QueuePolicy, w: &Workload, estimates: bool) -> Result<Self, SimError> {
         let graph = w.cluster.build(&w.cluster_file)?;
-        let mut config = EngineConfig::single_queue(QUEUE);
-        config.queues[0].policy = policy;
+        let mut config = if w.tenants.is_empty() {
+            let mut config = EngineConfig::single_queue(QUEUE);
+            config.queues[0].policy = policy;
+            config
+        } else {
+            w.tenants.engine_config(policy)
+        };
         // Every priority in the workload becomes a class named after its value.
         for job in &w.jobs {
             config.priority_classes.insert(format!("p{}", job.priority), job.priority);
@@ -237,6 +242,10 @@ impl Scheduler for Muster {
         let result = match *event {
             SimEvent::JobSubmitted { job } => {
                 let spec = &view.job(job).spec;
+                let queue = match spec.queue {
+                    Some(q) => self.engine.config().queues[q].name.clone(),
+                    None => QUEUE.to_string(),
+                };
                 self.dirty = true;
                 if self.estimates.is_some() {
                     self.unestimated.insert(job);
@@ -244,7 +253,7 @@ impl Scheduler for Muster {
                 self.engine.submit(
                     GroupSpec {
                         key: key(job),
-                        queue: QUEUE.to_string(),
+                        queue,
                         priority_class: Some(format!("p{}", spec.priority)),
                         request: spec.to_group_request(),
                         submitted_at: now,
