@@ -5,6 +5,7 @@ mod controller_cmd;
 mod dashboard_args;
 mod install_cmd;
 mod match_cmd;
+mod match_queues;
 mod queue_cmd;
 mod server;
 mod sim_cmd;

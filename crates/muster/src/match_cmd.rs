@@ -11,6 +11,7 @@ use muster_graph::cluster::ClusterDescription;
 use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, jgf, jobspec};
 
 use crate::cluster_cmd::read;
+use crate::match_queues::QueueSession;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -22,6 +23,10 @@ pub struct Args {
     /// Print each command before its output (useful when reading from a file).
     #[arg(long)]
     echo: bool,
+    /// Queue configuration (YAML: queues with quotas in cohorts, priority classes); with it the
+    /// commands queue groups and run scheduling cycles instead of calling the matcher.
+    #[arg(long, value_name = "FILE")]
+    queues: Option<PathBuf>,
 }
 
 fn parse_policy(s: &str) -> Result<Policy, String> {
@@ -62,7 +67,22 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         graph.vertices.len(),
         started.elapsed()
     );
-    let mut s = Session { rg: ResourceGraph::new(graph, args.policy), now: 0 };
+    match &args.queues {
+        Some(file) => {
+            let mut s = QueueSession::new(graph, file)?;
+            commands(args.echo, &mut |line, out| s.execute(line, out))
+        }
+        None => {
+            let mut s = Session { rg: ResourceGraph::new(graph, args.policy), now: 0 };
+            commands(args.echo, &mut |line, out| s.execute(line, out))
+        }
+    }
+}
+
+type Out<'a> = std::io::StdoutLock<'a>;
+
+/// Runs the commands on stdin through `execute`, printing each error; fails if any failed.
+fn commands(echo: bool, execute: &mut dyn FnMut(&str, &mut Out<'_>) -> Result<()>) -> Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     let mut failed = false;
@@ -72,13 +92,13 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         if line.is_empty() {
             continue;
         }
-        if args.echo {
+        if echo {
             writeln!(out, "> {line}")?;
         }
         if line == "quit" || line == "exit" {
             break;
         }
-        if let Err(e) = s.execute(line, &mut out) {
+        if let Err(e) = execute(line, &mut out) {
             failed = true;
             writeln!(out, "error: {e:#}")?;
         }

@@ -83,6 +83,42 @@ fn bad_commands_and_files_are_refused_and_the_loop_goes_on() {
 }
 
 #[test]
+fn a_reclaim_case_replays_with_a_queue_file() {
+    let commands = std::fs::read_to_string(repo().join("scenarios/match/reclaim/commands.txt")).unwrap();
+    let queues = "scenarios/match/reclaim/queues.yaml";
+    let out = muster(&["match", "scenarios/match/reclaim/cluster.yaml", "--queues", queues, "--echo"], &commands);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    // Team A borrowed B's half; B's 2-node job takes it back from A's two latest jobs, whole.
+    assert!(text.contains("team-a           nvidia.com/gpu                 32           16         16"), "{text}");
+    assert!(text.contains("a3: Running -> Evicted: borrowed quota reclaimed by match/b1"), "{text}");
+    assert!(text.contains("a4: Running -> Evicted: borrowed quota reclaimed by match/b1"), "{text}");
+    assert!(text.contains("b1: Queued -> Admitted: admitted after preempting match/a3, match/a4"), "{text}");
+    assert!(!text.contains("a1: Running -> Evicted") && !text.contains("a2: Running -> Evicted"), "{text}");
+    assert!(text.contains("team-b           nvidia.com/gpu                 16           16          0"), "{text}");
+}
+
+#[test]
+fn a_queue_session_refuses_unknown_queues_classes_and_groups() {
+    let queues = "scenarios/match/reclaim/queues.yaml";
+    let out = muster(
+        &["match", "scenarios/match/reclaim/cluster.yaml", "--queues", queues],
+        "submit team-z x scenarios/match/reclaim/node-job.yaml\n\
+         submit team-a x scenarios/match/reclaim/node-job.yaml urgent\n\
+         finish nobody\n\
+         match allocate scenarios/match/reclaim/node-job.yaml\n\
+         submit team-a x scenarios/match/reclaim/node-job.yaml high\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("no queue \"team-z\"; the queue file has [\"team-a\", \"team-b\"]"), "{text}");
+    assert!(text.contains("no priority class \"urgent\""), "{text}");
+    assert!(text.contains("no group \"nobody\"; submit it first"), "{text}");
+    assert!(text.contains("cannot parse \"match allocate"), "{text}");
+    assert!(text.contains("x: New -> Queued: submitted"), "the loop went on: {text}");
+}
+
+#[test]
 fn a_bad_graph_names_the_file_and_field() {
     let dir = std::env::temp_dir().join(format!("muster-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
