@@ -507,6 +507,28 @@ fn no_preemption_of_equal_priority_or_when_disabled() {
 }
 
 #[test]
+fn reclaim_evicts_the_borrower_that_loses_the_least_work() {
+    let mut c = quota_cfg();
+    c.queues[0].preemption.reclaim_within_cohort = true;
+    let mut e = engine(graph(2, 4), c);
+    // b runs a long job on one node and, later, a 2-member job on the other: 8 cpu, 4 borrowed.
+    e.submit(spec("b-long", "b", 1, 4, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(spec("b-new", "b", 2, 2, None, 100), 100).unwrap();
+    let ts = e.schedule(100);
+    ready_all(&mut e, &ts, 100);
+    // a takes its nominal back: either victim frees a node. b-long has run 110 member-seconds,
+    // b-new 2 x 10 = 20: b-new goes, though it has more members.
+    e.submit(spec("a1", "a", 1, 4, None, 110), 110).unwrap();
+    let ts = e.schedule(110);
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    assert_eq!(victims, vec!["b-new"], "{ts:?}");
+    assert_eq!(state(&e, "a1"), GroupState::Admitted);
+    assert_eq!(state(&e, "b-long"), GroupState::Running);
+}
+
+#[test]
 fn reclaim_lent_quota_within_cohort() {
     let mut c = quota_cfg();
     c.queues[0].preemption.reclaim_within_cohort = true;

@@ -13,12 +13,13 @@ use crate::group::{GroupKey, GroupState, Reason, Transition};
 use crate::quota;
 
 /// A group preemption may evict. Ordered best victim first: borrowers of other queues first, then
-/// lowest priority, fewest members, most recently admitted (least work lost), key.
+/// lowest priority, least work done so far (member-seconds since admission: an evicted group
+/// starts over, so that is the work lost), most recently admitted, key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Candidate {
     not_borrower: bool,
     priority: i32,
-    members: u32,
+    work_done: u64,
     neg_admitted_at: i64,
     key: GroupKey,
     /// Reclaimed for the cohort (it borrows), rather than preempted within its queue.
@@ -59,11 +60,12 @@ impl Engine {
             if !v.state.holds_allocation() || !self.graph_alloc.contains_key(k) {
                 continue;
             }
+            let admitted_at = v.admitted_at.unwrap_or(self.now);
             let candidate = |reclaim: bool| Candidate {
                 not_borrower: !reclaim,
                 priority: v.priority,
-                members: v.member_count(),
-                neg_admitted_at: -v.admitted_at.unwrap_or(0),
+                work_done: u64::from(v.member_count()) * self.now.saturating_sub(admitted_at).max(0) as u64,
+                neg_admitted_at: -admitted_at,
                 key: k.clone(),
                 reclaim,
             };
