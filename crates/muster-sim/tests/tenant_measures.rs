@@ -1,0 +1,116 @@
+//! Tenants in scenarios: the section is checked field by field, muster runs the queues it
+//! declares, and the per-tenant measures (shortfall, wait within quota, work lost) are what the
+//! run did.
+
+use muster_sim::engine::{Engine, RunRecord};
+use muster_sim::metrics::{self, TenantResult};
+use muster_sim::{SimError, Workload};
+
+const TWO_NODES: &str = "name: two\nnodeClasses:\n  - {name: n, count: 2, capacity: {cpu: \"4\", pods: 110}}\n";
+
+/// The scenario `text` with its cluster `cluster.yaml` (two 4-cpu nodes), in a fresh directory.
+fn load(tag: &str, text: &str) -> Result<Workload, SimError> {
+    let dir = std::env::temp_dir().join(format!("muster-sim-tenants-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), TWO_NODES).unwrap();
+    muster_sim::scenario::from_text("t.yaml", text, &dir, 1)
+}
+
+fn refused(tag: &str, text: &str) -> String {
+    match load(tag, text) {
+        Ok(_) => panic!("{tag}: accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Teams a and b in one cohort, 4 cpu each (one node). a fills both nodes at 0 with two 100 s
+/// jobs, borrowing b's node; b comes at 10 s with one 20 s job of its own node's size. An
+/// instant control plane, so every figure is exact.
+fn borrow_and_return(reclaim: bool) -> String {
+    format!(
+        "name: t\ncluster: cluster.yaml\n\
+         timing: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}}\n\
+         tenants:\n\
+         \x20 queues:\n\
+         \x20   - {{name: a, cohort: lab, quotas: {{cpu: {{nominal: 4}}}}}}\n\
+         \x20   - {{name: b, cohort: lab, quotas: {{cpu: {{nominal: 4}}}}, preemption: {{reclaimWithinCohort: {reclaim}}}}}\n\
+         jobClasses:\n\
+         \x20 - {{name: a-job, queue: a, count: 2, members: 1, resources: {{cpu: \"4\"}}, runTime: 100s}}\n\
+         \x20 - {{name: b-job, queue: b, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: 20s, \
+         arrival: {{start: 10s}}}}\n"
+    )
+}
+
+fn run_muster(w: &Workload) -> RunRecord {
+    let mut s = muster_sim::scheduler("muster", w).unwrap();
+    Engine::new(w).unwrap().run(s.as_mut(), false).unwrap()
+}
+
+fn tenant<'r>(results: &'r [TenantResult], queue: &str) -> &'r TenantResult {
+    results.iter().find(|t| t.queue == queue).unwrap()
+}
+
+#[test]
+fn a_returning_owner_takes_its_lent_quota_back_at_once_and_the_borrower_loses_what_it_ran() {
+    let w = load("reclaim", &borrow_and_return(true)).unwrap();
+    let rec = run_muster(&w);
+    let result = metrics::summarize(&w, &rec);
+    let (a, b) = (tenant(&result.tenants, "a"), tenant(&result.tenants, "b"));
+    assert_eq!((a.completed, b.completed), (2, 1));
+    // b's job is placed the moment it comes: nothing of its entitlement goes missing.
+    assert_eq!(b.wait_within_quota.max_s, 0.0, "{b:?}");
+    assert_eq!(b.shortfall_h, 0.0, "{b:?}");
+    // One of a's jobs is evicted after 10 s on 4 cores: 40 core-seconds lost.
+    assert_eq!(a.evictions, 1);
+    assert_eq!(a.lost_h, metrics::round3(40.0 / 3600.0), "{a:?}");
+    assert_eq!((b.evictions, b.lost_h), (0, 0.0));
+    // a asked 8 cores while it was entitled to its 4: no shortfall for it either.
+    assert_eq!(a.shortfall_h, 0.0, "{a:?}");
+}
+
+#[test]
+fn without_reclaim_the_owner_waits_for_the_borrower_and_its_shortfall_is_that_wait() {
+    let w = load("no-reclaim", &borrow_and_return(false)).unwrap();
+    let rec = run_muster(&w);
+    let b = tenant(&metrics::summarize(&w, &rec).tenants, "b").clone();
+    // b's job waits until a's end at 100 s: 90 s without the 4 cores it was entitled to.
+    assert_eq!(b.wait_within_quota.max_s, 90.0, "{b:?}");
+    assert_eq!(b.shortfall_h, metrics::round3(4.0 * 90.0 / 3600.0), "{b:?}");
+    assert_eq!(b.entitled_h, metrics::round3(4.0 * 110.0 / 3600.0), "{b:?}");
+    assert_eq!(b.shortfall_share, metrics::round3(90.0 / 110.0));
+    assert_eq!(rec.tenants.evictions, vec![0, 0]);
+}
+
+#[test]
+fn the_tenants_section_and_each_class_queue_are_checked_by_field() {
+    let base = borrow_and_return(true);
+    let no_queue = base.replace("queue: a, ", "");
+    assert!(refused("no-queue", &no_queue).contains("jobClasses[0].queue: missing; name one of the tenants' queues"));
+    let unknown = base.replace("queue: a, ", "queue: z, ");
+    assert!(refused("unknown", &unknown).contains("\"z\" is not a tenant's queue; queues are [\"a\", \"b\"]"));
+    let gpu = base.replace("quotas: {cpu: {nominal: 4}}}", "quotas: {nvidia.com/gpu: {nominal: 4}}}");
+    let msg = refused("gpu", &gpu);
+    assert!(msg.contains("tenants.queues[0].quotas.nvidia.com/gpu: no node offers"), "{msg}");
+    let lend = base.replacen("{cpu: {nominal: 4}}", "{cpu: {nominal: 4, lendingLimit: 5}}", 1);
+    let msg = refused("lend", &lend);
+    assert!(msg.contains("tenants.queues[0].quotas.cpu.lendingLimit: is above nominal"), "{msg}");
+    let lonely =
+        base.replacen("cohort: lab, quotas: {cpu: {nominal: 4}}", "quotas: {cpu: {nominal: 4, borrowingLimit: 2}}", 1);
+    let msg = refused("lonely", &lonely);
+    assert!(msg.contains("tenants.queues[0].quotas.cpu.borrowingLimit: only a queue in a cohort can borrow"), "{msg}");
+    let untenanted = "name: t\ncluster: cluster.yaml\njobClasses:\n\
+                      \x20 - {name: j, queue: a, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s}\n";
+    assert!(refused("untenanted", untenanted).contains("jobClasses[0].queue: the scenario declares no tenants"));
+}
+
+#[test]
+fn a_lull_stops_a_class_arrivals_and_resumes_them_after() {
+    let text = "name: t\ncluster: cluster.yaml\njobClasses:\n\
+                \x20 - {name: j, count: 5, members: 1, resources: {cpu: \"1\"}, runTime: 1s,\n\
+                \x20    arrival: {pattern: uniform, interval: 10s, lulls: [{from: 25s, to: 60s}]}}\n";
+    let w = load("lull", text).unwrap();
+    let submits: Vec<i64> = w.jobs.iter().map(|j| j.submit_ms / 1000).collect();
+    assert_eq!(submits, [0, 10, 20, 65, 75], "the 30 s arrival waits out the lull's 35 s");
+    let backwards = text.replace("to: 60s", "to: 20s");
+    assert!(refused("lull-back", &backwards).contains("jobClasses[0].arrival.lulls[0].to: must be after from"));
+}
