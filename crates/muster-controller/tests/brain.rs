@@ -975,3 +975,39 @@ fn a_shrinkable_job_gives_back_pods_and_the_next_job_binds_only_once_they_are_go
     assert_eq!((g.state, g.member_count(), g.evictions), (GroupState::Running, 4, 0));
     assert!(binds(&h.send(Event::Pod(Change::Apply(replacement)))).is_empty(), "el's members are all taken");
 }
+
+#[test]
+fn a_preemptor_is_bound_only_once_its_victims_pods_are_gone_from_the_node() {
+    // One 4-cpu node. `low` runs on it; `high`, of a higher class, preempts it: the engine frees
+    // the node at once, but low's pod stops only later, and until it is gone the node is full.
+    let mut cfg = EngineConfig::single_queue("default");
+    cfg.priority_classes.insert("high".into(), 100);
+    cfg.queues[0].preemption.within_queue = muster_queue::config::WithinQueue::LowerPriority;
+    let mut h =
+        Harness::configured(TempDir::new("muster-brain"), cfg, &[node("n1", 4)], &[job("low", 1, 4)], &[], &[], 1000);
+    h.cycle();
+    let b = binds(&h.send(Event::Pod(Change::Apply(pod("low", 0, 4)))));
+    assert_eq!(b, [("low-0".to_string(), "n1".to_string(), 0)]);
+    let low_pod = bound(&pod("low", 0, 4), "n1", 0, true);
+    h.send(Event::Pod(Change::Apply(low_pod.clone())));
+    assert_eq!(h.state("low"), Some(GroupState::Running));
+    let mut high = job("high", 1, 4);
+    high.created = h.now;
+    if let Ok(g) = high.group.as_mut() {
+        g.priority_class_name = Some("high".into());
+    }
+    h.send(job_event(Change::Apply(high)));
+    let a = h.cycle();
+    assert_eq!(h.state("high"), Some(GroupState::Admitted), "{a:?}");
+    assert_eq!(h.state("low"), Some(GroupState::Queued));
+    // high's pod comes while low's still runs, then while it is being deleted: not bound.
+    assert!(binds(&h.send(Event::Pod(Change::Apply(pod("high", 0, 4))))).is_empty(), "n1 is still full");
+    let stopping = PodView { deleting: true, ..low_pod.clone() };
+    assert!(
+        binds(&h.send(Event::Pod(Change::Apply(stopping.clone())))).is_empty(),
+        "a pod being deleted holds its room"
+    );
+    // Gone: high's pod is bound where the engine placed it.
+    let b = binds(&h.send(Event::Pod(Change::Delete(stopping))));
+    assert_eq!(b, [("high-0".to_string(), "n1".to_string(), 0)]);
+}

@@ -17,6 +17,7 @@
 mod actions;
 mod ahead;
 mod done;
+mod node_room;
 mod over_limit;
 mod plain;
 mod status;
@@ -103,6 +104,8 @@ pub struct Brain<S: Store> {
     group_pods: HashMap<GroupKey, BTreeSet<String>>,
     /// Bindings sent and not yet seen in a pod's nodeName: pod uid -> member.
     binding: HashMap<String, u32>,
+    /// What each node has left now, as its kubelet counts it: members are bound only there.
+    room: node_room::NodeRoom,
     /// Ready counts last reported to the engine.
     ready_sent: HashMap<GroupKey, u32>,
     /// Groups whose Kubernetes PodGroup muster has marked scheduled (a terminal condition).
@@ -156,6 +159,7 @@ impl<S: Store> Brain<S> {
             suspect: BTreeMap::new(),
             group_pods: HashMap::new(),
             binding: HashMap::new(),
+            room: node_room::NodeRoom::default(),
             ready_sent: HashMap::new(),
             pod_group_scheduled: HashSet::new(),
             foreign_waiting: BTreeSet::new(),
@@ -359,6 +363,15 @@ impl<S: Store> Brain<S> {
             }
             Event::BindFailed { key, pod, message } => {
                 warn!(group = %key, pod, "binding refused: {message}");
+                let refused: Vec<String> = self
+                    .binding
+                    .keys()
+                    .filter(|uid| self.pods.items.get(*uid).is_some_and(|p| p.name == pod))
+                    .cloned()
+                    .collect();
+                for uid in refused {
+                    self.room.gone(&uid, None);
+                }
                 self.binding.retain(|uid, _| self.pods.items.get(uid).is_none_or(|p| p.name != pod));
                 self.event(
                     &key,
@@ -424,6 +437,23 @@ impl<S: Store> Brain<S> {
     fn pod_event(&mut self, c: Change<PodView>) {
         let applied = if let Change::Apply(p) = &c { Some(p.clone()) } else { None };
         let (deleted, dropped) = self.pods.change(c, |p| p.uid.clone());
+        // The room of a node grows when a pod there goes or stops holding its resources.
+        let mut freed: Vec<String> = Vec::new();
+        for p in deleted.iter().chain(&dropped) {
+            self.room.gone(&p.uid, p.node.as_deref());
+            freed.extend(p.node.clone());
+        }
+        if let Some(p) = &applied
+            && let Some(node) = &p.node
+        {
+            self.room.seen_bound(&p.uid, node);
+            if !p.holds_capacity() {
+                freed.push(node.clone());
+            }
+        }
+        for node in freed {
+            self.dirty_groups.extend(self.room.freed(&node));
+        }
         for p in deleted.into_iter().chain(dropped) {
             self.binding.remove(&p.uid);
             self.told_pods.remove(&p.uid);
@@ -839,7 +869,17 @@ impl<S: Store> Brain<S> {
             );
             self.tell_pod(key, &namespace, &pod, &uid, "UncountableRequests", &message);
         }
+        let mut waiting = 0;
         for (uid, pod, namespace, node, member, gated) in binds {
+            // The engine planned the room; a pod still stopping there (an evicted group's) may
+            // hold it a while yet.
+            let requests = self.pods.items.get(&uid).map(|p| p.requests.clone()).unwrap_or_default();
+            if !self.room.fits(&self.nodes, &self.pods, &node, &requests) {
+                self.room.wait(&node, key);
+                waiting += 1;
+                continue;
+            }
+            self.room.binding(&uid, &node);
             self.binding.insert(uid.clone(), member);
             if gated {
                 let (namespace, pod, uid) = (namespace.clone(), pod.clone(), uid.clone());
@@ -848,7 +888,7 @@ impl<S: Store> Brain<S> {
             self.actions.push(Action::Bind { key: key.clone(), namespace, pod, uid, node, member });
         }
         let members = alloc.members.len();
-        if filled.len() >= members && native_pod_group && self.pod_group_scheduled.insert(key.clone()) {
+        if filled.len() - waiting >= members && native_pod_group && self.pod_group_scheduled.insert(key.clone()) {
             let nodes: BTreeSet<&str> = alloc.members.iter().map(|m| m.node.as_str()).collect();
             let message = format!("muster placed the {members} pods of the group on {} nodes", nodes.len());
             self.actions.push(Action::PodGroupScheduled { key: key.clone(), message });

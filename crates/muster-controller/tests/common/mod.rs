@@ -120,11 +120,20 @@ impl Harness {
         pods: &[PodView],
         now: i64,
     ) -> Self {
-        let cfg = BrainConfig {
-            engine: EngineConfig::single_queue("default"),
-            options: Options::new("muster", 30),
-            policy: Policy::Pack,
-        };
+        Self::configured(dir, EngineConfig::single_queue("default"), nodes, jobs, others, pods, now)
+    }
+
+    /// A brain running the queue configuration `engine`.
+    pub fn configured(
+        dir: TempDir,
+        engine: EngineConfig,
+        nodes: &[NodeView],
+        jobs: &[WorkloadView],
+        others: &[WorkloadView],
+        pods: &[PodView],
+        now: i64,
+    ) -> Self {
+        let cfg = BrainConfig { engine, options: Options::new("muster", 30), policy: Policy::Pack };
         let metrics = Arc::new(Metrics::new());
         let mut brain = Brain::new(cfg).with_metrics(metrics.clone());
         for n in nodes {
