@@ -97,8 +97,8 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
     Ok(match name {
         "default" => Box::new(models::kube::DefaultScheduler::default()),
         "coscheduling" => Box::new(models::cosched::Coscheduling::new(w.coscheduling.permit_timeout.0)),
-        "kueue" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), false)),
-        "kueue-wfpr" => Box::new(models::kueue::Kueue::new(w.kueue.clone(), true)),
+        "kueue" => Box::new(models::kueue::Kueue::with_tenants(w.kueue.clone(), false, w.tenants.clone())),
+        "kueue-wfpr" => Box::new(models::kueue::Kueue::with_tenants(w.kueue.clone(), true, w.tenants.clone())),
         "volcano" => Box::new(models::volcano::Volcano::new(&w.volcano)),
         "native" => Box::new(models::native::Native::new(&w.native)),
         _ if let Some((_, policy)) = models::muster::VARIANTS.iter().find(|(n, _)| *n == name) => {

@@ -1,71 +1,196 @@
-//! Kueue as a model: one ClusterQueue with BestEffortFIFO over workloads (priority, then the
-//! queue timestamp), nominal quota on every resource the jobs request; an admitted job is unsuspended and its pods
-//! go to the default scheduler model. Optionally waitForPodsReady: admission blocks while an
-//! admitted workload is not PodsReady, and a workload not ready within the timeout is evicted
-//! (suspended, pods deleted) and requeued after an exponential backoff, or deactivated after
-//! `backoffLimitCount` requeues. A job with a topology constraint goes through Topology-Aware
-//! Scheduling: admitted only with an assignment of its pods to nodes of one domain
-//! (`topology::assign`; a preferred constraint that no domain meets is admitted unassigned).
+//! Kueue v0.19.2 as a model. One ClusterQueue per tenant's queue (without tenants, one covering
+//! the cluster), BestEffortFIFO, one ResourceFlavor; each covers every resource the jobs request
+//! (as the harness writes it), not the pod count, with the tenant's nominalQuota, borrowingLimit
+//! and lendingLimit, and a resource the tenant does not name with a nominal quota of the whole
+//! cluster's allocatable (times `kueue.quotaFactor`, the single queue's quota). Cohorts form a
+//! tree (v1beta1 Cohorts with `parentName`); a queue borrows what the tree has unused and
+//! lendable, within its borrowingLimit (`kueue/quota.rs`).
+//!
+//! Scheduling cycles as Kueue's (`cycle.rs`): the head of every ClusterQueue is a candidate,
+//! candidates are taken in Kueue's order and admitted if they still fit. Preemption as Kueue's
+//! classical preemption (`kueue/preemption.rs`): a tenant's `reclaimWithinCohort: true` is
+//! `reclaimWithinCohort: Any` (false: Never), `withinQueue: LowerPriority` is
+//! `withinClusterQueue: LowerPriority`; victims are evicted whole (suspended, their pods deleted)
+//! and requeued at their creation time, and the preemptor, held at the head of its queue, is
+//! admitted once their quota is free. Kueue preempts by quota alone: whether the freed nodes suit
+//! the preemptor is not its concern.
+//!
+//! An admitted job is unsuspended and its pods go to the default scheduler model. Optionally
+//! waitForPodsReady: admission blocks while an admitted workload is not PodsReady, and a workload
+//! not ready within the timeout is evicted (suspended, pods deleted) and requeued after an
+//! exponential backoff, or deactivated after `backoffLimitCount` requeues. A job with a topology
+//! constraint goes through Topology-Aware Scheduling: admitted only with an assignment of its pods
+//! to nodes of one domain (`topology::assign`; a preferred constraint that no domain meets is
+//! admitted unassigned); preemption does not look at topology.
+//!
+//! Not modelled: fair sharing (`fairSharing` and its preemptionStrategies),
+//! `borrowWithinCohort`, quotas of cohorts themselves, and Kueue's inadmissible list: every
+//! pending workload is reconsidered after any event, not only after quota is released.
+
+mod cycle;
+mod preemption;
+mod quota;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+use muster_queue::config::WithinQueue;
+
 use crate::models::gang::Snapshot;
 use crate::models::kube::{KubeCore, pod_key};
-use crate::models::topology::{self, Domains};
-use crate::scenario::{KueueConfig, RequeueTimestamp};
+use crate::models::topology::Domains;
+use crate::scenario::{KueueConfig, RequeueTimestamp, Tenants};
 use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
+use preemption::Policy;
+use quota::{QuotaTree, ResourceQuota};
 
-#[derive(Debug, Clone, Copy)]
+/// A pending workload's place in its ClusterQueue: priority, then the queue timestamp.
+type Key = (Reverse<i32>, i64, JobId);
+
+#[derive(Debug, Clone)]
 struct Admitted {
+    queue: usize,
     ready: bool,
     /// waitForPodsReady deadline.
     deadline: Option<i64>,
+    admitted_ms: i64,
+    /// Preempted; its quota is held until its pods are gone.
+    evicting: bool,
+    /// Per covered resource.
+    usage: Vec<i64>,
+}
+
+/// A ClusterQueue's own state; its quota lives in the tree.
+#[derive(Debug, Clone, Default)]
+struct ClusterQueue {
+    policy: Policy,
+    pending: BTreeSet<Key>,
+    /// Per covered resource, the smallest demand of any of its jobs: below it nothing more fits.
+    min_demand: Vec<i64>,
+    /// The workload whose preemptions are under way: BestEffortFIFO keeps it at the head
+    /// (`pkg/cache/queue/cluster_queue.go`, preemptorWorkload).
+    preemptor: Option<Key>,
 }
 
 pub struct Kueue {
     core: KubeCore,
     cfg: KueueConfig,
     wait_for_pods_ready: bool,
-    /// Covered resource indices and their nominal quota.
-    quota: Vec<(usize, u64)>,
-    usage: BTreeMap<usize, u64>,
-    queue: BTreeSet<(Reverse<i32>, i64, JobId)>,
+    tenants: Tenants,
+    /// View resource index of each covered resource; empty until the first event.
+    covered: Vec<usize>,
+    tree: QuotaTree,
+    queues: Vec<ClusterQueue>,
     backoff: BinaryHeap<Reverse<(i64, JobId)>>,
     admitted: BTreeMap<JobId, Admitted>,
     requeues: BTreeMap<JobId, u32>,
     /// waitForPodsReady deadlines of admitted, not yet ready workloads.
     deadlines: BTreeSet<(i64, JobId)>,
-    /// Per covered resource, the smallest demand of any job: below it nothing more can be admitted.
-    min_demand: Vec<u64>,
     dirty: bool,
     domains: Domains,
 }
 
 impl Kueue {
+    /// Without tenants: one ClusterQueue for every job.
     pub fn new(cfg: KueueConfig, wait_for_pods_ready: bool) -> Self {
+        Self::with_tenants(cfg, wait_for_pods_ready, Tenants::default())
+    }
+
+    /// A ClusterQueue per tenant's queue, in its cohorts.
+    pub fn with_tenants(cfg: KueueConfig, wait_for_pods_ready: bool, tenants: Tenants) -> Self {
         Kueue {
             // Kueue admits; the cluster's own kube-scheduler (1.35 and later here) places the pods.
             core: KubeCore::new_v135(),
             cfg,
             wait_for_pods_ready,
-            quota: vec![],
-            usage: BTreeMap::new(),
-            queue: BTreeSet::new(),
+            tenants,
+            covered: vec![],
+            tree: QuotaTree::new(vec![], &[]),
+            queues: vec![],
             backoff: BinaryHeap::new(),
             admitted: BTreeMap::new(),
             requeues: BTreeMap::new(),
             deadlines: BTreeSet::new(),
-            min_demand: vec![],
             dirty: false,
             domains: Domains::default(),
         }
     }
 
-    /// What the workload asks of resource `r`: the sum over its PodSets, all pods counted.
-    fn demand(view: &ClusterView<'_>, job: JobId, r: usize) -> u64 {
+    /// The ClusterQueues and Cohorts, from the cluster and the tenants.
+    fn set_up(&mut self, view: &ClusterView<'_>) {
+        let names = view.resources();
+        self.covered = (0..names.len())
+            .filter(|&r| names[r] != "pods" && view.jobs().iter().any(|j| j.sets.iter().any(|s| s.request[r] > 0)))
+            .collect();
+        let cluster_wide: Vec<ResourceQuota> = self
+            .covered
+            .iter()
+            .map(|&r| {
+                let total: u64 = view.nodes().iter().map(|n| n.capacity[r]).sum();
+                let nominal = (total as f64 * self.cfg.quota_factor).floor() as i64;
+                ResourceQuota { nominal, borrowing_limit: None, lending_limit: None }
+            })
+            .collect();
+        let t = &self.tenants;
+        let (queues, cohorts) = if t.is_empty() {
+            (vec![(cluster_wide, None)], vec![])
+        } else {
+            // Declared cohorts, then those only queues name (roots of their own).
+            let mut cohorts: Vec<(String, Option<String>)> =
+                t.cohorts.iter().map(|c| (c.name.clone(), c.parent.clone())).collect();
+            for name in t.queues.iter().filter_map(|q| q.cohort.clone()) {
+                if !cohorts.iter().any(|(c, _)| *c == name) {
+                    cohorts.push((name, None));
+                }
+            }
+            let index = |name: &str| cohorts.iter().position(|(c, _)| c == name);
+            let parents: Vec<Option<usize>> = cohorts.iter().map(|(_, p)| p.as_deref().and_then(index)).collect();
+            let queues = (0..t.queues.len())
+                .map(|q| {
+                    let quotas = self.covered.iter().zip(&cluster_wide).map(|(&r, &wide)| {
+                        t.quota(q, &names[r]).map_or(wide, |quota| ResourceQuota {
+                            nominal: quota.nominal as i64,
+                            borrowing_limit: quota.borrowing_limit.map(|l| l as i64),
+                            lending_limit: quota.lending_limit.map(|l| l as i64),
+                        })
+                    });
+                    (quotas.collect(), t.queues[q].cohort.as_deref().and_then(index))
+                })
+                .collect();
+            (queues, parents)
+        };
+        self.queues = (0..queues.len())
+            .map(|q| {
+                let policy = self.tenants.queues.get(q).map_or(Policy::default(), |t| Policy {
+                    reclaim_within_cohort: t.preemption.reclaim_within_cohort,
+                    within_queue_lower_priority: t.preemption.within_queue == WithinQueue::LowerPriority,
+                });
+                let jobs = (0..view.jobs().len() as u32).map(JobId).filter(|&j| Self::queue_of(view, j) == q);
+                let jobs: Vec<JobId> = jobs.collect();
+                let min_demand = (0..self.covered.len())
+                    .map(|k| jobs.iter().map(|&j| self.demand(view, j)[k]).min().unwrap_or(0))
+                    .collect();
+                ClusterQueue { policy, min_demand, ..ClusterQueue::default() }
+            })
+            .collect();
+        self.tree = QuotaTree::new(queues, &cohorts);
+    }
+
+    fn queue_of(view: &ClusterView<'_>, job: JobId) -> usize {
+        view.job(job).spec.queue.unwrap_or(0)
+    }
+
+    /// What the workload asks of each covered resource: the sum over its PodSets, all pods counted.
+    fn demand(&self, view: &ClusterView<'_>, job: JobId) -> Vec<i64> {
         let j = view.job(job);
-        j.total(j.spec.max_members, r)
+        self.covered.iter().map(|&r| j.total(j.spec.max_members, r) as i64).collect()
+    }
+
+    /// Queues the workload in its ClusterQueue at `ts`.
+    fn enqueue(&mut self, view: &ClusterView<'_>, job: JobId, ts: i64) {
+        let q = Self::queue_of(view, job);
+        self.queues[q].pending.insert((Reverse(view.job(job).spec.priority), ts, job));
+        self.dirty = true;
     }
 
     /// The cluster as TAS sees it: free resources minus the pods assigned but not yet bound.
@@ -80,72 +205,14 @@ impl Kueue {
         snap
     }
 
-    fn release(&mut self, view: &ClusterView<'_>, job: JobId) {
+    fn release(&mut self, job: JobId) {
         self.core.assigned.remove(&job);
         if let Some(a) = self.admitted.remove(&job) {
             if let Some(d) = a.deadline {
                 self.deadlines.remove(&(d, job));
             }
-            for &(r, _) in &self.quota {
-                *self.usage.entry(r).or_default() -= Self::demand(view, job, r);
-            }
+            self.tree.charge(a.queue, &a.usage, false);
             self.dirty = true;
-        }
-    }
-
-    fn admit(&mut self, view: &ClusterView<'_>, now: i64, actions: &mut Vec<Action>) {
-        if self.wait_for_pods_ready && self.cfg.block_admission && self.admitted.values().any(|a| !a.ready) {
-            return;
-        }
-        let mut admitted_now = vec![];
-        for &(prio, ts, job) in &self.queue {
-            let exhausted = self
-                .quota
-                .iter()
-                .zip(&self.min_demand)
-                .any(|(&(r, q), m)| self.usage.get(&r).copied().unwrap_or(0) + m > q);
-            if exhausted {
-                break;
-            }
-            let fits = self
-                .quota
-                .iter()
-                .all(|&(r, q)| self.usage.get(&r).copied().unwrap_or(0) + Self::demand(view, job, r) <= q);
-            if !fits {
-                // BestEffortFIFO: a workload that does not fit does not block those behind it.
-                continue;
-            }
-            if let Some(t) = &view.job(job).spec.topology {
-                // TAS: the workload is admitted only with a topology assignment (per node, its
-                // pods), unless its constraint is preferred (then the pods go anywhere). A
-                // PodSet takes one constraint: a preferred level kept within another is given
-                // as the enclosing level, required.
-                let reserved = self.assigned_snapshot(view);
-                let label = t.binding_label().unwrap_or(&t.label);
-                match topology::assign(view, &reserved, job, view.job(job).spec.max_members, label, &mut self.domains) {
-                    Some(slots) => {
-                        self.core.assigned.insert(job, slots);
-                    }
-                    None if t.binding_label().is_some() => continue,
-                    None => {}
-                }
-            }
-            for &(r, _) in &self.quota {
-                *self.usage.entry(r).or_default() += Self::demand(view, job, r);
-            }
-            admitted_now.push((prio, ts, job));
-            let deadline = self.wait_for_pods_ready.then(|| now + self.cfg.pods_ready_timeout.0);
-            self.admitted.insert(job, Admitted { ready: false, deadline });
-            if let Some(d) = deadline {
-                self.deadlines.insert((d, job));
-            }
-            actions.push(Action::Start { job, members: view.job(job).spec.max_members });
-            if self.wait_for_pods_ready && self.cfg.block_admission {
-                break;
-            }
-        }
-        for k in admitted_now {
-            self.queue.remove(&k);
         }
     }
 }
@@ -156,25 +223,11 @@ impl Scheduler for Kueue {
     }
 
     fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, _now: i64) {
-        if self.quota.is_empty() {
-            // The ClusterQueue covers every resource a job requests (as the harness writes it),
-            // not the pod count.
-            let covered = (0..view.resources().len()).filter(|&r| {
-                view.resources()[r] != "pods" && view.jobs().iter().any(|j| j.sets.iter().any(|s| s.request[r] > 0))
-            });
-            for r in covered {
-                let total: u64 = view.nodes().iter().map(|n| n.capacity[r]).sum();
-                self.quota.push((r, (total as f64 * self.cfg.quota_factor).floor() as u64));
-                let jobs = view.jobs().iter().enumerate().map(|(i, _)| JobId(i as u32));
-                self.min_demand.push(jobs.map(|j| Self::demand(view, j, r)).min().unwrap_or(0));
-            }
+        if self.queues.is_empty() {
+            self.set_up(view);
         }
         match event {
-            SimEvent::JobSubmitted { job } => {
-                let j = view.job(*job);
-                self.queue.insert((Reverse(j.spec.priority), j.spec.submit_ms, *job));
-                self.dirty = true;
-            }
+            SimEvent::JobSubmitted { job } => self.enqueue(view, *job, view.job(*job).spec.submit_ms),
             SimEvent::PodReady { pod } => {
                 let job = view.pod(*pod).job;
                 let j = view.job(job);
@@ -188,7 +241,13 @@ impl Scheduler for Kueue {
                     self.dirty = true;
                 }
             }
-            SimEvent::JobFinished { job, .. } => self.release(view, *job),
+            SimEvent::JobFinished { job, .. } => self.release(*job),
+            SimEvent::JobSuspended { job } if self.admitted.get(job).is_some_and(|a| a.evicting) => {
+                // A preempted workload's quota is released once its pods are gone; it is
+                // requeued at its creation time.
+                self.release(*job);
+                self.enqueue(view, *job, view.job(*job).spec.submit_ms);
+            }
             _ => {}
         }
         self.core.on_event(event, view, |p| pod_key(view, p));
@@ -198,19 +257,17 @@ impl Scheduler for Kueue {
         let mut actions = vec![];
         while self.backoff.peek().is_some_and(|Reverse((t, _))| *t <= now) {
             let Reverse((_, job)) = self.backoff.pop().expect("checked");
-            let j = view.job(job);
             let ts = match self.cfg.requeue_timestamp {
                 RequeueTimestamp::Eviction => now,
-                RequeueTimestamp::Creation => j.spec.submit_ms,
+                RequeueTimestamp::Creation => view.job(job).spec.submit_ms,
             };
-            self.queue.insert((Reverse(j.spec.priority), ts, job));
-            self.dirty = true;
+            self.enqueue(view, job, ts);
         }
         while let Some(&(d, job)) = self.deadlines.first() {
             if d > now {
                 break;
             }
-            self.release(view, job);
+            self.release(job);
             let n = self.requeues.entry(job).or_default();
             *n += 1;
             if self.cfg.backoff_limit_count.is_some_and(|limit| *n > limit) {
