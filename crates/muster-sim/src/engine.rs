@@ -127,6 +127,8 @@ pub struct Engine<'w> {
     binder_free_at: i64,
     /// Jobs waiting for a Job-controller sync to create their pods (job, epoch).
     creating: VecDeque<(JobId, u32)>,
+    /// Per job: completion indices of evicted pods, which their replacements take.
+    replacing: Vec<Vec<u32>>,
     /// Jobs being synced (at most `concurrentJobSyncs`): job, epoch, pods left in the current
     /// slow-start batch, size of that batch.
     syncing: Vec<(JobId, u32, u32, u32)>,
@@ -249,6 +251,7 @@ impl<'w> Engine<'w> {
             now: 0,
             binder_free_at: 0,
             creating: VecDeque::new(),
+            replacing: vec![vec![]; n_jobs],
             syncing: vec![],
             create_calls: VecDeque::new(),
             tick_pending: false,
@@ -383,13 +386,10 @@ impl<'w> Engine<'w> {
                 j.ready = 0;
                 j.bound = 0;
                 j.run_started_ms = None;
+                self.replacing[job.index()].clear();
                 self.epochs[job.index()] += 1;
                 let epoch = self.epochs[job.index()];
-                self.creating.push_back((job, epoch));
-                if !self.tick_pending {
-                    self.tick_pending = true;
-                    self.push(now, Ev::CreateTick);
-                }
+                self.create_pods_of(job);
                 if let Some(d) = deadline {
                     self.push(now + d, Ev::Deadline(job, epoch));
                 }
@@ -466,11 +466,7 @@ impl<'w> Engine<'w> {
                     ));
                 }
                 self.jobs[job.index()].members = members;
-                self.creating.push_back((job, self.epochs[job.index()]));
-                if !self.tick_pending {
-                    self.tick_pending = true;
-                    self.push(now, Ev::CreateTick);
-                }
+                self.create_pods_of(job);
             }
             Action::Shrink { job, ref pods } => {
                 let j = self.jobs.get(job.index()).ok_or_else(|| self.bad(sched, &action, "no such job"))?;
@@ -498,8 +494,92 @@ impl<'w> Engine<'w> {
                 let (working, _) = self.working(job);
                 self.rework(job, working);
             }
+            Action::Evict { pod } => {
+                let Some(p) = self.pods.get(pod.index()) else { return Err(self.bad(sched, &action, "no such pod")) };
+                let phase = self.jobs[p.job.index()].phase;
+                if !p.phase.holds() || !matches!(phase, JobPhase::Started | JobPhase::Running) {
+                    return Err(self.bad(sched, &action, "the pod holds no room, or its job is not started"));
+                }
+                self.evict(pod);
+            }
         }
         Ok(())
+    }
+
+    /// Has the Job controller make the job's missing pods (the current epoch's).
+    fn create_pods_of(&mut self, job: JobId) {
+        self.creating.push_back((job, self.epochs[job.index()]));
+        if !self.tick_pending {
+            self.tick_pending = true;
+            self.push(self.now, Ev::CreateTick);
+        }
+    }
+
+    /// Deletes one holding pod and has it replaced. Of a job whose pods run their own run time,
+    /// the pod's work is lost; a job whose run needs its quorum and falls below it loses its
+    /// run (metered as an eviction of the job) and waits for the quorum again.
+    fn evict(&mut self, pod: PodId) {
+        let now = self.now;
+        let p = &self.pods[pod.index()];
+        let (job, index, phase, ready_ms) = (p.job, p.index, p.phase, p.ready_ms);
+        let held_before = self.held_by(job);
+        let queue = self.jobs[job.index()].spec.queue;
+        let run_started = self.jobs[job.index()].run_started_ms;
+        self.release(pod);
+        self.pods[pod.index()].phase = PodPhase::Deleted;
+        let j = &mut self.jobs[job.index()];
+        j.ready -= u32::from(phase == PodPhase::Ready);
+        j.bound -= u32::from(matches!(phase, PodPhase::Starting | PodPhase::Ready));
+        let own_run = j.spec.run_starts == RunStart::PodStart;
+        let request = j.set_of(index).request.clone();
+        self.out.push(SimEvent::PodFinished { pod, succeeded: false });
+        self.replacing[job.index()].push(index);
+        match (run_started, own_run) {
+            (_, true) => {
+                if let (Some(q), Some(ready)) = (queue, ready_ms) {
+                    self.tenants.evicted(q, &request, now - ready);
+                }
+            }
+            (Some(started), false) if !self.at_quorum(job) => {
+                if let Some(q) = queue {
+                    self.tenants.evicted(q, &held_before, now - started);
+                }
+                self.cut_run(job);
+            }
+            (Some(_), false) if phase == PodPhase::Ready => {
+                let (working, _) = self.working(job);
+                self.rework(job, working);
+            }
+            _ => {}
+        }
+        self.create_pods_of(job);
+    }
+
+    /// The job's run stops: its pods hold room without working until its quorum is Ready again
+    /// and the run starts over. Its pending run end is dropped (a new epoch, the deadline kept).
+    fn cut_run(&mut self, job: JobId) {
+        let held = self.held_by(job);
+        for (c, h) in self.clogged.iter_mut().zip(&held) {
+            *c += h;
+        }
+        let j = &mut self.jobs[job.index()];
+        j.run_started_ms = None;
+        j.phase = JobPhase::Started;
+        let deadline = j.spec.deadline_ms.zip(j.started_ms).map(|(d, s)| s + d);
+        self.work[job.index()] = None;
+        self.epochs[job.index()] += 1;
+        if let Some(at) = deadline {
+            self.push(at.max(self.now), Ev::Deadline(job, self.epochs[job.index()]));
+        }
+    }
+
+    /// Whether the job's quorum is Ready: every pod of the sets before its last, and its min
+    /// (or all it has, if fewer) of the last.
+    fn at_quorum(&self, job: JobId) -> bool {
+        let j = &self.jobs[job.index()];
+        let fixed = j.fixed_members();
+        let (working, fixed_ready) = self.working(job);
+        fixed_ready && working >= (j.spec.min_members - fixed).min(j.members - fixed)
     }
 
     /// Ready pods of the job's last set (the only set whose count changes, and the one whose work
@@ -554,6 +634,14 @@ impl<'w> Engine<'w> {
     fn meter_eviction(&mut self, job: JobId) {
         let j = &self.jobs[job.index()];
         let Some(q) = j.spec.queue else { return };
+        let ran = j.run_started_ms.map_or(0, |s| self.now - s);
+        let held = self.held_by(job);
+        self.tenants.evicted(q, &held, ran);
+    }
+
+    /// What the job's pods hold now, by resource index.
+    fn held_by(&self, job: JobId) -> Vec<u64> {
+        let j = &self.jobs[job.index()];
         let mut held = vec![0u64; self.resources.len()];
         for &pod in &j.pods {
             let p = &self.pods[pod.index()];
@@ -563,8 +651,7 @@ impl<'w> Engine<'w> {
                 }
             }
         }
-        let ran = j.run_started_ms.map_or(0, |s| self.now - s);
-        self.tenants.evicted(q, &held, ran);
+        held
     }
 
     fn finish(&mut self, job: JobId, success: bool) {
@@ -712,8 +799,9 @@ impl<'w> Engine<'w> {
         if made {
             let pod = PodId(self.pods.len() as u32);
             let j = &self.jobs[job.index()];
-            let index = j.pods.len() as u32;
-            self.pods.push(PodState { job, index, phase: PodPhase::Pending, node: None, created_ms: self.now });
+            let index = self.replacing[job.index()].pop().unwrap_or(j.pods.len() as u32);
+            let created_ms = self.now;
+            self.pods.push(PodState { job, index, phase: PodPhase::Pending, node: None, created_ms, ready_ms: None });
             self.jobs[job.index()].pods.push(pod);
             self.out.push(SimEvent::PodCreated { pod });
         }
@@ -778,6 +866,7 @@ impl<'w> Engine<'w> {
                     return;
                 }
                 self.pods[pod.index()].phase = PodPhase::Ready;
+                self.pods[pod.index()].ready_ms = Some(now);
                 let job = self.pods[pod.index()].job;
                 // A pod of a failed job whose deletion is still to come (podEndSpread) starts
                 // nothing: the Job is Failed already.
@@ -795,7 +884,8 @@ impl<'w> Engine<'w> {
                 // same work whatever the count (a launcher, a head), and must all be Ready.
                 let fixed = j.fixed_members();
                 let (min, max) = (j.spec.min_members - fixed, j.spec.max_members - fixed);
-                let (working, fixed_ready) = self.working(job);
+                let (working, _) = self.working(job);
+                let quorum = self.at_quorum(job);
                 match j.spec.run_starts {
                     RunStart::PodStart => {
                         let end = self.run_end(run_ms);
@@ -806,7 +896,7 @@ impl<'w> Engine<'w> {
                     }
                     RunStart::AllReady => {
                         let epoch = self.epochs[job.index()];
-                        if !running && fixed_ready && working >= min.min(members - fixed) {
+                        if !running && quorum {
                             // The work of max members for the run time, done by those ready: fewer
                             // members do it more slowly.
                             let left = run_ms * i64::from(max);

@@ -99,7 +99,7 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         "coscheduling" => Box::new(models::cosched::Coscheduling::new(w.coscheduling.permit_timeout.0)),
         "kueue" => Box::new(models::kueue::Kueue::with_tenants(w.kueue.clone(), false, w.tenants.clone())),
         "kueue-wfpr" => Box::new(models::kueue::Kueue::with_tenants(w.kueue.clone(), true, w.tenants.clone())),
-        "volcano" => Box::new(models::volcano::Volcano::new(&w.volcano)),
+        "volcano" => Box::new(models::volcano::Volcano::new(&w.volcano, &w.tenants)),
         "native" => Box::new(models::native::Native::new(&w.native)),
         _ if let Some((_, policy)) = models::muster::VARIANTS.iter().find(|(n, _)| *n == name) => {
             Box::new(models::muster::Muster::new(name, *policy, w, opts.estimates)?)

@@ -105,6 +105,11 @@ pub enum Action {
     /// Delete these pods of a running elastic job, which runs on with the rest (at least its
     /// min): the work left is done more slowly.
     Shrink { job: JobId, pods: Vec<PodId> },
+    /// Evict one pod that holds room (Volcano's reclaim deletes pods one by one): the Job
+    /// controller makes a replacement with the same completion index. A job left below its
+    /// quorum of Ready pods has its run cut: the work so far is lost, and the run starts over
+    /// once the quorum is Ready again.
+    Evict { pod: PodId },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,6 +213,8 @@ pub struct PodState {
     pub phase: PodPhase,
     pub node: Option<NodeId>,
     pub created_ms: i64,
+    /// When it became Ready (an evicted pod that runs its own run time loses the work since).
+    pub ready_ms: Option<i64>,
 }
 
 /// One set of alike pods of a job (the only one when its pods are alike).

@@ -91,7 +91,7 @@ fn all_succeeded(rec: &RunRecord) -> bool {
 #[test]
 fn volcano_and_native_run_seed_001_whole_gangs_one_after_the_other() {
     let w = load("scenarios/suite/seed-001.yaml");
-    let (v, vrec) = tap(&w, volcano::Volcano::new(&w.volcano));
+    let (v, vrec) = tap(&w, volcano::Volcano::new(&w.volcano, &w.tenants));
     let (n, nrec) = tap(&w, native::Native::new(&w.native));
     for (name, t, rec) in [("volcano", &v.partial, &vrec), ("native", &n.partial, &nrec)] {
         assert!(all_succeeded(rec), "{name}: every job of seed 001 completes");
@@ -150,7 +150,7 @@ fn volcano_places_only_at_session_boundaries() {
             .replace("schedulePeriod: 1s", &format!("schedulePeriod: {period}"));
         let w = scenario::from_text("seed.yaml", &text, &repo().join("scenarios"), 1).unwrap();
         let p = w.volcano.schedule_period.0;
-        let (v, rec) = tap(&w, volcano::Volcano::new(&w.volcano));
+        let (v, rec) = tap(&w, volcano::Volcano::new(&w.volcano, &w.tenants));
         assert!(all_succeeded(&rec));
         assert!(!v.binds.is_empty());
         assert!(v.binds.iter().all(|(t, _)| t % p == 0), "{period}: binds off the session grid: {:?}", v.binds);
@@ -178,7 +178,7 @@ fn volcano_enqueue_reserves_the_minresources_of_an_inqueue_group() {
         \x20 - {name: b, count: 1, members: 1, resources: {memory: 2Gi}, runTime: 10s}\n";
     let w = scenario::from_text("enqueue.yaml", scen, &dir, 1).unwrap();
     let run_start = |rec: &RunRecord, j: usize| rec.jobs[j].run_started_ms.expect("ran");
-    let (_, vrec) = tap(&w, volcano::Volcano::new(&w.volcano));
+    let (_, vrec) = tap(&w, volcano::Volcano::new(&w.volcano, &w.tenants));
     assert!(all_succeeded(&vrec));
     assert!(run_start(&vrec, 0) < run_start(&vrec, 1), "volcano: a before b");
     let (_, nrec) = tap(&w, native::Native::new(&w.native));
@@ -189,7 +189,7 @@ fn volcano_enqueue_reserves_the_minresources_of_an_inqueue_group() {
 #[test]
 fn gpu_burst_volcano_and_native_never_hold_a_partial_gang() {
     let w = load("scenarios/suite/gpu-burst.yaml");
-    let (v, vrec) = tap(&w, volcano::Volcano::new(&w.volcano));
+    let (v, vrec) = tap(&w, volcano::Volcano::new(&w.volcano, &w.tenants));
     let (n, nrec) = tap(&w, native::Native::new(&w.native));
     // Volcano places in its sessions only; native binds each gang (all rigid here) in one cycle.
     let p = w.volcano.schedule_period.0;
@@ -229,7 +229,7 @@ fn native_backoff_and_volcano_overcommit_come_from_the_scenario() {
     let text = "cluster: clusters/seed-deadlock.yaml\nname: x\njobClasses: [{name: a, count: 1, members: 1, resources: {memory: 1Mi}, runTime: 1s}]\n";
     let w = scenario::from_text("x.yaml", text, &repo().join("scenarios"), 1).unwrap();
     assert_eq!(w.volcano.schedule_period.0, 1000);
-    assert!(w.volcano.overcommit);
+    assert_eq!(w.volcano.overcommit, None);
     assert_eq!(w.volcano.overcommit_factor, 1.2);
     assert_eq!((w.native.pod_initial_backoff.0, w.native.pod_max_backoff.0), (1000, 10000));
     let bad = format!("{text}volcano: {{overcommitFactor: 0}}\n");

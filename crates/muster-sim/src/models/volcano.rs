@@ -22,21 +22,31 @@
 //! HyperNodes follow the cluster's levels: hard mode for required, soft for preferred
 //! (`topology::place_gang`).
 
+mod capacity;
+mod reclaim;
+
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use capacity::Queues;
 
 use crate::models::gang::{self, Snapshot};
 use crate::models::kube::Placer;
 use crate::models::start_unheld;
 use crate::models::topology::{self, Domains, Honours};
-use crate::scenario::VolcanoConfig;
+use crate::scenario::{Tenants, VolcanoConfig};
 use crate::scheduler::{Action, ClusterView, JobId, PodPhase, Scheduler, SimEvent};
 
 /// Job order: priority (high first), then creation.
 type Key = (Reverse<i32>, i64, JobId);
+/// Allocate's job order within a queue: priority, then gang (groups below minMember first),
+/// then creation.
+type AllocKey = (Reverse<i32>, bool, i64, JobId);
 
 pub struct Volcano {
     cfg: VolcanoConfig,
+    /// Whether the `overcommit` plugin runs (`VolcanoConfig::overcommit`, resolved).
+    overcommit: bool,
     placer: Option<Placer>,
     to_start: Vec<JobId>,
     /// PodGroups Pending (not yet enqueued), in job order.
@@ -53,12 +63,17 @@ pub struct Volcano {
     used: Vec<u64>,
     next_session: i64,
     domains: Domains,
+    tenants: Tenants,
+    /// The tenants' queues under the capacity plugin; none without tenants (one queue,
+    /// `proportion`).
+    queues: Option<Queues>,
 }
 
 impl Volcano {
-    pub fn new(cfg: &VolcanoConfig) -> Self {
+    pub fn new(cfg: &VolcanoConfig, tenants: &Tenants) -> Self {
         Volcano {
             cfg: cfg.clone(),
+            overcommit: cfg.overcommit.unwrap_or(tenants.is_empty()),
             placer: None,
             to_start: vec![],
             pending: BTreeSet::new(),
@@ -69,6 +84,8 @@ impl Volcano {
             used: vec![],
             next_session: 0,
             domains: Domains::default(),
+            tenants: tenants.clone(),
+            queues: None,
         }
     }
 
@@ -83,11 +100,12 @@ impl Volcano {
         (0..view.resources().len()).map(|r| j.total(j.spec.min_members, r)).collect()
     }
 
-    /// What the Inqueue groups still need of their minResources (allocated pods count against it).
-    fn inqueue_unallocated(&self, view: &ClusterView<'_>) -> Vec<u64> {
+    /// What the Inqueue groups of `queue` (every group when None) still need of their
+    /// minResources (allocated pods count against it).
+    fn inqueue_unallocated(&self, view: &ClusterView<'_>, queue: Option<usize>) -> Vec<u64> {
         let mut sum = vec![0u64; self.total.len()];
         for &(_, _, job) in &self.inqueue {
-            if self.allocated.contains(&job) {
+            if self.allocated.contains(&job) || queue.is_some_and(|q| view.job(job).spec.queue != Some(q)) {
                 continue;
             }
             let mut left = Self::min_resources(view, job);
@@ -106,9 +124,45 @@ impl Volcano {
         sum
     }
 
+    /// The capacity plugin's elastic part of queue `q`: what its groups hold beyond their
+    /// minResources.
+    fn elastic(&self, view: &ClusterView<'_>, q: usize) -> Vec<u64> {
+        let mut sum = vec![0u64; self.total.len()];
+        for &(_, _, job) in &self.inqueue {
+            let j = view.job(job);
+            let placed = gang::placed_members(view, job);
+            if j.spec.queue == Some(q) && placed > j.spec.min_members {
+                for (r, s) in sum.iter_mut().enumerate() {
+                    *s += j.total(placed, r) - j.total(j.spec.min_members, r);
+                }
+            }
+        }
+        sum
+    }
+
+    /// At a session's start: what each queue's pods hold.
+    fn open_queues(&mut self, view: &ClusterView<'_>) {
+        let Some(queues) = &mut self.queues else { return };
+        for a in &mut queues.allocated {
+            a.fill(0);
+        }
+        for &(_, _, job) in &self.inqueue {
+            let Some(q) = view.job(job).spec.queue else { continue };
+            for &pod in &view.job(job).pods {
+                if view.pod(pod).phase.holds() {
+                    queues.hold(q, view.request(pod), true);
+                }
+            }
+        }
+    }
+
     fn enqueue(&mut self, view: &ClusterView<'_>) {
         let pods = view.resource_index("pods");
-        let mut inqueue = self.inqueue_unallocated(view);
+        let mut inqueue = self.inqueue_unallocated(view, None);
+        // Per tenant's queue: what its Inqueue groups still need, and its elastic part.
+        let n = self.queues.as_ref().map_or(0, Queues::len);
+        let mut queue_inqueue: Vec<Vec<u64>> = (0..n).map(|q| self.inqueue_unallocated(view, Some(q))).collect();
+        let elastic: Vec<Vec<u64>> = (0..n).map(|q| self.elastic(view, q)).collect();
         let mut admitted = vec![];
         for &key in &self.pending {
             let job = key.2;
@@ -119,16 +173,26 @@ impl Volcano {
                 continue;
             }
             let min = Self::min_resources(view, job);
-            let ok = (0..min.len()).filter(|&r| Some(r) != pods && min[r] > 0).all(|r| {
-                let proportion = self.used[r] + inqueue[r] + min[r] <= self.total[r];
+            let asked = || (0..min.len()).filter(|&r| Some(r) != pods && min[r] > 0);
+            let overcommit = asked().all(|r| {
                 let limit = (self.total[r] as f64 * self.cfg.overcommit_factor) as u64;
-                let overcommit = !self.cfg.overcommit || inqueue[r] + min[r] <= limit.saturating_sub(self.used[r]);
-                proportion && overcommit
+                !self.overcommit || inqueue[r] + min[r] <= limit.saturating_sub(self.used[r])
             });
-            if ok {
+            // The queue's check: `capacity` for a tenant's queue, else `proportion` (the cluster
+            // is the one queue's capability).
+            let queue_ok = match (&self.queues, j.spec.queue) {
+                (Some(queues), Some(q)) => queues.enqueueable(q, &min, &queue_inqueue[q], &elastic[q]),
+                _ => asked().all(|r| self.used[r] + inqueue[r] + min[r] <= self.total[r]),
+            };
+            if overcommit && queue_ok {
                 admitted.push(key);
                 for (q, m) in inqueue.iter_mut().zip(&min) {
                     *q += m;
+                }
+                if let Some(q) = j.spec.queue.filter(|&q| q < n) {
+                    for (i, m) in queue_inqueue[q].iter_mut().zip(&min) {
+                        *i += m;
+                    }
                 }
             }
         }
@@ -138,40 +202,91 @@ impl Volcano {
         }
     }
 
-    fn allocate(&mut self, view: &ClusterView<'_>, actions: &mut Vec<Action>) {
+    /// The allocate action; returns the session's snapshot of what it placed.
+    fn allocate(&mut self, view: &ClusterView<'_>, actions: &mut Vec<Action>) -> Snapshot {
         let mut snap = Snapshot::default();
-        // Tier 1: priority, then gang (groups below minMember first), then creation.
-        let mut jobs: Vec<(Reverse<i32>, bool, i64, JobId)> = self
-            .inqueue
-            .iter()
-            .filter(|k| !self.placed_all.contains(&k.2))
-            .map(|&(prio, submit, job)| (prio, self.allocated.contains(&job), submit, job))
-            .collect();
-        jobs.sort_unstable();
-        for (_, ready, _, job) in jobs {
-            // Gang's JobValid: fewer than minMember pods exist, the group is skipped.
-            if !gang::group_complete(view, job) {
-                continue;
-            }
-            let j = view.job(job);
-            let placed_before = gang::placed_members(view, job);
-            let need = if ready { 0 } else { j.spec.min_members.saturating_sub(placed_before) };
-            let result =
-                topology::place_gang(view, &mut snap, job, need, &mut self.placer, &mut self.domains, Honours::Both);
-            let placed = placed_before + result.placed.len() as u32;
-            if placed >= j.spec.min_members {
-                self.allocated.insert(job);
-            }
-            let pending_left = gang::pending_pods(view, job).len() - result.placed.len();
-            if pending_left == 0 && j.pods.len() as u32 == j.members {
-                self.placed_all.insert(job);
-            }
-            for (pod, node) in result.placed {
-                for (u, r) in self.used.iter_mut().zip(view.request(pod)) {
-                    *u += r;
+        // Jobs by queue (one list without tenants), each in tier 1's order: priority, then gang
+        // (groups below minMember first), then creation.
+        let mut by_queue: BTreeMap<usize, Vec<AllocKey>> = BTreeMap::new();
+        for &(prio, submit, job) in self.inqueue.iter().filter(|k| !self.placed_all.contains(&k.2)) {
+            let q = if self.queues.is_some() { view.job(job).spec.queue.unwrap_or(0) } else { 0 };
+            by_queue.entry(q).or_default().push((prio, self.allocated.contains(&job), submit, job));
+        }
+        for jobs in by_queue.values_mut() {
+            jobs.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        // Each turn the queue first in QueueOrderFn (its share as placed so far) gives its next
+        // job (allocate.go).
+        loop {
+            let next = match &self.queues {
+                Some(queues) => queues.first(by_queue.iter().filter(|(_, j)| !j.is_empty()).map(|(q, _)| q)),
+                None => by_queue.keys().next().copied(),
+            };
+            let Some((_, ready, _, job)) = next.and_then(|q| by_queue.get_mut(&q)).and_then(Vec::pop) else {
+                break;
+            };
+            self.allocate_job(view, &mut snap, job, ready, actions);
+        }
+        snap
+    }
+
+    fn allocate_job(
+        &mut self,
+        view: &ClusterView<'_>,
+        snap: &mut Snapshot,
+        job: JobId,
+        ready: bool,
+        actions: &mut Vec<Action>,
+    ) {
+        // Gang's JobValid: fewer than minMember pods exist, the group is skipped.
+        if !gang::group_complete(view, job) {
+            return;
+        }
+        let j = view.job(job);
+        let placed_before = gang::placed_members(view, job);
+        let need = if ready { 0 } else { j.spec.min_members.saturating_sub(placed_before) };
+        let before = snap.clone();
+        let mut result =
+            topology::place_gang(view, snap, job, need, &mut self.placer, &mut self.domains, Honours::Both);
+        if let (Some(queues), Some(q)) = (&mut self.queues, j.spec.queue) {
+            // AllocatableFn: pods are placed one by one while the queue stays within its
+            // realCapability; the job keeps them only if it then has minMember.
+            let allowed = result
+                .placed
+                .iter()
+                .take_while(|&&(pod, _)| {
+                    let ok = queues.allocatable(q, view.request(pod));
+                    if ok {
+                        queues.hold(q, view.request(pod), true);
+                    }
+                    ok
+                })
+                .count();
+            if allowed < result.placed.len() {
+                for &(pod, _) in &result.placed[..allowed] {
+                    queues.hold(q, view.request(pod), false);
                 }
-                actions.push(Action::Bind { pod, node });
+                *snap = before;
+                result.placed.truncate(if (allowed as u32) < need { 0 } else { allowed });
+                for &(pod, node) in &result.placed {
+                    snap.take(view.request(pod), node);
+                    queues.hold(q, view.request(pod), true);
+                }
             }
+        }
+        let placed = placed_before + result.placed.len() as u32;
+        if placed >= j.spec.min_members {
+            self.allocated.insert(job);
+        }
+        let pending_left = gang::pending_pods(view, job).len() - result.placed.len();
+        if pending_left == 0 && j.pods.len() as u32 == j.members {
+            self.placed_all.insert(job);
+        }
+        for (pod, node) in result.placed {
+            for (u, r) in self.used.iter_mut().zip(view.request(pod)) {
+                *u += r;
+            }
+            actions.push(Action::Bind { pod, node });
         }
     }
 }
@@ -186,6 +301,9 @@ impl Scheduler for Volcano {
             let dims = view.resources().len();
             self.total = (0..dims).map(|r| view.nodes().iter().map(|n| n.capacity[r]).sum()).collect();
             self.used = vec![0; dims];
+            if !self.tenants.is_empty() {
+                self.queues = Some(Queues::new(&self.tenants, view.resources(), &self.total));
+            }
         }
         match event {
             SimEvent::JobSubmitted { job } => {
@@ -226,8 +344,12 @@ impl Scheduler for Volcano {
         }
         let period = self.cfg.schedule_period.0;
         self.next_session = (now.div_euclid(period) + 1) * period;
+        self.open_queues(view);
         self.enqueue(view);
-        self.allocate(view, &mut actions);
+        let snap = self.allocate(view, &mut actions);
+        if self.cfg.reclaim && self.queues.is_some() {
+            self.reclaim(view, snap, &mut actions);
+        }
         actions
     }
 

@@ -198,12 +198,18 @@ pub struct VolcanoConfig {
     /// `schedulePeriod`: one session (enqueue, allocate, backfill) this often (default 1s).
     #[serde(default = "default_schedule_period")]
     pub schedule_period: Dur,
-    /// The `overcommit` plugin is in the configuration (the chart's file has it).
-    #[serde(default = "yes")]
-    pub overcommit: bool,
+    /// The `overcommit` plugin is in the configuration. Default: in without tenants (the chart's
+    /// file has it), out with tenants (Volcano's capacity plugin guide drops it, and with it a
+    /// full cluster holds a returning owner's group Pending, where reclaim never sees it).
+    #[serde(default)]
+    pub overcommit: Option<bool>,
     /// `overcommit-factor` of that plugin (default 1.2).
     #[serde(default = "default_overcommit_factor")]
     pub overcommit_factor: f64,
+    /// With tenants: `reclaim` is among the actions (after backfill, as Volcano's capacity
+    /// plugin guide writes them); false runs the chart's actions, which never reclaim.
+    #[serde(default = "yes")]
+    pub reclaim: bool,
 }
 
 fn default_schedule_period() -> Dur {
@@ -217,8 +223,9 @@ impl Default for VolcanoConfig {
     fn default() -> Self {
         Self {
             schedule_period: default_schedule_period(),
-            overcommit: true,
+            overcommit: None,
             overcommit_factor: default_overcommit_factor(),
+            reclaim: true,
         }
     }
 }

@@ -1,0 +1,109 @@
+//! The Volcano model with tenants (models/volcano/): each tenant's queue a Volcano Queue under
+//! the capacity plugin, its capability capping a borrower, and the reclaim action taking lent
+//! room back for a returning owner, pod by pod, even from a gang at its minMember. Two 4-cpu
+//! nodes and an instant control plane; sessions every second.
+
+use muster_sim::engine::{Engine, RunRecord};
+use muster_sim::scheduler::JobPhase;
+use muster_sim::{SimError, Workload};
+
+const TWO_NODES: &str = "name: two\nnodeClasses:\n  - {name: n, count: 2, capacity: {cpu: \"4\", pods: 110}}\n";
+
+/// The scenario: `volcano` (its settings), `queues` (tenants' queue lines) and `classes` (job
+/// class lines), on two 4-cpu nodes, in a fresh directory.
+fn load(tag: &str, volcano: &str, queues: &[&str], classes: &[&str]) -> Result<Workload, SimError> {
+    let mut text = format!(
+        "name: t\ncluster: cluster.yaml\nvolcano: {volcano}\n\
+         timing: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}}\n\
+         tenants:\n  queues:\n"
+    );
+    queues.iter().for_each(|q| text += &format!("    - {q}\n"));
+    text += "jobClasses:\n";
+    classes.iter().for_each(|c| text += &format!("  - {c}\n"));
+    let dir = std::env::temp_dir().join(format!("muster-sim-volcano-tenants-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), TWO_NODES).unwrap();
+    muster_sim::scenario::from_text("t.yaml", &text, &dir, 1)
+}
+
+fn run_volcano(w: &Workload) -> RunRecord {
+    let mut s = muster_sim::scheduler("volcano", w).unwrap();
+    let rec = Engine::new(w).unwrap().run(s.as_mut(), false).unwrap();
+    assert!(rec.jobs.iter().all(|j| j.phase == JobPhase::Succeeded), "every job ends well");
+    rec
+}
+
+/// When each job (in submission order) last had every pod bound, in seconds.
+fn placed_s(rec: &RunRecord) -> Vec<i64> {
+    rec.jobs.iter().map(|j| j.scheduled_ms.expect("placed") / 1000).collect()
+}
+
+fn run_started_s(rec: &RunRecord) -> Vec<i64> {
+    rec.jobs.iter().map(|j| j.run_started_ms.expect("ran") / 1000).collect()
+}
+
+#[test]
+fn a_queues_capability_caps_what_it_borrows() {
+    let run = |a: &str| {
+        let w = load(
+            &format!("cap-{}", a.len()),
+            "{}",
+            &[a, "{name: b, cohort: lab, quotas: {cpu: {nominal: 4}}}"],
+            &["{name: a-job, queue: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 100s}"],
+        )
+        .unwrap();
+        placed_s(&run_volcano(&w))
+    };
+    // capability = nominal + borrowingLimit = 4 cpu: the second job waits for the first to end.
+    let capped = run("{name: a, cohort: lab, quotas: {cpu: {nominal: 4, borrowingLimit: 0}}}");
+    assert!(capped[0] <= 1 && (100..=102).contains(&capped[1]), "{capped:?}");
+    // No borrowingLimit: no capability, the idle node of b is borrowed at once.
+    let free = run("{name: a, cohort: lab, quotas: {cpu: {nominal: 4}}}");
+    assert!(free.iter().all(|&s| s <= 1), "{free:?}");
+}
+
+/// a fills both nodes at 0 with `a_jobs` (100 s runs), borrowing b's node; b comes at 10 s with
+/// one job of one node.
+fn owner_returns(tag: &str, volcano: &str, a_jobs: &str) -> RunRecord {
+    let w = load(
+        tag,
+        volcano,
+        &["{name: a, cohort: lab, quotas: {cpu: {nominal: 4}}}", "{name: b, cohort: lab, quotas: {cpu: {nominal: 4}}}"],
+        &[a_jobs, "{name: b-job, queue: b, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 20s, arrival: {start: 10s}}"],
+    )
+    .unwrap();
+    run_volcano(&w)
+}
+
+#[test]
+fn reclaim_evicts_a_borrowers_job_for_the_returning_owner() {
+    let a_jobs = "{name: a-job, queue: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 100s}";
+    let rec = owner_returns("reclaim", "{}", a_jobs);
+    let started = run_started_s(&rec);
+    assert!((10..=13).contains(&started[2]), "b runs within a few sessions of coming: {started:?}");
+    assert_eq!(rec.tenants.evictions, vec![1, 0], "one job of a is evicted, b loses nothing");
+    let lost_cpu_s = rec.tenants.lost[0][0] / 1000.0 / 1000.0;
+    assert!((40.0..=52.0).contains(&lost_cpu_s), "a loses its victim's ~11 s on 4 cpu: {lost_cpu_s}");
+    // The victim's run starts over once b's job ends.
+    assert!(started[..2].iter().any(|&s| (30..=34).contains(&s)), "{started:?}");
+
+    // The chart's actions (no reclaim): b waits for a's jobs to end.
+    let rec = owner_returns("chart", "{reclaim: false}", a_jobs);
+    assert!(run_started_s(&rec)[2] >= 100, "{:?}", run_started_s(&rec));
+    assert_eq!(rec.tenants.evictions, vec![0, 0]);
+}
+
+#[test]
+fn reclaim_takes_one_pod_of_a_gang_at_its_min_and_leaves_the_rest_holding_its_node() {
+    let gang = "{name: a-gang, queue: a, count: 1, members: 2, resources: {cpu: \"4\"}, runTime: 100s}";
+    let rec = owner_returns("gang", "{}", gang);
+    let started = run_started_s(&rec);
+    assert!((10..=13).contains(&started[1]), "b runs within a few sessions of coming: {started:?}");
+    assert_eq!(rec.tenants.evictions, vec![1, 0], "a's gang loses its run once");
+    // The gang's other pod keeps its node, running nothing, while b runs (~20 s), until the
+    // gang's replacement pod is placed and its run starts over.
+    let node_cpu = rec.capacity[0] as f64 / 2.0;
+    let clogged_s = rec.clog[0] / node_cpu / 1000.0;
+    assert!((18.0..=25.0).contains(&clogged_s), "one node held by half a gang: {clogged_s} s");
+    assert!((30..=34).contains(&started[0]), "the gang runs again after b: {started:?}");
+}
