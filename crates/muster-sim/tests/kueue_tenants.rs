@@ -12,10 +12,17 @@ const TWO_NODES: &str = "name: two\nnodeClasses:\n  - {name: n, count: 2, capaci
 /// The scenario: `queues` (tenants' queue lines) and `classes` (job class lines), with its cluster
 /// `cluster.yaml` (two 4-cpu nodes), in a fresh directory.
 fn load(tag: &str, queues: &[&str], classes: &[&str]) -> Result<Workload, SimError> {
+    load_tree(tag, &[], queues, classes)
+}
+
+/// As `load`, with `cohorts` (cohort lines).
+fn load_tree(tag: &str, cohorts: &[&str], queues: &[&str], classes: &[&str]) -> Result<Workload, SimError> {
     let mut text = "name: t\ncluster: cluster.yaml\n\
                     timing: {podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}\n\
-                    tenants:\n  queues:\n"
+                    tenants:\n  cohorts: ["
         .to_string();
+    text += &cohorts.join(", ");
+    text += "]\n  queues:\n";
     queues.iter().for_each(|q| text += &format!("    - {q}\n"));
     text += "jobClasses:\n";
     classes.iter().for_each(|c| text += &format!("  - {c}\n"));
@@ -129,4 +136,27 @@ fn a_higher_priority_job_preempts_within_its_queue_only_with_lower_priority() {
     assert_eq!(rec.tenants.evictions, vec![1]);
     let without = load("without", &["{name: a, quotas: {cpu: {nominal: 4}}}"], &classes).unwrap();
     assert_eq!(placed_s(&run_kueue(&without))[1], 100, "withinQueue Never: it waits");
+}
+
+#[test]
+fn quota_is_borrowed_and_reclaimed_across_a_cohort_tree() {
+    // x1 and x2 are a team under the department; y is in the department itself. With x2 and y
+    // idle, x1 borrows both through the tree; y comes back at 10 s and reclaims from x1.
+    let w = load_tree(
+        "tree",
+        &["{name: dept}", "{name: team, parent: dept}"],
+        &[
+            "{name: x1, cohort: team, quotas: {cpu: {nominal: 2}}}",
+            "{name: x2, cohort: team, quotas: {cpu: {nominal: 2}}}",
+            "{name: y, cohort: dept, quotas: {cpu: {nominal: 4}}, preemption: {reclaimWithinCohort: true}}",
+        ],
+        &[
+            "{name: x-job, queue: x1, count: 4, members: 1, resources: {cpu: \"2\"}, runTime: 100s}",
+            "{name: y-job, queue: y, count: 1, members: 1, resources: {cpu: \"2\"}, runTime: 20s, arrival: {start: 10s}}",
+        ],
+    )
+    .unwrap();
+    let rec = run_kueue(&w);
+    assert_eq!(placed_s(&rec)[..5], [0, 0, 0, 0, 10]);
+    assert_eq!(rec.tenants.evictions, vec![1, 0, 0]);
 }
