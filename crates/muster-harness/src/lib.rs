@@ -13,6 +13,8 @@
 //!   Job), `volcano` (`schedulerName: volcano`, `group-min-member`) and `native` (kube-scheduler
 //!   1.37's Workload and PodGroup per Job). Companions come before their Job; elastic jobs get
 //!   each peer's own minimum (the module says what each peer does not support).
+//! - [`tenants`]: a scenario's tenants (queues with quotas in cohorts) as muster's, Kueue's and
+//!   Volcano's own objects, a namespace per tenant.
 //! - [`simreal`]: those Jobs created at their submit times on a real cluster, the control plane's
 //!   rates on a calibration burst, the comparison with `muster sim`, kube-scheduler's metrics.
 //! - [`outcome`]: what a real run's Jobs went through: waits, bounded slowdown, topology spread.
@@ -32,6 +34,7 @@ pub mod scale;
 pub mod simreal;
 pub mod stats;
 pub mod summary;
+pub mod tenants;
 pub mod timeline;
 pub mod workload;
 

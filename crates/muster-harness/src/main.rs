@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use muster_harness::peers::{self, Peer, PeerOptions};
-use muster_harness::{scale, simreal, summary, workload};
+use muster_harness::{scale, simreal, summary, tenants, workload};
 
 #[derive(Parser)]
 #[command(
@@ -35,7 +35,8 @@ enum Cmd {
         namespace: Option<String>,
         /// Only the cluster-wide objects the peer needs for this scenario (kueue: ResourceFlavor,
         /// ClusterQueue with the cluster's allocatable x kueue.quotaFactor, LocalQueue; volcano:
-        /// HyperNodes of the jobs' topology level), no Jobs.
+        /// HyperNodes of the jobs' topology level), no Jobs. With tenants in the scenario: a
+        /// namespace and the peer's queue per tenant (muster, kueue and volcano).
         #[arg(long)]
         setup: bool,
     },
@@ -51,6 +52,9 @@ enum Cmd {
         #[command(flatten)]
         peer: PeerArgs,
     },
+    /// Volcano's scheduler configuration for a scenario with tenants: reclaim and preempt, the
+    /// capacity plugin (what hack/peers/volcano.sh takes as VOLCANO_SCHEDULER_CONF).
+    VolcanoTenantsConf,
     /// Rates of the control plane on a burst of JOBS Jobs x PODS pods that fits.
     Calibrate { kubeconfig: PathBuf, namespace: String, jobs: usize, pods: u32, out: PathBuf },
     /// Real and sim side by side; exit status 1 beyond TOLERANCE (0.10) on completed or makespan.
@@ -116,8 +120,18 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
         Cmd::Objects { scenario, seed, peer, namespace, setup } => {
             let jobs = workload::jobs(&scenario, seed)?;
             let opts = peer.options(namespace);
+            let w = || muster_sim::scenario::load(&scenario, seed).map_err(muster_harness::Error::from);
             let yaml = match (setup, opts.peer) {
                 (false, _) => peers::objects_yaml(&jobs, &opts),
+                // A scenario's tenants are its queues, with a namespace each.
+                (true, peer) if !w()?.tenants.is_empty() => {
+                    let w = w()?;
+                    let mut objects = tenants::setup(peer, &w, &jobs)?;
+                    if peer == Peer::Volcano {
+                        objects.extend(peers::volcano_setup(&w, &jobs)?);
+                    }
+                    peers::yaml(&objects)
+                }
                 (true, Peer::Kueue) => {
                     let w = muster_sim::scenario::load(&scenario, seed).map_err(muster_harness::Error::from)?;
                     peers::yaml(&peers::kueue_setup(&w, &jobs, &opts)?)
@@ -138,6 +152,10 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
         Cmd::Run { jobs, kubeconfig, namespace, out, timeout, peer } => {
             let opts = peer.options(None);
             rt()?.block_on(simreal::run(&jobs, &kubeconfig, &namespace, &out, timeout, &opts))?;
+            0
+        }
+        Cmd::VolcanoTenantsConf => {
+            print!("{}", tenants::VOLCANO_SCHEDULER_CONF);
             0
         }
         Cmd::Calibrate { kubeconfig, namespace, jobs, pods, out } => {

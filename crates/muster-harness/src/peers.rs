@@ -138,7 +138,7 @@ pub struct Object {
 }
 
 impl Object {
-    fn new(value: Value, plural: &'static str, namespaced: bool) -> Self {
+    pub(crate) fn new(value: Value, plural: &'static str, namespaced: bool) -> Self {
         Object { value, plural, namespaced }
     }
 
@@ -179,7 +179,17 @@ fn set(v: &mut Value, path: &[&str], key: &str, value: Value) {
 }
 
 /// The Job of `job` decorated for the peer, with its companions before it, in creation order.
+/// A tenant's job goes to its tenant's namespace and queue ([`crate::tenants`]) under a peer
+/// with queues.
 pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
+    let tenant_opts;
+    let opts = match &job.tenant {
+        Some(t) if opts.queue().is_some() => {
+            tenant_opts = PeerOptions { queue: Some(t.clone()), namespace: Some(t.clone()), ..opts.clone() };
+            &tenant_opts
+        }
+        _ => opts,
+    };
     let base = ManifestOptions {
         queue: (opts.peer == Peer::Muster).then(|| opts.queue()).flatten(),
         scheduler_name: opts.scheduler_name(),
@@ -306,16 +316,8 @@ fn with_constraints(mut spec: Value, constraints: &Option<Value>) -> Value {
 /// `kueue.quotaFactor`, rounded down (as muster-sim's Kueue model does); the LocalQueue of
 /// [`PeerOptions::queue`] in the namespace.
 pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts: &PeerOptions) -> Result<Vec<Object>> {
-    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    let total = cluster_total(w)?;
     let nodes = w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))?;
-    for node in &nodes {
-        for (r, a) in &node.spec.pooled {
-            *total.entry(r.clone()).or_default() += a;
-        }
-        for (r, n) in &node.spec.devices {
-            *total.entry(r.clone()).or_default() += u64::from(*n);
-        }
-    }
     let wanted: std::collections::BTreeSet<&String> = jobs.iter().flat_map(|j| j.requests.keys()).collect();
     let mut quotas = Vec::new();
     for r in &wanted {
@@ -362,6 +364,20 @@ pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts:
         ),
     ]);
     Ok(out)
+}
+
+/// The scenario cluster's allocatable by resource: every node's capacity, devices included.
+pub(crate) fn cluster_total(w: &muster_sim::scenario::Workload) -> Result<BTreeMap<String, u64>> {
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    for node in w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))? {
+        for (r, a) in &node.spec.pooled {
+            *total.entry(r.clone()).or_default() += a;
+        }
+        for (r, n) in &node.spec.devices {
+            *total.entry(r.clone()).or_default() += u64::from(*n);
+        }
+    }
+    Ok(total)
 }
 
 /// Volcano's network topology for the jobs' topology level, as its "network topology aware

@@ -181,6 +181,8 @@ pub async fn create_objects(client: &Client, ns: &str, objects: &[Object]) -> st
     for o in objects {
         let ar = o.api_resource();
         let api: Api<DynamicObject> = if o.namespaced {
+            // A tenant's objects name their own namespace.
+            let ns = o.value["metadata"]["namespace"].as_str().unwrap_or(ns);
             Api::namespaced_with(client.clone(), ns, &ar)
         } else {
             Api::all_with(client.clone(), &ar)
@@ -434,6 +436,7 @@ pub async fn calibrate(kubeconfig: &Path, ns: &str, jobs: usize, pods: u32, out:
             expected_run_ms: 5000,
             topology: None,
             priority: 0,
+            tenant: None,
         };
         let (api, creators) = (api.clone(), creators.clone());
         tasks.spawn(async move {

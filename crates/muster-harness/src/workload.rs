@@ -50,6 +50,10 @@ pub struct JobRecord {
     /// The pods' priority: 0, or the value of the PriorityClass [`priority_class`] names.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i32,
+    /// The tenant's queue the job is submitted to (scenarios with `tenants`): its namespace and
+    /// its queue under every peer ([`crate::tenants`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 fn is_zero(p: &i32) -> bool {
@@ -99,7 +103,13 @@ impl RecordTopology {
 /// The jobs of `scenario` for `seed`, in submission order.
 pub fn jobs(scenario: &Path, seed: u64) -> Result<Vec<JobRecord>> {
     let w = muster_sim::scenario::load(scenario, seed)?;
-    w.jobs.iter().map(record).collect()
+    w.jobs
+        .iter()
+        .map(|j| {
+            let tenant = j.queue.map(|q| w.tenants.queues[q].name.clone());
+            Ok(JobRecord { tenant, ..record(j)? })
+        })
+        .collect()
 }
 
 /// One of muster-sim's jobs as a record, or why a Job cannot express it.
@@ -168,6 +178,7 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
                 .map(|(level, label)| EnclosingLevel { level: level.clone(), label: label.clone() }),
         }),
         priority: j.priority,
+        tenant: None,
     })
 }
 
@@ -294,6 +305,7 @@ pub(crate) fn test_record(name: &str, class: &str) -> JobRecord {
         expected_run_ms: 1000,
         topology: None,
         priority: 0,
+        tenant: None,
     }
 }
 
