@@ -23,9 +23,11 @@
 //! to nodes of one domain (`topology::assign`; a preferred constraint that no domain meets is
 //! admitted unassigned); preemption does not look at topology.
 //!
-//! Not modelled: fair sharing (`fairSharing` and its preemptionStrategies),
-//! `borrowWithinCohort`, quotas of cohorts themselves, and Kueue's inadmissible list: every
-//! pending workload is reconsidered after any event, not only after quota is released.
+//! Not modelled: fair sharing (`fairSharing` and its preemptionStrategies; tenants'
+//! `fairShareWeight` is ignored), `borrowWithinCohort`, quotas of cohorts themselves. Without
+//! tenants every pending workload is reconsidered after any event, as this model always did;
+//! with them, a workload set aside as inadmissible waits until quota is released in its cohort
+//! tree, as in Kueue.
 
 mod cycle;
 mod preemption;
@@ -65,6 +67,9 @@ struct Admitted {
 struct ClusterQueue {
     policy: Policy,
     pending: BTreeSet<Key>,
+    /// Workloads found inadmissible, set aside until quota is released in the cohort tree
+    /// (`pkg/cache/queue/inadmissible_workloads.go`).
+    inadmissible: BTreeSet<Key>,
     /// Per covered resource, the smallest demand of any of its jobs: below it nothing more fits.
     min_demand: Vec<i64>,
     /// The workload whose preemptions are under way: BestEffortFIFO keeps it at the head
@@ -213,7 +218,19 @@ impl Kueue {
             }
             self.tree.charge(a.queue, &a.usage, false);
             self.dirty = true;
+            // Quota was released: every queue of the cohort tree tries its set-aside workloads
+            // again (`QueueAssociatedInadmissibleWorkloadsAfter`).
+            let root = |q: usize| self.tree.ancestors(q).last().unwrap_or(q);
+            let tree_root = root(a.queue);
+            let associated: Vec<usize> = (0..self.queues.len()).filter(|&q| root(q) == tree_root).collect();
+            associated.into_iter().for_each(|q| self.requeue_inadmissible(q));
         }
+    }
+
+    /// Moves the queue's inadmissible workloads back to its pending ones.
+    fn requeue_inadmissible(&mut self, q: usize) {
+        let cq = &mut self.queues[q];
+        cq.pending.append(&mut cq.inadmissible);
     }
 }
 

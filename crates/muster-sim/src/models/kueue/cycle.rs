@@ -9,10 +9,10 @@
 //! before it took in this cycle; one whose preemption targets another head already claimed, or
 //! that no longer fits, waits for the next cycle at the head of its queue. A head that cannot fit
 //! (or could only by preempting with nothing to preempt) is passed over for the next workload of
-//! its queue (BestEffortFIFO). Cycles repeat while they change something.
+//! its queue (BestEffortFIFO) and set aside until quota is released in its cohort tree. Cycles
+//! repeat while they change something.
 
 use std::collections::BTreeSet;
-use std::ops::Bound;
 
 use super::preemption::{self, Preemptor};
 use super::quota::QuotaTree;
@@ -46,10 +46,13 @@ impl Kueue {
         if self.wait_for_pods_ready && self.cfg.block_admission && self.admitted.values().any(|a| !a.ready) {
             return;
         }
-        // Per queue, the last head passed over: BestEffortFIFO moves on to the workload after it.
-        let mut passed: Vec<Option<Key>> = vec![None; self.queues.len()];
+        if self.tenants.is_empty() {
+            // Alone, the queue reconsiders every pending workload after any event, as this model
+            // always has.
+            (0..self.queues.len()).for_each(|q| self.requeue_inadmissible(q));
+        }
         loop {
-            let heads = self.heads(&passed);
+            let heads = self.heads();
             if heads.is_empty() {
                 return;
             }
@@ -65,7 +68,7 @@ impl Kueue {
                 let q = e.queue;
                 match e.mode {
                     Mode::NoFit => {
-                        self.pass(q, e.key, &mut passed);
+                        self.pass(q, e.key);
                         progress = true;
                         continue;
                     }
@@ -75,7 +78,7 @@ impl Kueue {
                         if !self.queues[q].policy.reclaim_within_cohort {
                             reserve(&mut snapshot, &e);
                         }
-                        self.pass(q, e.key, &mut passed);
+                        self.pass(q, e.key);
                         progress = true;
                         continue;
                     }
@@ -87,7 +90,7 @@ impl Kueue {
                     continue;
                 }
                 if e.mode == Mode::Fit && !self.place_topology(view, e.key.2) {
-                    self.pass(q, e.key, &mut passed);
+                    self.pass(q, e.key);
                     progress = true;
                     continue;
                 }
@@ -118,9 +121,9 @@ impl Kueue {
         }
     }
 
-    /// The head of each ClusterQueue: its preemptor while preemptions are under way, else the
-    /// first workload after the last one passed over.
-    fn heads(&self, passed: &[Option<Key>]) -> Vec<(usize, Key)> {
+    /// The head of each ClusterQueue: its preemptor while preemptions are under way, else its
+    /// first pending workload.
+    fn heads(&self) -> Vec<(usize, Key)> {
         let mut heads = vec![];
         for (q, cq) in self.queues.iter().enumerate() {
             if let Some(p) = cq.preemptor.filter(|p| cq.pending.contains(p)) {
@@ -132,19 +135,19 @@ impl Kueue {
             {
                 continue;
             }
-            let next = match passed[q] {
-                Some(k) => cq.pending.range((Bound::Excluded(k), Bound::Unbounded)).next(),
-                None => cq.pending.first(),
-            };
-            heads.extend(next.map(|&k| (q, k)));
+            heads.extend(cq.pending.first().map(|&k| (q, k)));
         }
         heads
     }
 
-    fn pass(&mut self, q: usize, key: Key, passed: &mut [Option<Key>]) {
-        passed[q] = passed[q].max(Some(key));
-        if self.queues[q].preemptor == Some(key) {
-            self.queues[q].preemptor = None;
+    /// BestEffortFIFO: a head that cannot be admitted is set aside as inadmissible, and the next
+    /// workload of its queue becomes the head.
+    fn pass(&mut self, q: usize, key: Key) {
+        let cq = &mut self.queues[q];
+        cq.pending.remove(&key);
+        cq.inadmissible.insert(key);
+        if cq.preemptor == Some(key) {
+            cq.preemptor = None;
         }
     }
 
