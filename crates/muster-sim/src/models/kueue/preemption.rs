@@ -67,6 +67,10 @@ struct Candidate<'a> {
 /// The workloads to evict so that `p` fits `tree` (which is left as it was), as indices into
 /// `admitted`; empty when no choice makes it fit.
 pub fn targets(tree: &mut QuotaTree, admitted: &[Admitted], p: &Preemptor<'_>) -> Vec<usize> {
+    let reclaims = p.policy.reclaim_within_cohort && tree.parent(p.queue).is_some();
+    if !reclaims && !p.policy.within_queue_lower_priority {
+        return vec![];
+    }
     let uses_short = |a: &Admitted| p.short.iter().any(|&r| a.usage[r] > 0);
     let mut same = vec![];
     if p.policy.within_queue_lower_priority {
@@ -75,7 +79,7 @@ pub fn targets(tree: &mut QuotaTree, admitted: &[Admitted], p: &Preemptor<'_>) -
         same.extend(lower.map(|(index, wl)| Candidate { index, wl, lca: None, variant: Variant::WithinQueue }));
     }
     let (mut hierarchy, mut priority) = (vec![], vec![]);
-    if tree.parent(p.queue).is_some() && p.policy.reclaim_within_cohort {
+    if reclaims {
         let (mut advantage, mut remaining) = tree.fits_in_quota(p.queue, p.usage);
         let mut previous = None;
         let ancestors: Vec<usize> = tree.ancestors(p.queue).collect();
