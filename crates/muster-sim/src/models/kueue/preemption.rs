@@ -210,3 +210,29 @@ fn restore(tree: &mut QuotaTree, admitted: &[Admitted], chosen: &[usize]) {
         tree.charge(admitted[i].queue, &admitted[i].usage, true);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::kueue::quota::ResourceQuota;
+
+    fn admitted(job: u32, usage: i64, admitted_ms: i64) -> Admitted {
+        Admitted { job: JobId(job), queue: 1, priority: 0, admitted_ms, evicting: false, usage: vec![usage] }
+    }
+
+    #[test]
+    fn victims_are_taken_newest_first_until_the_preemptor_fits_and_those_not_needed_are_spared() {
+        let quota = |nominal| vec![ResourceQuota { nominal, borrowing_limit: None, lending_limit: None }];
+        let mut tree = QuotaTree::new(vec![(quota(4), Some(0)), (quota(4), Some(0))], &[None]);
+        // b holds 7 of the cohort's 8: a 2 (newest), a 4, a 1 (oldest).
+        let b = [admitted(0, 2, 30), admitted(1, 4, 20), admitted(2, 1, 10)];
+        b.iter().for_each(|w| tree.charge(1, &w.usage, true));
+        let policy = Policy { reclaim_within_cohort: true, within_queue_lower_priority: false };
+        let p = Preemptor { queue: 0, priority: 0, policy, usage: &[4], short: &[0] };
+        // Taking the 2 leaves 3 free; taking the 4 as well makes room, and then the 2 is not needed.
+        assert_eq!(targets(&mut tree, &b, &p), [1]);
+        assert_eq!(tree.usage(1, 0), 7, "the tree is left as it was");
+        let never = Preemptor { policy: Policy::default(), ..p };
+        assert!(targets(&mut tree, &b, &never).is_empty(), "reclaimWithinCohort Never preempts nothing");
+    }
+}
