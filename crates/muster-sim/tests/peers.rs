@@ -229,7 +229,7 @@ fn native_backoff_and_volcano_overcommit_come_from_the_scenario() {
     let text = "cluster: clusters/seed-deadlock.yaml\nname: x\njobClasses: [{name: a, count: 1, members: 1, resources: {memory: 1Mi}, runTime: 1s}]\n";
     let w = scenario::from_text("x.yaml", text, &repo().join("scenarios"), 1).unwrap();
     assert_eq!(w.volcano.schedule_period.0, 1000);
-    assert_eq!(w.volcano.overcommit, None);
+    assert!(w.volcano.overcommit);
     assert_eq!(w.volcano.overcommit_factor, 1.2);
     assert_eq!((w.native.pod_initial_backoff.0, w.native.pod_max_backoff.0), (1000, 10000));
     let bad = format!("{text}volcano: {{overcommitFactor: 0}}\n");

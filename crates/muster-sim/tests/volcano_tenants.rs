@@ -1,7 +1,8 @@
 //! The Volcano model with tenants (models/volcano/): each tenant's queue a Volcano Queue under
 //! the capacity plugin, its capability capping a borrower, and the reclaim action taking lent
-//! room back for a returning owner, pod by pod, even from a gang at its minMember. Two 4-cpu
-//! nodes and an instant control plane; sessions every second.
+//! room back for a returning owner, pod by pod, even from a gang at its minMember (without the
+//! overcommit plugin, which would keep the owner's group Pending). Two 4-cpu nodes and an instant
+//! control plane; sessions every second.
 
 use muster_sim::engine::{Engine, RunRecord};
 use muster_sim::scheduler::JobPhase;
@@ -78,7 +79,7 @@ fn owner_returns(tag: &str, volcano: &str, a_jobs: &str) -> RunRecord {
 #[test]
 fn reclaim_evicts_a_borrowers_job_for_the_returning_owner() {
     let a_jobs = "{name: a-job, queue: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 100s}";
-    let rec = owner_returns("reclaim", "{}", a_jobs);
+    let rec = owner_returns("reclaim", "{overcommit: false}", a_jobs);
     let started = run_started_s(&rec);
     assert!((10..=13).contains(&started[2]), "b runs within a few sessions of coming: {started:?}");
     assert_eq!(rec.tenants.evictions, vec![1, 0], "one job of a is evicted, b loses nothing");
@@ -88,7 +89,12 @@ fn reclaim_evicts_a_borrowers_job_for_the_returning_owner() {
     assert!(started[..2].iter().any(|&s| (30..=34).contains(&s)), "{started:?}");
 
     // The chart's actions (no reclaim): b waits for a's jobs to end.
-    let rec = owner_returns("chart", "{reclaim: false}", a_jobs);
+    let rec = owner_returns("chart", "{overcommit: false, reclaim: false}", a_jobs);
+    assert!(run_started_s(&rec)[2] >= 100, "{:?}", run_started_s(&rec));
+    assert_eq!(rec.tenants.evictions, vec![0, 0]);
+    // With the chart's overcommit plugin, the full cluster keeps b's group Pending (4 cpu above
+    // 1.2 x 8 - 8): reclaim never sees it.
+    let rec = owner_returns("overcommit", "{}", a_jobs);
     assert!(run_started_s(&rec)[2] >= 100, "{:?}", run_started_s(&rec));
     assert_eq!(rec.tenants.evictions, vec![0, 0]);
 }
@@ -96,7 +102,7 @@ fn reclaim_evicts_a_borrowers_job_for_the_returning_owner() {
 #[test]
 fn reclaim_takes_one_pod_of_a_gang_at_its_min_and_leaves_the_rest_holding_its_node() {
     let gang = "{name: a-gang, queue: a, count: 1, members: 2, resources: {cpu: \"4\"}, runTime: 100s}";
-    let rec = owner_returns("gang", "{}", gang);
+    let rec = owner_returns("gang", "{overcommit: false}", gang);
     let started = run_started_s(&rec);
     assert!((10..=13).contains(&started[1]), "b runs within a few sessions of coming: {started:?}");
     assert_eq!(rec.tenants.evictions, vec![1, 0], "a's gang loses its run once");

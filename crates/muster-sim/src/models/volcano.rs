@@ -1,22 +1,26 @@
 //! Volcano (1.15, the Helm chart's configuration: actions enqueue, allocate, backfill; plugins
 //! gang, proportion, overcommit among others) as a model, for plain batch/v1 Jobs given to it:
 //! each job gets a PodGroup with minMember = the job's min members and minResources = minMember x
-//! its pod's requests, in the one queue `default`. The scheduler runs a session every
-//! `schedulePeriod`:
+//! its pod's requests, in the one queue `default`, or with tenants in its tenant's queue under
+//! the `capacity` plugin in place of `proportion` (capacity.rs). The scheduler runs a session
+//! every `schedulePeriod`:
 //! - enqueue: PodGroups still Pending, by priority then creation, go Inqueue when their
 //!   minResources fit; the rest wait (a group that does not fit does not block those behind it).
 //!   `proportion`: the queue's allocated + Inqueue-but-unallocated + minResources must not exceed
-//!   the cluster (the queue's capability); `overcommit`: Inqueue-but-unallocated + minResources must
-//!   not exceed factor x the cluster minus what pods use.
+//!   the cluster (the queue's capability); with tenants `capacity`'s check against the queue's
+//!   realCapability instead; `overcommit`: Inqueue-but-unallocated + minResources must not
+//!   exceed factor x the cluster minus what pods use.
 //! - allocate: Inqueue and running groups, by priority, unready ones first, then creation: a group
 //!   with fewer than minMember pods is skipped (not valid); otherwise its pending pods are placed
 //!   one after the other on the session's snapshot and kept only if the group then has minMember
 //!   placed (the statement is committed) or it had them already; else discarded. Committed pods
-//!   bind (through the binder at `bindQps`).
+//!   bind (through the binder at `bindQps`). With tenants, queues take turns by share, and a pod
+//!   is placed only while its queue stays within its realCapability.
 //! - backfill places only pods without requests: none here.
+//! - reclaim, with tenants and `reclaim` on (reclaim.rs): lent room taken back pod by pod.
 //!
 //! Node choice: the default model's Filter and least-allocated score (the chart's `binpack` and
-//! `nodeorder`'s least-requested weigh the same and pull opposite ways). No preemption, reclaim,
+//! `nodeorder`'s least-requested weigh the same and pull opposite ways). No preemption,
 //! pipelining onto releasing resources, drf or hierarchy; sessions take no time. A job with a
 //! topology constraint is placed as network-topology-aware scheduling places a PodGroup whose
 //! HyperNodes follow the cluster's levels: hard mode for required, soft for preferred
@@ -45,8 +49,6 @@ type AllocKey = (Reverse<i32>, bool, i64, JobId);
 
 pub struct Volcano {
     cfg: VolcanoConfig,
-    /// Whether the `overcommit` plugin runs (`VolcanoConfig::overcommit`, resolved).
-    overcommit: bool,
     placer: Option<Placer>,
     to_start: Vec<JobId>,
     /// PodGroups Pending (not yet enqueued), in job order.
@@ -73,7 +75,6 @@ impl Volcano {
     pub fn new(cfg: &VolcanoConfig, tenants: &Tenants) -> Self {
         Volcano {
             cfg: cfg.clone(),
-            overcommit: cfg.overcommit.unwrap_or(tenants.is_empty()),
             placer: None,
             to_start: vec![],
             pending: BTreeSet::new(),
@@ -176,7 +177,7 @@ impl Volcano {
             let asked = || (0..min.len()).filter(|&r| Some(r) != pods && min[r] > 0);
             let overcommit = asked().all(|r| {
                 let limit = (self.total[r] as f64 * self.cfg.overcommit_factor) as u64;
-                !self.overcommit || inqueue[r] + min[r] <= limit.saturating_sub(self.used[r])
+                !self.cfg.overcommit || inqueue[r] + min[r] <= limit.saturating_sub(self.used[r])
             });
             // The queue's check: `capacity` for a tenant's queue, else `proportion` (the cluster
             // is the one queue's capability).

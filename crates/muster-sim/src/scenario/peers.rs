@@ -198,16 +198,15 @@ pub struct VolcanoConfig {
     /// `schedulePeriod`: one session (enqueue, allocate, backfill) this often (default 1s).
     #[serde(default = "default_schedule_period")]
     pub schedule_period: Dur,
-    /// The `overcommit` plugin is in the configuration. Default: in without tenants (the chart's
-    /// file has it), out with tenants (Volcano's capacity plugin guide drops it, and with it a
-    /// full cluster holds a returning owner's group Pending, where reclaim never sees it).
-    #[serde(default)]
-    pub overcommit: Option<bool>,
+    /// The `overcommit` plugin is in the configuration (the chart's file has it; Volcano's
+    /// capacity plugin guide drops it).
+    #[serde(default = "yes")]
+    pub overcommit: bool,
     /// `overcommit-factor` of that plugin (default 1.2).
     #[serde(default = "default_overcommit_factor")]
     pub overcommit_factor: f64,
-    /// With tenants: `reclaim` is among the actions (after backfill, as Volcano's capacity
-    /// plugin guide writes them); false runs the chart's actions, which never reclaim.
+    /// With tenants: `reclaim` is among the actions (as the harness's configuration for tenants
+    /// has it); false runs the chart's actions, which never reclaim.
     #[serde(default = "yes")]
     pub reclaim: bool,
 }
@@ -223,7 +222,7 @@ impl Default for VolcanoConfig {
     fn default() -> Self {
         Self {
             schedule_period: default_schedule_period(),
-            overcommit: None,
+            overcommit: true,
             overcommit_factor: default_overcommit_factor(),
             reclaim: true,
         }
