@@ -529,6 +529,32 @@ fn reclaim_evicts_the_borrower_that_loses_the_least_work() {
 }
 
 #[test]
+fn a_group_may_preempt_in_its_queue_and_reclaim_in_the_cohort_at_once() {
+    // a and b: 4 cpu each on 2 nodes of 4. a runs `a-low` (2 cpu); b borrows 2 of a's cpu
+    // (`b-new`, besides its own 4). `hi` in a needs a whole node's 4: a is within its nominal only
+    // once its own a-low is gone (2 + 4 > 4), and the node needs b's borrowed 2 back too.
+    let mut c = quota_cfg();
+    c.priority_classes.insert("high".into(), 100);
+    c.queues[0].preemption = PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true };
+    let mut e = engine(graph(2, 4), c);
+    e.submit(spec("a-low", "a", 1, 2, None, 0), 0).unwrap();
+    e.submit(spec("b-own", "b", 1, 4, None, 0), 0).unwrap();
+    e.submit(spec("b-new", "b", 1, 2, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let mut hi = spec("hi", "a", 1, 4, None, 10);
+    hi.priority_class = Some("high".into());
+    e.submit(hi, 10).unwrap();
+    let ts = e.schedule(10);
+    let mut victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    victims.sort();
+    assert_eq!(victims, ["a-low", "b-new"], "{ts:?}");
+    assert_eq!(state(&e, "hi"), GroupState::Admitted);
+    assert_eq!(state(&e, "b-own"), GroupState::Running, "b keeps its own nominal");
+    e.check_invariants().unwrap();
+}
+
+#[test]
 fn reclaim_lent_quota_within_cohort() {
     let mut c = quota_cfg();
     c.queues[0].preemption.reclaim_within_cohort = true;

@@ -58,9 +58,9 @@ const CASES: &[Case] = &[
     // Differs from Kueue (c1-low and c2-low evicted, the gang runs): a fault in muster, see the case.
     Case {
         dir: "kueue-preempt-in-queue-and-cohort",
-        evicted: &[],
-        placed: &["c1-low", "c1-mid", "c2-low", "c2-mid"],
-        waiting: &["in"],
+        evicted: &["c1-low", "c2-low"],
+        placed: &["c1-mid", "c2-mid", "in"],
+        waiting: &["c1-low", "c2-low"],
     },
     Case {
         dir: "kueue-reclaim-from-lender",

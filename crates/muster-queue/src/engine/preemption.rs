@@ -40,44 +40,56 @@ impl Engine {
     }
 
     /// Who may be evicted for `key`, best first (at most 256); `None` if its queue does not
-    /// preempt or nobody qualifies.
-    fn preemption_candidates(&self, key: &GroupKey, req: &GroupRequest) -> Option<Vec<Candidate>> {
+    /// preempt or nobody qualifies. Borrowers of the cohort qualify when the group's queue would
+    /// be within its nominal quota with the group, its own lower-priority candidates evicted
+    /// (whether a set of victims keeps it so is checked on that set, `reclaim_allowed`).
+    fn preemption_candidates(&mut self, key: &GroupKey, req: &GroupRequest) -> Option<Vec<Candidate>> {
         let g = &self.groups[key];
-        let q = &g.spec.queue;
-        let cfg = self.queue_cfg(q).preemption;
+        let q = g.spec.queue.clone();
+        let cfg = self.queue_cfg(&q).preemption;
         if cfg.within_queue == WithinQueue::Never && !cfg.reclaim_within_cohort {
             return None;
         }
         let prio = g.priority;
         let asks = quota::Asks::of(&g.spec.request);
-        let root = &self.compiled.queues[q].root_cohort;
-        let can_reclaim = cfg.reclaim_within_cohort
-            && root.is_some()
-            && quota::within_nominal(&self.compiled, &self.usage, q, &asks, req.min_members);
-        let mut cands = Vec::new();
-        for k in &self.live {
-            let v = &self.groups[k];
-            if !v.state.holds_allocation() || !self.graph_alloc.contains_key(k) {
-                continue;
+        let root = self.compiled.queues[&q].root_cohort.clone();
+        let placed = |e: &Engine, k: &GroupKey| e.groups[k].state.holds_allocation() && e.graph_alloc.contains_key(k);
+        let own: Vec<GroupKey> = self
+            .live
+            .iter()
+            .filter(|k| placed(self, k) && self.groups[*k].spec.queue == q)
+            .filter(|k| cfg.within_queue == WithinQueue::LowerPriority && self.groups[*k].priority < prio)
+            .cloned()
+            .collect();
+        let can_reclaim = cfg.reclaim_within_cohort && root.is_some() && {
+            let saved: Vec<_> = own.iter().map(|k| (k.clone(), self.take_out(k))).collect();
+            let within = quota::within_nominal(&self.compiled, &self.usage, &q, &asks, req.min_members);
+            for (k, s) in saved.into_iter().rev() {
+                self.put_back(&k, s);
             }
+            within
+        };
+        let candidate = |v: &crate::group::Group, k: &GroupKey, reclaim: bool| {
             let admitted_at = v.admitted_at.unwrap_or(self.now);
-            let candidate = |reclaim: bool| Candidate {
+            Candidate {
                 not_borrower: !reclaim,
                 priority: v.priority,
                 work_done: u64::from(v.member_count()) * self.now.saturating_sub(admitted_at).max(0) as u64,
                 neg_admitted_at: -admitted_at,
                 key: k.clone(),
                 reclaim,
-            };
-            if v.spec.queue == *q {
-                if cfg.within_queue == WithinQueue::LowerPriority && v.priority < prio {
-                    cands.push(candidate(false));
+            }
+        };
+        let mut cands: Vec<Candidate> = own.iter().map(|k| candidate(&self.groups[k], k, false)).collect();
+        if can_reclaim {
+            for k in self.live.iter().filter(|k| placed(self, k)) {
+                let v = &self.groups[k];
+                if v.spec.queue != q
+                    && self.compiled.queues[&v.spec.queue].root_cohort == root
+                    && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &asks)
+                {
+                    cands.push(candidate(v, k, true));
                 }
-            } else if can_reclaim
-                && self.compiled.queues[&v.spec.queue].root_cohort == *root
-                && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &asks)
-            {
-                cands.push(candidate(true));
             }
         }
         if cands.is_empty() {
@@ -86,6 +98,21 @@ impl Engine {
         cands.sort();
         cands.truncate(256);
         Some(cands)
+    }
+
+    /// May `key` be admitted with the groups `out` evicted (and already taken out)? Reclaiming
+    /// from other queues is only for a queue that is then within its nominal quota, the group
+    /// counted: a queue that borrows takes nothing back.
+    fn reclaim_allowed(&self, key: &GroupKey, req: &GroupRequest, out: &[(GroupKey, bool)]) -> bool {
+        let g = &self.groups[key];
+        !out.iter().any(|(_, reclaim)| *reclaim)
+            || quota::within_nominal(
+                &self.compiled,
+                &self.usage,
+                &g.spec.queue,
+                &quota::Asks::of(&g.spec.request),
+                req.min_members,
+            )
     }
 
     /// The fewest candidates whose eviction lets `key` fit, as (key, reclaim), already taken out
@@ -99,7 +126,7 @@ impl Engine {
         // One victim is the smallest set: try each candidate alone first (best first).
         for c in cands.iter().take(64) {
             let saved = self.take_out(&c.key);
-            let ok = self.fits_now(key, req);
+            let ok = self.fits_now(key, req) && self.reclaim_allowed(key, req, &[(c.key.clone(), c.reclaim)]);
             self.put_back(&c.key, saved);
             if ok {
                 self.take_out(&c.key);
@@ -112,7 +139,7 @@ impl Engine {
         for c in cands {
             let saved = self.take_out(&c.key);
             removed.push((c.key.clone(), saved, c.reclaim));
-            if self.fits_now(key, req) {
+            if self.fits_now(key, req) && self.reclaim_allowed(key, req, &out_of(&removed)) {
                 fits = true;
                 break;
             }
@@ -124,15 +151,18 @@ impl Engine {
             return None;
         }
         // ...then give back every victim the group can do without, latest taken first.
+        let mut out = out_of(&removed);
         let mut victims = Vec::new();
         let last = removed.len() - 1;
         for (i, (vk, saved, reclaim)) in removed.into_iter().enumerate().rev() {
             if i < last {
                 self.put_back(&vk, saved);
-                if self.fits_now(key, req) {
+                out.retain(|(k, _)| *k != vk);
+                if self.fits_now(key, req) && self.reclaim_allowed(key, req, &out) {
                     continue;
                 }
                 self.take_out(&vk);
+                out.push((vk.clone(), reclaim));
             }
             victims.push((vk, reclaim));
         }
@@ -207,4 +237,9 @@ impl Engine {
             _ => None,
         }
     }
+}
+
+/// The groups taken out so far, and whether each is reclaimed.
+fn out_of(removed: &[(GroupKey, SavedAlloc, bool)]) -> Vec<(GroupKey, bool)> {
+    removed.iter().map(|(k, _, reclaim)| (k.clone(), *reclaim)).collect()
 }
