@@ -481,3 +481,29 @@ spec:
       requests: {cpu: 10m, memory: 1Mi}
 YAML
 }
+
+# overcommit_watch DIR: hack/e2e/overcommit.py in the background, every 0.5 s, its log and state
+# in DIR; sets checker_pid and waits until it has polled
+overcommit_watch() {
+  python3 "$hack_dir/e2e/overcommit.py" --kubeconfig "$KUBECONFIG" --kubectl "$K8S_BIN/kubectl" --interval 0.5 \
+    --log "$1/overcommit.log" --state "$1/overcommit.json" &
+  checker_pid=$!
+  eventually 15 "the over-commit checker polls the cluster every 0.5 s (pid $checker_pid)" \
+    bash -c "[[ -s '$1/overcommit.json' ]] && ! grep -q '\"polls\": 0,' '$1/overcommit.json'"
+}
+
+# overcommit_verdict DIR MIN_POLLS: stops the checker overcommit_watch started, and checks it ran
+# throughout (at least MIN_POLLS polls, errors at most a tenth) and saw no node over-committed
+overcommit_verdict() {
+  local alive=0 polls errors violations
+  kill -0 "$checker_pid" 2>/dev/null && alive=1
+  stop_process "$checker_pid"
+  read -r polls errors violations < <(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(s["polls"], s["errors"], s["violations"])' "$1/overcommit.json")
+  check "the over-commit checker ran through the test ($polls polls, $errors errors)" \
+    test "$alive" = 1 -a "$polls" -ge "$2" -a $(( errors * 10 )) -le "$polls"
+  [[ $violations == 0 ]] || sed 's/^/       /' "$1/overcommit.log" >&2
+  check "no node had more requested than allocatable in $polls polls" test "$violations" = 0
+}

@@ -22,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-lws muster-cabundle
-                                muster-privilege muster-metrics muster-tenant muster-flood muster-down muster-dashboard helm krew peer-kueue image)
+                                muster-privilege muster-metrics muster-tenant muster-reclaim muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -137,6 +137,9 @@ for t in "${tests[@]}"; do
     muster-tenant)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
       run muster-tenant "$e2e/test-muster-tenant.sh" ;;
+    muster-reclaim)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
+      run muster-reclaim "$e2e/test-muster-reclaim.sh" ;;
     muster-scale)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-scale "$e2e/test-muster-scale.sh" --jobs 100 ;;

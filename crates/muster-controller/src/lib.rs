@@ -115,8 +115,9 @@ fn unix_now() -> i64 {
 }
 
 /// The engine configuration from the Queue objects and PriorityClasses of the cluster.
-pub async fn engine_config(client: &Client) -> Result<EngineConfig, ControllerError> {
+pub async fn engine_config(client: &Client) -> Result<(EngineConfig, watch::QueueVersions), ControllerError> {
     let queues = Api::<Queue>::all(client.clone()).list(&ListParams::default()).await?;
+    let versions = watch::QueueVersions::of(&queues.items);
     let mut cfg = EngineConfig::single_queue("unused");
     cfg.queues.clear();
     for q in &queues.items {
@@ -138,7 +139,7 @@ pub async fn engine_config(client: &Client) -> Result<EngineConfig, ControllerEr
     cfg.priority_classes = classes.values;
     cfg.default_priority_class = classes.global_default;
     cfg.compile("queues").map_err(|e| ControllerError::Config(e.to_string()))?;
-    Ok(cfg)
+    Ok((cfg, versions))
 }
 
 /// Runs the controller until `shutdown` completes, leadership is lost, or an error. Only the
@@ -184,7 +185,7 @@ async fn lead(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
     loop {
-        let config = engine_config(&client).await?;
+        let (config, queue_versions) = engine_config(&client).await?;
         info!(queues = config.queues.len(), "queue configuration loaded");
         let classes = watch::PriorityClasses {
             values: config.priority_classes.clone(),
@@ -214,7 +215,7 @@ async fn lead(
         });
         let config_changed = async {
             tokio::select! {
-                () = watch::queues_changed(client.clone()) => info!("a Queue changed; recovering with the new configuration"),
+                () = watch::queues_changed(client.clone(), queue_versions) => info!("a Queue changed; recovering with the new configuration"),
                 () = watch::priority_classes_changed(client.clone(), classes) =>
                     info!("a PriorityClass changed; recovering with the new configuration"),
             }

@@ -143,21 +143,41 @@ async fn forward<K, V>(
     }
 }
 
-/// Completes when a Queue is added, removed, or its spec changes after the first listing.
-pub async fn queues_changed(client: Client) {
-    let mut seen: HashMap<String, Option<i64>> = HashMap::new();
+/// The Queues a configuration was read from: each one's generation, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueVersions(HashMap<String, Option<i64>>);
+
+impl QueueVersions {
+    pub fn of<'a>(queues: impl IntoIterator<Item = &'a Queue>) -> Self {
+        Self(queues.into_iter().map(|q| (q.metadata.name.clone().unwrap_or_default(), q.metadata.generation)).collect())
+    }
+}
+
+/// Completes when the Queues differ from `loaded`, the ones the running configuration was read
+/// from: one is added, removed, or its spec changes, including between that reading and this
+/// watch's first listing (a Queue made then is in the listing, not a change, and would be missed).
+pub async fn queues_changed(client: Client, loaded: QueueVersions) {
+    let mut known = loaded.0;
+    let mut listing: HashMap<String, Option<i64>> = HashMap::new();
     let mut listed = false;
     let mut stream = watcher(Api::<Queue>::all(client), watcher::Config::default()).default_backoff().boxed();
     while let Some(ev) = stream.next().await {
         let Ok(ev) = ev else { continue };
         match ev {
+            // A (re)listing: what it holds is compared whole once it is done.
+            watcher::Event::Init => listing.clear(),
             watcher::Event::InitApply(q) => {
-                seen.insert(q.metadata.name.clone().unwrap_or_default(), q.metadata.generation);
+                listing.insert(q.metadata.name.clone().unwrap_or_default(), q.metadata.generation);
             }
-            watcher::Event::InitDone => listed = true,
+            watcher::Event::InitDone => {
+                if listing != known {
+                    return;
+                }
+                listed = true;
+            }
             watcher::Event::Apply(q) if listed => {
                 let name = q.metadata.name.clone().unwrap_or_default();
-                if seen.insert(name, q.metadata.generation) != Some(q.metadata.generation) {
+                if known.insert(name, q.metadata.generation) != Some(q.metadata.generation) {
                     return;
                 }
             }

@@ -6,12 +6,12 @@
 //! Runs against the cluster of `MUSTER_E2E_KUBECONFIG` (`make e2e` sets it: hack/e2e/run.sh
 //! `crds`); without it the test says so and checks nothing.
 
-use std::path::PathBuf;
-use std::time::Duration;
+mod e2e;
 
+use e2e::eventually;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::{Client, Resource};
 use muster_k8s::{Group, Queue};
@@ -20,19 +20,12 @@ use serde_json::{Value, json};
 const NS: &str = "e2e-crds";
 const MANAGER: &str = "muster-e2e";
 
-fn kubeconfig() -> Option<PathBuf> {
-    std::env::var_os("MUSTER_E2E_KUBECONFIG").map(PathBuf::from)
-}
-
 #[tokio::test]
 async fn the_crds_on_a_real_apiserver() {
-    let Some(path) = kubeconfig() else {
-        eprintln!("skipped: set MUSTER_E2E_KUBECONFIG to a harness cluster's kubeconfig (make e2e does)");
-        return;
-    };
-    let (client, _) = muster_harness::cluster::client(&path).await.expect("a client for the harness cluster");
+    let Some(client) = e2e::client().await else { return };
     install_crds(&client).await;
-    fresh_namespace(&client).await;
+    let _ = Api::<Queue>::all(client.clone()).delete(NS, &DeleteParams::default()).await;
+    e2e::fresh_namespace(&client, NS, json!({})).await;
 
     let queues = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<Queue>(&()));
     let groups = Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ApiResource::erase::<Group>(&()));
@@ -199,20 +192,6 @@ async fn install_crds(client: &Client) {
     .await;
 }
 
-async fn fresh_namespace(client: &Client) {
-    let namespaces = Api::<Namespace>::all(client.clone());
-    let queues = Api::<Queue>::all(client.clone());
-    let _ = queues.delete(NS, &DeleteParams::default()).await;
-    let _ = namespaces.delete(NS, &DeleteParams::default()).await;
-    eventually(120, "the old namespace is gone", || {
-        let namespaces = namespaces.clone();
-        async move { namespaces.get_opt(NS).await.ok().flatten().is_none().then_some(()) }
-    })
-    .await;
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-    namespaces.create(&PostParams::default(), &ns).await.expect("namespace created");
-}
-
 /// `kubectl get groups` columns, as the apiserver's Table form serves them.
 async fn printer_columns(client: &Client) {
     let url = format!("{}?limit=10", Group::url_path(&(), Some(NS)));
@@ -237,19 +216,4 @@ async fn category(client: &Client) {
         let resource = list["resources"].as_array().unwrap().iter().find(|r| r["name"] == name).expect(name);
         assert_eq!(resource["categories"], json!(["muster"]), "{name}");
     }
-}
-
-/// Polls `check` once a second until it yields Some, or fails the test after `secs` seconds.
-async fn eventually<F, Fut>(secs: u64, what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Option<()>>,
-{
-    for _ in 0..secs {
-        if check().await.is_some() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("{what}: not within {secs} s");
 }
