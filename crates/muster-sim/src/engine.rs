@@ -326,8 +326,8 @@ impl<'w> Engine<'w> {
         let running = self.job_running(job);
         let j = &self.jobs[job.index()];
         let req = &j.set_of(self.pods[pod.index()].index).request;
-        if let Some(q) = j.spec.queue {
-            self.tenants.hold(q, req, true);
+        if let Some(q) = j.spec.queue.filter(|_| running) {
+            self.tenants.working(q, req, true);
         }
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
@@ -347,8 +347,8 @@ impl<'w> Engine<'w> {
         let running = self.job_running(job);
         let j = &self.jobs[job.index()];
         let req = &j.set_of(p.index).request;
-        if let Some(q) = j.spec.queue {
-            self.tenants.hold(q, req, false);
+        if let Some(q) = j.spec.queue.filter(|_| running) {
+            self.tenants.working(q, req, false);
         }
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
@@ -562,6 +562,9 @@ impl<'w> Engine<'w> {
         for (c, h) in self.clogged.iter_mut().zip(&held) {
             *c += h;
         }
+        if let Some(q) = self.jobs[job.index()].spec.queue {
+            self.tenants.working(q, &held, false);
+        }
         let j = &mut self.jobs[job.index()];
         j.run_started_ms = None;
         j.phase = JobPhase::Started;
@@ -747,6 +750,9 @@ impl<'w> Engine<'w> {
                     *c -= q;
                 }
             }
+        }
+        if let Some(q) = self.jobs[job.index()].spec.queue {
+            self.tenants.working(q, &self.held_by(job), true);
         }
         let j = &mut self.jobs[job.index()];
         j.run_started_ms = Some(now);

@@ -4,7 +4,9 @@
 /// Per tenant's queue, as the engine leaves it.
 #[derive(Debug, Clone, Default)]
 pub struct TenantRecord {
-    /// Per sample bucket, per queue, per resource: resource-milliseconds held by its pods.
+    /// Per sample bucket, per queue, per resource: resource-milliseconds held by the pods of its
+    /// running jobs (a job whose run has not begun, or a partial gang, does no work with what it
+    /// holds).
     pub held: Vec<Vec<Vec<f64>>>,
     /// Per queue, per resource: resource-milliseconds of runs cut short by an eviction (the
     /// resources the job held times how long it had run).
@@ -16,7 +18,7 @@ pub struct TenantRecord {
 /// Counts, while a run goes, what each queue holds now and integrates it into the record.
 #[derive(Debug, Clone, Default)]
 pub struct TenantMeter {
-    /// Per queue, per resource, base units held now.
+    /// Per queue, per resource, base units held now by the pods of running jobs.
     held_now: Vec<Vec<u64>>,
     record: TenantRecord,
 }
@@ -29,8 +31,10 @@ impl TenantMeter {
         }
     }
 
-    /// A pod of queue `queue` asking `request` took (`true`) or gave back its room.
-    pub fn hold(&mut self, queue: usize, request: &[u64], take: bool) {
+    /// Room of a running job of queue `queue` (`request`, base units per resource) starts
+    /// (`true`) or stops working: a pod bound or gone while the job runs, or the run beginning or
+    /// cut short with the pods it holds.
+    pub fn working(&mut self, queue: usize, request: &[u64], take: bool) {
         for (h, q) in self.held_now[queue].iter_mut().zip(request) {
             if take { *h += q } else { *h -= q }
         }

@@ -114,3 +114,20 @@ fn a_lull_stops_a_class_arrivals_and_resumes_them_after() {
     let backwards = text.replace("to: 60s", "to: 20s");
     assert!(refused("lull-back", &backwards).contains("jobClasses[0].arrival.lulls[0].to: must be after from"));
 }
+
+#[test]
+fn room_held_before_a_job_runs_is_no_share_of_the_quota() {
+    // One 20 s job whose pod takes 10 s from binding to Ready: its team was entitled to 4 cores
+    // for all 30 s, and had them working for 20.
+    let text = "name: t\ncluster: cluster.yaml\n\
+                timing: {podCreateQps: 0, bindQps: 0, podStartDelay: 10s, jobCompleteDelay: 0s}\n\
+                tenants:\n  queues:\n    - {name: a, quotas: {cpu: {nominal: 4}}}\n\
+                jobClasses:\n\
+                \x20 - {name: j, queue: a, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 20s}\n";
+    let w = load("start-delay", text).unwrap();
+    let rec = run_muster(&w);
+    let a = tenant(&metrics::summarize(&w, &rec).tenants, "a").clone();
+    assert_eq!(a.entitled_h, metrics::round3(4.0 * 30.0 / 3600.0), "{a:?}");
+    assert_eq!(a.held_h, metrics::round3(4.0 * 20.0 / 3600.0), "{a:?}");
+    assert_eq!(a.shortfall_h, metrics::round3(4.0 * 10.0 / 3600.0), "{a:?}");
+}

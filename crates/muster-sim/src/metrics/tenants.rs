@@ -24,7 +24,8 @@ pub struct TenantResult {
     /// Resource-hours it was entitled to: at each moment the smaller of its nominal quota and
     /// what its unfinished jobs asked.
     pub entitled_h: f64,
-    /// Resource-hours held by its pods.
+    /// Resource-hours held by its running jobs' pods (a job whose run has not begun, or a partial
+    /// gang, does no work with what it holds, and counts nothing).
     pub held_h: f64,
     /// Resource-hours of entitlement its pods did not hold: the integral of the shortfall.
     pub shortfall_h: f64,
