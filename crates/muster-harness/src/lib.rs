@@ -15,6 +15,8 @@
 //!   each peer's own minimum (the module says what each peer does not support).
 //! - [`tenants`]: a scenario's tenants (queues with quotas in cohorts) as muster's, Kueue's and
 //!   Volcano's own objects, a namespace per tenant.
+//! - [`tenant_figures`]: per tenant, a real run's shortfall, wait within quota, work lost and
+//!   evictions, measured by the simulator's own code.
 //! - [`simreal`]: those Jobs created at their submit times on a real cluster, the control plane's
 //!   rates on a calibration burst, the comparison with `muster sim`, kube-scheduler's metrics.
 //! - [`outcome`]: what a real run's Jobs went through: waits, bounded slowdown, topology spread.
@@ -34,6 +36,7 @@ pub mod scale;
 pub mod simreal;
 pub mod stats;
 pub mod summary;
+pub mod tenant_figures;
 pub mod tenants;
 pub mod timeline;
 pub mod workload;

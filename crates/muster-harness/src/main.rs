@@ -51,6 +51,11 @@ enum Cmd {
         timeout: f64,
         #[command(flatten)]
         peer: PeerArgs,
+        /// The scenario JOBS was drawn from (with --seed): its tenants' figures are measured.
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Volcano's scheduler configuration for a scenario with tenants: reclaim and preempt, the
     /// capacity plugin (what hack/peers/volcano.sh takes as VOLCANO_SCHEDULER_CONF).
@@ -149,9 +154,13 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
             let _ = std::io::Write::write_all(&mut std::io::stdout(), yaml.as_bytes());
             0
         }
-        Cmd::Run { jobs, kubeconfig, namespace, out, timeout, peer } => {
+        Cmd::Run { jobs, kubeconfig, namespace, out, timeout, peer, scenario, seed } => {
             let opts = peer.options(None);
-            rt()?.block_on(simreal::run(&jobs, &kubeconfig, &namespace, &out, timeout, &opts))?;
+            let w = scenario
+                .map(|s| muster_sim::scenario::load(&s, seed))
+                .transpose()
+                .map_err(muster_harness::Error::from)?;
+            rt()?.block_on(simreal::run(&jobs, &kubeconfig, &namespace, &out, timeout, &opts, w.as_ref()))?;
             0
         }
         Cmd::VolcanoTenantsConf => {

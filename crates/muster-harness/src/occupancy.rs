@@ -22,19 +22,21 @@ use crate::workload::JobRecord;
 /// The extended resource that counts as GPUs (as in the simulator).
 const GPU: &str = "nvidia.com/gpu";
 /// The resources of [`PerResource`], in its order.
-const RESOURCES: [&str; 3] = ["cpu", "memory", GPU];
+pub(crate) const RESOURCES: [&str; 3] = ["cpu", "memory", GPU];
 
 /// One pod's life as the watch showed it (seconds since the epoch).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct PodSpan {
     pub(crate) job: Option<String>,
     /// Base units (millicores, bytes, GPUs), in [`RESOURCES`] order.
-    requests: PerResource,
+    pub(crate) requests: PerResource,
     /// First seen: about when it was made.
     pub(crate) seen: f64,
     pub(crate) bound: Option<f64>,
     pub(crate) ready: Option<f64>,
     pub(crate) end: Option<f64>,
+    /// It ended Succeeded (else, once ended, it failed or was deleted: an eviction's pods).
+    pub(crate) succeeded: bool,
 }
 
 /// Every pod of a run by uid, fed by [`cluster::watch`] through [`Ledger::observe`].
@@ -45,7 +47,11 @@ pub struct Ledger {
 
 impl Ledger {
     /// Records what `pod` shows at `now`; `deleted` when the watch saw it go.
+    /// Pods of no Job are none of the run's (a run over every namespace sees the cluster's own).
     pub fn observe(&mut self, deleted: bool, pod: &Pod, now: f64) {
+        if job_name(pod).is_none() {
+            return;
+        }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let span = self.pods.entry(uid).or_insert_with(|| {
             // An amount muster cannot count counts as nothing: no scheduler places such a pod.
@@ -68,8 +74,10 @@ impl Ledger {
         if span.ready.is_none() && true_condition(conditions, "Ready").is_some() {
             span.ready = Some(now);
         }
-        if deleted || matches!(status.and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
+        let phase = status.and_then(|s| s.phase.as_deref());
+        if deleted || matches!(phase, Some("Succeeded" | "Failed")) {
             span.end = Some(now);
+            span.succeeded = phase == Some("Succeeded");
         }
     }
 

@@ -3,7 +3,7 @@
 //! (`calibrate`), the comparison with `muster sim` (`compare`), and kube-scheduler's own counters
 //! over the run (`metrics`). Object timestamps have 1 s resolution.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, Config};
-use muster_sim::metrics::Occupancy;
+use muster_sim::metrics::{Occupancy, TenantResult};
+use muster_sim::scenario::Workload;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -22,6 +23,7 @@ use crate::occupancy::{Ledger, PartialGangs, capacity};
 use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
 use crate::peers::{Object, PeerOptions, job_objects, priority_classes};
 use crate::stats::{mean, peak_rate, py, round};
+use crate::tenant_figures::{self, tenant_figures};
 use crate::timeline::JobTimeline;
 use crate::workload::{JobRecord, ManifestOptions, manifest};
 use crate::{Error, Result, read_json, write_json};
@@ -62,6 +64,10 @@ pub struct RealResult {
     /// before it was measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<JobTimeline>,
+    /// Per tenant of a scenario with tenants, the simulator's measures ([`tenant_figures`]);
+    /// empty without tenants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<TenantResult>,
 }
 
 impl RealResult {
@@ -154,6 +160,39 @@ where
     Ok(api.list(&ListParams::default()).await.map_err(Error::kube("list"))?.items)
 }
 
+/// Where a run's Jobs are: its namespace, and each tenant's own when the scenario has tenants
+/// (then the Jobs and pods are read from every namespace and kept if in one of these).
+struct Scope {
+    namespaces: BTreeSet<String>,
+    everywhere: bool,
+}
+
+impl Scope {
+    fn new(ns: &str, jobs: &[JobRecord]) -> Self {
+        let tenants: BTreeSet<String> = jobs.iter().filter_map(|j| j.tenant.clone()).collect();
+        let everywhere = !tenants.is_empty();
+        let mut namespaces = tenants;
+        namespaces.insert(ns.to_string());
+        Scope { namespaces, everywhere }
+    }
+
+    fn api<K>(&self, client: &Client, ns: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        if self.everywhere { Api::all(client.clone()) } else { Api::namespaced(client.clone(), ns) }
+    }
+
+    async fn list<K>(&self, api: &Api<K>) -> Result<Vec<K>>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let mut items = list(api).await?;
+        items.retain(|o| o.meta().namespace.as_ref().is_some_and(|n| self.namespaces.contains(n)));
+        Ok(items)
+    }
+}
+
 /// Active Jobs by how many of their (non-terminal) pods are bound, and the pending pods.
 pub fn gangs(pods: &[Pod]) -> (usize, usize, usize, usize) {
     let mut by: HashMap<Option<String>, (usize, usize)> = HashMap::new();
@@ -222,7 +261,8 @@ async fn ensure_priority_classes(client: &Client, classes: &[Object]) -> Result<
 /// Submits each Job of `jobs_file` at its time (from 8 creators) decorated for `peer`, its
 /// companion objects just before it, waits until all are Complete or Failed (or `timeout` s), and
 /// writes what the objects say to `out`. With $SCHEDULER_METRICS_URL kube-scheduler's metrics are
-/// scraped once a second meanwhile.
+/// scraped once a second meanwhile. With `workload`, the scenario the jobs were drawn from, a
+/// scenario with tenants gets its per-tenant figures too (the jobs must be its jobs).
 pub async fn run(
     jobs_file: &Path,
     kubeconfig: &Path,
@@ -230,12 +270,24 @@ pub async fn run(
     out: &Path,
     timeout: f64,
     peer: &PeerOptions,
+    workload: Option<&Workload>,
 ) -> Result<()> {
     let jobs: Vec<JobRecord> = read_json(jobs_file)?;
+    if let Some(w) = workload {
+        let drawn = w.jobs.iter().map(|j| j.name.as_str());
+        if w.jobs.len() != jobs.len() || !drawn.eq(jobs.iter().map(|j| j.name.as_str())) {
+            return Err(Error::Input(format!(
+                "{}: its jobs are not the scenario's (another scenario or seed?); give the --scenario and --seed \
+                 they were drawn with",
+                jobs_file.display()
+            )));
+        }
+    }
     let Some(last) = jobs.last() else { return Err(Error::Input(format!("{}: no jobs", jobs_file.display()))) };
     let (client, config) = cluster::client(kubeconfig).await?;
-    let api: Api<Job> = Api::namespaced(client.clone(), ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let scope = Scope::new(ns, &jobs);
+    let api: Api<Job> = scope.api(&client, ns);
+    let pods: Api<Pod> = scope.api(&client, ns);
     ensure_priority_classes(&client, &priority_classes(&jobs)).await?;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let pod_watch = cluster::watch(pods.clone(), ledger.clone(), Ledger::observe);
@@ -275,7 +327,7 @@ pub async fn run(
     let limit = t0 + timeout;
     let mut series = Vec::new();
     loop {
-        let items = list(&api).await?;
+        let items = scope.list(&api).await?;
         let states: Vec<JobState> = items.iter().map(|j| job_end(j).0).collect();
         let count = |s: JobState| states.iter().filter(|x| **x == s).count();
         let active = count(JobState::Active);
@@ -286,7 +338,7 @@ pub async fn run(
             eprintln!("time limit: {active} Jobs still active after {timeout}s");
             break;
         }
-        let (whole, partial, none, pending) = gangs(&list(&pods).await?);
+        let (whole, partial, none, pending) = gangs(&scope.list(&pods).await?);
         let g = Sample {
             whole,
             partial,
@@ -309,8 +361,8 @@ pub async fn run(
         s.abort();
     }
     pod_watch.abort();
-    let items = list(&api).await?;
-    let all_pods = list(&pods).await?;
+    let items = scope.list(&api).await?;
+    let all_pods = scope.list(&pods).await?;
     let nodes = list(&Api::<Node>::all(client.clone())).await?;
     let lag = lag.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut result = summarize(&items, &all_pods, &jobs, t0, &lag);
@@ -323,6 +375,12 @@ pub async fn run(
     let (occupancy, partial_gangs) = ledger.usage(capacity(&nodes), &jobs, t0, to);
     (result.occupancy, result.partial_gangs) = (Some(occupancy), Some(partial_gangs));
     result.timeline = ledger.timelines(&jobs, t0);
+    if let Some(w) = workload {
+        result.tenants = tenant_figures(w, &jobs, &ledger, &items, capacity(&nodes), t0, to);
+        if !result.tenants.is_empty() {
+            eprint!("{}", tenant_figures::table(&result.tenants));
+        }
+    }
     result.series = series;
     result.scheduler_metrics = std::mem::take(&mut *snapshots.lock().unwrap_or_else(|e| e.into_inner()));
     write_json(out, &result, 2)
@@ -383,6 +441,7 @@ pub fn summarize(items: &[Job], pods: &[Pod], jobs: &[JobRecord], t0: f64, lag: 
         occupancy: None,
         partial_gangs: None,
         timeline: Vec::new(),
+        tenants: Vec::new(),
     }
 }
 

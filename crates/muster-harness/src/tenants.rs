@@ -255,8 +255,8 @@ mod tests {
     }
 
     /// A scenario of two tenants with limits, written beside the others' cluster files.
-    fn limited() -> PathBuf {
-        let path = std::env::temp_dir().join(format!("harness-tenants-{}.yaml", std::process::id()));
+    fn limited(test: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("harness-{test}-{}.yaml", std::process::id()));
         let cluster = scenario("clusters/gpu-8.yaml");
         let text = format!(
             "name: limited\ncluster: {}\nhorizon: 1h\ntenants:\n  queues:\n\
@@ -297,7 +297,7 @@ mod tests {
         assert_eq!(config.cohort.as_deref(), Some("lab"));
         assert!(config.preemption.reclaim_within_cohort);
 
-        let path = limited();
+        let path = limited("muster");
         let (w, jobs) = load(&path);
         let objs = values(setup(Peer::Muster, &w, &jobs).unwrap());
         let big = &of_kind(&objs, "Queue")[0]["spec"];
@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(lq["metadata"], json!({"name": "team-b", "namespace": "team-b"}));
         assert_eq!(lq["spec"]["clusterQueue"], "team-b");
         // Limits as written; a tree of cohorts with its parents.
-        let path = limited();
+        let path = limited("kueue");
         let (w, jobs) = load(&path);
         let objs = values(setup(Peer::Kueue, &w, &jobs).unwrap());
         let big = of_kind(&objs, "ClusterQueue")[0];
@@ -373,7 +373,7 @@ mod tests {
             (&q["metadata"]["name"], &q["spec"]),
             (&json!("team-d"), &json!({"reclaimable": true, "deserved": {"nvidia.com/gpu": "16"}}))
         );
-        let path = limited();
+        let path = limited("volcano");
         let (w, jobs) = load(&path);
         let objs = values(setup(Peer::Volcano, &w, &jobs).unwrap());
         let queues = of_kind(&objs, "Queue");

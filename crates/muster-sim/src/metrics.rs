@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::RunRecord;
 
-mod tenants;
+pub mod tenants;
 use crate::scenario::Workload;
 use crate::scheduler::JobPhase;
 pub use tenants::TenantResult;
@@ -20,7 +20,7 @@ pub fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub count: usize,
     pub mean_s: f64,

@@ -5,14 +5,14 @@
 use muster_graph::jobspec::MemberSet;
 use muster_graph::quantity::Unit;
 use muster_graph::resources::unit_of;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{GPU, Stats, round3, stats};
 use crate::engine::RunRecord;
 use crate::scenario::Workload;
 use crate::scheduler::JobPhase;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantResult {
     pub queue: String,
     /// The resource measured (`nvidia.com/gpu` or `cpu`).
@@ -49,7 +49,8 @@ fn in_units(resource: &str, base: f64) -> f64 {
     }
 }
 
-/// One result per tenant's queue; empty without tenants.
+/// One result per tenant's queue; empty without tenants. The harness gives it a real run's record
+/// (`muster_harness::tenant_figures`), so the real figures are the sim's.
 pub fn summarize(w: &Workload, rec: &RunRecord) -> Vec<TenantResult> {
     let tenants = &w.tenants;
     if tenants.is_empty() {
