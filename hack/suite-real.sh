@@ -15,7 +15,8 @@
 # of the scenario (seed $SEED, default 1) at its time, with the peer's own objects, waits until all
 # end (or $TIMEOUT s, default 1800) and writes OUT_DIR/PEER.json (with the Jobs' waits for their first
 # bind and bounded slowdowns, overall and per class, and the GPUs, cpu and memory held, and held by
-# jobs not yet running, from a watch on the pods). Beside it OUT_DIR/PEER.cost.json:
+# jobs not yet running, from a watch on the pods; for a scenario with tenants, each tenant's
+# shortfall, wait within quota, work lost and evictions, printed as a table too). Beside it OUT_DIR/PEER.cost.json:
 # the CPU seconds of the scheduler's own processes (kube-scheduler for default and native, Kueue's
 # manager plus kube-scheduler for kueue) and the
 # write requests the apiserver served during the run (every client: the Job controller and KWOK
@@ -43,6 +44,10 @@ print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), m.group(1))))'
 ns=suite
 # 1 when a job class of the scenario has a topology constraint.
 topology=$(grep -qE '^\s+topology:' "$scenario" && echo 1 || echo 0)
+# 1 when the scenario has tenants: each gets a namespace and the peer's queue (muster-harness
+# objects --setup), Volcano runs with reclaim and the capacity plugin, and each run reports the
+# tenants' figures.
+tenants=$(grep -qE '^tenants:' "$scenario" && echo 1 || echo 0)
 
 "$hack_dir/cluster-build.sh"
 resolve_harness_bin release
@@ -52,6 +57,10 @@ if [[ -z ${MUSTER_BIN:-} ]]; then
   export MUSTER_BIN=$repo_dir/target/release/muster
 fi
 "$MUSTER_HARNESS_BIN" jobs "$scenario" "${SEED:-1}" "$out_dir/jobs.json"
+if (( tenants )); then
+  "$MUSTER_HARNESS_BIN" volcano-tenants-conf > "$out_dir/volcano-scheduler.conf"
+  export VOLCANO_SCHEDULER_CONF=$out_dir/volcano-scheduler.conf
+fi
 trap '"$hack_dir/cluster-down.sh"' EXIT
 
 # cpu_seconds PIDFILE...: user + system CPU seconds of the live processes named by the pid files.
@@ -101,15 +110,16 @@ run_one() {
     *) die "unknown peer $peer (default muster kueue coscheduling volcano native)" ;;
   esac
   k create namespace "$ns" >/dev/null
-  # Cluster-wide objects: Kueue's queues (and TAS Topology), Volcano's HyperNodes.
-  if [[ $peer == kueue || $peer == volcano ]]; then
+  # Cluster-wide objects: Kueue's queues (and TAS Topology), Volcano's HyperNodes; with tenants,
+  # every tenant's namespace and queue (muster's too).
+  if [[ $peer == kueue || $peer == volcano || ( $peer == muster && $tenants == 1 ) ]]; then
     setup=$("$MUSTER_HARNESS_BIN" objects "$scenario" --peer "$peer" --setup --namespace "$ns")
     [[ -z $setup ]] || k apply -f - >/dev/null <<<"$setup"
   fi
   cpu0=$(cpu_seconds "${pidfiles[@]}")
   writes0=$(writes)
   "$MUSTER_HARNESS_BIN" run "$out_dir/jobs.json" "$KUBECONFIG" "$ns" "$out_dir/$run.json" "${TIMEOUT:-1800}" \
-    --peer "$peer"
+    --peer "$peer" --scenario "$scenario" --seed "${SEED:-1}"
   printf '{"scheduler_cpu_s": %s, "apiserver_writes": %s}\n' \
     "$(python3 -c "print(round($(cpu_seconds "${pidfiles[@]}") - $cpu0, 2))")" "$(( $(writes) - writes0 ))" \
     > "$out_dir/$run.cost.json"
