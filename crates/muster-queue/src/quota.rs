@@ -123,29 +123,7 @@ pub fn max_members(
         let per = asks.per_member.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a);
         let fixed = asks.fixed_of(r);
         let u = used(usage, q, r);
-        let (limit, why) = match &cq.root_cohort {
-            None => (quota.nominal, format!("nominal {}", format(r, quota.nominal))),
-            Some(root) => {
-                let own = quota.borrowing_limit.map_or(u64::MAX, |b| quota.nominal.saturating_add(b));
-                let (pool, above) = cohort_pool(compiled, usage, root, r);
-                let slack = pool.saturating_sub(above);
-                // Room within the guaranteed part, plus what the cohort has left to lend.
-                let cohort_room = quota.guaranteed().saturating_sub(u).saturating_add(slack);
-                let cohort_limit = u.saturating_add(cohort_room);
-                if cohort_limit < own {
-                    (cohort_limit, format!("cohort {root} has {} left to lend", format(r, slack)))
-                } else {
-                    (
-                        own,
-                        format!(
-                            "nominal {} + borrowing limit {}",
-                            format(r, quota.nominal),
-                            quota.borrowing_limit.map_or("unlimited".into(), |b| format(r, b))
-                        ),
-                    )
-                }
-            }
-        };
+        let (limit, why) = limit_of(compiled, usage, q, r, quota, format);
         let room = limit.saturating_sub(u);
         let m = match room.checked_sub(fixed) {
             None => 0,
@@ -163,6 +141,94 @@ pub fn max_members(
         }
     }
     (best.min(u64::from(want)) as u32, reason)
+}
+
+/// The most of resource `r` queue `q` (whose quota of it is `quota`) may hold with the cohort's
+/// use as in `usage`, and why: its nominal without a cohort; else the smaller of its nominal plus
+/// borrowing limit and what it has plus what the cohort has left to lend.
+fn limit_of(
+    compiled: &Compiled,
+    usage: &Usage,
+    q: &str,
+    r: &str,
+    quota: &Quota,
+    format: &dyn Fn(&str, u64) -> String,
+) -> (u64, String) {
+    let Some(root) = &compiled.queues[q].root_cohort else {
+        return (quota.nominal, format!("nominal {}", format(r, quota.nominal)));
+    };
+    let u = used(usage, q, r);
+    let own = quota.borrowing_limit.map_or(u64::MAX, |b| quota.nominal.saturating_add(b));
+    let (pool, above) = cohort_pool(compiled, usage, root, r);
+    let slack = pool.saturating_sub(above);
+    // Room within the guaranteed part, plus what the cohort has left to lend.
+    let cohort_room = quota.guaranteed().saturating_sub(u).saturating_add(slack);
+    let cohort_limit = u.saturating_add(cohort_room);
+    if cohort_limit < own {
+        (cohort_limit, format!("cohort {root} has {} left to lend", format(r, slack)))
+    } else {
+        (
+            own,
+            format!(
+                "nominal {} + borrowing limit {}",
+                format(r, quota.nominal),
+                quota.borrowing_limit.map_or("unlimited".into(), |b| format(r, b))
+            ),
+        )
+    }
+}
+
+/// Why `members` members of a group can never be in queue `q` at once, even with the whole
+/// cohort idle; None if they can.
+pub fn never_fits(
+    compiled: &Compiled,
+    q: &str,
+    asks: &Asks,
+    members: u32,
+    format: &dyn Fn(&str, u64) -> String,
+) -> Option<String> {
+    let cq = &compiled.queues[q];
+    asks.with(members).iter().find_map(|(r, need)| {
+        let quota = cq.quotas.get(r)?;
+        let (limit, why) = match &cq.root_cohort {
+            None => (quota.nominal, format!("its nominal {}; it is in no cohort", format(r, quota.nominal))),
+            Some(root) => {
+                // What the rest of the cohort can lend it, all idle.
+                let others: u64 = compiled
+                    .queues
+                    .iter()
+                    .filter(|(name, o)| name.as_str() != q && o.root_cohort.as_deref() == Some(root))
+                    .filter_map(|(_, o)| o.quotas.get(r).map(Quota::lendable))
+                    .fold(0, u64::saturating_add);
+                let lent = quota.nominal.saturating_add(others);
+                match quota.borrowing_limit.map(|b| quota.nominal.saturating_add(b)).filter(|own| *own < lent) {
+                    Some(own) => (
+                        own,
+                        format!(
+                            "its nominal {} + borrowing limit {}",
+                            format(r, quota.nominal),
+                            format(r, own - quota.nominal)
+                        ),
+                    ),
+                    None => (
+                        lent,
+                        format!(
+                            "its nominal {} + {} the rest of cohort {root} can lend",
+                            format(r, quota.nominal),
+                            format(r, others)
+                        ),
+                    ),
+                }
+            }
+        };
+        (*need > limit).then(|| {
+            format!(
+                "quota: its {members} members need {r} {}, but queue {q} can hold at most {} ({why})",
+                format(r, *need),
+                format(r, limit)
+            )
+        })
+    })
 }
 
 /// True if queue `q` stays within its nominal quota for every resource the group asks after

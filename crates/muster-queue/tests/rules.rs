@@ -555,6 +555,33 @@ fn a_group_may_preempt_in_its_queue_and_reclaim_in_the_cohort_at_once() {
 }
 
 #[test]
+fn a_group_its_queue_can_never_hold_is_unsatisfiable_and_says_which_limit() {
+    // a: 4 cpu, b lends its 4: a holds at most 8; with a borrowing limit of 2, at most 6.
+    let mut e = engine(graph(4, 4), quota_cfg());
+    e.submit(spec("big", "a", 3, 4, None, 0), 0).unwrap();
+    e.submit(spec("fits", "a", 2, 4, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    let g = e.group(&key("big")).unwrap();
+    assert_eq!(
+        g.reason,
+        "unsatisfiable: quota: its 3 members need cpu 12, but queue a can hold at most 8 (its nominal 4 + 4 the rest of cohort co can lend)"
+    );
+    assert!(ts.iter().any(|t| t.key.name == "big" && matches!(t.reason, Reason::Unsatisfiable { .. })), "{ts:?}");
+    assert_eq!(state(&e, "fits"), GroupState::Admitted, "8 cpu is within reach");
+    let view = e.queue_view(0);
+    assert!(
+        view.iter().all(|x| x.key.name != "big" || x.estimated_start.is_none()),
+        "no estimate for what can never start: {view:?}"
+    );
+    let mut c = quota_cfg();
+    c.queues[0].quotas.get_mut("cpu").unwrap().borrowing_limit = Some(2.into());
+    let mut e = engine(graph(4, 4), c);
+    e.submit(spec("big", "a", 2, 4, None, 0), 0).unwrap();
+    e.schedule(0);
+    assert!(e.group(&key("big")).unwrap().reason.ends_with("can hold at most 6 (its nominal 4 + borrowing limit 2)"));
+}
+
+#[test]
 fn reclaim_lent_quota_within_cohort() {
     let mut c = quota_cfg();
     c.queues[0].preemption.reclaim_within_cohort = true;

@@ -134,11 +134,13 @@ impl QueueSession {
         for (queue, compiled) in &self.engine.compiled().queues {
             for (resource, quota) in &compiled.quotas {
                 let used = usage.get(queue).and_then(|u| u.get(resource)).copied().unwrap_or(0);
+                let show = |a: u64| self.engine.show_amount(resource, a);
                 writeln!(
                     out,
-                    "{queue:<16} {resource:<20} {used:>12} {:>12} {:>10}",
-                    quota.nominal,
-                    used.saturating_sub(quota.nominal)
+                    "{queue:<16} {resource:<20} {:>12} {:>12} {:>10}",
+                    show(used),
+                    show(quota.nominal),
+                    show(used.saturating_sub(quota.nominal))
                 )?;
             }
         }

@@ -95,7 +95,7 @@ impl Engine {
         let request = self.planned_request(g);
         let queue = g.spec.queue.clone();
         let had_unsat = g.unsatisfiable.is_some();
-        match self.satisfiable(shape, &request) {
+        match self.satisfiable(shape, &request).and_then(|()| self.quota_reachable(&queue, &request)) {
             Err(message) => {
                 self.mark_unsatisfiable(key, message, out);
                 return Break(Attempt::Skipped);
@@ -168,15 +168,28 @@ impl Engine {
     /// is fewer than max, why (amounts in the graph's units).
     fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
         let asks = quota::Asks::of(request);
+        let fmt = |r: &str, a: u64| self.show_amount(r, a);
+        quota::max_members(&self.compiled, &self.usage, queue, &asks, request.max_members, &fmt)
+    }
+
+    /// Whether the group's minimum could ever be in `queue`, the whole cohort idle: the queue's
+    /// quota is fixed while the engine runs (a changed Queue makes a new engine).
+    fn quota_reachable(&self, queue: &str, request: &GroupRequest) -> Result<(), String> {
+        let asks = quota::Asks::of(request);
+        let fmt = |r: &str, a: u64| self.show_amount(r, a);
+        quota::never_fits(&self.compiled, queue, &asks, request.min_members, &fmt).map_or(Ok(()), Err)
+    }
+
+    /// `a` base units of resource `r`, as a user writes them (`4`, `500m`, `16Gi`).
+    pub fn show_amount(&self, r: &str, a: u64) -> String {
         let resources = &self.graph.graph.resources;
-        let fmt = |r: &str, a: u64| match resources.get(r) {
+        match resources.get(r) {
             Some(id) => resources.format(id, a),
             None => match muster_graph::resources::unit_of(r) {
                 Ok(u) => muster_graph::quantity::format_amount(a, u),
                 Err(_) => a.to_string(),
             },
-        };
-        quota::max_members(&self.compiled, &self.usage, queue, &asks, request.max_members, &fmt)
+        }
     }
 
     /// Step 4: places the group now if it fits; else says why not. A request that did not fit is
