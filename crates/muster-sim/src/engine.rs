@@ -51,6 +51,8 @@ pub struct RunRecord {
     /// Per resource: resource-milliseconds held by pods whose job was not running.
     pub clog: Vec<f64>,
     pub events: u64,
+    /// Runs taken away: jobs suspended once started, and runs cut short by a pod's eviction (a
+    /// job below its quorum, or the pod of a job whose pods run their own time).
     pub suspensions: u64,
     pub horizon_hit: bool,
     /// The scheduler predicts starts (`estimated_start_ms` is filled where it gave one).
@@ -536,11 +538,15 @@ impl<'w> Engine<'w> {
         self.replacing[job.index()].push(index);
         match (run_started, own_run) {
             (_, true) => {
-                if let (Some(q), Some(ready)) = (queue, ready_ms) {
-                    self.tenants.evicted(q, &request, now - ready);
+                if let Some(ready) = ready_ms {
+                    self.suspensions += 1;
+                    if let Some(q) = queue {
+                        self.tenants.evicted(q, &request, now - ready);
+                    }
                 }
             }
             (Some(started), false) if !self.at_quorum(job) => {
+                self.suspensions += 1;
                 if let Some(q) = queue {
                     self.tenants.evicted(q, &held_before, now - started);
                 }
