@@ -22,7 +22,7 @@ e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
                                 deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-lws muster-cabundle
-                                muster-privilege muster-metrics muster-tenant muster-reclaim muster-flood muster-down muster-dashboard helm krew peer-kueue image)
+                                muster-privilege muster-metrics muster-tenant muster-reclaim muster-tenants-real muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
 resolve_muster_bin
@@ -140,6 +140,10 @@ for t in "${tests[@]}"; do
     muster-reclaim)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
       run muster-reclaim "$e2e/test-muster-reclaim.sh" ;;
+    # tenants-reclaim at 1/60 through the harness: four teams' Queues and namespaces (6 minutes).
+    muster-tenants-real)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/gpu-8.yaml"
+      run muster-tenants-real "$e2e/test-muster-tenants-real.sh" ;;
     muster-scale)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-scalability.yaml"
       run muster-scale "$e2e/test-muster-scale.sh" --jobs 100 ;;
