@@ -4,8 +4,9 @@
 //! and the Jobs, and measured by the simulator's own code
 //! ([`muster_sim::metrics::tenants::summarize`]), so the figures are defined as the sim's.
 //!
-//! From the watch (sub-second): a pod holds its requests from the event that shows it bound to
-//! the one that shows it ended; a job is placed when its gang's last member is first seen bound
+//! From the watch (sub-second): a pod's requests count as its tenant's share while its job runs
+//! (at least its gang's size of its pods Ready at once) and the pod is Ready, until the event that
+//! shows it ended, as the simulator counts only running jobs' room; a job is placed when its gang's last member is first seen bound
 //! (the sim's `scheduled_ms`) and ends with its Job's Complete or Failed condition (1 s). A pod
 //! that ended without succeeding after it was bound was evicted: the work lost is its requests
 //! times how long it had been Ready, and the ends of one job's evicted pods within
@@ -98,11 +99,21 @@ fn record(
             estimated_start_ms: None,
         });
         let Some(&q) = tenant_of.get(j.name.as_str()) else { continue };
+        let running = running_spans(pods, j.min(), to);
         let mut evicted_at = vec![];
         for p in pods {
-            let Some(bound) = p.bound else { continue };
+            if p.bound.is_none() {
+                continue;
+            }
             let end = p.end.unwrap_or(to).min(to);
-            hold(&mut tenants.held[..], q, &p.requests, ms(bound), ms(end));
+            if let Some(ready) = p.ready {
+                for (from, until) in &running {
+                    let (a, b) = (ready.max(*from), end.min(*until));
+                    if a < b {
+                        hold(&mut tenants.held[..], q, &p.requests, ms(a), ms(b));
+                    }
+                }
+            }
             if p.end.is_some() && !p.succeeded {
                 let ran_ms = p.ready.map_or(0.0, |r| (end - r).max(0.0) * 1000.0);
                 for (lost, r) in tenants.lost[q].iter_mut().zip(p.requests) {
@@ -130,6 +141,28 @@ fn record(
         estimates: false,
         tenants,
     }
+}
+
+/// When a job ran: the spans in which at least `size` of its pods were Ready at once (a gang
+/// starting, or one left partial by an eviction, does no work with what it holds).
+fn running_spans(pods: &[&PodSpan], size: u32, to: f64) -> Vec<(f64, f64)> {
+    let mut steps: Vec<(f64, i32)> =
+        pods.iter().filter_map(|p| Some([(p.ready?, 1), (p.end.unwrap_or(to).min(to), -1)])).flatten().collect();
+    // In time order; at one instant an end before a Ready.
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut ready, mut since, mut spans) = (0i32, None, vec![]);
+    for (t, step) in steps {
+        ready += step;
+        match (since, ready >= size.max(1) as i32) {
+            (None, true) => since = Some(t),
+            (Some(from), false) => {
+                spans.push((from, t));
+                since = None;
+            }
+            _ => {}
+        }
+    }
+    spans
 }
 
 /// Adds `requests` held over [`from`, `to`) ms to queue `q`'s buckets.
@@ -247,14 +280,14 @@ mod tests {
         assert_eq!((fa.wait_within_quota.count, fa.wait_within_quota.max_s), (1, 1.2));
         assert_eq!((fb.wait_within_quota.count, fb.wait_within_quota.max_s), (1, 1.0));
         assert_eq!((fa.completed, fb.completed), (1, 1));
-        // Held: a 4 x 10 + 4 x 9.8 GPU-s; b 4 x 2 + 4 x 10.
-        assert_eq!((fa.held_h, fb.held_h), (round(79.2 / 3600.0), round(48.0 / 3600.0)));
+        // Held while running (every pod Ready): a 2 x 4 x 9.5 GPU-s; b 4 x 1 + 4 x 10.
+        assert_eq!((fa.held_h, fb.held_h), (round(76.0 / 3600.0), round(44.0 / 3600.0)));
         // b lost its first run: 4 GPUs for the 1 s it was Ready; one eviction.
         assert_eq!((fa.lost_h, fa.evictions), (0.0, 0));
         assert_eq!((fb.lost_h, fb.evictions), (round(4.0 / 3600.0), 1));
-        // b was entitled to 4 GPUs from 5 s to 19 s and held them for 12 of the 14 s.
+        // b was entitled to 4 GPUs from 5 s to 19 s and ran with them for 11 of the 14 s.
         assert_eq!(fb.entitled_h, round(56.0 / 3600.0));
-        assert_eq!(fb.shortfall_h, round(8.0 / 3600.0));
+        assert_eq!(fb.shortfall_h, round(12.0 / 3600.0));
         assert!(table(&figures).contains("| b | 8 nvidia.com/gpu | 1 | 1 |"), "{}", table(&figures));
     }
 
@@ -273,6 +306,9 @@ mod tests {
         assert_eq!(figures[0].evictions, 2);
         // 4 GPUs for 4, 4.5 and 4 s.
         assert_eq!(figures[0].lost_h, round(50.0 / 3600.0));
+        // The gang of 2 ran only while pods 1 and 2 were both Ready (1 s to 5 s); pods 3 and 4,
+        // each alone, were a partial gang and count nothing.
+        assert_eq!(figures[0].held_h, round(32.0 / 3600.0));
     }
 
     fn round(x: f64) -> f64 {
