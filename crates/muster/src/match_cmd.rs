@@ -107,6 +107,19 @@ fn commands(echo: bool, execute: &mut dyn FnMut(&str, &mut Out<'_>) -> Result<()
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
+/// `time [T]`: shows the clock, or moves it forward to `T` seconds.
+pub(crate) fn clock(now: &mut i64, to: Option<&str>, out: &mut impl Write) -> Result<()> {
+    if let Some(t) = to {
+        let t: i64 = t.parse().map_err(|_| anyhow!("{t:?} is not a time in seconds"))?;
+        if t < *now {
+            bail!("time {t} is before the current time {now}; the clock only moves forward");
+        }
+        *now = t;
+    }
+    writeln!(out, "time {now}")?;
+    Ok(())
+}
+
 fn parse_id(s: Option<&&str>) -> Result<u64> {
     let s = s.ok_or_else(|| anyhow!("missing allocation id"))?;
     s.parse().map_err(|_| anyhow!("{s:?} is not an allocation id; ids are positive integers"))
@@ -202,15 +215,7 @@ impl Session {
                 }
                 writeln!(out, "node {name} {verb}")?;
             }
-            ["time"] => writeln!(out, "time {}", self.now)?,
-            ["time", t] => {
-                let t: i64 = t.parse().map_err(|_| anyhow!("{t:?} is not a time in seconds"))?;
-                if t < self.now {
-                    bail!("time {t} is before the current time {}; the clock only moves forward", self.now);
-                }
-                self.now = t;
-                writeln!(out, "time {t}")?;
-            }
+            ["time", t @ ..] if t.len() <= 1 => clock(&mut self.now, t.first().copied(), out)?,
             ["stat"] => {
                 let st = self.rg.stat();
                 writeln!(

@@ -11,6 +11,7 @@ use muster_graph::{ResourceGraph, jobspec};
 use muster_queue::{Engine, EngineConfig, GroupKey, GroupSpec, MATCH_POLICY, Transition, clock};
 
 use crate::cluster_cmd::read;
+use crate::match_cmd::clock;
 
 pub const HELP: &str = "\
 commands (one per line; # starts a comment):
@@ -72,19 +73,7 @@ impl QueueSession {
             ["finish", name, "failed"] => self.engine.finished(&self.known(name)?, false, self.now)?,
             ["queue"] => return self.print_queue(out),
             ["usage"] => return self.print_usage(out),
-            ["time"] => {
-                writeln!(out, "time {}", self.now)?;
-                return Ok(());
-            }
-            ["time", t] => {
-                let t: i64 = t.parse().map_err(|_| anyhow!("{t:?} is not a time in seconds"))?;
-                if t < self.now {
-                    bail!("time {t} is before the current time {}; the clock only moves forward", self.now);
-                }
-                self.now = t;
-                writeln!(out, "time {t}")?;
-                return Ok(());
-            }
+            ["time", t @ ..] if t.len() <= 1 => return clock(&mut self.now, t.first().copied(), out),
             _ => bail!("cannot parse {line:?}; type help for the commands"),
         };
         print_changes(&changes, out)

@@ -437,23 +437,8 @@ impl<S: Store> Brain<S> {
     fn pod_event(&mut self, c: Change<PodView>) {
         let applied = if let Change::Apply(p) = &c { Some(p.clone()) } else { None };
         let (deleted, dropped) = self.pods.change(c, |p| p.uid.clone());
-        // The room of a node grows when a pod there goes or stops holding its resources.
-        let mut freed: Vec<String> = Vec::new();
-        for p in deleted.iter().chain(&dropped) {
-            self.room.gone(&p.uid, p.node.as_deref());
-            freed.extend(p.node.clone());
-        }
-        if let Some(p) = &applied
-            && let Some(node) = &p.node
-        {
-            self.room.seen_bound(&p.uid, node);
-            if !p.holds_capacity() {
-                freed.push(node.clone());
-            }
-        }
-        for node in freed {
-            self.dirty_groups.extend(self.room.freed(&node));
-        }
+        let waited = self.room.pods_changed(deleted.iter().chain(&dropped), applied.as_ref());
+        self.dirty_groups.extend(waited);
         for p in deleted.into_iter().chain(dropped) {
             self.binding.remove(&p.uid);
             self.told_pods.remove(&p.uid);

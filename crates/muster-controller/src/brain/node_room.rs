@@ -28,8 +28,31 @@ pub struct NodeRoom {
 }
 
 impl NodeRoom {
+    /// Pods `gone` from the cluster and the pod `applied` as now seen: the groups that waited for
+    /// room on a node that now has more (a pod there went or stopped holding its resources).
+    pub fn pods_changed<'a>(
+        &mut self,
+        gone: impl Iterator<Item = &'a PodView>,
+        applied: Option<&PodView>,
+    ) -> BTreeSet<GroupKey> {
+        let mut freed: Vec<String> = Vec::new();
+        for p in gone {
+            self.gone(&p.uid, p.node.as_deref());
+            freed.extend(p.node.clone());
+        }
+        if let Some(p) = applied
+            && let Some(node) = &p.node
+        {
+            self.seen_bound(&p.uid, node);
+            if !p.holds_capacity() {
+                freed.push(node.clone());
+            }
+        }
+        freed.iter().flat_map(|n| self.freed(n)).collect()
+    }
+
     /// A pod seen bound to `node` (its binding, if muster sent it, has landed).
-    pub fn seen_bound(&mut self, uid: &str, node: &str) {
+    fn seen_bound(&mut self, uid: &str, node: &str) {
         self.in_flight.remove(uid);
         self.on_node.entry(node.to_string()).or_default().insert(uid.to_string());
     }
@@ -54,7 +77,7 @@ impl NodeRoom {
     }
 
     /// The groups that waited for room on `node`, which now has more: to look at again.
-    pub fn freed(&mut self, node: &str) -> BTreeSet<GroupKey> {
+    fn freed(&mut self, node: &str) -> BTreeSet<GroupKey> {
         self.waiting.remove(node).unwrap_or_default()
     }
 
