@@ -32,10 +32,13 @@ t_start=$(date +%s.%N)
 # serves the API (kube-apiserver, with the beta group version switched on), enables the
 # GangScheduling plugin (kube-scheduler) and the PodGroup protection controller
 # (kube-controller-manager), so all three get it.
-# MUSTER_EXTRA_FEATURE_GATES (comma-separated Name=true) adds gates to all three, e.g. the alpha
-# TopologyAwareWorkloadScheduling for native gangs with topology (hack/suite-real.sh).
-feature_gates=GenericWorkload=true${MUSTER_EXTRA_FEATURE_GATES:+,$MUSTER_EXTRA_FEATURE_GATES}
-runtime_config=scheduling.k8s.io/v1beta1=true
+# Gangs of gangs too: the alpha CompositePodGroup gate (CompositePodGroup in
+# scheduling.k8s.io/v1alpha3, PodGroups' parentCompositePodGroupName), which needs the alpha
+# TopologyAwareWorkloadScheduling (topology constraints on PodGroups) beside it.
+# MUSTER_EXTRA_FEATURE_GATES (comma-separated Name=true) adds gates to all three.
+feature_gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true
+feature_gates+=${MUSTER_EXTRA_FEATURE_GATES:+,$MUSTER_EXTRA_FEATURE_GATES}
+runtime_config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true
 
 for tool in openssl curl python3; do
   command -v "$tool" >/dev/null || die "$tool is required"

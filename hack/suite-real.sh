@@ -23,8 +23,9 @@
 # write too, the same for every peer); for muster, OUT_DIR/PEER.metrics.txt, its /metrics at the
 # end. Then the cluster stops, and the next peer gets a new one.
 #
-# The clusters run with kube-scheduler's TopologyAwareWorkloadScheduling gate (alpha in 1.37) on,
-# so native gangs can honour a required topology constraint; nothing else changes.
+# The clusters run with kube-scheduler's TopologyAwareWorkloadScheduling gate (alpha in 1.37) on
+# (hack/cluster-up.sh turns it on for every cluster), so native gangs can honour a required
+# topology constraint.
 set -euo pipefail
 . "$(dirname "$0")/e2e/lib.sh"
 (( $# >= 3 )) || die "usage: hack/suite-real.sh SCENARIO OUT_DIR PEER..."
@@ -35,7 +36,6 @@ mkdir -p "$out_dir"
 out_dir=$(cd "$out_dir" && pwd)
 export MUSTER_CLUSTER_DIR=${MUSTER_SUITE_DIR:-$MUSTER_CACHE/suite-cluster}
 export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
-export MUSTER_EXTRA_FEATURE_GATES=TopologyAwareWorkloadScheduling=true
 cluster=$(python3 -c '
 import os, re, sys
 text = open(sys.argv[1]).read()

@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-lws muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-lws muster-cabundle
                                 muster-privilege muster-metrics muster-tenant muster-reclaim muster-tenants-real muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -105,6 +105,11 @@ for t in "${tests[@]}"; do
     muster-sets)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/gpu-8.yaml"
       run muster-sets "$e2e/test-muster-sets.sh" ;;
+    # A CompositePodGroup (Kubernetes 1.37) of two PodGroups as one group of sets, in racks and a
+    # block of 32 nodes of 8 GPUs (a Rust test: crates/muster-harness/tests/composite.rs).
+    muster-composite)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/gpu-racks-32.yaml"
+      run muster-composite "$e2e/test-muster-composite.sh" ;;
     # A LeaderWorkerSet's replica groups as gangs, against the real LWS controller.
     muster-lws)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"

@@ -51,7 +51,7 @@ native_pod solo-0 solo 5 | refused "a pod naming a PodGroup with a basic policy"
   "PodGroup $ns/solo (scheduling.k8s.io) has no spec.schedulingPolicy.gang" k -n $ns create -f -
 pod_group pair '{gang: {minCount: 2}}'
 native_pod pair-x pair 5 'muster.dev/queue: default, muster.dev/group: other' | refused \
-  "a pod whose group label is not its PodGroup" "\"other\" differs from spec.schedulingGroup.podGroupName" \
+  "a pod whose group label is not its PodGroup" "\"other\" differs from \"pair\", the group of spec.schedulingGroup.podGroupName" \
   k -n $ns create -f -
 node=$(k get nodes -o jsonpath='{.items[0].metadata.name}')
 native_pod pair-n pair 5 'muster.dev/queue: default' "nodeName: $node" | refused \

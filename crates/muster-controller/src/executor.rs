@@ -243,8 +243,11 @@ async fn write(client: Client, a: Action) {
             let r = api.patch(&key.name, &PatchParams::default(), &clear_requests()).await.map(drop);
             (key, r)
         }
-        Action::PodGroupScheduled { key, message } => {
-            let r = pod_group_scheduled(&client, &key, &message).await;
+        Action::PodGroupScheduled { key, pod_groups, message } => {
+            let mut r = Ok(());
+            for name in &pod_groups {
+                r = r.and(pod_group_scheduled(&client, &key.namespace, name, &message).await);
+            }
             (key, r)
         }
         Action::RestoreStatus { key, status } => {
@@ -323,12 +326,12 @@ async fn write_queue_status(client: Client, name: String, status: QueueStatus) {
 /// How long a status waits for newer ones of the same group before it is written.
 const STATUS_COALESCE: Duration = Duration::from_millis(1000);
 
-/// Sets `PodGroupInitiallyScheduled=True` on the Kubernetes PodGroup `key`, unless it is already:
+/// Sets `PodGroupInitiallyScheduled=True` on the Kubernetes PodGroup `namespace/name`, unless it is already:
 /// the condition is terminal, and its transition time must stay the first scheduling's (a
 /// restarted controller marks its running groups again). A PodGroup that is gone needs nothing.
-async fn pod_group_scheduled(client: &Client, key: &GroupKey, message: &str) -> Result<(), kube::Error> {
-    let api: Api<NativePodGroup> = Api::namespaced(client.clone(), &key.namespace);
-    let Some(pg) = api.get_opt(&key.name).await? else { return Ok(()) };
+async fn pod_group_scheduled(client: &Client, namespace: &str, name: &str, message: &str) -> Result<(), kube::Error> {
+    let api: Api<NativePodGroup> = Api::namespaced(client.clone(), namespace);
+    let Some(pg) = api.get_opt(name).await? else { return Ok(()) };
     let conditions = pg.status.as_ref().and_then(|s| s.conditions.as_ref());
     if conditions.into_iter().flatten().any(|c| c.type_ == POD_GROUP_SCHEDULED && c.status == "True") {
         return Ok(());
@@ -336,14 +339,14 @@ async fn pod_group_scheduled(client: &Client, key: &GroupKey, message: &str) -> 
     let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let status = json!({
         "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": key.name, "namespace": key.namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "status": {"conditions": [{
             "type": POD_GROUP_SCHEDULED, "status": "True", "reason": "Scheduled", "message": message,
             "lastTransitionTime": now, "observedGeneration": pg.metadata.generation,
         }]},
     });
     let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
-    api.patch_status(&key.name, &apply, &Patch::Apply(status)).await.map(drop)
+    api.patch_status(name, &apply, &Patch::Apply(status)).await.map(drop)
 }
 
 /// The condition kube-scheduler sets on a PodGroup once its gang is scheduled (Kubernetes 1.37).

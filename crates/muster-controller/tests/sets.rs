@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use muster_controller::convert::PodSet;
 use muster_k8s::group::GroupSet;
 
 /// A RayCluster `rc` of a 1-cpu head and `workers` 2-cpu workers, as its watcher sends it.
@@ -63,4 +64,45 @@ fn a_running_group_of_sets_grows_its_last_set_when_its_workload_scales_up() {
     assert_eq!(sets, [(1, 1), (2, 3)]);
     let a = h.send(Event::Pod(Change::Apply(ray_pod("worker", 2, 2))));
     assert_eq!(binds(&a).iter().map(|b| b.2).collect::<Vec<_>>(), [3], "{a:?}");
+}
+
+/// Pod `i` of plain group `serve`, in set `set` of `size` members (labels muster.dev/set and
+/// set-size, as the webhook writes them for a CompositePodGroup's PodGroups: the pod names the
+/// PodGroup of its set), asking `cpu`.
+fn set_pod(set: &str, size: &str, i: u32, cpu: u64) -> PodView {
+    let p = plain("serve", i, 3, cpu);
+    let set = PodSet { name: set.into(), size: Some(size.into()), topology: None };
+    PodView { name: format!("serve-{i}-{}", set.name), set: Some(Box::new(set)), native_pod_group: true, ..p }
+}
+
+#[test]
+fn a_group_of_sized_sets_waits_for_each_set_and_leaves_a_sets_extra_pods_waiting() {
+    let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
+    // Three prefill pods of a set of two: as many pods as the group's size, but no decode pod yet.
+    let prefill = [set_pod("prefill", "2", 0, 2), set_pod("prefill", "2", 1, 2), set_pod("prefill", "2", 2, 2)];
+    let mut a = Vec::new();
+    for p in &prefill {
+        a.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    a.extend(h.cycle());
+    assert!(binds(&a).is_empty(), "no room held before the decode set's pod exists: {a:?}");
+    assert_eq!(h.state("serve"), None);
+    let decode = set_pod("decode", "1", 3, 1);
+    let a = [h.send(Event::Pod(Change::Apply(decode.clone()))), h.cycle()].concat();
+    let mut bound: Vec<String> = binds(&a).into_iter().map(|(name, _, _)| name).collect();
+    bound.sort();
+    // Two prefill pods and the decode pod, though the third prefill pod is looked at before it.
+    assert_eq!(bound, ["serve-0-prefill", "serve-1-prefill", "serve-3-decode"], "{a:?}");
+    let group = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "serve")).unwrap().clone();
+    let sets: Vec<_> = group.spec.request.sets.iter().map(|s| (s.name.clone(), s.min_members)).collect();
+    assert_eq!(sets, [("decode".to_string(), 1), ("prefill".to_string(), 2)]);
+    // Every PodGroup of the tree is marked scheduled, as kube-scheduler marks them.
+    let marked: Vec<&Vec<String>> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::PodGroupScheduled { pod_groups, .. } => Some(pod_groups),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marked, [&vec!["decode".to_string(), "prefill".to_string()]], "{a:?}");
 }

@@ -17,6 +17,13 @@ pub const GROUP_MIN: &str = "muster.dev/group-min";
 /// pods, by muster: `leader` and `worker`): pods of one set ask alike, the sets of a group may
 /// differ. A group's pods all name a set, or none does.
 pub const SET: &str = "muster.dev/set";
+/// Members of a plain pod's set (label, a positive integer; default: as many as the set has pods
+/// when the group is queued). Pods of a set beyond its size wait, as those of an elastic group do.
+/// The webhook sets it from the PodGroup of a pod in a CompositePodGroup.
+pub const SET_SIZE: &str = "muster.dev/set-size";
+/// All members of a plain pod's set within one domain of this topology level, inside the group's
+/// own domain (annotation, a level name such as `rack`).
+pub const SET_TOPOLOGY: &str = "muster.dev/set-topology";
 /// Fewest members an elastic Job may start with (annotation on the Job; default parallelism).
 pub const MIN_MEMBERS: &str = "muster.dev/min-members";
 /// Expected run time in seconds, for estimated starts and backfill (annotation on Job or Pod).
@@ -72,12 +79,14 @@ pub const FINALIZER: &str = "muster.dev/allocation";
 pub const FIELD_MANAGER: &str = "muster";
 
 /// Keys under `muster.dev/` that users may set themselves.
-pub const USER_KEYS: [&str; 10] = [
+pub const USER_KEYS: [&str; 12] = [
     QUEUE,
     GROUP,
     GROUP_SIZE,
     GROUP_MIN,
     SET,
+    SET_SIZE,
+    SET_TOPOLOGY,
     MIN_MEMBERS,
     DURATION,
     REQUIRED_TOPOLOGY,

@@ -7,6 +7,7 @@
 //! rejects most bad objects; the conversions check the rest (units of resource names, limits that
 //! depend on other fields).
 
+pub mod composite;
 pub mod external;
 pub mod group;
 pub mod labels;

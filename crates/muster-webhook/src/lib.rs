@@ -15,6 +15,7 @@
 mod alike;
 mod cert_secret;
 mod certs;
+mod composite;
 mod config;
 mod files;
 mod fit;
@@ -42,7 +43,7 @@ pub use object::Refusal;
 pub use renew::{RENEW_EVERY, Renewal, keep_renewed, renew_once};
 pub use review::{Hook, Verdict, review};
 pub use server::{MAX_REVIEW_BYTES, MAX_REVIEWS_IN_FLIGHT, REVIEW_DEADLINE, ServeOptions, serve, serve_with_state};
-pub use state::{ClusterState, KubeState, LookupError, MemoryState};
+pub use state::{ClusterState, KubeState, LookupError, MemoryState, PodGroupTrees};
 pub use tls::{Pem, TlsFiles, server_config};
 pub use validate::validate;
 

@@ -8,22 +8,19 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{
-    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_level, native_pod_group_min_count,
-    pod_group_min_member,
-};
+use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, TrainJob, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME,
-    SCHEDULING_GATE, SET, SUSPEND_REQUESTED,
+    SCHEDULING_GATE, SET, SET_SIZE, SET_TOPOLOGY, SUSPEND_REQUESTED,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob, trainjob};
 use serde_json::{Value, json};
 
+use crate::composite::{NativeGang, native_gang};
 use crate::config::WebhookConfig;
 use crate::object::{
-    NATIVE_GROUP_FIELD, Refusal, Target, alias_group, get, job_owner, label_field, native_group, queued_gang, target,
-    typed, user,
+    Refusal, Target, alias_group, get, job_owner, label_field, native_group, queued_gang, target, typed, user,
 };
 use crate::state::ClusterState;
 use crate::validate;
@@ -104,10 +101,11 @@ pub async fn mutate<S: ClusterState>(
         }
         (Target::Pod, Operation::Create) => {
             let pod: Pod = typed(obj, "Pod")?;
-            let mut ops = pod_create(&pod, config);
             let ns = req.namespace.as_deref().unwrap_or("");
-            ops.extend(pod_group_size(&pod, config, state, ns).await?);
-            ops.extend(native_topology(&pod, state, ns).await?);
+            let gang = native_gang(&pod, state, ns).await?;
+            let mut ops = pod_create(&pod, config, gang.as_ref());
+            ops.extend(pod_group_size(&pod, config, state, ns, gang.as_ref()).await?);
+            ops.extend(native_topology(&pod, gang.as_ref()));
             ops
         }
         _ => Vec::new(),
@@ -230,7 +228,7 @@ fn held_update<W: Workload>(old: &W, new: &W, object: &Value, now: Timestamp) ->
     }
 }
 
-fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
+fn pod_create(pod: &Pod, config: &WebhookConfig, native_gang: Option<&NativeGang>) -> Vec<PatchOperation> {
     let labels = pod.metadata.labels.as_ref();
     let group = get(labels, GROUP);
     let alias = get(labels, POD_GROUP_ALIAS).filter(|_| config.accept_pod_group_alias);
@@ -250,7 +248,14 @@ fn pod_create(pod: &Pod, config: &WebhookConfig) -> Vec<PatchOperation> {
             ops.push(add(&["metadata", "labels", QUEUE], json!(config.alias_queue)));
         }
     } else if let (None, Some(native)) = (group, native) {
-        ops.push(add(&["metadata", "labels", GROUP], json!(native)));
+        // A PodGroup in a CompositePodGroup is a set of the tree's group.
+        ops.push(add(&["metadata", "labels", GROUP], json!(native_gang.map_or(native, NativeGang::group))));
+        if let Some(set) = native_gang.and_then(NativeGang::set).filter(|_| get(labels, SET).is_none()) {
+            ops.push(add(&["metadata", "labels", SET], json!(set.name)));
+            if get(labels, SET_SIZE).is_none() {
+                ops.push(add(&["metadata", "labels", SET_SIZE], json!(set.members.to_string())));
+            }
+        }
     } else if let (None, Some(gang)) = (group, gang) {
         // Its size too: a LeaderWorkerSet's pods say it in LWS's annotation.
         ops.push(add(&["metadata", "labels", GROUP], json!(gang.group)));
@@ -297,22 +302,26 @@ fn leader_worker_set(lws: &LeaderWorkerSet, object: &Value) -> Vec<PatchOperatio
         .collect()
 }
 
-/// `muster.dev/required-topology` from the Kubernetes PodGroup a queued pod names, when the
-/// PodGroup keeps its pods within a topology domain muster knows and the pod asks for no topology
-/// of its own (an unknown key is the validating webhook's to refuse, naming it).
-async fn native_topology<S: ClusterState>(pod: &Pod, state: &S, ns: &str) -> Result<Option<PatchOperation>, Refusal> {
+/// Topology annotations from the Kubernetes PodGroup a queued pod names:
+/// `muster.dev/required-topology` when the PodGroup (or the root of its CompositePodGroup tree)
+/// keeps its pods within a topology domain and the pod asks for no topology of its own, and
+/// `muster.dev/set-topology` when its PodGroup in a tree does and the pod names none (an unknown
+/// key is the validating webhook's to refuse, naming it).
+fn native_topology(pod: &Pod, gang: Option<&NativeGang>) -> Vec<PatchOperation> {
+    let Some(gang) = gang else { return Vec::new() };
     let annotations = pod.metadata.annotations.as_ref();
     let own = [REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY].iter().any(|k| get(annotations, k).is_some());
-    let Some(name) = native_group(pod).filter(|_| !own) else { return Ok(None) };
-    let pg = state
-        .native_pod_group(ns, name)
-        .await
-        .map_err(|e| Refusal::new(format!("{NATIVE_GROUP_FIELD}: {e}; try again")))?;
-    let Some(level) = pg.and_then(|pg| native_pod_group_level(&pg).ok().flatten()) else { return Ok(None) };
-    Ok(Some(match annotations {
-        Some(_) => add(&["metadata", "annotations", REQUIRED_TOPOLOGY], json!(level)),
-        None => add(&["metadata", "annotations"], json!({ REQUIRED_TOPOLOGY: level })),
-    }))
+    let group_level = gang.level().ok().flatten().filter(|_| !own).map(|l| (REQUIRED_TOPOLOGY, l));
+    let set_level = gang.set().and_then(|s| s.level).filter(|_| get(annotations, SET_TOPOLOGY).is_none());
+    let add_now: Vec<(&str, &str)> = group_level.into_iter().chain(set_level.map(|l| (SET_TOPOLOGY, l))).collect();
+    match annotations {
+        _ if add_now.is_empty() => Vec::new(),
+        Some(_) => add_now.iter().map(|(k, l)| add(&["metadata", "annotations", k], json!(l))).collect(),
+        None => {
+            let map: serde_json::Map<String, Value> = add_now.iter().map(|(k, l)| (k.to_string(), json!(l))).collect();
+            vec![add(&["metadata", "annotations"], Value::Object(map))]
+        }
+    }
 }
 
 /// `muster.dev/group-size` from the PodGroup a pod names (the alias label's, or Kubernetes' own in
@@ -323,18 +332,15 @@ async fn pod_group_size<S: ClusterState>(
     config: &WebhookConfig,
     state: &S,
     ns: &str,
+    gang: Option<&NativeGang>,
 ) -> Result<Option<PatchOperation>, Refusal> {
     let labels = pod.metadata.labels.as_ref();
     // A size of its own wins (the validating rules check it agrees); a Job's pod has its Job's.
     let sized = get(labels, GROUP_SIZE).is_some() || job_owner(pod.metadata.owner_references.as_ref()).is_some();
     let size = if sized {
         None
-    } else if let Some(name) = native_group(pod) {
-        let pg = state
-            .native_pod_group(ns, name)
-            .await
-            .map_err(|e| Refusal::new(format!("{NATIVE_GROUP_FIELD}: {e}; try again")))?;
-        pg.and_then(|pg| native_pod_group_min_count(&pg, MAX_MEMBERS).ok())
+    } else if let Some(gang) = gang {
+        gang.size().ok()
     } else if let Some(name) = alias_group(labels, config) {
         let pg = state
             .pod_group(ns, name)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 use kube::core::DynamicObject;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -52,6 +53,16 @@ pub trait ClusterState: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Arc<NativePodGroup>>, LookupError>> + Send;
+    /// Every CompositePodGroup (`scheduling.k8s.io/v1alpha3`) and Kubernetes PodGroup of
+    /// `namespace`: the trees a gang of gangs is read from (none when the APIs are not served).
+    fn pod_group_trees(&self, namespace: &str) -> impl Future<Output = Result<PodGroupTrees, LookupError>> + Send;
+}
+
+/// The CompositePodGroups and PodGroups of one namespace.
+#[derive(Debug, Clone, Default)]
+pub struct PodGroupTrees {
+    pub composites: Vec<CompositePodGroup>,
+    pub pod_groups: Vec<NativePodGroup>,
 }
 
 /// A fixed cluster state held in memory (tests, tools).
@@ -62,6 +73,7 @@ pub struct MemoryState {
     pub groups: BTreeMap<(String, String), Arc<Group>>,
     pub pod_groups: BTreeMap<(String, String), Arc<DynamicObject>>,
     pub native_pod_groups: BTreeMap<(String, String), Arc<NativePodGroup>>,
+    pub composite_pod_groups: BTreeMap<(String, String), Arc<CompositePodGroup>>,
 }
 
 impl MemoryState {
@@ -96,6 +108,13 @@ impl MemoryState {
         self.native_pod_groups.insert(key, Arc::new(pod_group));
         self
     }
+
+    pub fn with_composite_pod_group(mut self, composite: CompositePodGroup) -> Self {
+        let meta = &composite.metadata;
+        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        self.composite_pod_groups.insert(key, Arc::new(composite));
+        self
+    }
 }
 
 impl ClusterState for MemoryState {
@@ -117,6 +136,19 @@ impl ClusterState for MemoryState {
 
     async fn native_pod_group(&self, namespace: &str, name: &str) -> Result<Option<Arc<NativePodGroup>>, LookupError> {
         Ok(self.native_pod_groups.get(&(namespace.to_string(), name.to_string())).cloned())
+    }
+
+    async fn pod_group_trees(&self, namespace: &str) -> Result<PodGroupTrees, LookupError> {
+        let within = |(ns, _): &&(String, String)| ns == namespace;
+        Ok(PodGroupTrees {
+            composites: self
+                .composite_pod_groups
+                .iter()
+                .filter(|(k, _)| within(k))
+                .map(|(_, c)| (**c).clone())
+                .collect(),
+            pod_groups: self.native_pod_groups.iter().filter(|(k, _)| within(k)).map(|(_, p)| (**p).clone()).collect(),
+        })
     }
 }
 
@@ -259,6 +291,30 @@ impl ClusterState for KubeState {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
             Err(e) => Err(lookup_error(&format!("PodGroup {namespace}/{name} (scheduling.k8s.io)"), e)),
         }
+    }
+
+    /// Listed at the creation of each pod whose PodGroup has a parent, as
+    /// [`Self::native_pod_group`] is read: a tree is a few objects.
+    async fn pod_group_trees(&self, namespace: &str) -> Result<PodGroupTrees, LookupError> {
+        let composites = list(Api::<CompositePodGroup>::namespaced(self.client.clone(), namespace)).await;
+        let pod_groups = list(Api::<NativePodGroup>::namespaced(self.client.clone(), namespace)).await;
+        let what = |kind: &str| format!("{kind}s in {namespace} (scheduling.k8s.io)");
+        Ok(PodGroupTrees {
+            composites: composites.map_err(|e| lookup_error(&what("CompositePodGroup"), e))?,
+            pod_groups: pod_groups.map_err(|e| lookup_error(&what("PodGroup"), e))?,
+        })
+    }
+}
+
+/// Every object `api` lists; none when its API is not served.
+async fn list<K>(api: Api<K>) -> Result<Vec<K>, kube::Error>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
     }
 }
 

@@ -10,15 +10,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::external::{
-    JobSet, MPIJob, RayCluster, RayJob, TrainJob, native_pod_group_level, native_pod_group_min_count,
-    pod_group_min_member,
-};
+use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, TrainJob, pod_group_min_member};
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
-    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SET, SHRINKABLE, SUSPEND_REQUESTED,
-    USER_KEYS, is_reserved,
+    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SET, SET_SIZE, SHRINKABLE,
+    SUSPEND_REQUESTED, USER_KEYS, is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::unsupported::{unsupported_annotations, unsupported_fields};
@@ -27,6 +24,7 @@ use muster_k8s::{GroupState, QueueSpec};
 use serde::de::DeserializeOwned;
 
 use crate::alike;
+use crate::composite::native_gang;
 use crate::config::WebhookConfig;
 use crate::fit::{Amounts, member_requests, never_fits};
 use crate::object::{
@@ -674,7 +672,7 @@ impl<S: ClusterState> Checker<'_, S> {
             self.alias_pod_group(name, labels).await;
         }
         if let Some(name) = native_group(new) {
-            self.native_pod_group(name, labels).await;
+            self.native_pod_group(new, name, labels).await;
         }
         self.leader_worker_set_pod(new, labels);
         let queue = get(labels, QUEUE);
@@ -794,47 +792,57 @@ impl<S: ClusterState> Checker<'_, S> {
     }
 
     /// A queued pod naming a Kubernetes PodGroup is a member of the muster group of that name,
-    /// sized by the PodGroup's gang `minCount` (the mutating webhook sets both labels from it).
-    async fn native_pod_group(&mut self, name: &str, labels: Option<&Labels>) {
+    /// sized by the PodGroup's gang `minCount`; in a CompositePodGroup tree, of the group named
+    /// after the tree's root, in the set named after its PodGroup (the mutating webhook sets the
+    /// labels from them).
+    async fn native_pod_group(&mut self, pod: &Pod, name: &str, labels: Option<&Labels>) {
         let ns = self.ns;
+        let gang = match native_gang(pod, self.state, ns).await {
+            Err(refusal) => return self.out.extend(refusal.messages),
+            Ok(None) => {
+                return self.refuse(format!(
+                    "{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} (scheduling.k8s.io/v1beta1) does not exist, so the \
+                     group has no size; create the PodGroup with a gang policy before its pods"
+                ));
+            }
+            Ok(Some(gang)) => gang,
+        };
+        let after = if gang.set().is_some() { "the root of its CompositePodGroup tree" } else { "the PodGroup" };
+        let group = gang.group();
         match get(labels, GROUP) {
-            Some(g) if g == name => {}
+            Some(g) if g == group => {}
             Some(g) => self.refuse(format!(
-                "{}: {g:?} differs from {NATIVE_GROUP_FIELD} {name:?}; remove the label (muster names the group \
-                 after the PodGroup) or make them the same",
+                "{}: {g:?} differs from {group:?}, the group of {NATIVE_GROUP_FIELD} {name:?}; remove the label \
+                 (muster names the group after {after}) or make them the same",
                 label_field(GROUP)
             )),
             None => self.refuse(format!(
-                "{}: the label is missing; set it to {name:?}, the PodGroup the pod names (muster's mutating webhook \
-                 does so)",
+                "{}: the label is missing; set it to {group:?}, {after} (muster's mutating webhook does so)",
                 label_field(GROUP)
             )),
         }
-        match self.state.native_pod_group(ns, name).await {
-            Err(e) => self.refuse(format!("{NATIVE_GROUP_FIELD}: {e}; try again")),
-            Ok(None) => self.refuse(format!(
-                "{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} (scheduling.k8s.io/v1beta1) does not exist, so the group \
-                 has no size; create the PodGroup with a gang policy before its pods"
-            )),
-            Ok(Some(pg)) => {
-                match native_pod_group_min_count(&pg, MAX_MEMBERS) {
-                    Err(e) => self.refuse(format!("{NATIVE_GROUP_FIELD}: {e}")),
-                    Ok(n) => self.size_from_pod_group(
-                        get(labels, GROUP_SIZE),
-                        n,
-                        &format!("spec.schedulingPolicy.gang.minCount {n} of PodGroup {ns}/{name}"),
-                    ),
-                }
-                if let Err(e) = native_pod_group_level(&pg) {
-                    self.refuse(format!("{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} has {e}"));
-                }
-                // Placed alone, one child of a gang of gangs could start without its siblings.
-                if let Some(parent) = pg.spec.parent_composite_pod_group_name.as_deref() {
+        match gang.size() {
+            Err(e) => self.refuse(format!("{NATIVE_GROUP_FIELD}: {e}")),
+            Ok(n) => {
+                let source = match gang.set() {
+                    Some(_) => format!("the {n} pods of the gangs of CompositePodGroup {ns}/{group}"),
+                    None => format!("spec.schedulingPolicy.gang.minCount {n} of PodGroup {ns}/{name}"),
+                };
+                self.size_from_pod_group(get(labels, GROUP_SIZE), n, &source)
+            }
+        }
+        if let (Ok(_), Err(e)) = (&gang.composite, gang.level()) {
+            self.refuse(format!("{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} has {e}"));
+        }
+        if let Some(set) = gang.set() {
+            let members = set.members.to_string();
+            for (key, want) in [(SET, set.name.as_str()), (SET_SIZE, members.as_str())] {
+                if get(labels, key) != Some(want) {
                     self.refuse(format!(
-                        "{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} belongs to CompositePodGroup {parent} \
-                         (spec.parentCompositePodGroupName), which muster does not place yet: its PodGroups would \
-                         start one by one, not all at once; leave these pods to kube-scheduler (remove the label \
-                         {QUEUE}), or use a PodGroup of its own for them"
+                        "{}: {} where PodGroup {ns}/{name} makes it {want:?}; remove the label (muster's mutating \
+                         webhook sets it from the PodGroup) or set it to {want:?}",
+                        label_field(key),
+                        get(labels, key).map_or("missing".to_string(), |v| format!("{v:?}"))
                     ));
                 }
             }

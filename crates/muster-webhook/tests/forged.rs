@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
-use muster_webhook::{ClusterState, LookupError};
+use muster_webhook::{ClusterState, LookupError, PodGroupTrees};
 
 /// MemoryState that records the namespace of every namespaced lookup.
 struct Recording {
@@ -42,6 +42,10 @@ impl ClusterState for Recording {
     async fn native_pod_group(&self, ns: &str, name: &str) -> Result<Option<Arc<NativePodGroup>>, LookupError> {
         self.seen(ns);
         self.inner.native_pod_group(ns, name).await
+    }
+    async fn pod_group_trees(&self, ns: &str) -> Result<PodGroupTrees, LookupError> {
+        self.seen(ns);
+        self.inner.pod_group_trees(ns).await
     }
 }
 

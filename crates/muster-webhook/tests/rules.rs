@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup;
 
 // ---- mutating ----------------------------------------------------------------------------
 
@@ -264,7 +265,7 @@ async fn reserved_keys_cannot_be_added_changed_or_removed_by_tenants() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "metadata.labels[muster.dev/node]: the key is reserved for muster: only muster may set it; remove it (the \
          muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, muster.dev/group-size, \
-         muster.dev/group-min, muster.dev/set, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     assert_eq!(check(&request("CREATE", MUSTER, JOB, &j, None)).await, Ok(()));
@@ -304,7 +305,7 @@ async fn the_pod_template_cannot_carry_reserved_keys_but_job_pods_may() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "spec.template.metadata.annotations[muster.dev/node]: the key is reserved for muster: only muster may set \
          it; remove it (the muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, \
-         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     // The Job controller copies a template muster may have annotated.
@@ -724,17 +725,17 @@ async fn queued_pods_naming_a_kubernetes_pod_group_are_its_gang() {
     let after = patched(&solo, &patch_with(&create(&solo), &c, &s).unwrap());
     let e = check_with(&create(&after), &c, &s).await.unwrap_err();
     assert!(e.starts_with("spec.schedulingGroup.podGroupName: PodGroup ml/solo (scheduling.k8s.io) has no"), "{e}");
-    // A child of a CompositePodGroup alone would start without its siblings.
+    // A child of a CompositePodGroup that does not exist: its tree has no size yet.
     let child = native("prefill-0", "prefill", json!({QUEUE: "open"}));
     let after = patched(&child, &patch_with(&create(&child), &c, &s).unwrap());
     let e = check_with(&create(&after), &c, &s).await.unwrap_err();
-    assert!(e.contains("PodGroup ml/prefill belongs to CompositePodGroup serve"), "{e}");
+    assert!(e.contains("CompositePodGroup ml/serve (scheduling.k8s.io/v1alpha3) does not exist"), "{e}");
     // A group label or size of one's own must be the PodGroup's.
     let mut other = native("ring-1", "ring", json!({QUEUE: "open", "muster.dev/group": "other"}));
     other = patched(&other, &patch_with(&create(&other), &c, &s).unwrap());
     let e = check_with(&create(&other), &c, &s).await.unwrap_err();
     assert!(
-        e.contains("metadata.labels[muster.dev/group]: \"other\" differs from spec.schedulingGroup.podGroupName"),
+        e.contains("metadata.labels[muster.dev/group]: \"other\" differs from \"ring\", the group of spec.schedulingGroup"),
         "{e}"
     );
     let mut sized = native("ring-2", "ring", json!({QUEUE: "open", "muster.dev/group-size": "2"}));
@@ -822,4 +823,78 @@ async fn a_group_name_stands_for_one_workload() {
         "metadata.labels[muster.dev/group]: group train is a workload's group (muster names a workload's group \
          after it), and muster binds only that workload's pods there; give pod train-9 another group name"
     );
+}
+
+fn composite_pod_group(name: &str, policy: Value, topology: Option<&str>) -> CompositePodGroup {
+    let mut spec = json!({"workloadRef": {"workloadName": "serve", "templateName": name},
+                          "schedulingPolicy": policy, "disruptionMode": {"single": {}}});
+    if let Some(key) = topology {
+        spec["schedulingConstraints"] = json!({"topology": [{"key": key}]});
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+        "metadata": {"name": name, "namespace": "ml"}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn pods_of_a_composite_pod_group_are_one_group_with_a_set_per_pod_group() {
+    let c = WebhookConfig::default();
+    // Disaggregated inference: prefill (2 pods, a rack) and decode (4 pods, a rack), in one block.
+    let child = |name: &str, min: i32| {
+        let mut pg = native_pod_group(name, json!({"gang": {"minCount": min}}));
+        pg.spec.parent_composite_pod_group_name = Some("serve".into());
+        let topology = json!({"topology": [{"key": "muster.dev/rack"}]});
+        pg.spec.scheduling_constraints = Some(serde_json::from_value(topology).unwrap());
+        pg
+    };
+    let tree = |min_groups: i32| {
+        state()
+            .with_composite_pod_group(composite_pod_group(
+                "serve",
+                json!({"gang": {"minGroupCount": min_groups}}),
+                Some("muster.dev/block"),
+            ))
+            .with_native_pod_group(child("prefill", 2))
+            .with_native_pod_group(child("decode", 4))
+    };
+    let s = tree(2);
+    let create = |p: &Value| request("CREATE", TENANT, POD, p, None);
+    let native = |name: &str, group: &str, labels: Value| {
+        let mut p = pod(name, "ml", labels);
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        p
+    };
+    let p = native("prefill-0", "prefill", json!({QUEUE: "open"}));
+    let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());
+    let labels = &after["metadata"]["labels"];
+    assert_eq!(
+        (&labels["muster.dev/group"], &labels["muster.dev/group-size"]),
+        (&json!("serve"), &json!("6")),
+        "the root's group, of every PodGroup's pods"
+    );
+    assert_eq!((&labels["muster.dev/set"], &labels["muster.dev/set-size"]), (&json!("prefill"), &json!("2")));
+    assert_eq!(
+        after["metadata"]["annotations"],
+        json!({"muster.dev/required-topology": "block", "muster.dev/set-topology": "rack"})
+    );
+    assert_eq!(check_with(&create(&after), &c, &s).await, Ok(()));
+    // A pod of prefill claiming decode's set, or another size, is refused: it would take a member
+    // placed for the other set's requests.
+    for (key, forged) in [("muster.dev/set", "decode"), ("muster.dev/set-size", "4")] {
+        let mut f = after.clone();
+        f["metadata"]["labels"][key] = json!(forged);
+        let e = check_with(&create(&f), &c, &s).await.unwrap_err();
+        assert!(e.contains(&format!("metadata.labels[{key}]: \"{forged}\" where PodGroup ml/prefill")), "{e}");
+    }
+    let mut f = after.clone();
+    f["metadata"]["labels"]["muster.dev/group"] = json!("prefill");
+    let e = check_with(&create(&f), &c, &s).await.unwrap_err();
+    assert!(e.contains("\"prefill\" differs from \"serve\""), "{e}");
+    // k of n: muster cannot start one child without the other.
+    let s = tree(1);
+    let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());
+    let e = check_with(&create(&after), &c, &s).await.unwrap_err();
+    assert!(e.contains("minGroupCount is 1, below its 2 child groups"), "{e}");
 }

@@ -252,6 +252,12 @@ impl ClusterState for Stalled {
     {
         self.inner.native_pod_group(namespace, name).await
     }
+    async fn pod_group_trees(
+        &self,
+        namespace: &str,
+    ) -> Result<muster_webhook::PodGroupTrees, muster_webhook::LookupError> {
+        self.inner.pod_group_trees(namespace).await
+    }
 }
 
 #[tokio::test]

@@ -114,10 +114,12 @@ pub enum Action {
         key: GroupKey,
         kind: &'static Kind,
     },
-    /// Mark the Kubernetes PodGroup the group's pods name as scheduled (condition
-    /// `PodGroupInitiallyScheduled`, as kube-scheduler sets it): every member is bound or binding.
+    /// Mark the Kubernetes PodGroups the group's pods name (in the group's namespace) as scheduled
+    /// (condition `PodGroupInitiallyScheduled`, as kube-scheduler sets it): every member is bound
+    /// or binding.
     PodGroupScheduled {
         key: GroupKey,
+        pod_groups: Vec<String>,
         message: String,
     },
     Bind {

@@ -735,7 +735,9 @@ impl<S: Store> Brain<S> {
         let left: BTreeSet<u32> =
             pods.iter().filter(|p| p.node.is_some() && p.phase.is_terminal()).filter_map(|p| p.member).collect();
         filled.extend(pods.iter().filter_map(|p| self.binding.get(&p.uid)));
-        let native_pod_group = pods.iter().any(|p| p.native_pod_group);
+        // The PodGroups its pods name: the group's own, or one per set of a CompositePodGroup.
+        let pod_groups: BTreeSet<String> =
+            pods.iter().filter(|p| p.native_pod_group).map(|p| p.set_name().unwrap_or(&key.name).to_string()).collect();
         // Members the group is giving back: no new pod takes them, and they are lost once no pod
         // (a deleting one included) runs there.
         let leaving = self.engine.as_ref().and_then(|e| e.engine().leaving(key)).cloned().unwrap_or_default();
@@ -788,7 +790,7 @@ impl<S: Store> Brain<S> {
             // of sets always, since another set's members were placed for other requests.
             let set = p.place.as_deref().zip(workload).and_then(|(at, w)| w.set_members(at));
             // A plain pod names its set by label.
-            let set = set.or_else(|| p.set.as_deref().and_then(|s| g.spec.request.set_members(s)));
+            let set = set.or_else(|| p.set_name().and_then(|s| g.spec.request.set_members(s)));
             let in_set = |i: &u32| set.as_ref().is_none_or(|r| r.contains(i));
             let any_set = g.spec.request.sets.is_empty();
             let slot = preferred
@@ -807,7 +809,13 @@ impl<S: Store> Brain<S> {
                 misfits.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), over));
                 continue;
             }
-            let Some(member) = slot else { break };
+            // Every member of its set is taken: a later pod of another set may still fit.
+            let Some(member) = slot else {
+                if set.is_some() && !any_set {
+                    continue;
+                }
+                break;
+            };
             let node = alloc.members.iter().find(|m| m.index == member).map(|m| m.node.clone()).expect("slot exists");
             filled.insert(member);
             binds.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), node, member, p.gated));
@@ -873,10 +881,11 @@ impl<S: Store> Brain<S> {
             self.actions.push(Action::Bind { key: key.clone(), namespace, pod, uid, node, member });
         }
         let members = alloc.members.len();
-        if filled.len() - waiting >= members && native_pod_group && self.pod_group_scheduled.insert(key.clone()) {
+        if filled.len() - waiting >= members && !pod_groups.is_empty() && self.pod_group_scheduled.insert(key.clone()) {
             let nodes: BTreeSet<&str> = alloc.members.iter().map(|m| m.node.as_str()).collect();
             let message = format!("muster placed the {members} pods of the group on {} nodes", nodes.len());
-            self.actions.push(Action::PodGroupScheduled { key: key.clone(), message });
+            let pod_groups = pod_groups.into_iter().collect();
+            self.actions.push(Action::PodGroupScheduled { key: key.clone(), pod_groups, message });
         }
         if self.ready_sent.get(key) != Some(&ready) {
             self.ready_sent.insert(key.clone(), ready);

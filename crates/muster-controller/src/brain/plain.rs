@@ -164,6 +164,9 @@ impl<S: Store> Brain<S> {
                 return self.event(key, EventType::Warning, "InvalidGroup", &message);
             }
         };
+        if let Some(message) = sets_waiting(live, size) {
+            return self.waiting_for_pods(key, &message, now);
+        }
         if self.ensured.insert(key.clone()) {
             let spec = Box::new(spec.clone());
             self.actions.push(Action::EnsureGroup { key: key.clone(), spec, job_uid: String::new() });
@@ -187,4 +190,27 @@ impl<S: Store> Brain<S> {
             self.push_status(key, st);
         }
     }
+}
+
+/// Why a group of sets whose sets say their sizes (label muster.dev/set-size) must wait for more
+/// of its pods, though `size` pods of it exist: a set short of its size, or a set none of whose
+/// pods exist yet (the sets seen add up to less than the group's size).
+fn sets_waiting(live: &[PodView], size: i64) -> Option<String> {
+    let mut sets: BTreeMap<&str, (i64, Option<i64>)> = BTreeMap::new();
+    for p in live {
+        let Some(set) = p.set.as_deref() else { continue };
+        let entry = sets.entry(set.name.as_str()).or_default();
+        entry.0 += 1;
+        entry.1 = set.size.as_deref().and_then(|v| v.trim().parse().ok());
+    }
+    let short = sets.iter().find_map(|(name, (have, want))| {
+        want.filter(|w| have < w).map(|w| format!("{have} of the {w} pods of its set {name} exist"))
+    });
+    let named: i64 = sets.values().map(|(have, want)| want.unwrap_or(*have)).sum();
+    let names = sets.keys().copied().collect::<Vec<_>>().join(", ");
+    let missing =
+        (named < size).then(|| format!("only pods of its sets {names} exist, which hold {named} of its {size}"));
+    short
+        .or(missing)
+        .map(|what| format!("waiting for its pods: {what}; muster holds no room for a group until they do"))
 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
-use muster_k8s::group::{GroupSet, Members, TopologyConstraint, annotated_topology, plain_members};
+use muster_k8s::group::{GroupSet, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::unsupported::unsupported_fields;
 use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of, set_members};
@@ -192,8 +192,9 @@ pub struct PodView {
     pub deleting: bool,
     /// Plain pods: the group (label muster.dev/group).
     pub group: Option<String>,
-    /// Plain pods: the member set (label muster.dev/set).
-    pub set: Option<String>,
+    /// Plain pods: the member set it names (label muster.dev/set), boxed: other pods pay one
+    /// pointer.
+    pub set: Option<Box<PodSet>>,
     /// Plain pods: the group's members as their labels say (muster.dev/group-size and
     /// group-min), or why they cannot be read (boxed: other pods pay one pointer).
     pub members: Option<Box<Result<Members, String>>>,
@@ -211,13 +212,30 @@ pub struct PodView {
     /// Held by muster's scheduling gate (muster.dev/admission).
     pub gated: bool,
     /// Plain pods: it names the Kubernetes PodGroup of its group's name (spec.schedulingGroup),
-    /// whose status muster then keeps as kube-scheduler would.
+    /// or of its set's (a PodGroup in a CompositePodGroup), whose status muster then keeps as
+    /// kube-scheduler would.
     pub native_pod_group: bool,
     /// metadata.creationTimestamp, Unix seconds.
     pub created: i64,
 }
 
+/// The member set a plain pod names, as its labels and annotations say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSet {
+    /// Label muster.dev/set.
+    pub name: String,
+    /// Label muster.dev/set-size, unread.
+    pub size: Option<String>,
+    /// Annotation muster.dev/set-topology, unread.
+    pub topology: Option<String>,
+}
+
 impl PodView {
+    /// The name of the member set it names.
+    pub fn set_name(&self) -> Option<&str> {
+        self.set.as_deref().map(|s| s.name.as_str())
+    }
+
     /// Whether it holds capacity on its node: bound and not finished.
     pub fn holds_capacity(&self) -> bool {
         self.node.is_some() && !self.phase.is_terminal()
@@ -287,8 +305,13 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         duration: annotation(labels::DURATION).filter(|_| plain),
         placement: plain.then(|| Box::new(placement(spec, "spec"))),
         topology: annotated_topology(meta.annotations.as_ref()).transpose().filter(|_| plain).map(Box::new),
-        native_pod_group: group.as_deref().is_some_and(|g| native_pod_group_name(spec) == Some(g)),
-        set: label(labels::SET).filter(|_| plain).cloned(),
+        native_pod_group: native_pod_group_name(spec).is_some_and(|pg| {
+            group.as_deref() == Some(pg) || label(labels::SET).filter(|_| plain).is_some_and(|s| s == pg)
+        }),
+        set: label(labels::SET).filter(|_| plain).map(|name| {
+            let topology = meta.annotations.as_ref().and_then(|a| a.get(labels::SET_TOPOLOGY)).cloned();
+            Box::new(PodSet { name: name.clone(), size: label(labels::SET_SIZE).cloned(), topology })
+        }),
         group,
         gated,
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
@@ -364,7 +387,7 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
     }
     let mut by_set: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
     for p in &ordered {
-        by_set.entry(p.set.as_deref().unwrap_or_default()).or_default().push(p);
+        by_set.entry(p.set_name().unwrap_or_default()).or_default().push(p);
     }
     let mut sets = Vec::new();
     for (name, members) in &by_set {
@@ -382,19 +405,20 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
                 return Err(format!("{d} (pods of set {name} must agree)"));
             }
         }
+        let (size, topology) = set_labels(name, members)?;
         sets.push(GroupSet {
             name: name.to_string(),
-            members: Members { min: members.len() as i64, max: None },
+            members: Members { min: size.unwrap_or(members.len() as i64), max: None },
             resources: set_spec.resources,
             node_selector: set_spec.node_selector,
             affinity: set_spec.affinity,
             tolerations: set_spec.tolerations,
-            topology: None,
+            topology,
         });
     }
     let alike = sets.windows(2).all(|w| {
-        (&w[0].resources, &w[0].node_selector, &w[0].affinity, &w[0].tolerations)
-            == (&w[1].resources, &w[1].node_selector, &w[1].affinity, &w[1].tolerations)
+        (&w[0].resources, &w[0].node_selector, &w[0].affinity, &w[0].tolerations, &w[0].topology)
+            == (&w[1].resources, &w[1].node_selector, &w[1].affinity, &w[1].tolerations, &w[1].topology)
     });
     if alike {
         return Ok(spec);
@@ -407,6 +431,57 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
         sets,
         ..spec
     })
+}
+
+/// A set's size and topology from its pods' labels and annotations (muster.dev/set-size,
+/// muster.dev/set-topology), which its pods must agree on; None where they give none.
+fn set_labels(name: &str, pods: &[&PodView]) -> Result<(Option<i64>, Option<TopologyConstraint>), String> {
+    let first = pods[0].set.as_deref().ok_or("a pod of a set names it")?;
+    for p in &pods[1..] {
+        let theirs = p.set.as_deref().ok_or("a pod of a set names it")?;
+        for (key, a, b) in
+            [(labels::SET_SIZE, &first.size, &theirs.size), (labels::SET_TOPOLOGY, &first.topology, &theirs.topology)]
+        {
+            if a != b {
+                let show = |v: &Option<String>| v.as_ref().map_or("unset".to_string(), |v| format!("{v:?}"));
+                return Err(format!(
+                    "pod {}: {key} is {} where pod {} of set {name} has {}; the pods of a set must agree",
+                    p.name,
+                    show(b),
+                    pods[0].name,
+                    show(a)
+                ));
+            }
+        }
+    }
+    let size = match first.size.as_deref() {
+        None => None,
+        Some(v) => Some(v.trim().parse::<i64>().ok().filter(|n| (1..=1_000_000).contains(n)).ok_or_else(|| {
+            format!(
+                "pod {}: label {}: {v:?} is not a number of members from 1 to 1000000; set it to the members of set \
+                 {name}",
+                pods[0].name,
+                labels::SET_SIZE
+            )
+        })?),
+    };
+    let topology = match first.topology.as_deref() {
+        None => None,
+        Some(level) if muster_graph::names::is_dns_label(level) => Some(TopologyConstraint {
+            level: level.to_string(),
+            mode: TopologyMode::Required,
+            within: None,
+            weights: BTreeMap::new(),
+        }),
+        Some(level) => {
+            return Err(format!(
+                "pod {}: annotation {}: {level:?} is not a topology level; name one, such as rack, block or zone",
+                pods[0].name,
+                labels::SET_TOPOLOGY
+            ));
+        }
+    };
+    Ok((size, topology))
 }
 
 /// How pod `p` of a plain group differs from the group's first pod `first`, whose Group spec

@@ -484,3 +484,42 @@ fn plain_pods_naming_their_sets_make_a_group_of_sets() {
     let g = plain_sets_spec(&refs).unwrap();
     assert!(g.sets.is_empty() && g.resources["cpu"] == cpu("1000m"), "{g:?}");
 }
+
+#[test]
+fn a_plain_sets_size_and_topology_come_from_its_pods_labels() {
+    // Two PodGroups of a CompositePodGroup as the webhook labels their pods: prefill (2 of 2 cpu,
+    // in a rack) and decode (1 of 1 cpu); a third prefill pod beyond its set's size.
+    let pod = |name: &str, set: &str, size: &str, cpu: &str, rack: Option<&str>| {
+        let mut extra = json!({"metadata": {"name": name, "uid": name,
+            "labels": {"muster.dev/group-size": "3", "muster.dev/group-min": "3",
+                       "muster.dev/set": set, "muster.dev/set-size": size}},
+            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}});
+        if let Some(level) = rack {
+            extra["metadata"]["annotations"] = json!({"muster.dev/set-topology": level});
+        }
+        pod_view(&plain_pod(extra)).unwrap()
+    };
+    let pods = [
+        pod("p0", "prefill", "2", "2", Some("rack")),
+        pod("p1", "prefill", "2", "2", Some("rack")),
+        pod("p2", "prefill", "2", "2", Some("rack")),
+        pod("d0", "decode", "1", "1", None),
+    ];
+    let refs: Vec<&PodView> = pods.iter().collect();
+    let g = plain_sets_spec(&refs).unwrap();
+    let sets: Vec<_> = g
+        .sets
+        .iter()
+        .map(|s| (s.name.as_str(), s.members.min, s.topology.as_ref().map(|t| t.level.as_str())))
+        .collect();
+    assert_eq!(sets, [("decode", 1, None), ("prefill", 2, Some("rack"))]);
+    assert_eq!(g.to_request("serve").unwrap().min_members, 3);
+    // Pods of a set that disagree on its size, or a size that is no number, are named.
+    let mut odd = pods.clone();
+    odd[1] = pod("p1", "prefill", "3", "2", Some("rack"));
+    let e = plain_sets_spec(&odd.iter().collect::<Vec<_>>()).unwrap_err();
+    assert!(e.contains("pod p1: muster.dev/set-size is \"3\" where pod p0 of set prefill has \"2\""), "{e}");
+    let bad = [pod("d0", "decode", "many", "1", None)];
+    let e = plain_sets_spec(&bad.iter().collect::<Vec<_>>()).unwrap_err();
+    assert!(e.contains("label muster.dev/set-size: \"many\" is not a number of members"), "{e}");
+}

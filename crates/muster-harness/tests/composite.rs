@@ -1,0 +1,187 @@
+//! A gang of gangs as Kubernetes 1.37 writes it, on a real control plane: a CompositePodGroup
+//! (`scheduling.k8s.io/v1alpha3`, the CompositePodGroup gate) `serve` kept within one block, over
+//! two PodGroups each kept within one rack: `prefill` (2 pods of 8 GPUs) and `decode` (3 pods of
+//! 2 GPUs), on 32 KWOK nodes of 8 GPUs in 4 racks of 8, 2 racks to a block
+//! (scenarios/clusters/gpu-racks-32.yaml). The pods carry only the queue label and name their
+//! PodGroup; muster's webhook makes them one group with a set per PodGroup, nothing is bound
+//! until both PodGroups' pods exist, then all five are bound at once, each set in one rack, both
+//! in one block, each pod on a member of its own set; both PodGroups are marked scheduled, and
+//! the group runs to the end. A gang that may start with fewer children than it has (k of n) is
+//! refused, naming the field.
+//!
+//! hack/e2e/test-muster-composite.sh starts muster and hack/e2e/overcommit.py around this test.
+
+mod e2e;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use e2e::eventually;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use muster_k8s::Group;
+use serde_json::{Value, json};
+
+const NS: &str = "e2e-composite";
+
+fn resource(version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("scheduling.k8s.io", version, kind), plural)
+}
+
+async fn create(client: &Client, ar: &ApiResource, doc: Value) {
+    let obj: DynamicObject = serde_json::from_value(doc).unwrap();
+    let name = obj.name_any();
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, ar)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("{} {name} is created: {e}", ar.kind));
+}
+
+async fn composite_pod_group(client: &Client, name: &str, min_groups: u32, topology: Option<&str>) {
+    let mut spec = json!({"workloadRef": {"workloadName": name, "templateName": name},
+                          "schedulingPolicy": {"gang": {"minGroupCount": min_groups}}});
+    if let Some(key) = topology {
+        spec["schedulingConstraints"] = json!({"topology": [{"key": key}]});
+    }
+    let doc = json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+                     "metadata": {"name": name}, "spec": spec});
+    create(client, &resource("v1alpha3", "CompositePodGroup", "compositepodgroups"), doc).await;
+}
+
+async fn pod_group(client: &Client, name: &str, parent: &str, min: u32, topology: Option<&str>) {
+    let mut spec = json!({"parentCompositePodGroupName": parent, "schedulingPolicy": {"gang": {"minCount": min}},
+                          "workloadRef": {"workloadName": parent, "templateName": name}});
+    if let Some(key) = topology {
+        spec["schedulingConstraints"] = json!({"topology": [{"key": key}]});
+    }
+    let doc = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+                     "spec": spec});
+    create(client, &resource("v1beta1", "PodGroup", "podgroups"), doc).await;
+}
+
+/// A pod as a user of Kubernetes' gangs writes it, plus muster's queue label: it names its
+/// PodGroup and runs `run` seconds on KWOK.
+fn pod(name: &str, pod_group: &str, gpus: u32, run: u32) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"muster.dev/queue": "default"},
+                     "annotations": {"kwok.muster.dev/run-seconds": run.to_string(), "e2e.muster.dev/test": "true"}},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                 "schedulingGroup": {"podGroupName": pod_group},
+                 "containers": [{"name": "main", "image": "kwok-fake", "resources": {
+                     "requests": {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": gpus.to_string()},
+                     "limits": {"nvidia.com/gpu": gpus.to_string()}}}]}
+    }))
+    .unwrap()
+}
+
+/// Each pod's node, once every pod of `names` is bound.
+async fn nodes_of(pods: &Api<Pod>, names: &[String]) -> Option<BTreeMap<String, String>> {
+    let all = pods.list(&ListParams::default()).await.ok()?.items;
+    let bound: BTreeMap<String, String> =
+        all.iter().filter_map(|p| Some((p.name_any(), p.spec.as_ref()?.node_name.clone()?))).collect();
+    names.iter().all(|n| bound.contains_key(n)).then_some(bound)
+}
+
+fn label<'a>(nodes: &'a BTreeMap<String, Node>, node: &str, key: &str) -> &'a str {
+    nodes[node].labels().get(key).map(String::as_str).unwrap_or_else(|| panic!("node {node} has no {key}"))
+}
+
+#[tokio::test]
+async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in_one_block() {
+    let Some(client) = e2e::client().await else { return };
+    e2e::fresh_namespace(&client, NS, json!({})).await;
+    composite_pod_group(&client, "serve", 2, Some("muster.dev/block")).await;
+    pod_group(&client, "prefill", "serve", 2, Some("muster.dev/rack")).await;
+    pod_group(&client, "decode", "serve", 3, Some("muster.dev/rack")).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), NS);
+    let post = PostParams::default();
+
+    // The prefill pods first: muster's webhook labels them, and nothing is bound without decode.
+    let prefill: Vec<String> = (0..2).map(|i| format!("prefill-{i}")).collect();
+    for name in &prefill {
+        let made = pods.create(&post, &pod(name, "prefill", 8, 15)).await.expect("a prefill pod is admitted");
+        let labels = made.labels();
+        let got: Vec<Option<&str>> =
+            ["muster.dev/group", "muster.dev/group-size", "muster.dev/set", "muster.dev/set-size"]
+                .iter()
+                .map(|k| labels.get(*k).map(String::as_str))
+                .collect();
+        assert_eq!(got, [Some("serve"), Some("5"), Some("prefill"), Some("2")], "{name}");
+        let annotations = made.annotations();
+        assert_eq!(
+            (
+                annotations.get("muster.dev/required-topology").map(String::as_str),
+                annotations.get("muster.dev/set-topology").map(String::as_str)
+            ),
+            (Some("block"), Some("rack"))
+        );
+    }
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let bound = pods.list(&ListParams::default()).await.unwrap().items;
+        let bound: Vec<String> =
+            bound.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_some()).map(|p| p.name_any()).collect();
+        assert!(bound.is_empty(), "prefill bound before its sibling gang's pods exist: {bound:?}");
+    }
+
+    // The decode pods: all five bound at once.
+    let decode: Vec<String> = (0..3).map(|i| format!("decode-{i}")).collect();
+    for name in &decode {
+        pods.create(&post, &pod(name, "decode", 2, 15)).await.expect("a decode pod is admitted");
+    }
+    let all: Vec<String> = prefill.iter().chain(&decode).cloned().collect();
+    let bound = eventually(60, "all five pods are bound", || nodes_of(&pods, &all)).await;
+    let nodes: BTreeMap<String, Node> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|n| (n.name_any(), n))
+        .collect();
+    let domains = |names: &[String], key: &str| -> BTreeSet<String> {
+        names.iter().map(|n| label(&nodes, &bound[n], key).to_string()).collect()
+    };
+    assert_eq!(domains(&prefill, "muster.dev/rack").len(), 1, "prefill in one rack: {bound:?}");
+    assert_eq!(domains(&decode, "muster.dev/rack").len(), 1, "decode in one rack: {bound:?}");
+    assert_eq!(domains(&all, "muster.dev/block").len(), 1, "the whole tree in one block: {bound:?}");
+    let prefill_nodes: BTreeSet<&String> = prefill.iter().map(|n| &bound[n]).collect();
+    assert_eq!(prefill_nodes.len(), 2, "two whole-node prefill pods on two nodes: {bound:?}");
+
+    // The Group holds what each set asks: 2 x 8 GPUs and 3 x 2, not 5 x 8.
+    let group = Api::<Group>::namespaced(client.clone(), NS).get("serve").await.expect("the Group serve exists");
+    let sets: Vec<(&str, i64, u64)> = group
+        .spec
+        .sets
+        .iter()
+        .map(|s| (s.name.as_str(), s.members.min, s.resources["nvidia.com/gpu"].amount("nvidia.com/gpu").unwrap()))
+        .collect();
+    assert_eq!(sets, [("decode", 3, 2), ("prefill", 2, 8)], "a set per PodGroup, each of its own size");
+
+    // Both PodGroups are marked scheduled, as kube-scheduler marks them.
+    let pod_groups =
+        Api::<DynamicObject>::namespaced_with(client.clone(), NS, &resource("v1beta1", "PodGroup", "podgroups"));
+    for name in ["prefill", "decode"] {
+        eventually(30, &format!("PodGroup {name} says PodGroupInitiallyScheduled=True"), || async {
+            let pg = pod_groups.get(name).await.ok()?;
+            let conditions = pg.data.pointer("/status/conditions")?.as_array()?.clone();
+            conditions.iter().any(|c| c["type"] == "PodGroupInitiallyScheduled" && c["status"] == "True").then_some(())
+        })
+        .await;
+    }
+    eventually(90, "the group serve succeeds", || async {
+        let g = Api::<Group>::namespaced(client.clone(), NS).get("serve").await.ok()?;
+        (g.status?.phase?.to_string() == "Succeeded").then_some(())
+    })
+    .await;
+
+    // k of n: a gang that may start with one of its two PodGroups is refused.
+    composite_pod_group(&client, "either", 1, None).await;
+    pod_group(&client, "either-a", "either", 1, None).await;
+    pod_group(&client, "either-b", "either", 1, None).await;
+    let e = pods.create(&post, &pod("either-a-0", "either-a", 1, 5)).await.expect_err("a k-of-n gang's pod is refused");
+    assert!(e.to_string().contains("minGroupCount is 1, below its 2 child groups"), "{e}");
+}
