@@ -602,6 +602,53 @@ fn reclaim_lent_quota_within_cohort() {
     e.check_invariants().unwrap();
 }
 
+/// Queues a and b (4 cpu each, cohort co, a reclaiming) on 2 nodes of 4: b's elastic `b-el`
+/// (2..8 one-cpu members, shrinkable as given) holds all 8 cpu, 4 of them a's; then a's `a1`
+/// (one 4-cpu member) comes for a's own.
+fn reclaim_from_elastic(shrinkable: bool) -> (Engine, Vec<muster_queue::Transition>) {
+    let mut c = quota_cfg();
+    c.queues[0].preemption.reclaim_within_cohort = true;
+    let mut e = engine(graph(2, 4), c);
+    let mut el = elastic("b-el", "b", 2, 8, 1, None, 0);
+    el.request.shrinkable = shrinkable;
+    e.submit(el, 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    assert_eq!(e.group(&key("b-el")).unwrap().member_count(), 8);
+    e.submit(spec("a1", "a", 1, 4, None, 10), 10).unwrap();
+    let ts = e.schedule(10);
+    (e, ts)
+}
+
+#[test]
+fn reclaim_asks_a_shrinkable_borrower_for_its_surplus_members_instead_of_evicting_it() {
+    let (mut e, ts) = reclaim_from_elastic(true);
+    assert!(!ts.iter().any(|t| t.to == GroupState::Evicted), "nothing starts over: {ts:?}");
+    let given = ts.iter().find(|t| matches!(t.reason, Reason::GivingWay { .. })).expect("asked back");
+    let Reason::GivingWay { members, to: waiting } = &given.reason else { unreachable!() };
+    assert_eq!((given.key.name.as_str(), waiting.name.as_str(), members.len()), ("b-el", "a1", 4));
+    // a1 waits for the pods to go, and another cycle asks nothing more of anyone.
+    assert_ne!(state(&e, "a1"), GroupState::Admitted);
+    assert!(e.explain(&key("a1"), 10).unwrap().reason.contains("asked back for it (preemption)"));
+    let again = e.schedule(11);
+    assert!(!again.iter().any(|t| t.to == GroupState::Evicted || matches!(t.reason, Reason::GivingWay { .. })));
+    // The pods are gone: b-el runs on with its 4, a1 starts on the node they left.
+    let ts = e.members_lost(&key("b-el"), members, 12).unwrap();
+    assert!(matches!(ts[0].reason, Reason::Shrunk { .. }));
+    let ts = e.schedule(12);
+    assert_eq!(to(&ts, "a1"), vec![GroupState::Admitted]);
+    assert_eq!((state(&e, "b-el"), e.group(&key("b-el")).unwrap().member_count()), (GroupState::Running, 4));
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn reclaim_evicts_an_elastic_borrower_whole_unless_it_is_shrinkable() {
+    let (e, ts) = reclaim_from_elastic(false);
+    assert_eq!(to(&ts, "b-el"), vec![GroupState::Evicted, GroupState::Queued], "{ts:?}");
+    assert_eq!(state(&e, "a1"), GroupState::Admitted);
+    e.check_invariants().unwrap();
+}
+
 #[test]
 fn elastic_starts_at_min_grows_and_shrinks() {
     let mut e = engine(graph(2, 4), one_queue(QueuePolicy::Easy));

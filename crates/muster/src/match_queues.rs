@@ -20,6 +20,8 @@ commands (one per line; # starts a comment):
   schedule                            run one scheduling cycle; print every change
   ready NAME                          all of NAME's members are running (readiness met)
   finish NAME [failed]                NAME's run ended
+  gone NAME                           the members NAME was asked to give back (giving way, or
+                                      asked back by preemption) are gone: their pods deleted
   queue                               pending groups, in order, with estimated start and reason
   usage                               each queue's use of its quotas
   time [T]                            show or set the clock (seconds)
@@ -68,6 +70,14 @@ impl QueueSession {
                 let key = self.known(name)?;
                 let members = self.engine.group(&key).map_or(0, |g| g.member_count());
                 self.engine.pods_ready(&key, members, self.now)?
+            }
+            ["gone", name] => {
+                let key = self.known(name)?;
+                let leaving: Vec<u32> = self.engine.leaving(&key).into_iter().flatten().copied().collect();
+                if leaving.is_empty() {
+                    bail!("{name} was asked to give back no members");
+                }
+                self.engine.members_lost(&key, &leaving, self.now)?
             }
             ["finish", name] => self.engine.finished(&self.known(name)?, true, self.now)?,
             ["finish", name, "failed"] => self.engine.finished(&self.known(name)?, false, self.now)?,

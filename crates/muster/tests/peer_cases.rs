@@ -107,18 +107,13 @@ const CASES: &[Case] = &[
         placed: &["pending_job0"],
         waiting: &["running_job0"],
     },
-    // Differs from KAI (one task released): the elastic job is evicted whole and starts over small.
-    Case {
-        dir: "kai-reclaim-elastic-surplus",
-        evicted: &["running-job"],
-        placed: &["pending-job", "running-job"],
-        waiting: &[],
-    },
+    // As KAI: the shrinkable elastic job gives back the task above its minimum and keeps the other.
+    Case { dir: "kai-reclaim-elastic-surplus", evicted: &[], placed: &["pending-job", "running-job"], waiting: &[] },
     Case { dir: "volcano-preempt-low-priority-same-queue", evicted: &["pg1"], placed: &["pg2"], waiting: &["pg1"] },
     Case { dir: "volcano-no-preempt-when-both-fit", evicted: &[], placed: &["pg1", "pg2"], waiting: &[] },
     Case { dir: "volcano-no-preempt-over-capability", evicted: &[], placed: &["pg1"], waiting: &["pg2"] },
-    // Differs from Volcano (one pod evicted): the elastic group is evicted whole and starts over small.
-    Case { dir: "volcano-capacity-reclaim-below-deserved", evicted: &["pg5"], placed: &["pg5", "pg6"], waiting: &[] },
+    // As Volcano: the shrinkable pod group gives back the pod above its minimum and keeps the other.
+    Case { dir: "volcano-capacity-reclaim-below-deserved", evicted: &[], placed: &["pg5", "pg6"], waiting: &[] },
 ];
 
 /// What one replay said: every group's states in order, and whether it was ever evicted.

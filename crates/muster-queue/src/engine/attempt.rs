@@ -18,6 +18,7 @@ use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
 use super::Engine;
 use super::cycle::{Pass, reservation_due_at};
+use super::preemption::Preemption;
 use crate::clock;
 use crate::config::QueuePolicy;
 use crate::group::{GroupKey, GroupState, Reason, Transition};
@@ -25,6 +26,9 @@ use crate::quota;
 
 /// What a waiting group's reason adds when running groups give members back for it.
 const GIVEN_WAY: &str = "; shrinkable groups are giving back members for it, and it starts once their pods are gone";
+/// The reason of a group for which preemption asked members back.
+const ASKED_BACK: &str = ": members that shrinkable groups hold above their minimum are asked back for it (preemption), and it starts \
+     once their pods are gone";
 
 /// How a cycle left a group.
 pub(super) enum Attempt {
@@ -277,11 +281,20 @@ impl Engine {
     /// Step 5 (and within step 3): admits the group by preemption while the cycle's budget lasts.
     /// Room freed this way may fit requests that failed before, so they are forgotten.
     fn preempt(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<()> {
-        if pass.preempt_budget > 0 && self.try_preempt(c.key, req, pass) {
-            pass.failed_shapes.clear();
-            return Break(Attempt::Admitted);
+        if pass.preempt_budget == 0 {
+            return Continue(());
         }
-        Continue(())
+        match self.try_preempt(c.key, req, pass) {
+            Preemption::Admitted => {
+                pass.failed_shapes.clear();
+                Break(Attempt::Admitted)
+            }
+            Preemption::AskedBack => {
+                self.set_reason(c.key, format!("waiting for capacity{ASKED_BACK}"));
+                Break(Attempt::Blocked)
+            }
+            Preemption::None => Continue(()),
+        }
     }
 
     /// Step 6: reserves the group's earliest start if its queue's depth allows; else it waits,

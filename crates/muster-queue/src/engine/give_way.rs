@@ -92,6 +92,7 @@ impl Engine {
             self.step(k, GroupState::Running, reason, rec, out);
         }
         self.leaving = asked;
+        self.leaving_for = Some(key.clone());
         true
     }
 

@@ -150,6 +150,8 @@ pub struct Engine {
     /// Members running groups were asked to give back (`give_way.rs`), until their pods are gone.
     /// Not in snapshots: after a restart the groups keep them, which over-commits nothing.
     leaving: give_way::GiveBack,
+    /// The group `leaving` is given back for (by giving way, or asked back by preemption).
+    leaving_for: Option<GroupKey>,
 }
 
 impl Engine {
@@ -190,6 +192,7 @@ impl Engine {
             last_full_cycle: i64::MIN,
             last_stats: CycleStats::default(),
             leaving: BTreeMap::new(),
+            leaving_for: None,
         })
     }
 

@@ -17,6 +17,12 @@ pub(super) struct SavedAlloc {
     window: (i64, i64),
 }
 
+impl SavedAlloc {
+    pub(super) fn members(&self) -> &[ImportedMember] {
+        &self.members
+    }
+}
+
 impl Engine {
     /// The record (node and device names) of graph allocation `id`, under the engine's `alloc_id`.
     pub(super) fn record_of(&self, id: AllocId, alloc_id: u64) -> AllocationRecord {
@@ -142,6 +148,14 @@ impl Engine {
         let members = self.groups[key].member_indices();
         self.add_usage(key, members, -1);
         saved
+    }
+
+    /// Places group `key` again as `saved` had it, with only `members` of it (the quota is the
+    /// caller's): a what-if of the group holding fewer.
+    pub(super) fn restore_partly(&mut self, key: &GroupKey, saved: &SavedAlloc, members: &[ImportedMember]) {
+        self.graph.restore(saved.id, &saved.request, members, saved.window).expect("fewer of the same members fit");
+        self.graph_alloc.insert(key.clone(), saved.id);
+        self.by_graph_alloc.insert(saved.id, key.clone());
     }
 
     /// Undoes [`Engine::take_out`].

@@ -1,9 +1,14 @@
-//! Gang-aware preemption: whole groups are evicted, never single members. The candidates are
-//! lower-priority groups of the same queue and groups borrowing in the cohort (when the queue is
-//! within its nominal quota); the fewest of them that let the group fit are evicted and queued
-//! again at once, and the group is admitted. Every what-if runs on the real graph and is undone.
+//! Gang-aware preemption: whole groups are evicted, never single members against their will. The
+//! candidates are lower-priority groups of the same queue and groups borrowing in the cohort (when
+//! the queue is within its nominal quota). When taking back the members that shrinkable elastic
+//! candidates hold above their minimum is enough, only those are asked back (as in giving way:
+//! the group starts once their pods are gone) and nothing starts over; otherwise the fewest
+//! candidates that let the group fit are evicted and queued again at once, and the group is
+//! admitted. Every what-if runs on the real graph and is undone.
 
-use muster_graph::{GroupRequest, MatchOutcome};
+use std::collections::BTreeSet;
+
+use muster_graph::{GroupRequest, ImportedMember, MatchOutcome};
 
 use super::Engine;
 use super::cycle::Pass;
@@ -26,17 +31,167 @@ struct Candidate {
     reclaim: bool,
 }
 
+/// What a preemption did for a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Preemption {
+    /// Victims evicted, the group admitted.
+    Admitted,
+    /// Members above their minimum asked back from shrinkable candidates; the group starts once
+    /// their pods are gone.
+    AskedBack,
+    /// Nothing changed.
+    None,
+}
+
 impl Engine {
-    /// Evicts whole lower-priority groups of the same queue and/or groups borrowing in the
-    /// cohort, the fewest that let `key` (as `req`) fit, and admits `key`. False, with nothing
-    /// changed, if no set of candidates makes room. Spends one of the cycle's preemption attempts
-    /// when there are candidates at all.
-    pub(super) fn try_preempt(&mut self, key: &GroupKey, req: &GroupRequest, pass: &mut Pass<'_>) -> bool {
-        let Some(cands) = self.preemption_candidates(key, req) else { return false };
+    /// Makes room for `key` (as `req`) from lower-priority groups of the same queue and/or
+    /// groups borrowing in the cohort: the surplus members of shrinkable ones when that is
+    /// enough, else the fewest whole groups (then `key` is admitted). Spends one of the cycle's
+    /// preemption attempts when there are candidates at all.
+    pub(super) fn try_preempt(&mut self, key: &GroupKey, req: &GroupRequest, pass: &mut Pass<'_>) -> Preemption {
+        // Members are already on their way out for it: wait for them rather than evict more.
+        if self.leaving_for.as_ref() == Some(key) && !self.leaving.is_empty() {
+            return Preemption::AskedBack;
+        }
+        let Some(cands) = self.preemption_candidates(key, req) else { return Preemption::None };
         pass.preempt_budget -= 1;
-        let Some(victims) = self.choose_victims(key, req, &cands) else { return false };
+        if self.ask_back_surplus(key, req, &cands, pass.out) {
+            return Preemption::AskedBack;
+        }
+        let Some(victims) = self.choose_victims(key, req, &cands) else { return Preemption::None };
         self.evict_and_admit(key, req, victims, pass.out);
+        Preemption::Admitted
+    }
+
+    /// Asks back the members above their minimum of shrinkable candidates (best first, as few
+    /// groups as do) when that alone lets `key` fit; false, with nothing changed, otherwise.
+    /// One give-back at a time, as in giving way.
+    fn ask_back_surplus(
+        &mut self,
+        key: &GroupKey,
+        req: &GroupRequest,
+        cands: &[Candidate],
+        out: &mut Vec<Transition>,
+    ) -> bool {
+        if !self.leaving.is_empty() {
+            return false;
+        }
+        let mut shrunk: Vec<(GroupKey, BTreeSet<u32>, SavedAlloc, bool)> = Vec::new();
+        let mut fits = false;
+        for c in cands {
+            let Some(surplus) = self.shrinkable_surplus(&c.key) else { continue };
+            let saved = self.shrink_out(&c.key, &surplus);
+            shrunk.push((c.key.clone(), surplus, saved, c.reclaim));
+            let out_so_far: Vec<(GroupKey, bool)> = shrunk.iter().map(|(k, _, _, r)| (k.clone(), *r)).collect();
+            if self.fits_now(key, req) && self.reclaim_allowed(key, req, &out_so_far) {
+                fits = true;
+                break;
+            }
+        }
+        // Of those members, only the ones on the nodes the group would take are needed.
+        let nodes = if fits { self.nodes_it_would_take(key, req) } else { BTreeSet::new() };
+        let mut asked = super::give_way::GiveBack::new();
+        let mut there = super::give_way::GiveBack::new();
+        let mut reclaims = Vec::new();
+        for (k, surplus, saved, reclaim) in shrunk.into_iter().rev() {
+            let on_nodes: BTreeSet<u32> = saved
+                .members()
+                .iter()
+                .filter(|m| surplus.contains(&m.index) && nodes.contains(&m.node))
+                .map(|m| m.index)
+                .collect();
+            self.unshrink(&k, saved);
+            if !on_nodes.is_empty() {
+                there.insert(k.clone(), on_nodes);
+            }
+            reclaims.push((k.clone(), reclaim));
+            asked.insert(k, surplus);
+        }
+        if !fits {
+            return false;
+        }
+        if self.enough_asked_back(key, req, &there, &reclaims) {
+            asked = there;
+        }
+        for (k, members) in &asked {
+            let rec = self.groups[k].allocation.clone();
+            let reason = Reason::GivingWay { members: members.iter().copied().collect(), to: key.clone() };
+            self.step(k, GroupState::Running, reason, rec, out);
+        }
+        self.last_stats.preemptions += asked.len();
+        self.leaving = asked;
+        self.leaving_for = Some(key.clone());
         true
+    }
+
+    /// The nodes `key` (as `req`) would take now, by name; changes nothing.
+    fn nodes_it_would_take(&mut self, key: &GroupKey, req: &GroupRequest) -> BTreeSet<String> {
+        let Some(r) = self.fitting_request(key, req) else { return BTreeSet::new() };
+        self.last_stats.match_calls += 1;
+        let MatchOutcome::Allocated(id) = self.graph.allocate(&r, self.now) else { return BTreeSet::new() };
+        let g = &self.graph.graph;
+        let nodes = self.graph.allocation(id).map(|a| a.members.iter().map(|m| g.node(m.node).name.clone()).collect());
+        let _ = self.graph.cancel(id);
+        nodes.unwrap_or_default()
+    }
+
+    /// Would `key` fit with just `asked` given back (`reclaims`: whether each group is reclaimed)?
+    /// Changes nothing.
+    fn enough_asked_back(
+        &mut self,
+        key: &GroupKey,
+        req: &GroupRequest,
+        asked: &super::give_way::GiveBack,
+        reclaims: &[(GroupKey, bool)],
+    ) -> bool {
+        if asked.is_empty() {
+            return false;
+        }
+        let saved: Vec<(GroupKey, SavedAlloc)> =
+            asked.iter().map(|(k, m)| (k.clone(), self.shrink_out(k, m))).collect();
+        let out: Vec<(GroupKey, bool)> = reclaims.iter().filter(|(k, _)| asked.contains_key(k)).cloned().collect();
+        let ok = self.fits_now(key, req) && self.reclaim_allowed(key, req, &out);
+        for (k, s) in saved.into_iter().rev() {
+            self.unshrink(&k, s);
+        }
+        ok
+    }
+
+    /// The members group `k` holds above its minimum, highest first, if it is shrinkable, runs
+    /// ready and places no fixed number per node.
+    fn shrinkable_surplus(&self, k: &GroupKey) -> Option<BTreeSet<u32>> {
+        let g = &self.groups[k];
+        let r = &g.spec.request;
+        let usable = r.shrinkable
+            && g.state == GroupState::Running
+            && g.not_ready_since.is_none()
+            && r.members_per_node.is_none();
+        let mut held = g.member_indices();
+        let extra = (held.len() as u32).checked_sub(r.min_members).filter(|n| *n > 0 && usable)?;
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        Some(held.into_iter().take(extra as usize).collect())
+    }
+
+    /// Takes `surplus` of group `k`'s members out of the graph and the quota, as if given back;
+    /// [`Self::unshrink`] undoes it.
+    fn shrink_out(&mut self, k: &GroupKey, surplus: &BTreeSet<u32>) -> SavedAlloc {
+        let saved = self.take_out(k);
+        let kept: Vec<ImportedMember> =
+            saved.members().iter().filter(|m| !surplus.contains(&m.index)).cloned().collect();
+        self.restore_partly(k, &saved, &kept);
+        self.add_usage(k, kept.iter().map(|m| m.index), 1);
+        saved
+    }
+
+    /// Undoes [`Self::shrink_out`].
+    fn unshrink(&mut self, k: &GroupKey, saved: SavedAlloc) {
+        let partial = self.graph_alloc.remove(k).expect("shrunk, still placed");
+        self.by_graph_alloc.remove(&partial);
+        let kept: Vec<u32> =
+            self.graph.allocation(partial).map(|a| a.members.iter().map(|m| m.index).collect()).unwrap_or_default();
+        let _ = self.graph.cancel(partial);
+        self.add_usage(k, kept, -1);
+        self.put_back(k, saved);
     }
 
     /// Who may be evicted for `key`, best first (at most 256); `None` if its queue does not
