@@ -177,6 +177,42 @@ fn sim_runs_the_built_in_suite_deterministically() {
     assert_ne!(text, stdout(&run("8")), "the seed changes the workload");
 }
 
+/// The suite tables in README.md and docs/benchmarks.md are what `muster sim` prints now. A
+/// table is shown in a ```text block whose first line is the command (`$ muster sim ARGS`);
+/// each blank-line-separated part of the block must be a part of that command's output, verbatim.
+#[test]
+fn the_suite_tables_in_the_docs_are_what_muster_sim_prints() {
+    let mut printed: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut tables = 0;
+    for doc in ["README.md", "docs/benchmarks.md"] {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        for block in text.split("```text\n").skip(1).map(|rest| rest.split("\n```").next().unwrap()) {
+            let (first, shown) = block.split_once('\n').unwrap_or((block, ""));
+            let Some(args) = first.strip_prefix("$ muster ").filter(|a| a.starts_with("sim")) else {
+                assert!(
+                    !block.contains("LOWER BOUND (s)"),
+                    "{doc}: a suite table without its `$ muster sim` line\n{block}"
+                );
+                continue;
+            };
+            let output = printed.entry(args.to_owned()).or_insert_with(|| {
+                let out = muster(&args.split_whitespace().collect::<Vec<_>>(), "");
+                assert!(out.status.success(), "{doc}: `muster {args}`: {}", String::from_utf8_lossy(&out.stderr));
+                stdout(&out)
+            });
+            let parts: Vec<&str> = output.split("\n\n").map(str::trim_end).collect();
+            for table in shown.split("\n\n").map(str::trim_end) {
+                assert!(
+                    parts.contains(&table),
+                    "{doc}: `muster {args}` no longer prints\n{table}\n\nit prints\n{output}\nrun it (release build) and copy its output"
+                );
+                tables += 1;
+            }
+        }
+    }
+    assert!(tables >= 9, "the README's table and the suite's and policies' four each: {tables}");
+}
+
 #[test]
 fn version_names_the_commit_and_the_build_date() {
     let out = muster(&["--version"], "");
@@ -197,4 +233,21 @@ fn version_names_the_commit_and_the_build_date() {
         Ok(h) if h.status.success() => assert_eq!(commit, String::from_utf8_lossy(&h.stdout).trim(), "{text}"),
         _ => assert_eq!(commit, "unknown", "{text}"),
     }
+}
+
+/// The chart installs the muster it names: its appVersion (the default image tag) is the
+/// workspace's version, the one `muster --version` prints.
+#[test]
+fn the_charts_app_version_is_the_crate_version() {
+    let chart = std::fs::read_to_string(repo().join("deploy/chart/Chart.yaml")).unwrap();
+    let app_version = chart
+        .lines()
+        .find_map(|l| l.strip_prefix("appVersion:"))
+        .map(|v| v.trim().trim_matches('"'))
+        .expect("deploy/chart/Chart.yaml has an appVersion");
+    assert_eq!(
+        app_version,
+        env!("CARGO_PKG_VERSION"),
+        "set appVersion in deploy/chart/Chart.yaml to the crate version"
+    );
 }
