@@ -13,6 +13,9 @@
 //!   Job), `volcano` (`schedulerName: volcano`, `group-min-member`) and `native` (kube-scheduler
 //!   1.37's Workload and PodGroup per Job). Companions come before their Job; elastic jobs get
 //!   each peer's own minimum (the module says what each peer does not support).
+//! - [`peer_sets`]: a job of several member sets (a launcher beside its workers) as each peer's
+//!   users submit one: a JobSet (muster, Kueue), a Volcano Job of a task per set, a Job per set
+//!   in one gang (coscheduling, native).
 //! - [`tenants`]: a scenario's tenants (queues with quotas in cohorts) as muster's, Kueue's and
 //!   Volcano's own objects, a namespace per tenant.
 //! - [`tenant_figures`]: per tenant, a real run's shortfall, wait within quota, work lost and
@@ -31,6 +34,7 @@
 pub mod cluster;
 pub mod occupancy;
 pub mod outcome;
+pub mod peer_sets;
 pub mod peers;
 pub mod scale;
 pub mod simreal;

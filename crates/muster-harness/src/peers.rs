@@ -48,6 +48,7 @@ use muster_graph::{quantity, resources};
 use muster_k8s::labels;
 use serde_json::{Value, json};
 
+use crate::peer_sets;
 use crate::workload::{self, JobRecord, ManifestOptions, manifest, seconds};
 use crate::{Error, Result};
 
@@ -158,7 +159,7 @@ impl Object {
     }
 }
 
-fn metadata(name: &str, opts: &PeerOptions) -> Value {
+pub(crate) fn metadata(name: &str, opts: &PeerOptions) -> Value {
     let mut m = json!({ "name": name });
     if let Some(ns) = &opts.namespace {
         m["namespace"] = json!(ns);
@@ -167,7 +168,7 @@ fn metadata(name: &str, opts: &PeerOptions) -> Value {
 }
 
 /// Sets `v[path...][key] = value`, making the maps on the way.
-fn set(v: &mut Value, path: &[&str], key: &str, value: Value) {
+pub(crate) fn set(v: &mut Value, path: &[&str], key: &str, value: Value) {
     let mut at = v;
     for p in path {
         if !at[*p].is_object() {
@@ -190,6 +191,9 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
         }
         _ => opts,
     };
+    if !job.sets.is_empty() {
+        return peer_sets::objects(job, opts);
+    }
     let base = ManifestOptions {
         queue: (opts.peer == Peer::Muster).then(|| opts.queue()).flatten(),
         scheduler_name: opts.scheduler_name(),
@@ -218,13 +222,7 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
             }
         }
         Peer::Coscheduling => {
-            let pg = json!({
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": metadata(name, opts),
-                "spec": { "minMember": min },
-            });
-            out.push(Object::new(pg, "podgroups", true));
+            out.push(cosched_pod_group(name, min, opts));
             set(&mut j, &["spec", "template", "metadata", "labels"], COSCHED_POD_GROUP, json!(name));
         }
         Peer::Volcano => {
@@ -240,57 +238,75 @@ pub fn job_objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
             }
         }
         Peer::Native => {
-            let group = format!("{name}-{NATIVE_TEMPLATE}");
-            let policy = json!({ "gang": { "minCount": min } });
-            // kube-scheduler refuses a gang whose pods' priority is not its PodGroup's.
-            let class = (job.priority != 0).then(|| workload::priority_class(job.priority));
-            // TopologyAwareWorkloadScheduling (alpha in 1.37) has required constraints only.
-            // A preferred level kept within another is given as the enclosing level.
-            let constraints = job
-                .topology
-                .as_ref()
-                .and_then(|t| t.binding_label())
-                .map(|label| json!({ "topology": [{ "key": label }] }));
-            out.push(Object::new(
-                json!({
-                    "apiVersion": "scheduling.k8s.io/v1beta1",
-                    "kind": "Workload",
-                    "metadata": metadata(name, opts),
-                    "spec": {
-                        "controllerRef": { "apiGroup": "batch", "kind": "Job", "name": name },
-                        "podGroupTemplates": [with_class(
-                            with_constraints(json!({ "name": NATIVE_TEMPLATE, "schedulingPolicy": policy }), &constraints),
-                            &class,
-                        )],
-                    },
-                }),
-                "workloads",
-                true,
-            ));
-            out.push(Object::new(
-                json!({
-                    "apiVersion": "scheduling.k8s.io/v1beta1",
-                    "kind": "PodGroup",
-                    "metadata": metadata(&group, opts),
-                    "spec": with_class(
-                        with_constraints(
-                            json!({
-                                "workloadRef": { "workloadName": name, "templateName": NATIVE_TEMPLATE },
-                                "schedulingPolicy": policy,
-                            }),
-                            &constraints,
-                        ),
-                        &class,
-                    ),
-                }),
-                "podgroups",
-                true,
-            ));
+            let controller = json!({ "apiGroup": "batch", "kind": "Job", "name": name });
+            let (companions, group) = native_gang(job, min, Some(controller), opts);
+            out.extend(companions);
             set(&mut j, &["spec", "template", "spec", "schedulingGroup"], "podGroupName", json!(group));
         }
     }
     out.push(Object::new(j, "jobs", true));
     out
+}
+
+/// scheduler-plugins' PodGroup `name` of `min` members.
+pub(crate) fn cosched_pod_group(name: &str, min: u32, opts: &PeerOptions) -> Object {
+    let pg = json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": metadata(name, opts),
+        "spec": { "minMember": min },
+    });
+    Object::new(pg, "podgroups", true)
+}
+
+/// kube-scheduler's gang for a job: its Workload (one pod-group template, gang `minCount` = `min`,
+/// `controllerRef` to the object that makes its pods, if one does) and the PodGroup made from it,
+/// with the PodGroup's name, which its pods name in `spec.schedulingGroup.podGroupName`.
+pub(crate) fn native_gang(
+    job: &JobRecord,
+    min: u32,
+    controller: Option<Value>,
+    opts: &PeerOptions,
+) -> ([Object; 2], String) {
+    let name = job.name.as_str();
+    let group = format!("{name}-{NATIVE_TEMPLATE}");
+    let policy = json!({ "gang": { "minCount": min } });
+    // kube-scheduler refuses a gang whose pods' priority is not its PodGroup's.
+    let class = (job.priority != 0).then(|| workload::priority_class(job.priority));
+    // TopologyAwareWorkloadScheduling (alpha in 1.37) has required constraints only.
+    // A preferred level kept within another is given as the enclosing level.
+    let constraints =
+        job.topology.as_ref().and_then(|t| t.binding_label()).map(|label| json!({ "topology": [{ "key": label }] }));
+    let template = with_class(
+        with_constraints(json!({ "name": NATIVE_TEMPLATE, "schedulingPolicy": policy }), &constraints),
+        &class,
+    );
+    let mut spec = json!({ "podGroupTemplates": [template] });
+    if let Some(c) = controller {
+        spec["controllerRef"] = c;
+    }
+    let workload = json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": metadata(name, opts),
+        "spec": spec,
+    });
+    let pod_group = json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": metadata(&group, opts),
+        "spec": with_class(
+            with_constraints(
+                json!({
+                    "workloadRef": { "workloadName": name, "templateName": NATIVE_TEMPLATE },
+                    "schedulingPolicy": policy,
+                }),
+                &constraints,
+            ),
+            &class,
+        ),
+    });
+    ([Object::new(workload, "workloads", true), Object::new(pod_group, "podgroups", true)], group)
 }
 
 /// `spec` with `priorityClassName` when the job has a priority.
@@ -318,7 +334,7 @@ fn with_constraints(mut spec: Value, constraints: &Option<Value>) -> Value {
 pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts: &PeerOptions) -> Result<Vec<Object>> {
     let total = cluster_total(w)?;
     let nodes = w.cluster.expand(&w.cluster_file).map_err(|e| Error::Input(e.to_string()))?;
-    let wanted: std::collections::BTreeSet<&String> = jobs.iter().flat_map(|j| j.requests.keys()).collect();
+    let wanted: std::collections::BTreeSet<&String> = jobs.iter().flat_map(|j| j.requested()).collect();
     let mut quotas = Vec::new();
     for r in &wanted {
         let unit = resources::unit_of(r).map_err(Error::Input)?;

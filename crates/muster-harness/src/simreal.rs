@@ -284,6 +284,15 @@ pub async fn run(
         }
     }
     let Some(last) = jobs.last() else { return Err(Error::Input(format!("{}: no jobs", jobs_file.display()))) };
+    // What a run measures is read off one batch/v1 Job per job and its pods.
+    if let Some(j) = jobs.iter().find(|j| !j.sets.is_empty()) {
+        return Err(Error::Input(format!(
+            "{}: class {} is a job of several sets, which `objects` prints but `run` cannot measure yet (it reads \
+             one batch/v1 Job per job); run a scenario whose classes give members and resources",
+            jobs_file.display(),
+            j.class
+        )));
+    }
     let (client, config) = cluster::client(kubeconfig).await?;
     let scope = Scope::new(ns, &jobs);
     let api: Api<Job> = scope.api(&client, ns);
@@ -496,6 +505,7 @@ pub async fn calibrate(kubeconfig: &Path, ns: &str, jobs: usize, pods: u32, out:
             topology: None,
             priority: 0,
             tenant: None,
+            sets: Vec::new(),
         };
         let (api, creators) = (api.clone(), creators.clone());
         tasks.spawn(async move {

@@ -122,7 +122,7 @@ fn kueue(w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
         ));
     }
     let total = cluster_total(w)?;
-    let covered: BTreeSet<&String> = jobs.iter().flat_map(|j| j.requests.keys()).collect();
+    let covered: BTreeSet<&String> = jobs.iter().flat_map(|j| j.requested()).collect();
     let flavor = json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": { "name": KUEUE_FLAVOR } });
     let mut out = vec![Object::new(flavor, "resourceflavors", false)];
     // Declared cohorts, then those only queues name (roots of their own).

@@ -54,6 +54,20 @@ pub struct JobRecord {
     /// its queue under every peer ([`crate::tenants`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// A job of several member sets (a launcher beside its workers): each set's pods and what
+    /// each of them asks; then `pods` is their sum and `requests` is empty. Empty for a job of
+    /// alike pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<SetRecord>,
+}
+
+/// One set of alike pods of a job of several sets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetRecord {
+    pub name: String,
+    pub pods: u32,
+    /// Per pod, Kubernetes quantities (`pods` left out).
+    pub requests: BTreeMap<String, String>,
 }
 
 fn is_zero(p: &i32) -> bool {
@@ -124,18 +138,28 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
     if j.deadline_ms.is_some_and(|d| d % 1000 != 0) {
         return refuse("activeDeadlineSeconds needs a whole number of seconds");
     }
-    // A Job has one pod template: pods that differ would all be made like one of them.
-    if !j.sets.is_empty() {
-        return refuse(
-            "jobs of several pod sets are simulated only; the harness sends one Job per job, whose pods are \
-             alike: give the class members and resources instead of sets",
-        );
+    let mut sets = Vec::new();
+    for s in &j.sets {
+        if s.min_members < s.max_members {
+            return refuse(&format!(
+                "set {}: an elastic set ({}..{} members) is simulated only; a group of several sets starts whole \
+                 under every scheduler here: give the set a fixed members count",
+                s.name, s.min_members, s.max_members
+            ));
+        }
+        if s.topology.is_some() || s.filter != j.filter {
+            return refuse(&format!(
+                "set {}: a set's own topology, node selector or tolerations are simulated only; give them on the \
+                 class, for all its sets",
+                s.name
+            ));
+        }
+        sets.push(SetRecord { name: s.name.clone(), pods: s.max_members, requests: quantities(&s.requests)? });
     }
-    let mut requests = BTreeMap::new();
-    for (name, amount) in j.requests.iter().filter(|(n, _)| n != "pods") {
-        let unit = resources::unit_of(name).map_err(Error::Input)?;
-        requests.insert(name.clone(), quantity::format_amount(*amount, unit));
+    if !sets.is_empty() && j.topology.is_some() {
+        return refuse("a topology for a job of several sets is simulated only; drop the class's topology");
     }
+    let requests = if sets.is_empty() { quantities(&j.requests)? } else { BTreeMap::new() };
     let tolerations = j
         .filter
         .tolerations
@@ -179,13 +203,42 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
         }),
         priority: j.priority,
         tenant: None,
+        sets,
     })
+}
+
+/// Per-pod amounts as Kubernetes quantities, `pods` left out.
+fn quantities(amounts: &[(String, u64)]) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for (name, amount) in amounts.iter().filter(|(n, _)| n != "pods") {
+        let unit = resources::unit_of(name).map_err(Error::Input)?;
+        out.insert(name.clone(), quantity::format_amount(*amount, unit));
+    }
+    Ok(out)
 }
 
 impl JobRecord {
     /// The fewest pods the job can run with: its minimum when elastic, else all of them.
     pub fn min(&self) -> u32 {
         self.min_pods.unwrap_or(self.pods).min(self.pods)
+    }
+
+    /// The resources its pods ask for, over all its sets.
+    pub fn requested(&self) -> impl Iterator<Item = &String> {
+        self.requests.keys().chain(self.sets.iter().flat_map(|s| s.requests.keys()))
+    }
+
+    /// One of its sets as a job of alike pods, named `<job>-<set>`: what the Job (or the task, or
+    /// the replicated Job) of that set is made from.
+    pub fn set_job(&self, set: &SetRecord) -> JobRecord {
+        JobRecord {
+            name: format!("{}-{}", self.name, set.name),
+            pods: set.pods,
+            min_pods: None,
+            requests: set.requests.clone(),
+            sets: Vec::new(),
+            ..self.clone()
+        }
     }
 }
 
@@ -306,6 +359,7 @@ pub(crate) fn test_record(name: &str, class: &str) -> JobRecord {
         topology: None,
         priority: 0,
         tenant: None,
+        sets: Vec::new(),
     }
 }
 
@@ -409,11 +463,43 @@ mod tests {
         s.deadline_ms = None;
         s.priority = MAX_USER_PRIORITY + 1;
         assert!(record(&s).unwrap_err().to_string().contains("system classes"));
-        // A job of several pod sets is not made one Job of alike pods.
-        s.priority = 0;
-        let ai = muster_sim::scenario::load(&scenario("suite/ai-sets.yaml"), 1).unwrap().jobs.remove(0);
-        assert!(!ai.sets.is_empty());
-        assert!(record(&ai).unwrap_err().to_string().contains("several pod sets are simulated only"));
+        // A set of {min, max} members: every peer here starts a group of several sets whole.
+        let ai = muster_sim::scenario::load(&scenario("suite/ai-sets.yaml"), 1).unwrap().jobs;
+        let ray = ai.iter().find(|j| j.class == "ray").unwrap();
+        let e = record(ray).unwrap_err().to_string();
+        assert!(e.contains("class ray: set gpu-workers: an elastic set (2..8 members)"), "{e}");
+        assert!(e.contains("give the set a fixed members count"), "{e}");
+    }
+
+    #[test]
+    fn a_job_of_several_sets_keeps_each_sets_pods_and_requests() {
+        let path = scenario("suite/ai-sets-sixtieth.yaml");
+        let sim = muster_sim::scenario::load(&path, 1).unwrap().jobs;
+        let ours = jobs(&path, 1).unwrap();
+        assert_eq!(ours.len(), 68);
+        for (r, s) in ours.iter().zip(&sim) {
+            assert!(r.requests.is_empty(), "a job of sets asks nothing beyond its sets");
+            assert_eq!(r.pods, s.max_members);
+            assert_eq!(r.sets.len(), s.sets.len());
+            for (rs, ss) in r.sets.iter().zip(&s.sets) {
+                assert_eq!((rs.name.as_str(), rs.pods), (ss.name.as_str(), ss.max_members));
+                let back: Vec<(String, u64)> = rs
+                    .requests
+                    .iter()
+                    .map(|(n, q)| (n.clone(), resources::parse_amount(resources::unit_of(n).unwrap(), q).unwrap()))
+                    .collect();
+                let want: Vec<(String, u64)> = ss.requests.iter().filter(|(n, _)| n != "pods").cloned().collect();
+                assert_eq!(back, want);
+            }
+        }
+        let mpi = &ours[0];
+        assert_eq!(mpi.class, "mpi");
+        let launcher = mpi.set_job(&mpi.sets[0]);
+        assert_eq!((launcher.name, launcher.pods), (format!("{}-launcher", mpi.name), 1));
+        assert_eq!(launcher.requests, BTreeMap::from([("cpu".into(), "1".into()), ("memory".into(), "2Gi".into())]));
+        assert_eq!(launcher.run_ms, mpi.run_ms);
+        let names: Vec<&String> = mpi.requested().collect();
+        assert_eq!(names, ["cpu", "memory", "cpu", "memory", "nvidia.com/gpu"]);
     }
 
     #[test]
