@@ -163,6 +163,12 @@ impl Condition for k8s_openapi::api::core::v1::PodCondition {
 
 /// The label of the Job controller that names a pod's Job.
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+/// The harness's label naming the scenario job of a pod, and of a Job, when the job is several
+/// objects (a job of several sets: a Job per set, a JobSet's child Jobs).
+pub const HARNESS_JOB_LABEL: &str = "harness.muster.dev/job";
+/// The gang label and size muster-gang-ready (hack/k8s-build) reads on pods no Job owns.
+pub const KWOK_GANG_LABEL: &str = "kwok.muster.dev/gang";
+pub const KWOK_GANG_SIZE: &str = "kwok.muster.dev/gang-size";
 /// KWOK's stamp (hack/kwok/stages.yaml) of when all pods of a Job were ready.
 pub const ALL_READY_AT: &str = "kwok.muster.dev/all-ready-at";
 

@@ -16,6 +16,7 @@
 //! - [`peer_sets`]: a job of several member sets (a launcher beside its workers) as each peer's
 //!   users submit one: a JobSet (muster, Kueue), a Volcano Job of a task per set, a Job per set
 //!   in one gang (coscheduling, native).
+//! - [`job_groups`]: the Jobs of a job of several sets read as the one Job `run` measures.
 //! - [`tenants`]: a scenario's tenants (queues with quotas in cohorts) as muster's, Kueue's and
 //!   Volcano's own objects, a namespace per tenant.
 //! - [`tenant_figures`]: per tenant, a real run's shortfall, wait within quota, work lost and
@@ -32,6 +33,7 @@
 //! Quantities are parsed by muster's own parser (`muster_graph::resources`).
 
 pub mod cluster;
+pub mod job_groups;
 pub mod occupancy;
 pub mod outcome;
 pub mod peer_sets;

@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Condition, JOB_NAME_LABEL, secs, true_condition};
+use crate::cluster::{Condition, HARNESS_JOB_LABEL, JOB_NAME_LABEL, secs, true_condition};
 use crate::simreal::job_end;
 use crate::workload::JobRecord;
 
@@ -130,8 +130,10 @@ pub(crate) fn created(meta: &kube::api::ObjectMeta) -> f64 {
     meta.creation_timestamp.as_ref().map_or(0.0, secs)
 }
 
+/// The scenario job of a pod: the harness's label on a job of several objects, else its Job.
 pub(crate) fn job_name(p: &Pod) -> Option<String> {
-    p.metadata.labels.as_ref().and_then(|l| l.get(JOB_NAME_LABEL)).cloned()
+    let labels = p.metadata.labels.as_ref()?;
+    labels.get(HARNESS_JOB_LABEL).or_else(|| labels.get(JOB_NAME_LABEL)).cloned()
 }
 
 pub(crate) fn bound_at(p: &Pod) -> Option<f64> {

@@ -12,11 +12,17 @@
 //! | `volcano` | a Volcano Job `batch.volcano.sh/v1alpha1` `<job>` with a task per set | its PodGroup, `minAvailable` = all the sets' pods |
 //! | `native` | a Job per set, pods naming the PodGroup `<job>-workers` | one Workload (no controllerRef: no one object makes all the pods) and its PodGroup, gang `minCount` = all the sets' pods |
 //!
+//! Every set's Job and pod carries `harness.muster.dev/job: <job>`, by which `run` reads the
+//! job's Jobs as one; a Volcano Job's pods (no Job owns them) carry KWOK's gang label and size,
+//! so that their run starts once all of them are Ready. Elsewhere KWOK's run starts once a
+//! set's own pods are Ready, which the gang makes the same moment give or take KWOK's lag.
+//!
 //! Sets are rigid ([`crate::workload::record`] refuses an elastic set): every peer starts the
 //! group whole.
 
 use serde_json::{Value, json};
 
+use crate::cluster::{HARNESS_JOB_LABEL, KWOK_GANG_LABEL, KWOK_GANG_SIZE};
 use crate::peers::{
     COSCHED_POD_GROUP, KUEUE_QUEUE, Object, Peer, PeerOptions, cosched_pod_group, metadata, native_gang, set,
 };
@@ -64,7 +70,12 @@ fn set_jobs(job: &JobRecord, opts: &PeerOptions) -> Vec<Value> {
         ManifestOptions { queue: None, scheduler_name: opts.scheduler_name(), namespace: opts.namespace.clone() };
     job.sets
         .iter()
-        .map(|s| serde_json::to_value(manifest(&job.set_job(s), &base)).expect("a Job is plain data"))
+        .map(|s| {
+            let mut j = serde_json::to_value(manifest(&job.set_job(s), &base)).expect("a Job is plain data");
+            set(&mut j, &["metadata", "labels"], HARNESS_JOB_LABEL, json!(job.name));
+            set(&mut j, &["spec", "template", "metadata", "labels"], HARNESS_JOB_LABEL, json!(job.name));
+            j
+        })
         .collect()
 }
 
@@ -78,7 +89,10 @@ fn jobset(job: &JobRecord, set_jobs: Vec<Value>, opts: &PeerOptions) -> Object {
         .sets
         .iter()
         .zip(set_jobs)
-        .map(|(s, j)| json!({ "name": s.name, "replicas": 1, "template": { "spec": j["spec"] } }))
+        .map(|(s, j)| {
+            let template = json!({ "metadata": { "labels": j["metadata"]["labels"] }, "spec": j["spec"] });
+            json!({ "name": s.name, "replicas": 1, "template": template })
+        })
         .collect();
     let js = json!({
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
@@ -96,7 +110,13 @@ fn volcano_job(job: &JobRecord, set_jobs: Vec<Value>, total: u32, opts: &PeerOpt
         .sets
         .iter()
         .zip(set_jobs)
-        .map(|(s, j)| json!({ "name": s.name, "replicas": s.pods, "template": j["spec"]["template"] }))
+        .map(|(s, mut j)| {
+            // No Job owns these pods: KWOK's all-ready stamp goes by the gang label.
+            let pod_meta = ["spec", "template", "metadata"];
+            set(&mut j, &[&pod_meta[..], &["labels"]].concat(), KWOK_GANG_LABEL, json!(job.name));
+            set(&mut j, &[&pod_meta[..], &["annotations"]].concat(), KWOK_GANG_SIZE, json!(total.to_string()));
+            json!({ "name": s.name, "replicas": s.pods, "template": j["spec"]["template"] })
+        })
         .collect();
     let vj = json!({
         "apiVersion": "batch.volcano.sh/v1alpha1",
@@ -253,7 +273,17 @@ mod tests {
 
             let plain = decoded(job, Peer::Default);
             assert_eq!(kinds(&plain), ["Job", "Job"]);
-            assert!(plain[0]["spec"]["template"]["metadata"].get("labels").is_none());
+            // Every set's Job and pods name the scenario job, however the peer wraps them.
+            for j in plain.iter().chain(&cosched[1..]).chain(&native[2..]) {
+                assert_eq!(j["metadata"]["labels"][HARNESS_JOB_LABEL], job.name.as_str());
+                assert_eq!(j["spec"]["template"]["metadata"]["labels"][HARNESS_JOB_LABEL], job.name.as_str());
+            }
+            for r in js["spec"]["replicatedJobs"].as_array().unwrap() {
+                assert_eq!(r["template"]["metadata"]["labels"][HARNESS_JOB_LABEL], job.name.as_str());
+            }
+            let task_meta = &vj["spec"]["tasks"][0]["template"]["metadata"];
+            assert_eq!(task_meta["labels"][KWOK_GANG_LABEL], job.name.as_str());
+            assert_eq!(task_meta["annotations"][KWOK_GANG_SIZE], total.to_string());
         }
     }
 }

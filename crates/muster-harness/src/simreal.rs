@@ -19,9 +19,10 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::cluster::{self, ALL_READY_AT, Condition, now, secs, true_condition};
+use crate::job_groups::merged;
 use crate::occupancy::{Ledger, PartialGangs, capacity};
 use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
-use crate::peers::{Object, PeerOptions, job_objects, priority_classes};
+use crate::peers::{Object, Peer, PeerOptions, job_objects, priority_classes};
 use crate::stats::{mean, peak_rate, py, round};
 use crate::tenant_figures::{self, tenant_figures};
 use crate::timeline::JobTimeline;
@@ -284,11 +285,11 @@ pub async fn run(
         }
     }
     let Some(last) = jobs.last() else { return Err(Error::Input(format!("{}: no jobs", jobs_file.display()))) };
-    // What a run measures is read off one batch/v1 Job per job and its pods.
-    if let Some(j) = jobs.iter().find(|j| !j.sets.is_empty()) {
+    // What a run measures is read off batch/v1 Jobs and their pods; a Volcano Job makes none.
+    if let Some(j) = jobs.iter().find(|j| !j.sets.is_empty()).filter(|_| peer.peer == Peer::Volcano) {
         return Err(Error::Input(format!(
-            "{}: class {} is a job of several sets, which `objects` prints but `run` cannot measure yet (it reads \
-             one batch/v1 Job per job); run a scenario whose classes give members and resources",
+            "{}: class {} is a job of several sets, which reaches Volcano as a Volcano Job (batch.volcano.sh) \
+             that `run` cannot measure yet (it reads batch/v1 Jobs); `objects --peer volcano` prints it",
             jobs_file.display(),
             j.class
         )));
@@ -336,7 +337,7 @@ pub async fn run(
     let limit = t0 + timeout;
     let mut series = Vec::new();
     loop {
-        let items = scope.list(&api).await?;
+        let items = merged(scope.list(&api).await?);
         let states: Vec<JobState> = items.iter().map(|j| job_end(j).0).collect();
         let count = |s: JobState| states.iter().filter(|x| **x == s).count();
         let active = count(JobState::Active);
@@ -370,7 +371,7 @@ pub async fn run(
         s.abort();
     }
     pod_watch.abort();
-    let items = scope.list(&api).await?;
+    let items = merged(scope.list(&api).await?);
     let all_pods = scope.list(&pods).await?;
     let nodes = list(&Api::<Node>::all(client.clone())).await?;
     let lag = lag.lock().unwrap_or_else(|e| e.into_inner()).clone();
