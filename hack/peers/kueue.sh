@@ -12,7 +12,8 @@
 # State in $MUSTER_CLUSTER_DIR/kueue/ (certs, kubeconfig, config.yaml, kueue.pid, ports);
 # the manager's log is $MUSTER_CLUSTER_DIR/logs/kueue.log.
 # KUEUE_PODS_READY_TIMEOUT (default 10m, the value of Kueue's waitForPodsReady page) overrides
-# waitForPodsReady.timeout.
+# waitForPodsReady.timeout. KUEUE_JOBSET=1 turns on Kueue's JobSet integration too (its CRD and
+# controller must be there first: hack/e2e/muster.sh jobset_controller_up).
 set -euo pipefail
 peer=kueue
 . "$(dirname "$0")/lib.sh"
@@ -78,6 +79,7 @@ waitForPodsReady:
 integrations:
   frameworks:
   - batch/job
+$( [[ ${KUEUE_JOBSET:-0} == 1 ]] && echo "  - jobset.x-k8s.io/jobset" )
 featureGates:
   VisibilityOnDemand: false
 controller:
@@ -134,11 +136,11 @@ PY
   # service clientConfig turned into the loopback URL; only the webhooks of Kueue's APIs and of
   # the one enabled integration (batch/job), with Kueue's namespaceSelector (not kube-system,
   # not kueue-system).
-  python3 - "$KUEUE_DIR/webhooks.yaml" "https://127.0.0.1:$KUEUE_WEBHOOK_PORT" "$ca_bundle" \
+  python3 - "$KUEUE_DIR/webhooks.yaml" "https://127.0.0.1:$KUEUE_WEBHOOK_PORT" "$ca_bundle" "${KUEUE_JOBSET:-0}" \
       > "$state/webhooks.yaml" <<'PY'
 import sys, yaml
-src, base, ca = sys.argv[1:4]
-keep = {"kueue.x-k8s.io", "batch"}
+src, base, ca, jobset = sys.argv[1:5]
+keep = {"kueue.x-k8s.io", "batch"} | ({"jobset.x-k8s.io"} if jobset == "1" else set())
 out = []
 for d in yaml.safe_load_all(open(src)):
     if not d:
@@ -151,7 +153,7 @@ for d in yaml.safe_load_all(open(src)):
             continue
         path = w["clientConfig"]["service"]["path"]
         w["clientConfig"] = {"url": base + path, "caBundle": ca}
-        if "batch" in groups:
+        if groups & {"batch", "jobset.x-k8s.io"}:
             w["namespaceSelector"] = {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
                 "operator": "NotIn", "values": ["kube-system", "kueue-system"]}]}
         hooks.append(w)
