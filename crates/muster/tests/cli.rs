@@ -182,35 +182,52 @@ fn sim_runs_the_built_in_suite_deterministically() {
 /// each blank-line-separated part of the block must be a part of that command's output, verbatim.
 #[test]
 fn the_suite_tables_in_the_docs_are_what_muster_sim_prints() {
-    let mut printed: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    let mut tables = 0;
-    for doc in ["README.md", "docs/benchmarks.md"] {
-        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+    let docs: Vec<(&str, String)> = ["README.md", "docs/benchmarks.md"]
+        .into_iter()
+        .map(|doc| (doc, std::fs::read_to_string(repo().join(doc)).unwrap()))
+        .collect();
+    // (doc, the arguments after `muster`, the tables shown)
+    let mut shown: Vec<(&str, &str, &str)> = Vec::new();
+    for (doc, text) in &docs {
         for block in text.split("```text\n").skip(1).map(|rest| rest.split("\n```").next().unwrap()) {
-            let (first, shown) = block.split_once('\n').unwrap_or((block, ""));
-            let Some(args) = first.strip_prefix("$ muster ").filter(|a| a.starts_with("sim")) else {
-                assert!(
+            let (first, tables) = block.split_once('\n').unwrap_or((block, ""));
+            match first.strip_prefix("$ muster ").filter(|args| args.starts_with("sim")) {
+                Some(args) => shown.push((doc, args, tables)),
+                None => assert!(
                     !block.contains("LOWER BOUND (s)"),
                     "{doc}: a suite table without its `$ muster sim` line\n{block}"
-                );
-                continue;
-            };
-            let output = printed.entry(args.to_owned()).or_insert_with(|| {
-                let out = muster(&args.split_whitespace().collect::<Vec<_>>(), "");
-                assert!(out.status.success(), "{doc}: `muster {args}`: {}", String::from_utf8_lossy(&out.stderr));
-                stdout(&out)
-            });
-            let parts: Vec<&str> = output.split("\n\n").map(str::trim_end).collect();
-            for table in shown.split("\n\n").map(str::trim_end) {
-                assert!(
-                    parts.contains(&table),
-                    "{doc}: `muster {args}` no longer prints\n{table}\n\nit prints\n{output}\nrun it (release build) and copy its output"
-                );
-                tables += 1;
+                ),
             }
         }
     }
-    assert!(tables >= 9, "the README's table and the suite's and policies' four each: {tables}");
+    // Each command once, the commands side by side (a debug build takes about half a minute each).
+    let commands: std::collections::BTreeSet<&str> = shown.iter().map(|&(_, args, _)| args).collect();
+    let printed: std::collections::HashMap<&str, String> = std::thread::scope(|s| {
+        let runs: Vec<_> = commands
+            .iter()
+            .map(|&args| (args, s.spawn(move || muster(&args.split_whitespace().collect::<Vec<_>>(), ""))))
+            .collect();
+        runs.into_iter()
+            .map(|(args, run)| {
+                let out = run.join().unwrap();
+                assert!(out.status.success(), "`muster {args}`: {}", String::from_utf8_lossy(&out.stderr));
+                (args, stdout(&out))
+            })
+            .collect()
+    });
+    let mut checked = 0;
+    for (doc, args, tables) in shown {
+        let output = &printed[args];
+        let parts: Vec<&str> = output.split("\n\n").map(str::trim_end).collect();
+        for table in tables.split("\n\n").map(str::trim_end) {
+            assert!(
+                parts.contains(&table),
+                "{doc}: `muster {args}` no longer prints\n{table}\n\nit prints\n{output}\nrun it (release build) and copy its output"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "the README's table and the suite's and policies' four each: {checked}");
 }
 
 #[test]
