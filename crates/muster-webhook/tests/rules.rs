@@ -735,7 +735,9 @@ async fn queued_pods_naming_a_kubernetes_pod_group_are_its_gang() {
     other = patched(&other, &patch_with(&create(&other), &c, &s).unwrap());
     let e = check_with(&create(&other), &c, &s).await.unwrap_err();
     assert!(
-        e.contains("metadata.labels[muster.dev/group]: \"other\" differs from \"ring\", the group of spec.schedulingGroup"),
+        e.contains(
+            "metadata.labels[muster.dev/group]: \"other\" differs from \"ring\", the group of spec.schedulingGroup"
+        ),
         "{e}"
     );
     let mut sized = native("ring-2", "ring", json!({QUEUE: "open", "muster.dev/group-size": "2"}));
