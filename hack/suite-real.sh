@@ -94,6 +94,42 @@ for line in sys.stdin:
 print(int(n))'
 }
 
+# sets_hold_what_pods_ask GROUPS_JSON PODS_JSON: for every pod of a muster Group of several sets,
+# whether the set its member is in holds what the pod asks (nothing held that no pod asks for).
+sets_hold_what_pods_ask() {
+  python3 - "$1" "$2" "$hack_dir/e2e" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from overcommit import pod_requests, qty
+groups = {g["metadata"]["name"]: g["spec"] for g in json.load(open(sys.argv[1]))["items"]}
+bad, checked, unmatched = [], 0, 0
+for p in json.load(open(sys.argv[2]))["items"]:
+    group = (p["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name")
+    member = (p["metadata"].get("annotations") or {}).get("muster.dev/member")
+    spec = groups.get(group)
+    if spec is None or member is None:
+        unmatched += 1
+        continue
+    first = 0
+    for s in spec.get("sets") or []:
+        n = s["members"].get("max") or s["members"]["min"]
+        if first <= int(member) < first + n:
+            holds = {r: qty(v) for r, v in (s.get("resources") or {}).items() if qty(v)}
+            asks = {r: v for r, v in pod_requests(p["spec"]).items() if r != "pods" and v}
+            if asks != holds:
+                bad.append(f"{p['metadata']['name']} (set {s['name']}) asks {asks}, holds {holds}")
+            checked += 1
+            break
+        first += n
+    else:
+        bad.append(f"{p['metadata']['name']}: member {member} in no set of group {group}")
+print(f"sets hold what their pods ask: {checked} pods of {len(groups)} groups checked, {len(bad)} differ, "
+      f"{unmatched} pods without a group or member")
+for b in bad[:10]:
+    print("  " + b)
+PY
+}
+
 # run_one PEER RUN: one run of PEER on a fresh cluster, written to OUT_DIR/RUN.json.
 run_one() {
   local peer=$1 run=$2 pidfiles=() cpu0 writes0 setup
@@ -106,8 +142,12 @@ run_one() {
       muster_up
       pidfiles=("$muster_dir/pid") ;;
     kueue|coscheduling|volcano)
+      if (( sets )) && [[ $peer == kueue ]]; then
+        . "$hack_dir/e2e/muster.sh"
+        jobset_controller_up "$MUSTER_CLUSTER_DIR/jobset" "$out_dir/$run.jobset.log"
+      fi
       # Volcano honours a scenario's topology with its network-topology-aware plugin.
-      VOLCANO_NETWORK_TOPOLOGY=$topology "$hack_dir/peers/$peer.sh" up
+      KUEUE_JOBSET=$sets VOLCANO_NETWORK_TOPOLOGY=$topology "$hack_dir/peers/$peer.sh" up
       pidfiles=("$MUSTER_CLUSTER_DIR/$peer"/*.pid)
       # Kueue admits; kube-scheduler places its pods.
       [[ $peer == kueue ]] && pidfiles+=("$MUSTER_CLUSTER_DIR"/run/kube-scheduler.pid) ;;
@@ -149,13 +189,18 @@ print("%s: completed %s failed %s unfinished %s makespan %s s; spread %s/%s (req
     curl -s --max-time 5 "http://127.0.0.1:$(cat "$muster_dir/metrics-port")/metrics" > "$out_dir/$run.metrics.txt" || true
     # What each group holds per set, and what its pods ask (docs/benchmarks.md, "Member sets").
     if (( sets )); then
-      k -n "$ns" get groups.muster.dev -o json > "$out_dir/$run.groups.json"
-      k -n "$ns" get pods -o json > "$out_dir/$run.pods.json"
+      # Not *.json in OUT_DIR itself, which `muster-harness summary` reads as runs.
+      mkdir -p "$out_dir/$run.objects"
+      k -n "$ns" get groups.muster.dev -o json > "$out_dir/$run.objects/groups.json"
+      k -n "$ns" get pods -o json > "$out_dir/$run.objects/pods.json"
+      sets_hold_what_pods_ask "$out_dir/$run.objects/groups.json" "$out_dir/$run.objects/pods.json" |
+        tee "$out_dir/$run.sets-hold.txt"
     fi
     muster_down
     (( sets )) && jobset_controller_down
   fi
   [[ -x $hack_dir/peers/$peer.sh ]] && "$hack_dir/peers/$peer.sh" down
+  if (( sets )) && [[ $peer == kueue ]]; then jobset_controller_down; fi
   "$hack_dir/cluster-down.sh"
 }
 
