@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: help test lint bench fuzz demo
+.PHONY: help test lint bench fuzz demo ref-sim bench-ref-sim
 
 help:  ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## /  \1\t/'
@@ -17,6 +17,12 @@ lint:  ## cargo fmt --check and clippy with warnings as errors
 bench:  ## criterion benchmarks of the matcher, and its 50k-node memory figure (docs/benchmarks.md)
 	$(CARGO) bench -p muster-graph --bench matcher
 	$(CARGO) run --release -q -p muster-graph --example graph_memory
+
+ref-sim:  ## muster's FCFS and EASY schedules against the Python reference simulator, job for job (hack/ref-sim/)
+	hack/ref-sim/compare.sh
+
+bench-ref-sim:  ## time muster sim's policies and the Python reference on one SWF trace (hack/ref-sim/bench.sh)
+	hack/ref-sim/bench.sh
 
 fuzz:  ## run every fuzz target for FUZZ_SECONDS each (needs a nightly toolchain and cargo-fuzz)
 	fuzz/run.sh $(FUZZ_SECONDS)

@@ -39,11 +39,8 @@ impl Engine {
         let now = now.max(self.now);
         let depth = self.config.estimate_depth;
         let order = self.global_order();
-        let estimable = |pk: &PendingKey, q: &str, position: usize, key: &GroupKey| {
-            position <= depth
-                && self.groups[key].unsatisfiable.is_none()
-                && self.window_held.get(q).is_none_or(|held| pk < held)
-        };
+        let estimable =
+            |pk: &PendingKey, q: &str, position: usize, key: &GroupKey| self.is_estimable(pk, q, position, key);
         let wanted = order.iter().filter(|(pk, q, p, k)| estimable(pk, q, *p, k)).map(|o| o.3.clone()).collect();
         let mut forecast = self.forecast(now, &wanted);
         let mut out = Vec::new();
@@ -87,6 +84,28 @@ impl Engine {
             out.push(Explanation { key, queue: q, state: g.state, position, estimated_start, reason });
         }
         (out, forecast.starts)
+    }
+
+    /// The pending groups the queue view estimates a start for, queue by queue. A caller that
+    /// wants only the first estimate of each group skips the view (and its forecast, the costly
+    /// part) while none of these is new to it: the other groups get no estimate from it.
+    pub fn estimable(&self) -> impl Iterator<Item = &GroupKey> {
+        self.pending.iter().flat_map(move |(q, pending)| {
+            pending
+                .iter()
+                .take(self.config.estimate_depth)
+                .enumerate()
+                .filter(move |(i, (pk, key))| self.is_estimable(pk, q, i + 1, key))
+                .map(|(_, (_, key))| key)
+        })
+    }
+
+    /// Whether the group at `position` (1-based) of queue `q` gets an estimate: within the first
+    /// `estimate_depth`, satisfiable, and not held behind its queue's start window.
+    fn is_estimable(&self, pk: &PendingKey, q: &str, position: usize, key: &GroupKey) -> bool {
+        position <= self.config.estimate_depth
+            && self.groups[key].unsatisfiable.is_none()
+            && self.window_held.get(q).is_none_or(|held| pk < held)
     }
 
     /// Every pending group with its queue and 1-based position there, in the cycle's global order

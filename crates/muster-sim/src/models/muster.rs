@@ -333,7 +333,10 @@ impl Scheduler for Muster {
             && self.last_view_ms.is_none_or(|t| now_ms >= t + QUEUE_VIEW_EVERY_MS)
         {
             self.last_view_ms = Some(now_ms);
-            for e in self.engine.queue_view(now) {
+            // Only first estimates are measured: a view that could give none is skipped.
+            let news = |k: &GroupKey| self.unestimated.contains(&job_of(k));
+            let views = if self.engine.estimable().any(news) { self.engine.queue_view(now) } else { Vec::new() };
+            for e in views {
                 if let Some(t) = e.estimated_start {
                     let job = job_of(&e.key);
                     if self.unestimated.remove(&job) {

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# muster's FCFS (muster-fifo) and EASY (muster-easy) schedules against the reference simulator's,
+# job for job, on SWF scenarios mapped one pod per processor onto one node (docs/simulator.md,
+# "Checked against a reference simulator"). Fails on the first job whose start differs.
+#   hack/ref-sim/compare.sh [SCENARIO.yaml TRACE.swf PROCESSORS]...
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if (( $# == 0 )); then
+  set -- scenarios/swf-example-procs.yaml scenarios/swf/example.swf 512 \
+         crates/muster-sim/tests/fixtures/long-queue/scenario.yaml crates/muster-sim/tests/fixtures/long-queue/trace.swf 128
+fi
+cargo build -q --release -p muster-sim --example schedule
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+while (( $# >= 3 )); do
+  scenario=$1 trace=$2 procs=$3; shift 3
+  for pair in fcfs:muster-fifo easy:muster-easy; do
+    ref=${pair%%:*} ours=${pair#*:}
+    python3 hack/ref-sim/refsim.py "$trace" "$ref" "$procs" >"$out/ref"
+    target/release/examples/schedule "$scenario" "$ours" >"$out/ours"
+    if ! diff -q "$out/ref" "$out/ours" >/dev/null; then
+      echo "FAIL $scenario: $ours differs from the reference's $ref (job, reference start, muster's start):"
+      paste -d' ' "$out/ref" "$out/ours" | awk '$1 != $3 || $2 != $4 {print $1, $2, $4}' | head -5
+      exit 1
+    fi
+    echo "ok   $scenario: $ours = reference $ref, $(wc -l <"$out/ref") jobs, same start each"
+  done
+done
