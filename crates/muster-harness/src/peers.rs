@@ -38,6 +38,8 @@
 //!   `runStarts: allReady` such a Job never has all its pods ready at once, so the elastic
 //!   scenario for the real cluster (`elastic-sixtieth.yaml`) starts each pod's run at its start.
 //!
+//! A job of several sets is sent as each peer's users send one instead ([`peer_sets`]).
+//!
 //! The companions of `native` carry no ownerReference (the Workload's uid is not known before it is
 //! created): they outlive the Job until their namespace goes.
 
