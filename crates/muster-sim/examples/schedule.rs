@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use muster_sim::engine::Engine;
-use muster_sim::scenario;
+use muster_sim::{RunOptions, scenario};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -15,7 +15,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: schedule SCENARIO SCHEDULER (muster-fifo, muster-easy, ...)".into());
     };
     let w = scenario::load(&PathBuf::from(path), 1)?;
-    let mut s = muster_sim::scheduler(scheduler, &w)?;
+    // Starts only: muster's estimated starts are not measured (they change no schedule).
+    let mut opts = RunOptions::new(path);
+    opts.estimates = false;
+    let mut s = muster_sim::scheduler_with(scheduler, &w, &opts)?;
     let rec = Engine::new(&w)?.run(s.as_mut(), false)?;
     let mut out = String::new();
     for (spec, job) in w.jobs.iter().zip(&rec.jobs) {

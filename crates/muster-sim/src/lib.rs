@@ -90,6 +90,12 @@ pub fn scheduler(name: &str, w: &Workload) -> Result<Box<dyn Scheduler>, SimErro
     build(name, w, &RunOptions::new(""))
 }
 
+/// One of the built-in schedulers, or of `opts.custom`, built as `opts` says (whether muster
+/// measures estimated starts).
+pub fn scheduler_with(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Scheduler>, SimError> {
+    build(name, w, opts)
+}
+
 fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Scheduler>, SimError> {
     if let Some(c) = opts.custom.iter().find(|c| c.name == name) {
         return (c.build)(w);

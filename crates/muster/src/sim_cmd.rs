@@ -58,6 +58,10 @@ pub struct Args {
     /// Also write plots (SVG and PNG) into this directory.
     #[arg(long)]
     plots: Option<PathBuf>,
+    /// Do not measure muster's estimated starts (the queue view's forecast, most of a muster
+    /// run's cost on long queues); the schedules are the same.
+    #[arg(long)]
+    no_estimates: bool,
 }
 
 pub fn run(args: &Args) -> Result<ExitCode> {
@@ -65,6 +69,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     opts.seed = args.seed;
     opts.schedulers = args.schedulers.clone();
     opts.progress = true;
+    opts.estimates = !args.no_estimates;
     let reports = match &args.scenario {
         Some(path) => {
             let report = muster_sim::run_workload(&scenario::load(path, args.seed)?, &opts)?;
