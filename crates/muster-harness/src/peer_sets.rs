@@ -137,10 +137,8 @@ fn volcano_job(job: &JobRecord, set_jobs: Vec<Value>, total: u32, opts: &PeerOpt
 mod tests {
     use std::path::Path;
 
-    use serde::Deserialize;
-
     use super::*;
-    use crate::peers::objects_yaml;
+    use crate::peers::tests::{decoded, kinds};
     use crate::workload;
 
     /// ai-sets' first MPI job (a launcher of 1 cpu, 4 workers of 8 GPUs) and first driver job.
@@ -149,16 +147,6 @@ mod tests {
         let jobs = workload::jobs(&path, 1).unwrap();
         let find = |class: &str| jobs.iter().find(|j| j.class == class).unwrap().clone();
         [find("mpi"), find("driver")]
-    }
-
-    fn decoded(job: &JobRecord, peer: Peer) -> Vec<Value> {
-        let opts = PeerOptions { peer, namespace: Some("ns".into()), ..Default::default() };
-        let text = objects_yaml(std::slice::from_ref(job), &opts);
-        serde_yaml_ng::Deserializer::from_str(&text).map(|d| Value::deserialize(d).unwrap()).collect()
-    }
-
-    fn kinds(objs: &[Value]) -> Vec<&str> {
-        objs.iter().map(|o| o["kind"].as_str().unwrap()).collect()
     }
 
     /// Each set's pod count and what each of its pods asks, from a Job spec (or a task).

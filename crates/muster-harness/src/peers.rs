@@ -533,7 +533,7 @@ pub fn objects_yaml(jobs: &[JobRecord], opts: &PeerOptions) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeSet;
     use std::path::Path;
 
@@ -558,13 +558,13 @@ mod tests {
     }
 
     /// The YAML stream `objects` prints for one job, read back document by document.
-    fn decoded(job: &JobRecord, peer: Peer) -> Vec<Value> {
+    pub(crate) fn decoded(job: &JobRecord, peer: Peer) -> Vec<Value> {
         let opts = PeerOptions { peer, namespace: Some("ns".into()), ..Default::default() };
         let text = objects_yaml(std::slice::from_ref(job), &opts);
         serde_yaml_ng::Deserializer::from_str(&text).map(|d| Value::deserialize(d).unwrap()).collect()
     }
 
-    fn kinds(objs: &[Value]) -> Vec<&str> {
+    pub(crate) fn kinds(objs: &[Value]) -> Vec<&str> {
         objs.iter().map(|o| o["kind"].as_str().unwrap()).collect()
     }
 
