@@ -338,6 +338,7 @@ fn eviction_reason(r: &Reason) -> &'static str {
         Reason::RecoveryTimeout { .. } => "recovery_timeout",
         Reason::Preempted { .. } => "preempted",
         Reason::Reclaimed { .. } => "reclaimed",
+        Reason::ReservationStarted { .. } => "reservation_started",
         Reason::MembersLost { .. } => "members_lost",
         _ => "other",
     }

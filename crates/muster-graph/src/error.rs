@@ -69,4 +69,14 @@ pub enum GraphError {
         "a reservation on node {node:?} would overlap allocation {alloc} ending later; re-plan the reservations first"
     )]
     ReservationInTheWay { alloc: u64, node: String },
+    #[error(
+        "reservation {reservation:?}: its nodeSelector selects no node; label the nodes it is for, or fix the selector"
+    )]
+    SetAsideSelectsNothing { reservation: String },
+    #[error(
+        "reservation {reservation:?} overlaps reservation {other:?} on node {node:?}; give them other nodes or other times"
+    )]
+    SetAsideOverlap { reservation: String, other: String, node: String },
+    #[error("reservation {reservation:?}: no room for what it sets aside at its start: {reason}")]
+    SetAsideNoRoom { reservation: String, reason: String },
 }

@@ -248,6 +248,9 @@ pub struct Graph {
     pub domain_of_vertex: HashMap<VertexId, DomainId>,
     /// Topology vertices by (parent, name), so inserting a node finds its rack without a scan.
     pub domain_child: HashMap<(VertexId, String), VertexId>,
+    /// Calendar reservations' allocations, with the reservation each belongs to: their spans
+    /// hold room against every group but those naming it (`GroupRequest::reservations`).
+    pub set_asides: BTreeMap<AllocId, String>,
 }
 
 impl Graph {
@@ -272,9 +275,28 @@ impl Graph {
             levels: BTreeMap::new(),
             domain_of_vertex: HashMap::new(),
             domain_child,
+            set_asides: BTreeMap::new(),
         };
         g.rebuild_index();
         g
+    }
+
+    /// The spans of `node` that hold room at point `p` of a window starting at `start`, for a
+    /// group that may use the calendar reservations `usable`: their set-asides hold nothing
+    /// against it. With `starts_now`, an allocation that outran its expected end still holds
+    /// what it holds at the window's start: it is running, whatever the estimate said.
+    pub(crate) fn spans_at<'a>(
+        &'a self,
+        node: &'a Node,
+        (p, start, starts_now): (i64, i64, bool),
+        usable: &'a [String],
+    ) -> impl Iterator<Item = &'a Span> + 'a {
+        let usable_set_aside =
+            move |s: &Span| s.reserved && self.set_asides.get(&s.alloc).is_some_and(|name| usable.contains(name));
+        node.spans
+            .iter()
+            .filter(move |s| s.start <= p && (p < s.end || (starts_now && p == start && !s.reserved)))
+            .filter(move |s| usable.is_empty() || !usable_set_aside(s))
     }
 
     pub fn vertex(&self, id: VertexId) -> &Vertex {

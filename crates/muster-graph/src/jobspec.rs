@@ -142,6 +142,11 @@ pub struct GroupRequest {
     /// alike members, which the fields above describe.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sets: Vec<MemberSet>,
+    /// Calendar reservations (by name) whose set-aside room this group may use: their spans do
+    /// not hold room against it (see `ResourceGraph::set_aside_nodes`). The queue engine fills
+    /// it in from the group's queue and namespace; whatever a submitted group says is replaced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<String>,
 }
 
 /// Why a group's sets cannot be placed as given, with the fix.
@@ -362,6 +367,7 @@ impl GroupRequest {
             policy: None,
             shrinkable: false,
             sets: Vec::new(),
+            reservations: Vec::new(),
         }
     }
 }
@@ -555,6 +561,7 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         policy: form.policy,
         shrinkable: form.shrinkable,
         sets: Vec::new(),
+        reservations: Vec::new(),
     })
 }
 

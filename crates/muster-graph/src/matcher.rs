@@ -203,9 +203,7 @@ impl Graph {
         for p in points {
             used.fill(0);
             let mut first_end = i64::MAX;
-            let active =
-                node.spans.iter().filter(|s| s.start <= p && (p < s.end || (starts_now && p == start && !s.reserved)));
-            for s in active {
+            for s in self.spans_at(node, (p, start, starts_now), &d.request.reservations) {
                 first_end = first_end.min(s.end);
                 for (u, a) in used.iter_mut().zip(&s.amounts) {
                     *u += a;

@@ -83,7 +83,8 @@ impl Graph {
     /// What each pool of node `n` has free throughout `window`: capacity minus the peak use of
     /// the spans overlapping it, counted as `window_units` counts them (with `Now`, an allocation
     /// that outran its expected end still holds what it holds at the start).
-    pub fn pool_room(&self, n: NodeId, window: Window) -> PoolRoom {
+    /// `usable` names the calendar reservations the group asking may use (their room is free to it).
+    pub fn pool_room(&self, n: NodeId, window: Window, usable: &[String]) -> PoolRoom {
         let node = self.node(n);
         let mut outside_cap = node.capacity.clone();
         for s in &node.sockets {
@@ -109,9 +110,7 @@ impl Graph {
         for p in points {
             let mut outside = vec![0u64; r];
             let mut sockets = vec![vec![0u64; r]; node.sockets.len()];
-            let active =
-                node.spans.iter().filter(|s| s.start <= p && (p < s.end || (starts_now && p == start && !s.reserved)));
-            for span in active {
+            for span in self.spans_at(node, (p, start, starts_now), usable) {
                 room.until = room.until.min(span.end);
                 let mut in_sockets = vec![0u64; r];
                 for (si, used) in span.sockets.iter().enumerate() {
@@ -149,7 +148,7 @@ impl Graph {
     /// totals allow), and when that is 0, until when (see `PoolRoom::until`).
     pub(crate) fn pool_units(&self, n: NodeId, d: &Demand, window: Window, units: u32) -> (u32, i64) {
         let node = self.node(n);
-        let room = self.pool_room(n, window);
+        let room = self.pool_room(n, window, &d.request.reservations);
         let fit = match &d.sockets {
             Some(sd) => {
                 let members = room.usable(&node.sockets, sd).len() as u64 / u64::from(sd.count.max(1));

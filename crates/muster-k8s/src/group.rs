@@ -530,6 +530,7 @@ impl GroupSpec {
             duration,
             policy: None,
             sets: Vec::new(),
+            reservations: Vec::new(),
         };
         if self.sets.is_empty() {
             return Ok(request);

@@ -8,6 +8,8 @@ use muster_graph::InputError;
 use muster_graph::resources;
 use serde::{Deserialize, Serialize};
 
+use crate::reservation::ReservationConfig;
+
 /// How the matcher chooses nodes for the groups of a cluster: fewest nodes first (Fluxion's
 /// lonode), which keeps whole nodes free for the gangs that need them. The controller runs with it
 /// and so does the simulator's muster, so the two make the same placements.
@@ -431,6 +433,9 @@ pub struct EngineConfig {
     /// Pending groups that may try preemption per cycle.
     #[serde(default = "default_preemption_attempts")]
     pub preemption_attempts_per_cycle: usize,
+    /// Calendar reservations: room set aside for some queues or namespaces over time windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<ReservationConfig>,
 }
 
 fn default_half_life() -> i64 {
@@ -463,6 +468,7 @@ impl EngineConfig {
             forecast_cycles: default_forecast_cycles(),
             backfill_attempts_per_cycle: default_backfill_attempts(),
             preemption_attempts_per_cycle: default_preemption_attempts(),
+            reservations: Vec::new(),
         }
     }
 
@@ -654,7 +660,25 @@ impl EngineConfig {
                 CompiledQueue { index: qi, root_cohort: q.cohort.as_deref().map(root_of), quotas },
             );
         }
+        self.check_reservations(file)?;
         Ok(Compiled { queues })
+    }
+
+    /// Names unique and valid, every field checked ([`ReservationConfig::check`]).
+    fn check_reservations(&self, file: &str) -> Result<(), InputError> {
+        let known: std::collections::BTreeSet<&str> = self.queues.iter().map(|q| q.name.as_str()).collect();
+        let mut names = std::collections::BTreeSet::new();
+        for (i, r) in self.reservations.iter().enumerate() {
+            let at = |f: &str| format!("reservations[{i}].{f}");
+            if !is_name(&r.name) {
+                return Err(InputError::new(file, at("name"), bad_name(&r.name)));
+            }
+            if !names.insert(r.name.as_str()) {
+                return Err(InputError::new(file, at("name"), format!("{:?} is used twice; names are unique", r.name)));
+            }
+            r.check(&known).map_err(|(f, m)| InputError::new(file, at(&f), m))?;
+        }
+        Ok(())
     }
 
     /// The priority of a class, or an error naming the field.

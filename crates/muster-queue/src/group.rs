@@ -179,6 +179,10 @@ pub enum Reason {
     Reclaimed {
         by: GroupKey,
     },
+    /// Evicted because a calendar reservation's window opened on room it held (`atStart: Evict`).
+    ReservationStarted {
+        reservation: String,
+    },
     /// Lost members below its minimum (a node left or pods failed).
     MembersLost {
         members: Vec<u32>,
@@ -257,6 +261,9 @@ impl Reason {
             }
             Reason::Preempted { by } => format!("preempted by higher-priority {by}"),
             Reason::Reclaimed { by } => format!("borrowed quota reclaimed by {by}"),
+            Reason::ReservationStarted { reservation } => {
+                format!("evicted: the window of reservation {reservation} opened on its nodes; queued again")
+            }
             Reason::MembersLost { members } => {
                 format!("lost members {members:?}, below the group's minimum; allocation released")
             }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod engine;
 pub mod group;
 pub mod quota;
+pub mod reservation;
 
 pub use config::{EngineConfig, MATCH_POLICY, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 pub use engine::{
@@ -19,3 +20,4 @@ pub use engine::{
     Snapshot, WindowKind,
 };
 pub use group::{AllocationRecord, Group, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
+pub use reservation::{AtStart, ReservationConfig, ReservedAmount};

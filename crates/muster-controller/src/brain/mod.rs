@@ -630,7 +630,9 @@ impl<S: Store> Brain<S> {
         use GroupState::*;
         let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(&j.key)) else { return };
         let Ok(object) = &j.group else { return };
-        let Ok(want) = object.to_request(&j.key.name) else { return };
+        let Ok(mut want) = object.to_request(&j.key.name) else { return };
+        // The engine adds the calendar reservations the group may use; the workload does not say them.
+        want.reservations.clone_from(&g.spec.request.reservations);
         let changed = want != g.spec.request || object.priority_class_name != g.spec.priority_class;
         if !changed {
             return;

@@ -12,6 +12,7 @@ use crate::matcher::{Demand, Placement, Window, placed_units};
 use crate::policy::Policy;
 
 mod planner;
+mod set_aside;
 mod sets;
 
 /// "Runs until cancelled": the end of an allocation without a duration.
@@ -209,7 +210,12 @@ impl ResourceGraph {
         if let Some(sd) = &d.sockets {
             let idle: usize = (self.graph.live_nodes())
                 .filter(|(_, n)| n.schedulable() && d.request.filter.admits(n))
-                .map(|(id, n)| self.graph.pool_room(id, Window::Now { now, end: now + 1 }).usable(&n.sockets, sd).len())
+                .map(|(id, n)| {
+                    self.graph
+                        .pool_room(id, Window::Now { now, end: now + 1 }, &d.request.reservations)
+                        .usable(&n.sockets, sd)
+                        .len()
+                })
                 .sum();
             let need = u64::from(sd.count) * u64::from(d.members(d.min_units));
             return format!("needs {need} whole sockets, each idle and large enough; {idle} such sockets are idle now");
@@ -363,7 +369,7 @@ impl ResourceGraph {
         }
         let window =
             if a.reserved { Window::Future { start, end: a.end } } else { Window::Now { now: start, end: a.end } };
-        let mut room = self.graph.pool_room(n, window);
+        let mut room = self.graph.pool_room(n, window, &a.request.reservations);
         let demand = Demand::resolve(&self.graph, &a.request).ok().and_then(|d| d.sockets);
         let Some(demand) = demand else {
             // Devices the members keep stay in their sockets; the rest is split over the pools.
@@ -415,6 +421,7 @@ impl ResourceGraph {
     /// Releases everything an allocation or reservation holds.
     pub fn cancel(&mut self, id: AllocId) -> Result<Allocation, GraphError> {
         let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).ok_or(GraphError::UnknownAllocation(id))?);
+        self.graph.set_asides.remove(&id);
         let members = std::mem::take(&mut alloc.members);
         self.apply_nodes(&mut alloc, members.iter().map(|m| m.node), None);
         alloc.members = members;
@@ -663,7 +670,10 @@ impl ResourceGraph {
             let node = self.graph.node(n);
             if let Some(sd) = &d.sockets {
                 // Sockets listed must be idle; the members' other sockets come from the idle rest.
-                let usable = self.graph.pool_room(n, Window::Now { now: start, end }).usable(&node.sockets, sd);
+                let usable = self
+                    .graph
+                    .pool_room(n, Window::Now { now: start, end }, &req.reservations)
+                    .usable(&node.sockets, sd);
                 let usable: BTreeSet<VertexId> = usable.into_iter().map(|s| node.sockets[s].vertex).collect();
                 let on_node = alloc.members.iter().filter(|m| m.node == n);
                 let listed: Vec<VertexId> = on_node.clone().flat_map(|m| m.sockets.iter().copied()).collect();

@@ -217,7 +217,10 @@ impl Engine {
                 self.mark_unsatisfiable(c.key, message, pass.out);
                 return Break(Attempt::Skipped);
             }
-            MatchOutcome::Busy(r) => r,
+            MatchOutcome::Busy(r) => {
+                let matched = self.request_to_match(&self.groups[c.key], req);
+                self.held_by_calendar(&matched).unwrap_or(r)
+            }
             MatchOutcome::Reserved { id, .. } => {
                 let _ = self.graph.cancel(id);
                 "busy".into()

@@ -168,6 +168,7 @@ impl Engine {
         self.dirty = false;
         self.last_stats.ran = true;
         let old_reserved = self.cancel_reservations();
+        self.refresh_calendar(&mut out);
         let new_reserved = self.cycle(&mut out);
         self.settle_reservations(old_reserved, &new_reserved, &mut out);
         self.grow_elastic(&mut out);

@@ -40,6 +40,7 @@ impl Engine {
 
     /// Queues a group.
     pub fn submit(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
+        let spec = self.with_usable_reservations(spec);
         let key = spec.key.clone();
         if self.groups.contains_key(&key) {
             return Err(EngineError::DuplicateGroup(key));
@@ -87,6 +88,7 @@ impl Engine {
     /// placed group may change only its member counts ([`Engine::resize_placed`]); an evicted one
     /// keeps the spec it was placed for, and a group never changes queue.
     pub fn update(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
+        let spec = self.with_usable_reservations(spec);
         let key = spec.key.clone();
         let g = self.get(&key)?;
         let state = g.state;

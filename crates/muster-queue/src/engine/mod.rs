@@ -18,6 +18,7 @@
 //! | `inputs.rs` | a group's inputs: submit, pods ready, members lost, finished, suspend, resume, delete |
 //! | `nodes.rs` | node inputs (added, removed, changed, cordoned, up/down) and other schedulers' pods |
 //! | `timers.rs` | readiness and recovery timeouts, requeue backoff (kept in a heap of deadlines), the next timer |
+//! | `calendar.rs` | calendar reservations: their windows as set-asides in the graph, who may use them, evictions when one opens |
 //! | `cycle.rs` | the scheduling cycle: the merge of the queues, reservations kept or dropped |
 //! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
 //! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
@@ -30,6 +31,7 @@
 //! | `snapshot.rs` | the serializable state: snapshot and restore |
 
 mod attempt;
+mod calendar;
 mod cycle;
 mod elastic;
 mod explanations;
@@ -152,6 +154,9 @@ pub struct Engine {
     leaving: give_way::GiveBack,
     /// The group `leaving` is given back for (by giving way, or asked back by preemption).
     leaving_for: Option<GroupKey>,
+    /// Calendar reservations' windows held in the graph. Not in snapshots: a restore makes them
+    /// again from the configuration.
+    calendar: calendar::Calendar,
 }
 
 impl Engine {
@@ -193,6 +198,7 @@ impl Engine {
             last_stats: CycleStats::default(),
             leaving: BTreeMap::new(),
             leaving_for: None,
+            calendar: BTreeMap::new(),
         })
     }
 

@@ -84,7 +84,9 @@ impl Engine {
             e.usage_hist.insert(q, u);
         }
         let mut next_graph_id = e.graph.allocations().map(|a| a.id).max().unwrap_or(0) + 1;
-        for g in snap.groups {
+        for mut g in snap.groups {
+            // The configuration may have changed since: a reservation given or taken away.
+            g.spec = e.with_usable_reservations(g.spec);
             let key = g.spec.key.clone();
             if !e.compiled.queues.contains_key(&g.spec.queue) {
                 return Err(e.unknown_queue_err(&key, &g.spec.queue));

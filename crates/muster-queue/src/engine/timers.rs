@@ -115,7 +115,8 @@ impl Engine {
                 })
             });
         let due = self.reservations_due().map(|(_, t)| t);
-        live.into_iter().chain(reserved).chain(elastic).chain(due).filter(|&t| t > self.now).min()
+        let calendar = self.next_calendar_time();
+        live.into_iter().chain(reserved).chain(elastic).chain(due).chain(calendar).filter(|&t| t > self.now).min()
     }
 
     /// Queued groups of selective queues, with when each becomes due a reservation.
@@ -131,11 +132,12 @@ impl Engine {
         })
     }
 
-    /// True if a time-driven event (a reservation's start, an elastic group's wait, a group
-    /// become due a reservation since the last cycle) is due.
+    /// True if a time-driven event (a reservation's start, a calendar window's start or end, an
+    /// elastic group's wait, a group become due a reservation since the last cycle) is due.
     pub(super) fn timer_due(&self) -> bool {
         let now = self.now;
         self.reserved_groups().any(|g| g.reserved_at.is_some_and(|t| t <= now))
+            || self.calendar_due()
             || self.reservations_due().any(|(_, t)| t > self.last_full_cycle && t <= now)
             || self.pending.iter().any(|(q, p)| {
                 let wait = self.queue_cfg(q).elastic_max_wait_s;
