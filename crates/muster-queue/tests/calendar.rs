@@ -193,6 +193,19 @@ fn a_selector_that_matches_no_node_is_reported_and_holds_nothing() {
     e.submit(spec("all", "b", 3, 4, Some(500), 0), 0).unwrap();
     e.schedule(0);
     assert_eq!(state(&e, "all"), GroupState::Admitted);
+    let [w] = &e.reservation_windows()[..] else { panic!("one window") };
+    assert!(w.nodes.is_empty());
+    assert!(w.error.as_deref().unwrap().contains("nodeSelector selects no node"), "{w:?}");
+}
+
+#[test]
+fn the_windows_held_name_their_nodes() {
+    let mut e = with(ReservationConfig { every_s: 300, ..reservation() });
+    e.schedule(150);
+    let held: Vec<(i64, i64, Vec<String>)> =
+        e.reservation_windows().into_iter().map(|w| (w.start, w.end, w.nodes)).collect();
+    let nodes = vec!["r-0".to_string(), "r-1".to_string()];
+    assert_eq!(held, [(100, 200, nodes.clone()), (400, 500, nodes)]);
 }
 
 /// A run where every group ends exactly when expected; returns every transition with its time.

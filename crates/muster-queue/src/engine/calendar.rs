@@ -195,3 +195,47 @@ impl Engine {
         Some(format!("the room it would fit in now is set aside by calendar reservation {}", windows.join(", ")))
     }
 }
+
+/// A window of a calendar reservation as the engine holds it, for status and views.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationWindow {
+    pub reservation: String,
+    pub start: i64,
+    pub end: i64,
+    /// The nodes its room is on (empty when it could not be made).
+    pub nodes: Vec<String>,
+    /// Why it holds nothing, when it could not be made (no node selected, no room at its start,
+    /// another reservation on the same nodes); tried again every cycle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Engine {
+    /// Every window the engine holds now, by reservation then start.
+    pub fn reservation_windows(&self) -> Vec<ReservationWindow> {
+        let g = &self.graph.graph;
+        (self.calendar.iter())
+            .map(|((name, start), w)| {
+                let nodes = match &w.set_aside {
+                    Ok(id) => self.graph.allocation(*id).map_or_else(
+                        |_| Vec::new(),
+                        |a| {
+                            let mut n: Vec<String> = a.members.iter().map(|m| g.node(m.node).name.clone()).collect();
+                            n.dedup();
+                            n
+                        },
+                    ),
+                    Err(_) => Vec::new(),
+                };
+                ReservationWindow {
+                    reservation: name.clone(),
+                    start: *start,
+                    end: w.end,
+                    nodes,
+                    error: w.set_aside.as_ref().err().cloned(),
+                }
+            })
+            .collect()
+    }
+}

@@ -56,6 +56,7 @@ use std::sync::Arc;
 use muster_graph::{AllocId, GraphError, NodeSpec, ResourceGraph};
 use serde::{Deserialize, Serialize};
 
+pub use self::calendar::ReservationWindow;
 pub use self::cycle::CycleStats;
 pub use self::explanations::Explanation;
 pub use self::fair_share::QueueUsage;
