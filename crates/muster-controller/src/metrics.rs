@@ -15,7 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use muster_k8s::QueueStatus;
 use muster_queue::{Group, GroupKey, GroupState, Reason, Transition};
-use muster_store::{Fence, HistoryEntry, PutResult, RunTimeRecord, Snapshot, Store, StoreError, UsageSum, Write};
+use muster_store::{
+    Fence, HistoryEntry, PutResult, RunRecord, RunTimeRecord, Snapshot, Store, StoreError, UsageSum, Write,
+};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -390,6 +392,10 @@ impl<S: Store> Store for TimedStore<S> {
 
     fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError> {
         self.inner.recent_run_times(per_shape)
+    }
+
+    fn runs(&mut self, since: i64, until: i64) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.runs(since, until)
     }
 
     fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError> {

@@ -413,7 +413,7 @@ impl<S: Store> DurableEngine<S> {
             &self.versions,
         ) {
             Ok(mut w) => {
-                w.extend(rows::run_times(&before, &out.transitions));
+                w.extend(rows::ended_runs(&before, &out.transitions));
                 w
             }
             Err(e) => {
@@ -591,7 +591,7 @@ impl<S: Store> DurableEngine<S> {
         let before = rows::group_map(self.engine.groups());
         let mut writes = rows::diff(&before, &rows::group_map(next.groups()), &ts, history, next.now(), &self.versions)
             .map_err(|e| Failure::Input(e.into()))?;
-        writes.extend(rows::run_times(&before, &ts));
+        writes.extend(rows::ended_runs(&before, &ts));
         if !writes.is_empty() {
             let puts = self.store.apply(&self.fence, now, &writes).map_err(Failure::Store)?;
             rows::note_versions(&mut self.versions, &writes, puts);

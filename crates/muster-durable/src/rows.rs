@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use muster_queue::engine::RunTimeSample;
 use muster_queue::quota;
 use muster_queue::{AllocationRecord, Group, GroupKey, GroupState, Transition};
-use muster_store::{Allocation, HistoryEntry, RunTimeRecord, UsageRecord, Write};
+use muster_store::{Allocation, HistoryEntry, RunRecord, RunTimeRecord, UsageRecord, Write};
 use serde_json::Value;
 
 use muster_store::PutResult;
@@ -171,10 +171,40 @@ pub(crate) fn diff(
     Ok(writes)
 }
 
-/// What the groups that succeeded in `transitions` teach about run times (see
-/// [`RunTimeSample`]), read from them as they were before (still placed). Only for transitions
-/// of the running engine: a group found finished on recovery ended at some unknown time.
-pub(crate) fn run_times(before: &GroupMap, transitions: &[Transition]) -> Vec<Write> {
+/// The records of placements that `transitions` ended: every run (what-if replays read them)
+/// and the run times learned from those that succeeded. Read from the groups as they were
+/// before (still placed). Only for transitions of the running engine: a group found finished
+/// on recovery ended at some unknown time.
+pub(crate) fn ended_runs(before: &GroupMap, transitions: &[Transition]) -> Vec<Write> {
+    let mut writes = runs(before, transitions);
+    writes.extend(run_times(before, transitions));
+    writes
+}
+
+/// A run record for every placement a transition gave up.
+fn runs(before: &GroupMap, transitions: &[Transition]) -> Vec<Write> {
+    let ended = transitions.iter().filter(|t| t.from.holds_allocation() && !t.to.holds_allocation());
+    ended
+        .filter_map(|t| {
+            let g = before.get(&t.key)?;
+            let a = g.allocation.as_ref()?;
+            Some(Write::AddRun(RunRecord {
+                group_key: t.key.to_string(),
+                queue: g.spec.queue.clone(),
+                priority: i64::from(g.priority),
+                submitted_at: g.spec.submitted_at,
+                started_at: a.start,
+                ended_at: t.at,
+                members: a.members.len() as i64,
+                outcome: format!("{:?}", t.to),
+                request: serde_json::to_value(&g.spec.request).ok()?,
+            }))
+        })
+        .collect()
+}
+
+/// What the groups that succeeded in `transitions` teach about run times (see [`RunTimeSample`]).
+fn run_times(before: &GroupMap, transitions: &[Transition]) -> Vec<Write> {
     transitions
         .iter()
         .filter(|t| t.to == GroupState::Succeeded)

@@ -32,6 +32,7 @@ both_backends!(
     recovery_reconciles_with_the_cluster,
     learned_run_times_survive_recovery,
     run_time_limits_survive_recovery,
+    runs_recorded_as_they_end,
     two_instances_never_double_admit,
     two_instances_interleaved,
 );
@@ -39,6 +40,7 @@ both_backends!(
 use suite::{
     admission_written_before_returned, failed_apply_rolls_back_and_retries, learned_run_times_survive_recovery,
     recovery_reconciles_with_the_cluster, recovery_replays_the_store, run_time_limits_survive_recovery,
+    runs_recorded_as_they_end,
 };
 
 /// A leader, a follower that cannot take the lease, a hand-over after the lease lapses, the old

@@ -92,3 +92,19 @@ pub(crate) fn recent_run_times_sql(param: &str) -> String {
 pub(crate) fn row_limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
+
+/// The columns of `runs`, in the order [`run_from`] readers take them.
+pub(crate) const RUN_COLUMNS: &str =
+    "group_key, queue, priority, submitted_at, started_at, ended_at, members, outcome, request";
+
+/// The runs that ended in `[since, until)`, by end then as written; `since`/`until` are the
+/// backend's placeholders.
+pub(crate) fn runs_sql(since: &str, until: &str) -> String {
+    format!("SELECT {RUN_COLUMNS} FROM runs WHERE ended_at >= {since} AND ended_at < {until} ORDER BY ended_at, id")
+}
+
+/// `INSERT` of one run with the backend's placeholders `p(1)..p(9)`.
+pub(crate) fn insert_run_sql(p: impl Fn(usize) -> String) -> String {
+    let values: Vec<String> = (1..=9).map(p).collect();
+    format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES ({})", values.join(", "))
+}

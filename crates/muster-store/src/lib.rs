@@ -100,6 +100,24 @@ pub struct RunTimeRecord {
     pub seconds: i64,
 }
 
+/// One placement of a group that ended: what it asked and when it ran. `outcome` is the state
+/// the placement ended in (`Succeeded`, `Failed`, `Evicted`, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    /// `namespace/name`.
+    pub group_key: String,
+    pub queue: String,
+    pub priority: i64,
+    pub submitted_at: i64,
+    pub started_at: i64,
+    pub ended_at: i64,
+    /// Members it held when it ended.
+    pub members: i64,
+    pub outcome: String,
+    /// The group's request, as the engine writes it.
+    pub request: Value,
+}
+
 /// One write of a batch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
@@ -122,6 +140,7 @@ pub enum Write {
     AppendHistory(HistoryEntry),
     AddUsage(UsageRecord),
     AddRunTime(RunTimeRecord),
+    AddRun(RunRecord),
 }
 
 /// Proof of leadership: writes carry it and land only while it is still the lease's current
@@ -184,4 +203,7 @@ pub trait Store {
 
     /// The latest `per_shape` run times of each (queue, shape), oldest first within each.
     fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError>;
+
+    /// The runs that ended in `[since, until)`, by end then as written.
+    fn runs(&mut self, since: i64, until: i64) -> Result<Vec<RunRecord>, StoreError>;
 }

@@ -15,12 +15,14 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "init", sql: include_str!("../migrations/sqlite/0001_init.sql") },
     Migration { version: 2, name: "usage", sql: include_str!("../migrations/sqlite/0002_usage.sql") },
     Migration { version: 3, name: "run_times", sql: include_str!("../migrations/sqlite/0003_run_times.sql") },
+    Migration { version: 4, name: "runs", sql: include_str!("../migrations/sqlite/0004_runs.sql") },
 ];
 
 pub const PG_MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "init", sql: include_str!("../migrations/postgres/0001_init.sql") },
     Migration { version: 2, name: "usage", sql: include_str!("../migrations/postgres/0002_usage.sql") },
     Migration { version: 3, name: "run_times", sql: include_str!("../migrations/postgres/0003_run_times.sql") },
+    Migration { version: 4, name: "runs", sql: include_str!("../migrations/postgres/0004_runs.sql") },
 ];
 
 /// The migrations still to apply, given the versions already applied. A database written by a

@@ -12,8 +12,8 @@ use crate::common::{self, FREE, Sums};
 use crate::migrate::{self, PG_MIGRATIONS};
 use crate::pg_tls;
 use crate::{
-    Allocation, Fence, Group, HistoryEntry, PutResult, RunTimeRecord, Snapshot, Store, StoreError, StoredGroup,
-    UsageRecord, UsageSum, Write,
+    Allocation, Fence, Group, HistoryEntry, PutResult, RunRecord, RunTimeRecord, Snapshot, Store, StoreError,
+    StoredGroup, UsageRecord, UsageSum, Write,
 };
 
 /// Any constant: it only has to be the same for every muster that migrates one database.
@@ -45,6 +45,7 @@ struct Stmts {
     append_history: Statement,
     add_usage: Statement,
     add_run_time: Statement,
+    add_run: Statement,
 }
 
 impl PgStore {
@@ -147,6 +148,7 @@ impl Stmts {
             add_usage: client.prepare("INSERT INTO usage (queue, resource, at, amount) VALUES ($1, $2, $3, $4)")?,
             add_run_time: client
                 .prepare("INSERT INTO run_times (queue, shape, at, seconds) VALUES ($1, $2, $3, $4)")?,
+            add_run: client.prepare(&common::insert_run_sql(|i| format!("${i}")))?,
         })
     }
 }
@@ -337,6 +339,30 @@ impl Store for PgStore {
                 .collect()
         })
     }
+
+    fn runs(&mut self, since: i64, until: i64) -> Result<Vec<RunRecord>, StoreError> {
+        self.with_conn(|c| {
+            c.client
+                .query(&common::runs_sql("$1", "$2"), &[&since, &until])
+                .map_err(pg_err)?
+                .iter()
+                .map(|row| {
+                    let key: String = get(row, 0, "runs", "")?;
+                    Ok(RunRecord {
+                        queue: get(row, 1, "runs", &key)?,
+                        priority: get(row, 2, "runs", &key)?,
+                        submitted_at: get(row, 3, "runs", &key)?,
+                        started_at: get(row, 4, "runs", &key)?,
+                        ended_at: get(row, 5, "runs", &key)?,
+                        members: get(row, 6, "runs", &key)?,
+                        outcome: get(row, 7, "runs", &key)?,
+                        request: get(row, 8, "runs", &key)?,
+                        group_key: key,
+                    })
+                })
+                .collect()
+        })
+    }
 }
 
 fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Option<PutResult>, StoreError> {
@@ -356,6 +382,20 @@ fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Opti
         Write::AddRunTime(RunTimeRecord { queue, shape, at, seconds }) => {
             tx.execute(&st.add_run_time, &[queue, shape, at, seconds])
         }
+        Write::AddRun(r) => tx.execute(
+            &st.add_run,
+            &[
+                &r.group_key,
+                &r.queue,
+                &r.priority,
+                &r.submitted_at,
+                &r.started_at,
+                &r.ended_at,
+                &r.members,
+                &r.outcome,
+                &r.request,
+            ],
+        ),
     }
     .map_err(pg_err)?;
     Ok(None)

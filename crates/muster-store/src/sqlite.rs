@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::common::{self, FREE, LeaseRow, Sums};
 use crate::migrate::{self, SQLITE_MIGRATIONS};
 use crate::{
-    Allocation, Fence, Group, HistoryEntry, PutResult, RunTimeRecord, Snapshot, Store, StoreError, StoredGroup,
-    UsageRecord, UsageSum, Write,
+    Allocation, Fence, Group, HistoryEntry, PutResult, RunRecord, RunTimeRecord, Snapshot, Store, StoreError,
+    StoredGroup, UsageRecord, UsageSum, Write,
 };
 
 /// How long a writer waits for another connection's write lock before giving up (Unavailable).
@@ -253,6 +253,29 @@ impl Store for SqliteStore {
         }
         Ok(records)
     }
+
+    fn runs(&mut self, since: i64, until: i64) -> Result<Vec<RunRecord>, StoreError> {
+        let path = self.path.clone();
+        let err = |e| sql_err(&path, e);
+        let mut stmt = self.conn.prepare_cached(&common::runs_sql("?1", "?2")).map_err(err)?;
+        let mut rows = stmt.query(params![since, until]).map_err(err)?;
+        let mut runs = Vec::new();
+        while let Some(row) = rows.next().map_err(err)? {
+            let key: String = get(row, 0, "runs", "")?;
+            runs.push(RunRecord {
+                queue: get(row, 1, "runs", &key)?,
+                priority: get(row, 2, "runs", &key)?,
+                submitted_at: get(row, 3, "runs", &key)?,
+                started_at: get(row, 4, "runs", &key)?,
+                ended_at: get(row, 5, "runs", &key)?,
+                members: get(row, 6, "runs", &key)?,
+                outcome: get(row, 7, "runs", &key)?,
+                request: json(row, 8, "runs", &key)?,
+                group_key: key,
+            });
+        }
+        Ok(runs)
+    }
 }
 
 fn lease_row(tx: &Transaction<'_>, name: &str) -> rusqlite::Result<Option<LeaseRow>> {
@@ -313,6 +336,24 @@ fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<
         Write::AddRunTime(RunTimeRecord { queue, shape, at, seconds }) => {
             tx.prepare_cached("INSERT INTO run_times (queue, shape, at, seconds) VALUES (?1, ?2, ?3, ?4)")
                 .and_then(|mut s| s.execute(params![queue, shape, at, seconds]))
+                .map_err(err)?;
+            Ok(None)
+        }
+        Write::AddRun(r) => {
+            tx.prepare_cached(&common::insert_run_sql(|i| format!("?{i}")))
+                .and_then(|mut s| {
+                    s.execute(params![
+                        r.group_key,
+                        r.queue,
+                        r.priority,
+                        r.submitted_at,
+                        r.started_at,
+                        r.ended_at,
+                        r.members,
+                        r.outcome,
+                        r.request.to_string()
+                    ])
+                })
                 .map_err(err)?;
             Ok(None)
         }

@@ -37,6 +37,7 @@ both_backends!(
     history_in_order,
     usage_sums_and_decay,
     recent_run_times_per_shape,
+    runs_by_end,
     lease_lifecycle,
     fencing_two_instances,
     racing_instances,

@@ -212,6 +212,22 @@ pub fn learned_run_times_survive_recovery<B: Backend>(b: &B) {
     });
 }
 
+/// Every placement that ends is recorded as a run (what it asked, when it was submitted, started
+/// and ended, and how), for what-if replays; a group evicted and run again has two.
+pub fn runs_recorded_as_they_end<B: Backend>(b: &B) {
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    d.submit(spec("job", "a", 2, 2, 1, Some(100), 0), 0).unwrap();
+    d.schedule(5).unwrap();
+    d.pods_ready(&key("job"), 2, 6).unwrap();
+    d.finished(&key("job"), false, 50).unwrap();
+    let runs = b.open().runs(0, i64::MAX).unwrap();
+    let got: Vec<_> =
+        runs.iter().map(|r| (r.group_key.as_str(), r.submitted_at, r.started_at, r.ended_at, r.members)).collect();
+    assert_eq!(got, [("ns/job", 0, 5, 50, 2)]);
+    assert_eq!(runs[0].outcome, "Failed");
+    assert_eq!(runs[0].request["min"], 2, "{}", runs[0].request);
+}
+
 /// A group that declares a run time is ended at it plus the grace (the default Queue enforces
 /// it) by an instance that recovered while it ran: the limit is the stored allocation's end, not
 /// something the last instance kept in memory.

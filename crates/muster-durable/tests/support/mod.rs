@@ -10,7 +10,8 @@ use muster_graph::{GroupRequest, Policy, ResourceGraph};
 use muster_queue::{AllocationRecord, Engine, EngineConfig, Group, GroupKey, GroupSpec, MemberPlacement, Transition};
 use muster_store::testing::{PgServer, TempDir};
 use muster_store::{
-    Fence, HistoryEntry, PgStore, PutResult, RunTimeRecord, Snapshot, SqliteStore, Store, StoreError, UsageSum, Write,
+    Fence, HistoryEntry, PgStore, PutResult, RunRecord, RunTimeRecord, Snapshot, SqliteStore, Store, StoreError,
+    UsageSum, Write,
 };
 
 /// A fresh, empty database of one backend.
@@ -118,6 +119,9 @@ impl<S: Store> Store for Flaky<S> {
     }
     fn recent_run_times(&mut self, per_shape: usize) -> Result<Vec<RunTimeRecord>, StoreError> {
         self.inner.recent_run_times(per_shape)
+    }
+    fn runs(&mut self, since: i64, until: i64) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.runs(since, until)
     }
 }
 

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use muster_store::{Allocation, Fence, HistoryEntry, RunTimeRecord, Store, StoreError, UsageRecord, UsageSum, Write};
+use muster_store::{
+    Allocation, Fence, HistoryEntry, RunRecord, RunTimeRecord, Store, StoreError, UsageRecord, UsageSum, Write,
+};
 use serde_json::json;
 
 use crate::support::{Backend, group, lead, put, spawn_writer};
@@ -205,6 +207,33 @@ pub fn recent_run_times_per_shape<B: Backend>(b: &B) {
     assert!(s.recent_run_times(0).unwrap().is_empty());
 }
 
+pub fn runs_by_end<B: Backend>(b: &B) {
+    let mut s = b.open();
+    let f = lead(&mut s);
+    let run = |key: &str, ended_at: i64, outcome: &str| RunRecord {
+        group_key: key.into(),
+        queue: "q".into(),
+        priority: 5,
+        submitted_at: 1,
+        started_at: 2,
+        ended_at,
+        members: 3,
+        outcome: outcome.into(),
+        request: json!({"name": key, "min": 3, "max": 4, "requests": [["cpu", 1000]]}),
+    };
+    let records = [
+        run("ns/b", 20, "Succeeded"),
+        run("ns/a", 10, "Evicted"),
+        run("ns/a", 30, "Failed"),
+        run("ns/c", 20, "Succeeded"),
+    ];
+    s.apply(&f, 40, &records.iter().cloned().map(Write::AddRun).collect::<Vec<_>>()).unwrap();
+    let [b2, a1, a3, c2] = records;
+    assert_eq!(s.runs(0, 100).unwrap(), [a1, b2.clone(), c2.clone(), a3]);
+    assert_eq!(s.runs(11, 30).unwrap(), [b2, c2], "ends in [since, until)");
+    assert!(s.runs(31, 100).unwrap().is_empty());
+}
+
 pub fn lease_lifecycle<B: Backend>(b: &B) {
     let mut s = b.open();
     let a = s.acquire_lease("engine", "a", 100, 10).unwrap().unwrap();
@@ -343,7 +372,7 @@ pub fn migrations_applied_once<B: Backend>(b: &B) {
     let first = b.migrations();
     assert_eq!(
         first.iter().map(|m| (m.0, m.1.as_str())).collect::<Vec<_>>(),
-        [(1, "init"), (2, "usage"), (3, "run_times")]
+        [(1, "init"), (2, "usage"), (3, "run_times"), (4, "runs")]
     );
     let mut s = b.open();
     assert_eq!(b.migrations(), first);
@@ -360,7 +389,7 @@ pub fn older_schema_upgraded<B: Backend>(b: &B) {
          VALUES ('ns/old', 5, NULL, 'Queued', 'Submitted', '')",
     );
     let mut s = b.open();
-    assert_eq!(b.migrations().iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(b.migrations().iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
     assert_eq!(s.history("ns/old").unwrap()[0].reason, "Submitted");
     let f = lead(&mut s);
     s.apply(&f, 6, &[usage("q", "cpu", 6, 2.0)]).unwrap();
