@@ -10,6 +10,7 @@
 #                 JobSet, Kubeflow Trainer, MPI and KubeRay operators as local processes (_down
 #                 stops them and removes what they installed)
 #   sets_hold_pods NS GROUP SELECTOR   each bound pod asks what its member's set holds
+#   rust_e2e TEST WHAT MIN_POLLS [OBJECT...]   the whole of a test written in Rust
 # State in $MUSTER_CLUSTER_DIR/muster-e2e; the controller log is logs/muster-controller.log.
 resolve_muster_bin
 muster_dir=$MUSTER_CLUSTER_DIR/muster-e2e
@@ -506,4 +507,33 @@ print(s["polls"], s["errors"], s["violations"])' "$1/overcommit.json")
     test "$alive" = 1 -a "$polls" -ge "$2" -a $(( errors * 10 )) -le "$polls"
   [[ $violations == 0 ]] || sed 's/^/       /' "$1/overcommit.log" >&2
   check "no node had more requested than allocatable in $polls polls" test "$violations" = 0
+}
+
+# rust_e2e TEST WHAT MIN_POLLS [OBJECT...]: the whole of an e2e test written in Rust,
+# crates/muster-harness/tests/TEST.rs (WHAT says what it checks): muster up and, for the whole
+# test, overcommit_watch; the Rust test against the cluster as admin (MUSTER_E2E_KUBECONFIG), with
+# muster's own identity at hand (MUSTER_E2E_CONTROLLER_KUBECONFIG) and MUSTER_BIN; then
+# overcommit_verdict with MIN_POLLS. Its tests run one at a time: they share the nodes. On exit,
+# however it ends: the checker and muster stop, and OBJECTs (kubectl's TYPE/NAME, e.g.
+# namespace/NAME, for what a failed test leaves) are deleted.
+rust_e2e() {
+  local test=$1 what=$2 min_polls=$3
+  shift 3
+  echo "test-muster-$test" >&2
+  rust_e2e_tmp=$(mktemp -d)
+  rust_e2e_leftovers=("$@")
+  checker_pid=""
+  trap rust_e2e_cleanup EXIT
+  trap 'exit 130' INT TERM
+  overcommit_watch "$rust_e2e_tmp"
+  muster_up
+  check "$what" env MUSTER_E2E_KUBECONFIG="$KUBECONFIG" MUSTER_E2E_CONTROLLER_KUBECONFIG="$muster_dir/controller.kubeconfig" \
+    MUSTER_BIN="$MUSTER_BIN" cargo test -q -p muster-harness --test "$test" -- --test-threads=1 --nocapture
+  overcommit_verdict "$rust_e2e_tmp" "$min_polls"
+}
+rust_e2e_cleanup() {
+  stop_process "$checker_pid"
+  muster_down
+  (( ${#rust_e2e_leftovers[@]} == 0 )) || k delete "${rust_e2e_leftovers[@]}" --wait=false --ignore-not-found >/dev/null 2>&1 || true
+  rm -rf "$rust_e2e_tmp"
 }

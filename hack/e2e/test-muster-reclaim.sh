@@ -2,23 +2,10 @@
 # e2e: reclaim with victims slow to stop, on 4 KWOK nodes of 8 cpu (scenarios/clusters/tenant-4x8.yaml).
 # The test itself is Rust (crates/muster-harness/tests/reclaim.rs: two teams in a cohort, one
 # borrowing, the other reclaiming while the borrower's pods are held on their nodes by a
-# finalizer); this script starts muster and, for the whole test, hack/e2e/overcommit.py, which
-# checks every 0.5 s that no node has more requested by its bound pods than it has allocatable.
+# finalizer); rust_e2e (hack/e2e/muster.sh) starts muster and, for the whole test,
+# hack/e2e/overcommit.py, which checks every 0.5 s that no node has more requested by its bound
+# pods than it has allocatable.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
-echo "test-muster-reclaim" >&2
-tmp=$(mktemp -d)
-checker_pid=""
-cleanup() {
-  stop_process "$checker_pid"
-  muster_down
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-overcommit_watch "$tmp"
-muster_up
-check "two teams: the reclaiming team is bound only once the borrower's pods are gone" \
-  env MUSTER_E2E_KUBECONFIG="$KUBECONFIG" cargo test -q -p muster-harness --test reclaim
-overcommit_verdict "$tmp" 20
+rust_e2e reclaim "two teams: the reclaiming team is bound only once the borrower's pods are gone" 20

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use e2e::eventually;
+use e2e::objects::{group_phase, wait_phase};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -44,14 +45,14 @@ async fn a_reclaiming_team_is_bound_only_once_the_borrowers_pods_are_gone() {
         create_job(&client, A, &format!("a{i}"), 1, 600, true).await;
     }
     for i in 0..4 {
-        wait_phase(&client, A, &format!("a{i}"), &["Running"]).await;
+        wait_phase(&client, A, &format!("a{i}"), 90, &["Running"]).await;
     }
     let a_nodes = eventually(60, "A's four pods are bound, one per node", || nodes_of(&client, A)).await;
     assert_eq!(a_nodes.len(), 4, "{a_nodes:?}");
 
     // Team B comes for its own 16 cpu: two of A's Jobs are evicted whole.
     create_job(&client, B, "b", 2, 20, false).await;
-    wait_phase(&client, B, "b", &["Admitted", "Running", "Succeeded"]).await;
+    wait_phase(&client, B, "b", 90, &["Admitted", "Running", "Succeeded"]).await;
     let evicted: Vec<String> =
         eventually(30, "two of A's groups are evicted", || evicted_groups(&client)).await.into_iter().collect();
     assert_eq!(evicted.len(), 2, "{evicted:?}");
@@ -84,17 +85,17 @@ async fn a_reclaiming_team_is_bound_only_once_the_borrowers_pods_are_gone() {
     }
     let b_nodes = eventually(60, "B's two pods are bound", || nodes_of(&client, B)).await;
     assert_eq!(b_nodes, freed, "B runs on the nodes its victims left");
-    wait_phase(&client, B, "b", &["Succeeded"]).await;
+    wait_phase(&client, B, "b", 90, &["Succeeded"]).await;
 
     // The other two ran on throughout; the evicted ones run again, whole, once B is done.
     for i in 0..4 {
         let name = format!("a{i}");
         if !evicted.contains(&name) {
-            assert_eq!(phase(&client, A, &name).await.as_deref(), Some("Running"), "{name}");
+            assert_eq!(group_phase(&client, A, &name).await.as_deref(), Some("Running"), "{name}");
         }
     }
     for name in &evicted {
-        wait_phase(&client, A, name, &["Running"]).await;
+        wait_phase(&client, A, name, 90, &["Running"]).await;
     }
     for ns in [A, B] {
         release_held_pods(&client, ns).await;
@@ -131,18 +132,6 @@ async fn create_job(client: &Client, ns: &str, name: &str, pods: i32, run: u32, 
     });
     let job: Job = serde_json::from_value(job).unwrap();
     Api::<Job>::namespaced(client.clone(), ns).create(&PostParams::default(), &job).await.expect("the Job is created");
-}
-
-async fn phase(client: &Client, ns: &str, name: &str) -> Option<String> {
-    let g = Api::<Group>::namespaced(client.clone(), ns).get_opt(name).await.ok()??;
-    g.status.and_then(|s| s.phase).map(|p| p.to_string())
-}
-
-async fn wait_phase(client: &Client, ns: &str, name: &str, want: &[&str]) {
-    eventually(90, &format!("the Group {ns}/{name} is {want:?}"), || async move {
-        phase(client, ns, name).await.filter(|p| want.contains(&p.as_str())).map(|_| ())
-    })
-    .await;
 }
 
 /// A's groups that were evicted and wait again: Queued, with an eviction counted.
