@@ -5,6 +5,7 @@
 //! is in milliseconds throughout.
 
 pub mod engine;
+pub mod history;
 pub mod ideal;
 pub mod metrics;
 pub mod models;

@@ -15,6 +15,7 @@ use crate::SimError;
 use crate::rng::Rng;
 use crate::swf;
 
+mod history_source;
 mod peers;
 mod pod_sets;
 mod tenants;
@@ -310,6 +311,9 @@ pub struct ScenarioFile {
     pub job_classes: Vec<JobClass>,
     #[serde(default)]
     pub swf: Option<SwfSource>,
+    /// Recorded runs of a cluster, replayed as its jobs (what-if).
+    #[serde(default)]
+    pub history: Option<history_source::HistorySource>,
 }
 
 /// One job as every scheduler sees it: a batch/v1 Job with parallelism = completions = members,
@@ -575,8 +579,8 @@ pub fn from_text_with(
     if v.schedule_period.0 < 1 {
         return Err(input(file, "volcano.schedulePeriod", "must be at least 1ms"));
     }
-    if sf.job_classes.is_empty() && sf.swf.is_none() {
-        return Err(input(file, "jobClasses", "no jobs; give at least one job class or an swf trace"));
+    if sf.job_classes.is_empty() && sf.swf.is_none() && sf.history.is_none() {
+        return Err(input(file, "jobClasses", "no jobs; give at least one job class, an swf trace or a history"));
     }
     let tenants = sf.tenants.map(|t| Tenants::check(file, t, &offered)).transpose()?.unwrap_or_default();
     let horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
@@ -590,8 +594,12 @@ pub fn from_text_with(
     let mut classes = Vec::new();
     for (ci, c) in sf.job_classes.iter().enumerate() {
         let at = |f: &str| format!("jobClasses[{ci}].{f}");
-        if !muster_graph::names::is_dns_label(&c.name) || c.name == "swf" {
-            return Err(input(file, at("name"), format!("{:?}: use 1-63 of a-z, 0-9 and '-' (not \"swf\")", c.name)));
+        if !muster_graph::names::is_dns_label(&c.name) || c.name == "swf" || c.name == "history" {
+            return Err(input(
+                file,
+                at("name"),
+                format!("{:?}: use 1-63 of a-z, 0-9 and '-' (not \"swf\" or \"history\")", c.name),
+            ));
         }
         if sf.job_classes[..ci].iter().any(|o| o.name == c.name) {
             return Err(input(file, at("name"), format!("class {:?} is declared twice", c.name)));
@@ -733,6 +741,14 @@ pub fn from_text_with(
             ));
         }
         classes.push(ClassInfo { name: "swf".into(), probe: false });
+    }
+    if let Some(src) = &sf.history {
+        let ci = classes.len();
+        let runs = history_source::read(src, base, read_file)?;
+        let offers_pods = offered.contains_key("pods");
+        let replayed = history_source::jobs(file, src, (&runs.0, &runs.1), &cluster, &tenants, offers_pods, ci)?;
+        pending.extend(replayed.into_iter().map(|j| (j.submit_ms, ci, j)));
+        classes.push(ClassInfo { name: "history".into(), probe: false });
     }
     // Stable sort: ties keep class order and index order.
     pending.sort_by_key(|(t, _, _)| *t);

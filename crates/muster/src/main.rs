@@ -3,6 +3,7 @@
 mod cluster_cmd;
 mod controller_cmd;
 mod dashboard_args;
+mod history_cmd;
 mod install_cmd;
 mod match_cmd;
 mod match_queues;
@@ -46,6 +47,11 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Work with the runs muster's store recorded (what-if replays).
+    History {
+        #[command(subcommand)]
+        command: HistoryCommand,
+    },
     /// Run the controller: watch the cluster, queue managed jobs, bind admitted groups whole.
     Controller(Box<controller_cmd::ControllerArgs>),
     /// List pending groups by queue and position, then running ones (reads the cluster).
@@ -71,6 +77,12 @@ enum ClusterCommand {
     Describe { file: PathBuf },
 }
 
+#[derive(Subcommand)]
+enum HistoryCommand {
+    /// Print the recorded runs as JSON Lines for `muster sim` (names hidden unless --keep-names).
+    Export(history_cmd::ExportArgs),
+}
+
 /// Parses the command line; run as `kubectl-muster` (a kubectl plugin) usage says `kubectl muster`.
 fn parse_cli() -> Cli {
     let mut cmd = Cli::command();
@@ -90,6 +102,7 @@ fn main() -> ExitCode {
             ClusterCommand::Jgf { file } => cluster_cmd::jgf(&file),
             ClusterCommand::Describe { file } => cluster_cmd::describe(&file),
         },
+        Command::History { command: HistoryCommand::Export(args) } => history_cmd::export(&args),
         Command::Controller(args) => controller_cmd::run(&args),
         Command::Queue(args) => queue_cmd::queue(&args),
         Command::Why(args) => queue_cmd::why(&args),

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use muster_sim::{RunOptions, SimError, scenario};
 
 use crate::cluster_cmd::emit;
+use crate::history_cmd;
 
 /// One scenario of the built-in suite and the cluster it names, carried in the binary so
 /// `muster sim` works from any directory.
@@ -62,6 +63,19 @@ pub struct Args {
     /// run's cost on long queues); the schedules are the same.
     #[arg(long)]
     no_estimates: bool,
+    /// Replay recorded runs instead of a scenario: a file `muster history export` wrote, or a
+    /// store URL (`sqlite:PATH`, a PostgreSQL URL) to read them from. Needs --cluster.
+    #[arg(long, conflicts_with = "scenario", requires = "cluster")]
+    history: Option<String>,
+    /// With --history: the cluster description to replay on (as it was, or changed).
+    #[arg(long, requires = "history")]
+    cluster: Option<PathBuf>,
+    /// With --history: only groups submitted at or after this Unix second.
+    #[arg(long, requires = "history")]
+    since: Option<i64>,
+    /// With --history: only groups submitted before this Unix second.
+    #[arg(long, requires = "history")]
+    until: Option<i64>,
 }
 
 pub fn run(args: &Args) -> Result<ExitCode> {
@@ -70,9 +84,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     opts.schedulers = args.schedulers.clone();
     opts.progress = true;
     opts.estimates = !args.no_estimates;
-    let reports = match &args.scenario {
-        Some(path) => {
-            let report = muster_sim::run_workload(&scenario::load(path, args.seed)?, &opts)?;
+    let one = match (&args.scenario, &args.history) {
+        (Some(path), _) => Some(scenario::load(path, args.seed)?),
+        (None, Some(source)) => Some(history_workload(args, source)?),
+        (None, None) => None,
+    };
+    let reports = match one {
+        Some(workload) => {
+            let report = muster_sim::run_workload(&workload, &opts)?;
             emit(report.render_table().trim_end())?;
             vec![report]
         }
@@ -115,13 +134,44 @@ fn builtin_workload(b: &Builtin, seed: u64) -> Result<muster_sim::Workload, SimE
     scenario::from_text_with(&format!("built-in:{}", b.file), b.text, Path::new("scenarios"), seed, &read)
 }
 
+/// The recorded runs of `source` (an exported file, or a store) as a workload on `--cluster`.
+fn history_workload(args: &Args, source: &str) -> Result<muster_sim::Workload> {
+    let cluster = args.cluster.as_ref().context("--history needs --cluster")?;
+    let (runs_file, runs) = if history_cmd::is_store_url(source) {
+        let runs = history_cmd::read_runs(source, 0, i64::MAX)?;
+        ("store runs".to_string(), muster_sim::history::write(&runs))
+    } else {
+        let text = std::fs::read_to_string(source).with_context(|| format!("--history {source}: cannot read it"))?;
+        (source.to_string(), text)
+    };
+    let mut text = format!(
+        "name: history\ndescription: the runs recorded in {runs_file}\ncluster: {}\nhistory: {{file: {runs_file:?}",
+        serde_json::to_string(&cluster.display().to_string())?
+    );
+    for (field, value) in [("since", args.since), ("until", args.until)] {
+        if let Some(v) = value {
+            text.push_str(&format!(", {field}: {v}"));
+        }
+    }
+    text.push_str("}\n");
+    let read = |p: &Path| {
+        if p == Path::new(&runs_file) {
+            Ok(runs.clone())
+        } else {
+            std::fs::read_to_string(p)
+                .map_err(|e| SimError::Io { path: p.display().to_string(), message: e.to_string() })
+        }
+    };
+    Ok(scenario::from_text_with("--history", &text, Path::new(""), args.seed, &read)?)
+}
+
 /// JSON (one report, or an array for the suite), CSV (a `scenario` column first) and plots (a
 /// directory per scenario for the suite).
 fn write_outputs(args: &Args, reports: &[muster_sim::Report]) -> Result<()> {
     let write = |path: &PathBuf, text: String| {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
     };
-    let one = args.scenario.is_some();
+    let one = args.scenario.is_some() || args.history.is_some();
     if let Some(p) = &args.json {
         let json = if one {
             reports[0].to_json()
