@@ -4,8 +4,8 @@
 //! keeps compact views of them, and feeds the durable queue engine ([`brain`]); the engine's
 //! decisions become API calls ([`executor`]): Group objects and their status, unsuspending Jobs,
 //! binding every pod of an admitted group to its node through the binding subresource, and
-//! events. On start (or after a Queue changes) the engine is recovered from the store and
-//! reconciled with what the cluster runs. See docs/controller.md.
+//! events. On start (or after a Queue or Reservation changes) the engine is recovered from the
+//! store and reconciled with what the cluster runs. See docs/controller.md.
 
 pub mod brain;
 pub mod convert;
@@ -14,6 +14,7 @@ mod forecaster;
 mod leader;
 pub mod metrics;
 pub mod metrics_auth;
+mod reservation_status;
 mod watch;
 
 use std::future::Future;
@@ -25,7 +26,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use muster_durable::{DurableError, Options as DurableOptions, RecoverError};
 use muster_graph::Policy;
-use muster_k8s::Queue;
+use muster_k8s::{Queue, Reservation};
 use muster_queue::EngineConfig;
 use muster_queue::config::CohortConfig;
 use muster_store::{PgStore, SqliteStore, Store, StoreError};
@@ -114,10 +115,21 @@ fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// The engine configuration from the Queue objects and PriorityClasses of the cluster.
-pub async fn engine_config(client: &Client) -> Result<(EngineConfig, watch::QueueVersions), ControllerError> {
+/// The engine configuration and what it was read from.
+pub struct Loaded {
+    pub config: EngineConfig,
+    pub queues: watch::Versions,
+    pub reservations: watch::Versions,
+    /// Every Reservation, honoured or refused.
+    pub listed_reservations: Vec<reservation_status::Listed>,
+}
+
+/// The engine configuration from the Queue and Reservation objects and PriorityClasses of the
+/// cluster. An invalid Queue or Reservation is left out (with a warning; a Reservation's status
+/// says why); the others still work.
+pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     let queues = Api::<Queue>::all(client.clone()).list(&ListParams::default()).await?;
-    let versions = watch::QueueVersions::of(&queues.items);
+    let queue_versions = watch::Versions::of(&queues.items);
     let mut cfg = EngineConfig::single_queue("unused");
     cfg.queues.clear();
     for q in &queues.items {
@@ -134,12 +146,33 @@ pub async fn engine_config(client: &Client) -> Result<(EngineConfig, watch::Queu
             Err(e) => warn!(queue = name, "queue ignored: {e}"),
         }
     }
+    let reservations = Api::<Reservation>::all(client.clone()).list(&ListParams::default()).await?;
+    let mut listed_reservations = Vec::new();
+    for r in &reservations.items {
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let refused = match r.spec.to_config(&name, &cfg.queues) {
+            Ok(c) => {
+                cfg.reservations.push(c);
+                None
+            }
+            Err(e) => {
+                warn!(reservation = name, "reservation ignored: {e}");
+                Some(e)
+            }
+        };
+        listed_reservations.push(reservation_status::Listed::new(r, refused));
+    }
     let classes = Api::<PriorityClass>::all(client.clone()).list(&ListParams::default()).await?;
     let classes = watch::PriorityClasses::of(&classes.items);
     cfg.priority_classes = classes.values;
     cfg.default_priority_class = classes.global_default;
     cfg.compile("queues").map_err(|e| ControllerError::Config(e.to_string()))?;
-    Ok((cfg, versions))
+    Ok(Loaded {
+        config: cfg,
+        queues: queue_versions,
+        reservations: watch::Versions::of(&reservations.items),
+        listed_reservations,
+    })
 }
 
 /// Runs the controller until `shutdown` completes, leadership is lost, or an error. Only the
@@ -176,8 +209,8 @@ pub async fn run(
     result
 }
 
-/// One term of leadership: sessions that end when the Queue or PriorityClass objects change (the engine is then
-/// recovered from the store with the new configuration).
+/// One term of leadership: sessions that end when the Queue, Reservation or PriorityClass objects change (the
+/// engine is then recovered from the store with the new configuration).
 async fn lead(
     client: Client,
     opts: &Options,
@@ -185,8 +218,8 @@ async fn lead(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
     loop {
-        let (config, queue_versions) = engine_config(&client).await?;
-        info!(queues = config.queues.len(), "queue configuration loaded");
+        let Loaded { config, queues, reservations, listed_reservations } = engine_config(&client).await?;
+        info!(queues = config.queues.len(), reservations = config.reservations.len(), "queue configuration loaded");
         let classes = watch::PriorityClasses {
             values: config.priority_classes.clone(),
             global_default: config.default_priority_class.clone(),
@@ -195,13 +228,15 @@ async fn lead(
         let (act_tx, act_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = watch::spawn(client.clone(), opts.levels.clone(), tx.clone());
         let exec = tokio::spawn(executor::run(client.clone(), opts.clone(), act_rx, tx.clone(), metrics.clone()));
+        let (windows, windows_rx) = reservation_status::WindowsPublisher::channel();
+        let statuses = tokio::spawn(reservation_status::run(client.clone(), listed_reservations, windows_rx));
         let cfg = BrainConfig {
             engine: config,
             options: DurableOptions::new(&opts.lease_name, STORE_LEASE_TTL_S),
             policy: opts.policy,
         };
         let (store, identity) = (opts.store.clone(), opts.identity.clone());
-        let pace = Pace { queue_view_every: opts.queue_view_every, plan: opts.plan.clone() };
+        let pace = Pace { queue_view_every: opts.queue_view_every, plan: opts.plan.clone(), windows };
         let m = metrics.clone();
         let mut brain = tokio::task::spawn_blocking(move || match store.strip_prefix("sqlite:") {
             Some(path) => {
@@ -215,7 +250,9 @@ async fn lead(
         });
         let config_changed = async {
             tokio::select! {
-                () = watch::queues_changed(client.clone(), queue_versions) => info!("a Queue changed; recovering with the new configuration"),
+                () = watch::changed::<Queue>(client.clone(), queues) => info!("a Queue changed; recovering with the new configuration"),
+                () = watch::changed::<Reservation>(client.clone(), reservations) =>
+                    info!("a Reservation changed; recovering with the new configuration"),
                 () = watch::priority_classes_changed(client.clone(), classes) =>
                     info!("a PriorityClass changed; recovering with the new configuration"),
             }
@@ -237,6 +274,7 @@ async fn lead(
         };
         watchers.abort_all();
         exec.abort();
+        statuses.abort();
         outcome?;
         if !again {
             return Ok(());
@@ -267,10 +305,12 @@ fn cycle_gap(took: Duration) -> Duration {
     (took * 2).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
-/// How often the brain refreshes the queue view, and where it publishes the plan behind it.
+/// How often the brain refreshes the queue view, and where it publishes the plan behind it and
+/// the reservations' windows.
 struct Pace {
     queue_view_every: Duration,
     plan: PlanSender,
+    windows: reservation_status::WindowsPublisher,
 }
 
 /// The brain's thread: events in, engine decisions out. Synchronous (the store is).
@@ -363,6 +403,10 @@ fn think<S: Store>(
             metrics.observe_cycle(took);
             last_cycle = Instant::now();
             next_cycle_at = last_cycle + cycle_gap(took);
+            if let Some(e) = brain.engine() {
+                let windows = e.engine().reservation_windows();
+                pace.windows.publish(reservation_status::HeldWindows { now, windows });
+            }
             if last_view.elapsed() >= pace.queue_view_every
                 && !forecaster.busy()
                 && let Some(engine) = brain.queue_view_input()

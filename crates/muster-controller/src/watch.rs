@@ -1,6 +1,6 @@
 //! Watchers: nodes, pods, namespaces, Group objects, and the queued workloads of every held kind
-//! (a kind defined by a CRD once the CRD is installed) into compact views for the brain; Queue
-//! and PriorityClass changes.
+//! (a kind defined by a CRD once the CRD is installed) into compact views for the brain; Queue,
+//! Reservation and PriorityClass changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
@@ -14,7 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, served};
 use muster_k8s::workload::{Kind, Workload, job, jobset, mpijob, raycluster, rayjob};
-use muster_k8s::{Group, Queue, labels};
+use muster_k8s::{Group, labels};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
@@ -143,31 +143,37 @@ async fn forward<K, V>(
     }
 }
 
-/// The Queues a configuration was read from: each one's generation, by name.
+/// The objects of one kind (Queues, Reservations) a configuration was read from: each one's
+/// generation, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QueueVersions(HashMap<String, Option<i64>>);
+pub struct Versions(HashMap<String, Option<i64>>);
 
-impl QueueVersions {
-    pub fn of<'a>(queues: impl IntoIterator<Item = &'a Queue>) -> Self {
-        Self(queues.into_iter().map(|q| (q.metadata.name.clone().unwrap_or_default(), q.metadata.generation)).collect())
+impl Versions {
+    pub fn of<'a, K: Resource + 'a>(objects: impl IntoIterator<Item = &'a K>) -> Self {
+        Self(objects.into_iter().map(|o| (o.meta().name.clone().unwrap_or_default(), o.meta().generation)).collect())
     }
 }
 
-/// Completes when the Queues differ from `loaded`, the ones the running configuration was read
-/// from: one is added, removed, or its spec changes, including between that reading and this
-/// watch's first listing (a Queue made then is in the listing, not a change, and would be missed).
-pub async fn queues_changed(client: Client, loaded: QueueVersions) {
+/// Completes when the objects of kind `K` differ from `loaded`, the ones the running
+/// configuration was read from: one is added, removed, or its spec changes, including between
+/// that reading and this watch's first listing (an object made then is in the listing, not a
+/// change, and would be missed).
+pub async fn changed<K>(client: Client, loaded: Versions)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+{
     let mut known = loaded.0;
     let mut listing: HashMap<String, Option<i64>> = HashMap::new();
     let mut listed = false;
-    let mut stream = watcher(Api::<Queue>::all(client), watcher::Config::default()).default_backoff().boxed();
+    let mut stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff().boxed();
+    let name = |o: &K| o.meta().name.clone().unwrap_or_default();
     while let Some(ev) = stream.next().await {
         let Ok(ev) = ev else { continue };
         match ev {
             // A (re)listing: what it holds is compared whole once it is done.
             watcher::Event::Init => listing.clear(),
-            watcher::Event::InitApply(q) => {
-                listing.insert(q.metadata.name.clone().unwrap_or_default(), q.metadata.generation);
+            watcher::Event::InitApply(o) => {
+                listing.insert(name(&o), o.meta().generation);
             }
             watcher::Event::InitDone => {
                 if listing != known {
@@ -175,9 +181,9 @@ pub async fn queues_changed(client: Client, loaded: QueueVersions) {
                 }
                 listed = true;
             }
-            watcher::Event::Apply(q) if listed => {
-                let name = q.metadata.name.clone().unwrap_or_default();
-                if known.insert(name, q.metadata.generation) != Some(q.metadata.generation) {
+            watcher::Event::Apply(o) if listed => {
+                let generation = o.meta().generation;
+                if known.insert(name(&o), generation) != Some(generation) {
                     return;
                 }
             }
