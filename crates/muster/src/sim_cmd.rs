@@ -70,6 +70,10 @@ pub struct Args {
     /// With --history: the cluster description to replay on (as it was, or changed).
     #[arg(long, requires = "history")]
     cluster: Option<PathBuf>,
+    /// With --history: the queues the recorded groups were submitted to, with their quotas (a
+    /// scenario's `tenants` section; docs/simulator.md), as they were or changed.
+    #[arg(long, requires = "history")]
+    tenants: Option<PathBuf>,
     /// With --history: only groups submitted at or after this Unix second.
     #[arg(long, requires = "history")]
     since: Option<i64>,
@@ -144,16 +148,27 @@ fn history_workload(args: &Args, source: &str) -> Result<muster_sim::Workload> {
         let text = std::fs::read_to_string(source).with_context(|| format!("--history {source}: cannot read it"))?;
         (source.to_string(), text)
     };
-    let mut text = format!(
-        "name: history\ndescription: the runs recorded in {runs_file}\ncluster: {}\nhistory: {{file: {runs_file:?}",
-        serde_json::to_string(&cluster.display().to_string())?
-    );
+    let mut scenario = serde_yaml_ng::Mapping::new();
+    let mut put = |k: &str, v: serde_yaml_ng::Value| scenario.insert(k.into(), v);
+    put("name", "history".into());
+    put("description", format!("the runs recorded in {runs_file}").into());
+    put("cluster", cluster.display().to_string().into());
+    let mut source = serde_yaml_ng::Mapping::new();
+    source.insert("file".into(), runs_file.clone().into());
     for (field, value) in [("since", args.since), ("until", args.until)] {
         if let Some(v) = value {
-            text.push_str(&format!(", {field}: {v}"));
+            source.insert(field.into(), v.into());
         }
     }
-    text.push_str("}\n");
+    put("history", source.into());
+    if let Some(path) = &args.tenants {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("--tenants {}: cannot read it", path.display()))?;
+        let tenants: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(&text).with_context(|| format!("--tenants {}: not YAML", path.display()))?;
+        put("tenants", tenants);
+    }
+    let text = serde_yaml_ng::to_string(&scenario)?;
     let read = |p: &Path| {
         if p == Path::new(&runs_file) {
             Ok(runs.clone())

@@ -107,6 +107,15 @@ fn a_replay_runs_the_recorded_jobs_on_the_cluster_as_it_was_and_changed() {
     });
     assert!((7_200.0..7_400.0).contains(&big), "{big}");
     assert!((28_800.0..29_200.0).contains(&tiny), "{tiny}");
+    // The queue given a quota of one job's cpu: one at a time on the cluster as it was.
+    let tenants = dir.0.join("tenants.yaml");
+    std::fs::write(&tenants, "queues:\n  - name: default\n    quotas: {cpu: {nominal: 128}}\n").unwrap();
+    let quota = dir.0.join("quota.json");
+    let cluster = "scenarios/clusters/cpu-16.yaml";
+    let args = ["sim", "--history", &store, "--cluster", cluster, "--tenants", tenants.to_str().unwrap()];
+    muster(&[&args[..], &["--schedulers", "muster", "--json", quota.to_str().unwrap()]].concat());
+    let one_at_a_time = makespan(&quota, "muster");
+    assert!((28_800.0..29_200.0).contains(&one_at_a_time), "{one_at_a_time}");
 }
 
 #[test]
