@@ -1,12 +1,14 @@
 //! What the end-to-end tests on a real control plane share: the cluster they run against and the
 //! identities they act as (this file), waiting for a condition or checking one holds
-//! ([`wait`]), namespaces ([`namespaces`]), Groups and events ([`objects`]), and a test of
-//! several checks that goes on past a failed one ([`parts`]).
+//! ([`wait`]), namespaces ([`namespaces`]), Jobs and pods to send ([`manifests`]), Groups, pods
+//! and events to read ([`objects`]), and a test of several checks that goes on past a failed one
+//! ([`parts`]).
 //!
 //! Each test runs against the cluster of `MUSTER_E2E_KUBECONFIG` (`make e2e` sets it through
 //! `rust_e2e` in hack/e2e/muster.sh); without it the test says so and checks nothing.
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod manifests;
 pub mod namespaces;
 pub mod objects;
 pub mod parts;
