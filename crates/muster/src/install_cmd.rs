@@ -76,7 +76,7 @@ async fn install(args: &InstallArgs) -> Result<()> {
     for doc in documents(CRDS)? {
         apply(&client, doc).await?;
     }
-    wait_established(&client, &["queues.muster.dev", "groups.muster.dev"]).await?;
+    wait_established(&client, &["queues.muster.dev", "reservations.muster.dev", "groups.muster.dev"]).await?;
     for doc in rbac()? {
         apply(&client, doc).await?;
     }
@@ -325,7 +325,7 @@ mod tests {
     #[test]
     fn embedded_manifests_parse() {
         let crds = documents(CRDS).unwrap();
-        assert_eq!(crds.len(), 2);
+        assert_eq!(crds.len(), 3);
         let rbac = rbac().unwrap();
         let kinds: Vec<_> = rbac.iter().map(|d| d.types.clone().unwrap().kind).collect();
         assert_eq!(
