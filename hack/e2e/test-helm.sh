@@ -38,7 +38,7 @@ rm -rf "$dir"; mkdir -p "$dir" "$log_dir"
 k delete clusterrole,clusterrolebinding muster --ignore-not-found >/dev/null
 k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null
 k delete validatingadmissionpolicy,validatingadmissionpolicybinding muster-pod-writes --ignore-not-found >/dev/null
-k delete crd queues.muster.dev groups.muster.dev --ignore-not-found --wait=true >/dev/null
+k delete crd queues.muster.dev reservations.muster.dev groups.muster.dev --ignore-not-found --wait=true >/dev/null
 
 # 1. lint, and values that cannot work
 check "helm lint passes" "$helm" lint "$chart" --quiet
@@ -226,6 +226,6 @@ check "helm uninstall removes the webhook registration (nothing is left failing 
   bash -c "! '$K8S_BIN/kubectl' get mutatingwebhookconfiguration muster >/dev/null 2>&1"
 check "... and the policy on muster's pod writes" \
   bash -c "! '$K8S_BIN/kubectl' get validatingadmissionpolicy muster-pod-writes >/dev/null 2>&1"
-check "the CRDs and the Queue stay (deleting a CRD deletes every Queue and Group)" \
-  quiet k get crd queues.muster.dev groups.muster.dev
+check "the CRDs and the Queue stay (deleting a CRD deletes every Queue, Reservation and Group)" \
+  quiet k get crd queues.muster.dev reservations.muster.dev groups.muster.dev
 check "the Group of the finished gang stays with its CRD" quiet k -n $ns get groups.muster.dev gang
