@@ -54,8 +54,8 @@ cluster-up: cluster-build  ## start the control plane with the nodes of $(CLUSTE
 cluster-down:  ## stop every process cluster-up started
 	hack/cluster-down.sh
 
-e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped afterwards
-	hack/e2e/run.sh
+e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped afterwards (TESTS="NAME ...": only those)
+	hack/e2e/run.sh $(TESTS)
 
 peers: cluster-build  ## seed 001 under the real Kueue, coscheduling, Volcano and kube-scheduler's native gangs (docs/peers.md)
 	hack/e2e/run.sh peer-kueue peer-coscheduling peer-volcano peer-native

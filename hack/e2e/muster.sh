@@ -527,7 +527,7 @@ rust_e2e() {
   trap 'exit 130' INT TERM
   overcommit_watch "$rust_e2e_tmp"
   muster_up
-  check "$what" env MUSTER_E2E_KUBECONFIG="$KUBECONFIG" MUSTER_E2E_CONTROLLER_KUBECONFIG="$muster_dir/controller.kubeconfig" \
+  check "$what" env RUST_BACKTRACE=0 MUSTER_E2E_KUBECONFIG="$KUBECONFIG" MUSTER_E2E_CONTROLLER_KUBECONFIG="$muster_dir/controller.kubeconfig" \
     MUSTER_BIN="$MUSTER_BIN" cargo test -q -p muster-harness --test "$test" -- --test-threads=1 --nocapture
   overcommit_verdict "$rust_e2e_tmp" "$min_polls"
 }

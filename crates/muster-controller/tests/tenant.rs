@@ -1,6 +1,7 @@
 //! Never over-commit, never bypass: the controller's decision core against what a hostile tenant
 //! (or just another scheduler) does. The same cases run on a real control plane in
-//! hack/e2e/test-muster-tenant.sh; here the property test tries many interleavings.
+//! crates/muster-harness/tests/tenant.rs (e2e `muster-tenant`); here the property test tries
+//! many interleavings.
 
 mod common;
 
