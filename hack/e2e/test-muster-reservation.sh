@@ -3,7 +3,7 @@
 # window (scenarios/clusters/reservation-4.yaml): backfill before it, only its queue inside it,
 # others' work evicted whole at its opening, its status and `muster why`. The test itself is Rust
 # (crates/muster-harness/tests/reservation.rs); rust_e2e (hack/e2e/muster.sh) starts muster and,
-# for the whole test, hack/e2e/overcommit.py, which checks every 0.5 s that no node has more
+# for the whole test, the over-commit checker, which checks every 0.5 s that no node has more
 # requested by its bound pods than it has allocatable.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

@@ -10,7 +10,7 @@
 //! reservation. The Reservation's status lists the window and its nodes, Accepted and Active; an
 //! invalid one is refused with Accepted=False naming the field.
 //!
-//! hack/e2e/test-muster-reservation.sh starts muster and hack/e2e/overcommit.py around this test.
+//! hack/e2e/test-muster-reservation.sh starts muster and the over-commit checker around this test.
 
 mod e2e;
 
