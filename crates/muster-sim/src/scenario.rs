@@ -583,7 +583,7 @@ pub fn from_text_with(
         return Err(input(file, "jobClasses", "no jobs; give at least one job class, an swf trace or a history"));
     }
     let tenants = sf.tenants.map(|t| Tenants::check(file, t, &offered)).transpose()?.unwrap_or_default();
-    let horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
+    let mut horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
     let sample_ms = sf.sample_interval.map_or(10_000, |d| d.0);
     if sample_ms < 1 {
         return Err(input(file, "sampleInterval", "must be at least 1ms"));
@@ -747,6 +747,13 @@ pub fn from_text_with(
         let runs = history_source::read(src, base, read_file)?;
         let offers_pods = offered.contains_key("pods");
         let replayed = history_source::jobs(file, src, (&runs.0, &runs.1), &cluster, &tenants, offers_pods, ci)?;
+        if sf.horizon.is_none() {
+            // A history may span months: by default the replay runs until every job could have run
+            // one after another.
+            let total: i64 = replayed.iter().map(|j| j.run_ms).sum();
+            let last = replayed.iter().map(|j| j.submit_ms).max().unwrap_or(0);
+            horizon_ms = horizon_ms.max(last.saturating_add(total));
+        }
         pending.extend(replayed.into_iter().map(|j| (j.submit_ms, ci, j)));
         classes.push(ClassInfo { name: "history".into(), probe: false });
     }
