@@ -46,6 +46,17 @@ pub struct Allocation {
     pub domain: Option<VertexId>,
 }
 
+/// What a match does when the group does not fit now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Otherwise {
+    /// Says why: unsatisfiable, or busy.
+    Explain,
+    /// Says busy; the caller knows the group is satisfiable.
+    Busy,
+    /// Reserves the group's earliest start.
+    Reserve,
+}
+
 /// The result of a match request.
 impl Allocation {
     /// What member `index` holds, by resource index.
@@ -154,12 +165,19 @@ impl ResourceGraph {
 
     /// Places every member now, or nothing.
     pub fn allocate(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
-        self.match_request(req, now, false)
+        self.match_request(req, now, Otherwise::Explain)
+    }
+
+    /// [`ResourceGraph::allocate`] for a group its caller knows to be satisfiable (a queue
+    /// checks that once per shape): a miss is `Busy`, without the search of the whole empty
+    /// cluster that tells an unsatisfiable group apart.
+    pub fn allocate_satisfiable(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
+        self.match_request(req, now, Otherwise::Busy)
     }
 
     /// Places every member now, or reserves the earliest time the whole group will fit.
     pub fn allocate_orelse_reserve(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
-        self.match_request(req, now, true)
+        self.match_request(req, now, Otherwise::Reserve)
     }
 
     /// Checks whether the group could ever fit on this cluster when empty. Changes nothing.
@@ -177,9 +195,9 @@ impl ResourceGraph {
         }
     }
 
-    fn match_request(&mut self, req: &GroupRequest, now: i64, reserve: bool) -> MatchOutcome {
+    fn match_request(&mut self, req: &GroupRequest, now: i64, otherwise: Otherwise) -> MatchOutcome {
         if !req.sets.is_empty() {
-            return self.match_sets(req, now, reserve);
+            return self.match_sets(req, now, otherwise);
         }
         let d = match Demand::resolve(&self.graph, req) {
             Ok(d) => d,
@@ -197,10 +215,12 @@ impl ResourceGraph {
             self.allocations.insert(id, Arc::new(alloc));
             return MatchOutcome::Allocated(id);
         }
-        if let Err(reason) = self.satisfiability(req) {
+        if otherwise != Otherwise::Busy
+            && let Err(reason) = self.satisfiability(req)
+        {
             return MatchOutcome::Unsatisfiable(reason);
         }
-        if !reserve {
+        if otherwise != Otherwise::Reserve {
             return MatchOutcome::Busy(self.busy_reason(&d, now));
         }
         self.reserve_demand(&d, now)

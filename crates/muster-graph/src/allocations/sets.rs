@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{Allocation, MatchOutcome, Member, ResourceGraph};
+use super::{Allocation, MatchOutcome, Member, Otherwise, ResourceGraph};
 use crate::graph::{NodeId, VertexId};
 use crate::jobspec::{ConstraintMode, GroupRequest};
 use crate::matcher::{Demand, Unsatisfiable, Window, placed_units};
@@ -19,7 +19,7 @@ impl ResourceGraph {
         requests.iter().map(|r| Demand::resolve(&self.graph, r).map(|d| d.per_member)).collect()
     }
 
-    pub(super) fn match_sets(&mut self, req: &GroupRequest, now: i64, reserve: bool) -> MatchOutcome {
+    pub(super) fn match_sets(&mut self, req: &GroupRequest, now: i64, otherwise: Otherwise) -> MatchOutcome {
         let requests = set_requests(req);
         let demands = match self.resolve_sets(&requests) {
             Ok(d) => d,
@@ -31,13 +31,15 @@ impl ResourceGraph {
             self.allocations.insert(id, Arc::new(alloc));
             return MatchOutcome::Allocated(id);
         }
-        if let Err(reason) = self.sets_satisfiable(req, &demands) {
+        if otherwise != Otherwise::Busy
+            && let Err(reason) = self.sets_satisfiable(req, &demands)
+        {
             return MatchOutcome::Unsatisfiable(reason);
         }
         let shortfall: Vec<String> =
             demands.iter().map(|d| format!("{}: {}", d.request.name, self.busy_reason(d, now))).collect();
         let shortfall = shortfall.join("; ");
-        if !reserve {
+        if otherwise != Otherwise::Reserve {
             return MatchOutcome::Busy(shortfall);
         }
         self.reserve_set_demands(req, &demands, shortfall, now)

@@ -186,7 +186,7 @@ impl Engine {
         }
         let mut all = req.clone();
         all.reservations.extend(in_the_way.iter().cloned());
-        let muster_graph::MatchOutcome::Allocated(id) = self.graph.allocate(&all, now) else { return None };
+        let muster_graph::MatchOutcome::Allocated(id) = self.graph.allocate_satisfiable(&all, now) else { return None };
         let _ = self.graph.cancel(id);
         let windows: Vec<String> = (self.calendar.iter())
             .filter(|((n, _), w)| in_the_way.contains(n) && w.set_aside.is_ok())

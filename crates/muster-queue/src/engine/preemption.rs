@@ -128,7 +128,7 @@ impl Engine {
     fn nodes_it_would_take(&mut self, key: &GroupKey, req: &GroupRequest) -> BTreeSet<String> {
         let Some(r) = self.fitting_request(key, req) else { return BTreeSet::new() };
         self.last_stats.match_calls += 1;
-        let MatchOutcome::Allocated(id) = self.graph.allocate(&r, self.now) else { return BTreeSet::new() };
+        let MatchOutcome::Allocated(id) = self.graph.allocate_satisfiable(&r, self.now) else { return BTreeSet::new() };
         let g = &self.graph.graph;
         let nodes = self.graph.allocation(id).map(|a| a.members.iter().map(|m| g.node(m.node).name.clone()).collect());
         let _ = self.graph.cancel(id);
@@ -350,7 +350,7 @@ impl Engine {
         self.dirty = true;
         let capped = self.fitting_request(key, req).expect("the fit was checked on the same state");
         self.last_stats.match_calls += 1;
-        match self.graph.allocate(&capped, self.now) {
+        match self.graph.allocate_satisfiable(&capped, self.now) {
             MatchOutcome::Allocated(id) => {
                 let victims = victims.into_iter().map(|(k, _)| k).collect();
                 self.admit(key, id, Reason::AdmittedByPreemption { victims }, out);
@@ -380,7 +380,7 @@ impl Engine {
             return None;
         }
         self.last_stats.match_calls += 1;
-        match self.graph.allocate(&r, self.now) {
+        match self.graph.allocate_satisfiable(&r, self.now) {
             MatchOutcome::Allocated(id) => {
                 let _ = self.graph.cancel(id);
                 Some(r)

@@ -57,7 +57,8 @@ impl Engine {
     /// now is then given its expected end, so that the groups behind it are planned around it.
     pub(super) fn match_planned(&mut self, key: &GroupKey, planned: &GroupRequest, reserve: bool) -> MatchOutcome {
         let req = self.request_to_match(&self.groups[key], planned);
-        let outcome = if reserve { self.graph.reserve(&req, self.now) } else { self.graph.allocate(&req, self.now) };
+        let outcome =
+            if reserve { self.graph.reserve(&req, self.now) } else { self.graph.allocate_satisfiable(&req, self.now) };
         match outcome {
             MatchOutcome::Allocated(id) if req.duration != planned.duration => {
                 MatchOutcome::Allocated(self.expect_end(id, planned))
