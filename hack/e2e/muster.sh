@@ -483,14 +483,18 @@ spec:
 YAML
 }
 
-# overcommit_watch DIR: hack/e2e/overcommit.py in the background, every 0.5 s, its log and state
-# in DIR; sets checker_pid and waits until it has polled
+# overcommit_watch DIR [CHECKER...]: an over-commit checker in the background, every 0.5 s, its
+# log and state in DIR; sets checker_pid and waits until it has polled. CHECKER is a command that
+# takes --kubeconfig, --interval, --log and --state: hack/e2e/overcommit.py (the default) or
+# `$MUSTER_HARNESS_BIN overcommit` (the same checks in Rust, crates/muster-harness/src/overcommit.rs).
 overcommit_watch() {
-  python3 "$hack_dir/e2e/overcommit.py" --kubeconfig "$KUBECONFIG" --kubectl "$K8S_BIN/kubectl" --interval 0.5 \
-    --log "$1/overcommit.log" --state "$1/overcommit.json" &
+  local dir=$1
+  shift
+  (( $# )) || set -- python3 "$hack_dir/e2e/overcommit.py" --kubectl "$K8S_BIN/kubectl"
+  "$@" --kubeconfig "$KUBECONFIG" --interval 0.5 --log "$dir/overcommit.log" --state "$dir/overcommit.json" &
   checker_pid=$!
   eventually 15 "the over-commit checker polls the cluster every 0.5 s (pid $checker_pid)" \
-    bash -c "[[ -s '$1/overcommit.json' ]] && ! grep -q '\"polls\": 0,' '$1/overcommit.json'"
+    bash -c "[[ -s '$dir/overcommit.json' ]] && ! grep -Eq '\"polls\": ?0,' '$dir/overcommit.json'"
 }
 
 # overcommit_verdict DIR MIN_POLLS: stops the checker overcommit_watch started, and checks it ran
@@ -511,9 +515,9 @@ print(s["polls"], s["errors"], s["violations"])' "$1/overcommit.json")
 
 # rust_e2e TEST WHAT MIN_POLLS [OBJECT...]: the whole of an e2e test written in Rust,
 # crates/muster-harness/tests/TEST.rs (WHAT says what it checks): muster up and, for the whole
-# test, overcommit_watch; the Rust test against the cluster as admin (MUSTER_E2E_KUBECONFIG), with
-# muster's own identity at hand (MUSTER_E2E_CONTROLLER_KUBECONFIG) and MUSTER_BIN; then
-# overcommit_verdict with MIN_POLLS. Its tests run one at a time: they share the nodes. On exit,
+# test, overcommit_watch with the Rust checker (`muster-harness overcommit`); the Rust test against
+# the cluster as admin (MUSTER_E2E_KUBECONFIG), with muster's own identity at hand
+# (MUSTER_E2E_CONTROLLER_KUBECONFIG) and MUSTER_BIN; then overcommit_verdict with MIN_POLLS. Its tests run one at a time: they share the nodes. On exit,
 # however it ends: the checker and muster stop, and OBJECTs (kubectl's TYPE/NAME, e.g.
 # namespace/NAME, for what a failed test leaves) are deleted.
 rust_e2e() {
@@ -525,7 +529,8 @@ rust_e2e() {
   checker_pid=""
   trap rust_e2e_cleanup EXIT
   trap 'exit 130' INT TERM
-  overcommit_watch "$rust_e2e_tmp"
+  resolve_harness_bin
+  overcommit_watch "$rust_e2e_tmp" "$MUSTER_HARNESS_BIN" overcommit
   muster_up
   check "$what" env RUST_BACKTRACE=0 MUSTER_E2E_KUBECONFIG="$KUBECONFIG" MUSTER_E2E_CONTROLLER_KUBECONFIG="$muster_dir/controller.kubeconfig" \
     MUSTER_BIN="$MUSTER_BIN" cargo test -q -p muster-harness --test "$test" -- --test-threads=1 --nocapture

@@ -29,6 +29,8 @@
 //! - [`timeline`]: where a real run's time went, job by job (pods made, bound, Ready, ended).
 //! - [`summary`]: the real runs of one scenario as one table, each figure with its spread.
 //! - [`scale`]: seed 002's scale experiment and the bind-rate bursts, followed through watches.
+//! - [`overcommit`]: the e2e tests' over-commit checker: no node ever has more requested by its
+//!   bound pods than it has allocatable (its own quantity parser, apart from muster's).
 //!
 //! Quantities are parsed by muster's own parser (`muster_graph::resources`).
 
@@ -36,6 +38,7 @@ pub mod cluster;
 pub mod job_groups;
 pub mod occupancy;
 pub mod outcome;
+pub mod overcommit;
 pub mod peer_sets;
 pub mod peers;
 pub mod scale;

@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use muster_harness::peers::{self, Peer, PeerOptions};
-use muster_harness::{scale, simreal, summary, tenants, workload};
+use muster_harness::{overcommit, scale, simreal, summary, tenants, workload};
 
 #[derive(Parser)]
 #[command(
@@ -79,6 +80,19 @@ enum Cmd {
     Scale(scale::ScaleArgs),
     /// A burst of pods, Jobs or one gang Job; how fast they are bound, as one JSON line.
     Bind(scale::BindArgs),
+    /// Checks every INTERVAL s, until SIGTERM, that no node has more requested by its bound pods
+    /// than it has allocatable; each violation logged once (--log), a JSON summary of polls,
+    /// errors and violations rewritten after every poll (--state).
+    Overcommit {
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        #[arg(long, default_value_t = 0.5)]
+        interval: f64,
+        #[arg(long)]
+        log: Option<PathBuf>,
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
 }
 
 /// Which scheduler the Jobs are for (see the crate's `peers` module).
@@ -179,5 +193,13 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
         }
         Cmd::Scale(a) => rt()?.block_on(scale::scale(&a))? as u8,
         Cmd::Bind(a) => rt()?.block_on(scale::bind(&a))? as u8,
+        Cmd::Overcommit { kubeconfig, interval, log, state } => {
+            if !(interval > 0.0 && interval.is_finite()) {
+                anyhow::bail!("--interval {interval}: give a number of seconds above 0, e.g. 0.5");
+            }
+            let opts = overcommit::Options { kubeconfig, interval: Duration::from_secs_f64(interval), log, state };
+            rt()?.block_on(overcommit::watch(&opts))?;
+            0
+        }
     })
 }

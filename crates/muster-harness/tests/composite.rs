@@ -9,7 +9,8 @@
 //! the group runs to the end. A gang that may start with fewer children than it has (k of n) is
 //! refused, naming the field.
 //!
-//! hack/e2e/test-muster-composite.sh starts muster and hack/e2e/overcommit.py around this test.
+//! hack/e2e/test-muster-composite.sh starts muster and the over-commit checker (`muster-harness
+//! overcommit`) around this test.
 
 mod e2e;
 

@@ -7,8 +7,9 @@
 //! still there; once they are gone, B's pods are bound on exactly those nodes and B completes. The
 //! other two of A's Jobs never stop; the evicted two run again once B is done.
 //!
-//! hack/e2e/test-muster-reclaim.sh starts muster and hack/e2e/overcommit.py around this test: the
-//! checker fails the run if any node ever had more cpu requested than allocatable.
+//! hack/e2e/test-muster-reclaim.sh starts muster and the over-commit checker (`muster-harness
+//! overcommit`) around this test: the checker fails the run if any node ever had more cpu
+//! requested than allocatable.
 
 mod e2e;
 

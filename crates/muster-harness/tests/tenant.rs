@@ -26,8 +26,9 @@
 //!
 //! Each replay is a test in its own namespace, its checks in parts that go on past a failed one
 //! (a failure names the part and shows what the namespace held). hack/e2e/test-muster-tenant.sh
-//! runs them one at a time (they share the nodes) between muster and hack/e2e/overcommit.py, which
-//! fails the run if any node ever had more requested than allocatable.
+//! runs them one at a time (they share the nodes) between muster and the over-commit checker
+//! (`muster-harness overcommit`), which fails the run if any node ever had more requested than
+//! allocatable.
 
 mod e2e;
 
