@@ -145,6 +145,8 @@ for t in "${tests[@]}"; do
     muster-flood)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-flood "$e2e/test-muster-flood.sh" ;;
+    # A hostile tenant replays seven defects muster had (a Rust test:
+    # crates/muster-harness/tests/tenant.rs).
     muster-tenant)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
       run muster-tenant "$e2e/test-muster-tenant.sh" ;;
