@@ -14,12 +14,13 @@ const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}\
 table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}\
 th{background:#f4f4f4}.muted,.empty{color:#777}\
-.bar.running{fill:#2e7d32}.bar.reserved{fill:#1565c0}.bar.estimated{fill:#90caf9}\
+.bar.running{fill:#2e7d32}.bar.reserved{fill:#1565c0}.bar.estimated{fill:#90caf9}.set-aside{fill:#f9a825;opacity:.35}\
 .now{stroke:#c62828;stroke-width:2}.tick{stroke:#eee}text.tick{fill:#777;font-size:11px;stroke:none}\
 text.node{font-size:11px;fill:#444}text.bar-label{font-size:10px;fill:#fff}\
 meter{width:80px;height:10px;margin-right:6px;vertical-align:middle}\
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}\
-.legend .running{background:#2e7d32}.legend .reserved{background:#1565c0}.legend .estimated{background:#90caf9}";
+.legend .running{background:#2e7d32}.legend .reserved{background:#1565c0}.legend .estimated{background:#90caf9}\
+.legend .set-aside{background:#f9a825;opacity:.5}";
 
 /// Reloads `<main>` of a page that asks for it (`data-reload`); the server answers a request
 /// with the header `X-Muster-Fragment` with the content alone.

@@ -41,7 +41,8 @@ pub fn plan(plan: &Plan, viewer: &Viewer) -> String {
     out.push_str(
         "<h2>Timeline</h2><p class=\"legend\"><span class=\"running\"></span>running\
          <span class=\"reserved\"></span>reserved (backfill never delays it)\
-         <span class=\"estimated\"></span>estimated (not held)</p>",
+         <span class=\"estimated\"></span>estimated (not held)\
+         <span class=\"set-aside\"></span>set aside by a calendar reservation</p>",
     );
     out.push_str(&timeline::svg(plan));
     if viewer.nodes {
@@ -279,6 +280,7 @@ mod tests {
                 }),
             }],
             nodes: vec![],
+            set_asides: vec![],
         }
     }
 

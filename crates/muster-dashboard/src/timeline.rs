@@ -1,10 +1,11 @@
 //! The timeline: running, reserved and estimated groups as bars on the nodes they hold, from a
-//! little before now into the future, as the planner sees it. One SVG, made on the server.
+//! little before now into the future, as the planner sees it, over the windows calendar
+//! reservations set aside. One SVG, made on the server.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use muster_queue::{Plan, PlannedGroup, WindowKind};
+use muster_queue::{Plan, PlannedGroup, ReservationWindow, WindowKind};
 
 use crate::format::{esc, relative};
 
@@ -25,17 +26,15 @@ pub fn class(kind: WindowKind) -> &'static str {
 /// The timeline of `plan` as an SVG element; a sentence when nothing has a window.
 pub fn svg(plan: &Plan) -> String {
     let windows: Vec<&PlannedGroup> = plan.groups.iter().filter(|g| g.window.is_some()).collect();
-    if windows.is_empty() {
+    if windows.is_empty() && plan.set_asides.is_empty() {
         return r#"<p class="empty">Nothing runs or waits with a planned start.</p>"#.into();
     }
     let rows = rows(plan, &windows);
     let now = plan.now;
-    let latest = windows
-        .iter()
-        .filter_map(|g| g.window.as_ref())
-        .map(|w| w.end.unwrap_or(w.start).max(w.start))
-        .max()
-        .unwrap_or(now);
+    // The groups set the time shown; a reservation's window far ahead would squeeze them, so it
+    // sets the time only when no group has a window.
+    let group_ends = windows.iter().filter_map(|g| g.window.as_ref()).map(|w| w.end.unwrap_or(w.start).max(w.start));
+    let latest = group_ends.max().or_else(|| plan.set_asides.iter().map(|r| r.end).max()).unwrap_or(now);
     let ahead = (latest - now).max(60);
     let (from, to) = (now - (ahead / 10).max(10), now + ahead + ahead / 10);
     let scale = CHART_WIDTH / (to - from) as f64;
@@ -62,6 +61,21 @@ pub fn svg(plan: &Plan) -> String {
         let _ = write!(out, r#"<text class="node" x="4" y="{}">{}</text>"#, y + ROW - 5.0, esc(&label));
     }
     let row_of: BTreeMap<&str, usize> = rows.iter().enumerate().map(|(i, (_, n))| (n.as_str(), i)).collect();
+    for r in plan.set_asides.iter().filter(|r| r.end > from && r.start < to) {
+        let (x0, x1) = (x(r.start), x(r.end));
+        let title =
+            format!("reservation {}: from {} to {}", r.reservation, relative(r.start, now), relative(r.end, now));
+        for row in r.nodes.iter().filter_map(|n| row_of.get(n.as_str())) {
+            let _ = write!(
+                out,
+                r#"<rect class="set-aside" data-reservation="{}" x="{x0:.1}" y="{}" width="{:.1}" height="{ROW}"><title>{}</title></rect>"#,
+                esc(&r.reservation),
+                AXIS + ROW * *row as f64,
+                (x1 - x0).max(2.0),
+                esc(&title)
+            );
+        }
+    }
     for g in windows {
         let Some(w) = &g.window else { continue };
         let end = w.end.unwrap_or(to);
@@ -99,16 +113,15 @@ pub fn svg(plan: &Plan) -> String {
     out
 }
 
-/// The nodes that appear in any window, by topology domain then name, with their domain.
+/// The nodes that appear in any window (a group's or a reservation's), by topology domain then
+/// name, with their domain.
 fn rows(plan: &Plan, windows: &[&PlannedGroup]) -> Vec<(Option<String>, String)> {
     let domain: BTreeMap<&str, &str> =
         plan.nodes.iter().filter_map(|n| n.domain.as_deref().map(|d| (n.name.as_str(), d))).collect();
-    let used: BTreeSet<(Option<String>, String)> = windows
-        .iter()
-        .filter_map(|g| g.window.as_ref())
-        .flat_map(|w| w.nodes.iter())
-        .map(|n| (domain.get(n.as_str()).map(|d| d.to_string()), n.clone()))
-        .collect();
+    let of_groups = windows.iter().filter_map(|g| g.window.as_ref()).flat_map(|w| w.nodes.iter());
+    let of_reservations = plan.set_asides.iter().flat_map(|r: &ReservationWindow| r.nodes.iter());
+    let used: BTreeSet<(Option<String>, String)> =
+        of_groups.chain(of_reservations).map(|n| (domain.get(n.as_str()).map(|d| d.to_string()), n.clone())).collect();
     used.into_iter().collect()
 }
 
@@ -142,6 +155,7 @@ mod tests {
                 windowed("later", WindowKind::Estimated, 2200, None, &["n3"]),
             ],
             nodes: vec![],
+            set_asides: vec![],
         };
         let picture = svg(&plan);
         assert_eq!(picture.matches(r#"class="bar running""#).count(), 2, "one bar per node, not per member");
@@ -161,5 +175,35 @@ mod tests {
         let (next_x, _) = x_of("reserved");
         assert!((run_x + run_w - next_x).abs() < 0.2, "{run_x} + {run_w} vs {next_x}");
         assert!(svg(&Plan { groups: vec![], ..plan }).contains("Nothing runs or waits"));
+    }
+
+    #[test]
+    fn a_reservation_window_is_a_band_on_its_nodes_under_the_bars() {
+        let set_aside = |start: i64, end: i64| ReservationWindow {
+            reservation: "training".into(),
+            start,
+            end,
+            nodes: vec!["n1".into(), "n9".into()],
+            error: None,
+        };
+        let plan = Plan {
+            now: 1000,
+            queues: vec![],
+            groups: vec![windowed("run", WindowKind::Running, 900, Some(1600), &["n1"])],
+            nodes: vec![],
+            set_asides: vec![set_aside(1300, 2000), set_aside(90_000, 95_000)],
+        };
+        let picture = svg(&plan);
+        assert_eq!(picture.matches(r#"class="set-aside""#).count(), 2, "one band per node, the far window left out");
+        assert!(picture.contains("reservation training: from in 5m to in 16m"), "{picture}");
+        assert_eq!(
+            picture.matches(r#"<text class="node""#).count(),
+            2,
+            "its nodes are rows even with no group on them"
+        );
+        assert!(picture.find("set-aside").unwrap() < picture.find("bar running").unwrap(), "bars drawn over it");
+        // With no group window, the reservations set the time shown.
+        let alone = svg(&Plan { groups: vec![], ..plan });
+        assert_eq!(alone.matches(r#"class="set-aside""#).count(), 4, "{alone}");
     }
 }

@@ -38,13 +38,16 @@ impl Viewer {
     }
 
     /// The part of `plan` this viewer may see. A group's nodes stay on its window (they are part
-    /// of the group); the node table and capacities need the right to list nodes.
+    /// of the group); the node table, capacities and calendar reservations need the right to list
+    /// nodes.
     pub fn visible(&self, plan: &Plan) -> Plan {
         Plan {
             now: plan.now,
             queues: if self.queues { plan.queues.clone() } else { Vec::new() },
             groups: plan.groups.iter().filter(|g| self.namespaces.contains(&g.key.namespace)).cloned().collect(),
             nodes: if self.nodes { plan.nodes.clone() } else { Vec::new() },
+            // Calendar reservations say which nodes are set aside for whom: as much as the nodes.
+            set_asides: if self.nodes { plan.set_asides.clone() } else { Vec::new() },
         }
     }
 }
@@ -52,7 +55,7 @@ impl Viewer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use muster_queue::{GroupKey, GroupState, NodePlan, PlannedGroup, QueuePlan};
+    use muster_queue::{GroupKey, GroupState, NodePlan, PlannedGroup, QueuePlan, ReservationWindow};
 
     pub(crate) fn group(namespace: &str, name: &str) -> PlannedGroup {
         PlannedGroup {
@@ -87,6 +90,13 @@ mod tests {
                 capacity: Default::default(),
                 used: Default::default(),
             }],
+            set_asides: vec![ReservationWindow {
+                reservation: "training".into(),
+                start: 10,
+                end: 20,
+                nodes: vec!["n".into()],
+                error: None,
+            }],
         };
         assert_eq!(Viewer::everything().visible(&plan), plan);
         let v = Viewer {
@@ -98,6 +108,6 @@ mod tests {
         let seen = v.visible(&plan);
         assert_eq!(seen.groups.len(), 1);
         assert_eq!(seen.groups[0].key.namespace, "a");
-        assert!(seen.queues.is_empty() && seen.nodes.is_empty());
+        assert!(seen.queues.is_empty() && seen.nodes.is_empty() && seen.set_asides.is_empty());
     }
 }

@@ -110,6 +110,7 @@ pub fn plan() -> PlanWatch {
         queues: Vec::new(),
         groups: Vec::new(),
         nodes: Vec::new(),
+        set_asides: Vec::new(),
     })));
     std::mem::forget(tx);
     rx

@@ -197,7 +197,7 @@ impl Engine {
 }
 
 /// A window of a calendar reservation as the engine holds it, for status and views.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReservationWindow {
     pub reservation: String,
@@ -207,7 +207,7 @@ pub struct ReservationWindow {
     pub nodes: Vec<String>,
     /// Why it holds nothing, when it could not be made (no node selected, no room at its start,
     /// another reservation on the same nodes); tried again every cycle.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 

@@ -20,6 +20,9 @@ pub struct Plan {
     /// Running groups, then waiting ones in the order the scheduler takes them.
     pub groups: Vec<PlannedGroup>,
     pub nodes: Vec<NodePlan>,
+    /// The windows of calendar reservations the engine holds, with the nodes their room is on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_asides: Vec<super::ReservationWindow>,
 }
 
 /// One queue: its groups and what it holds against its quotas. Amounts are in base units (cpu in
@@ -140,7 +143,13 @@ impl Engine {
                 window,
             });
         }
-        Plan { now: now.max(self.now), queues: self.queue_plans(), groups, nodes: self.node_plans() }
+        Plan {
+            now: now.max(self.now),
+            queues: self.queue_plans(),
+            groups,
+            nodes: self.node_plans(),
+            set_asides: self.reservation_windows(),
+        }
     }
 
     fn reserved_window(&self, id: AllocId) -> PlanWindow {
