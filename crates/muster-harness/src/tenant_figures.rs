@@ -140,6 +140,7 @@ fn record(
         horizon_hit: false,
         estimates: false,
         tenants,
+        reservations: vec![],
     }
 }
 

@@ -10,6 +10,7 @@ use muster_graph::graph::Node;
 
 use crate::SimError;
 use crate::node_index::NodeIndex;
+use crate::reservation_meter::{ReservationMeter, ReservationRecord};
 use crate::rng::Rng;
 use crate::scenario::{RunStart, Workload};
 use crate::scheduler::{
@@ -61,6 +62,8 @@ pub struct RunRecord {
     pub estimates: bool,
     /// Per tenant's queue; empty without tenants.
     pub tenants: TenantRecord,
+    /// Per calendar reservation; empty without them.
+    pub reservations: Vec<ReservationRecord>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +154,7 @@ pub struct Engine<'w> {
     events: u64,
     suspensions: u64,
     tenants: TenantMeter,
+    reservations: ReservationMeter,
     /// Gaps between the pod ends of a job (`timing.podEndSpread`).
     spread_rng: Rng,
 }
@@ -236,6 +240,7 @@ impl<'w> Engine<'w> {
         }
         let free: Vec<Vec<u64>> = nodes.iter().map(|n| n.free.clone()).collect();
         let index = NodeIndex::new(&free, resources.len());
+        let reservations = ReservationMeter::new(workload, &resources, &free);
         let r = resources.len();
         let n_jobs = jobs.len();
         Ok(Engine {
@@ -270,6 +275,7 @@ impl<'w> Engine<'w> {
             events: 0,
             suspensions: 0,
             tenants: TenantMeter::new(workload.tenants.queues.len(), r),
+            reservations,
             spread_rng: Rng::stream(workload.params.seed, "podend"),
         })
     }
@@ -300,6 +306,7 @@ impl<'w> Engine<'w> {
         if t <= a {
             return;
         }
+        self.reservations.accrue(a, t);
         for (c, k) in self.clog_total.iter_mut().zip(&self.clogged) {
             *c += (*k as f64) * (t - a) as f64;
         }
@@ -333,6 +340,7 @@ impl<'w> Engine<'w> {
         if let Some(q) = j.spec.queue.filter(|_| running) {
             self.tenants.working(q, req, true);
         }
+        self.reservations.placed(job.index(), node.index(), req, true);
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
             n.free[i] -= q;
@@ -354,6 +362,7 @@ impl<'w> Engine<'w> {
         if let Some(q) = j.spec.queue.filter(|_| running) {
             self.tenants.working(q, req, false);
         }
+        self.reservations.placed(job.index(), node.index(), req, false);
         let n = &mut self.nodes[node.index()];
         for (i, q) in req.iter().enumerate() {
             n.free[i] += q;
@@ -945,6 +954,7 @@ impl<'w> Engine<'w> {
                 estimated_start_ms: estimates.and_then(|e| e.get(&JobId(i as u32)).copied()),
             })
             .collect();
+        let reservations = self.reservations.into_record(&self.resources, sched.window_evictions());
         Ok(RunRecord {
             scheduler: name,
             jobs,
@@ -959,6 +969,7 @@ impl<'w> Engine<'w> {
             horizon_hit,
             estimates: estimates.is_some(),
             tenants: self.tenants.into_record(),
+            reservations,
         })
     }
 }

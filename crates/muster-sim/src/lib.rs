@@ -12,6 +12,7 @@ pub mod models;
 pub mod node_index;
 pub mod plots;
 pub mod report;
+pub mod reservation_meter;
 pub mod rng;
 pub mod scenario;
 pub mod scheduler;
@@ -64,6 +65,9 @@ pub struct RunOptions {
     /// Measure muster's estimated starts (the queue view every 5 s, whose forecast is most of
     /// the cost of a muster run); off for the built-in suite, whose table does not show them.
     pub estimates: bool,
+    /// muster's models run without the scenario's calendar reservations, as the peers do (the
+    /// reservations are still measured): what holding them costs and what it buys.
+    pub ignore_reservations: bool,
     pub custom: Vec<CustomScheduler>,
 }
 
@@ -75,6 +79,7 @@ impl RunOptions {
             schedulers: vec![],
             progress: false,
             estimates: true,
+            ignore_reservations: false,
             custom: vec![],
         }
     }
@@ -109,7 +114,7 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         "volcano" => Box::new(models::volcano::Volcano::new(&w.volcano, &w.tenants)),
         "native" => Box::new(models::native::Native::new(&w.native)),
         _ if let Some((_, policy)) = models::muster::VARIANTS.iter().find(|(n, _)| *n == name) => {
-            Box::new(models::muster::Muster::new(name, *policy, w, opts.estimates)?)
+            Box::new(models::muster::Muster::new(name, *policy, w, opts)?)
         }
         _ => {
             let mut known: Vec<&str> = BUILTIN.to_vec();

@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::RunRecord;
 
+pub mod reservations;
 pub mod tenants;
 use crate::scenario::Workload;
 use crate::scheduler::JobPhase;
+pub use reservations::ReservationResult;
 pub use tenants::TenantResult;
 
 /// Bounded slowdown's threshold: runs shorter than this count as this long (Feitelson's 10 s).
@@ -135,6 +137,9 @@ pub struct RunResult {
     /// Per tenant's queue; empty when the scenario declares no tenants.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tenants: Vec<TenantResult>,
+    /// Per calendar reservation; empty when the scenario declares none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<ReservationResult>,
     pub utilization: Utilization,
     /// End times of completed jobs, ascending.
     pub completion_times_s: Vec<f64>,
@@ -339,6 +344,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         estimates: estimate_accuracy(rec),
         events: rec.events,
         tenants: tenants::summarize(w, rec),
+        reservations: reservations::summarize(w, rec),
         classes,
         utilization: Utilization {
             sample_s: round3(sample as f64 / 1000.0),

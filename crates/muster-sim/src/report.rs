@@ -159,6 +159,23 @@ impl Report {
                 format!("{} / {}", f(r.tenants[k].lost_h, 1), r.tenants[k].evictions)
             });
         }
+        let reservations = self.runs.first().map(|r| r.reservations.clone()).unwrap_or_default();
+        for (k, v) in reservations.iter().enumerate() {
+            let name = &v.reservation;
+            let unit = if v.resource == "cpu" { "core" } else { "GPU" };
+            let of = |r: &RunResult| r.reservations[k].clone();
+            row(&format!("{name}: held / windows / users' jobs"), dash(), &|r| {
+                let v = of(r);
+                format!("{} / {} / {}", if v.held { "yes" } else { "no" }, v.windows, v.jobs)
+            });
+            row(&format!("{name}: start delay p50 / max (s)"), "0.0 / 0.0".into(), &|r| {
+                let d = of(r).start_delay;
+                format!("{} / {}", f(d.p50_s, 1), f(d.max_s, 1))
+            });
+            row(&format!("{name}: others on its room ({unit}-s)"), "0.0".into(), &|r| f(of(r).others_on_room_s, 1));
+            row(&format!("{name}: room idle ({unit}-h)"), dash(), &|r| f(of(r).idle_h, 1));
+            row(&format!("{name}: evictions at window start"), "0".into(), &|r| of(r).evictions.to_string());
+        }
         let mut out = String::new();
         let c = &self.cluster;
         let _ = writeln!(
@@ -178,6 +195,12 @@ impl Report {
             "lower bound on makespan: {} s (max of total work / capacity and the latest job's submit + run time)",
             f(self.lower_bound_s, 1)
         );
+        if !reservations.is_empty() {
+            let _ = writeln!(
+                out,
+                "calendar reservations: held by muster's models only (not under --ignore-reservations); the peers have none and run the same jobs without them"
+            );
+        }
         out
     }
 
@@ -259,6 +282,17 @@ impl Report {
                 put(s, &q, "wait_within_quota_max_s", f(t.wait_within_quota.max_s, 3));
                 put(s, &q, "lost_h", f(t.lost_h, 3));
                 put(s, &q, "evictions", t.evictions.to_string());
+            }
+            for v in &r.reservations {
+                let q = format!("reservation:{}", v.reservation);
+                put(s, &q, "held", v.held.to_string());
+                put(s, &q, "windows", v.windows.to_string());
+                put(s, &q, "jobs", v.jobs.to_string());
+                put(s, &q, "start_delay_p50_s", f(v.start_delay.p50_s, 3));
+                put(s, &q, "start_delay_max_s", f(v.start_delay.max_s, 3));
+                put(s, &q, "others_on_room_s", f(v.others_on_room_s, 3));
+                put(s, &q, "idle_h", f(v.idle_h, 3));
+                put(s, &q, "evictions", v.evictions.to_string());
             }
         }
         out

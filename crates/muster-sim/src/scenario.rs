@@ -18,12 +18,13 @@ use crate::swf;
 mod history_source;
 mod peers;
 mod pod_sets;
+pub mod reservations;
 mod tenants;
 pub use peers::{
     CoschedConfig, KueueConfig, NativeConfig, PodEndSpread, RequeueTimestamp, Submitters, Timing, VolcanoConfig,
 };
 pub use pod_sets::PodSetClass;
-pub use tenants::{TenantQueue, Tenants, TenantsFile};
+pub use tenants::{DEFAULT_QUEUE, TenantQueue, Tenants, TenantsFile};
 
 /// Most jobs one class may declare.
 pub const MAX_JOBS_PER_CLASS: i64 = 10_000_000;
@@ -307,6 +308,10 @@ pub struct ScenarioFile {
     /// Queues with quotas the jobs are submitted to; absent: one queue without quotas.
     #[serde(default)]
     pub tenants: Option<TenantsFile>,
+    /// Calendar reservations for the tenants' queues (or the one queue without tenants), times
+    /// in seconds from the start of the run: muster's models hold them, the peers have none.
+    #[serde(default)]
+    pub reservations: Vec<muster_queue::ReservationConfig>,
     #[serde(default)]
     pub job_classes: Vec<JobClass>,
     #[serde(default)]
@@ -444,6 +449,8 @@ pub struct Workload {
     pub native: NativeConfig,
     /// Empty when the scenario declares none.
     pub tenants: Tenants,
+    /// Calendar reservations, checked; empty when the scenario declares none.
+    pub reservations: Vec<muster_queue::ReservationConfig>,
     pub classes: Vec<ClassInfo>,
     /// In submission order; a job's `JobId` is its index here.
     pub jobs: Vec<JobSpec>,
@@ -583,6 +590,7 @@ pub fn from_text_with(
         return Err(input(file, "jobClasses", "no jobs; give at least one job class, an swf trace or a history"));
     }
     let tenants = sf.tenants.map(|t| Tenants::check(file, t, &offered)).transpose()?.unwrap_or_default();
+    let reservations = reservations::check(file, sf.reservations, &tenants, &cluster, &offered)?;
     let mut horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
     let sample_ms = sf.sample_interval.map_or(10_000, |d| d.0);
     if sample_ms < 1 {
@@ -781,6 +789,7 @@ pub fn from_text_with(
         volcano: sf.volcano,
         native: sf.native,
         tenants,
+        reservations,
         classes,
         jobs,
     })

@@ -358,4 +358,9 @@ pub trait Scheduler: Send {
     fn estimated_starts(&self) -> Option<&BTreeMap<JobId, i64>> {
         None
     }
+    /// For a scheduler that holds the scenario's calendar reservations: by reservation, the jobs
+    /// it evicted because a window opened (`atStart: Evict`). None for one that holds none.
+    fn window_evictions(&self) -> Option<&BTreeMap<String, u64>> {
+        None
+    }
 }

@@ -63,6 +63,10 @@ pub struct Args {
     /// run's cost on long queues); the schedules are the same.
     #[arg(long)]
     no_estimates: bool,
+    /// muster's models run without the scenario's calendar reservations, as the peers do; the
+    /// reservations are still measured (what holding them buys and costs).
+    #[arg(long)]
+    ignore_reservations: bool,
     /// Replay recorded runs instead of a scenario: a file `muster history export` wrote, or a
     /// store URL (`sqlite:PATH`, a PostgreSQL URL) to read them from. Needs --cluster.
     #[arg(long, conflicts_with = "scenario", requires = "cluster")]
@@ -88,6 +92,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     opts.schedulers = args.schedulers.clone();
     opts.progress = true;
     opts.estimates = !args.no_estimates;
+    opts.ignore_reservations = args.ignore_reservations;
     let one = match (&args.scenario, &args.history) {
         (Some(path), _) => Some(scenario::load(path, args.seed)?),
         (None, Some(source)) => Some(history_workload(args, source)?),

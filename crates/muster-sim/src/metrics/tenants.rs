@@ -41,7 +41,7 @@ pub struct TenantResult {
 }
 
 /// From base units to the unit a reader counts in (cores, GiB, devices).
-fn in_units(resource: &str, base: f64) -> f64 {
+pub(super) fn in_units(resource: &str, base: f64) -> f64 {
     match unit_of(resource) {
         Ok(Unit::Millicores) => base / 1000.0,
         Ok(Unit::Bytes) => base / (1u64 << 30) as f64,

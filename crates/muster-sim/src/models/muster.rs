@@ -13,9 +13,9 @@ use muster_queue::{
     Engine, EngineConfig, GroupKey, GroupSpec, GroupState, MATCH_POLICY, QueuePolicy, Reason, Transition,
 };
 
-use crate::SimError;
-use crate::scenario::Workload;
+use crate::scenario::{DEFAULT_QUEUE, Workload};
 use crate::scheduler::{Action, ClusterView, JobId, JobPhase, NodeId, PodPhase, Scheduler, SimEvent};
+use crate::{RunOptions, SimError};
 
 /// The scheduler names this adapter answers to, with the queue policy each runs.
 pub const VARIANTS: [(&str, QueuePolicy); 5] = [
@@ -26,7 +26,6 @@ pub const VARIANTS: [(&str, QueuePolicy); 5] = [
     ("muster-besteffort", QueuePolicy::BestEffortFifo),
 ];
 
-const QUEUE: &str = "sim";
 const NAMESPACE: &str = "sim";
 
 pub struct Muster {
@@ -55,6 +54,9 @@ pub struct Muster {
     /// Jobs waiting without an estimate yet: the view is refreshed only while there are some,
     /// since only first estimates are measured (the forecast behind it is the costly part).
     unestimated: BTreeSet<JobId>,
+    /// Groups evicted because a calendar reservation's window opened, by reservation; none when
+    /// it holds no reservations.
+    window_evictions: Option<BTreeMap<String, u64>>,
 }
 
 /// The least time between two cycles, in ms: the controller's floor (`cycle_gap` in
@@ -84,16 +86,15 @@ fn engine_error(name: &str, e: impl std::fmt::Display) -> SimError {
 }
 
 impl Muster {
-    /// `estimates`: measure estimated starts (see `RunOptions::estimates`).
-    pub fn new(name: &str, policy: QueuePolicy, w: &Workload, estimates: bool) -> Result<Self, SimError> {
+    /// As `opts` says: whether it measures estimated starts (`RunOptions::estimates`) and holds
+    /// the scenario's calendar reservations (`RunOptions::ignore_reservations`).
+    pub fn new(name: &str, policy: QueuePolicy, w: &Workload, opts: &RunOptions) -> Result<Self, SimError> {
         let graph = w.cluster.build(&w.cluster_file)?;
-        let mut config = if w.tenants.is_empty() {
-            let mut config = EngineConfig::single_queue(QUEUE);
-            config.queues[0].policy = policy;
-            config
-        } else {
-            w.tenants.engine_config(policy)
-        };
+        let mut config: EngineConfig = w.tenants.engine_config(policy);
+        let holds = !opts.ignore_reservations && !w.reservations.is_empty();
+        if holds {
+            config.reservations = w.reservations.clone();
+        }
         // Every priority in the workload becomes a class named after its value.
         for job in &w.jobs {
             config.priority_classes.insert(format!("p{}", job.priority), job.priority);
@@ -111,8 +112,9 @@ impl Muster {
             next_ahead: None,
             last_cycle_ms: None,
             last_view_ms: None,
-            estimates: estimates.then(BTreeMap::new),
+            estimates: opts.estimates.then(BTreeMap::new),
             unestimated: BTreeSet::new(),
+            window_evictions: holds.then(BTreeMap::new),
         })
     }
 
@@ -143,6 +145,11 @@ impl Muster {
                     self.placements.insert(job, nodes);
                 }
                 GroupState::Evicted | GroupState::Suspended if t.from.holds_allocation() => {
+                    if let (Reason::ReservationStarted { reservation }, Some(counts)) =
+                        (&t.reason, self.window_evictions.as_mut())
+                    {
+                        *counts.entry(reservation.clone()).or_default() += 1;
+                    }
                     self.placements.remove(&job);
                     self.grown.remove(&job);
                     self.pending.push(Action::Suspend { job });
@@ -244,7 +251,7 @@ impl Scheduler for Muster {
                 let spec = &view.job(job).spec;
                 let queue = match spec.queue {
                     Some(q) => self.engine.config().queues[q].name.clone(),
-                    None => QUEUE.to_string(),
+                    None => DEFAULT_QUEUE.to_string(),
                 };
                 self.dirty = true;
                 if self.estimates.is_some() {
@@ -354,5 +361,9 @@ impl Scheduler for Muster {
 
     fn estimated_starts(&self) -> Option<&BTreeMap<JobId, i64>> {
         self.estimates.as_ref()
+    }
+
+    fn window_evictions(&self) -> Option<&BTreeMap<String, u64>> {
+        self.window_evictions.as_ref()
     }
 }

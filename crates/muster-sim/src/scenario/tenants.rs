@@ -13,6 +13,9 @@ use serde::Deserialize;
 use super::{input, one_f};
 use crate::SimError;
 
+/// The queue every job goes to when a scenario declares no tenants.
+pub const DEFAULT_QUEUE: &str = "sim";
+
 /// The scenario's `tenants` section.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -109,9 +112,20 @@ impl Tenants {
         self.roots.get(&self.queues[queue].name)?.as_deref()
     }
 
-    /// muster's engine configuration for these tenants, every queue with `policy`.
+    /// The name of queue `queue` (an index into `queues`), or [`DEFAULT_QUEUE`] for a job of
+    /// none.
+    pub fn name_of(&self, queue: Option<usize>) -> &str {
+        queue.map_or(DEFAULT_QUEUE, |q| self.queues[q].name.as_str())
+    }
+
+    /// muster's engine configuration for these tenants, every queue with `policy`; without
+    /// tenants, the one queue every job goes to.
     pub fn engine_config(&self, policy: QueuePolicy) -> EngineConfig {
-        let mut config = EngineConfig::single_queue("unused");
+        let mut config = EngineConfig::single_queue(DEFAULT_QUEUE);
+        config.queues[0].policy = policy;
+        if self.is_empty() {
+            return config;
+        }
         config.cohorts = self.cohorts.clone();
         config.queues = self
             .queues
