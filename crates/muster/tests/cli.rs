@@ -99,6 +99,23 @@ fn a_reclaim_case_replays_with_a_queue_file() {
 }
 
 #[test]
+fn a_calendar_reservation_replays_with_a_queue_file() {
+    let commands = std::fs::read_to_string(repo().join("scenarios/match/reservation/commands.txt")).unwrap();
+    let queues = "scenarios/match/reservation/queues.yaml";
+    let out = muster(&["match", "scenarios/match/reservation/cluster.yaml", "--queues", queues, "--echo"], &commands);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    // At 08:00 the one-hour job ends as the window opens: it backfills the booked nodes.
+    assert!(text.contains("t=28800 s short: Queued -> Admitted: admitted: all members placed [booked-0x1 booked-1x1]"));
+    // The two-hour jobs would run into the window: one takes the shared nodes, the other waits.
+    assert!(text.contains("long1: Queued -> Admitted: admitted: all members placed [shared-0x1 shared-1x1]"), "{text}");
+    assert!(!text.contains("long2: Queued -> Admitted"), "{text}");
+    // Team A's run, submitted at 08:55, starts at 09:00 on the booked nodes.
+    assert!(!text.contains("t=32100 s train: Queued -> Admitted"), "{text}");
+    assert!(text.contains("t=32400 s train: Queued -> Admitted: admitted: all members placed [booked-0x1 booked-1x1]"));
+}
+
+#[test]
 fn a_queue_session_refuses_unknown_queues_classes_and_groups() {
     let queues = "scenarios/match/reclaim/queues.yaml";
     let out = muster(
