@@ -105,3 +105,16 @@ fn bad_reservations_name_their_field() {
     let gpus = "{name: slot, queues: [a], amount: {members: 1, resources: {nvidia.com/gpu: 1}}, start: 1, end: 2}";
     assert_eq!(field("gpu", gpus).0, "reservations[0].amount.resources.nvidia.com/gpu");
 }
+
+/// The shipped scenario (docs/benchmarks.md, "Calendar reservations"): muster starts team A's run
+/// at 09:00 both days with no one else on rack r0 in the windows; without the reservation it waits.
+#[test]
+fn the_morning_scenario_keeps_the_rack_for_team_a() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/reservation-morning.yaml");
+    let w = muster_sim::scenario::load(&path, 1).unwrap();
+    let held = measured(&w, "muster", &plain());
+    assert_eq!((held.windows, held.jobs, held.start_delay.max_s, held.others_on_room_s), (2, 2, 0.0, 0.0), "{held:?}");
+    let ignoring = RunOptions { ignore_reservations: true, ..plain() };
+    let without = measured(&w, "muster", &ignoring);
+    assert!(without.start_delay.p50_s > 3600.0 && without.others_on_room_s > 0.0, "{without:?}");
+}
