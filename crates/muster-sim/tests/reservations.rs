@@ -57,6 +57,20 @@ fn held_by_muster_the_users_start_at_once_and_no_one_else_is_on_the_room() {
     assert_eq!(m.evictions, 0);
 }
 
+/// Half the reserved pool as an amount (one 4-cpu member), which muster's matcher places: others
+/// may use the pool's other half through the window.
+const AMOUNT: &str = "{name: slot, queues: [a], nodeSelector: {pool: reserved}, amount: {members: 1, resources: {cpu: \"4\"}}, start: 100, end: 200}";
+
+#[test]
+fn others_on_an_amounts_nodes_count_only_beyond_what_it_leaves_them() {
+    let w = load("amount", AMOUNT, ANOTHER_LONG).unwrap();
+    let m = measured(&w, "muster", &plain());
+    assert_eq!(m.room, 4.0);
+    // long2 runs on the reserved node the amount leaves: no one is on the amount's room.
+    assert_eq!(m.others_on_room_s, 0.0, "{m:?}");
+    assert_eq!(m.start_delay.max_s, 50.0, "train needs both reserved nodes, or one and the shared: {m:?}");
+}
+
 #[test]
 fn without_reservations_others_fill_the_room_and_the_users_wait() {
     let w = load("ignored", &format!("{SLOT}}}"), ANOTHER_LONG).unwrap();
