@@ -238,13 +238,12 @@ async fn lead(
         let (store, identity) = (opts.store.clone(), opts.identity.clone());
         let pace = Pace { queue_view_every: opts.queue_view_every, plan: opts.plan.clone(), windows };
         let m = metrics.clone();
-        let mut brain = tokio::task::spawn_blocking(move || match store.strip_prefix("sqlite:") {
-            Some(path) => {
-                let path = path.to_string();
+        let mut brain = tokio::task::spawn_blocking(move || match muster_store::StoreUrl::parse(&store) {
+            Some(muster_store::StoreUrl::Sqlite(path)) => {
                 think(cfg, move || SqliteStore::open(&path), &identity, rx, act_tx, pace, m)
             }
-            None if store.starts_with("postgres") || store.contains("host=") => {
-                think(cfg, move || PgStore::connect(&store), &identity, rx, act_tx, pace, m)
+            Some(muster_store::StoreUrl::Postgres(url)) => {
+                think(cfg, move || PgStore::connect(&url), &identity, rx, act_tx, pace, m)
             }
             None => Err(ControllerError::StoreUrl(store)),
         });

@@ -23,6 +23,25 @@ pub use sqlite::SqliteStore;
 
 use serde_json::Value;
 
+/// The backend a store URL names: `sqlite:PATH`, or PostgreSQL (a `postgres://` URL or a
+/// `host=... dbname=...` key-value string).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreUrl {
+    Sqlite(String),
+    Postgres(String),
+}
+
+impl StoreUrl {
+    /// None when `url` names neither backend.
+    pub fn parse(url: &str) -> Option<Self> {
+        match url.strip_prefix("sqlite:") {
+            Some(path) => Some(StoreUrl::Sqlite(path.to_string())),
+            None if url.starts_with("postgres") || url.contains("host=") => Some(StoreUrl::Postgres(url.to_string())),
+            None => None,
+        }
+    }
+}
+
 /// A group as the engine writes it. `seq` and `version` are assigned by the store (see
 /// [`StoredGroup`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -206,4 +225,18 @@ pub trait Store {
 
     /// The runs that ended in `[since, until)`, by end then as written.
     fn runs(&mut self, since: i64, until: i64) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreUrl;
+
+    #[test]
+    fn a_store_url_names_its_backend() {
+        assert_eq!(StoreUrl::parse("sqlite:/var/lib/muster.db"), Some(StoreUrl::Sqlite("/var/lib/muster.db".into())));
+        let pg = "postgres://muster@db/muster";
+        assert_eq!(StoreUrl::parse(pg), Some(StoreUrl::Postgres(pg.into())));
+        assert_eq!(StoreUrl::parse("host=db dbname=muster"), Some(StoreUrl::Postgres("host=db dbname=muster".into())));
+        assert_eq!(StoreUrl::parse("muster.db"), None);
+    }
 }

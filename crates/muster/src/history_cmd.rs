@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use muster_sim::history::{self, RecordedRun};
-use muster_store::{PgStore, RunRecord, SqliteStore, Store};
+use muster_store::{PgStore, RunRecord, SqliteStore, Store, StoreUrl};
 
 use crate::cluster_cmd::emit;
 use crate::store_url;
@@ -51,19 +51,20 @@ pub fn export(args: &ExportArgs) -> Result<ExitCode> {
 
 /// Is `source` a store URL rather than a file of exported runs?
 pub fn is_store_url(source: &str) -> bool {
-    source.starts_with("sqlite:") || source.starts_with("postgres") || source.contains("host=")
+    StoreUrl::parse(source).is_some()
 }
 
 /// The runs that ended in `[since, until)` in the store at `url`, with their names.
 pub fn read_runs(url: &str, since: i64, until: i64) -> Result<Vec<RecordedRun>> {
-    let records = match url.strip_prefix("sqlite:") {
-        Some(path) => {
-            if !Path::new(path).exists() {
+    let records = match StoreUrl::parse(url) {
+        Some(StoreUrl::Sqlite(path)) => {
+            if !Path::new(&path).exists() {
                 bail!("store {url}: no such file; name the controller's store (its --store)");
             }
-            SqliteStore::open(path)?.runs(since, until)?
+            SqliteStore::open(&path)?.runs(since, until)?
         }
-        None => PgStore::connect(url)?.runs(since, until)?,
+        Some(StoreUrl::Postgres(url)) => PgStore::connect(&url)?.runs(since, until)?,
+        None => bail!("store {url}: not a store URL; give sqlite:PATH or a PostgreSQL URL"),
     };
     records.into_iter().map(recorded).collect()
 }

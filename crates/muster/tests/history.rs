@@ -142,4 +142,11 @@ fn bad_history_input_names_the_line_and_the_flag() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such file"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["history", "export", "--store", "muster.db"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("not a store URL; give sqlite:PATH"), "{err}");
 }
