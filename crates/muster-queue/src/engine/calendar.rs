@@ -151,11 +151,16 @@ impl Engine {
     }
 
     /// True if the windows to hold changed or one opened since the last cycle.
+    /// A window that could not be made is tried again by the next cycle that runs anyway, not
+    /// made a reason for one: else every call would run a cycle while it is open.
     pub(super) fn calendar_due(&self) -> bool {
         let now = self.now;
-        let opened = self.calendar.iter().any(|((_, start), w)| *start <= now && !w.opened);
+        let opened = (self.calendar.iter()).any(|((_, start), w)| *start <= now && !w.opened && w.set_aside.is_ok());
         let ended = self.calendar.values().any(|w| w.end <= now);
-        opened || ended || self.wanted_windows().keys().any(|k| !self.calendar.contains_key(k))
+        let held = |r: &ReservationConfig, start: i64| self.calendar.contains_key(&(r.name.clone(), start));
+        let coming =
+            (self.config.reservations.iter()).any(|r| r.windows(now).iter().any(|&(start, _)| !held(r, start)));
+        opened || ended || coming
     }
 
     /// The next time the windows to hold change: a window opens or ends, or the next one comes
