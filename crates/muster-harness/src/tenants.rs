@@ -5,7 +5,7 @@
 //!
 //! | peer | per tenant | besides |
 //! |---|---|---|
-//! | `muster` | Namespace; Queue `muster.dev/v1alpha1` with the quotas (nominal, borrowingLimit, lendingLimit), cohort, fairShareWeight, preemption, and a namespaceSelector of its namespace | none |
+//! | `muster` | Namespace; Queue `muster.dev/v1alpha1` with the quotas (nominal, borrowingLimit, lendingLimit), cohort, fairShareWeight, preemption (withinQueue, reclaimWithinCohort, fairShareWithinCohort), and a namespaceSelector of its namespace | none |
 //! | `kueue` | Namespace; ClusterQueue `kueue.x-k8s.io/v1beta2` in its cohort (`cohortName`) with nominalQuota, borrowingLimit and lendingLimit, preemption `reclaimWithinCohort: Any`/`Never` and `withinClusterQueue: LowerPriority`/`Never`, selecting its namespace; LocalQueue of the same name there | ResourceFlavor `default-flavor`; a Cohort per cohort, `parentName` for the tree |
 //! | `volcano` | Namespace; Queue `scheduling.volcano.sh/v1beta1`: deserved = nominal, capability = nominal + borrowingLimit (no borrowingLimit: none, the cluster; in no cohort: nominal), guarantee = nominal - lendingLimit (none: 0), reclaimable | a scheduler configuration with the reclaim and preempt actions and the capacity plugin ([`VOLCANO_SCHEDULER_CONF`]) |
 //!
@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 
 use muster_graph::{quantity, resources};
-use muster_queue::config::WithinQueue;
+use muster_queue::config::{FairShareWithinCohort, WithinQueue};
 use muster_sim::scenario::Workload;
 use serde_json::{Map, Value, json};
 
@@ -101,6 +101,9 @@ fn muster_queue(w: &Workload, i: usize) -> Result<Object> {
             "reclaimWithinCohort": q.preemption.reclaim_within_cohort,
         },
     });
+    if q.preemption.fair_share_within_cohort != FairShareWithinCohort::Never {
+        spec["preemption"]["fairShareWithinCohort"] = json!(q.preemption.fair_share_within_cohort);
+    }
     if let Some(c) = &q.cohort {
         spec["cohort"] = json!(c);
     }

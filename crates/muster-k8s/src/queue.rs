@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use muster_graph::InputError;
+use muster_queue::config::{
+    FairShareWithinCohort, PreemptionConfig, RunTimeLimitConfig, RunTimeLimitMode, WithinQueue,
+};
 pub use muster_queue::config::{LabelOperator, LabelRequirement, NamespaceSelector, QuotaSpec};
-use muster_queue::config::{PreemptionConfig, RunTimeLimitConfig, RunTimeLimitMode, WithinQueue};
 use muster_queue::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -182,6 +184,18 @@ pub struct PreemptionSpec {
     /// May a pending group within its nominal quota evict borrowing groups of the cohort?
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaim_within_cohort: Option<bool>,
+    /// May a pending group of a borrowing queue evict groups of other borrowing queues of the
+    /// cohort while its queue's share of the borrowed room stays at most theirs (Kueue's fair
+    /// sharing, LessThanOrEqualToFinalShare)? Default Never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_within_cohort: Option<FairShareWithinCohortSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FairShareWithinCohortSpec {
+    Never,
+    LowerOrEqualPriority,
+    Any,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -306,6 +320,13 @@ impl QueueSpec {
                     Some(WithinQueueSpec::LowerPriority) => WithinQueue::LowerPriority,
                 },
                 reclaim_within_cohort: p.reclaim_within_cohort.unwrap_or(false),
+                fair_share_within_cohort: match p.fair_share_within_cohort {
+                    None | Some(FairShareWithinCohortSpec::Never) => FairShareWithinCohort::Never,
+                    Some(FairShareWithinCohortSpec::LowerOrEqualPriority) => {
+                        FairShareWithinCohort::LowerOrEqualPriority
+                    }
+                    Some(FairShareWithinCohortSpec::Any) => FairShareWithinCohort::Any,
+                },
             },
             elastic_max_wait_s: self.elastic_max_wait_seconds.unwrap_or(0),
             create_pods_ahead_s: self.create_pods_ahead_seconds.unwrap_or(QueueConfig::new(name).create_pods_ahead_s),
@@ -360,7 +381,7 @@ mod tests {
              cohort: research\npolicy: {kind: conservative, depth: 4}\nfairShareWeight: 2.5\n\
              namespaceSelector:\n  matchLabels: {team: a}\n  matchExpressions: [{key: env, operator: NotIn, values: [prod]}]\n  namespaces: [ml]\n\
              readiness: {timeoutSeconds: 0, recoveryTimeoutSeconds: 120, backoffBaseSeconds: 10, backoffMaxSeconds: 100, backoffLimit: 3, requeueOrder: Creation, maxStartingMembers: 500}\n\
-             preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\nelasticMaxWaitSeconds: 30\n\
+             preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true, fairShareWithinCohort: Any}\nelasticMaxWaitSeconds: 30\n\
              createPodsAheadSeconds: 0\nrunTimeLimit: {mode: Advisory, graceSeconds: 5}\n",
         )
         .to_config("team-a")
@@ -389,7 +410,11 @@ mod tests {
         assert_eq!(no_window.readiness.max_starting_members, None, "0 is no window, like the timeouts");
         assert_eq!(
             c.preemption,
-            PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true }
+            PreemptionConfig {
+                within_queue: WithinQueue::LowerPriority,
+                reclaim_within_cohort: true,
+                fair_share_within_cohort: FairShareWithinCohort::Any
+            }
         );
         assert_eq!(c.elastic_max_wait_s, 30);
         assert_eq!(c.create_pods_ahead_s, 0);

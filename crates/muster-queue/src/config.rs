@@ -321,6 +321,21 @@ pub struct PreemptionConfig {
     /// May a pending group within its nominal quota evict groups of other queues in the cohort
     /// that borrow?
     pub reclaim_within_cohort: bool,
+    /// May a pending group whose queue borrows evict groups of other borrowing queues in the
+    /// cohort whose share of the borrowed surplus stays at least its own (fair-share preemption)?
+    pub fair_share_within_cohort: FairShareWithinCohort,
+}
+
+/// Fair-share preemption between borrowing queues of a cohort, and which victims' priorities it
+/// may take from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum FairShareWithinCohort {
+    #[default]
+    Never,
+    /// Groups of a priority at most the preemptor's.
+    LowerOrEqualPriority,
+    /// Groups of any priority.
+    Any,
 }
 
 /// A cluster-level queue.
@@ -594,6 +609,12 @@ impl EngineConfig {
                     format!("{} is not allowed; use a positive number", q.fair_share_weight),
                 ));
             }
+            if q.cohort.is_none() && q.preemption.fair_share_within_cohort != FairShareWithinCohort::Never {
+                return Err(err(
+                    at("preemption.fairShareWithinCohort"),
+                    "only a queue in a cohort borrows, so it has no share to even out; set cohort or use Never".into(),
+                ));
+            }
             if let QueuePolicy::Selective { slowdown: 0, .. } = q.policy {
                 return Err(err(
                     at("policy.slowdown"),
@@ -730,7 +751,7 @@ mod tests {
     #[test]
     fn full_config_parses() {
         let c = parse(
-            "queues:\n  - name: team-a\n    cohort: research\n    namespaceSelector:\n      matchLabels: {team: a}\n      matchExpressions:\n        - {key: env, operator: NotIn, values: [prod]}\n    quotas:\n      cpu: {nominal: 64, borrowingLimit: 32, lendingLimit: 16}\n      nvidia.com/gpu: {nominal: 8}\n    policy: {kind: conservative, depth: 4}\n    fairShareWeight: 2\n    readiness: {timeoutS: 600, backoffLimit: 5, requeueOrder: Creation}\n    preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true}\n    elasticMaxWaitS: 120\n    runTimeLimit: {mode: Advisory, graceS: 30}\n  - name: team-b\n    cohort: research\n    policy: {kind: easy}\ncohorts:\n  - {name: research, parent: org}\n  - {name: org}\npriorityClasses: {high: 1000, low: 10}\ndefaultPriorityClass: low\nblockAdmission: false\n",
+            "queues:\n  - name: team-a\n    cohort: research\n    namespaceSelector:\n      matchLabels: {team: a}\n      matchExpressions:\n        - {key: env, operator: NotIn, values: [prod]}\n    quotas:\n      cpu: {nominal: 64, borrowingLimit: 32, lendingLimit: 16}\n      nvidia.com/gpu: {nominal: 8}\n    policy: {kind: conservative, depth: 4}\n    fairShareWeight: 2\n    readiness: {timeoutS: 600, backoffLimit: 5, requeueOrder: Creation}\n    preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true, fairShareWithinCohort: LowerOrEqualPriority}\n    elasticMaxWaitS: 120\n    runTimeLimit: {mode: Advisory, graceS: 30}\n  - name: team-b\n    cohort: research\n    policy: {kind: easy}\ncohorts:\n  - {name: research, parent: org}\n  - {name: org}\npriorityClasses: {high: 1000, low: 10}\ndefaultPriorityClass: low\nblockAdmission: false\n",
         )
         .unwrap();
         let comp = c.compile("q.yaml").unwrap();
@@ -739,6 +760,8 @@ mod tests {
         assert_eq!(a.quotas["cpu"], Quota { nominal: 64000, borrowing_limit: Some(32000), lending_limit: Some(16000) });
         assert_eq!(c.queues[0].readiness.backoff_base_s, 60);
         assert_eq!(c.queues[0].readiness.requeue_order, RequeueOrder::Creation);
+        assert_eq!(c.queues[0].preemption.fair_share_within_cohort, FairShareWithinCohort::LowerOrEqualPriority);
+        assert_eq!(c.queues[1].preemption.fair_share_within_cohort, FairShareWithinCohort::Never);
         assert_eq!(c.queues[0].run_time_limit, RunTimeLimitConfig { mode: RunTimeLimitMode::Advisory, grace_s: 30 });
         assert_eq!(c.queues[1].run_time_limit, RunTimeLimitConfig { mode: RunTimeLimitMode::Enforce, grace_s: 60 });
         assert_eq!(c.priority_of(None), Ok(10));
@@ -760,6 +783,9 @@ mod tests {
         assert_eq!(e.path, "cohorts[0].parent");
         let e = parse("queues:\n  - name: a\ndefaultPriorityClass: gold\n").unwrap_err();
         assert_eq!(e.path, "defaultPriorityClass");
+        let e = parse("queues:\n  - name: a\n    preemption: {fairShareWithinCohort: Any}\n").unwrap_err();
+        assert_eq!(e.path, "queues[0].preemption.fairShareWithinCohort");
+        assert!(e.message.contains("set cohort"), "{e}");
         let e = parse("queues:\n  - name: a\n    quotas: {cpu: {nominal: 4, borrowingLimit: 2}}\n").unwrap_err();
         assert_eq!(e.path, "queues[0].quotas.cpu.borrowingLimit");
         let e = parse("queues:\n  - name: a\n    cohort: c\n    quotas: {cpu: {nominal: 4, lendingLimit: 8}}\n")

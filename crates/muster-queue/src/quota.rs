@@ -85,7 +85,7 @@ impl Asks {
 /// Admitted usage per queue, by resource.
 pub type Usage = BTreeMap<String, BTreeMap<String, u64>>;
 
-fn used(usage: &Usage, q: &str, r: &str) -> u64 {
+pub fn used(usage: &Usage, q: &str, r: &str) -> u64 {
     usage.get(q).and_then(|m| m.get(r)).copied().unwrap_or(0)
 }
 
@@ -244,6 +244,20 @@ pub fn within_nominal(compiled: &Compiled, usage: &Usage, q: &str, asks: &Asks, 
 pub fn borrows(compiled: &Compiled, usage: &Usage, q: &str, asks: &Asks) -> bool {
     let cq = &compiled.queues[q];
     asks.resources().any(|r| cq.quotas.get(r).is_some_and(|quota| used(usage, q, r) > quota.nominal))
+}
+
+/// Queue `q`'s dominant share of what it holds above its nominal quotas, by `used` (amount of a
+/// resource): the largest, over the resources it has a quota of other than pods, of its use above
+/// nominal divided by `capacity` (the cluster's, of that resource). 0 for a queue within nominal.
+pub fn borrowed_share(compiled: &Compiled, q: &str, used: &dyn Fn(&str) -> u64, capacity: &dyn Fn(&str) -> u64) -> f64 {
+    let mut share: f64 = 0.0;
+    for (r, quota) in &compiled.queues[q].quotas {
+        let cap = capacity(r);
+        if r != "pods" && cap > 0 {
+            share = share.max(used(r).saturating_sub(quota.nominal) as f64 / cap as f64);
+        }
+    }
+    share
 }
 
 /// Checks the invariant the property tests assert: every queue within nominal + borrowing limit,

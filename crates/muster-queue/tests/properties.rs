@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use muster_queue::config::{PreemptionConfig, QuotaSpec, WithinQueue};
+use muster_queue::config::{FairShareWithinCohort, PreemptionConfig, QuotaSpec, WithinQueue};
 use muster_queue::{Engine, EngineConfig, GroupKey, GroupState, QueuePolicy, Transition};
 use proptest::prelude::*;
 
@@ -54,11 +54,16 @@ fn config() -> EngineConfig {
     a.cohort = Some("co".into());
     a.policy = QueuePolicy::Conservative { depth: 2 };
     a.quotas.insert("cpu".into(), quota(8, Some(4), None));
-    a.preemption = PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true };
+    a.preemption = PreemptionConfig {
+        within_queue: WithinQueue::LowerPriority,
+        reclaim_within_cohort: true,
+        ..Default::default()
+    };
     b.cohort = Some("co".into());
     b.policy = QueuePolicy::Easy;
     b.quotas.insert("cpu".into(), quota(8, None, Some(4)));
     b.elastic_max_wait_s = 10;
+    b.preemption.fair_share_within_cohort = FairShareWithinCohort::LowerOrEqualPriority;
     q3.policy = QueuePolicy::StrictFifo;
     q3.quotas.insert("cpu".into(), quota(6, None, None));
     for q in &mut c.queues {

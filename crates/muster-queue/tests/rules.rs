@@ -412,8 +412,7 @@ fn fair_share_weight_divides_share() {
 fn preempt_cfg() -> EngineConfig {
     let mut c = one_queue(QueuePolicy::BestEffortFifo);
     c.priority_classes.insert("high".into(), 100);
-    c.queues[0].preemption =
-        PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: false };
+    c.queues[0].preemption = PreemptionConfig { within_queue: WithinQueue::LowerPriority, ..Default::default() };
     c
 }
 
@@ -535,7 +534,11 @@ fn a_group_may_preempt_in_its_queue_and_reclaim_in_the_cohort_at_once() {
     // once its own a-low is gone (2 + 4 > 4), and the node needs b's borrowed 2 back too.
     let mut c = quota_cfg();
     c.priority_classes.insert("high".into(), 100);
-    c.queues[0].preemption = PreemptionConfig { within_queue: WithinQueue::LowerPriority, reclaim_within_cohort: true };
+    c.queues[0].preemption = PreemptionConfig {
+        within_queue: WithinQueue::LowerPriority,
+        reclaim_within_cohort: true,
+        ..Default::default()
+    };
     let mut e = engine(graph(2, 4), c);
     e.submit(spec("a-low", "a", 1, 2, None, 0), 0).unwrap();
     e.submit(spec("b-own", "b", 1, 4, None, 0), 0).unwrap();

@@ -15,6 +15,7 @@
 //! | `state.rs` | bookkeeping every room shares: group access, the pending index, checked state changes, invariants |
 //! | `placement.rs` | allocations in the graph and the quota: admit, release, take out and put back |
 //! | `fair_share.rs` | the clock, decayed usage history and each queue's fair share |
+//! | `fair_share_preemption.rs` | the rule fair-share preemption between borrowing queues keeps (shares of use above nominal) |
 //! | `inputs.rs` | a group's inputs: submit, pods ready, members lost, finished, suspend, resume, delete |
 //! | `nodes.rs` | node inputs (added, removed, changed, cordoned, up/down) and other schedulers' pods |
 //! | `timers.rs` | readiness and recovery timeouts, requeue backoff (kept in a heap of deadlines), the next timer |
@@ -36,6 +37,7 @@ mod cycle;
 mod elastic;
 mod explanations;
 mod fair_share;
+mod fair_share_preemption;
 mod forecast;
 mod give_way;
 mod inputs;

@@ -1,6 +1,7 @@
 //! Gang-aware preemption: whole groups are evicted, never single members against their will. The
 //! candidates are lower-priority groups of the same queue and groups borrowing in the cohort (when
-//! the queue is within its nominal quota). When taking back the members that shrinkable elastic
+//! the queue is within its nominal quota, or when the fair-share rule of
+//! `fair_share_preemption.rs` allows). When taking back the members that shrinkable elastic
 //! candidates hold above their minimum is enough, only those are asked back (as in giving way:
 //! the group starts once their pods are gone) and nothing starts over; otherwise the fewest
 //! candidates that let the group fit are evicted and queued again at once, and the group is
@@ -13,7 +14,7 @@ use muster_graph::{GroupRequest, ImportedMember, MatchOutcome};
 use super::Engine;
 use super::cycle::Pass;
 use super::placement::SavedAlloc;
-use crate::config::WithinQueue;
+use crate::config::{FairShareWithinCohort, WithinQueue};
 use crate::group::{GroupKey, GroupState, Reason, Transition};
 use crate::quota;
 
@@ -196,13 +197,16 @@ impl Engine {
 
     /// Who may be evicted for `key`, best first (at most 256); `None` if its queue does not
     /// preempt or nobody qualifies. Borrowers of the cohort qualify when the group's queue would
-    /// be within its nominal quota with the group, its own lower-priority candidates evicted
-    /// (whether a set of victims keeps it so is checked on that set, `reclaim_allowed`).
+    /// be within its nominal quota with the group, its own lower-priority candidates evicted, or
+    /// when its queue preempts for fair share and their priority is one it may take from
+    /// (whether a set of victims is allowed is checked on that set, `reclaim_allowed`).
     fn preemption_candidates(&mut self, key: &GroupKey, req: &GroupRequest) -> Option<Vec<Candidate>> {
         let g = &self.groups[key];
         let q = g.spec.queue.clone();
         let cfg = self.queue_cfg(&q).preemption;
-        if cfg.within_queue == WithinQueue::Never && !cfg.reclaim_within_cohort {
+        let fair = cfg.fair_share_within_cohort;
+        if cfg.within_queue == WithinQueue::Never && !cfg.reclaim_within_cohort && fair == FairShareWithinCohort::Never
+        {
             return None;
         }
         let prio = g.priority;
@@ -235,11 +239,17 @@ impl Engine {
                 reclaim,
             }
         };
+        let fair_share_may_take = |p: i32| match fair {
+            FairShareWithinCohort::Never => false,
+            FairShareWithinCohort::LowerOrEqualPriority => p <= prio,
+            FairShareWithinCohort::Any => true,
+        };
         let mut cands: Vec<Candidate> = own.iter().map(|k| candidate(&self.groups[k], k, false)).collect();
-        if can_reclaim {
+        if root.is_some() {
             for k in self.live.iter().filter(|k| placed(self, k)) {
                 let v = &self.groups[k];
-                if v.spec.queue != q
+                if (can_reclaim || fair_share_may_take(v.priority))
+                    && v.spec.queue != q
                     && self.compiled.queues[&v.spec.queue].root_cohort == root
                     && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &asks)
                 {
@@ -255,19 +265,24 @@ impl Engine {
         Some(cands)
     }
 
-    /// May `key` be admitted with the groups `out` evicted (and already taken out)? Reclaiming
-    /// from other queues is only for a queue that is then within its nominal quota, the group
-    /// counted: a queue that borrows takes nothing back.
+    /// May `key` be admitted with the groups `out` evicted (and already taken out)? Taking from
+    /// other queues is for a queue that reclaims and is then within its nominal quota, the group
+    /// counted, or else as the fair-share rule allows (`fair_share_allows`).
     fn reclaim_allowed(&self, key: &GroupKey, req: &GroupRequest, out: &[(GroupKey, bool)]) -> bool {
+        let others: Vec<&GroupKey> = out.iter().filter(|(_, reclaim)| *reclaim).map(|(k, _)| k).collect();
+        if others.is_empty() {
+            return true;
+        }
         let g = &self.groups[key];
-        !out.iter().any(|(_, reclaim)| *reclaim)
-            || quota::within_nominal(
+        let reclaims = self.queue_cfg(&g.spec.queue).preemption.reclaim_within_cohort
+            && quota::within_nominal(
                 &self.compiled,
                 &self.usage,
                 &g.spec.queue,
                 &quota::Asks::of(&g.spec.request),
                 req.min_members,
-            )
+            );
+        reclaims || self.fair_share_allows(key, req, &others)
     }
 
     /// The fewest candidates whose eviction lets `key` fit, as (key, reclaim), already taken out
