@@ -70,6 +70,18 @@ const CASES: &[Case] = &[
     },
     Case { dir: "kueue-lending-limit-caps-borrower", evicted: &[], placed: &[], waiting: &["in"] },
     Case {
+        dir: "kueue-fair-reclaim-from-queue-using-most",
+        evicted: &["b1"],
+        placed: &["a1", "a2", "a3", "b2", "b3", "b4", "b5", "c1", "in"],
+        waiting: &["b1"],
+    },
+    Case {
+        dir: "kueue-fair-no-preempt-that-switches-imbalance",
+        evicted: &[],
+        placed: &["a1", "a2", "a3", "b1", "b2", "b3", "b4", "b5"],
+        waiting: &["in"],
+    },
+    Case {
         dir: "kueue-hierarchy-spares-queue-within-nominal",
         evicted: &["admitted2"],
         placed: &["admitted1", "in"],
