@@ -41,12 +41,31 @@ impl Engine {
         if taken.iter().any(|(vq, amounts)| !self.keeps_nominal(vq, amounts)) {
             return false;
         }
+        let own = self.share_with(key, req);
+        taken.keys().all(|vq| own <= self.share_now(vq) + SHARE_TOLERANCE)
+    }
+
+    /// Could `key` (as `req`) take anything from queue `victim_queue` for fair share? Not if its
+    /// queue's share with the group is above that queue's now: evictions only lower it. A cheap
+    /// test that keeps hopeless candidates out of the search for victims.
+    pub(super) fn fair_share_may_take_from(&self, key: &GroupKey, req: &GroupRequest, victim_queue: &str) -> bool {
+        self.share_with(key, req) <= self.share_now(victim_queue) + SHARE_TOLERANCE
+    }
+
+    /// The borrowed share of `key`'s queue with the group (its minimum members) admitted.
+    fn share_with(&self, key: &GroupKey, req: &GroupRequest) -> f64 {
+        let g = &self.groups[key];
+        let q = g.spec.queue.as_str();
         let with_group: BTreeMap<String, u64> =
             quota::Asks::of(&g.spec.request).with(req.min_members).into_iter().collect();
-        let own = self.borrowed_share(q, &|r| {
+        self.borrowed_share(q, &|r| {
             quota::used(&self.usage, q, r).saturating_add(with_group.get(r).copied().unwrap_or(0))
-        });
-        taken.keys().all(|vq| own <= self.borrowed_share(vq, &|r| quota::used(&self.usage, vq, r)) + SHARE_TOLERANCE)
+        })
+    }
+
+    /// The borrowed share of queue `q` now.
+    fn share_now(&self, q: &str) -> f64 {
+        self.borrowed_share(q, &|r| quota::used(&self.usage, q, r))
     }
 
     /// What the groups `out` no longer count against their queues' quota (the members they hold

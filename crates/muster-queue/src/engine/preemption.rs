@@ -239,16 +239,22 @@ impl Engine {
                 reclaim,
             }
         };
-        let fair_share_may_take = |p: i32| match fair {
-            FairShareWithinCohort::Never => false,
-            FairShareWithinCohort::LowerOrEqualPriority => p <= prio,
-            FairShareWithinCohort::Any => true,
+        // Queues of the cohort whose share the group's queue would not pass by taking from them.
+        let fair_share_queues: BTreeSet<&str> = if fair == FairShareWithinCohort::Never {
+            BTreeSet::new()
+        } else {
+            let in_cohort = self.compiled.queues.iter().filter(|(name, cq)| **name != q && cq.root_cohort == root);
+            in_cohort.map(|(name, _)| name.as_str()).filter(|vq| self.fair_share_may_take_from(key, req, vq)).collect()
+        };
+        let fair_share_may_take = |v: &crate::group::Group| {
+            fair_share_queues.contains(v.spec.queue.as_str())
+                && (fair == FairShareWithinCohort::Any || v.priority <= prio)
         };
         let mut cands: Vec<Candidate> = own.iter().map(|k| candidate(&self.groups[k], k, false)).collect();
         if root.is_some() {
             for k in self.live.iter().filter(|k| placed(self, k)) {
                 let v = &self.groups[k];
-                if (can_reclaim || fair_share_may_take(v.priority))
+                if (can_reclaim || fair_share_may_take(v))
                     && v.spec.queue != q
                     && self.compiled.queues[&v.spec.queue].root_cohort == root
                     && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &asks)
