@@ -131,3 +131,44 @@ fn room_held_before_a_job_runs_is_no_share_of_the_quota() {
     assert_eq!(a.held_h, metrics::round3(4.0 * 20.0 / 3600.0), "{a:?}");
     assert_eq!(a.shortfall_h, metrics::round3(4.0 * 10.0 / 3600.0), "{a:?}");
 }
+
+/// Teams a and b (2 cpu each) and `idle` (4, no jobs, so it lends them all) in one cohort. b
+/// fills 6 cpu at 0 with 100 s one-cpu jobs; a comes at 10 s with four 20 s one-cpu jobs: two
+/// fit its nominal, two more would borrow. `rule` is every team's fairShareWithinCohort.
+fn both_borrow(rule: &str) -> String {
+    let team = |name: &str, nominal: u32| {
+        format!(
+            "\x20   - {{name: {name}, cohort: lab, quotas: {{cpu: {{nominal: {nominal}}}}}, \
+             preemption: {{fairShareWithinCohort: {rule}}}}}\n"
+        )
+    };
+    format!(
+        "name: t\ncluster: cluster.yaml\n\
+         timing: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}}\n\
+         tenants:\n  queues:\n{}{}{}\
+         jobClasses:\n\
+         \x20 - {{name: b-job, queue: b, count: 6, members: 1, resources: {{cpu: \"1\"}}, runTime: 100s}}\n\
+         \x20 - {{name: a-job, queue: a, count: 4, members: 1, resources: {{cpu: \"1\"}}, runTime: 20s, \
+         arrival: {{start: 10s}}}}\n",
+        team("a", 2),
+        team("b", 2),
+        team("idle", 4)
+    )
+}
+
+#[test]
+fn fair_share_preemption_gives_a_borrowing_team_its_share_of_the_borrowed_room() {
+    // With it, a takes two of b's jobs at 10 s: both then borrow 2 of idle's 4.
+    let w = load("fair-share", &both_borrow("LowerOrEqualPriority")).unwrap();
+    let rec = run_muster(&w);
+    let tenants = metrics::summarize(&w, &rec).tenants;
+    let (a, b) = (tenant(&tenants, "a"), tenant(&tenants, "b"));
+    assert_eq!((a.completed, b.completed), (4, 6));
+    assert_eq!(b.evictions, 2, "{b:?}");
+    assert_eq!(b.lost_h, metrics::round3(2.0 * 10.0 / 3600.0), "two jobs, 10 s on 1 cpu each: {b:?}");
+    assert_eq!(a.evictions, 0, "{a:?}");
+    // Without it, a's two borrowing jobs wait for b's to end at 100 s.
+    let w = load("no-fair-share", &both_borrow("Never")).unwrap();
+    let rec = run_muster(&w);
+    assert_eq!(rec.tenants.evictions, vec![0, 0, 0]);
+}
