@@ -35,6 +35,20 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Fixed-size groups with run times, in queue `a` or `c` of `planning_config`: what
+/// reservations are made for. Groups become ready when admitted and end
+/// when planned (`keeping_reservations_decides_as_planning_them_afresh`).
+fn planning_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (prop_oneof![4 => Just(0u8), 1 => Just(2u8)], 1u32..4, 1u64..5, 5u64..60, any::<bool>())
+            .prop_map(|(queue, min, cpu, d, high)| Op::Submit { queue, min, extra: 0, cpu, duration: Some(d), high }),
+        5 => (0i64..6).prop_map(Op::Tick),
+        1 => (0usize..64, any::<bool>()).prop_map(|(g, ok)| Op::Finish { g, ok }),
+        1 => (0usize..64).prop_map(Op::Suspend),
+        1 => (0u8..6, any::<bool>()).prop_map(|(node, on)| Op::Cordon { node, on }),
+    ]
+}
+
 fn config() -> EngineConfig {
     let mut c = EngineConfig::single_queue("a");
     c.priority_classes.insert("high".into(), 10);
@@ -77,6 +91,21 @@ fn config() -> EngineConfig {
     c
 }
 
+/// Queues limited by capacity alone, so that groups wait for reservations rather than quota:
+/// `a` conservative, `c` strict FIFO.
+fn planning_config() -> EngineConfig {
+    let mut c = config();
+    for q in &mut c.queues {
+        q.quotas.clear();
+        q.cohort = None;
+        q.preemption = PreemptionConfig::default();
+        q.readiness.timeout_s = None;
+        q.readiness.recovery_timeout_s = None;
+    }
+    c.queues[0].policy = QueuePolicy::Conservative { depth: 3 };
+    c
+}
+
 struct Run {
     e: Engine,
     now: i64,
@@ -86,7 +115,11 @@ struct Run {
 
 impl Run {
     fn new() -> Self {
-        Self { e: engine(graph(6, 4), config()), now: 0, names: Vec::new(), log: Vec::new() }
+        Self::with(config())
+    }
+
+    fn with(config: EngineConfig) -> Self {
+        Self { e: engine(graph(6, 4), config), now: 0, names: Vec::new(), log: Vec::new() }
     }
 
     fn pick(&self, g: usize) -> Option<GroupKey> {
@@ -188,6 +221,46 @@ proptest! {
     #[test]
     fn snapshot_restore_continues_identically(ops in prop::collection::vec(op(), 2..80), cut in 0usize..80) {
         check_snapshot(&ops, cut)?;
+    }
+
+    /// A cycle that keeps the reservations the last one made decides as one that plans them
+    /// afresh (a restored engine holds none, so it plans every one): the same groups admitted,
+    /// reserved for the same starts, dropped or moved alike. Groups end when planned, as a
+    /// reservation assumes; most cycles then follow only new arrivals and keep what they can.
+    #[test]
+    fn keeping_reservations_decides_as_planning_them_afresh(ops in prop::collection::vec(planning_op(), 1..80)) {
+        let mut run = Run::with(planning_config());
+        for o in &ops {
+            let Op::Tick(dt) = o else {
+                run.apply(o)?;
+                continue;
+            };
+            let now = run.now + dt;
+            run.now = now;
+            let ended: Vec<GroupKey> = (run.e.groups())
+                .filter(|g| g.allocation.as_ref().is_some_and(|a| a.end <= now))
+                .map(|g| g.spec.key.clone())
+                .collect();
+            for k in ended {
+                run.log.extend(run.e.finished(&k, true, now).unwrap());
+            }
+            let mut fresh = Engine::restore(graph(6, 4), run.e.snapshot()).unwrap();
+            let kept = run.e.schedule(now);
+            if !run.e.last_cycle().ran {
+                continue;
+            }
+            let planned = fresh.schedule(now);
+            let decisions = |ts: &[Transition]| {
+                ts.iter().map(|t| (t.key.clone(), t.from, t.to, format!("{:?}", t.reason))).collect::<Vec<_>>()
+            };
+            prop_assert_eq!(decisions(&kept), decisions(&planned));
+            for t in kept.iter().filter(|t| t.to == GroupState::Admitted) {
+                let members = t.allocation.as_ref().map_or(0, |a| a.members.len() as u32);
+                run.log.extend(run.e.pods_ready(&t.key, members, now).unwrap());
+            }
+            run.log.extend(kept);
+            run.e.check_invariants().map_err(TestCaseError::fail)?;
+        }
     }
 
     /// Backfill never delays a reservation: with groups that end exactly when expected, a group's

@@ -85,7 +85,11 @@ fn an_advisory_run_time_only_plans() {
     assert_eq!(run_until(&mut e, 3, 120), None, "the liar holds its node: the gang waits for as long as it runs");
     assert_eq!(state(&e, "liar"), GroupState::Running);
     assert_eq!(state(&e, "gang"), GroupState::Reserved);
-    assert!(e.group(&key("gang")).unwrap().reserved_at.unwrap() > 120, "the reservation slid");
+    // Its start, planned for the second after the liar's expected end, has passed: no cycle runs
+    // for it every second, and its reason says what it waits for.
+    assert!(e.group(&key("gang")).unwrap().reserved_at.unwrap() < 120, "no cycle every second");
+    let why = e.explain(&key("gang"), 120).unwrap().reason;
+    assert!(why.contains("now past: waiting for groups that run past their expected end"), "{why}");
     // A group that declares nothing has no limit under Enforce either.
     let mut e = engine(graph(1, 4), config(RunTimeLimitMode::Enforce));
     e.submit(spec("open", "q", 1, 4, None, 0), 0).unwrap();

@@ -163,6 +163,12 @@ impl Engine {
         opened || ended || coming
     }
 
+    /// Nothing for the calendar to do in a cycle: no window to make, retry, open or end.
+    pub(super) fn calendar_settled(&self) -> bool {
+        self.config.reservations.is_empty()
+            || (!self.calendar_due() && self.calendar.values().all(|w| w.set_aside.is_ok()))
+    }
+
     /// The next time the windows to hold change: a window opens or ends, or the next one comes
     /// within a period of now.
     pub(super) fn next_calendar_time(&self) -> Option<i64> {

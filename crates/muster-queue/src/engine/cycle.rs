@@ -8,6 +8,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use super::attempt::Attempt;
 use super::{Engine, PendingKey};
@@ -131,6 +132,8 @@ pub(super) struct Pass<'o> {
     pub(super) preempt_budget: usize,
     /// A reservation was made earlier in this cycle: a group admitted now is backfill.
     pub(super) any_reservation: bool,
+    /// The reservations the last cycle made are kept, not made afresh.
+    keep: bool,
 }
 
 /// What the cycle does with a queue after taking one of its groups.
@@ -167,22 +170,46 @@ impl Engine {
         }
         self.dirty = false;
         self.last_stats.ran = true;
-        let old_reserved = self.cancel_reservations();
+        let keep = self.reservations_still_best();
+        let old_reserved = self.reserved_groups().map(|g| (g.spec.key.clone(), g.reserved_at.unwrap_or(0))).collect();
+        if !keep {
+            self.cancel_reservations();
+        }
+        // From here on, whatever frees room (a preemption in this very cycle) clears it again.
+        self.reservations_current = true;
         self.refresh_calendar(&mut out);
-        let new_reserved = self.cycle(&mut out);
+        let new_reserved = self.cycle(keep, &mut out);
         self.settle_reservations(old_reserved, &new_reserved, &mut out);
         self.grow_elastic(&mut out);
         out
     }
 
-    /// Cancels every reservation on the graph (each cycle makes them afresh); returns the start
-    /// each reserved group had.
-    fn cancel_reservations(&mut self) -> BTreeMap<GroupKey, i64> {
-        let old_reserved = self.reserved_groups().map(|g| (g.spec.key.clone(), g.reserved_at.unwrap_or(0))).collect();
+    /// Cancels every reservation on the graph, for the cycle to make them afresh.
+    fn cancel_reservations(&mut self) {
         for (_, id) in std::mem::take(&mut self.reservations) {
             let _ = self.graph.cancel(id);
         }
-        old_reserved
+    }
+
+    /// Whether this cycle may keep the reservations the last one made: they are still the
+    /// earliest starts (`reservations_current`), none is due, no group of another queue could
+    /// come before one of them (queues of one priority are ordered by their fair shares, which
+    /// move with time), and nothing the cycle does besides placing groups could move them
+    /// (elastic groups growing or giving way, start windows, calendar windows to make).
+    fn reservations_still_best(&self) -> bool {
+        let heads: Vec<(&str, i64)> = (self.pending.iter())
+            .filter_map(|(q, p)| p.keys().next().map(|pk| (q.as_str(), -pk.neg_priority)))
+            .collect();
+        let alone_in_line =
+            |r: &Group| heads.iter().all(|&(q, priority)| q == r.spec.queue || priority < i64::from(r.priority));
+        self.reservations_current
+            && self.elastic.is_empty()
+            && self.config.queues.iter().all(|q| q.readiness.max_starting_members.is_none())
+            && self.calendar_settled()
+            && self.reserved.iter().all(|k| {
+                let r = &self.groups[k];
+                self.reservations.contains_key(k) && r.reserved_at.is_some_and(|t| t > self.now) && alone_in_line(r)
+            })
     }
 
     /// Reports the reservations the cycle moved, and drops those it did not make again.
@@ -215,12 +242,12 @@ impl Engine {
         let msg = format!("blockAdmission: waiting for {k} to have all members ready before admitting another group");
         let heads: Vec<GroupKey> = self.pending.values().filter_map(|p| p.values().next().cloned()).collect();
         for h in heads {
-            self.set_reason(&h, msg.clone());
+            self.set_reason(&h, &msg);
         }
     }
 
     /// The merge of all queues in global order; returns the reservations it made.
-    fn cycle(&mut self, out: &mut Vec<Transition>) -> BTreeMap<GroupKey, i64> {
+    fn cycle(&mut self, keep: bool, out: &mut Vec<Transition>) -> BTreeMap<GroupKey, i64> {
         self.count_starting();
         let mut heads = Heads::new(self);
         let mut cursors = vec![Cursor::default(); heads.queues.len()];
@@ -231,6 +258,7 @@ impl Engine {
             backfill_budget: self.config.backfill_attempts_per_cycle,
             preempt_budget: self.config.preemption_attempts_per_cycle,
             any_reservation: false,
+            keep,
         };
         while let Some(head) = heads.pop() {
             let qi = head.queue;
@@ -258,7 +286,15 @@ impl Engine {
         }
         self.last_stats.examined += 1;
         let may_reserve = cursor.reservations < policy.reservation_depth() && self.due_a_reservation(key, policy);
-        let stops_queue = match self.attempt(key, may_reserve, pass) {
+        let outcome = match self.reservations.get(key) {
+            Some(_) if pass.keep => {
+                // Kept: still its earliest start, so planning it again would find the same.
+                pass.reserved.insert(key.clone(), self.groups[key].reserved_at.unwrap_or(self.now));
+                Attempt::Reserved
+            }
+            _ => self.attempt(key, may_reserve, pass),
+        };
+        let stops_queue = match outcome {
             Attempt::Admitted => {
                 self.last_stats.admitted += 1;
                 if self.config.block_admission {
@@ -300,22 +336,21 @@ impl Engine {
     fn explain_stopped_queue(&mut self, q: &str, pk: PendingKey, key: &GroupKey, cursor: &Cursor, window_full: bool) {
         let Some(fb) = &cursor.first_blocked else { return };
         let policy = self.queue_cfg(q).policy;
-        let behind: Vec<GroupKey> = self.pending[q]
-            .range((Bound::Excluded(pk), Bound::Unbounded))
-            .map(|(_, k)| k.clone())
-            .take(self.config.estimate_depth)
-            .collect();
-        for k in behind {
-            if self.groups[&k].unsatisfiable.is_none() {
-                let reason = if window_full {
-                    // The group the window held, not an earlier one blocked otherwise.
-                    format!("waiting behind {key} for the start window of queue {q}")
-                } else if policy == QueuePolicy::StrictFifo {
-                    format!("waiting behind {fb} (queue {q} is strict FIFO)")
-                } else {
-                    format!("waiting behind {fb}; not tried this cycle (backfill attempts used up)")
-                };
-                self.set_reason(&k, reason);
+        let reason = if window_full {
+            // The group the window held, not an earlier one blocked otherwise.
+            format!("waiting behind {key} for the start window of queue {q}")
+        } else if policy == QueuePolicy::StrictFifo {
+            format!("waiting behind {fb} (queue {q} is strict FIFO)")
+        } else {
+            format!("waiting behind {fb}; not tried this cycle (backfill attempts used up)")
+        };
+        // Every cycle that stops a queue comes here: one lookup per group, nothing copied
+        // unless its reason changes.
+        let Self { pending, groups, config, .. } = self;
+        for k in pending[q].range((Bound::Excluded(pk), Bound::Unbounded)).map(|(_, k)| k).take(config.estimate_depth) {
+            let g = groups.get_mut(k).expect("pending groups exist");
+            if g.unsatisfiable.is_none() && g.reason != reason {
+                Arc::make_mut(g).reason = reason.clone();
             }
         }
     }

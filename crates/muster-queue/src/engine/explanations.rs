@@ -61,6 +61,15 @@ impl Engine {
                 aggregate = true;
                 forecast.not_before.remove(&key)
             };
+            if let Some(at) = g.reserved_at.filter(|&at| g.state == GroupState::Reserved && at < now) {
+                // Planned for the second after the last cycle, behind a group that runs past its
+                // expected end: it moves on when that group ends (no cycle runs until then).
+                reason = format!(
+                    "reserved to start at {}, now past: waiting for groups that run past their expected end to \
+                     give back their room",
+                    clock::show(at)
+                );
+            }
             if aggregate && let Some(t) = estimated_start {
                 reason = format!("{reason}; not before {} (estimate from cluster totals)", clock::show(t));
             }

@@ -55,6 +55,9 @@ impl Engine {
         self.step(&key, GroupState::Queued, Reason::Submitted, None, &mut out);
         self.add_pending(&key);
         self.dirty = true;
+        if self.comes_before_a_reservation(&key) {
+            self.reservations_current = false;
+        }
         Ok(out)
     }
 
@@ -128,7 +131,7 @@ impl Engine {
         if pending {
             self.add_pending(&key);
         }
-        self.dirty = true;
+        self.replan();
         let mut out = Vec::new();
         let to = if state == Reserved { Queued } else { state };
         self.step(&key, to, Reason::Reshaped { min, max }, None, &mut out);
@@ -173,7 +176,7 @@ impl Engine {
         let g = self.group_mut(&key);
         g.spec.request = spec.request;
         let allocation = g.allocation.clone();
-        self.dirty = true;
+        self.replan();
         let mut out = Vec::new();
         self.step(&key, state, Reason::Reshaped { min, max }, allocation, &mut out);
         Ok(out)
@@ -299,7 +302,7 @@ impl Engine {
             if recovered {
                 g.not_ready_since = None;
             }
-            self.dirty = true;
+            self.replan();
             self.step(key, state, Reason::Shrunk { members }, Some(rec), out);
             if recovered {
                 self.step(key, state, Reason::AllReady, None, out);
@@ -354,7 +357,7 @@ impl Engine {
             self.remove_pending(key);
             self.drop_reservation(key);
             self.group_mut(key).reserved_at = None;
-            self.dirty = true;
+            self.replan();
         }
         let g = self.group_mut(key);
         g.requeue_at = None;
@@ -379,7 +382,7 @@ impl Engine {
         let mut out = Vec::new();
         self.step(key, GroupState::Queued, Reason::Resumed, None, &mut out);
         self.add_pending(key);
-        self.dirty = true;
+        self.replan();
         Ok(out)
     }
 

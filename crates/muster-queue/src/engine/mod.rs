@@ -110,6 +110,11 @@ pub struct Engine {
     next_alloc_id: u64,
     structure_version: u64,
     dirty: bool,
+    /// The reservations on the graph are still the earliest starts their groups can have:
+    /// since the cycle that made them nothing freed room, dropped a reservation, changed the
+    /// cluster or came before them in line. A cycle then keeps them rather than planning them
+    /// afresh (`cycle.rs`); anything else clears it (`replan`).
+    reservations_current: bool,
     /// Shared with the copies the durable layer takes before each batch: a group is copied only
     /// when changed, and an unchanged one is the same allocation in both (which is how the
     /// store's diff skips it).
@@ -126,6 +131,12 @@ pub struct Engine {
     pending: BTreeMap<String, BTreeMap<PendingKey, GroupKey>>,
     /// Groups holding an allocation or in backoff (have timers).
     live: BTreeSet<GroupKey>,
+    /// Groups holding a reservation (state Reserved), so that a cycle finds them without walking
+    /// every pending group.
+    reserved: BTreeSet<GroupKey>,
+    /// Pending groups of selective queues by when each becomes due a reservation (kept with the
+    /// pending index), so that the timers find the next one without walking the queues.
+    due_reservation: BTreeSet<(i64, GroupKey)>,
     /// Deadlines of live groups' own timers (readiness, recovery, backoff), earliest first. An
     /// entry may be stale (the group moved on): it counts only while the group's timer is still
     /// that deadline, so that a cycle looks at due timers only, not at every running group.
@@ -177,6 +188,7 @@ impl Engine {
             next_alloc_id: 1,
             structure_version: 0,
             dirty: true,
+            reservations_current: false,
             groups: BTreeMap::new(),
             usage_hist,
             learned: LearnedRunTimes::default(),
@@ -187,6 +199,8 @@ impl Engine {
             usage: BTreeMap::new(),
             pending,
             live: BTreeSet::new(),
+            reserved: BTreeSet::new(),
+            due_reservation: BTreeSet::new(),
             timers: BinaryHeap::new(),
             graph_alloc: BTreeMap::new(),
             by_graph_alloc: BTreeMap::new(),

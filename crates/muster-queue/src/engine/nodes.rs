@@ -79,7 +79,7 @@ impl Engine {
     fn structure_changed(&mut self) {
         self.structure_version += 1;
         self.sat_cache.clear();
-        self.dirty = true;
+        self.replan();
     }
 
     pub fn node_cordoned(&mut self, name: &str, cordoned: bool, now: i64) -> Result<Vec<Transition>, EngineError> {
@@ -90,7 +90,7 @@ impl Engine {
         } else {
             self.cordoned.remove(name);
         }
-        self.dirty = true;
+        self.replan();
         Ok(Vec::new())
     }
 
@@ -102,7 +102,7 @@ impl Engine {
         } else {
             self.down.insert(name.to_string());
         }
-        self.dirty = true;
+        self.replan();
         Ok(Vec::new())
     }
 
@@ -129,7 +129,7 @@ impl Engine {
         if let Some((_, old)) = self.external.insert(id.to_string(), (hold, alloc)) {
             self.graph.cancel(old)?;
         }
-        self.dirty = true;
+        self.replan();
         Ok(Vec::new())
     }
 
@@ -139,7 +139,7 @@ impl Engine {
         self.advance(now);
         if let Some((_, alloc)) = self.external.remove(id) {
             self.graph.cancel(alloc)?;
-            self.dirty = true;
+            self.replan();
         }
         Ok(Vec::new())
     }

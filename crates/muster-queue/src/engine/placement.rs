@@ -105,7 +105,7 @@ impl Engine {
             let _ = self.graph.cancel(id);
         }
         self.add_usage(key, members, -1);
-        self.dirty = true;
+        self.replan();
         self.leaving.remove(key);
         let g = self.group_mut(key);
         g.ready_members = 0;
@@ -130,13 +130,31 @@ impl Engine {
         // Nothing else reserves in the engine's graph; were it refused, the group would overrun
         // its old end, which is re-planned as any overrun is.
         let _ = self.graph.extend_end(id, stretched);
-        self.dirty = true;
+        self.replan();
     }
 
     pub(super) fn drop_reservation(&mut self, key: &GroupKey) {
         if let Some(id) = self.reservations.remove(key) {
             let _ = self.graph.cancel(id);
+            self.reservations_current = false;
         }
+    }
+
+    /// Room was freed, a reservation dropped or the cluster changed: a cycle is due, and it
+    /// plans every reservation afresh, since a waiting group may now start sooner.
+    pub(super) fn replan(&mut self) {
+        self.dirty = true;
+        self.reservations_current = false;
+    }
+
+    /// Whether a newly queued group comes before a group of its queue holding a reservation.
+    /// The reservations made without it are then not the ones a cycle would make. (Groups of
+    /// other queues are weighed when the cycle starts: `reservations_still_best`.)
+    pub(super) fn comes_before_a_reservation(&self, key: &GroupKey) -> bool {
+        let g = &self.groups[key];
+        let pk = self.pending_key(g);
+        let reserved = self.reserved.iter().map(|k| &*self.groups[k]);
+        reserved.filter(|r| r.spec.queue == g.spec.queue).any(|r| self.pending_key(r) > pk)
     }
 
     /// Temporarily removes a placed group from the graph and the quota (for preemption).

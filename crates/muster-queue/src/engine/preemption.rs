@@ -368,7 +368,7 @@ impl Engine {
             self.requeue_now(vk, out);
         }
         self.last_stats.preemptions += victims.len();
-        self.dirty = true;
+        self.replan();
         let capped = self.fitting_request(key, req).expect("the fit was checked on the same state");
         self.last_stats.match_calls += 1;
         match self.graph.allocate_satisfiable(&capped, self.now) {

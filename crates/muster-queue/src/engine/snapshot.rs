@@ -98,6 +98,9 @@ impl Engine {
             if state.is_pending() {
                 e.add_pending(&key);
             }
+            if state == GroupState::Reserved {
+                e.reserved.insert(key.clone());
+            }
             if matches!(state, GroupState::Admitted | GroupState::Running | GroupState::Evicted) {
                 e.live.insert(key.clone());
                 if let Some(t) = e.timer_of(&e.groups[&key]) {

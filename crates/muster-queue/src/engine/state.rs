@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use muster_graph::GroupRequest;
 
-use super::cycle::queue_order_time;
+use super::cycle::{queue_order_time, reservation_due_at};
 use super::{Engine, EngineError, PendingKey};
 use crate::config::QueueConfig;
 use crate::group::{AllocationRecord, Group, GroupKey, GroupState, Reason, Transition};
@@ -38,10 +38,10 @@ impl Engine {
 
     /// Rewritten every cycle for every waiting group, but mostly to the same text: only a new
     /// text copies the group (see `groups`).
-    pub(super) fn set_reason(&mut self, key: &GroupKey, reason: String) {
+    pub(super) fn set_reason(&mut self, key: &GroupKey, reason: impl AsRef<str> + Into<String>) {
         let g = self.groups.get_mut(key).expect("exists");
-        if g.reason != reason {
-            Arc::make_mut(g).reason = reason;
+        if g.reason != reason.as_ref() {
+            Arc::make_mut(g).reason = reason.into();
         }
     }
 
@@ -72,12 +72,18 @@ impl Engine {
     pub(super) fn add_pending(&mut self, key: &GroupKey) {
         let g = &self.groups[key];
         let (pk, queue) = (self.pending_key(g), g.spec.queue.clone());
+        if let Some(t) = reservation_due_at(g, self.queue_cfg(&queue).policy) {
+            self.due_reservation.insert((t, key.clone()));
+        }
         self.pending.entry(queue).or_default().insert(pk, key.clone());
     }
 
     pub(super) fn remove_pending(&mut self, key: &GroupKey) {
         let g = &self.groups[key];
         let pk = self.pending_key(g);
+        if let Some(t) = reservation_due_at(g, self.queue_cfg(&g.spec.queue).policy) {
+            self.due_reservation.remove(&(t, key.clone()));
+        }
         if let Some(p) = self.pending.get_mut(&g.spec.queue) {
             p.remove(&pk);
         }
@@ -99,6 +105,11 @@ impl Engine {
         GroupState::transition(from, to)
             .map_err(|source| EngineError::IllegalTransition { key: key.clone(), source })?;
         g.state = to;
+        if to == GroupState::Reserved {
+            self.reserved.insert(key.clone());
+        } else {
+            self.reserved.remove(key);
+        }
         if matches!(to, GroupState::Admitted | GroupState::Running | GroupState::Evicted) {
             self.live.insert(key.clone());
         } else {
@@ -132,14 +143,12 @@ impl Engine {
         self.add_pending(key);
     }
 
-    /// The groups holding a reservation (which only pending groups do), in one pass over the
-    /// queues: finished groups, the bulk of a long run, are not looked at.
+    /// The groups holding a reservation, in queue order (queues by name, then each queue's
+    /// pending order).
     pub(super) fn reserved_groups(&self) -> impl Iterator<Item = &Group> {
-        self.pending
-            .values()
-            .flat_map(|p| p.values())
-            .map(|k| &*self.groups[k])
-            .filter(|g| g.state == GroupState::Reserved)
+        let mut reserved: Vec<&Group> = self.reserved.iter().map(|k| &*self.groups[k]).collect();
+        reserved.sort_by_cached_key(|g| (g.spec.queue.as_str(), self.pending_key(g)));
+        reserved.into_iter()
     }
 
     /// The groups starting soon ([`Engine::starts_soon`]): reserved ones, and the first in line
@@ -209,6 +218,9 @@ impl Engine {
                 self.pending.get(&g.spec.queue).is_some_and(|p| p.get(&self.pending_key(g)) == Some(&g.spec.key));
             if g.state.is_pending() != in_pending {
                 return Err(format!("{} is {} but pending index says {in_pending}", g.spec.key, g.state));
+            }
+            if (g.state == GroupState::Reserved) != self.reserved.contains(&g.spec.key) {
+                return Err(format!("{} is {} but the reserved index disagrees", g.spec.key, g.state));
             }
         }
         // Quota usage equals the sum of placed groups.

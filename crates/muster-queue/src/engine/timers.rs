@@ -6,8 +6,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use super::Engine;
-use super::cycle::reservation_due_at;
-use crate::config::{QueuePolicy, RequeueOrder};
+use crate::config::RequeueOrder;
 use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
 
 impl Engine {
@@ -38,7 +37,7 @@ impl Engine {
                     g.requeue_at = None;
                     self.step(&key, GroupState::Queued, Reason::BackoffExpired, None, out);
                     self.add_pending(&key);
-                    self.dirty = true;
+                    self.replan();
                 }
                 _ => {}
             }
@@ -95,13 +94,13 @@ impl Engine {
 
     /// The earliest time (seconds) at which a timer fires: a readiness or recovery timeout, the end
     /// of a backoff, a reservation's start, an elastic group's wait for max, a group becoming due
-    /// a reservation under selective reservation. A driver with nothing else to report may sleep
-    /// until then.
+    /// a reservation under selective reservation, a calendar window. A driver with nothing else
+    /// to report may sleep until then.
     pub fn next_timer(&self) -> Option<i64> {
         // The earliest entry, stale or not, is never later than the earliest live timer: at
         // worst the driver wakes once for nothing. A due one waits for the next cycle.
         let live = self.timers.peek().map(|Reverse((t, _))| (*t).max(self.now.saturating_add(1)));
-        let reserved = self.reservations.keys().filter_map(|k| self.groups[k].reserved_at);
+        let reserved = self.reserved_starts_to_wake_for();
         let elastic = self
             .pending
             .iter()
@@ -114,31 +113,34 @@ impl Engine {
                         .then(|| g.spec.submitted_at.saturating_add(wait))
                 })
             });
-        let due = self.reservations_due().map(|(_, t)| t);
+        let due = self.reservations_due_after(self.now).next();
         let calendar = self.next_calendar_time();
         live.into_iter().chain(reserved).chain(elastic).chain(due).chain(calendar).filter(|&t| t > self.now).min()
     }
 
-    /// Queued groups of selective queues, with when each becomes due a reservation.
-    fn reservations_due(&self) -> impl Iterator<Item = (&Group, i64)> {
-        self.pending.iter().flat_map(move |(q, p)| {
-            let policy = self.queue_cfg(q).policy;
-            let selective = matches!(policy, QueuePolicy::Selective { .. });
-            p.values().filter(move |_| selective).filter_map(move |k| {
-                let g = &*self.groups[k];
-                let due = reservation_due_at(g, policy).filter(|_| g.state == GroupState::Queued);
-                due.map(|t| (g, t))
-            })
-        })
+    /// Queued groups of selective queues that become due a reservation after `after`, with
+    /// when, earliest first.
+    fn reservations_due_after(&self, after: i64) -> impl Iterator<Item = i64> {
+        let from = (after.saturating_add(1), GroupKey::new("", ""));
+        self.due_reservation.range(from..).filter(|(_, k)| self.groups[k].state == GroupState::Queued).map(|(t, _)| *t)
+    }
+
+    /// The reservations' starts a cycle is due at. Not those planned for the second after the
+    /// cycle that made them: that is where a group waits for one that runs past its expected
+    /// end (`ResourceGraph::reserve`), and the end it waits for is an input, which makes a cycle
+    /// due anyway. Were they timers, such a group would run a cycle every second until then.
+    fn reserved_starts_to_wake_for(&self) -> impl Iterator<Item = i64> {
+        let next_second = self.last_full_cycle.saturating_add(1);
+        self.reserved.iter().filter_map(|k| self.groups[k].reserved_at).filter(move |&t| t > next_second)
     }
 
     /// True if a time-driven event (a reservation's start, a calendar window's start or end, an
     /// elastic group's wait, a group become due a reservation since the last cycle) is due.
     pub(super) fn timer_due(&self) -> bool {
         let now = self.now;
-        self.reserved_groups().any(|g| g.reserved_at.is_some_and(|t| t <= now))
+        self.reserved_starts_to_wake_for().any(|t| t <= now)
             || self.calendar_due()
-            || self.reservations_due().any(|(_, t)| t > self.last_full_cycle && t <= now)
+            || self.reservations_due_after(self.last_full_cycle).next().is_some_and(|t| t <= now)
             || self.pending.iter().any(|(q, p)| {
                 let wait = self.queue_cfg(q).elastic_max_wait_s;
                 wait > 0
