@@ -32,24 +32,25 @@ fn cohort(wa: f64, wb: f64) -> EngineConfig {
 /// a queues 8 more one-cpu groups. Runs 20 cycles, one a second, and returns the engine.
 fn b_borrows_first(c: EngineConfig) -> Engine {
     let mut e = engine(graph(12, 1), c);
-    for i in 0..2 {
-        e.submit(spec(&format!("a{i}"), "a", 1, 1, None, 0), 0).unwrap();
-    }
-    for i in 0..10 {
-        e.submit(spec(&format!("b{i}"), "b", 1, 1, None, 1), 1).unwrap();
-    }
+    submit_units(&mut e, "a", 0..2, 0);
+    submit_units(&mut e, "b", 0..10, 1);
     let ts = e.schedule(1);
     ready_all(&mut e, &ts, 1);
     assert_eq!(held(&e, "b"), 10, "b borrows all that idle lends");
-    for i in 2..10 {
-        e.submit(spec(&format!("a{i}"), "a", 1, 1, None, 10), 10).unwrap();
-    }
+    submit_units(&mut e, "a", 2..10, 10);
     for now in 10..30 {
         let ts = e.schedule(now);
         ready_all(&mut e, &ts, now);
         e.check_invariants().unwrap();
     }
     e
+}
+
+/// Queues groups of one member of one cpu in queue `q`, named after it (`a0`, `a1`, ...), at `at`.
+fn submit_units(e: &mut Engine, q: &str, names: std::ops::Range<u32>, at: i64) {
+    for i in names {
+        e.submit(spec(&format!("{q}{i}"), q, 1, 1, None, at), at).unwrap();
+    }
 }
 
 /// Cpus queue `q`'s groups hold (every group here is one member of one cpu).
@@ -82,12 +83,8 @@ fn nothing_is_evicted_when_the_preemptor_would_end_above_its_victim() {
     // b borrows 2 (b0..b3), a runs its nominal and asks for a gang of 4 more: a would borrow 4
     // and b none after evicting either of its borrowed groups.
     let mut e = engine(graph(8, 1), cohort(1.0, 1.0));
-    for i in 0..2 {
-        e.submit(spec(&format!("a{i}"), "a", 1, 1, None, 0), 0).unwrap();
-    }
-    for i in 0..4 {
-        e.submit(spec(&format!("b{i}"), "b", 1, 1, None, 0), 0).unwrap();
-    }
+    submit_units(&mut e, "a", 0..2, 0);
+    submit_units(&mut e, "b", 0..4, 0);
     let ts = e.schedule(0);
     ready_all(&mut e, &ts, 0);
     e.submit(spec("gang", "a", 4, 1, None, 5), 5).unwrap();
@@ -116,9 +113,7 @@ fn a_victim_queue_keeps_its_nominal_and_higher_priorities_are_spared() {
         c.priority_classes.insert("high".into(), 100);
         c.queues[0].preemption.fair_share_within_cohort = rule;
         let mut e = engine(graph(12, 1), c);
-        for i in 0..2 {
-            e.submit(spec(&format!("a{i}"), "a", 1, 1, None, 0), 0).unwrap();
-        }
+        submit_units(&mut e, "a", 0..2, 0);
         for i in 0..10 {
             let mut s = spec(&format!("b{i}"), "b", 1, 1, None, 0);
             s.priority_class = Some("high".into());

@@ -125,10 +125,10 @@ impl Engine {
         self.due_reservation.range(from..).filter(|(_, k)| self.groups[k].state == GroupState::Queued).map(|(t, _)| *t)
     }
 
-    /// The reservations' starts a cycle is due at. Not those planned for the second after the
-    /// cycle that made them: that is where a group waits for one that runs past its expected
-    /// end (`ResourceGraph::reserve`), and the end it waits for is an input, which makes a cycle
-    /// due anyway. Were they timers, such a group would run a cycle every second until then.
+    /// The reservations' starts a cycle is due at. Not one in the second after the last cycle:
+    /// that is where a group waits for one that runs past its expected end
+    /// (`ResourceGraph::reserve`), and the end it waits for is an input, which makes a cycle due
+    /// anyway. Were it a timer, such a group would run a cycle every second until then.
     fn reserved_starts_to_wake_for(&self) -> impl Iterator<Item = i64> {
         let next_second = self.last_full_cycle.saturating_add(1);
         self.reserved.iter().filter_map(|k| self.groups[k].reserved_at).filter(move |&t| t > next_second)
