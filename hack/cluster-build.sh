@@ -3,6 +3,8 @@
 #   $MUSTER_CACHE/k8s-<v>/   kube-apiserver kube-controller-manager kube-scheduler kubectl
 #   $MUSTER_CACHE/etcd-<v>/  etcd
 #   $MUSTER_CACHE/kwok-<v>/  kwok
+#   $MUSTER_CACHE/k8s-node-<v>/  kubelet kube-proxy               (real nodes, hack/real-nodes.sh)
+#   $MUSTER_CACHE/containerd-<v>/  containerd containerd-shim-runc-v2 ctr
 #   $MUSTER_CACHE/harness-tools/  the harness's own helpers (rebuilt when their sources change)
 # A version bump in hack/versions.env changes the directory, so the next run rebuilds.
 # Needs only Go and the Go module proxy.
@@ -20,6 +22,8 @@ grep -q "k8s.io/kubernetes v$K8S_VERSION\b" "$hack_dir/k8s-build/go.mod" ||
   die "hack/k8s-build/go.mod does not pin k8s.io/kubernetes v$K8S_VERSION; run hack/k8s-build/regen.sh"
 grep -q "go.etcd.io/etcd/server/v3 v$ETCD_VERSION\b" "$hack_dir/etcd-build/go.mod" ||
   die "hack/etcd-build/go.mod does not pin etcd v$ETCD_VERSION; run hack/k8s-build/regen.sh"
+grep -q "github.com/containerd/containerd/v2 v$CONTAINERD_VERSION\b" "$hack_dir/containerd-build/go.mod" ||
+  die "hack/containerd-build/go.mod does not pin containerd v$CONTAINERD_VERSION; run hack/k8s-build/regen.sh"
 
 # build_into DIR CMD...: run CMD with $out set to a fresh temp dir, then move it to DIR.
 build_into() {
@@ -34,13 +38,13 @@ mkdir -p "$MUSTER_CACHE"
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 have_all() { local d=$1; shift; for b in "$@"; do [[ -x $d/$b ]] || return 1; done; }
 
+minor=${K8S_VERSION#*.}; minor=${minor%%.*}
+vx="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+vx="$vx -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 if have_all "$K8S_BIN" "${k8s_cmds[@]}"; then
   log "kubernetes v$K8S_VERSION: cached in $K8S_BIN"
 else
   log "building kubernetes v$K8S_VERSION (${k8s_cmds[*]}) into $K8S_BIN; this takes a while on a cold cache"
-  minor=${K8S_VERSION#*.}; minor=${minor%%.*}
-  vx="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
-  vx="$vx -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
   k8s_build() {
     cd "$hack_dir/k8s-build" &&
       GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common $vx" -o "$out/" \
@@ -74,6 +78,36 @@ else
   log "kwok built in $(( $(date +%s) - t0 ))s"
 fi
 
+node_cmds=(kubelet kube-proxy)
+if have_all "$NODE_BIN" "${node_cmds[@]}"; then
+  log "kubelet and kube-proxy v$K8S_VERSION: cached in $NODE_BIN"
+else
+  log "building kubernetes v$K8S_VERSION (${node_cmds[*]}) into $NODE_BIN"
+  node_build() {
+    cd "$hack_dir/k8s-build" &&
+      GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common $vx" -o "$out/" \
+        $(printf 'k8s.io/kubernetes/cmd/%s ' "${node_cmds[@]}")
+  }
+  t0=$(date +%s); build_into "$NODE_BIN" node_build
+  log "kubelet and kube-proxy built in $(( $(date +%s) - t0 ))s"
+fi
+
+containerd_cmds=(containerd containerd-shim-runc-v2 ctr)
+if have_all "$CONTAINERD_BIN" "${containerd_cmds[@]}"; then
+  log "containerd v$CONTAINERD_VERSION: cached in $CONTAINERD_BIN"
+else
+  log "building containerd v$CONTAINERD_VERSION (${containerd_cmds[*]}) into $CONTAINERD_BIN"
+  # The btrfs, devmapper and zfs snapshotters need C libraries; real nodes use overlayfs.
+  containerd_build() {
+    cd "$hack_dir/containerd-build" &&
+      GOFLAGS=-mod=readonly go build -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+        -ldflags "$ldflags_common -X github.com/containerd/containerd/v2/version.Version=v$CONTAINERD_VERSION" -o "$out/" \
+        $(printf 'github.com/containerd/containerd/v2/cmd/%s ' "${containerd_cmds[@]}")
+  }
+  t0=$(date +%s); build_into "$CONTAINERD_BIN" containerd_build
+  log "containerd built in $(( $(date +%s) - t0 ))s"
+fi
+
 # The harness's own helpers live in the k8s wrapper module; rebuild when their sources,
 # go.mod or go.sum change (the stamp is a hash of them).
 tools_stamp=$(cd "$hack_dir/k8s-build" && cat go.mod go.sum $(find cmd -name '*.go' 2>/dev/null | sort) | sha256sum | cut -c1-16)
@@ -89,4 +123,4 @@ elif [[ -d $hack_dir/k8s-build/cmd ]]; then
   build_into "$TOOLS_BIN" tools_build
 fi
 
-log "binaries ready ($(( $(date +%s) - build_start ))s): $K8S_BIN $ETCD_BIN $KWOK_BIN $TOOLS_BIN"
+log "binaries ready ($(( $(date +%s) - build_start ))s): $K8S_BIN $NODE_BIN $CONTAINERD_BIN $ETCD_BIN $KWOK_BIN $TOOLS_BIN"

@@ -9,6 +9,9 @@ dir=$MUSTER_CLUSTER_DIR
 run=$dir/run
 [[ -d $run ]] || { log "no cluster state in $dir; nothing to stop"; exit 0; }
 
+# Real nodes first (hack/real-nodes.sh), while the apiserver can still be told they are gone.
+[[ -d $dir/real-nodes ]] && "$hack_dir/real-nodes.sh" down
+
 # Reverse start order: clients before the apiserver, the apiserver before etcd.
 order=(muster-gang-ready kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 

@@ -37,21 +37,13 @@
 # the archive goes; default <cargo target dir>/image), SOURCE_DATE_EPOCH (file times in the layer
 # and the created label; default now: `SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)` makes the
 # archive reproducible, and is also the date build.rs stamps into the binary).
-# crane is built once from its Go module at CRANE_VERSION (hack/versions.env) into
-# $MUSTER_CACHE/crane-<version>/. It cannot change the config of an image held in a file, so the
-# image passes once through `crane registry serve` on 127.0.0.1 (an in-memory registry on an
-# ephemeral port, stopped by pid on exit): append the layer, then mutate the config into the
-# tarball.
+# How crane is built and used without a registry: hack/image-lib.sh.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 umask 022
 shopt -s inherit_errexit  # crane_bin runs in $(...)
 
-CRANE_DIR=${CRANE_DIR:-$MUSTER_CACHE/crane-$CRANE_VERSION}
-
-crane_bin() {
-  go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION" "$CRANE_DIR"
-}
+. "$hack_dir/image-lib.sh"
 
 case ${1:-} in
   crane) crane_bin; exit ;;
@@ -59,7 +51,6 @@ case ${1:-} in
   *) die "usage: hack/image.sh [crane]" ;;
 esac
 
-crane=$(crane_bin)
 command -v python3 >/dev/null || die "python3 not found"
 command -v readelf >/dev/null || die "readelf not found (binutils)"
 command -v ldd >/dev/null || die "ldd not found"
@@ -85,19 +76,10 @@ IMAGE_DIR=${IMAGE_DIR:-$target/image}
 epoch=${SOURCE_DATE_EPOCH:-$(date +%s)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 
-case $(uname -m) in
-  x86_64) arch=amd64 ;;
-  aarch64) arch=arm64 ;;
-  *) arch=$(uname -m) ;;
-esac
+arch=$(image_arch)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-image.XXXXXX")
-registry_pid=""
-cleanup() {
-  if [[ -n $registry_pid ]]; then kill "$registry_pid" 2>/dev/null || true; wait "$registry_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'rm -rf "$tmp"' EXIT
 
 # --- the root file system ---
 root=$tmp/rootfs
@@ -142,39 +124,10 @@ hosts: files dns
 EOF
 chmod 0644 "$root/etc/passwd" "$root/etc/group" "$root/etc/nsswitch.conf"
 
-# The layer: sorted entries, every time $epoch, owned by root but for /home/nonroot, so the same
-# inputs give the same bytes (and digest).
-python3 - "$root" "$tmp/layer.tar" "$epoch" <<'EOF'
-import sys, tarfile
-root, out, epoch = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def norm(ti):
-    ti.mtime = epoch
-    ti.uname = ti.gname = ""
-    ti.uid = ti.gid = 65532 if ti.name == "home/nonroot" or ti.name.startswith("home/nonroot/") else 0
-    return ti
-with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
-    for top in sorted(__import__("os").listdir(root)):
-        tar.add(f"{root}/{top}", arcname=top, recursive=True, filter=norm)
-EOF
-
-# --- the image, through a loopback registry ---
-"$crane" registry serve --address 127.0.0.1:0 2>"$tmp/registry.log" &
-registry_pid=$!
-port=""
-for _ in $(seq 100); do
-  port=$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$tmp/registry.log")
-  [[ -n $port ]] && break
-  kill -0 "$registry_pid" 2>/dev/null || die "crane registry serve exited: $(cat "$tmp/registry.log")"
-  sleep 0.1
-done
-[[ -n $port ]] || die "crane registry serve did not start: $(cat "$tmp/registry.log")"
-staging=127.0.0.1:$port/muster:staging
-
-"$crane" append --oci-empty-base -f "$tmp/layer.tar" -t "$staging" >/dev/null 2>"$tmp/crane.log" ||
-  die "crane append failed: $(cat "$tmp/crane.log")"
+layer_from_root "$root" "$tmp/layer.tar" "$epoch"
 mkdir -p "$IMAGE_DIR"
 archive=$IMAGE_DIR/muster-$version.tar
-"$crane" mutate "$staging" \
+image_from_layer "$tmp/layer.tar" "$archive" "$IMAGE_TAG" \
   --set-platform "linux/$arch" \
   --user 65532:65532 \
   --entrypoint /usr/local/bin/muster \
@@ -183,10 +136,7 @@ archive=$IMAGE_DIR/muster-$version.tar
   -l org.opencontainers.image.version="$version" \
   -l org.opencontainers.image.revision="$commit" \
   -l org.opencontainers.image.created="$created" \
-  -l org.opencontainers.image.licenses=Apache-2.0 \
-  -t "$IMAGE_TAG" -o "$archive.tmp" >/dev/null 2>"$tmp/crane.log" ||
-  die "crane mutate failed: $(cat "$tmp/crane.log")"
-mv "$archive.tmp" "$archive"
+  -l org.opencontainers.image.licenses=Apache-2.0
 
 size=$(stat -c %s "$archive")
 log "image $IMAGE_TAG (commit $commit, linux/$arch): $archive, $(awk -v b="$size" 'BEGIN { printf "%.1f MB (%d bytes)", b / 1e6, b }')"

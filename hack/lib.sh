@@ -10,6 +10,11 @@ K8S_BIN=${K8S_BIN:-$MUSTER_CACHE/k8s-$K8S_VERSION}
 ETCD_BIN=${ETCD_BIN:-$MUSTER_CACHE/etcd-$ETCD_VERSION}
 KWOK_BIN=${KWOK_BIN:-$MUSTER_CACHE/kwok-$KWOK_VERSION}
 TOOLS_BIN=${TOOLS_BIN:-$MUSTER_CACHE/harness-tools}
+# Real nodes (hack/real-nodes.sh): the kubelet and kube-proxy, and containerd with its shim and ctr.
+NODE_BIN=${NODE_BIN:-$MUSTER_CACHE/k8s-node-$K8S_VERSION}
+CONTAINERD_BIN=${CONTAINERD_BIN:-$MUSTER_CACHE/containerd-$CONTAINERD_VERSION}
+# The one image real nodes run, as sandbox and as workload (hack/node-image.sh).
+NODE_IMAGE=${NODE_IMAGE:-muster.local/pod:v1}
 MUSTER_CLUSTER_DIR=${MUSTER_CLUSTER_DIR:-$MUSTER_CACHE/cluster}
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

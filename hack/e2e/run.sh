@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-reservation muster-lws muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-reservation muster-lws muster-cabundle
                                 muster-privilege muster-metrics muster-tenant muster-reclaim muster-tenants-real muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -110,6 +110,11 @@ for t in "${tests[@]}"; do
     muster-composite)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/gpu-racks-32.yaml"
       run muster-composite "$e2e/test-muster-composite.sh" ;;
+    # Real kubelets and containers beside the KWOK nodes (hack/real-nodes.sh), stopped after.
+    muster-real-nodes)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run muster-real-nodes "$e2e/test-muster-real-nodes.sh"
+      "$hack_dir/real-nodes.sh" down || failed+=("real-nodes down") ;;
     # A calendar Reservation of 2 of 4 nodes for one queue over a short window: backfill before
     # it, only its queue inside it, eviction at its opening (a Rust test:
     # crates/muster-harness/tests/reservation.rs).
