@@ -126,6 +126,11 @@ chmod 700 "$dir" "$pki"
   for k in "${!port[@]}"; do key=${k//-/_}; echo "MUSTER_PORT_${key^^}=${port[$k]}"; done
 } | sort > "$dir/ports.env"
 
+# Pods on real nodes (hack/real-nodes.sh) reach the apiserver through the Service `kubernetes`
+# (10.96.0.1), whose endpoint must be an address they can route to: this machine's own. Without
+# one, the apiserver listens on loopback only and the Service has no endpoint.
+host_ip=$(host_ipv4)
+
 # --- PKI: a throwaway CA, serving and client certificates, service-account keys ---------
 log "generating a throwaway CA and certificates in $pki"
 ossl() { openssl "$@" 2>>"$logs/openssl.log"; }
@@ -150,7 +155,7 @@ cert() {
   rm -f "$pki/$name.csr" "$pki/$name.ext"
 }
 cert apiserver "/CN=kube-apiserver" serverAuth \
-  "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  "IP:127.0.0.1,IP:10.96.0.1,${host_ip:+IP:$host_ip,}DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert admin "/O=system:masters/CN=muster-admin" clientAuth
 cert controller-manager "/CN=system:kube-controller-manager" clientAuth
@@ -256,9 +261,14 @@ start etcd "$ETCD_BIN/etcd" \
   --unsafe-no-fsync --auto-compaction-retention=1 --quota-backend-bytes=4294967296 --log-level=warn
 wait_for etcd 30 curl -fsS "http://127.0.0.1:${port[etcd]}/health"
 
-log "starting kube-apiserver on $server"
+if [[ -n $host_ip ]]; then
+  listen=(--bind-address=0.0.0.0 --advertise-address="$host_ip" --endpoint-reconciler-type=lease)
+else
+  listen=(--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
+fi
+log "starting kube-apiserver on $server${host_ip:+ (and $host_ip for pods)}"
 start kube-apiserver "$K8S_BIN/kube-apiserver" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="${port[apiserver]}" \
+  "${listen[@]}" --secure-port="${port[apiserver]}" \
   --etcd-servers="http://127.0.0.1:${port[etcd]}" \
   --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
   --client-ca-file="$pki/ca.crt" \
@@ -274,7 +284,6 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
   --api-audiences=https://kubernetes.default.svc.cluster.local \
   --service-cluster-ip-range=10.96.0.0/16 \
   --allow-privileged=true \
-  --endpoint-reconciler-type=none \
   --feature-gates="$feature_gates" --runtime-config="$runtime_config" \
   --max-requests-inflight=2000 --max-mutating-requests-inflight=1000 \
   --profiling="$apiserver_profiling" --v=1

@@ -20,6 +20,10 @@ MUSTER_CLUSTER_DIR=${MUSTER_CLUSTER_DIR:-$MUSTER_CACHE/cluster}
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# host_ipv4: this machine's first global IPv4 address (empty if it has none): where pods on real
+# nodes reach the apiserver and the kubelets listen.
+host_ipv4() { ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1; }
+
 # kubectl built at the pinned version (the one on PATH, if any, may be far older).
 kubectl_bin() { echo "$K8S_BIN/kubectl"; }
 

@@ -3,6 +3,7 @@
 #
 #   hack/real-nodes.sh up [N]     start N (default 2) real nodes on the running control plane
 #   hack/real-nodes.sh down       stop them, their containers and their networks; remove their state
+#   hack/real-nodes.sh import ARCHIVE   load an image tarball into every real node's containerd
 #
 # Each node, named muster-real-<i>, is a kubelet of the pinned Kubernetes version with its own
 # containerd (built from its Go module), root directory, cgroup root, ports, pod log directory and
@@ -62,18 +63,15 @@ spawn() {
   die "$1 did not start; log: $logfile"
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0",0)); print(s.getsockname()[1])'; }
-host_ip() {
-  local ip
-  ip=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
-  [[ -n $ip ]] || die "no global IPv4 address on this machine for the kubelets' node IP"
-  echo "$ip"
-}
 
 # --- down --------------------------------------------------------------------------------
 down() {
   [[ -d $nodes_dir ]] || { log "no real nodes in $nodes_dir"; return 0; }
   local node_dir name
-  for node_dir in "$nodes_dir"/*/; do
+  stop_pid "$nodes_dir/kube-proxy.pid" "$nodes_dir/kube-proxy.yaml"
+  # kube-proxy's rules would send Service traffic to pods that are gone.
+  [[ -f $nodes_dir/kube-proxy.yaml ]] && "$NODE_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  for node_dir in "$nodes_dir"/muster-real-*/; do
     [[ -d $node_dir ]] || continue
     node_dir=${node_dir%/}
     name=$(basename "$node_dir")
@@ -111,8 +109,8 @@ down() {
     rm -rf "$node_dir"
     log "real node $name stopped"
   done
-  rm -f "$nodes_dir/pod-image.tar"
-  rmdir "$nodes_dir" 2>/dev/null || true
+  [[ -f $nodes_dir/kube-proxy.log && -d $dir/logs ]] && mv "$nodes_dir/kube-proxy.log" "$dir/logs/real-nodes-kube-proxy.log"
+  rm -rf "$nodes_dir"
 }
 
 # --- up ----------------------------------------------------------------------------------
@@ -122,7 +120,7 @@ up() {
   [[ -f $dir/kubeconfig && -f $pki/ca.key ]] || die "no control plane in $dir; run hack/cluster-up.sh first"
   "$KUBECTL" --kubeconfig "$dir/kubeconfig" get --raw /readyz >/dev/null 2>&1 || die "the control plane in $dir is not ready"
   local b
-  for b in "$NODE_BIN/kubelet" "$CONTAINERD_BIN/containerd" "$CONTAINERD_BIN/containerd-shim-runc-v2" "$CONTAINERD_BIN/ctr" "$TOOLS_BIN/muster-pod"; do
+  for b in "$NODE_BIN/kubelet" "$NODE_BIN/kube-proxy" "$CONTAINERD_BIN/containerd" "$CONTAINERD_BIN/containerd-shim-runc-v2" "$CONTAINERD_BIN/ctr" "$TOOLS_BIN/muster-pod"; do
     [[ -x $b ]] || die "missing $b; run hack/cluster-build.sh with MUSTER_REAL_NODES=1"
   done
   [[ -x $RUNC ]] || die "no runc at $RUNC (Debian package runc, or set RUNC)"
@@ -141,7 +139,8 @@ up() {
   local image=$nodes_dir/pod-image.tar
   "$hack_dir/node-image.sh" "$image"
   local node_ip
-  node_ip=$(host_ip)
+  node_ip=$(host_ipv4)
+  [[ -n $node_ip ]] || die "no global IPv4 address on this machine for the kubelets' node IP"
 
   local i
   for i in $(seq 1 "$count"); do
@@ -150,6 +149,7 @@ up() {
   for i in $(seq 1 "$count"); do
     wait_ready "muster-real-$i"
   done
+  start_kube_proxy muster-real-1
   log "$count real nodes Ready (node IP $node_ip, cgroup ${cgroup_fs/tmpfs/v1})"
 }
 
@@ -167,32 +167,7 @@ start_node() {
   mkdir -p "$run" "$node_dir/containerd" "$node_dir/kubelet" "$node_dir/pod-logs" "$node_dir/cni" "$node_dir/logs"
 
   # Credentials: the Node authorizer knows a kubelet by system:node:<name> in group system:nodes.
-  openssl ecparam -name prime256v1 -genkey -noout -out "$node_dir/kubelet.key" 2>/dev/null
-  openssl req -new -key "$node_dir/kubelet.key" -subj "/O=system:nodes/CN=system:node:$name" -out "$node_dir/kubelet.csr" 2>/dev/null
-  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' > "$node_dir/kubelet.ext"
-  openssl x509 -req -in "$node_dir/kubelet.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-    -days 3650 -sha256 -extfile "$node_dir/kubelet.ext" -out "$node_dir/kubelet.crt" 2>/dev/null
-  rm -f "$node_dir/kubelet.csr" "$node_dir/kubelet.ext"
-  local server
-  server=$("$KUBECTL" --kubeconfig "$dir/kubeconfig" config view -o jsonpath='{.clusters[0].cluster.server}')
-  cat > "$node_dir/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: muster
-  cluster:
-    server: $server
-    certificate-authority: $pki/ca.crt
-users:
-- name: $name
-  user:
-    client-certificate: $node_dir/kubelet.crt
-    client-key: $node_dir/kubelet.key
-contexts:
-- name: $name
-  context: {cluster: muster, user: $name}
-current-context: $name
-EOF
+  client_kubeconfig "$node_dir/kubelet" "/O=system:nodes/CN=system:node:$name"
 
   # The pod network: a bridge per node with its own /24, masqueraded on the way out.
   cat > "$node_dir/cni/10-muster.conflist" <<EOF
@@ -293,12 +268,70 @@ systemReserved: {cpu: "$(reserve cpu)", memory: "$(reserve memory)"}
 enforceNodeAllocatable: [pods]
 EOF
   spawn "$node_dir/kubelet.pid" "$node_dir/logs/kubelet.log" \
-    "$NODE_BIN/kubelet" --config="$node_dir/kubelet.yaml" --kubeconfig="$node_dir/kubeconfig" \
+    "$NODE_BIN/kubelet" --config="$node_dir/kubelet.yaml" --kubeconfig="$node_dir/kubelet.kubeconfig" \
     --root-dir="$node_dir/kubelet" --cert-dir="$node_dir/kubelet/pki" \
     --hostname-override="$name" --node-ip="$node_ip" \
     --node-labels=muster.dev/real-node=true \
     --v="${REAL_NODE_KUBELET_V:-1}"
   log "real node $name: kubelet on $node_ip:$port, containerd at $sock, pods in $subnet"
+}
+
+# client_kubeconfig BASE SUBJECT: a client certificate for SUBJECT signed by the cluster's CA
+# (BASE.crt, BASE.key) and a kubeconfig using it (BASE.kubeconfig).
+client_kubeconfig() {
+  local base=$1 subject=$2 server
+  openssl ecparam -name prime256v1 -genkey -noout -out "$base.key" 2>/dev/null
+  openssl req -new -key "$base.key" -subj "$subject" -out "$base.csr" 2>/dev/null
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' > "$base.ext"
+  openssl x509 -req -in "$base.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$base.ext" -out "$base.crt" 2>/dev/null
+  rm -f "$base.csr" "$base.ext"
+  server=$("$KUBECTL" --kubeconfig "$dir/kubeconfig" config view -o jsonpath='{.clusters[0].cluster.server}')
+  cat > "$base.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: muster
+  cluster:
+    server: $server
+    certificate-authority: $pki/ca.crt
+users:
+- name: client
+  user:
+    client-certificate: $base.crt
+    client-key: $base.key
+contexts:
+- name: client
+  context: {cluster: muster, user: client}
+current-context: client
+EOF
+}
+
+# start_kube_proxy NODE_NAME: one kube-proxy for the machine (every real node shares its network
+# namespace), in iptables mode, so that Services reach pods on real nodes and pods reach the
+# apiserver through the Service kubernetes. The user system:kube-proxy holds the built-in role
+# system:node-proxier.
+start_kube_proxy() {
+  local node=$1
+  ours "$nodes_dir/kube-proxy.pid" "$nodes_dir/kube-proxy.yaml" && return 0
+  # Pod-to-Service traffic between pods on one bridge passes the bridge's netfilter hooks.
+  [[ -f /proc/sys/net/bridge/bridge-nf-call-iptables ]] && sysctl -qw net.bridge.bridge-nf-call-iptables=1
+  client_kubeconfig "$nodes_dir/kube-proxy" "/CN=system:kube-proxy"
+  cat > "$nodes_dir/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $nodes_dir/kube-proxy.kubeconfig}
+mode: iptables
+clusterCIDR: 10.88.0.0/16
+hostnameOverride: $node
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:$(free_port)
+metricsBindAddress: 127.0.0.1:$(free_port)
+# Leave the machine's conntrack table as it is.
+conntrack: {maxPerCore: 0}
+EOF
+  spawn "$nodes_dir/kube-proxy.pid" "$nodes_dir/kube-proxy.log" \
+    "$NODE_BIN/kube-proxy" --config="$nodes_dir/kube-proxy.yaml" --v=1
 }
 
 # make_cgroup_root NAME: the node's cgroup root in every v1 hierarchy (the kubelet expects it to
@@ -361,8 +394,25 @@ wait_ready() {
   done
 }
 
+# import ARCHIVE: an image tarball (hack/image.sh's, say) into every real node's containerd, for
+# pods that name it with imagePullPolicy IfNotPresent or Never.
+import_image() {
+  local archive=$1 node_dir n=0
+  [[ -f $archive ]] || die "no image archive at $archive"
+  for node_dir in "$nodes_dir"/muster-real-*/; do
+    [[ -d $node_dir ]] || continue
+    node_dir=${node_dir%/}
+    "$CONTAINERD_BIN/ctr" --address "$node_dir/run/containerd.sock" -n k8s.io images import "$archive" \
+      >>"$node_dir/logs/containerd.log" 2>&1 || die "importing $archive into $(basename "$node_dir") failed"
+    n=$((n + 1))
+  done
+  (( n )) || die "no real nodes run; hack/real-nodes.sh up first"
+  log "imported $(basename "$archive") into $n real nodes"
+}
+
 case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
-  *) die "usage: hack/real-nodes.sh up [N] | down" ;;
+  import) (( $# == 2 )) || die "usage: hack/real-nodes.sh import ARCHIVE"; import_image "$2" ;;
+  *) die "usage: hack/real-nodes.sh up [N] | down | import ARCHIVE" ;;
 esac

@@ -21,7 +21,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-reservation muster-lws muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-helm-real muster-reservation muster-lws muster-cabundle
                                 muster-privilege muster-metrics muster-tenant muster-reclaim muster-tenants-real muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -114,6 +114,11 @@ for t in "${tests[@]}"; do
     muster-real-nodes)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-real-nodes "$e2e/test-muster-real-nodes.sh"
+      "$hack_dir/real-nodes.sh" down || failed+=("real-nodes down") ;;
+    # The chart installed onto real nodes: muster as pods of its own image (a release build).
+    muster-helm-real)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
+      run muster-helm-real "$e2e/test-muster-helm-real.sh"
       "$hack_dir/real-nodes.sh" down || failed+=("real-nodes down") ;;
     # A calendar Reservation of 2 of 4 nodes for one queue over a short window: backfill before
     # it, only its queue inside it, eviction at its opening (a Rust test:

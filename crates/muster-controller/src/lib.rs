@@ -126,7 +126,8 @@ pub struct Loaded {
 
 /// The engine configuration from the Queue and Reservation objects and PriorityClasses of the
 /// cluster. An invalid Queue or Reservation is left out (with a warning; a Reservation's status
-/// says why); the others still work.
+/// says why); the others still work. With no valid Queue the configuration has none and is not
+/// compiled: the controller then waits for one ([`lead`]).
 pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     let queues = Api::<Queue>::all(client.clone()).list(&ListParams::default()).await?;
     let queue_versions = watch::Versions::of(&queues.items);
@@ -166,7 +167,9 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     let classes = watch::PriorityClasses::of(&classes.items);
     cfg.priority_classes = classes.values;
     cfg.default_priority_class = classes.global_default;
-    cfg.compile("queues").map_err(|e| ControllerError::Config(e.to_string()))?;
+    if !cfg.queues.is_empty() {
+        cfg.compile("queues").map_err(|e| ControllerError::Config(e.to_string()))?;
+    }
     Ok(Loaded {
         config: cfg,
         queues: queue_versions,
@@ -219,6 +222,17 @@ async fn lead(
 ) -> Result<(), ControllerError> {
     loop {
         let Loaded { config, queues, reservations, listed_reservations } = engine_config(&client).await?;
+        // A cluster without a Queue yet (a chart makes its Queue after its pods are Ready): wait
+        // for one, alive and leading, rather than crash-loop; the webhook holds new work meanwhile.
+        if config.queues.is_empty() {
+            warn!(
+                "no valid Queue: nothing is placed until one exists (kubectl apply a Queue; the chart makes `default`)"
+            );
+            tokio::select! {
+                () = watch::changed::<Queue>(client.clone(), queues) => continue,
+                _ = stop.changed() => return Ok(()),
+            }
+        }
         info!(queues = config.queues.len(), reservations = config.reservations.len(), "queue configuration loaded");
         let classes = watch::PriorityClasses {
             values: config.priority_classes.clone(),
