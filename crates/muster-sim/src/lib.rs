@@ -31,6 +31,9 @@ pub use scheduler::{Action, ClusterView, JobId, NodeId, PodId, Scheduler, SimEve
 /// muster itself (its other queue policies are `muster-easy`, `muster-fifo`, `muster-besteffort`).
 pub const BUILTIN: [&str; 7] = ["default", "coscheduling", "kueue", "kueue-wfpr", "volcano", "native", "muster"];
 
+/// Models run only when named: Kueue with its fair sharing on.
+pub const NAMED_ONLY: [&str; 1] = ["kueue-fair"];
+
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     #[error(transparent)]
@@ -111,6 +114,7 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         "coscheduling" => Box::new(models::cosched::Coscheduling::new(w.coscheduling.permit_timeout.0)),
         "kueue" => Box::new(models::kueue::Kueue::with_tenants(w.kueue.clone(), false, w.tenants.clone())),
         "kueue-wfpr" => Box::new(models::kueue::Kueue::with_tenants(w.kueue.clone(), true, w.tenants.clone())),
+        "kueue-fair" => Box::new(models::kueue::Kueue::fair_sharing(w.kueue.clone(), w.tenants.clone())),
         "volcano" => Box::new(models::volcano::Volcano::new(&w.volcano, &w.tenants)),
         "native" => Box::new(models::native::Native::new(&w.native)),
         _ if let Some((_, policy)) = models::muster::VARIANTS.iter().find(|(n, _)| *n == name) => {
@@ -118,6 +122,7 @@ fn build(name: &str, w: &Workload, opts: &RunOptions) -> Result<Box<dyn Schedule
         }
         _ => {
             let mut known: Vec<&str> = BUILTIN.to_vec();
+            known.extend(NAMED_ONLY);
             // "muster" is both built in and a variant: named once.
             known.extend(models::muster::VARIANTS.iter().map(|(n, _)| *n).filter(|n| !BUILTIN.contains(n)));
             known.extend(opts.custom.iter().map(|c| c.name.as_str()));

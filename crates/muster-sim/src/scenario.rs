@@ -21,7 +21,8 @@ mod pod_sets;
 pub mod reservations;
 mod tenants;
 pub use peers::{
-    CoschedConfig, KueueConfig, NativeConfig, PodEndSpread, RequeueTimestamp, Submitters, Timing, VolcanoConfig,
+    CoschedConfig, FairSharingConfig, KueueConfig, NativeConfig, PodEndSpread, PreemptionStrategy, RequeueTimestamp,
+    Submitters, Timing, VolcanoConfig,
 };
 pub use pod_sets::PodSetClass;
 pub use tenants::{DEFAULT_QUEUE, TenantQueue, Tenants, TenantsFile};
@@ -573,6 +574,14 @@ pub fn from_text_with(
             file,
             "kueue.quotaFactor",
             format!("{} is out of range; allowed > 0", sf.kueue.quota_factor),
+        ));
+    }
+    if sf.kueue.fair_sharing.as_ref().is_some_and(|f| !f.strategies_valid()) {
+        return Err(input(
+            file,
+            "kueue.fairSharing.preemptionStrategies",
+            "not a list Kueue accepts; use [LessThanOrEqualToFinalShare], [LessThanInitialShare] or \
+             [LessThanOrEqualToFinalShare, LessThanInitialShare]",
         ));
     }
     let v = &sf.volcano;

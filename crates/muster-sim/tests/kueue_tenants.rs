@@ -160,3 +160,38 @@ fn quota_is_borrowed_and_reclaimed_across_a_cohort_tree() {
     assert_eq!(placed_s(&rec)[..5], [0, 0, 0, 0, 10]);
     assert_eq!(rec.tenants.evictions, vec![1, 0, 0]);
 }
+
+/// Kueue's fair sharing: c (nominal 4, no jobs) lends; a and b (nominal 2 each) borrow, a 3 cpus
+/// and b 1. b's fourth job at 10 s would leave b borrowing 2 of the cohort's 8 (share 250),
+/// as a does once one of its jobs is gone: fair sharing preempts one of a's
+/// (LessThanOrEqualToFinalShare). Classical preemption, b borrowing after it, takes nothing, and
+/// the job waits for one of a's to end at 300 s.
+#[test]
+fn fair_sharing_takes_from_the_queue_borrowing_most_for_a_queue_that_borrows_too() {
+    let w = load(
+        "fair-share",
+        &[
+            "{name: a, cohort: lab, quotas: {cpu: {nominal: 2}}}",
+            "{name: b, cohort: lab, quotas: {cpu: {nominal: 2}}, preemption: {reclaimWithinCohort: true}}",
+            "{name: c, cohort: lab, quotas: {cpu: {nominal: 4}}}",
+        ],
+        &[
+            "{name: a-job, queue: a, count: 5, members: 1, resources: {cpu: \"1\"}, runTime: 300s}",
+            "{name: b-job, queue: b, count: 3, members: 1, resources: {cpu: \"1\"}, runTime: 300s, arrival: {start: 5s}}",
+            "{name: b-more, queue: b, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 20s, arrival: {start: 10s}}",
+        ],
+    )
+    .unwrap();
+    let mut fair = muster_sim::scheduler("kueue-fair", &w).unwrap();
+    assert_eq!(fair.name(), "kueue-fair");
+    let rec = Engine::new(&w).unwrap().run(fair.as_mut(), false).unwrap();
+    assert!(rec.jobs.iter().all(|j| j.phase == JobPhase::Succeeded), "every job ends well");
+    let result = metrics::summarize(&w, &rec);
+    assert_eq!(tenant(&result.tenants, "a").evictions, 1, "{:?}", result.tenants);
+    assert_eq!(placed_s(&rec)[8], 10, "b's fourth job starts as it comes");
+
+    let rec = run_kueue(&w);
+    let result = metrics::summarize(&w, &rec);
+    assert_eq!(tenant(&result.tenants, "a").evictions, 0, "{:?}", result.tenants);
+    assert_eq!(placed_s(&rec)[8], 300, "without fair sharing it waits for a's jobs to end");
+}

@@ -333,6 +333,10 @@ fn scenario_errors_name_the_field() {
     assert!(e.contains("timing.attemptCost") && e.contains("250us"), "{e}");
     let e = bad("name: e\ntiming: {podEndSpread: {newClump: 2, gap: 1s}}\njobClasses: []\n");
     assert!(e.contains("timing.podEndSpread.newClump"), "{e}");
+    let e = bad(
+        "name: e\nkueue: {fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanInitialShare]}}\njobClasses: []\n",
+    );
+    assert!(e.contains("kueue.fairSharing.preemptionStrategies") && e.contains("[LessThanInitialShare]"), "{e}");
 }
 
 #[test]

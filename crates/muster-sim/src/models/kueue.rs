@@ -23,13 +23,20 @@
 //! to nodes of one domain (`topology::assign`; a preferred constraint that no domain meets is
 //! admitted unassigned); preemption does not look at topology.
 //!
-//! Not modelled: fair sharing (`fairSharing` and its preemptionStrategies; tenants'
-//! `fairShareWeight` is ignored), `borrowWithinCohort`, quotas of cohorts themselves. Without
+//! With `kueue.fairSharing` (or as `kueue-fair`), Kueue's fair sharing: heads taken by a
+//! tournament of dominant resource shares, each tenant's `fairShareWeight` as its ClusterQueue's
+//! weight (`kueue/fair_share.rs`), and fair-sharing preemption by the configured strategies
+//! (`kueue/fair_preemption.rs`).
+//!
+//! Not modelled: `borrowWithinCohort`, quotas and fair-sharing weights of cohorts themselves
+//! (cohorts weigh 1), admission fair sharing. Without
 //! tenants every pending workload is reconsidered after any event, as this model always did;
 //! with them, a workload set aside as inadmissible waits until quota is released in its cohort
 //! tree, as in Kueue.
 
 mod cycle;
+mod fair_preemption;
+mod fair_share;
 mod preemption;
 mod quota;
 
@@ -43,6 +50,7 @@ use crate::models::kube::{KubeCore, pod_key};
 use crate::models::topology::Domains;
 use crate::scenario::{KueueConfig, RequeueTimestamp, Tenants};
 use crate::scheduler::{Action, ClusterView, JobId, Scheduler, SimEvent};
+use fair_preemption::FairSharing;
 use preemption::Policy;
 use quota::{QuotaTree, ResourceQuota};
 
@@ -78,6 +86,7 @@ struct ClusterQueue {
 }
 
 pub struct Kueue {
+    name: &'static str,
     core: KubeCore,
     cfg: KueueConfig,
     wait_for_pods_ready: bool,
@@ -93,6 +102,8 @@ pub struct Kueue {
     deadlines: BTreeSet<(i64, JobId)>,
     dirty: bool,
     domains: Domains,
+    /// Kueue's fair sharing, when the scenario turns it on.
+    fair: Option<FairSharing>,
 }
 
 impl Kueue {
@@ -104,6 +115,7 @@ impl Kueue {
     /// A ClusterQueue per tenant's queue, in its cohorts.
     pub fn with_tenants(cfg: KueueConfig, wait_for_pods_ready: bool, tenants: Tenants) -> Self {
         Kueue {
+            name: if wait_for_pods_ready { "kueue-wfpr" } else { "kueue" },
             // Kueue admits; the cluster's own kube-scheduler (1.35 and later here) places the pods.
             core: KubeCore::new_v135(),
             cfg,
@@ -118,7 +130,15 @@ impl Kueue {
             deadlines: BTreeSet::new(),
             dirty: false,
             domains: Domains::default(),
+            fair: None,
         }
+    }
+
+    /// `kueue-fair`: fair sharing on, with the scenario's `kueue.fairSharing` or Kueue's default
+    /// preemption strategies.
+    pub fn fair_sharing(mut cfg: KueueConfig, tenants: Tenants) -> Self {
+        cfg.fair_sharing.get_or_insert_default();
+        Kueue { name: "kueue-fair", ..Self::with_tenants(cfg, false, tenants) }
     }
 
     /// The ClusterQueues and Cohorts, from the cluster and the tenants.
@@ -178,6 +198,12 @@ impl Kueue {
                 ClusterQueue { policy, min_demand, ..ClusterQueue::default() }
             })
             .collect();
+        self.fair = self.cfg.fair_sharing.as_ref().map(|f| {
+            // Cohorts weigh 1: the scenario's cohorts name no weight.
+            let weights = (0..queues.len()).map(|q| self.tenants.queues.get(q).map_or(1.0, |t| t.fair_share_weight));
+            let weights = weights.chain(std::iter::repeat_n(1.0, cohorts.len()));
+            FairSharing { weights: weights.collect(), strategies: f.preemption_strategies.clone() }
+        });
         self.tree = QuotaTree::new(queues, &cohorts);
     }
 
@@ -236,7 +262,7 @@ impl Kueue {
 
 impl Scheduler for Kueue {
     fn name(&self) -> String {
-        if self.wait_for_pods_ready { "kueue-wfpr".into() } else { "kueue".into() }
+        self.name.into()
     }
 
     fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, _now: i64) {

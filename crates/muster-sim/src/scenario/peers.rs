@@ -147,6 +147,50 @@ pub struct KueueConfig {
     pub backoff_limit_count: Option<u32>,
     #[serde(default)]
     pub requeue_timestamp: RequeueTimestamp,
+    /// Kueue's Configuration `fairSharing`: present, fair sharing is on (as in Kueue's v1beta2
+    /// Configuration); absent, off.
+    #[serde(default)]
+    pub fair_sharing: Option<FairSharingConfig>,
+}
+
+/// Kueue's `fairSharing.preemptionStrategies`, tried in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum PreemptionStrategy {
+    /// The preemptor's share with its workload stays at most the victim queue's share without
+    /// the victim.
+    LessThanOrEqualToFinalShare,
+    /// The preemptor's share with its workload stays below the victim queue's share before.
+    LessThanInitialShare,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FairSharingConfig {
+    #[serde(default = "default_strategies")]
+    pub preemption_strategies: Vec<PreemptionStrategy>,
+}
+
+fn default_strategies() -> Vec<PreemptionStrategy> {
+    vec![PreemptionStrategy::LessThanOrEqualToFinalShare, PreemptionStrategy::LessThanInitialShare]
+}
+
+impl Default for FairSharingConfig {
+    fn default() -> Self {
+        Self { preemption_strategies: default_strategies() }
+    }
+}
+
+impl FairSharingConfig {
+    /// The lists Kueue's configuration validation accepts.
+    pub fn strategies_valid(&self) -> bool {
+        use PreemptionStrategy::*;
+        [
+            &[LessThanOrEqualToFinalShare][..],
+            &[LessThanInitialShare],
+            &[LessThanOrEqualToFinalShare, LessThanInitialShare],
+        ]
+        .contains(&self.preemption_strategies.as_slice())
+    }
 }
 
 fn default_ready_timeout() -> Dur {
@@ -169,6 +213,7 @@ impl Default for KueueConfig {
             backoff_max: default_backoff_max(),
             backoff_limit_count: None,
             requeue_timestamp: RequeueTimestamp::Eviction,
+            fair_sharing: None,
         }
     }
 }

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeSet;
 
+use super::fair_share::{self, Head};
 use super::preemption::{self, Preemptor};
 use super::quota::QuotaTree;
 use super::{Admitted, Key, Kueue};
@@ -60,11 +61,12 @@ impl Kueue {
             let candidates = self.candidates(view);
             let mut entries: Vec<Entry> =
                 heads.into_iter().map(|(q, key)| self.nominate(view, &mut snapshot, &candidates, q, key)).collect();
-            // The key orders by priority (higher first), then queue timestamp.
+            // The key orders by priority (higher first), then queue timestamp; fair sharing
+            // orders afresh before each head (`next_entry`).
             entries.sort_by_key(|e| (e.borrowing, e.key));
             let mut progress = false;
             let mut preempted: BTreeSet<usize> = BTreeSet::new();
-            for e in entries {
+            while let Some(e) = self.next_entry(&mut snapshot, &mut entries) {
                 let q = e.queue;
                 match e.mode {
                     Mode::NoFit => {
@@ -119,6 +121,19 @@ impl Kueue {
                 return;
             }
         }
+    }
+
+    /// The cycle's next head: the first in Kueue's classical order, or with fair sharing the
+    /// winner of the tournament over the cycle's snapshot as it now stands.
+    fn next_entry(&self, snapshot: &mut QuotaTree, entries: &mut Vec<Entry>) -> Option<Entry> {
+        if entries.is_empty() {
+            return None;
+        }
+        let Some(fair) = &self.fair else { return Some(entries.remove(0)) };
+        let heads: Vec<Head<'_>> =
+            entries.iter().map(|e| Head { queue: e.queue, key: e.key, usage: &e.usage }).collect();
+        let next = fair_share::next_head(snapshot, &fair.weights, &heads);
+        Some(entries.remove(next))
     }
 
     /// The head of each ClusterQueue: its preemptor while preemptions are under way, else its
@@ -179,11 +194,17 @@ impl Kueue {
         let usage = self.demand(view, key.2);
         let (policy, priority) = (self.queues[q].policy, view.job(key.2).spec.priority);
         let mut entry = Entry { queue: q, key, mode: Mode::Fit, borrowing: 0, usage, targets: vec![] };
+        // With fair sharing, a queue that reclaims may preempt while borrowing
+        // (`canPreemptWhileBorrowing`).
+        let preempts_borrowing = self.fair.is_some() && policy.reclaim_within_cohort;
         let mut short = vec![];
         for (r, &val) in entry.usage.iter().enumerate().filter(|(_, v)| **v > 0) {
             let (height, may_reclaim) = snapshot.borrowing_height(q, r, val);
             if val > snapshot.potential_available(q, r)
-                || (val > snapshot.available(q, r) && snapshot.quota(q, r).nominal < val && !may_reclaim)
+                || (val > snapshot.available(q, r)
+                    && snapshot.quota(q, r).nominal < val
+                    && !may_reclaim
+                    && !preempts_borrowing)
             {
                 entry.mode = Mode::NoFit;
                 return entry;
@@ -195,7 +216,7 @@ impl Kueue {
             // The oracle: what evictions in this resource alone would leave it borrowing.
             let mut alone = vec![0; entry.usage.len()];
             alone[r] = val;
-            let p = Preemptor { queue: q, priority, policy, usage: &alone, short: &[r] };
+            let p = Preemptor { queue: q, priority, policy, usage: &alone, short: &[r], fair: self.fair.as_ref() };
             let targets = preemption::targets(snapshot, candidates, &p);
             let charge = |s: &mut QuotaTree, add| {
                 targets.iter().for_each(|&i| s.charge(candidates[i].queue, &candidates[i].usage, add))
@@ -207,7 +228,8 @@ impl Kueue {
             entry.mode = Mode::Preempt;
         }
         if entry.mode == Mode::Preempt {
-            let p = Preemptor { queue: q, priority, policy, usage: &entry.usage, short: &short };
+            let p =
+                Preemptor { queue: q, priority, policy, usage: &entry.usage, short: &short, fair: self.fair.as_ref() };
             entry.targets = preemption::targets(snapshot, candidates, &p);
         }
         entry

@@ -10,6 +10,7 @@
 
 use std::cmp::Reverse;
 
+use super::fair_preemption::{self, FairSharing};
 use super::quota::QuotaTree;
 use crate::scheduler::JobId;
 
@@ -45,6 +46,16 @@ pub struct Preemptor<'a> {
     pub usage: &'a [i64],
     /// The resources it is short of.
     pub short: &'a [usize],
+    /// With Kueue's fair sharing on, its preemption replaces the classical one.
+    pub fair: Option<&'a FairSharing>,
+}
+
+/// Kueue's candidate order (`CandidatesOrdering`): already evicting first, then other queues'
+/// before the preemptor's own, lower priority, most recently admitted.
+pub type OrderKey = (Reverse<bool>, bool, i32, Reverse<i64>, JobId);
+
+pub fn order(a: &Admitted, preemptor_queue: usize) -> OrderKey {
+    (Reverse(a.evicting), a.queue == preemptor_queue, a.priority, Reverse(a.admitted_ms), a.job)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +78,9 @@ struct Candidate<'a> {
 /// The workloads to evict so that `p` fits `tree` (which is left as it was), as indices into
 /// `admitted`; empty when no choice makes it fit.
 pub fn targets(tree: &mut QuotaTree, admitted: &[Admitted], p: &Preemptor<'_>) -> Vec<usize> {
+    if let Some(fair) = p.fair {
+        return fair_preemption::targets(tree, admitted, p, fair);
+    }
     let reclaims = p.policy.reclaim_within_cohort && tree.parent(p.queue).is_some();
     if !reclaims && !p.policy.within_queue_lower_priority {
         return vec![];
@@ -93,11 +107,8 @@ pub fn targets(tree: &mut QuotaTree, admitted: &[Admitted], p: &Preemptor<'_>) -
             previous = Some(root);
         }
     }
-    let order = |c: &Candidate<'_>| {
-        (Reverse(c.wl.evicting), c.wl.queue == p.queue, c.wl.priority, Reverse(c.wl.admitted_ms), c.wl.job)
-    };
     for list in [&mut same, &mut hierarchy, &mut priority] {
-        list.sort_by_key(order);
+        list.sort_by_key(|c| order(c.wl, p.queue));
     }
     let no_other_queues = hierarchy.is_empty() && priority.is_empty();
     let no_hierarchy = hierarchy.is_empty();
@@ -182,7 +193,7 @@ fn valid(tree: &QuotaTree, p: &Preemptor<'_>, c: &Candidate<'_>, borrowing: bool
 }
 
 /// `workloadFits`: the preemptor fits what is available, and without borrowing if so asked.
-fn fits(tree: &QuotaTree, p: &Preemptor<'_>, borrowing: bool) -> bool {
+pub fn fits(tree: &QuotaTree, p: &Preemptor<'_>, borrowing: bool) -> bool {
     p.usage
         .iter()
         .enumerate()
@@ -192,7 +203,13 @@ fn fits(tree: &QuotaTree, p: &Preemptor<'_>, borrowing: bool) -> bool {
 
 /// `fillBackWorkloads`: from the second latest back, every target whose return still leaves the
 /// preemptor fitting is spared (removed as Kueue does, the last moved into its place).
-fn fill_back(tree: &mut QuotaTree, admitted: &[Admitted], p: &Preemptor<'_>, chosen: &mut Vec<usize>, borrowing: bool) {
+pub fn fill_back(
+    tree: &mut QuotaTree,
+    admitted: &[Admitted],
+    p: &Preemptor<'_>,
+    chosen: &mut Vec<usize>,
+    borrowing: bool,
+) {
     for i in (0..chosen.len().saturating_sub(1)).rev() {
         let wl = &admitted[chosen[i]];
         tree.charge(wl.queue, &wl.usage, true);
@@ -205,7 +222,7 @@ fn fill_back(tree: &mut QuotaTree, admitted: &[Admitted], p: &Preemptor<'_>, cho
 }
 
 /// Gives the chosen workloads' usage back to the tree.
-fn restore(tree: &mut QuotaTree, admitted: &[Admitted], chosen: &[usize]) {
+pub fn restore(tree: &mut QuotaTree, admitted: &[Admitted], chosen: &[usize]) {
     for &i in chosen {
         tree.charge(admitted[i].queue, &admitted[i].usage, true);
     }
@@ -228,7 +245,7 @@ mod tests {
         let b = [admitted(0, 2, 30), admitted(1, 4, 20), admitted(2, 1, 10)];
         b.iter().for_each(|w| tree.charge(1, &w.usage, true));
         let policy = Policy { reclaim_within_cohort: true, within_queue_lower_priority: false };
-        let p = Preemptor { queue: 0, priority: 0, policy, usage: &[4], short: &[0] };
+        let p = Preemptor { queue: 0, priority: 0, policy, usage: &[4], short: &[0], fair: None };
         // Taking the 2 leaves 3 free; taking the 4 as well makes room, and then the 2 is not needed.
         assert_eq!(targets(&mut tree, &b, &p), [1]);
         assert_eq!(tree.usage(1, 0), 7, "the tree is left as it was");

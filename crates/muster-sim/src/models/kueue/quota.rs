@@ -115,6 +115,21 @@ impl QuotaTree {
         self.nodes[node].usage[r]
     }
 
+    /// Kueue's `SubtreeQuota`: a queue's nominal; a cohort's, what its children lend.
+    pub fn subtree(&self, node: usize, r: usize) -> i64 {
+        self.nodes[node].subtree[r]
+    }
+
+    /// How many resources each node counts.
+    pub fn resources(&self) -> usize {
+        self.nodes.first().map_or(0, |n| n.subtree.len())
+    }
+
+    /// The top of the node's cohort tree (the node itself without a parent).
+    pub fn root(&self, node: usize) -> usize {
+        self.ancestors(node).last().unwrap_or(node)
+    }
+
     /// What the node keeps for itself: its subtree quota minus its lendingLimit (0 without one).
     fn local_quota(&self, node: usize, r: usize) -> i64 {
         let n = &self.nodes[node];
