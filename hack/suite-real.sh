@@ -51,6 +51,14 @@ tenants=$(grep -qE '^tenants:' "$scenario" && echo 1 || echo 0)
 # 1 when a job class is given as sets of pods: muster and Kueue take such a job as a JobSet (the
 # JobSet controller runs beside them); Volcano's, a Volcano Job, is not measured yet (skipped).
 sets=$(grep -qE '^\s+sets:' "$scenario" && echo 1 || echo 0)
+# Kueue's fair sharing, when the scenario's kueue block turns it on: its strategies, comma-separated.
+fair_sharing=$(python3 - "$scenario" <<'PY'
+import sys, yaml
+fs = (yaml.safe_load(open(sys.argv[1])).get("kueue") or {}).get("fairSharing")
+if fs is not None:
+    print(",".join(fs.get("preemptionStrategies") or ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]))
+PY
+)
 
 "$hack_dir/cluster-build.sh"
 resolve_harness_bin release
@@ -147,7 +155,7 @@ run_one() {
         jobset_controller_up "$MUSTER_CLUSTER_DIR/jobset" "$out_dir/$run.jobset.log"
       fi
       # Volcano honours a scenario's topology with its network-topology-aware plugin.
-      KUEUE_JOBSET=$sets VOLCANO_NETWORK_TOPOLOGY=$topology "$hack_dir/peers/$peer.sh" up
+      KUEUE_JOBSET=$sets KUEUE_FAIR_SHARING=$fair_sharing VOLCANO_NETWORK_TOPOLOGY=$topology "$hack_dir/peers/$peer.sh" up
       pidfiles=("$MUSTER_CLUSTER_DIR/$peer"/*.pid)
       # Kueue admits; kube-scheduler places its pods.
       [[ $peer == kueue ]] && pidfiles+=("$MUSTER_CLUSTER_DIR"/run/kube-scheduler.pid) ;;

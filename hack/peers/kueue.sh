@@ -14,6 +14,8 @@
 # KUEUE_PODS_READY_TIMEOUT (default 10m, the value of Kueue's waitForPodsReady page) overrides
 # waitForPodsReady.timeout. KUEUE_JOBSET=1 turns on Kueue's JobSet integration too (its CRD and
 # controller must be there first: hack/e2e/muster.sh jobset_controller_up).
+# KUEUE_FAIR_SHARING=STRATEGY[,STRATEGY] turns on Kueue's fair sharing with those
+# preemptionStrategies (hack/suite-real.sh sets it from a scenario's kueue.fairSharing).
 set -euo pipefail
 peer=kueue
 . "$(dirname "$0")/lib.sh"
@@ -80,6 +82,7 @@ integrations:
   frameworks:
   - batch/job
 $( [[ ${KUEUE_JOBSET:-0} == 1 ]] && echo "  - jobset.x-k8s.io/jobset" )
+$( [[ -n ${KUEUE_FAIR_SHARING:-} ]] && printf 'fairSharing:\n  preemptionStrategies: [%s]\n' "$KUEUE_FAIR_SHARING" )
 featureGates:
   VisibilityOnDemand: false
 controller:

@@ -6,7 +6,7 @@
 //! | peer | per tenant | besides |
 //! |---|---|---|
 //! | `muster` | Namespace; Queue `muster.dev/v1alpha1` with the quotas (nominal, borrowingLimit, lendingLimit), cohort, fairShareWeight, preemption (withinQueue, reclaimWithinCohort, fairShareWithinCohort), and a namespaceSelector of its namespace | none |
-//! | `kueue` | Namespace; ClusterQueue `kueue.x-k8s.io/v1beta2` in its cohort (`cohortName`) with nominalQuota, borrowingLimit and lendingLimit, preemption `reclaimWithinCohort: Any`/`Never` and `withinClusterQueue: LowerPriority`/`Never`, selecting its namespace; LocalQueue of the same name there | ResourceFlavor `default-flavor`; a Cohort per cohort, `parentName` for the tree |
+//! | `kueue` | Namespace; ClusterQueue `kueue.x-k8s.io/v1beta2` in its cohort (`cohortName`) with nominalQuota, borrowingLimit and lendingLimit, preemption `reclaimWithinCohort: Any`/`Never` and `withinClusterQueue: LowerPriority`/`Never`, `fairSharing.weight` (the tenant's fairShareWeight) when the scenario turns Kueue's fair sharing on, selecting its namespace; LocalQueue of the same name there | ResourceFlavor `default-flavor`; a Cohort per cohort, `parentName` for the tree |
 //! | `volcano` | Namespace; Queue `scheduling.volcano.sh/v1beta1`: deserved = nominal, capability = nominal + borrowingLimit (no borrowingLimit: none, the cluster; in no cohort: nominal), guarantee = nominal - lendingLimit (none: 0), reclaimable | a scheduler configuration with the reclaim and preempt actions and the capacity plugin ([`VOLCANO_SCHEDULER_CONF`]) |
 //!
 //! Kueue's ClusterQueues cover every resource the jobs request: one the tenant does not name gets
@@ -171,6 +171,11 @@ fn kueue(w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
         });
         if let Some(c) = &q.cohort {
             spec["cohortName"] = json!(c);
+        }
+        // The weight matters only with Kueue's fair sharing on (its Configuration's fairSharing,
+        // which hack/peers/kueue.sh writes when the scenario asks for it).
+        if w.kueue.fair_sharing.is_some() {
+            spec["fairSharing"] = json!({ "weight": q.fair_share_weight.to_string() });
         }
         let cq = json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": { "name": q.name }, "spec": spec });
         out.push(Object::new(cq, "clusterqueues", false));
@@ -342,9 +347,14 @@ mod tests {
         assert_eq!(lq["spec"]["clusterQueue"], "team-b");
         // Limits as written; a tree of cohorts with its parents.
         let path = limited("kueue");
-        let (w, jobs) = load(&path);
+        let (mut w, jobs) = load(&path);
         let objs = values(setup(Peer::Kueue, &w, &jobs).unwrap());
         let big = of_kind(&objs, "ClusterQueue")[0];
+        assert!(big["spec"].get("fairSharing").is_none(), "no weight without Kueue's fair sharing");
+        w.kueue.fair_sharing = Some(Default::default());
+        let fair = values(setup(Peer::Kueue, &w, &jobs).unwrap());
+        assert_eq!(of_kind(&fair, "ClusterQueue")[0]["spec"]["fairSharing"], json!({"weight": "2"}));
+        assert_eq!(of_kind(&fair, "ClusterQueue")[1]["spec"]["fairSharing"], json!({"weight": "1"}));
         let gpu = &big["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2];
         assert_eq!(
             gpu,
