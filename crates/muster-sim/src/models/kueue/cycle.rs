@@ -10,7 +10,8 @@
 //! that no longer fits, waits for the next cycle at the head of its queue. A head that cannot fit
 //! (or could only by preempting with nothing to preempt) is passed over for the next workload of
 //! its queue (BestEffortFIFO) and set aside until quota is released in its cohort tree. Cycles
-//! repeat while they change something.
+//! repeat while they change something. With fair sharing on, heads are taken instead one at a
+//! time by the tournament of `fair_share.rs`, over the snapshot as the heads before changed it.
 
 use std::collections::BTreeSet;
 
