@@ -49,6 +49,18 @@ fn planning_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Groups of members too big to share a node in twos (3 of a node's 4 cpus), submitted in
+/// bursts: requests that pass the cheap aggregate checks and still fail to match, the same shape
+/// again and again (`settling_repeat_misfits_decides_as_attempting_in_full`).
+fn misfit_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u8..3, 1u32..4, 0u32..2, 2u64..4, prop::option::of(5u64..60), any::<bool>())
+            .prop_map(|(queue, min, extra, cpu, duration, high)| Op::Submit { queue, min, extra, cpu, duration, high }),
+        2 => (0i64..6).prop_map(Op::Tick),
+        1 => (0usize..64, any::<bool>()).prop_map(|(g, ok)| Op::Finish { g, ok }),
+    ]
+}
+
 fn config() -> EngineConfig {
     let mut c = EngineConfig::single_queue("a");
     c.priority_classes.insert("high".into(), 10);
@@ -260,6 +272,30 @@ proptest! {
             }
             run.log.extend(kept);
             run.e.check_invariants().map_err(TestCaseError::fail)?;
+        }
+    }
+
+    /// Attempts settled the cheap way, as a repeat of a request that failed earlier in the cycle,
+    /// decide as attempting them in full: the same transitions, and every group's reason the same,
+    /// with and without quotas, preemption and elastic groups (EASY in front, so that most groups
+    /// are backfill behind a blocked head).
+    #[test]
+    fn settling_repeat_misfits_decides_as_attempting_in_full(
+        ops in prop::collection::vec(prop_oneof![3 => misfit_op(), 1 => op()], 1..120),
+        quotas in any::<bool>(),
+    ) {
+        let mut c = if quotas { config() } else { planning_config() };
+        c.queues[0].policy = QueuePolicy::Easy;
+        let mut cheap = Run::with(c.clone());
+        let mut full = Run::with(c);
+        full.e.attempt_every_group_in_full();
+        for o in &ops {
+            cheap.apply(o)?;
+            full.apply(o)?;
+            prop_assert_eq!(&cheap.log, &full.log);
+            for g in full.e.groups() {
+                prop_assert_eq!(&cheap.e.group(&g.spec.key).unwrap().reason, &g.reason, "{}", g.spec.key);
+            }
         }
     }
 

@@ -19,6 +19,7 @@ use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 use super::Engine;
 use super::cycle::{Pass, reservation_due_at};
 use super::preemption::Preemption;
+use super::repeat_misfit::SAME_SHAPE_AHEAD;
 use crate::clock;
 use crate::config::QueuePolicy;
 use crate::group::{GroupKey, GroupState, Reason, Transition};
@@ -75,6 +76,9 @@ impl Engine {
     }
 
     fn attempt_steps(&mut self, key: &GroupKey, may_reserve: bool, pass: &mut Pass<'_>) -> Step<Attempt> {
+        if let Some(outcome) = self.repeat_misfit(key, may_reserve, pass) {
+            return Break(outcome);
+        }
         let c = self.check_satisfiable(key, may_reserve, pass.out)?;
         self.check_start_window(&c)?;
         let req = self.apply_quota(&c, pass)?;
@@ -201,7 +205,7 @@ impl Engine {
     fn match_now(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<String> {
         let shape_key = (c.shape, req.min_members, req.max_members);
         if pass.failed_shapes.contains(&shape_key) {
-            return Continue("a group of the same shape ahead of it did not fit".to_string());
+            return Continue(SAME_SHAPE_AHEAD.to_string());
         }
         if let Err(busy) = self.may_fit_now(req) {
             return Continue(busy);
@@ -312,19 +316,26 @@ impl Engine {
         if c.may_reserve {
             return self.reserve(c.key, req, &prefix, busy, pass);
         }
-        let policy = self.queue_cfg(&c.queue).policy;
+        let tail = self.backfill_only_tail(c.key);
+        self.set_reason(c.key, format!("{prefix}waiting for capacity: {busy}{tail}"));
+        Attempt::Blocked
+    }
+
+    /// What a waiting group's reason ends with when it may not hold a reservation: why it can
+    /// only backfill.
+    pub(super) fn backfill_only_tail(&self, key: &GroupKey) -> String {
+        let g = &self.groups[key];
+        let policy = self.queue_cfg(&g.spec.queue).policy;
         let depth = policy.reservation_depth();
-        let not_due = reservation_due_at(&self.groups[c.key], policy).filter(|&t| self.now < t);
-        let tail = match (not_due, policy) {
+        let not_due = reservation_due_at(g, policy).filter(|&t| self.now < t);
+        match (not_due, policy) {
             (Some(t), QueuePolicy::Selective { slowdown, .. }) => format!(
                 "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
                 clock::show(t)
             ),
             _ if depth == 0 => String::new(),
             _ => format!("; beyond the reservation depth {depth}, so it can only backfill"),
-        };
-        self.set_reason(c.key, format!("{prefix}waiting for capacity: {busy}{tail}"));
-        Attempt::Blocked
+        }
     }
 
     /// Reserves the earliest time the whole group fits (or admits it, if that is now).

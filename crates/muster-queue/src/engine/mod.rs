@@ -45,6 +45,7 @@ mod nodes;
 mod placement;
 mod plan;
 mod preemption;
+mod repeat_misfit;
 mod run_limit;
 mod run_times;
 mod snapshot;
@@ -171,6 +172,9 @@ pub struct Engine {
     /// Calendar reservations' windows held in the graph. Not in snapshots: a restore makes them
     /// again from the configuration.
     calendar: calendar::Calendar,
+    /// Attempts sure to fail as one before them did are settled cheaply (`repeat_misfit.rs`);
+    /// off only to check that doing so decides as attempting them in full.
+    settle_repeat_misfits: bool,
 }
 
 impl Engine {
@@ -216,6 +220,7 @@ impl Engine {
             leaving: BTreeMap::new(),
             leaving_for: None,
             calendar: BTreeMap::new(),
+            settle_repeat_misfits: true,
         })
     }
 
