@@ -25,8 +25,13 @@ impl Engine {
             return None;
         }
         let g = &self.groups[key];
-        let q = &g.spec.queue;
         let r = &g.spec.request;
+        let shape = self.shapes[key];
+        // The one test that usually fails first, before any other lookup.
+        if !pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
+            return None;
+        }
+        let q = &g.spec.queue;
         let cfg = self.queue_cfg(q);
         let preemption_off = cfg.preemption.within_queue == WithinQueue::Never
             && !cfg.preemption.reclaim_within_cohort
@@ -39,8 +44,7 @@ impl Engine {
             && (pass.preempt_budget == 0 || preemption_off)
             // Not an elastic group waiting for all its members.
             && self.effective_min(g) == r.min_members
-            && self.sat_cache.get(&(self.shapes[key], r.min_members)).is_some_and(Result::is_ok)
-            && pass.failed_shapes.contains(&(self.shapes[key], r.min_members, r.max_members));
+            && self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok);
         if !settled {
             return None;
         }
