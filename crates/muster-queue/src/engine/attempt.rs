@@ -1,6 +1,8 @@
 //! One pending group's attempt within a cycle, as a pipeline of steps. Each step either hands on
 //! to the next (`Continue`) or ends the attempt with its outcome (`Break`):
 //!
+//! 0. `repeat_misfit`: a request that already failed to match in this cycle, with nothing on its
+//!    way that could decide otherwise, is blocked at once with the reason the steps would give.
 //! 1. `check_satisfiable`: a group that never fits, even on the empty cluster, is skipped (decided
 //!    once per graph structure); else how many members it asks for now (elastic groups).
 //! 2. `check_start_window`: its queue's start window is full: the group waits for members to be
