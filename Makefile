@@ -57,8 +57,8 @@ cluster-down:  ## stop every process cluster-up started
 e2e: cluster-build  ## control-plane e2e tests on a private cluster, stopped afterwards (TESTS="NAME ...": only those)
 	hack/e2e/run.sh $(TESTS)
 
-peers: cluster-build  ## seed 001 under the real Kueue, coscheduling, Volcano and kube-scheduler's native gangs (docs/peers.md)
-	hack/e2e/run.sh peer-kueue peer-coscheduling peer-volcano peer-native
+peers: cluster-build  ## seed 001 under the real Kueue, coscheduling, Volcano and kube-scheduler's native gangs; Kueue's fair sharing on one case (docs/peers.md)
+	hack/e2e/run.sh peer-kueue peer-kueue-fair peer-coscheduling peer-volcano peer-native
 
 faults: cluster-build  ## two replicas on PostgreSQL under seed 002's load through six faults (MUSTER_FAULTS_ARGS="--jobs N ...")
 	hack/e2e/run.sh muster-faults

@@ -9,7 +9,8 @@
 #
 # Peers (docs/peers.md): `peer-kueue`, `peer-coscheduling`, `peer-volcano`, `peer-native` run seed
 # 001 under the real Kueue, scheduler-plugins coscheduling, Volcano and kube-scheduler's own gang
-# scheduling (hack/e2e/test-peer-NAME.sh; `make peers` runs them all). The default list keeps Kueue's
+# scheduling (hack/e2e/test-peer-NAME.sh; `make peers` runs them all); `peer-kueue-fair` runs the
+# real Kueue with its fair sharing on a case the sim's Kueue model pins. The default list keeps Kueue's
 # as a smoke test of the peer harness.
 #
 # The cluster lives in $MUSTER_E2E_DIR (default ~/.cache/muster/e2e-cluster), apart from
@@ -185,7 +186,7 @@ for t in "${tests[@]}"; do
     muster-deadlock)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-deadlock "$e2e/test-muster-deadlock.sh" ;;
-    peer-kueue|peer-coscheduling|peer-volcano|peer-native)
+    peer-kueue|peer-kueue-fair|peer-coscheduling|peer-volcano|peer-native)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run "$t" "$e2e/test-$t.sh" ;;
     deadlock)
