@@ -358,4 +358,31 @@ mod tests {
         assert_eq!(run(&admitted, 3500, &DEFAULT), [JobId(1)]);
         assert_eq!(run(&admitted, 3500, &[PreemptionStrategy::LessThanInitialShare]), [JobId(0)]);
     }
+
+    /// Hand-computed: shares are compared just below where the two paths meet. org holds cohort
+    /// research (nlp 4, vision 4) and queue batch (8); batch runs five 2-cpu jobs (borrowing 2),
+    /// nlp 6 cpus, and nlp asks 2 more. nlp alone would borrow 4 (share 250), but research with
+    /// it uses exactly its 8 (share 0), and batch without one job borrows nothing (0): the first
+    /// strategy holds at org and one of batch's jobs goes.
+    #[test]
+    fn shares_are_those_of_the_subtrees_below_the_common_cohort() {
+        let quota = |nominal| vec![ResourceQuota { nominal, ..ResourceQuota::default() }];
+        let queues = vec![(quota(4), Some(0)), (quota(4), Some(0)), (quota(8), Some(1))];
+        let mut tree = QuotaTree::new(queues, &[Some(1), None]);
+        let wl = |job, queue, cpu| Admitted {
+            job: JobId(job),
+            queue,
+            priority: 0,
+            admitted_ms: 0,
+            evicting: false,
+            usage: vec![cpu],
+        };
+        let mut admitted: Vec<Admitted> = (0..5).map(|j| wl(j, 2, 2)).collect();
+        admitted.push(wl(5, 0, 6));
+        admitted.iter().for_each(|a| tree.charge(a.queue, &a.usage, true));
+        let fair = FairSharing { weights: vec![1.0; 5], strategies: DEFAULT.to_vec() };
+        let policy = Policy { reclaim_within_cohort: true, within_queue_lower_priority: false };
+        let p = Preemptor { queue: 0, priority: 0, policy, usage: &[2], short: &[0], fair: Some(&fair) };
+        assert_eq!(targets(&mut tree, &admitted, &p, &fair), [0]);
+    }
 }
