@@ -41,16 +41,18 @@ have_all() { local d=$1; shift; for b in "$@"; do [[ -x $d/$b ]] || return 1; do
 minor=${K8S_VERSION#*.}; minor=${minor%%.*}
 vx="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 vx="$vx -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+# k8s_build CMD...: k8s.io/kubernetes/cmd/CMD of the wrapper module, into $out, in one go build so
+# the commands share one compilation of their common packages.
+k8s_build() {
+  cd "$hack_dir/k8s-build" &&
+    GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common $vx" -o "$out/" \
+      $(printf 'k8s.io/kubernetes/cmd/%s ' "$@")
+}
 if have_all "$K8S_BIN" "${k8s_cmds[@]}"; then
   log "kubernetes v$K8S_VERSION: cached in $K8S_BIN"
 else
   log "building kubernetes v$K8S_VERSION (${k8s_cmds[*]}) into $K8S_BIN; this takes a while on a cold cache"
-  k8s_build() {
-    cd "$hack_dir/k8s-build" &&
-      GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common $vx" -o "$out/" \
-        $(printf 'k8s.io/kubernetes/cmd/%s ' "${k8s_cmds[@]}")
-  }
-  t0=$(date +%s); build_into "$K8S_BIN" k8s_build
+  t0=$(date +%s); build_into "$K8S_BIN" k8s_build "${k8s_cmds[@]}"
   log "kubernetes built in $(( $(date +%s) - t0 ))s"
 fi
 
@@ -83,12 +85,7 @@ if have_all "$NODE_BIN" "${node_cmds[@]}"; then
   log "kubelet and kube-proxy v$K8S_VERSION: cached in $NODE_BIN"
 else
   log "building kubernetes v$K8S_VERSION (${node_cmds[*]}) into $NODE_BIN"
-  node_build() {
-    cd "$hack_dir/k8s-build" &&
-      GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags_common $vx" -o "$out/" \
-        $(printf 'k8s.io/kubernetes/cmd/%s ' "${node_cmds[@]}")
-  }
-  t0=$(date +%s); build_into "$NODE_BIN" node_build
+  t0=$(date +%s); build_into "$NODE_BIN" k8s_build "${node_cmds[@]}"
   log "kubelet and kube-proxy built in $(( $(date +%s) - t0 ))s"
 fi
 

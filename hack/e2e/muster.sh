@@ -317,6 +317,16 @@ muster_up() {
   pass "muster installed; controller and webhook on 127.0.0.1:$(cat "$muster_dir/port")"
 }
 
+# remove_unreleased_muster: the cluster-wide objects `muster install` (other tests) leaves, which
+# belong to no Helm release (Helm refuses to adopt them, as it should): a chart then goes onto a
+# cluster without muster, as a user's would.
+remove_unreleased_muster() {
+  k delete clusterrole,clusterrolebinding muster --ignore-not-found >/dev/null
+  k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null
+  k delete validatingadmissionpolicy,validatingadmissionpolicybinding muster-pod-writes --ignore-not-found >/dev/null
+  k delete crd queues.muster.dev reservations.muster.dev groups.muster.dev --ignore-not-found --wait=true >/dev/null
+}
+
 muster_kill() {
   local pid
   pid=$(cat "$muster_dir/pid" 2>/dev/null) || return 0

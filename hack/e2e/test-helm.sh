@@ -33,12 +33,7 @@ trap cleanup EXIT
 quiet() { "$@" >/dev/null 2>&1; }
 rm -rf "$dir"; mkdir -p "$dir" "$log_dir"
 
-# Objects `muster install` (other tests) left behind belong to no release; Helm refuses to adopt
-# them, as it should. The chart is installed on a cluster without muster.
-k delete clusterrole,clusterrolebinding muster --ignore-not-found >/dev/null
-k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null
-k delete validatingadmissionpolicy,validatingadmissionpolicybinding muster-pod-writes --ignore-not-found >/dev/null
-k delete crd queues.muster.dev reservations.muster.dev groups.muster.dev --ignore-not-found --wait=true >/dev/null
+remove_unreleased_muster
 
 # 1. lint, and values that cannot work
 check "helm lint passes" "$helm" lint "$chart" --quiet

@@ -67,12 +67,7 @@ printf 'host all all 10.88.0.0/16 trust\nhost all all %s/32 trust\n' "$host_ip" 
 "$pg_bin/createdb" -h 127.0.0.1 -p "$pg_port" -U muster muster
 pass "PostgreSQL on $host_ip:$pg_port for the controller's pods"
 
-# Objects `muster install` (other tests) left belong to no release; the chart goes onto a cluster
-# without muster, as a user's would.
-k delete clusterrole,clusterrolebinding muster --ignore-not-found >/dev/null
-k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null
-k delete validatingadmissionpolicy,validatingadmissionpolicybinding muster-pod-writes --ignore-not-found >/dev/null
-k delete crd queues.muster.dev reservations.muster.dev groups.muster.dev --ignore-not-found --wait=true >/dev/null
+remove_unreleased_muster
 k delete namespace $rns --ignore-not-found --wait=true --timeout=120s >/dev/null
 resolve_harness_bin
 overcommit_watch "$dir" "$MUSTER_HARNESS_BIN" overcommit
