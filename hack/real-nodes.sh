@@ -101,6 +101,10 @@ down() {
       [[ -d $cg ]] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
     done
     "$KUBECTL" --kubeconfig "$dir/kubeconfig" delete node "$name" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    # Its containers are gone, so are its pods: removed now rather than by the pod garbage
+    # collector a minute later, which would hold their namespaces in Terminating until then.
+    "$KUBECTL" --kubeconfig "$dir/kubeconfig" delete pods --all-namespaces --field-selector "spec.nodeName=$name" \
+      --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
     # Keep the logs beside the control plane's, for a failed test to be read after.
     if [[ -d $dir/logs ]]; then
       local f

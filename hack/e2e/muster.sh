@@ -308,6 +308,13 @@ runs_whole() {
 muster_up() {
   mkdir -p "$muster_dir" "$(dirname "$muster_log")"
   rm -f "$muster_dir"/muster.db*
+  # A namespace an earlier test deleted can take a while to go; install cannot write into it.
+  local i
+  for i in $(seq 1 120); do
+    [[ -z $(k get namespace muster-system -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null) ]] && break
+    (( i < 120 )) || fail "the namespace muster-system an earlier test deleted is still terminating after 120s"
+    sleep 1
+  done
   free_port > "$muster_dir/port"
   free_port > "$muster_dir/metrics-port"
   "$MUSTER_BIN" install --out "$muster_dir" --webhook-url "https://127.0.0.1:$(cat "$muster_dir/port")" >/dev/null

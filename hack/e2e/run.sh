@@ -40,9 +40,11 @@ if ! "$hack_dir/cluster-up.sh" "$repo_dir/scenarios/clusters/seed-scalability.ya
 fi
 
 failed=()
-run() { # run NAME CMD...: one test; a failure is recorded and the suite goes on
+# run NAME CMD...: one test, its output also kept in logs/e2e-NAME.log; a failure is recorded and
+# the suite goes on
+run() {
   local name=$1; shift
-  "$@" & test_pid=$!
+  "$@" > >(tee "$MUSTER_CLUSTER_DIR/logs/e2e-$name.log") 2>&1 & test_pid=$!
   if wait "$test_pid"; then :; else failed+=("$name"); fi
   test_pid=""
 }
@@ -202,6 +204,13 @@ done
 
 echo "e2e: ${#tests[@]} test groups in $(( $(date +%s) - t0 ))s; logs in $MUSTER_CLUSTER_DIR/logs" >&2
 if (( ${#failed[@]} )); then
+  # The end of each failed test's output, last, where a CI log's tail shows it.
+  for name in "${failed[@]}"; do
+    log=$MUSTER_CLUSTER_DIR/logs/e2e-$name.log
+    [[ -f $log ]] || continue
+    echo "--- $name (the end of logs/e2e-$name.log)" >&2
+    grep -v '^  ok ' "$log" | tail -n 12 >&2
+  done
   echo "e2e: FAILED: ${failed[*]}" >&2
   exit 1
 fi

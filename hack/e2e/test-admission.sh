@@ -74,8 +74,28 @@ gpod() {
 JSON
 }
 
-# --- install (twice: the second run changes nothing) -------------------------------------
+# --- install refuses, applying nothing, while an earlier uninstall is under way --------------
+# A ConfigMap with a finalizer holds muster-system in Terminating, as pods on a node that is gone do.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+release_hold() {
+  k -n muster-system patch configmap e2e-hold --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+}
+trap 'release_hold; cleanup' EXIT
+k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null
+k get namespace muster-system >/dev/null 2>&1 || k create namespace muster-system >/dev/null
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e2e-hold, namespace: muster-system, finalizers: [e2e.muster.dev/hold]}\n' |
+  k apply -f - >/dev/null
+k delete namespace muster-system --wait=false >/dev/null
+refused "muster install into a muster-system namespace being deleted" \
+  "namespace/muster-system is being deleted, and nothing can be created in it: wait until it is gone" \
+  m install --out "$tmp/muster" --webhook-url "https://127.0.0.1:$port"
+check "the refused install registered no webhook" \
+  bash -c '! "$1" get mutatingwebhookconfiguration muster >/dev/null 2>&1' _ "$K8S_BIN/kubectl"
+release_hold
+eventually 60 "muster-system is gone once its last object is" \
+  bash -c '! "$1" get namespace muster-system >/dev/null 2>&1' _ "$K8S_BIN/kubectl"
+
+# --- install (twice: the second run changes nothing) -------------------------------------
 m install --out "$tmp/muster" --webhook-url "https://127.0.0.1:$port" >"$tmp/install1"
 for line in "customresourcedefinition.apiextensions.k8s.io/queues.muster.dev" "namespace/muster-system" \
     "serviceaccount/muster" "clusterrole.rbac.authorization.k8s.io/muster" "role.rbac.authorization.k8s.io/muster" \

@@ -34,7 +34,9 @@ cleanup() {
   k -n $rns logs deployment/muster --all-containers --prefix >"$log_dir/helm-real-muster.log" 2>&1 || true
   k -n $rns logs deployment/muster-webhook --all-containers --prefix >"$log_dir/helm-real-webhook.log" 2>&1 || true
   "$helm" uninstall $rel -n $rns --wait=false >/dev/null 2>&1 || true
-  k delete namespace $ns $rns --wait=false --ignore-not-found >/dev/null 2>&1 || true
+  # While the kubelets still run (run.sh stops the nodes after), so that their pods end and the
+  # next test's `muster install` finds no muster-system namespace still terminating.
+  k delete namespace $ns $rns --wait=true --timeout=120s --ignore-not-found >/dev/null 2>&1 || true
   if [[ -n $pgdata ]]; then
     "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pgdata/data" -m fast -w stop >/dev/null 2>&1 || true
     rm -rf "$pgdata"

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -31,6 +31,8 @@ const POD_POLICY_TEMPLATE: &str = include_str!("../../../deploy/chart/templates/
 /// Field manager of the applies; apart from the controller's own ("muster"), so that neither
 /// takes the other's fields away.
 const MANAGER: &str = "muster-install";
+/// The CRDs of CRDS, by name.
+const CRD_NAMES: [&str; 3] = ["queues.muster.dev", "reservations.muster.dev", "groups.muster.dev"];
 const ACCOUNT: &str = "muster";
 
 #[derive(Args, Debug)]
@@ -73,10 +75,11 @@ async fn install(args: &InstallArgs) -> Result<()> {
         None => Endpoint::in_cluster(),
     };
 
+    refuse_while_deleting(&client).await?;
     for doc in documents(CRDS)? {
         apply(&client, doc).await?;
     }
-    wait_established(&client, &["queues.muster.dev", "reservations.muster.dev", "groups.muster.dev"]).await?;
+    wait_established(&client, &CRD_NAMES).await?;
     for doc in rbac()? {
         apply(&client, doc).await?;
     }
@@ -98,6 +101,34 @@ async fn install(args: &InstallArgs) -> Result<()> {
 
     default_queue(&client).await?;
     controller_kubeconfig(&client, &config, &args.out, args.token_seconds).await?;
+    Ok(())
+}
+
+/// Refuses, before anything is applied, a cluster where an earlier uninstall is still under way:
+/// nothing can be written into a namespace being deleted, and a CRD being deleted cannot be
+/// applied, so an install would stop half done.
+async fn refuse_while_deleting(client: &Client) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = namespaces
+        .get_opt(SERVICE_NAMESPACE)
+        .await
+        .with_context(|| format!("reading namespace/{SERVICE_NAMESPACE}"))?;
+    if ns.is_some_and(|n| n.metadata.deletion_timestamp.is_some()) {
+        bail!(
+            "namespace/{SERVICE_NAMESPACE} is being deleted, and nothing can be created in it: wait until it is gone \
+             (kubectl wait --for=delete namespace/{SERVICE_NAMESPACE} --timeout=5m), then run muster install again"
+        );
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in CRD_NAMES {
+        let crd = crds.get_opt(name).await.with_context(|| format!("reading CRD {name}"))?;
+        if crd.is_some_and(|c| c.metadata.deletion_timestamp.is_some()) {
+            bail!(
+                "customresourcedefinition/{name} is being deleted (with every object of its kind): wait until it is \
+                 gone (kubectl wait --for=delete crd/{name} --timeout=5m), then run muster install again"
+            );
+        }
+    }
     Ok(())
 }
 
