@@ -275,8 +275,8 @@ proptest! {
         }
     }
 
-    /// Attempts settled the cheap way, as a repeat of a request that failed earlier in the cycle,
-    /// decide as attempting them in full: the same transitions, and every group's reason the same,
+    /// Attempts settled the cheap way (a repeat of a request that failed earlier in the cycle, or
+    /// a request for more than is free in all) decide as attempting them in full: the same transitions, and every group's reason the same,
     /// with and without quotas, preemption and elastic groups (EASY in front, so that most groups
     /// are backfill behind a blocked head).
     #[test]

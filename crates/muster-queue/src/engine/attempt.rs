@@ -14,6 +14,7 @@
 //! 5. `preempt`: admitted by evicting whole groups, where the queue allows it.
 //! 6. `reserve_or_wait`: the earliest start reserved, or blocked with its reason.
 
+use std::fmt::Write;
 use std::ops::ControlFlow::{self, Break, Continue};
 
 use muster_graph::{AllocId, GroupRequest, MatchOutcome};
@@ -24,7 +25,7 @@ use super::preemption::Preemption;
 use super::repeat_misfit::SAME_SHAPE_AHEAD;
 use crate::clock;
 use crate::config::QueuePolicy;
-use crate::group::{GroupKey, GroupState, Reason, Transition};
+use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
 use crate::quota;
 
 /// What a waiting group's reason adds when running groups give members back for it.
@@ -209,7 +210,7 @@ impl Engine {
         if pass.failed_shapes.contains(&shape_key) {
             return Continue(SAME_SHAPE_AHEAD.to_string());
         }
-        if let Err(busy) = self.may_fit_now(req) {
+        if let Err(busy) = self.may_fit_now(c.shape, req) {
             return Continue(busy);
         }
         self.last_stats.match_calls += 1;
@@ -318,26 +319,27 @@ impl Engine {
         if c.may_reserve {
             return self.reserve(c.key, req, &prefix, busy, pass);
         }
-        let tail = self.backfill_only_tail(c.key);
-        self.set_reason(c.key, format!("{prefix}waiting for capacity: {busy}{tail}"));
+        let mut reason = format!("{prefix}waiting for capacity: {busy}");
+        self.push_backfill_only_tail(&self.groups[c.key], &mut reason);
+        self.set_reason(c.key, reason);
         Attempt::Blocked
     }
 
-    /// What a waiting group's reason ends with when it may not hold a reservation: why it can
-    /// only backfill.
-    pub(super) fn backfill_only_tail(&self, key: &GroupKey) -> String {
-        let g = &self.groups[key];
+    /// Adds to `reason` what a waiting group's reason ends with when it may not hold a
+    /// reservation: why it can only backfill.
+    pub(super) fn push_backfill_only_tail(&self, g: &Group, reason: &mut String) {
         let policy = self.queue_cfg(&g.spec.queue).policy;
         let depth = policy.reservation_depth();
         let not_due = reservation_due_at(g, policy).filter(|&t| self.now < t);
-        match (not_due, policy) {
-            (Some(t), QueuePolicy::Selective { slowdown, .. }) => format!(
+        let _ = match (not_due, policy) {
+            (Some(t), QueuePolicy::Selective { slowdown, .. }) => write!(
+                reason,
                 "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
                 clock::show(t)
             ),
-            _ if depth == 0 => String::new(),
-            _ => format!("; beyond the reservation depth {depth}, so it can only backfill"),
-        }
+            _ if depth == 0 => Ok(()),
+            _ => write!(reason, "; beyond the reservation depth {depth}, so it can only backfill"),
+        };
     }
 
     /// Reserves the earliest time the whole group fits (or admits it, if that is now).
@@ -413,40 +415,5 @@ impl Engine {
             let state = g.state;
             self.step(key, state, Reason::Unsatisfiable { message }, None, out);
         }
-    }
-
-    /// Necessary condition for a fit now, from the cluster's aggregates (cheap).
-    pub(super) fn may_fit_now(&self, req: &GroupRequest) -> Result<(), String> {
-        let g = &self.graph.graph;
-        let (_, free) = g.totals();
-        let root = g.domain(g.root_domain);
-        for (r, need) in quota::Asks::of(req).with(req.min_members) {
-            let Some(id) = g.resources.get(&r) else { continue };
-            let i = id.index();
-            if need > free[i] {
-                return Err(format!(
-                    "needs {} {r} in all, {} is free",
-                    g.resources.format(id, need),
-                    g.resources.format(id, free[i])
-                ));
-            }
-        }
-        for set in req.member_sets().iter() {
-            for (r, per) in &set.requests {
-                let Some(id) = g.resources.get(r) else { continue };
-                if *per > root.max_free[id.index()] {
-                    let who = if set.name.is_empty() {
-                        "each member".to_string()
-                    } else {
-                        format!("each {} member", set.name)
-                    };
-                    return Err(format!(
-                        "{who} needs {} {r}; no schedulable node has that much free now",
-                        g.resources.format(id, *per)
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 }

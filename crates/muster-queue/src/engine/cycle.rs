@@ -94,7 +94,9 @@ impl Heads {
             Some(l) => p.range((Bound::Excluded(l), Bound::Unbounded)).next().map(|(k, _)| *k),
         };
         if let Some(pk) = next {
-            self.set.insert(HeadKey::new(pk, e.fair_share(name), qi));
+            // Shares order queues among themselves: one queue needs none.
+            let share = if self.queues.len() > 1 { e.fair_share(name) } else { 0.0 };
+            self.set.insert(HeadKey::new(pk, share, qi));
         }
     }
 

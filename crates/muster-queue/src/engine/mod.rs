@@ -34,6 +34,7 @@
 mod attempt;
 mod calendar;
 mod cycle;
+mod demand;
 mod elastic;
 mod explanations;
 mod fair_share;
@@ -151,6 +152,8 @@ pub struct Engine {
     elastic: BTreeSet<GroupKey>,
     /// Satisfiability by (shape, min members), valid for the current structure version.
     sat_cache: BTreeMap<(u64, u32), Result<(), String>>,
+    /// What requests ask, for the aggregate test before a match; valid likewise.
+    demands: demand::Demands,
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
     /// the snapshot: a restore builds the graph from the nodes as they are now.
     deferred_reshapes: BTreeMap<String, NodeSpec>,
@@ -175,6 +178,8 @@ pub struct Engine {
     /// Attempts sure to fail as one before them did are settled cheaply (`repeat_misfit.rs`);
     /// off only to check that doing so decides as attempting them in full.
     settle_repeat_misfits: bool,
+    /// Where a settled attempt's reason is written, so that an unchanged one costs no allocation.
+    reason_scratch: String,
 }
 
 impl Engine {
@@ -212,6 +217,7 @@ impl Engine {
             shapes: BTreeMap::new(),
             elastic: BTreeSet::new(),
             sat_cache: BTreeMap::new(),
+            demands: BTreeMap::new(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),
@@ -221,6 +227,7 @@ impl Engine {
             leaving_for: None,
             calendar: BTreeMap::new(),
             settle_repeat_misfits: true,
+            reason_scratch: String::new(),
         })
     }
 

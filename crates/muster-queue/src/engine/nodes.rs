@@ -79,6 +79,7 @@ impl Engine {
     fn structure_changed(&mut self) {
         self.structure_version += 1;
         self.sat_cache.clear();
+        self.demands.clear();
         self.replan();
     }
 

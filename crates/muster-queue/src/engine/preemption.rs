@@ -397,7 +397,7 @@ impl Engine {
             return None;
         }
         let r = req.narrowed_to(qmax);
-        if self.may_fit_now(&r).is_err() {
+        if self.may_fit_now(self.shapes[key], &r).is_err() {
             return None;
         }
         self.last_stats.match_calls += 1;

@@ -1,10 +1,14 @@
-//! A cheap way through an attempt that is sure to fail the way one before it in the cycle did.
+//! A cheap way through an attempt that is sure to fail: the same request failed to match ahead
+//! of it in this cycle, or what its minimum asks is more than the cluster has free.
 //!
-//! With thousands of groups waiting, most attempts behind a blocked head are of a request that
-//! already failed to match in this cycle (the same shape and member bounds). Such an attempt would
-//! copy the request, ask the quota and look the group up several times only to reach the same
-//! answer; when nothing on its way could decide otherwise, it is settled here with the outcome and
-//! reason the full attempt gives.
+//! With thousands of groups waiting, most attempts behind a blocked head end one of these two
+//! ways. Such an attempt would copy the request, ask the quota and look the group up several times
+//! only to reach the answer these tests give; when nothing on its way could decide otherwise, it
+//! is settled here with the outcome and reason the full attempt gives.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+use std::sync::Arc;
 
 use super::Engine;
 use super::attempt::Attempt;
@@ -18,19 +22,23 @@ pub(super) const SAME_SHAPE_AHEAD: &str = "a group of the same shape ahead of it
 impl Engine {
     /// Blocked, with its reason set, when the full attempt is sure to end so: the request (shape,
     /// min, max) failed to match earlier in this cycle (`Pass::failed_shapes`; only a preemption
-    /// frees room within a cycle, and it clears them), and none of the steps before or after the
-    /// match could decide otherwise. None: attempt it in full.
+    /// frees room within a cycle, and it clears them) or does not pass the aggregate test
+    /// (`may_fit_now`), and none of the steps before or after the match could decide otherwise.
+    /// None: attempt it in full.
     pub(super) fn repeat_misfit(&mut self, key: &GroupKey, may_reserve: bool, pass: &mut Pass<'_>) -> Option<Attempt> {
-        if !self.settle_repeat_misfits || may_reserve || pass.failed_shapes.is_empty() {
+        if !self.settle_repeat_misfits || may_reserve {
             return None;
         }
-        let g = &self.groups[key];
-        let r = &g.spec.request;
+        // One lookup: with thousands waiting, looking a group up by its key is what costs.
+        let g = Arc::clone(&self.groups[key]);
         let shape = self.shapes[key];
-        // The one test that usually fails first, before any other lookup.
-        if !pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
-            return None;
-        }
+        let r = &g.spec.request;
+        // The tests that usually fail first, before any other lookup.
+        let busy = if pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
+            Cow::Borrowed(SAME_SHAPE_AHEAD)
+        } else {
+            Cow::Owned(self.may_fit_now(shape, r).err()?)
+        };
         let q = &g.spec.queue;
         let cfg = self.queue_cfg(q);
         let preemption_off = cfg.preemption.within_queue == WithinQueue::Never
@@ -43,13 +51,19 @@ impl Engine {
             && cfg.readiness.max_starting_members.is_none()
             && (pass.preempt_budget == 0 || preemption_off)
             // Not an elastic group waiting for all its members.
-            && self.effective_min(g) == r.min_members
+            && self.effective_min(&g) == r.min_members
             && self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok);
         if !settled {
             return None;
         }
-        let reason = format!("waiting for capacity: {SAME_SHAPE_AHEAD}{}", self.backfill_only_tail(key));
-        self.set_reason(key, reason);
+        let mut reason = std::mem::take(&mut self.reason_scratch);
+        reason.clear();
+        let _ = write!(reason, "waiting for capacity: {busy}");
+        self.push_backfill_only_tail(&g, &mut reason);
+        // The copy must be gone before the reason is set, or setting it would copy the group.
+        drop(g);
+        self.set_reason(key, reason.as_str());
+        self.reason_scratch = reason;
         Some(Attempt::Blocked)
     }
 }
