@@ -242,7 +242,7 @@ impl Engine {
     /// blockAdmission: the head of every queue waits for `k` to be ready.
     fn mark_blocked_heads(&mut self, k: &GroupKey) {
         let msg = format!("blockAdmission: waiting for {k} to have all members ready before admitting another group");
-        let heads: Vec<GroupKey> = self.pending.values().filter_map(|p| p.values().next().cloned()).collect();
+        let heads: Vec<Arc<GroupKey>> = self.pending.values().filter_map(|p| p.values().next().cloned()).collect();
         for h in heads {
             self.set_reason(&h, &msg);
         }

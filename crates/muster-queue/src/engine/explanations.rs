@@ -105,7 +105,7 @@ impl Engine {
                 .take(self.config.estimate_depth)
                 .enumerate()
                 .filter(move |(i, (pk, key))| self.is_estimable(pk, q, i + 1, key))
-                .map(|(_, (_, key))| key)
+                .map(|(_, (_, key))| &**key)
         })
     }
 
@@ -125,7 +125,7 @@ impl Engine {
         for (qi, q) in self.config.queues.iter().enumerate() {
             let share = self.fair_share(&q.name);
             for (i, (pk, k)) in self.pending[&q.name].iter().enumerate() {
-                order.push((HeadKey::new(*pk, share, qi), q.name.clone(), i + 1, k.clone()));
+                order.push((HeadKey::new(*pk, share, qi), q.name.clone(), i + 1, GroupKey::clone(k)));
             }
         }
         order.sort_by_key(|a| a.0);

@@ -36,7 +36,7 @@ impl Engine {
         // Groups behind those asked about are left out: they could only backfill ahead of them,
         // and leaving them costs the copy's cycles most of their work on a long queue.
         for pending in copy.pending.values_mut() {
-            pending.retain(|_, k| wanted.contains(k));
+            pending.retain(|_, k| wanted.contains(&**k));
         }
         let mut now = now.max(self.now);
         let mut ends = BinaryHeap::new();

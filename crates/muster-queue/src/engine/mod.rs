@@ -130,7 +130,8 @@ pub struct Engine {
     external: BTreeMap<String, (ExternalHold, AllocId)>,
     // Derived, rebuilt on restore.
     usage: Usage,
-    pending: BTreeMap<String, BTreeMap<PendingKey, GroupKey>>,
+    /// Keys shared, not copied: a cycle takes one per group it looks at.
+    pending: BTreeMap<String, BTreeMap<PendingKey, Arc<GroupKey>>>,
     /// Groups holding an allocation or in backoff (have timers).
     live: BTreeSet<GroupKey>,
     /// Groups holding a reservation (state Reserved), so that a cycle finds them without walking

@@ -38,10 +38,13 @@ impl Engine {
 
     /// Rewritten every cycle for every waiting group, but mostly to the same text: only a new
     /// text copies the group (see `groups`).
-    pub(super) fn set_reason(&mut self, key: &GroupKey, reason: impl AsRef<str> + Into<String>) {
+    pub(super) fn set_reason(&mut self, key: &GroupKey, reason: impl AsRef<str>) {
         let g = self.groups.get_mut(key).expect("exists");
         if g.reason != reason.as_ref() {
-            Arc::make_mut(g).reason = reason.into();
+            // Into the old text's buffer: the same reasons come back cycle after cycle.
+            let old = &mut Arc::make_mut(g).reason;
+            old.clear();
+            old.push_str(reason.as_ref());
         }
     }
 
@@ -75,7 +78,7 @@ impl Engine {
         if let Some(t) = reservation_due_at(g, self.queue_cfg(&queue).policy) {
             self.due_reservation.insert((t, key.clone()));
         }
-        self.pending.entry(queue).or_default().insert(pk, key.clone());
+        self.pending.entry(queue).or_default().insert(pk, Arc::new(key.clone()));
     }
 
     pub(super) fn remove_pending(&mut self, key: &GroupKey) {
@@ -170,7 +173,8 @@ impl Engine {
     pub fn starts_soon(&self, g: &Group, now: i64) -> bool {
         let ahead = self.queue_cfg(&g.spec.queue).create_pods_ahead_s;
         let r = &g.spec.request;
-        let first_in_line = || self.pending.get(&g.spec.queue).and_then(|p| p.values().next()) == Some(&g.spec.key);
+        let first_in_line =
+            || self.pending.get(&g.spec.queue).and_then(|p| p.values().next()).is_some_and(|k| **k == g.spec.key);
         ahead > 0
             && r.min_members == r.max_members
             && match g.state {
@@ -214,8 +218,10 @@ impl Engine {
             } else if placed.is_some() {
                 return Err(format!("{} is {} but holds an allocation", g.spec.key, g.state));
             }
-            let in_pending =
-                self.pending.get(&g.spec.queue).is_some_and(|p| p.get(&self.pending_key(g)) == Some(&g.spec.key));
+            let in_pending = self
+                .pending
+                .get(&g.spec.queue)
+                .is_some_and(|p| p.get(&self.pending_key(g)).is_some_and(|k| **k == g.spec.key));
             if g.state.is_pending() != in_pending {
                 return Err(format!("{} is {} but pending index says {in_pending}", g.spec.key, g.state));
             }
