@@ -54,7 +54,7 @@ mod state;
 mod timers;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use muster_graph::{AllocId, GraphError, NodeSpec, ResourceGraph};
@@ -147,7 +147,8 @@ pub struct Engine {
     graph_alloc: BTreeMap<GroupKey, AllocId>,
     by_graph_alloc: BTreeMap<AllocId, GroupKey>,
     reservations: BTreeMap<GroupKey, AllocId>,
-    shapes: BTreeMap<GroupKey, u64>,
+    /// Only looked up, never walked: hashed, as a lookup per attempt is what a long queue costs.
+    shapes: HashMap<GroupKey, u64>,
     /// Groups that may run with fewer members than they ask (min < max): the only ones a cycle
     /// tries to grow, so that it does not look up every running group to find them.
     elastic: BTreeSet<GroupKey>,
@@ -215,7 +216,7 @@ impl Engine {
             graph_alloc: BTreeMap::new(),
             by_graph_alloc: BTreeMap::new(),
             reservations: BTreeMap::new(),
-            shapes: BTreeMap::new(),
+            shapes: HashMap::new(),
             elastic: BTreeSet::new(),
             sat_cache: BTreeMap::new(),
             demands: BTreeMap::new(),
