@@ -209,7 +209,7 @@ if (( ${#failed[@]} )); then
     log=$MUSTER_CLUSTER_DIR/logs/e2e-$name.log
     [[ -f $log ]] || continue
     echo "--- $name (the end of logs/e2e-$name.log)" >&2
-    grep -v '^  ok ' "$log" | tail -n 12 >&2
+    grep -v "^  ok " "$log" | tail -n 30 >&2
   done
   echo "e2e: FAILED: ${failed[*]}" >&2
   exit 1

@@ -5,9 +5,9 @@
 //! B's Jobs that would run into it are kept off the pool (they go to the shared nodes, or wait,
 //! told why), while one that declares it ends before the window may use the pool. It then outruns
 //! its declared run time (queue B's run-time limit is advisory) and is evicted whole when the
-//! window opens: its Job suspended again, an Evicted event naming the reservation. Queue A's gang
-//! then runs on the reserved pool, queue B's Job still waits, and `muster why` names the
-//! reservation. The Reservation's status lists the window and its nodes, Accepted and Active; an
+//! window opens: its Job suspended again, an Evicted event naming the reservation. In the window
+//! queue B's Job still waits, `muster why` naming the reservation, and queue A's gang runs on the
+//! reserved pool. The Reservation's status lists the window and its nodes, Accepted and Active; an
 //! invalid one is refused with Accepted=False naming the field.
 //!
 //! hack/e2e/test-muster-reservation.sh starts muster and the over-commit checker around this test.
@@ -114,7 +114,14 @@ async fn a_calendar_reservation_keeps_its_pool_for_its_queue_over_its_window() {
     let long_now = bound(&client, B, "long", 2).await;
     assert_eq!(long_now, Some(long), "work off the reserved pool runs on");
 
-    // (b) In the window: A's gang runs on the pool; B's Job waits, and `muster why` says why.
+    // (b) In the window: B's Job waits, and `muster why` says why while the pool is still free
+    // (once A's gang fills it, the reason is the lack of room); then A's gang runs on the pool.
+    let why = eventually(30, "muster why waits names the reservation", || async {
+        let why = muster_why(B, "waits");
+        why.contains(&format!("calendar reservation {RESERVATION}")).then_some(why)
+    })
+    .await;
+    assert!(nodes_of(&client, B, "job-name=waits").await.is_empty(), "{why}");
     create_job(&client, A, "gang", 2, 30, 20).await;
     wait_phase(&client, A, "gang", 60, &["Running", "Succeeded"]).await;
     let gang = eventually(30, "the gang's two pods are bound", || bound(&client, A, "gang", 2)).await;
@@ -124,8 +131,6 @@ async fn a_calendar_reservation_keeps_its_pool_for_its_queue_over_its_window() {
     assert!(nodes_of(&client, B, "job-name=waits").await.is_empty());
     let overrun_phase = group(&client, B, "overrun").await.unwrap();
     assert_eq!(overrun_phase["status"]["phase"], "Queued", "evicted and queued again: {overrun_phase}");
-    let why = muster_why(B, "waits");
-    assert!(why.contains(&format!("calendar reservation {RESERVATION}")), "muster why waits:\n{why}");
 
     clean_up(&client).await;
 }
