@@ -140,7 +140,7 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
                 if let Some(cohort) = &c.cohort
                     && !cfg.cohorts.iter().any(|x| &x.name == cohort)
                 {
-                    cfg.cohorts.push(CohortConfig { name: cohort.clone(), parent: None });
+                    cfg.cohorts.push(CohortConfig::new(cohort, None));
                 }
                 cfg.queues.push(c);
             }

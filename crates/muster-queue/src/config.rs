@@ -413,6 +413,19 @@ pub struct CohortConfig {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The cohort's own quota by resource: `nominal` is shared by everything below it, on top of
+    /// what its members lend; `borrowingLimit` caps what the cohort's subtree takes from its
+    /// parent beyond what it brings; `lendingLimit` caps how much of its subtree's unused quota
+    /// the parent may use. Both limits need a parent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quotas: BTreeMap<String, QuotaSpec>,
+}
+
+impl CohortConfig {
+    /// A cohort with no quota of its own.
+    pub fn new(name: &str, parent: Option<&str>) -> Self {
+        Self { name: name.to_string(), parent: parent.map(str::to_string), quotas: BTreeMap::new() }
+    }
 }
 
 /// The whole engine configuration.
@@ -548,6 +561,21 @@ impl EngineConfig {
             }
             cur.to_string()
         };
+        let mut cohorts: BTreeMap<String, CompiledCohort> = BTreeMap::new();
+        for (i, c) in self.cohorts.iter().enumerate() {
+            let at = |f: &str| format!("cohorts[{i}].{f}");
+            let owner = QuotaOwner {
+                may_borrow: "cohort with a parent",
+                parent_field: "parent",
+                has_parent: c.parent.is_some(),
+                lends_own_nominal_only: false,
+            };
+            let quotas = compile_quotas(&c.quotas, &owner, &at).map_err(|(path, msg)| err(path, msg))?;
+            cohorts.insert(c.name.clone(), CompiledCohort { parent: c.parent.clone(), quotas, ..Default::default() });
+        }
+        for c in self.cohorts.iter().filter_map(|c| c.parent.as_ref().map(|p| (p, &c.name))) {
+            cohorts.get_mut(c.0).expect("parents checked").child_cohorts.push(c.1.clone());
+        }
         let mut queues = BTreeMap::new();
         for (qi, q) in self.queues.iter().enumerate() {
             let at = |f: &str| format!("queues[{qi}].{f}");
@@ -574,35 +602,13 @@ impl EngineConfig {
                     _ => {}
                 }
             }
-            let mut quotas = BTreeMap::new();
-            for (r, spec) in &q.quotas {
-                let qp = |f: &str| at(&format!("quotas.{r}.{f}"));
-                let amount = |v: &Quantity, f: &str| v.amount(r).map_err(|m| err(qp(f), m));
-                let nominal = amount(&spec.nominal, "nominal")?;
-                let borrowing_limit = spec.borrowing_limit.as_ref().map(|v| amount(v, "borrowingLimit")).transpose()?;
-                let lending_limit = spec.lending_limit.as_ref().map(|v| amount(v, "lendingLimit")).transpose()?;
-                if q.cohort.is_none() && borrowing_limit.is_some() {
-                    return Err(err(
-                        qp("borrowingLimit"),
-                        "only a queue in a cohort can borrow; set cohort or remove the limit".into(),
-                    ));
-                }
-                if q.cohort.is_none() && lending_limit.is_some() {
-                    return Err(err(
-                        qp("lendingLimit"),
-                        "only a queue in a cohort can lend; set cohort or remove the limit".into(),
-                    ));
-                }
-                if let Some(l) = lending_limit
-                    && l > nominal
-                {
-                    return Err(err(
-                        qp("lendingLimit"),
-                        "is above nominal; a queue can lend at most its nominal".into(),
-                    ));
-                }
-                quotas.insert(r.clone(), Quota { nominal, borrowing_limit, lending_limit });
-            }
+            let owner = QuotaOwner {
+                may_borrow: "queue in a cohort",
+                parent_field: "cohort",
+                has_parent: q.cohort.is_some(),
+                lends_own_nominal_only: true,
+            };
+            let quotas = compile_quotas(&q.quotas, &owner, &at).map_err(|(path, msg)| err(path, msg))?;
             if !(q.fair_share_weight.is_finite() && q.fair_share_weight > 0.0) {
                 return Err(err(
                     at("fairShareWeight"),
@@ -676,13 +682,22 @@ impl EngineConfig {
                     ),
                 ));
             }
+            if let Some(c) = &q.cohort {
+                // A cohort only queues name is a root without a quota of its own.
+                cohorts.entry(c.clone()).or_default().child_queues.push(q.name.clone());
+            }
             queues.insert(
                 q.name.clone(),
-                CompiledQueue { index: qi, root_cohort: q.cohort.as_deref().map(root_of), quotas },
+                CompiledQueue {
+                    index: qi,
+                    cohort: q.cohort.clone(),
+                    root_cohort: q.cohort.as_deref().map(root_of),
+                    quotas,
+                },
             );
         }
         self.check_reservations(file)?;
-        Ok(Compiled { queues })
+        Ok(Compiled { queues, cohorts })
     }
 
     /// Names unique and valid, every field checked ([`ReservationConfig::check`]).
@@ -717,15 +732,66 @@ impl EngineConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compiled {
     pub queues: BTreeMap<String, CompiledQueue>,
+    /// Every cohort, declared or only named by a queue (a root with no quota of its own).
+    pub cohorts: BTreeMap<String, CompiledCohort>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompiledQueue {
     /// Position in `EngineConfig::queues`.
     pub index: usize,
+    /// The cohort the queue names.
+    pub cohort: Option<String>,
     /// The top of the queue's cohort tree: queues with the same root share unused quota.
     pub root_cohort: Option<String>,
     pub quotas: BTreeMap<String, Quota>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompiledCohort {
+    pub parent: Option<String>,
+    pub quotas: BTreeMap<String, Quota>,
+    pub child_cohorts: Vec<String>,
+    pub child_queues: Vec<String>,
+}
+
+/// Whose quotas [`compile_quotas`] checks.
+struct QuotaOwner<'a> {
+    /// "queue in a cohort" or "cohort with a parent": who may borrow and lend.
+    may_borrow: &'a str,
+    /// The field that gives it a parent.
+    parent_field: &'a str,
+    has_parent: bool,
+    /// A queue lends at most its nominal; a cohort lends what its subtree holds.
+    lends_own_nominal_only: bool,
+}
+
+/// Quotas in base units, each field checked. Errors are (path, message).
+fn compile_quotas(
+    specs: &BTreeMap<String, QuotaSpec>,
+    owner: &QuotaOwner<'_>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<BTreeMap<String, Quota>, (String, String)> {
+    let mut quotas = BTreeMap::new();
+    for (r, spec) in specs {
+        let qp = |f: &str| at(&format!("quotas.{r}.{f}"));
+        let amount = |v: &Quantity, f: &str| v.amount(r).map_err(|m| (qp(f), m));
+        let nominal = amount(&spec.nominal, "nominal")?;
+        let borrowing_limit = spec.borrowing_limit.as_ref().map(|v| amount(v, "borrowingLimit")).transpose()?;
+        let lending_limit = spec.lending_limit.as_ref().map(|v| amount(v, "lendingLimit")).transpose()?;
+        let (who, field) = (owner.may_borrow, owner.parent_field);
+        if !owner.has_parent && borrowing_limit.is_some() {
+            return Err((qp("borrowingLimit"), format!("only a {who} can borrow; set {field} or remove the limit")));
+        }
+        if !owner.has_parent && lending_limit.is_some() {
+            return Err((qp("lendingLimit"), format!("only a {who} can lend; set {field} or remove the limit")));
+        }
+        if owner.lends_own_nominal_only && lending_limit.is_some_and(|l| l > nominal) {
+            return Err((qp("lendingLimit"), "is above nominal; a queue can lend at most its nominal".into()));
+        }
+        quotas.insert(r.clone(), Quota { nominal, borrowing_limit, lending_limit });
+    }
+    Ok(quotas)
 }
 
 fn is_name(s: &str) -> bool {

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use muster_queue::config::{FairShareWithinCohort, PreemptionConfig, QuotaSpec, WithinQueue};
+use muster_queue::config::{CohortConfig, FairShareWithinCohort, PreemptionConfig, QuotaSpec, WithinQueue};
 use muster_queue::{Engine, EngineConfig, GroupKey, GroupState, QueuePolicy, Transition};
 use proptest::prelude::*;
 
@@ -77,7 +77,8 @@ fn config() -> EngineConfig {
         lending_limit: l.map(Into::into),
     };
     let [a, b, q3] = &mut c.queues[..] else { unreachable!() };
-    a.cohort = Some("co".into());
+    // a is in a department with quotas of its own under co, which has a nominal of its own.
+    a.cohort = Some("dept".into());
     a.policy = QueuePolicy::Conservative { depth: 2 };
     a.quotas.insert("cpu".into(), quota(8, Some(4), None));
     a.preemption = PreemptionConfig {
@@ -100,6 +101,11 @@ fn config() -> EngineConfig {
         q.readiness.backoff_limit = Some(2);
     }
     c.queues[1].readiness.requeue_order = muster_queue::RequeueOrder::Creation;
+    let mut co = CohortConfig::new("co", None);
+    co.quotas.insert("cpu".into(), quota(2, None, None));
+    let mut dept = CohortConfig::new("dept", Some("co"));
+    dept.quotas.insert("cpu".into(), quota(1, Some(3), Some(4)));
+    c.cohorts = vec![co, dept];
     c
 }
 
@@ -114,6 +120,7 @@ fn planning_config() -> EngineConfig {
         q.readiness.timeout_s = None;
         q.readiness.recovery_timeout_s = None;
     }
+    c.cohorts.clear();
     c.queues[0].policy = QueuePolicy::Conservative { depth: 3 };
     c
 }

@@ -1256,7 +1256,7 @@ fn snapshot_round_trips_through_json() {
     r.finished(&key("filler"), true, 50).unwrap();
     assert_eq!(e2.schedule(50), r.schedule(50));
     let _ = GroupKey::new("a", "b");
-    let _ = CohortConfig { name: "x".into(), parent: None };
+    let _ = CohortConfig::new("x", None);
 }
 
 #[test]

@@ -161,6 +161,36 @@ fn quota_is_borrowed_and_reclaimed_across_a_cohort_tree() {
     assert_eq!(rec.tenants.evictions, vec![1, 0, 0]);
 }
 
+#[test]
+fn a_cohort_borrows_no_more_than_its_own_limit_under_kueue_and_muster() {
+    // Two 4-cpu nodes: team x (nominal 2) is in department d, which may borrow 1 cpu from org
+    // above what it brings; y (nominal 6) idles in org. x's four 1-cpu jobs: 3 run at once, the
+    // fourth waits for the first to end at 100 s. Without d's limit all 4 run at 0.
+    let tree = |limit: &str| {
+        load_tree(
+            &format!("cohort-limit{}", limit.len()),
+            &["{name: org}", &format!("{{name: d, parent: org{limit}}}")],
+            &[
+                "{name: x, cohort: d, quotas: {cpu: {nominal: 2}}}",
+                "{name: y, cohort: org, quotas: {cpu: {nominal: 6}}}",
+            ],
+            &["{name: x-job, queue: x, count: 4, members: 1, resources: {cpu: \"1\"}, runTime: 100s}"],
+        )
+        .unwrap()
+    };
+    let limited = tree(", quotas: {cpu: {nominal: 0, borrowingLimit: 1}}");
+    let mut muster = muster_sim::scheduler("muster", &limited).unwrap();
+    let by_muster = Engine::new(&limited).unwrap().run(muster.as_mut(), false).unwrap();
+    for rec in [run_kueue(&limited), by_muster] {
+        let mut placed = placed_s(&rec);
+        placed.sort_unstable();
+        assert_eq!(placed, [0, 0, 0, 100]);
+    }
+    let mut placed = placed_s(&run_kueue(&tree("")));
+    placed.sort_unstable();
+    assert_eq!(placed, [0, 0, 0, 0]);
+}
+
 /// Kueue's fair sharing: c (nominal 4, no jobs) lends; a and b (nominal 2 each) borrow, a 3 cpus
 /// and b 1. b's fourth job at 10 s would leave b borrowing 2 of the cohort's 8 (share 250),
 /// as a does once one of its jobs is gone: fair sharing preempts one of a's

@@ -169,16 +169,22 @@ impl Kueue {
                 }
             }
             let index = |name: &str| cohorts.iter().position(|(c, _)| c == name);
-            let parents: Vec<Option<usize>> = cohorts.iter().map(|(_, p)| p.as_deref().and_then(index)).collect();
+            // A Cohort's own quota (resourceGroups); a resource it does not list: nominal 0.
+            let parents = cohorts.iter().map(|(name, p)| {
+                let quotas = self
+                    .covered
+                    .iter()
+                    .map(|&r| t.cohort_quota(name, &names[r]).map_or(ResourceQuota::default(), resource_quota));
+                (quotas.collect(), p.as_deref().and_then(index))
+            });
+            let parents: Vec<(Vec<ResourceQuota>, Option<usize>)> = parents.collect();
             let queues = (0..t.queues.len())
                 .map(|q| {
-                    let quotas = self.covered.iter().zip(&cluster_wide).map(|(&r, &wide)| {
-                        t.quota(q, &names[r]).map_or(wide, |quota| ResourceQuota {
-                            nominal: quota.nominal as i64,
-                            borrowing_limit: quota.borrowing_limit.map(|l| l as i64),
-                            lending_limit: quota.lending_limit.map(|l| l as i64),
-                        })
-                    });
+                    let quotas = self
+                        .covered
+                        .iter()
+                        .zip(&cluster_wide)
+                        .map(|(&r, &wide)| t.quota(q, &names[r]).map_or(wide, resource_quota));
                     (quotas.collect(), t.queues[q].cohort.as_deref().and_then(index))
                 })
                 .collect();
@@ -204,7 +210,7 @@ impl Kueue {
             let weights = weights.chain(std::iter::repeat_n(1.0, cohorts.len()));
             FairSharing { weights: weights.collect(), strategies: f.preemption_strategies.clone() }
         });
-        self.tree = QuotaTree::new(queues, &cohorts);
+        self.tree = QuotaTree::with_cohort_quotas(queues, cohorts);
     }
 
     fn queue_of(view: &ClusterView<'_>, job: JobId) -> usize {
@@ -335,5 +341,14 @@ impl Scheduler for Kueue {
         let b = self.backoff.peek().map(|Reverse((t, _))| *t);
         let d = self.deadlines.first().map(|(d, _)| *d);
         [self.core.next_wakeup(), b, d].into_iter().flatten().min()
+    }
+}
+
+/// A tenant's quota as Kueue's ResourceQuota.
+fn resource_quota(quota: muster_queue::config::Quota) -> ResourceQuota {
+    ResourceQuota {
+        nominal: quota.nominal as i64,
+        borrowing_limit: quota.borrowing_limit.map(|l| l as i64),
+        lending_limit: quota.lending_limit.map(|l| l as i64),
     }
 }

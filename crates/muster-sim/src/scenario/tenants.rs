@@ -54,6 +54,8 @@ pub struct Tenants {
     pub queues: Vec<TenantQueue>,
     /// Quotas in base units, by queue name.
     quotas: BTreeMap<String, BTreeMap<String, Quota>>,
+    /// Cohorts' own quotas in base units, by cohort name.
+    cohort_quotas: BTreeMap<String, BTreeMap<String, Quota>>,
     /// The top of each queue's cohort tree, by queue name.
     roots: BTreeMap<String, Option<String>>,
 }
@@ -86,6 +88,9 @@ impl Tenants {
             tenants.quotas.insert(name.clone(), q.quotas);
             tenants.roots.insert(name, q.root_cohort);
         }
+        for (name, c) in compiled.cohorts {
+            tenants.cohort_quotas.insert(name, c.quotas);
+        }
         Ok(tenants)
     }
 
@@ -105,6 +110,11 @@ impl Tenants {
     /// Queue `queue`'s quota of `resource` in base units; none when the queue does not limit it.
     pub fn quota(&self, queue: usize, resource: &str) -> Option<Quota> {
         self.quotas.get(&self.queues[queue].name)?.get(resource).copied()
+    }
+
+    /// Cohort `cohort`'s own quota of `resource` in base units; none when it has none.
+    pub fn cohort_quota(&self, cohort: &str, resource: &str) -> Option<Quota> {
+        self.cohort_quotas.get(cohort)?.get(resource).copied()
     }
 
     /// The top of queue `queue`'s cohort tree: queues with the same root share unused quota.

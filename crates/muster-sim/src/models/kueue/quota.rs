@@ -4,8 +4,9 @@
 //! `removeUsage`, `QuantitiesFitInQuota`), `clusterqueue_snapshot.go` and `cohort_snapshot.go`.
 //! A ClusterQueue's usage above what it keeps for itself (its nominal minus its lendingLimit) is
 //! stored in its parent, and so on up: what a queue may borrow is what the tree above has unused
-//! and lendable, capped by its borrowingLimit. Cohorts hold no quota of their own here (the
-//! scenario's cohorts declare none). Amounts are per covered resource, in base units.
+//! and lendable, capped by its borrowingLimit. A Cohort's own quota (its resourceGroups: nominal,
+//! borrowingLimit, lendingLimit) counts the same way at its level. Amounts are per covered
+//! resource, in base units.
 
 /// One ClusterQueue's quota of one resource (Kueue's `ResourceQuota`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub struct ResourceQuota {
 #[derive(Debug, Clone)]
 struct Node {
     parent: Option<usize>,
-    /// Per resource; cohorts have none.
+    /// Per resource; a cohort without a quota of a resource has the default (0, no limits).
     quota: Vec<ResourceQuota>,
     /// Kueue's `SubtreeQuota`: the node's nominal plus what its children lend.
     subtree: Vec<i64>,
@@ -38,29 +39,29 @@ pub struct QuotaTree {
 
 impl QuotaTree {
     /// `queues`: each ClusterQueue's quotas and parent cohort; `cohorts`: each cohort's parent
-    /// (cohort indices count from 0 here; parents are cohort indices).
+    /// (cohort indices count from 0 here; parents are cohort indices). The cohorts hold no quota.
     pub fn new(queues: Vec<(Vec<ResourceQuota>, Option<usize>)>, cohorts: &[Option<usize>]) -> Self {
+        let resources = queues.first().map_or(0, |(q, _)| q.len());
+        let cohorts: Vec<_> = cohorts.iter().map(|p| (vec![ResourceQuota::default(); resources], *p)).collect();
+        Self::with_cohort_quotas(queues, cohorts)
+    }
+
+    /// As [`QuotaTree::new`], with each cohort's own quotas beside its parent.
+    pub fn with_cohort_quotas(
+        queues: Vec<(Vec<ResourceQuota>, Option<usize>)>,
+        cohorts: Vec<(Vec<ResourceQuota>, Option<usize>)>,
+    ) -> Self {
         let n = queues.len();
         let resources = queues.first().map_or(0, |(q, _)| q.len());
-        let mut nodes: Vec<Node> = queues
-            .into_iter()
-            .map(|(quota, parent)| Node {
-                parent: parent.map(|c| n + c),
-                subtree: quota.iter().map(|q| q.nominal).collect(),
-                quota,
-                usage: vec![0; resources],
-                child_cohorts: vec![],
-                child_queues: vec![],
-            })
-            .collect();
-        nodes.extend(cohorts.iter().map(|parent| Node {
+        let node = |(quota, parent): (Vec<ResourceQuota>, Option<usize>)| Node {
             parent: parent.map(|c| n + c),
-            quota: vec![ResourceQuota::default(); resources],
-            subtree: vec![0; resources],
+            subtree: quota.iter().map(|q| q.nominal).collect(),
+            quota,
             usage: vec![0; resources],
             child_cohorts: vec![],
             child_queues: vec![],
-        }));
+        };
+        let mut nodes: Vec<Node> = queues.into_iter().chain(cohorts).map(node).collect();
         for i in 0..nodes.len() {
             if let Some(p) = nodes[i].parent {
                 if i < n { nodes[p].child_queues.push(i) } else { nodes[p].child_cohorts.push(i) }

@@ -1,11 +1,14 @@
-//! Quota arithmetic: how many members of a group a queue's quota (and its cohort's unused quota)
-//! allows now, and why not more.
+//! Quota arithmetic: how many members of a group a queue's quota (and its cohort tree's unused
+//! quota, `tree.rs`) allows now, and why not more.
+
+mod tree;
 
 use std::collections::BTreeMap;
 
 use muster_graph::GroupRequest;
 
 use crate::config::{Compiled, Quota};
+use tree::{Bound, Node, ResourceTree};
 
 /// What one member asks against quotas and fair share, by resource name: `requests`, and one
 /// `pods` slot as the matcher counts it.
@@ -89,22 +92,6 @@ pub fn used(usage: &Usage, q: &str, r: &str) -> u64 {
     usage.get(q).and_then(|m| m.get(r)).copied().unwrap_or(0)
 }
 
-/// The cohort pool for resource `r`: (sum of lendable, sum of use above guaranteed).
-fn cohort_pool(compiled: &Compiled, usage: &Usage, root: &str, r: &str) -> (u64, u64) {
-    let mut pool = 0u64;
-    let mut use_above = 0u64;
-    for (name, cq) in &compiled.queues {
-        if cq.root_cohort.as_deref() != Some(root) {
-            continue;
-        }
-        if let Some(quota) = cq.quotas.get(r) {
-            pool = pool.saturating_add(quota.lendable());
-            use_above = use_above.saturating_add(used(usage, name, r).saturating_sub(quota.guaranteed()));
-        }
-    }
-    (pool, use_above)
-}
-
 /// Largest member count (up to `want`) queue `q` may add now, and, when it is below `want`, the
 /// reason naming the resource and the limit.
 pub fn max_members(
@@ -143,9 +130,9 @@ pub fn max_members(
     (best.min(u64::from(want)) as u32, reason)
 }
 
-/// The most of resource `r` queue `q` (whose quota of it is `quota`) may hold with the cohort's
-/// use as in `usage`, and why: its nominal without a cohort; else the smaller of its nominal plus
-/// borrowing limit and what it has plus what the cohort has left to lend.
+/// The most of resource `r` queue `q` (whose quota of it is `quota`) may hold with the cohort
+/// trees' use as in `usage`, and why: its nominal without a cohort; else what it holds plus what
+/// its cohort tree lets it take (`tree.rs`).
 fn limit_of(
     compiled: &Compiled,
     usage: &Usage,
@@ -154,32 +141,36 @@ fn limit_of(
     quota: &Quota,
     format: &dyn Fn(&str, u64) -> String,
 ) -> (u64, String) {
-    let Some(root) = &compiled.queues[q].root_cohort else {
-        return (quota.nominal, format!("nominal {}", format(r, quota.nominal)));
-    };
-    let u = used(usage, q, r);
-    let own = quota.borrowing_limit.map_or(u64::MAX, |b| quota.nominal.saturating_add(b));
-    let (pool, above) = cohort_pool(compiled, usage, root, r);
-    let slack = pool.saturating_sub(above);
-    // Room within the guaranteed part, plus what the cohort has left to lend.
-    let cohort_room = quota.guaranteed().saturating_sub(u).saturating_add(slack);
-    let cohort_limit = u.saturating_add(cohort_room);
-    if cohort_limit < own {
-        (cohort_limit, format!("cohort {root} has {} left to lend", format(r, slack)))
-    } else {
-        (
-            own,
-            format!(
-                "nominal {} + borrowing limit {}",
-                format(r, quota.nominal),
-                quota.borrowing_limit.map_or("unlimited".into(), |b| format(r, b))
-            ),
-        )
+    let (more, bound) = ResourceTree { compiled, usage, r }.available(Node::Queue(q));
+    let limit = used(usage, q, r).saturating_add(more);
+    (limit, why_bounded(compiled, bound, r, quota, format))
+}
+
+/// Why a queue's limit is what it is: what bounds it, named.
+fn why_bounded(
+    compiled: &Compiled,
+    bound: Bound<'_>,
+    r: &str,
+    quota: &Quota,
+    format: &dyn Fn(&str, u64) -> String,
+) -> String {
+    let nominal = format(r, quota.nominal);
+    match bound {
+        Bound::Nominal => format!("nominal {nominal}"),
+        Bound::BorrowingLimit(Node::Queue(_)) => format!(
+            "nominal {nominal} + borrowing limit {}",
+            quota.borrowing_limit.map_or("unlimited".into(), |b| format(r, b))
+        ),
+        Bound::BorrowingLimit(Node::Cohort(c)) => {
+            let limit = compiled.cohorts[c].quotas.get(r).and_then(|q| q.borrowing_limit).unwrap_or(0);
+            format!("cohort {c} may borrow at most {} from above what it brings", format(r, limit))
+        }
+        Bound::Pool { cohort, left } => format!("cohort {cohort} has {} left to lend", format(r, left)),
     }
 }
 
 /// Why `members` members of a group can never be in queue `q` at once, even with the whole
-/// cohort idle; None if they can.
+/// cohort tree idle; None if they can.
 pub fn never_fits(
     compiled: &Compiled,
     q: &str,
@@ -188,38 +179,18 @@ pub fn never_fits(
     format: &dyn Fn(&str, u64) -> String,
 ) -> Option<String> {
     let cq = &compiled.queues[q];
+    let idle = Usage::new();
     asks.with(members).iter().find_map(|(r, need)| {
         let quota = cq.quotas.get(r)?;
-        let (limit, why) = match &cq.root_cohort {
-            None => (quota.nominal, format!("its nominal {}; it is in no cohort", format(r, quota.nominal))),
-            Some(root) => {
-                // What the rest of the cohort can lend it, all idle.
-                let others: u64 = compiled
-                    .queues
-                    .iter()
-                    .filter(|(name, o)| name.as_str() != q && o.root_cohort.as_deref() == Some(root))
-                    .filter_map(|(_, o)| o.quotas.get(r).map(Quota::lendable))
-                    .fold(0, u64::saturating_add);
-                let lent = quota.nominal.saturating_add(others);
-                match quota.borrowing_limit.map(|b| quota.nominal.saturating_add(b)).filter(|own| *own < lent) {
-                    Some(own) => (
-                        own,
-                        format!(
-                            "its nominal {} + borrowing limit {}",
-                            format(r, quota.nominal),
-                            format(r, own - quota.nominal)
-                        ),
-                    ),
-                    None => (
-                        lent,
-                        format!(
-                            "its nominal {} + {} the rest of cohort {root} can lend",
-                            format(r, quota.nominal),
-                            format(r, others)
-                        ),
-                    ),
-                }
-            }
+        let (limit, bound) = ResourceTree { compiled, usage: &idle, r }.available(Node::Queue(q));
+        let why = match bound {
+            Bound::Nominal => format!("its nominal {}; it is in no cohort", format(r, quota.nominal)),
+            Bound::Pool { cohort, .. } => format!(
+                "its nominal {} + {} the rest of cohort {cohort} can lend",
+                format(r, quota.nominal),
+                format(r, limit.saturating_sub(quota.nominal))
+            ),
+            bound => format!("its {}", why_bounded(compiled, bound, r, quota, format)),
         };
         (*need > limit).then(|| {
             format!(
@@ -260,26 +231,24 @@ pub fn borrowed_share(compiled: &Compiled, q: &str, used: &dyn Fn(&str) -> u64, 
     share
 }
 
-/// Checks the invariant the property tests assert: every queue within nominal + borrowing limit,
-/// every cohort within its pool.
+/// Checks the invariant the property tests assert: every queue in no cohort within its nominal,
+/// every node of every cohort tree within what it may draw (`tree.rs`).
 pub fn check(compiled: &Compiled, usage: &Usage) -> Result<(), String> {
-    for (q, cq) in &compiled.queues {
+    for (q, cq) in compiled.queues.iter().filter(|(_, cq)| cq.cohort.is_none()) {
         for (r, quota) in &cq.quotas {
             let u = used(usage, q, r);
-            let limit = match &cq.root_cohort {
-                None => quota.nominal,
-                Some(_) => quota.borrowing_limit.map_or(u64::MAX, |b| quota.nominal.saturating_add(b)),
-            };
-            if u > limit {
-                return Err(format!("queue {q} uses {u} {r}, above its limit {limit}"));
-            }
-            if let Some(root) = &cq.root_cohort {
-                let (pool, above) = cohort_pool(compiled, usage, root, r);
-                if above > pool {
-                    return Err(format!("cohort {root} lends {above} {r}, above its pool {pool}"));
-                }
+            if u > quota.nominal {
+                return Err(format!("queue {q} uses {u} {r}, above its limit {}", quota.nominal));
             }
         }
     }
-    Ok(())
+    let mut resources: Vec<&str> =
+        compiled.queues.values().flat_map(|cq| cq.quotas.keys()).map(String::as_str).collect();
+    resources.extend(compiled.cohorts.values().flat_map(|c| c.quotas.keys()).map(String::as_str));
+    resources.sort_unstable();
+    resources.dedup();
+    match resources.into_iter().find_map(|r| ResourceTree { compiled, usage, r }.breach()) {
+        Some(breach) => Err(breach),
+        None => Ok(()),
+    }
 }
