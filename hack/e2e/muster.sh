@@ -331,7 +331,8 @@ remove_unreleased_muster() {
   k delete clusterrole,clusterrolebinding muster --ignore-not-found >/dev/null
   k delete mutatingwebhookconfiguration,validatingwebhookconfiguration muster --ignore-not-found >/dev/null
   k delete validatingadmissionpolicy,validatingadmissionpolicybinding muster-pod-writes --ignore-not-found >/dev/null
-  k delete crd queues.muster.dev reservations.muster.dev groups.muster.dev --ignore-not-found --wait=true >/dev/null
+  k delete crd queues.muster.dev cohorts.muster.dev reservations.muster.dev groups.muster.dev --ignore-not-found \
+    --wait=true >/dev/null
 }
 
 muster_kill() {

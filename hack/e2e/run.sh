@@ -22,7 +22,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-helm-real muster-reservation muster-lws muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-helm-real muster-reservation muster-cohort muster-lws muster-cabundle
                                 muster-privilege muster-metrics muster-tenant muster-reclaim muster-tenants-real muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -129,6 +129,11 @@ for t in "${tests[@]}"; do
     muster-reservation)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/reservation-4.yaml"
       run muster-reservation "$e2e/test-muster-reservation.sh" ;;
+    # Cohorts with quotas of their own: a department's borrowing limit (a Rust test:
+    # crates/muster-harness/tests/cohort.rs).
+    muster-cohort)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/reservation-4.yaml"
+      run muster-cohort "$e2e/test-muster-cohort.sh" ;;
     # A LeaderWorkerSet's replica groups as gangs, against the real LWS controller.
     muster-lws)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"

@@ -221,6 +221,6 @@ check "helm uninstall removes the webhook registration (nothing is left failing 
   bash -c "! '$K8S_BIN/kubectl' get mutatingwebhookconfiguration muster >/dev/null 2>&1"
 check "... and the policy on muster's pod writes" \
   bash -c "! '$K8S_BIN/kubectl' get validatingadmissionpolicy muster-pod-writes >/dev/null 2>&1"
-check "the CRDs and the Queue stay (deleting a CRD deletes every Queue, Reservation and Group)" \
-  quiet k get crd queues.muster.dev reservations.muster.dev groups.muster.dev
+check "the CRDs and the Queue stay (deleting a CRD deletes every Queue, Cohort, Reservation and Group)" \
+  quiet k get crd queues.muster.dev cohorts.muster.dev reservations.muster.dev groups.muster.dev
 check "the Group of the finished gang stays with its CRD" quiet k -n $ns get groups.muster.dev gang

@@ -69,7 +69,7 @@ can() { [[ $(k auth can-i "$@" --as=$account 2>/dev/null) == yes ]]; }
 cannot() { [[ $(k auth can-i "$@" --as=$account 2>/dev/null) == no ]]; }
 for allowed in "patch pods" "delete pods" "create pods --subresource=binding" "list pods" "patch jobs.batch" \
   "create groups.muster.dev" "patch queues.muster.dev --subresource=status" "create events.events.k8s.io" \
-  "list reservations.muster.dev" "patch reservations.muster.dev --subresource=status" \
+  "list reservations.muster.dev" "patch reservations.muster.dev --subresource=status" "watch cohorts.muster.dev" \
   "update leases/muster-controller -n muster-system"; do
   # shellcheck disable=SC2086 # verb, resource and flags
   check "muster may $allowed" can $allowed
@@ -77,7 +77,7 @@ done
 for denied in "create pods" "get pods" "update pods" "patch pods --subresource=status" "update jobs.batch" \
   "get jobs.batch" "update jobs.batch --subresource=finalizers" "update groups.muster.dev" \
   "update queues.muster.dev --subresource=status" "create reservations.muster.dev" "patch reservations.muster.dev" \
-  "list secrets -n muster-system" "create secrets -n muster-system" \
+  "create cohorts.muster.dev" "patch cohorts.muster.dev" "list secrets -n muster-system" "create secrets -n muster-system" \
   "list leases -n muster-system" "update leases/other -n muster-system" "create pods --subresource=eviction"; do
   # shellcheck disable=SC2086
   check "muster may not $denied" cannot $denied

@@ -26,9 +26,8 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use muster_durable::{DurableError, Options as DurableOptions, RecoverError};
 use muster_graph::Policy;
-use muster_k8s::{Queue, Reservation};
+use muster_k8s::{Cohort, Queue, Reservation};
 use muster_queue::EngineConfig;
-use muster_queue::config::CohortConfig;
 use muster_store::{PgStore, SqliteStore, Store, StoreError};
 use thiserror::Error;
 use tracing::{info, warn};
@@ -119,12 +118,13 @@ fn unix_now() -> i64 {
 pub struct Loaded {
     pub config: EngineConfig,
     pub queues: watch::Versions,
+    pub cohorts: watch::Versions,
     pub reservations: watch::Versions,
     /// Every Reservation, honoured or refused.
     pub listed_reservations: Vec<reservation_status::Listed>,
 }
 
-/// The engine configuration from the Queue and Reservation objects and PriorityClasses of the
+/// The engine configuration from the Queue, Cohort and Reservation objects and PriorityClasses of the
 /// cluster. An invalid Queue or Reservation is left out (with a warning; a Reservation's status
 /// says why); the others still work. With no valid Queue the configuration has none and is not
 /// compiled: the controller then waits for one ([`lead`]).
@@ -136,16 +136,20 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     for q in &queues.items {
         let name = q.metadata.name.clone().unwrap_or_default();
         match q.spec.to_config(&name) {
-            Ok(c) => {
-                if let Some(cohort) = &c.cohort
-                    && !cfg.cohorts.iter().any(|x| &x.name == cohort)
-                {
-                    cfg.cohorts.push(CohortConfig::new(cohort, None));
-                }
-                cfg.queues.push(c);
-            }
+            Ok(c) => cfg.queues.push(c),
             Err(e) => warn!(queue = name, "queue ignored: {e}"),
         }
+    }
+    let cohorts = Api::<Cohort>::all(client.clone()).list(&ListParams::default()).await?;
+    let converted = cohorts.items.iter().map(|c| {
+        let name = c.metadata.name.clone().unwrap_or_default();
+        let config = c.spec.to_config(&name);
+        (name, config)
+    });
+    let (tree, left_out) = muster_k8s::cohort::assemble(converted.collect(), &mut cfg.queues);
+    cfg.cohorts = tree;
+    for message in left_out {
+        warn!("{message}");
     }
     let reservations = Api::<Reservation>::all(client.clone()).list(&ListParams::default()).await?;
     let mut listed_reservations = Vec::new();
@@ -173,6 +177,7 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     Ok(Loaded {
         config: cfg,
         queues: queue_versions,
+        cohorts: watch::Versions::of(&cohorts.items),
         reservations: watch::Versions::of(&reservations.items),
         listed_reservations,
     })
@@ -212,7 +217,7 @@ pub async fn run(
     result
 }
 
-/// One term of leadership: sessions that end when the Queue, Reservation or PriorityClass objects change (the
+/// One term of leadership: sessions that end when the Queue, Cohort, Reservation or PriorityClass objects change (the
 /// engine is then recovered from the store with the new configuration).
 async fn lead(
     client: Client,
@@ -221,7 +226,7 @@ async fn lead(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
     loop {
-        let Loaded { config, queues, reservations, listed_reservations } = engine_config(&client).await?;
+        let Loaded { config, queues, cohorts, reservations, listed_reservations } = engine_config(&client).await?;
         // A cluster without a Queue yet (a chart makes its Queue after its pods are Ready): wait
         // for one, alive and leading, rather than crash-loop; the webhook holds new work meanwhile.
         if config.queues.is_empty() {
@@ -264,6 +269,7 @@ async fn lead(
         let config_changed = async {
             tokio::select! {
                 () = watch::changed::<Queue>(client.clone(), queues) => info!("a Queue changed; recovering with the new configuration"),
+                () = watch::changed::<Cohort>(client.clone(), cohorts) => info!("a Cohort changed; recovering with the new configuration"),
                 () = watch::changed::<Reservation>(client.clone(), reservations) =>
                     info!("a Reservation changed; recovering with the new configuration"),
                 () = watch::priority_classes_changed(client.clone(), classes) =>

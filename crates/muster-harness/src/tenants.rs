@@ -5,20 +5,19 @@
 //!
 //! | peer | per tenant | besides |
 //! |---|---|---|
-//! | `muster` | Namespace; Queue `muster.dev/v1alpha1` with the quotas (nominal, borrowingLimit, lendingLimit), cohort, fairShareWeight, preemption (withinQueue, reclaimWithinCohort, fairShareWithinCohort), and a namespaceSelector of its namespace | none |
-//! | `kueue` | Namespace; ClusterQueue `kueue.x-k8s.io/v1beta2` in its cohort (`cohortName`) with nominalQuota, borrowingLimit and lendingLimit, preemption `reclaimWithinCohort: Any`/`Never` and `withinClusterQueue: LowerPriority`/`Never`, `fairSharing.weight` (the tenant's fairShareWeight) when the scenario turns Kueue's fair sharing on, selecting its namespace; LocalQueue of the same name there | ResourceFlavor `default-flavor`; a Cohort per cohort, `parentName` for the tree |
+//! | `muster` | Namespace; Queue `muster.dev/v1alpha1` with the quotas (nominal, borrowingLimit, lendingLimit), cohort, fairShareWeight, preemption (withinQueue, reclaimWithinCohort, fairShareWithinCohort), and a namespaceSelector of its namespace | a Cohort `muster.dev/v1alpha1` per declared cohort, with its parent and quotas |
+//! | `kueue` | Namespace; ClusterQueue `kueue.x-k8s.io/v1beta2` in its cohort (`cohortName`) with nominalQuota, borrowingLimit and lendingLimit, preemption `reclaimWithinCohort: Any`/`Never` and `withinClusterQueue: LowerPriority`/`Never`, `fairSharing.weight` (the tenant's fairShareWeight) when the scenario turns Kueue's fair sharing on, selecting its namespace; LocalQueue of the same name there | ResourceFlavor `default-flavor`; a Cohort per cohort, `parentName` for the tree, its own quotas as `resourceGroups` |
 //! | `volcano` | Namespace; Queue `scheduling.volcano.sh/v1beta1`: deserved = nominal, capability = nominal + borrowingLimit (no borrowingLimit: none, the cluster; in no cohort: nominal), guarantee = nominal - lendingLimit (none: 0), reclaimable | a scheduler configuration with the reclaim and preempt actions and the capacity plugin ([`VOLCANO_SCHEDULER_CONF`]) |
 //!
 //! Kueue's ClusterQueues cover every resource the jobs request: one the tenant does not name gets
 //! the cluster's allocatable of it times `kueue.quotaFactor` (as the single ClusterQueue of
-//! [`crate::peers::kueue_setup`] does), no limits. muster's Queue names one cohort and no tree:
-//! tenants in cohorts with parents are refused for muster. Volcano's Queues here are flat (no
-//! `parent`): cohorts have no counterpart, every queue shares the whole cluster.
+//! [`crate::peers::kueue_setup`] does), no limits. Volcano's Queues here are flat (no `parent`):
+//! cohorts, and their quotas, have no counterpart, every queue shares the whole cluster.
 
 use std::collections::BTreeSet;
 
 use muster_graph::{quantity, resources};
-use muster_queue::config::{FairShareWithinCohort, WithinQueue};
+use muster_queue::config::{CohortConfig, FairShareWithinCohort, Quota, QuotaSpec, WithinQueue};
 use muster_sim::scenario::Workload;
 use serde_json::{Map, Value, json};
 
@@ -57,6 +56,9 @@ pub fn setup(peer: Peer, w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>
     let mut out: Vec<Object> = tenants.queues.iter().map(|q| namespace(&q.name)).collect();
     match peer {
         Peer::Muster => {
+            for c in &tenants.cohorts {
+                out.push(muster_cohort(w, c)?);
+            }
             for q in 0..tenants.queues.len() {
                 out.push(muster_queue(w, q)?);
             }
@@ -81,15 +83,20 @@ fn namespace(name: &str) -> Object {
     Object::new(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }), "namespaces", false)
 }
 
+/// A declared cohort as muster's Cohort, with its parent and its own quotas.
+fn muster_cohort(w: &Workload, c: &CohortConfig) -> Result<Object> {
+    let quotas = quotas_of(&c.quotas, |r| w.tenants.cohort_quota(&c.name, r), "nominal")?;
+    let mut spec = json!({ "quotas": quotas.into_iter().collect::<Map<String, Value>>() });
+    if let Some(p) = &c.parent {
+        spec["parent"] = json!(p);
+    }
+    let cohort =
+        json!({ "apiVersion": "muster.dev/v1alpha1", "kind": "Cohort", "metadata": { "name": c.name }, "spec": spec });
+    Ok(Object::new(cohort, "cohorts", false))
+}
+
 fn muster_queue(w: &Workload, i: usize) -> Result<Object> {
     let q = &w.tenants.queues[i];
-    if let Some(c) = w.tenants.cohorts.iter().find(|c| c.parent.is_some()) {
-        return Err(Error::Input(format!(
-            "tenants.cohorts: cohort {:?} has a parent, but muster's Queue names one cohort and no tree; \
-             give muster a scenario whose cohorts have no parent",
-            c.name
-        )));
-    }
     let mut spec = json!({
         "quotas": quotas(w, i, "nominal")?.into_iter().collect::<Map<String, Value>>(),
         "namespaceSelector": { "namespaces": [q.name] },
@@ -140,6 +147,25 @@ fn kueue(w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
         let mut cohort = json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": { "name": name }, "spec": {} });
         if let Some(p) = parent {
             cohort["spec"]["parentName"] = json!(p);
+        }
+        // The cohort's own quota, for the resources it names.
+        let declared = w.tenants.cohorts.iter().find(|c| c.name == name).map(|c| &c.quotas);
+        let own = match declared {
+            Some(specs) => quotas_of(specs, |r| w.tenants.cohort_quota(name, r), "nominalQuota")?,
+            None => vec![],
+        };
+        if !own.is_empty() {
+            let covered: Vec<&String> = own.iter().map(|(r, _)| r).collect();
+            let entries: Vec<Value> = own
+                .iter()
+                .map(|(r, spec)| {
+                    let mut entry = spec.clone();
+                    entry["name"] = json!(r);
+                    entry
+                })
+                .collect();
+            cohort["spec"]["resourceGroups"] =
+                json!([{ "coveredResources": covered, "flavors": [{ "name": KUEUE_FLAVOR, "resources": entries }] }]);
         }
         out.push(Object::new(cohort, "cohorts", false));
     }
@@ -193,10 +219,20 @@ fn kueue(w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
 /// Queue `q`'s quotas by resource, as `{<nominal_key>, borrowingLimit, lendingLimit}` quantities
 /// (from the validated base units).
 fn quotas(w: &Workload, q: usize, nominal_key: &str) -> Result<Vec<(String, Value)>> {
+    quotas_of(&w.tenants.queues[q].quotas, |r| w.tenants.quota(q, r), nominal_key)
+}
+
+/// The quotas `specs` names, each as `{<nominal_key>, borrowingLimit, lendingLimit}` quantities
+/// from its validated base units (`quota`).
+fn quotas_of(
+    specs: &std::collections::BTreeMap<String, QuotaSpec>,
+    quota: impl Fn(&str) -> Option<Quota>,
+    nominal_key: &str,
+) -> Result<Vec<(String, Value)>> {
     let mut out = vec![];
-    for r in w.tenants.queues[q].quotas.keys() {
+    for r in specs.keys() {
         let unit = resources::unit_of(r).map_err(Error::Input)?;
-        let Some(quota) = w.tenants.quota(q, r) else { continue };
+        let Some(quota) = quota(r) else { continue };
         let fmt = |x: u64| quantity::format_amount(x, unit);
         let mut spec = json!({ nominal_key: fmt(quota.nominal) });
         if let Some(b) = quota.borrowing_limit {
@@ -433,13 +469,34 @@ mod tests {
     }
 
     #[test]
+    fn a_cohort_tree_with_quotas_goes_to_muster_and_kueue_as_their_cohorts() {
+        let (w, jobs) = load(&scenario("tenants-departments.yaml"));
+        let objs = values(setup(Peer::Muster, &w, &jobs).unwrap());
+        let cohorts = of_kind(&objs, "Cohort");
+        assert_eq!(cohorts.len(), 3);
+        assert_eq!(cohorts[1]["apiVersion"], "muster.dev/v1alpha1");
+        assert_eq!(
+            cohorts[1]["spec"],
+            json!({"parent": "org", "quotas": {"nvidia.com/gpu": {"nominal": "0", "borrowingLimit": "32"}}})
+        );
+        assert_eq!(cohorts[0]["spec"], json!({"quotas": {}}), "org declares no quota");
+        assert_eq!(of_kind(&objs, "Queue")[0]["spec"]["cohort"], "research");
+        let objs = values(setup(Peer::Kueue, &w, &jobs).unwrap());
+        let research = of_kind(&objs, "Cohort")[1];
+        assert_eq!(research["spec"]["parentName"], "org");
+        assert_eq!(
+            research["spec"]["resourceGroups"],
+            json!([{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": KUEUE_FLAVOR, "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "32"}]}]}])
+        );
+        assert!(of_kind(&objs, "Cohort")[0]["spec"].get("resourceGroups").is_none());
+    }
+
+    #[test]
     fn what_a_peer_cannot_hold_is_refused() {
         let (w, jobs) = load(&scenario("suite/tenants-reclaim-sixtieth.yaml"));
         let e = setup(Peer::Native, &w, &jobs).unwrap_err().to_string();
         assert!(e.contains("no queues") && e.contains("muster, kueue or volcano"), "{e}");
-        let (w, jobs) = load(&scenario("suite/tenants-tree.yaml"));
-        let e = setup(Peer::Muster, &w, &jobs).unwrap_err().to_string();
-        assert!(e.contains("tenants.cohorts") && e.contains("research") && e.contains("no parent"), "{e}");
         // Without tenants, nothing to set up.
         let (w, jobs) = load(&scenario("suite/seed-001.yaml"));
         assert!(setup(Peer::Muster, &w, &jobs).unwrap().is_empty());

@@ -172,7 +172,7 @@ async fn install_crds(client: &Client) {
             .await
             .expect("the CRD is accepted");
     }
-    for name in ["queues.muster.dev", "groups.muster.dev"] {
+    for name in ["queues.muster.dev", "cohorts.muster.dev", "groups.muster.dev"] {
         eventually(60, &format!("{name} is Established"), || {
             let crds = crds.clone();
             async move {
@@ -208,11 +208,11 @@ async fn printer_columns(client: &Client) {
     assert_eq!((cells[2].as_i64(), cells[3].as_i64()), (Some(4), Some(8)));
 }
 
-/// Both kinds are in discovery's `muster` category (`kubectl get muster`).
+/// The kinds are in discovery's `muster` category (`kubectl get muster`).
 async fn category(client: &Client) {
     let req = http::Request::get("/apis/muster.dev/v1alpha1").body(Vec::new()).unwrap();
     let list: Value = client.request(req).await.expect("discovery of muster.dev/v1alpha1");
-    for name in ["queues", "groups"] {
+    for name in ["queues", "cohorts", "reservations", "groups"] {
         let resource = list["resources"].as_array().unwrap().iter().find(|r| r["name"] == name).expect(name);
         assert_eq!(resource["categories"], json!(["muster"]), "{name}");
     }

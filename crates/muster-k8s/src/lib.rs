@@ -1,13 +1,15 @@
-//! muster's Kubernetes API: the cluster-scoped `Queue` and `Reservation` and the namespaced `Group`
-//! custom resources (group `muster.dev`, version `v1alpha1`), their CRDs, and the conversion of
-//! their specs into the engine's inputs (`muster_queue::QueueConfig`,
-//! `muster_queue::ReservationConfig`, `muster_graph::GroupRequest`). Conversion errors
+//! muster's Kubernetes API: the cluster-scoped `Queue`, `Cohort` and `Reservation` and the
+//! namespaced `Group` custom resources (group `muster.dev`, version `v1alpha1`), their CRDs, and
+//! the conversion of their specs into the engine's inputs (`muster_queue::QueueConfig`,
+//! `muster_queue::config::CohortConfig`, `muster_queue::ReservationConfig`,
+//! `muster_graph::GroupRequest`). Conversion errors
 //! are `muster_graph::InputError`s whose path names the field, such as `spec.members.min`.
 //!
 //! The CRD schema already refuses what it can (enums, minimums, quantity syntax), so the apiserver
 //! rejects most bad objects; the conversions check the rest (units of resource names, limits that
 //! depend on other fields).
 
+pub mod cohort;
 pub mod composite;
 pub mod external;
 pub mod group;
@@ -21,6 +23,7 @@ pub mod unsupported;
 pub mod view;
 pub mod workload;
 
+pub use cohort::{Cohort, CohortSpec};
 pub use group::{Group, GroupConditionType, GroupSpec, GroupStatus};
 /// A Group object's `status.phase` is the engine's state (never `New` or `Deleted`).
 pub use muster_queue::GroupState;
@@ -35,14 +38,14 @@ pub const API_GROUP: &str = "muster.dev";
 
 /// The CustomResourceDefinitions of every muster resource as one multi-document YAML stream, as
 /// checked in at `deploy/chart/templates/crds.yaml`. Helm keeps them on `helm uninstall`:
-/// deleting a CRD deletes every Queue, Reservation and Group with it.
+/// deleting a CRD deletes every Queue, Cohort, Reservation and Group with it.
 pub fn crds_yaml() -> String {
     let mut out = String::from(
         "# muster CustomResourceDefinitions, generated from the Rust types in crates/muster-k8s.\n\
          # Do not edit; regenerate with: MUSTER_UPDATE_CRDS=1 cargo test -p muster-k8s\n\
          # In templates/ rather than crds/ so that `helm upgrade` updates them in place.\n",
     );
-    for mut crd in [Queue::crd(), Reservation::crd(), Group::crd()] {
+    for mut crd in [Queue::crd(), Cohort::crd(), Reservation::crd(), Group::crd()] {
         crd.metadata.annotations = Some([("helm.sh/resource-policy".to_string(), "keep".to_string())].into());
         out.push_str("---\n");
         out.push_str(&serde_yaml_ng::to_string(&crd).expect("a CRD is plain data and always serializes"));
@@ -75,6 +78,9 @@ mod tests {
         let q = Queue::crd();
         assert_eq!(q.metadata.name.as_deref(), Some("queues.muster.dev"));
         assert_eq!(q.spec.scope, "Cluster");
+        let c = Cohort::crd();
+        assert_eq!(c.metadata.name.as_deref(), Some("cohorts.muster.dev"));
+        assert_eq!(c.spec.scope, "Cluster");
         let r = Reservation::crd();
         assert_eq!(r.metadata.name.as_deref(), Some("reservations.muster.dev"));
         assert_eq!(r.spec.scope, "Cluster");

@@ -32,7 +32,8 @@ const POD_POLICY_TEMPLATE: &str = include_str!("../../../deploy/chart/templates/
 /// takes the other's fields away.
 const MANAGER: &str = "muster-install";
 /// The CRDs of CRDS, by name.
-const CRD_NAMES: [&str; 3] = ["queues.muster.dev", "reservations.muster.dev", "groups.muster.dev"];
+const CRD_NAMES: [&str; 4] =
+    ["queues.muster.dev", "cohorts.muster.dev", "reservations.muster.dev", "groups.muster.dev"];
 const ACCOUNT: &str = "muster";
 
 #[derive(Args, Debug)]
