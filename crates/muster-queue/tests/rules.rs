@@ -466,6 +466,31 @@ fn preemption_minimises_after_greedy() {
 }
 
 #[test]
+fn preemption_loses_the_least_work_rather_than_evicting_the_fewest_groups() {
+    // 4 nodes x 4 cpu. `old` (2 members) has run 100 s, s1 and s2 (1 member each) 10 s. hi needs
+    // 2 whole nodes: `old` alone would do, but throws away 200 member-seconds; s1 and s2 together
+    // throw away 20.
+    let mut e = engine(graph(4, 4), preempt_cfg());
+    e.submit(spec("old", "q", 2, 4, None, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    for name in ["s1", "s2"] {
+        e.submit(spec(name, "q", 1, 4, None, 90), 90).unwrap();
+    }
+    let ts = e.schedule(90);
+    ready_all(&mut e, &ts, 90);
+    let mut hi = spec("hi", "q", 2, 4, None, 100);
+    hi.priority_class = Some("high".into());
+    e.submit(hi, 100).unwrap();
+    let ts = e.schedule(100);
+    assert_eq!(state(&e, "hi"), GroupState::Admitted);
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    assert_eq!(victims, vec!["s1", "s2"], "{ts:?}");
+    assert_eq!(state(&e, "old"), GroupState::Running);
+    e.check_invariants().unwrap();
+}
+
+#[test]
 fn a_preemption_tried_on_a_node_others_over_committed_is_undone_cleanly() {
     // n-0 runs `a` (4 of 4 cpu); another scheduler's pod lands there too (2 cpu: 6 of 4). Taking
     // `a` out leaves 2 free, too little for `hi`: the what-if is undone, over the over-commit.

@@ -3,9 +3,10 @@
 //! the queue is within its nominal quota, or when the fair-share rule of
 //! `fair_share_preemption.rs` allows). When taking back the members that shrinkable elastic
 //! candidates hold above their minimum is enough, only those are asked back (as in giving way:
-//! the group starts once their pods are gone) and nothing starts over; otherwise the fewest
-//! candidates that let the group fit are evicted and queued again at once, and the group is
-//! admitted. Every what-if runs on the real graph and is undone.
+//! the group starts once their pods are gone) and nothing starts over; otherwise the candidates
+//! that let the group fit at the least cost (the least protected, then the least work lost, then
+//! the fewest) are evicted and queued again at once, and the group is admitted. Every what-if runs
+//! on the real graph and is undone.
 
 use std::collections::BTreeSet;
 
@@ -291,24 +292,53 @@ impl Engine {
         reclaims || self.fair_share_allows(key, req, &others)
     }
 
-    /// The fewest candidates whose eviction lets `key` fit, as (key, reclaim), already taken out
-    /// of the graph and the quota; `None`, with everything put back, if all are not enough.
+    /// The candidates whose eviction lets `key` fit at the least cost ([`eviction_cost`]), as (key,
+    /// reclaim), already taken out of the graph and the quota; `None`, with everything put back,
+    /// if all are not enough. Two sets are weighed: the best single candidate that is enough
+    /// alone, and the candidates taken in order until the group fits, less those it can do
+    /// without.
     fn choose_victims(
         &mut self,
         key: &GroupKey,
         req: &GroupRequest,
         cands: &[Candidate],
     ) -> Option<Vec<(GroupKey, bool)>> {
-        // One victim is the smallest set: try each candidate alone first (best first).
-        for c in cands.iter().take(64) {
+        let single = cands.iter().take(64).find(|c| {
             let saved = self.take_out(&c.key);
             let ok = self.fits_now(key, req) && self.reclaim_allowed(key, req, &[(c.key.clone(), c.reclaim)]);
             self.put_back(&c.key, saved);
-            if ok {
-                self.take_out(&c.key);
-                return Some(vec![(c.key.clone(), c.reclaim)]);
+            ok
+        });
+        let single = single.map(|c| vec![(c.key.clone(), c.reclaim)]);
+        let greedy = self.greedy_victims(key, req, cands);
+        match (greedy, single) {
+            (None, None) => None,
+            (Some(greedy), single)
+                if single
+                    .as_ref()
+                    .is_none_or(|s| eviction_cost(cands, &out_of(&greedy)) <= eviction_cost(cands, s)) =>
+            {
+                Some(out_of(&greedy))
+            }
+            (greedy, single) => {
+                for (vk, saved, _) in greedy.into_iter().flatten().rev() {
+                    self.put_back(&vk, saved);
+                }
+                let single = single.expect("chosen over the greedy set");
+                self.take_out(&single[0].0);
+                Some(single)
             }
         }
+    }
+
+    /// Candidates taken out in order until `key` fits, then every one it can do without given
+    /// back, latest taken first; `None`, with everything put back, if all are not enough.
+    fn greedy_victims(
+        &mut self,
+        key: &GroupKey,
+        req: &GroupRequest,
+        cands: &[Candidate],
+    ) -> Option<Vec<(GroupKey, SavedAlloc, bool)>> {
         // Take candidates away in order until the group fits...
         let mut removed: Vec<(GroupKey, SavedAlloc, bool)> = Vec::new();
         let mut fits = false;
@@ -330,17 +360,17 @@ impl Engine {
         let mut out = out_of(&removed);
         let mut victims = Vec::new();
         let last = removed.len() - 1;
-        for (i, (vk, saved, reclaim)) in removed.into_iter().enumerate().rev() {
+        for (i, (vk, mut saved, reclaim)) in removed.into_iter().enumerate().rev() {
             if i < last {
                 self.put_back(&vk, saved);
                 out.retain(|(k, _)| *k != vk);
                 if self.fits_now(key, req) && self.reclaim_allowed(key, req, &out) {
                     continue;
                 }
-                self.take_out(&vk);
+                saved = self.take_out(&vk);
                 out.push((vk.clone(), reclaim));
             }
-            victims.push((vk, reclaim));
+            victims.push((vk, saved, reclaim));
         }
         Some(victims)
     }
@@ -413,6 +443,18 @@ impl Engine {
             _ => None,
         }
     }
+}
+
+/// What evicting `victims` costs, least first: the most protected of them (a group of the
+/// preemptor's own queue rather than a borrower of another, then the higher priority), then the
+/// work lost (member-seconds since admission: an evicted group starts over), then how many.
+/// Fewer victims that lose more work would be the costlier choice: what an eviction throws away
+/// is the work done.
+fn eviction_cost(cands: &[Candidate], victims: &[(GroupKey, bool)]) -> ((bool, i32), u64, usize) {
+    let of = |k: &GroupKey| cands.iter().find(|c| c.key == *k).expect("victims are candidates");
+    let protected = victims.iter().map(|(k, _)| of(k)).map(|c| (c.not_borrower, c.priority)).max();
+    let work = victims.iter().map(|(k, _)| of(k).work_done).fold(0u64, u64::saturating_add);
+    (protected.unwrap_or((false, i32::MIN)), work, victims.len())
 }
 
 /// The groups taken out so far, and whether each is reclaimed.
