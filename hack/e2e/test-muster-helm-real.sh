@@ -125,6 +125,13 @@ YAML
 }
 fresh_namespace $ns
 k label namespace $ns muster.dev/managed=true >/dev/null
+# kube-proxy programs the Service's ClusterIP a moment after helm saw the pods Ready; until then the
+# apiserver's call goes nowhere, or to whatever else answers on that address, and a Job is refused.
+webhook_serves() {
+  [[ $(real_job probe 1 250m 1 | k -n $ns create --dry-run=server -f - \
+         -o jsonpath='{.spec.template.spec.schedulerName}' 2>/dev/null) == muster ]]
+}
+eventually 60 "the apiserver reaches the webhook through its Service (a server-side dry run is mutated)" webhook_serves
 real_job gang 4 250m 25 | k -n $ns create -f - >/dev/null
 check "the apiserver reached the webhook through its Service: the Job is held for muster" \
   test "$(k -n $ns get job gang -o jsonpath='{.spec.template.spec.schedulerName}')" = muster
@@ -162,6 +169,7 @@ eventually 120 "every muster pod was replaced, and the new ones run on the real 
 check "the running gang's Group is the same object" \
   test "$(k -n $ns get groups.muster.dev during -o jsonpath='{.metadata.uid}')" = "$uid"
 eventually 120 "the gang that ran through the upgrade finishes" job_complete $ns during
+eventually 60 "the upgraded webhook serves through its Service" webhook_serves
 real_job after 2 250m 5 | k -n $ns create -f - >/dev/null
 runs_whole $ns after job-name=after 2
 eventually 60 "the gang after the upgrade finishes" job_complete $ns after
