@@ -70,7 +70,7 @@ cannot() { [[ $(k auth can-i "$@" --as=$account 2>/dev/null) == no ]]; }
 for allowed in "patch pods" "delete pods" "create pods --subresource=binding" "list pods" "patch jobs.batch" \
   "create groups.muster.dev" "patch queues.muster.dev --subresource=status" "create events.events.k8s.io" \
   "list reservations.muster.dev" "patch reservations.muster.dev --subresource=status" "watch cohorts.muster.dev" \
-  "update leases/muster-controller -n muster-system"; do
+  "patch cohorts.muster.dev --subresource=status" "update leases/muster-controller -n muster-system"; do
   # shellcheck disable=SC2086 # verb, resource and flags
   check "muster may $allowed" can $allowed
 done

@@ -7,6 +7,7 @@
 //! events. On start (or after a Queue or Reservation changes) the engine is recovered from the
 //! store and reconciled with what the cluster runs. See docs/controller.md.
 
+mod accepted;
 pub mod brain;
 pub mod convert;
 mod executor;
@@ -26,6 +27,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use muster_durable::{DurableError, Options as DurableOptions, RecoverError};
 use muster_graph::Policy;
+use muster_k8s::condition::Refusal;
 use muster_k8s::{Cohort, Queue, Reservation};
 use muster_queue::EngineConfig;
 use muster_store::{PgStore, SqliteStore, Store, StoreError};
@@ -122,25 +124,33 @@ pub struct Loaded {
     pub reservations: watch::Versions,
     /// Every Reservation, honoured or refused.
     pub listed_reservations: Vec<reservation_status::Listed>,
+    /// Every Queue and Cohort, honoured or left out.
+    pub verdicts: Vec<accepted::Verdict>,
 }
 
 /// The engine configuration from the Queue, Cohort and Reservation objects and PriorityClasses of the
-/// cluster. An invalid Queue or Reservation is left out (with a warning; a Reservation's status
-/// says why); the others still work. With no valid Queue the configuration has none and is not
+/// cluster. An invalid Queue, Cohort or Reservation is left out (with a warning; its `Accepted`
+/// condition says why), and so is every Queue below a Cohort left out; the others still work. With no valid Queue the configuration has none and is not
 /// compiled: the controller then waits for one ([`lead`]).
 pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     let queues = Api::<Queue>::all(client.clone()).list(&ListParams::default()).await?;
     let queue_versions = watch::Versions::of(&queues.items);
     let mut cfg = EngineConfig::single_queue("unused");
     cfg.queues.clear();
+    let mut verdicts = Vec::new();
     for q in &queues.items {
-        let name = q.metadata.name.clone().unwrap_or_default();
-        match q.spec.to_config(&name) {
+        let mut verdict = accepted::Verdict::of_queue(q);
+        match q.spec.to_config(&verdict.name) {
             Ok(c) => cfg.queues.push(c),
-            Err(e) => warn!(queue = name, "queue ignored: {e}"),
+            Err(e) => {
+                warn!(queue = verdict.name, "queue ignored: {e}");
+                verdict.refusal = Some(Refusal::invalid_spec(&e));
+            }
         }
+        verdicts.push(verdict);
     }
     let cohorts = Api::<Cohort>::all(client.clone()).list(&ListParams::default()).await?;
+    verdicts.extend(cohorts.items.iter().map(accepted::Verdict::of_cohort));
     let converted = cohorts.items.iter().map(|c| {
         let name = c.metadata.name.clone().unwrap_or_default();
         let config = c.spec.to_config(&name);
@@ -148,8 +158,11 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     });
     let (tree, left_out) = muster_k8s::cohort::assemble(converted.collect(), &mut cfg.queues);
     cfg.cohorts = tree;
-    for message in left_out {
-        warn!("{message}");
+    for l in left_out {
+        warn!("{l}");
+        if let Some(v) = verdicts.iter_mut().find(|v| v.kind == l.kind && v.name == l.name) {
+            v.refusal = Some(l.refusal);
+        }
     }
     let reservations = Api::<Reservation>::all(client.clone()).list(&ListParams::default()).await?;
     let mut listed_reservations = Vec::new();
@@ -180,6 +193,7 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
         cohorts: watch::Versions::of(&cohorts.items),
         reservations: watch::Versions::of(&reservations.items),
         listed_reservations,
+        verdicts,
     })
 }
 
@@ -226,7 +240,9 @@ async fn lead(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
     loop {
-        let Loaded { config, queues, cohorts, reservations, listed_reservations } = engine_config(&client).await?;
+        let Loaded { config, queues, cohorts, reservations, listed_reservations, verdicts } =
+            engine_config(&client).await?;
+        accepted::write(&client, &verdicts).await;
         // A cluster without a Queue yet (a chart makes its Queue after its pods are Ready): wait
         // for one, alive and leading, rather than crash-loop; the webhook holds new work meanwhile.
         if config.queues.is_empty() {

@@ -17,7 +17,7 @@
 use std::collections::BTreeSet;
 
 use muster_graph::{quantity, resources};
-use muster_queue::config::{CohortConfig, FairShareWithinCohort, Quota, QuotaSpec, WithinQueue};
+use muster_queue::config::{CohortConfig, FairShareStrategies, FairShareWithinCohort, Quota, QuotaSpec, WithinQueue};
 use muster_sim::scenario::Workload;
 use serde_json::{Map, Value, json};
 
@@ -110,6 +110,9 @@ fn muster_queue(w: &Workload, i: usize) -> Result<Object> {
     });
     if q.preemption.fair_share_within_cohort != FairShareWithinCohort::Never {
         spec["preemption"]["fairShareWithinCohort"] = json!(q.preemption.fair_share_within_cohort);
+    }
+    if q.preemption.fair_share_strategies != FairShareStrategies::default() {
+        spec["preemption"]["fairShareStrategies"] = json!(q.preemption.fair_share_strategies);
     }
     if let Some(c) = &q.cohort {
         spec["cohort"] = json!(c);

@@ -3,7 +3,8 @@
 //! which may borrow at most 8 cpu from the rest of Cohort `e2e-org`; queue B (24 cpu nominal, idle)
 //! is in `e2e-org`. A's four whole-node Jobs: two run (its own 8 and the 8 its cohort may
 //! borrow), the others wait, their Group naming the cohort's limit. Raising the limit to 16 lets a
-//! third run. A Cohort the engine refuses is left out, and so is the queue below it.
+//! third run. A Cohort the engine refuses is left out, and so is the queue below it; the
+//! `Accepted` condition of each Queue and Cohort says which muster honours, and why not.
 //!
 //! hack/e2e/test-muster-cohort.sh starts muster and the over-commit checker around this test.
 
@@ -15,6 +16,7 @@ use e2e::eventually;
 use e2e::objects::{group, nodes_of};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use muster_k8s::{Cohort, Queue};
@@ -63,6 +65,15 @@ async fn a_cohort_caps_what_its_queues_borrow_from_the_rest_of_the_tree() {
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     assert_eq!(bound_jobs(&client, A).await, running, "{why}");
     assert!(nodes_of(&client, C, "job-name=c0").await.is_empty(), "queue C is left out with its cohort");
+    let (status, reason, says, _) = cohort_accepted(&client, BAD).await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "InvalidSpec"), "{says}");
+    assert!(says.starts_with("spec.quotas.cpu.borrowingLimit: "), "the message names the field: {says}");
+    let (status, reason, says, _) = queue_accepted(&client, C).await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "CohortLeftOut"), "{says}");
+    assert!(says.contains(BAD), "{says}");
+    for name in [ORG, RESEARCH] {
+        assert_eq!(cohort_accepted(&client, name).await.0, "True", "Cohort {name}");
+    }
 
     // The admin raises the limit: muster reads the change and a third Job runs.
     apply_cohort(&client, RESEARCH, json!({"parent": ORG, "quotas": {"cpu": {"nominal": 0, "borrowingLimit": 16}}}))
@@ -74,8 +85,44 @@ async fn a_cohort_caps_what_its_queues_borrow_from_the_rest_of_the_tree() {
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     assert_eq!(bound_jobs(&client, A).await.len(), 3, "A holds its 8 and the 16 its cohort may borrow");
     assert!(nodes_of(&client, C, "job-name=c0").await.is_empty());
+    let generation = Api::<Cohort>::all(client.clone()).get(RESEARCH).await.unwrap().metadata.generation;
+    eventually(30, "Accepted observes the Cohort's new generation", || async {
+        let accepted = cohort_accepted(&client, RESEARCH).await;
+        (accepted.0 == "True" && accepted.3 == generation).then_some(())
+    })
+    .await;
+    // The queue reports of the running engine leave the condition be.
+    let a = Api::<Queue>::all(client.clone()).get(A).await.unwrap().status.unwrap_or_default();
+    assert_eq!(a.admitted_groups, 3, "{a:?}");
+    assert_eq!(queue_accepted(&client, A).await.0, "True", "{a:?}");
 
     clean_up(&client).await;
+}
+
+/// Status, reason, message and observed generation of an `Accepted` condition.
+type Accepted = (String, String, String, Option<i64>);
+
+fn accepted_of(conditions: &[Condition]) -> Option<Accepted> {
+    let c = conditions.iter().find(|c| c.type_ == "Accepted")?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone(), c.observed_generation))
+}
+
+/// Cohort `name`'s `Accepted` condition, once muster has written it.
+async fn cohort_accepted(client: &Client, name: &str) -> Accepted {
+    eventually(30, "the Cohort has its Accepted condition", || async {
+        let c = Api::<Cohort>::all(client.clone()).get(name).await.ok()?;
+        accepted_of(&c.status?.conditions)
+    })
+    .await
+}
+
+/// Queue `name`'s `Accepted` condition, once muster has written it.
+async fn queue_accepted(client: &Client, name: &str) -> Accepted {
+    eventually(30, "the Queue has its Accepted condition", || async {
+        let q = Api::<Queue>::all(client.clone()).get(name).await.ok()?;
+        accepted_of(&q.status?.conditions)
+    })
+    .await
 }
 
 /// What the test leaves: namespaces, Queues and Cohorts.

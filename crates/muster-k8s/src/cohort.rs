@@ -6,12 +6,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use muster_graph::InputError;
 use muster_queue::config::{CohortConfig, QuotaSpec};
 use muster_queue::{EngineConfig, QueueConfig};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::condition::Refusal;
 
 /// A cohort of queues (and of other cohorts) that lend each other unused quota.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -20,9 +23,11 @@ use serde::{Deserialize, Serialize};
     version = "v1alpha1",
     kind = "Cohort",
     doc = "A muster Cohort: a node of the tree queues borrow and lend quota in, with quotas of its own.",
+    status = "CohortStatus",
     category = "muster",
     derive = "PartialEq",
     printcolumn = r#"{"name": "Parent", "type": "string", "jsonPath": ".spec.parent"}"#,
+    printcolumn = r#"{"name": "Accepted", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Accepted\")].status"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -37,6 +42,17 @@ pub struct CohortSpec {
     /// their unused quota the rest of the tree may use. Both limits need a parent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub quotas: BTreeMap<String, QuotaSpec>,
+}
+
+/// What the controller reports about a cohort.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CohortStatus {
+    /// `Accepted`: whether muster honours it (False: the message says why, naming the field to
+    /// fix). A Cohort left out takes every queue and cohort below it out too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
 }
 
 impl CohortSpec {
@@ -63,9 +79,39 @@ impl CohortSpec {
     }
 }
 
+/// A Queue or Cohort object [`assemble`] leaves out of the configuration, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub kind: ConfigKind,
+    pub name: String,
+    pub refusal: Refusal,
+}
+
+/// The kinds of configuration objects whose `Accepted` condition muster writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ConfigKind {
+    Queue,
+    Cohort,
+}
+
+impl std::fmt::Display for ConfigKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConfigKind::Queue => "Queue",
+            ConfigKind::Cohort => "Cohort",
+        })
+    }
+}
+
+impl std::fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} left out: {}", self.kind, self.name, self.refusal.message)
+    }
+}
+
 /// The cohorts the engine is given, from the Cohort objects (each already converted, or refused)
-/// and the queues that name them; refused queues are taken out of `queues`. Every message says
-/// what was left out and why.
+/// and the queues that name them; queues below a cohort left out are taken out of `queues`.
+/// Every object left out is returned with why.
 ///
 /// A cohort named by a queue or as a parent but declared by no object is a root without quota,
 /// as a Queue's cohort always was. A refused Cohort, or one on a cycle of parents, is left out,
@@ -74,8 +120,8 @@ impl CohortSpec {
 pub fn assemble(
     objects: Vec<(String, Result<CohortConfig, InputError>)>,
     queues: &mut Vec<QueueConfig>,
-) -> (Vec<CohortConfig>, Vec<String>) {
-    let mut messages = Vec::new();
+) -> (Vec<CohortConfig>, Vec<LeftOut>) {
+    let mut left_out = Vec::new();
     let mut cohorts: BTreeMap<String, CohortConfig> = BTreeMap::new();
     let mut refused: BTreeSet<String> = BTreeSet::new();
     for (name, converted) in objects {
@@ -84,7 +130,11 @@ pub fn assemble(
                 cohorts.insert(name, c);
             }
             Err(e) => {
-                messages.push(format!("Cohort {name} left out: {e}"));
+                left_out.push(LeftOut {
+                    kind: ConfigKind::Cohort,
+                    name: name.clone(),
+                    refusal: Refusal::invalid_spec(&e),
+                });
                 refused.insert(name);
             }
         }
@@ -95,32 +145,47 @@ pub fn assemble(
             cohorts.entry(name.clone()).or_insert_with(|| CohortConfig::new(&name, None));
         }
     }
-    // Whether a cohort's chain of parents is whole: every link declared or a plain root, no
-    // cycle, nothing refused on the way.
-    let whole = |start: &str| {
+    // Where a cohort's chain of parents breaks: the first link that is refused or closes a
+    // cycle; None when every link is declared or a plain root.
+    let break_in = |start: &str| {
         let mut seen = BTreeSet::new();
         let mut cur = Some(start.to_string());
         while let Some(c) = cur {
-            if refused.contains(&c) || !seen.insert(c.clone()) {
-                return false;
+            if refused.contains(&c) {
+                return Some(Refusal {
+                    reason: "CohortLeftOut",
+                    message: format!("its parent chain passes Cohort {c}, which is left out"),
+                });
+            }
+            if !seen.insert(c.clone()) {
+                return Some(Refusal {
+                    reason: "ParentCycle",
+                    message: format!("its parents form a cycle through {c}; change spec.parent"),
+                });
             }
             cur = cohorts.get(&c).and_then(|x| x.parent.clone());
         }
-        true
+        None
     };
-    let broken: BTreeSet<String> = cohorts.keys().filter(|c| !whole(c)).cloned().collect();
-    for c in &broken {
-        messages.push(format!("Cohort {c} left out: its parents form a cycle or include a Cohort left out"));
+    let broken: BTreeMap<String, Refusal> =
+        cohorts.keys().filter_map(|c| break_in(c).map(|r| (c.clone(), r))).collect();
+    for (name, refusal) in &broken {
+        left_out.push(LeftOut { kind: ConfigKind::Cohort, name: name.clone(), refusal: refusal.clone() });
     }
-    cohorts.retain(|name, _| !broken.contains(name));
+    cohorts.retain(|name, _| !broken.contains_key(name));
     queues.retain(|q| match &q.cohort {
         Some(c) if !cohorts.contains_key(c) => {
-            messages.push(format!("Queue {} left out: its cohort {c} is left out", q.name));
+            let message = format!("its cohort {c} is left out (see that Cohort's Accepted condition)");
+            left_out.push(LeftOut {
+                kind: ConfigKind::Queue,
+                name: q.name.clone(),
+                refusal: Refusal { reason: "CohortLeftOut", message },
+            });
             false
         }
         _ => true,
     });
-    (cohorts.into_values().collect(), messages)
+    (cohorts.into_values().collect(), left_out)
 }
 
 #[cfg(test)]
@@ -171,14 +236,31 @@ mod tests {
             queue("d", "bad"),
             queue("e", "lab"),
         ];
-        let (cohorts, messages) = assemble(objects, &mut queues);
+        let (cohorts, left_out) = assemble(objects, &mut queues);
+        let messages: Vec<String> = left_out.iter().map(ToString::to_string).collect();
         let names: Vec<&str> = cohorts.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["lab", "org", "research"]);
         let kept: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
         assert_eq!(kept, ["a", "e"]);
-        assert!(messages.iter().any(|m| m.starts_with("Cohort bad left out: Cohort/bad: spec.parent")), "{messages:?}");
+        assert!(messages.iter().any(|m| m.starts_with("Cohort bad left out: spec.parent")), "{messages:?}");
         assert!(messages.iter().any(|m| m.starts_with("Cohort x left out: its parents form a cycle")), "{messages:?}");
-        assert!(messages.contains(&"Queue d left out: its cohort bad is left out".to_string()), "{messages:?}");
+        assert!(
+            messages.iter().any(|m| m.starts_with("Cohort under-bad left out: its parent chain passes Cohort bad")),
+            "{messages:?}"
+        );
+        assert!(messages.iter().any(|m| m.starts_with("Queue d left out: its cohort bad is left out")), "{messages:?}");
+        let reasons: BTreeSet<(ConfigKind, &str, &str)> =
+            left_out.iter().map(|l| (l.kind, l.name.as_str(), l.refusal.reason)).collect();
+        let expected = [
+            (ConfigKind::Cohort, "bad", "InvalidSpec"),
+            (ConfigKind::Cohort, "under-bad", "CohortLeftOut"),
+            (ConfigKind::Cohort, "x", "ParentCycle"),
+            (ConfigKind::Cohort, "y", "ParentCycle"),
+            (ConfigKind::Queue, "b", "CohortLeftOut"),
+            (ConfigKind::Queue, "c", "CohortLeftOut"),
+            (ConfigKind::Queue, "d", "CohortLeftOut"),
+        ];
+        assert_eq!(reasons, BTreeSet::from(expected));
         // What is left compiles.
         let mut cfg = EngineConfig::single_queue("unused");
         cfg.queues = queues;

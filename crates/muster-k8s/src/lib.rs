@@ -11,6 +11,7 @@
 
 pub mod cohort;
 pub mod composite;
+pub mod condition;
 pub mod external;
 pub mod group;
 pub mod labels;
@@ -23,7 +24,7 @@ pub mod unsupported;
 pub mod view;
 pub mod workload;
 
-pub use cohort::{Cohort, CohortSpec};
+pub use cohort::{Cohort, CohortSpec, CohortStatus};
 pub use group::{Group, GroupConditionType, GroupSpec, GroupStatus};
 /// A Group object's `status.phase` is the engine's state (never `New` or `Deleted`).
 pub use muster_queue::GroupState;

@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use muster_graph::InputError;
 use muster_queue::config::{
-    FairShareWithinCohort, PreemptionConfig, RunTimeLimitConfig, RunTimeLimitMode, WithinQueue,
+    FairShareStrategies, FairShareStrategy, FairShareWithinCohort, PreemptionConfig, RunTimeLimitConfig,
+    RunTimeLimitMode, WithinQueue,
 };
 pub use muster_queue::config::{LabelOperator, LabelRequirement, NamespaceSelector, QuotaSpec};
 use muster_queue::{EngineConfig, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
@@ -29,6 +30,7 @@ use crate::Quantity;
     derive = "PartialEq",
     printcolumn = r#"{"name": "Policy", "type": "string", "jsonPath": ".spec.policy.kind"}"#,
     printcolumn = r#"{"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort"}"#,
+    printcolumn = r#"{"name": "Accepted", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Accepted\")].status"}"#,
     printcolumn = r#"{"name": "Pending", "type": "integer", "jsonPath": ".status.pendingGroups"}"#,
     printcolumn = r#"{"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedGroups"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
@@ -189,6 +191,16 @@ pub struct PreemptionSpec {
     /// sharing, LessThanOrEqualToFinalShare)? Default Never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_within_cohort: Option<FairShareWithinCohortSpec>,
+    /// The rules fair-share preemption keeps, in Kueue's order: `[LessThanOrEqualToFinalShare]`
+    /// (default), `[LessThanInitialShare]` or both (docs/queue.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_strategies: Option<Vec<FairShareStrategySpec>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FairShareStrategySpec {
+    LessThanOrEqualToFinalShare,
+    LessThanInitialShare,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -208,6 +220,8 @@ pub enum WithinQueueSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStatus {
+    /// `Accepted`: whether muster honours the queue (False: the message says why, naming the
+    /// field to fix).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -327,6 +341,19 @@ impl QueueSpec {
                     }
                     Some(FairShareWithinCohortSpec::Any) => FairShareWithinCohort::Any,
                 },
+                fair_share_strategies: match &p.fair_share_strategies {
+                    None => FairShareStrategies::default(),
+                    Some(list) => {
+                        let list = list.iter().map(|s| match s {
+                            FairShareStrategySpec::LessThanOrEqualToFinalShare => {
+                                FairShareStrategy::LessThanOrEqualToFinalShare
+                            }
+                            FairShareStrategySpec::LessThanInitialShare => FairShareStrategy::LessThanInitialShare,
+                        });
+                        FairShareStrategies::try_from(list.collect::<Vec<_>>())
+                            .map_err(|m| InputError::new(&file, "spec.preemption.fairShareStrategies", m))?
+                    }
+                },
             },
             elastic_max_wait_s: self.elastic_max_wait_seconds.unwrap_or(0),
             create_pods_ahead_s: self.create_pods_ahead_seconds.unwrap_or(QueueConfig::new(name).create_pods_ahead_s),
@@ -381,7 +408,8 @@ mod tests {
              cohort: research\npolicy: {kind: conservative, depth: 4}\nfairShareWeight: 2.5\n\
              namespaceSelector:\n  matchLabels: {team: a}\n  matchExpressions: [{key: env, operator: NotIn, values: [prod]}]\n  namespaces: [ml]\n\
              readiness: {timeoutSeconds: 0, recoveryTimeoutSeconds: 120, backoffBaseSeconds: 10, backoffMaxSeconds: 100, backoffLimit: 3, requeueOrder: Creation, maxStartingMembers: 500}\n\
-             preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true, fairShareWithinCohort: Any}\nelasticMaxWaitSeconds: 30\n\
+             preemption: {withinQueue: LowerPriority, reclaimWithinCohort: true, fairShareWithinCohort: Any,\n\
+             fairShareStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}\nelasticMaxWaitSeconds: 30\n\
              createPodsAheadSeconds: 0\nrunTimeLimit: {mode: Advisory, graceSeconds: 5}\n",
         )
         .to_config("team-a")
@@ -413,7 +441,8 @@ mod tests {
             PreemptionConfig {
                 within_queue: WithinQueue::LowerPriority,
                 reclaim_within_cohort: true,
-                fair_share_within_cohort: FairShareWithinCohort::Any
+                fair_share_within_cohort: FairShareWithinCohort::Any,
+                fair_share_strategies: FairShareStrategies { final_share: true, initial_share: true },
             }
         );
         assert_eq!(c.elastic_max_wait_s, 30);
@@ -465,6 +494,11 @@ mod tests {
             ("elasticMaxWaitSeconds: -1", "spec.elasticMaxWaitSeconds", "negative"),
             ("createPodsAheadSeconds: -1", "spec.createPodsAheadSeconds", "negative"),
             ("runTimeLimit: {graceSeconds: -1}", "spec.runTimeLimit.graceSeconds", "negative"),
+            (
+                "{cohort: c, preemption: {fairShareStrategies: [LessThanInitialShare, LessThanInitialShare]}}",
+                "spec.preemption.fairShareStrategies",
+                "use [LessThanOrEqualToFinalShare], [LessThanInitialShare] or",
+            ),
             (
                 "namespaceSelector: {matchExpressions: [{key: k, operator: Exists, values: [v]}]}",
                 "spec.namespaceSelector.matchExpressions[0]",

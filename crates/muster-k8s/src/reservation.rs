@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use muster_graph::InputError;
+
+pub use crate::condition::ACCEPTED;
+use crate::condition::{self, Refusal};
 use muster_queue::engine::ReservationWindow;
 use muster_queue::{AtStart, EngineConfig, QueueConfig, ReservationConfig, ReservedAmount, clock};
 use schemars::JsonSchema;
@@ -141,8 +144,7 @@ impl ReservationSpec {
     }
 }
 
-/// Condition types of a Reservation.
-pub const ACCEPTED: &str = "Accepted";
+/// Condition types of a Reservation (and [`ACCEPTED`]).
 pub const ACTIVE: &str = "Active";
 
 impl ReservationStatus {
@@ -156,42 +158,28 @@ impl ReservationStatus {
         now: i64,
         previous: Option<&ReservationStatus>,
     ) -> Self {
-        let at = |t: i64| Time(k8s_openapi::jiff::Timestamp::from_second(t).unwrap_or_default());
-        let condition = |kind: &str, status: bool, reason: &str, message: String| {
-            let status = if status { "True" } else { "False" }.to_string();
-            let kept = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == kind && c.status == status));
-            Condition {
-                type_: kind.to_string(),
-                status,
-                reason: reason.to_string(),
-                message,
-                observed_generation: generation,
-                last_transition_time: kept.map_or_else(|| at(now), |c| c.last_transition_time.clone()),
-            }
-        };
-        let mut conditions = Vec::new();
-        match refused {
-            Some(e) => conditions.push(condition(ACCEPTED, false, "InvalidSpec", format!("{}: {}", e.path, e.message))),
-            None => {
-                conditions.push(condition(ACCEPTED, true, "Valid", "muster holds its windows".into()));
-                let open = windows.iter().find(|w| w.start <= now && now < w.end);
-                let active = match open {
-                    Some(w) => condition(ACTIVE, true, "WindowOpen", format!("open until {}", clock::show(w.end))),
-                    None => {
-                        let next = windows.iter().map(|w| w.start).filter(|&s| s > now).min();
-                        let message =
-                            next.map_or("no window to come".into(), |s| format!("next window at {}", clock::show(s)));
-                        condition(ACTIVE, false, "NoWindowOpen", message)
-                    }
-                };
-                conditions.push(active);
-            }
+        let previous = previous.map_or(&[][..], |p| &p.conditions[..]);
+        let accepted = condition::accepted(refused.map(Refusal::invalid_spec).as_ref(), generation, now, previous);
+        let mut conditions = vec![accepted];
+        if refused.is_none() {
+            let active = match windows.iter().find(|w| w.start <= now && now < w.end) {
+                Some(w) => (true, "WindowOpen", format!("open until {}", clock::show(w.end))),
+                None => {
+                    let next = windows.iter().map(|w| w.start).filter(|&s| s > now).min();
+                    (
+                        false,
+                        "NoWindowOpen",
+                        next.map_or("no window to come".into(), |s| format!("next window at {}", clock::show(s))),
+                    )
+                }
+            };
+            conditions.push(condition::new(ACTIVE, active.0, active.1, active.2, generation, now, previous));
         }
         let windows = windows
             .iter()
             .map(|w| WindowStatus {
-                start: at(w.start),
-                end: at(w.end),
+                start: condition::time(w.start),
+                end: condition::time(w.end),
                 nodes: w.nodes.clone(),
                 error: w.error.clone(),
             })

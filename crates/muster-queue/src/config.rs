@@ -324,6 +324,63 @@ pub struct PreemptionConfig {
     /// May a pending group whose queue borrows evict groups of other borrowing queues in the
     /// cohort whose share of the borrowed surplus stays at least its own (fair-share preemption)?
     pub fair_share_within_cohort: FairShareWithinCohort,
+    /// The rules by which fair-share preemption may take a victim queue's groups (Kueue's
+    /// `fairSharing.preemptionStrategies`); default `[LessThanOrEqualToFinalShare]`.
+    pub fair_share_strategies: FairShareStrategies,
+}
+
+/// A rule of fair-share preemption, comparing the preemptor's queue's share (with the group) to
+/// a victim queue's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FairShareStrategy {
+    /// At most the victim queue's share without its victims.
+    LessThanOrEqualToFinalShare,
+    /// Below the victim queue's share before, taking at most one group from that queue.
+    LessThanInitialShare,
+}
+
+/// Which [`FairShareStrategy`] rules apply: written as the list of them, in Kueue's order
+/// (`[LessThanOrEqualToFinalShare]`, `[LessThanInitialShare]` or both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<FairShareStrategy>", into = "Vec<FairShareStrategy>")]
+pub struct FairShareStrategies {
+    pub final_share: bool,
+    pub initial_share: bool,
+}
+
+impl Default for FairShareStrategies {
+    fn default() -> Self {
+        FairShareStrategies { final_share: true, initial_share: false }
+    }
+}
+
+impl TryFrom<Vec<FairShareStrategy>> for FairShareStrategies {
+    type Error = String;
+
+    fn try_from(list: Vec<FairShareStrategy>) -> Result<Self, String> {
+        use FairShareStrategy::*;
+        match list[..] {
+            [LessThanOrEqualToFinalShare] => Ok(FairShareStrategies { final_share: true, initial_share: false }),
+            [LessThanInitialShare] => Ok(FairShareStrategies { final_share: false, initial_share: true }),
+            [LessThanOrEqualToFinalShare, LessThanInitialShare] => {
+                Ok(FairShareStrategies { final_share: true, initial_share: true })
+            }
+            _ => Err(format!(
+                "{list:?} is not allowed; use [LessThanOrEqualToFinalShare], [LessThanInitialShare] or \
+                 [LessThanOrEqualToFinalShare, LessThanInitialShare]"
+            )),
+        }
+    }
+}
+
+impl From<FairShareStrategies> for Vec<FairShareStrategy> {
+    fn from(s: FairShareStrategies) -> Self {
+        let rules = [
+            (s.final_share, FairShareStrategy::LessThanOrEqualToFinalShare),
+            (s.initial_share, FairShareStrategy::LessThanInitialShare),
+        ];
+        rules.into_iter().filter(|(on, _)| *on).map(|(_, r)| r).collect()
+    }
 }
 
 /// Fair-share preemption between borrowing queues of a cohort, and which victims' priorities it

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use muster_queue::config::{FairShareWithinCohort, QuotaSpec};
+use muster_queue::config::{FairShareStrategies, FairShareStrategy, FairShareWithinCohort, QuotaSpec};
 use muster_queue::{Engine, EngineConfig, GroupState, QueuePolicy, Reason};
 
 /// Queues a and b (nominal 2 cpu each) and `idle` (nominal 8, which nobody uses, so it lends
@@ -126,4 +126,56 @@ fn a_victim_queue_keeps_its_nominal_and_higher_priorities_are_spared() {
         let victims: Vec<_> = ts.iter().filter(|t| matches!(t.reason, Reason::Reclaimed { .. })).collect();
         assert_eq!(victims.len(), evicted, "{rule:?}: {ts:?}");
     }
+}
+
+/// a runs its nominal 2 cpu, b two groups of 5 (borrowing 8, all that idle lends); then a queues
+/// a group of 4. Taking either of b's groups would leave b's borrowed share below a's (3 against
+/// 4), so the first strategy refuses it; the second takes one, b's share before (8) being above
+/// a's with the group, and b keeps its nominal.
+fn two_big_groups_borrow(strategies: FairShareStrategies) -> Engine {
+    let mut c = cohort(1.0, 1.0);
+    for q in &mut c.queues {
+        q.preemption.fair_share_strategies = strategies;
+    }
+    let mut e = engine(graph(12, 1), c);
+    submit_units(&mut e, "a", 0..2, 0);
+    e.submit(spec("b0", "b", 5, 1, None, 1), 1).unwrap();
+    e.submit(spec("b1", "b", 5, 1, None, 1), 1).unwrap();
+    let ts = e.schedule(1);
+    ready_all(&mut e, &ts, 1);
+    e.submit(spec("a-four", "a", 4, 1, None, 10), 10).unwrap();
+    for now in 10..20 {
+        let ts = e.schedule(now);
+        ready_all(&mut e, &ts, now);
+        e.check_invariants().unwrap();
+    }
+    e
+}
+
+#[test]
+fn less_than_initial_share_takes_one_group_the_final_share_rule_would_not() {
+    let final_only = two_big_groups_borrow(FairShareStrategies::default());
+    assert_eq!((held(&final_only, "a"), held(&final_only, "b")), (2, 2), "a's group of 4 waits");
+    let both = two_big_groups_borrow(FairShareStrategies { final_share: true, initial_share: true });
+    assert_eq!((held(&both, "a"), held(&both, "b")), (3, 1), "one of b's groups taken for a's group of 4");
+    let evicted: Vec<u32> = both.groups().filter(|g| g.spec.queue == "b").map(|g| g.evictions).collect();
+    assert_eq!(evicted.iter().sum::<u32>(), 1, "one group only: {evicted:?}");
+}
+
+#[test]
+fn fair_share_strategies_are_read_as_kueue_writes_them() {
+    let parse = |yaml: &str| serde_yaml_ng::from_str::<FairShareStrategies>(yaml);
+    assert_eq!(
+        parse("[LessThanInitialShare]").unwrap(),
+        FairShareStrategies { final_share: false, initial_share: true }
+    );
+    assert_eq!(
+        parse("[LessThanOrEqualToFinalShare, LessThanInitialShare]").unwrap(),
+        FairShareStrategies { final_share: true, initial_share: true }
+    );
+    let e = parse("[LessThanInitialShare, LessThanOrEqualToFinalShare]").unwrap_err().to_string();
+    assert!(e.contains("use [LessThanOrEqualToFinalShare], [LessThanInitialShare] or"), "{e}");
+    assert!(parse("[]").is_err());
+    let back: Vec<FairShareStrategy> = FairShareStrategies::default().into();
+    assert_eq!(back, [FairShareStrategy::LessThanOrEqualToFinalShare]);
 }

@@ -76,6 +76,12 @@ const CASES: &[Case] = &[
         waiting: &["b1"],
     },
     Case {
+        dir: "kueue-fair-preempt-from-target-and-others",
+        evicted: &["a1-low", "b1"],
+        placed: &["a2-low", "b2", "in"],
+        waiting: &["a1-low", "b1"],
+    },
+    Case {
         dir: "kueue-fair-no-preempt-that-switches-imbalance",
         evicted: &[],
         placed: &["a1", "a2", "a3", "b1", "b2", "b3", "b4", "b5"],

@@ -23,8 +23,11 @@ impl Engine {
     /// May `key` (as `req`, counted with its minimum members) take the room of the groups `out`
     /// of other queues (already taken out of the quota, wholly or in part)? Only if its queue may
     /// preempt for fair share, every victim's priority is one it may take from, every victim's
-    /// queue keeps at least its nominal of each resource it borrowed, and the preemptor's queue
-    /// ends with a share at most each victim queue's share without its victims.
+    /// queue keeps at least its nominal of each resource it borrowed, and for each victim queue
+    /// one of the queue's strategies holds: the preemptor's queue ends with a share at most that
+    /// queue's share without its victims (LessThanOrEqualToFinalShare), or below its share before
+    /// when it gives one group only (LessThanInitialShare; as Kueue's second strategy, which
+    /// takes at most one workload from each queue).
     pub(super) fn fair_share_allows(&self, key: &GroupKey, req: &GroupRequest, out: &[&GroupKey]) -> bool {
         let g = &self.groups[key];
         let q = g.spec.queue.as_str();
@@ -42,7 +45,12 @@ impl Engine {
             return false;
         }
         let own = self.share_with(key, req);
-        taken.keys().all(|vq| own <= self.share_now(vq) + SHARE_TOLERANCE)
+        let strategies = self.queue_cfg(q).preemption.fair_share_strategies;
+        taken.iter().all(|(vq, amounts)| {
+            let lone_victim = || out.iter().filter(|k| self.groups[**k].spec.queue == *vq).count() == 1;
+            (strategies.final_share && own <= self.share_now(vq) + SHARE_TOLERANCE)
+                || (strategies.initial_share && lone_victim() && own + SHARE_TOLERANCE < self.share_before(vq, amounts))
+        })
     }
 
     /// Could `key` (as `req`) take anything from queue `victim_queue` for fair share? Not if its
@@ -66,6 +74,11 @@ impl Engine {
     /// The borrowed share of queue `q` now.
     fn share_now(&self, q: &str) -> f64 {
         self.borrowed_share(q, &|r| quota::used(&self.usage, q, r))
+    }
+
+    /// The borrowed share of queue `q` with `taken` counted back in: before its victims left.
+    fn share_before(&self, q: &str, taken: &BTreeMap<String, u64>) -> f64 {
+        self.borrowed_share(q, &|r| quota::used(&self.usage, q, r).saturating_add(taken.get(r).copied().unwrap_or(0)))
     }
 
     /// What the groups `out` no longer count against their queues' quota (the members they hold

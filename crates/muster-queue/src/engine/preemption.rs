@@ -221,14 +221,22 @@ impl Engine {
             .filter(|k| cfg.within_queue == WithinQueue::LowerPriority && self.groups[*k].priority < prio)
             .cloned()
             .collect();
-        let can_reclaim = cfg.reclaim_within_cohort && root.is_some() && {
-            let saved: Vec<_> = own.iter().map(|k| (k.clone(), self.take_out(k))).collect();
-            let within = quota::within_nominal(&self.compiled, &self.usage, &q, &asks, req.min_members);
-            for (k, s) in saved.into_iter().rev() {
-                self.put_back(&k, s);
-            }
-            within
+        // Reclaim and fair share are decided with the queue's own lower-priority candidates out:
+        // they may be evicted first.
+        let saved: Vec<_> = own.iter().map(|k| (k.clone(), self.take_out(k))).collect();
+        let can_reclaim = cfg.reclaim_within_cohort
+            && root.is_some()
+            && quota::within_nominal(&self.compiled, &self.usage, &q, &asks, req.min_members);
+        // Queues of the cohort whose share the group's queue would not pass by taking from them.
+        let fair_share_queues: BTreeSet<String> = if fair == FairShareWithinCohort::Never {
+            BTreeSet::new()
+        } else {
+            let in_cohort = self.compiled.queues.iter().filter(|(name, cq)| **name != q && cq.root_cohort == root);
+            in_cohort.map(|(name, _)| name).filter(|vq| self.fair_share_may_take_from(key, req, vq)).cloned().collect()
         };
+        for (k, s) in saved.into_iter().rev() {
+            self.put_back(&k, s);
+        }
         let candidate = |v: &crate::group::Group, k: &GroupKey, reclaim: bool| {
             let admitted_at = v.admitted_at.unwrap_or(self.now);
             Candidate {
@@ -240,16 +248,8 @@ impl Engine {
                 reclaim,
             }
         };
-        // Queues of the cohort whose share the group's queue would not pass by taking from them.
-        let fair_share_queues: BTreeSet<&str> = if fair == FairShareWithinCohort::Never {
-            BTreeSet::new()
-        } else {
-            let in_cohort = self.compiled.queues.iter().filter(|(name, cq)| **name != q && cq.root_cohort == root);
-            in_cohort.map(|(name, _)| name.as_str()).filter(|vq| self.fair_share_may_take_from(key, req, vq)).collect()
-        };
         let fair_share_may_take = |v: &crate::group::Group| {
-            fair_share_queues.contains(v.spec.queue.as_str())
-                && (fair == FairShareWithinCohort::Any || v.priority <= prio)
+            fair_share_queues.contains(&v.spec.queue) && (fair == FairShareWithinCohort::Any || v.priority <= prio)
         };
         let mut cands: Vec<Candidate> = own.iter().map(|k| candidate(&self.groups[k], k, false)).collect();
         if root.is_some() {
@@ -294,9 +294,9 @@ impl Engine {
 
     /// The candidates whose eviction lets `key` fit at the least cost ([`eviction_cost`]), as (key,
     /// reclaim), already taken out of the graph and the quota; `None`, with everything put back,
-    /// if all are not enough. Two sets are weighed: the best single candidate that is enough
-    /// alone, and the candidates taken in order until the group fits, less those it can do
-    /// without.
+    /// if all are not enough. The sets weighed: the best single candidate that is enough alone,
+    /// and the candidates taken in each of [`greedy_orders`] until the group fits, less those it
+    /// can do without.
     fn choose_victims(
         &mut self,
         key: &GroupKey,
@@ -309,26 +309,27 @@ impl Engine {
             self.put_back(&c.key, saved);
             ok
         });
-        let single = single.map(|c| vec![(c.key.clone(), c.reclaim)]);
-        let greedy = self.greedy_victims(key, req, cands);
-        match (greedy, single) {
-            (None, None) => None,
-            (Some(greedy), single)
-                if single
-                    .as_ref()
-                    .is_none_or(|s| eviction_cost(cands, &out_of(&greedy)) <= eviction_cost(cands, s)) =>
-            {
-                Some(out_of(&greedy))
-            }
-            (greedy, single) => {
-                for (vk, saved, _) in greedy.into_iter().flatten().rev() {
+        // The first candidate is the least costly set there is (`eviction_cost`): nothing to weigh.
+        if let Some(c) = single.filter(|c| c.key == cands[0].key) {
+            self.take_out(&c.key);
+            return Some(vec![(c.key.clone(), c.reclaim)]);
+        }
+        // The sets to weigh, each found with everything else in place; on equal cost the earlier.
+        let mut sets = Vec::new();
+        for order in greedy_orders(cands) {
+            if let Some(greedy) = self.greedy_victims(key, req, &order) {
+                sets.push(out_of(&greedy));
+                for (vk, saved, _) in greedy.into_iter().rev() {
                     self.put_back(&vk, saved);
                 }
-                let single = single.expect("chosen over the greedy set");
-                self.take_out(&single[0].0);
-                Some(single)
             }
         }
+        sets.extend(single.map(|c| vec![(c.key.clone(), c.reclaim)]));
+        let best = sets.into_iter().min_by_key(|set| eviction_cost(cands, set))?;
+        for (k, _) in &best {
+            self.take_out(k);
+        }
+        Some(best)
     }
 
     /// Candidates taken out in order until `key` fits, then every one it can do without given
@@ -455,6 +456,18 @@ fn eviction_cost(cands: &[Candidate], victims: &[(GroupKey, bool)]) -> ((bool, i
     let protected = victims.iter().map(|(k, _)| of(k)).map(|c| (c.not_borrower, c.priority)).max();
     let work = victims.iter().map(|(k, _)| of(k).work_done).fold(0u64, u64::saturating_add);
     (protected.unwrap_or((false, i32::MIN)), work, victims.len())
+}
+
+/// The orders the greedy pass takes candidates in: best victim first, and, when the group's own
+/// queue has candidates too, those first. Evicting its own lower-priority groups first lowers the
+/// queue's share, which may be what lets a fair-share rule allow a victim of another queue (as
+/// Kueue visits the preemptor's own queue first when its share, the group counted, is highest).
+fn greedy_orders(cands: &[Candidate]) -> Vec<Vec<Candidate>> {
+    let (own, others): (Vec<Candidate>, Vec<Candidate>) = cands.iter().cloned().partition(|c| c.not_borrower);
+    if own.is_empty() || others.is_empty() {
+        return vec![cands.to_vec()];
+    }
+    vec![cands.to_vec(), own.into_iter().chain(others).collect()]
 }
 
 /// The groups taken out so far, and whether each is reclaimed.
