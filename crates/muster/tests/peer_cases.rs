@@ -82,6 +82,18 @@ const CASES: &[Case] = &[
         waiting: &["a1-low", "b1"],
     },
     Case {
+        dir: "kueue-fair-preempt-same-queue-and-highest-user",
+        evicted: &["a-low", "b1"],
+        placed: &["a2", "a3", "b2", "b3", "b4", "b5", "b6", "in"],
+        waiting: &["a-low", "b1"],
+    },
+    Case {
+        dir: "kueue-fair-preempt-lower-priority-same-queue",
+        evicted: &["a1-low", "a2-low"],
+        placed: &["a3", "a4", "b1", "b2", "b3", "b4", "b5", "in"],
+        waiting: &["a1-low", "a2-low"],
+    },
+    Case {
         dir: "kueue-fair-no-preempt-that-switches-imbalance",
         evicted: &[],
         placed: &["a1", "a2", "a3", "b1", "b2", "b3", "b4", "b5"],
