@@ -39,7 +39,12 @@ fn main() {
     let t0 = Instant::now();
     let mut config = EngineConfig::single_queue("default");
     config.queues[0].policy = QueuePolicy::Easy;
-    let cfg = BrainConfig { engine: config, options: Options::new("muster", 3600), policy: Policy::Pack };
+    let cfg = BrainConfig {
+        engine: config,
+        options: Options::new("muster", 3600),
+        policy: Policy::Pack,
+        left_out_queues: Default::default(),
+    };
     let mut brain: Brain<SqliteStore> = Brain::new(cfg);
     let now = 1_000;
     // 64 cores per node; each pod 2 cores: 32 pods per node, room for 160,000 at 5,000 nodes.

@@ -27,6 +27,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use muster_durable::{DurableError, Options as DurableOptions, RecoverError};
 use muster_graph::Policy;
+use muster_k8s::cohort::ConfigKind;
 use muster_k8s::condition::Refusal;
 use muster_k8s::{Cohort, Queue, Reservation};
 use muster_queue::EngineConfig;
@@ -265,10 +266,16 @@ async fn lead(
         let exec = tokio::spawn(executor::run(client.clone(), opts.clone(), act_rx, tx.clone(), metrics.clone()));
         let (windows, windows_rx) = reservation_status::WindowsPublisher::channel();
         let statuses = tokio::spawn(reservation_status::run(client.clone(), listed_reservations, windows_rx));
+        let left_out_queues = verdicts
+            .iter()
+            .filter(|v| v.kind == ConfigKind::Queue)
+            .filter_map(|v| v.refusal.as_ref().map(|r| (v.name.clone(), r.message.clone())))
+            .collect();
         let cfg = BrainConfig {
             engine: config,
             options: DurableOptions::new(&opts.lease_name, STORE_LEASE_TTL_S),
             policy: opts.policy,
+            left_out_queues,
         };
         let (store, identity) = (opts.store.clone(), opts.identity.clone());
         let pace = Pace { queue_view_every: opts.queue_view_every, plan: opts.plan.clone(), windows };

@@ -531,6 +531,23 @@ fn a_bad_group_size_is_reported_once_and_skipped() {
 }
 
 #[test]
+fn a_group_in_a_queue_left_out_is_told_why() {
+    let mut cfg = brain_config(EngineConfig::single_queue("default"));
+    let why = "spec.quotas.cpu.nominal: \"lots\" is not a quantity";
+    cfg.left_out_queues.insert("team-c".into(), why.into());
+    let mut h = Harness::configured(TempDir::new("muster-brain"), cfg, &[node("n1", 8)], &[], &[], &[], 1000);
+    let mut pod = plain("far", 0, 1, 1);
+    pod.queue = Some("team-c".into());
+    let a = h.send(Event::Pod(Change::Apply(pod)));
+    let told = a.iter().find_map(|a| match a {
+        Action::Event { reason, message, .. } if reason == "NotQueued" => Some(message.clone()),
+        _ => None,
+    });
+    let told = told.unwrap_or_else(|| panic!("a NotQueued event: {a:?}"));
+    assert!(told.contains("queue \"team-c\" is left out") && told.contains(why), "{told}");
+}
+
+#[test]
 fn an_evicted_plain_group_deletes_its_pods_and_goes_with_them() {
     let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
     let pods: Vec<PodView> = (0..2).map(|i| plain("ring", i, 2, 2)).collect();
@@ -983,8 +1000,15 @@ fn a_preemptor_is_bound_only_once_its_victims_pods_are_gone_from_the_node() {
     let mut cfg = EngineConfig::single_queue("default");
     cfg.priority_classes.insert("high".into(), 100);
     cfg.queues[0].preemption.within_queue = muster_queue::config::WithinQueue::LowerPriority;
-    let mut h =
-        Harness::configured(TempDir::new("muster-brain"), cfg, &[node("n1", 4)], &[job("low", 1, 4)], &[], &[], 1000);
+    let mut h = Harness::configured(
+        TempDir::new("muster-brain"),
+        brain_config(cfg),
+        &[node("n1", 4)],
+        &[job("low", 1, 4)],
+        &[],
+        &[],
+        1000,
+    );
     h.cycle();
     let b = binds(&h.send(Event::Pod(Change::Apply(pod("low", 0, 4)))));
     assert_eq!(b, [("low-0".to_string(), "n1".to_string(), 0)]);

@@ -86,6 +86,9 @@ pub struct BrainConfig {
     pub engine: EngineConfig,
     pub options: Options,
     pub policy: Policy,
+    /// Queue objects left out of `engine`, with why (their `Accepted` condition's message): a
+    /// group naming one is told that, not that its queue is unknown.
+    pub left_out_queues: BTreeMap<String, String>,
 }
 
 /// The controller's state and decisions.
@@ -905,7 +908,15 @@ impl<S: Store> Brain<S> {
                 match input {
                     Input::Submit(spec) => {
                         self.plain_refused.insert(spec.key.clone());
-                        self.event(&spec.key, EventType::Warning, "NotQueued", &error);
+                        let message = match self.cfg.left_out_queues.get(&spec.queue) {
+                            Some(why) => format!(
+                                "queue {:?} is left out of muster's configuration ({why}); the group waits until \
+                                 the Queue is fixed (its Accepted condition says the same)",
+                                spec.queue
+                            ),
+                            None => error,
+                        };
+                        self.event(&spec.key, EventType::Warning, "NotQueued", &message);
                     }
                     // On a node the engine does not know yet: counted once it does.
                     Input::Occupy { id, .. } => {

@@ -94,6 +94,16 @@ pub fn pod(job: &str, index: u32, cpu: u64) -> PodView {
     }
 }
 
+/// The brain's settings for the queue configuration `engine`, as the controller makes them.
+pub fn brain_config(engine: EngineConfig) -> BrainConfig {
+    BrainConfig {
+        engine,
+        options: Options::new("muster", 30),
+        policy: Policy::Pack,
+        left_out_queues: Default::default(),
+    }
+}
+
 /// A brain on a real SQLite store, counting into `metrics` as the controller does.
 pub struct Harness {
     pub brain: Brain<TimedStore<SqliteStore>>,
@@ -120,20 +130,19 @@ impl Harness {
         pods: &[PodView],
         now: i64,
     ) -> Self {
-        Self::configured(dir, EngineConfig::single_queue("default"), nodes, jobs, others, pods, now)
+        Self::configured(dir, brain_config(EngineConfig::single_queue("default")), nodes, jobs, others, pods, now)
     }
 
-    /// A brain running the queue configuration `engine`.
+    /// A brain running `cfg`.
     pub fn configured(
         dir: TempDir,
-        engine: EngineConfig,
+        cfg: BrainConfig,
         nodes: &[NodeView],
         jobs: &[WorkloadView],
         others: &[WorkloadView],
         pods: &[PodView],
         now: i64,
     ) -> Self {
-        let cfg = BrainConfig { engine, options: Options::new("muster", 30), policy: Policy::Pack };
         let metrics = Arc::new(Metrics::new());
         let mut brain = Brain::new(cfg).with_metrics(metrics.clone());
         for n in nodes {
