@@ -295,8 +295,8 @@ impl Engine {
     /// The candidates whose eviction lets `key` fit at the least cost ([`eviction_cost`]), as (key,
     /// reclaim), already taken out of the graph and the quota; `None`, with everything put back,
     /// if all are not enough. The sets weighed: the best single candidate that is enough alone,
-    /// and the candidates taken in each of [`greedy_orders`] until the group fits, less those it
-    /// can do without.
+    /// and the candidates taken in order, and in [`own_queue_first`] order, until the group
+    /// fits, less those it can do without.
     fn choose_victims(
         &mut self,
         key: &GroupKey,
@@ -316,8 +316,9 @@ impl Engine {
         }
         // The sets to weigh, each found with everything else in place; on equal cost the earlier.
         let mut sets = Vec::new();
-        for order in greedy_orders(cands) {
-            if let Some(greedy) = self.greedy_victims(key, req, &order) {
+        let own_first = own_queue_first(cands);
+        for order in std::iter::once(cands).chain(own_first.as_deref()) {
+            if let Some(greedy) = self.greedy_victims(key, req, order) {
                 sets.push(out_of(&greedy));
                 for (vk, saved, _) in greedy.into_iter().rev() {
                     self.put_back(&vk, saved);
@@ -458,16 +459,13 @@ fn eviction_cost(cands: &[Candidate], victims: &[(GroupKey, bool)]) -> ((bool, i
     (protected.unwrap_or((false, i32::MIN)), work, victims.len())
 }
 
-/// The orders the greedy pass takes candidates in: best victim first, and, when the group's own
-/// queue has candidates too, those first. Evicting its own lower-priority groups first lowers the
-/// queue's share, which may be what lets a fair-share rule allow a victim of another queue (as
-/// Kueue visits the preemptor's own queue first when its share, the group counted, is highest).
-fn greedy_orders(cands: &[Candidate]) -> Vec<Vec<Candidate>> {
+/// The candidates with those of the group's own queue first, when there are both kinds: a second
+/// order for the greedy pass. Evicting its own lower-priority groups first lowers the queue's
+/// share, which may be what lets a fair-share rule allow a victim of another queue (as Kueue
+/// visits the preemptor's own queue first when its share, the group counted, is highest).
+fn own_queue_first(cands: &[Candidate]) -> Option<Vec<Candidate>> {
     let (own, others): (Vec<Candidate>, Vec<Candidate>) = cands.iter().cloned().partition(|c| c.not_borrower);
-    if own.is_empty() || others.is_empty() {
-        return vec![cands.to_vec()];
-    }
-    vec![cands.to_vec(), own.into_iter().chain(others).collect()]
+    (!own.is_empty() && !others.is_empty()).then(|| own.into_iter().chain(others).collect())
 }
 
 /// The groups taken out so far, and whether each is reclaimed.
