@@ -91,9 +91,12 @@ async fn a_cohort_caps_what_its_queues_borrow_from_the_rest_of_the_tree() {
         (accepted.0 == "True" && accepted.3 == generation).then_some(())
     })
     .await;
-    // The queue reports of the running engine leave the condition be.
-    let a = Api::<Queue>::all(client.clone()).get(A).await.unwrap().status.unwrap_or_default();
-    assert_eq!(a.admitted_groups, 3, "{a:?}");
+    // The queue reports of the running engine (every 5 s) leave the condition be.
+    let a = eventually(30, "queue A's report counts three admitted groups", || async {
+        let a = Api::<Queue>::all(client.clone()).get(A).await.ok()?.status?;
+        (a.admitted_groups == 3).then_some(a)
+    })
+    .await;
     assert_eq!(queue_accepted(&client, A).await.0, "True", "{a:?}");
 
     clean_up(&client).await;
