@@ -141,6 +141,7 @@ fn record(
         estimates: false,
         tenants,
         reservations: vec![],
+        evictions: vec![],
     }
 }
 

@@ -64,6 +64,20 @@ pub struct RunRecord {
     pub tenants: TenantRecord,
     /// Per calendar reservation; empty without them.
     pub reservations: Vec<ReservationRecord>,
+    /// Every run cut short, in the order they happened (the sim's; a real run lists none).
+    pub evictions: Vec<EvictionRecord>,
+}
+
+/// A run cut short: a job taken off its nodes once started, or below its quorum, or the pod of a
+/// job whose pods run their own time. What it had done is lost (a job restarts from the start).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvictionRecord {
+    pub job: usize,
+    pub at_ms: i64,
+    /// How long the run had gone (0 when it had not begun).
+    pub ran_ms: i64,
+    /// Per resource (`RunRecord::resources`), base units its pods held.
+    pub held: Vec<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +167,7 @@ pub struct Engine<'w> {
     clog_total: Vec<f64>,
     events: u64,
     suspensions: u64,
+    evictions: Vec<EvictionRecord>,
     tenants: TenantMeter,
     reservations: ReservationMeter,
     /// Gaps between the pod ends of a job (`timing.podEndSpread`).
@@ -274,6 +289,7 @@ impl<'w> Engine<'w> {
             clog_total: vec![0.0; r],
             events: 0,
             suspensions: 0,
+            evictions: vec![],
             tenants: TenantMeter::new(workload.tenants.queues.len(), r),
             reservations,
             spread_rng: Rng::stream(workload.params.seed, "podend"),
@@ -448,7 +464,9 @@ impl<'w> Engine<'w> {
                 if !matches!(phase, Some(JobPhase::Started | JobPhase::Running)) {
                     return Err(self.bad(sched, &action, &format!("job is {phase:?}, not started")));
                 }
-                self.meter_eviction(job);
+                let ran = self.jobs[job.index()].run_started_ms.map_or(0, |s| now - s);
+                let held = self.held_by(job);
+                self.run_lost(job, held, ran);
                 self.delete_pods(job, false);
                 let j = &mut self.jobs[job.index()];
                 j.phase = JobPhase::Suspended;
@@ -456,7 +474,6 @@ impl<'w> Engine<'w> {
                 j.run_started_ms = None;
                 j.started_ms = None;
                 self.epochs[job.index()] += 1;
-                self.suspensions += 1;
                 self.out.push(SimEvent::JobSuspended { job });
             }
             Action::Fail { job } => {
@@ -970,6 +987,7 @@ impl<'w> Engine<'w> {
             estimates: estimates.is_some(),
             tenants: self.tenants.into_record(),
             reservations,
+            evictions: self.evictions,
         })
     }
 }

@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::RunRecord;
 
+pub mod evictions;
 pub mod reservations;
 pub mod tenants;
 use crate::scenario::Workload;
 use crate::scheduler::JobPhase;
+pub use evictions::EvictionResult;
 pub use reservations::ReservationResult;
 pub use tenants::TenantResult;
 
@@ -140,6 +142,9 @@ pub struct RunResult {
     /// Per calendar reservation; empty when the scenario declares none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<ReservationResult>,
+    /// Every run cut short, in order; empty when none was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evictions: Vec<EvictionResult>,
     pub utilization: Utilization,
     /// End times of completed jobs, ascending.
     pub completion_times_s: Vec<f64>,
@@ -345,6 +350,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         events: rec.events,
         tenants: tenants::summarize(w, rec),
         reservations: reservations::summarize(w, rec),
+        evictions: evictions::list(w, rec),
         classes,
         utilization: Utilization {
             sample_s: round3(sample as f64 / 1000.0),

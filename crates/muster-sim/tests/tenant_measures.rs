@@ -64,6 +64,11 @@ fn a_returning_owner_takes_its_lent_quota_back_at_once_and_the_borrower_loses_wh
     assert_eq!(a.evictions, 1);
     assert_eq!(a.lost_h, metrics::round3(40.0 / 3600.0), "{a:?}");
     assert_eq!((b.evictions, b.lost_h), (0, 0.0));
+    // The eviction itself: which job, when, after how long, and what went with it.
+    let [e] = result.evictions.as_slice() else { panic!("one eviction: {:?}", result.evictions) };
+    assert_eq!((e.class.as_str(), e.queue.as_deref(), e.at_s, e.ran_s), ("a-job", Some("a"), 10.0, 10.0), "{e:?}");
+    assert_eq!(e.lost_h.get("cpu"), Some(&a.lost_h), "{e:?}");
+    assert!(e.job.starts_with("a-job"), "{e:?}");
     // a asked 8 cores while it was entitled to its 4: no shortfall for it either.
     assert_eq!(a.shortfall_h, 0.0, "{a:?}");
 }
@@ -78,6 +83,7 @@ fn without_reclaim_the_owner_waits_for_the_borrower_and_its_shortfall_is_that_wa
     assert_eq!(b.shortfall_h, metrics::round3(4.0 * 90.0 / 3600.0), "{b:?}");
     assert_eq!(b.entitled_h, metrics::round3(4.0 * 110.0 / 3600.0), "{b:?}");
     assert_eq!(b.shortfall_share, metrics::round3(90.0 / 110.0));
+    assert!(metrics::summarize(&w, &rec).evictions.is_empty(), "nothing is cut short without reclaim");
     assert_eq!(rec.tenants.evictions, vec![0, 0]);
 }
 

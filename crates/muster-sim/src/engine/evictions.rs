@@ -2,7 +2,7 @@
 //! deleted and replaced (a peer reclaiming pod by pod), a run cut short, and what an evicted job
 //! loses, metered against its tenant.
 
-use super::{Engine, Ev};
+use super::{Engine, Ev, EvictionRecord};
 use crate::scenario::RunStart;
 use crate::scheduler::{JobId, JobPhase, PodId, PodPhase, SimEvent};
 
@@ -15,7 +15,6 @@ impl Engine<'_> {
         let p = &self.pods[pod.index()];
         let (job, index, phase, ready_ms) = (p.job, p.index, p.phase, p.ready_ms);
         let held_before = self.held_by(job);
-        let queue = self.jobs[job.index()].spec.queue;
         let run_started = self.jobs[job.index()].run_started_ms;
         self.release(pod);
         self.pods[pod.index()].phase = PodPhase::Deleted;
@@ -29,17 +28,11 @@ impl Engine<'_> {
         match (run_started, own_run) {
             (_, true) => {
                 if let Some(ready) = ready_ms {
-                    self.suspensions += 1;
-                    if let Some(q) = queue {
-                        self.tenants.evicted(q, &request, now - ready);
-                    }
+                    self.run_lost(job, request, now - ready);
                 }
             }
             (Some(started), false) if !self.at_quorum(job) => {
-                self.suspensions += 1;
-                if let Some(q) = queue {
-                    self.tenants.evicted(q, &held_before, now - started);
-                }
+                self.run_lost(job, held_before, now - started);
                 self.cut_run(job);
             }
             (Some(_), false) if phase == PodPhase::Ready => {
@@ -72,14 +65,14 @@ impl Engine<'_> {
         }
     }
 
-    /// Records a job's eviction against its tenant: the room its pods hold and how long it had
-    /// run (work lost, since a job restarts from the beginning).
-    pub(super) fn meter_eviction(&mut self, job: JobId) {
-        let j = &self.jobs[job.index()];
-        let Some(q) = j.spec.queue else { return };
-        let ran = j.run_started_ms.map_or(0, |s| self.now - s);
-        let held = self.held_by(job);
-        self.tenants.evicted(q, &held, ran);
+    /// A run of `job` holding `held` (base units per resource) is cut short after `ran_ms`:
+    /// counted, metered against its tenant and kept in the record.
+    pub(super) fn run_lost(&mut self, job: JobId, held: Vec<u64>, ran_ms: i64) {
+        self.suspensions += 1;
+        if let Some(q) = self.jobs[job.index()].spec.queue {
+            self.tenants.evicted(q, &held, ran_ms);
+        }
+        self.evictions.push(EvictionRecord { job: job.index(), at_ms: self.now, ran_ms, held });
     }
 
     /// What the job's pods hold now, by resource index.
