@@ -322,21 +322,26 @@ impl Graph {
         placed
     }
 
-    /// Takes the nodes that can hold the most units first: a best-first search where a domain's
-    /// key is an upper bound on any of its nodes, so a node popped is the true next largest.
+    /// Takes the nodes that can hold the most of the units still to place first: a best-first
+    /// search where the units in a domain's key bound those of its nodes'. At equal units the tighter node or domain goes first, a domain being entered
+    /// when it is the tightest item left, so the choice is best fit among the domains entered.
     pub(crate) fn select_pack(&self, scope: DomainId, d: &Demand, window: Window) -> Placement {
         #[derive(PartialEq, Eq, PartialOrd, Ord)]
         enum Item {
             Domain(Reverse<DomainId>),
             Node(Reverse<NodeId>),
         }
+        // Ordered by the members a node or domain can take of those still to place, then by the
+        // fewest it could take in all: of two nodes that take what is left, the fuller goes first,
+        // so a small group fills a node in use before it breaks into an empty one.
+        let key = |units: u32, left: u32, item: Item| (units.min(left), Reverse(units), item);
         let mut heap = BinaryHeap::new();
         let mut buf = Vec::new();
-        heap.push((self.domain_unit_bound(scope, d, window), Item::Domain(Reverse(scope))));
-        let mut placed = Vec::new();
         let mut left = d.max_units;
+        heap.push(key(self.domain_unit_bound(scope, d, window), left, Item::Domain(Reverse(scope))));
+        let mut placed = Vec::new();
         while left > 0 {
-            let Some((bound, item)) = heap.pop() else {
+            let Some((_, Reverse(bound), item)) = heap.pop() else {
                 break;
             };
             if bound == 0 {
@@ -353,13 +358,13 @@ impl Graph {
                     for &n in &agg.child_nodes {
                         let u = self.node_units(n, d, window, &mut buf);
                         if u > 0 {
-                            heap.push((u, Item::Node(Reverse(n))));
+                            heap.push(key(u, left, Item::Node(Reverse(n))));
                         }
                     }
                     for &c in &agg.child_domains {
                         let b = self.domain_unit_bound(c, d, window);
                         if b > 0 {
-                            heap.push((b, Item::Domain(Reverse(c))));
+                            heap.push(key(b, left, Item::Domain(Reverse(c))));
                         }
                     }
                 }

@@ -11,7 +11,8 @@ pub enum Policy {
     First,
     /// Highest ids first.
     HighId,
-    /// Fewest nodes: the nodes that can take the most members first (Fluxion's lonode).
+    /// Fewest nodes: the nodes that can take the most of the members still to place first, and of
+    /// those the fullest, so a small group fills a node in use before it takes an empty one.
     Pack,
     /// Most nodes: one member per node, on the least allocated nodes first (Fluxion's hinode).
     Spread,

@@ -69,6 +69,23 @@ fn pack_uses_fewest_nodes_and_spread_the_most() {
 }
 
 #[test]
+fn pack_fills_a_node_in_use_before_it_breaks_an_empty_one() {
+    // A half-used node in each rack of the a-nodes; the rest empty.
+    let mut r = rg(RACKS, Policy::First);
+    let half = allocated(&mut r, &cpu("half", 1, 4));
+    let held = nodes_of(&r, half);
+    r.policy = Policy::Pack;
+    // A small group that fits the half left: there, not on an empty node.
+    let id = allocated(&mut r, &cpu("small", 1, 4));
+    assert_eq!(nodes_of(&r, id), held, "a one-member group takes the free half of a node in use");
+    // A group that fits one empty node whole still takes one node, not two halves.
+    allocated(&mut r, &cpu("half-2", 1, 4));
+    let id = allocated(&mut r, &cpu("pair", 2, 4));
+    assert_eq!(distinct(&nodes_of(&r, id)), 1, "two 4-core members on one empty node");
+    check_invariants(&r);
+}
+
+#[test]
 fn locality_picks_the_smallest_domain_that_fits() {
     let mut r = rg(RACKS, Policy::Locality);
     // 12 cores fit within one rack; the 2-node rack (small-*) fits it most tightly.
