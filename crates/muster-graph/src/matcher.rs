@@ -323,17 +323,16 @@ impl Graph {
     }
 
     /// Takes the nodes that can hold the most of the units still to place first: a best-first
-    /// search where the units in a domain's key bound those of its nodes'. At equal units the tighter node or domain goes first, a domain being entered
-    /// when it is the tightest item left, so the choice is best fit among the domains entered.
+    /// search where the units in a domain's key bound those of its nodes. At equal units the
+    /// tighter node or domain goes first, so a small group fills a node in use before it breaks
+    /// into an empty one (best fit among the domains entered, not over the whole cluster).
     pub(crate) fn select_pack(&self, scope: DomainId, d: &Demand, window: Window) -> Placement {
         #[derive(PartialEq, Eq, PartialOrd, Ord)]
         enum Item {
             Domain(Reverse<DomainId>),
             Node(Reverse<NodeId>),
         }
-        // Ordered by the members a node or domain can take of those still to place, then by the
-        // fewest it could take in all: of two nodes that take what is left, the fuller goes first,
-        // so a small group fills a node in use before it breaks into an empty one.
+        // (units of those still to place, fewest units in all first, the item).
         let key = |units: u32, left: u32, item: Item| (units.min(left), Reverse(units), item);
         let mut heap = BinaryHeap::new();
         let mut buf = Vec::new();
