@@ -317,8 +317,6 @@ fn a_restart_recovers_running_groups_from_the_store_and_bound_pods() {
 fn queue_statuses_count_groups_and_their_usage_and_are_sent_when_they_change() {
     let jobs = [job("a", 2, 2), job("b", 2, 8)];
     let mut h = Harness::new(&[node("n1", 8), node("n2", 8)], &jobs, &[]);
-    h.cycle();
-    assert_eq!(h.state("b").map(GroupState::is_pending), Some(true), "b waits for a");
     let queue_statuses = |actions: Vec<Action>| -> Vec<(String, QueueStatus)> {
         actions
             .into_iter()
@@ -328,13 +326,15 @@ fn queue_statuses_count_groups_and_their_usage_and_are_sent_when_they_change() {
             })
             .collect()
     };
-    h.brain.refresh_queue_view(h.now, false);
-    let sent = queue_statuses(h.brain.take_actions());
+    // The cycle that admits a sends the counts, without waiting for the queue view.
+    let sent = queue_statuses(h.cycle());
+    assert_eq!(h.state("b").map(GroupState::is_pending), Some(true), "b waits for a");
     assert_eq!(sent.len(), 1, "{sent:?}");
     let (name, st) = &sent[0];
     assert_eq!((name.as_str(), st.pending_groups, st.admitted_groups), ("default", 1, 1));
     // 2 members x 2 cpu, as the Group object spells cpu.
     assert_eq!(st.usage.get("cpu"), Some(&Quantity::Text("4000m".into())));
+    assert!(queue_statuses(h.cycle()).is_empty(), "a cycle that changes nothing sends nothing");
     assert_eq!(h.brain.refresh_queue_view(h.now, false), None, "no plan unless a dashboard listens");
     assert!(queue_statuses(h.brain.take_actions()).is_empty(), "unchanged: not sent again");
     let plan = h.brain.refresh_queue_view(h.now, true).expect("the plan, for a dashboard");

@@ -55,7 +55,6 @@ const CASES: &[Case] = &[
         placed: &["c1-job", "c2-2", "in"],
         waiting: &["c2-1"],
     },
-    // Differs from Kueue (c1-low and c2-low evicted, the gang runs): a fault in muster, see the case.
     Case {
         dir: "kueue-preempt-in-queue-and-cohort",
         evicted: &["c1-low", "c2-low"],
@@ -104,6 +103,24 @@ const CASES: &[Case] = &[
         evicted: &["admitted2"],
         placed: &["admitted1", "in"],
         waiting: &["admitted2"],
+    },
+    Case {
+        dir: "kueue-hierarchy-advantage-reclaims-multiple",
+        evicted: &["admitted1", "admitted2"],
+        placed: &["in"],
+        waiting: &["admitted1", "admitted2"],
+    },
+    Case {
+        dir: "kueue-hierarchy-spares-subtree-within-quota",
+        evicted: &[],
+        placed: &["admitted-other-1", "admitted-other-2", "admitted-same-cohort"],
+        waiting: &["in"],
+    },
+    Case {
+        dir: "kueue-hierarchy-reclaim-complex-tree",
+        evicted: &["borrowing-1", "borrowing-4"],
+        placed: &["borrowing-2", "borrowing-3", "borrowing-5", "borrowing-6", "borrowing-7", "borrowing-8", "in"],
+        waiting: &["borrowing-1", "borrowing-4"],
     },
     Case {
         dir: "kai-reclaim-whole-gang",

@@ -122,6 +122,8 @@ pub struct Brain<S: Store> {
     statuses: HashMap<GroupKey, GroupStatus>,
     /// The Queue statuses last sent, to send only changes.
     queue_statuses: BTreeMap<String, QueueStatus>,
+    /// Groups changed state since the Queue statuses were last worked out.
+    queue_statuses_stale: bool,
     /// How far each queue's latest estimated starts were from the admissions.
     estimate_errors: status::EstimateErrors,
     /// Groups whose Group object this instance has written (a restart writes each once more).
@@ -170,6 +172,7 @@ impl<S: Store> Brain<S> {
             told_pods: BTreeSet::new(),
             statuses: HashMap::new(),
             queue_statuses: BTreeMap::new(),
+            queue_statuses_stale: false,
             estimate_errors: status::EstimateErrors::default(),
             ensured: BTreeSet::new(),
             suspend_sent: HashMap::new(),
@@ -917,10 +920,15 @@ impl<S: Store> Brain<S> {
         self.inputs.push(Input::Schedule);
         self.flush(now);
         self.release_ahead(now);
+        // Counts and usage as of this cycle; the positions and estimates follow with the view.
+        if std::mem::take(&mut self.queue_statuses_stale) {
+            self.refresh_queue_statuses();
+        }
     }
 
     /// Acts on transitions: Job suspension, statuses, events; then binds what became bindable.
     fn after(&mut self, ts: Vec<Transition>, now: i64) {
+        self.queue_statuses_stale |= !ts.is_empty();
         let mut touched = BTreeMap::new();
         for t in &ts {
             let group = self.engine.as_ref().and_then(|e| e.engine().group(&t.key));

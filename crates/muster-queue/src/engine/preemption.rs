@@ -1,6 +1,7 @@
 //! Gang-aware preemption: whole groups are evicted, never single members against their will. The
-//! candidates are lower-priority groups of the same queue and groups borrowing in the cohort (when
-//! the queue is within its nominal quota, or when the fair-share rule of
+//! candidates are lower-priority groups of the same queue and groups borrowing in the cohort tree
+//! (reclaim, when the queue stands within quota below where their paths meet: `quota/reclaim.rs`,
+//! or when the fair-share rule of
 //! `fair_share_preemption.rs` allows). When taking back the members that shrinkable elastic
 //! candidates hold above their minimum is enough, only those are asked back (as in giving way:
 //! the group starts once their pods are gone) and nothing starts over; otherwise the candidates
@@ -8,7 +9,7 @@
 //! the fewest) are evicted and queued again at once, and the group is admitted. Every what-if runs
 //! on the real graph and is undone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_graph::{GroupRequest, ImportedMember, MatchOutcome};
 
@@ -198,8 +199,8 @@ impl Engine {
 
     /// Who may be evicted for `key`, best first (at most 256); `None` if its queue does not
     /// preempt or nobody qualifies. Borrowers of the cohort qualify when the group's queue would
-    /// be within its nominal quota with the group, its own lower-priority candidates evicted, or
-    /// when its queue preempts for fair share and their priority is one it may take from
+    /// stand within quota below where its path meets theirs (`quota::may_reclaim_from`), its own
+    /// lower-priority candidates evicted, or when its queue preempts for fair share and their priority is one it may take from
     /// (whether a set of victims is allowed is checked on that set, `reclaim_allowed`).
     fn preemption_candidates(&mut self, key: &GroupKey, req: &GroupRequest) -> Option<Vec<Candidate>> {
         let g = &self.groups[key];
@@ -224,9 +225,11 @@ impl Engine {
         // Reclaim and fair share are decided with the queue's own lower-priority candidates out:
         // they may be evicted first.
         let saved: Vec<_> = own.iter().map(|k| (k.clone(), self.take_out(k))).collect();
-        let can_reclaim = cfg.reclaim_within_cohort
-            && root.is_some()
-            && quota::within_nominal(&self.compiled, &self.usage, &q, &asks, req.min_members);
+        let standing = if cfg.reclaim_within_cohort {
+            quota::reclaim_standing(&self.compiled, &self.usage, &q, &asks, req.min_members)
+        } else {
+            None
+        };
         // Queues of the cohort whose share the group's queue would not pass by taking from them.
         let fair_share_queues: BTreeSet<String> = if fair == FairShareWithinCohort::Never {
             BTreeSet::new()
@@ -255,7 +258,9 @@ impl Engine {
         if root.is_some() {
             for k in self.live.iter().filter(|k| placed(self, k)) {
                 let v = &self.groups[k];
-                if (can_reclaim || fair_share_may_take(v))
+                let reclaimable =
+                    |level| quota::may_reclaim_from(&self.compiled, &self.usage, &q, level, &v.spec.queue, &asks);
+                if (standing.is_some_and(reclaimable) || fair_share_may_take(v))
                     && v.spec.queue != q
                     && self.compiled.queues[&v.spec.queue].root_cohort == root
                     && quota::borrows(&self.compiled, &self.usage, &v.spec.queue, &asks)
@@ -273,23 +278,50 @@ impl Engine {
     }
 
     /// May `key` be admitted with the groups `out` evicted (and already taken out)? Taking from
-    /// other queues is for a queue that reclaims and is then within its nominal quota, the group
-    /// counted, or else as the fair-share rule allows (`fair_share_allows`).
+    /// other queues is for a queue that reclaims and then stands within quota, the group counted,
+    /// below where its path meets each victim's (`quota::reclaim_standing`), or else as the
+    /// fair-share rule allows (`fair_share_allows`).
     fn reclaim_allowed(&self, key: &GroupKey, req: &GroupRequest, out: &[(GroupKey, bool)]) -> bool {
         let others: Vec<&GroupKey> = out.iter().filter(|(_, reclaim)| *reclaim).map(|(k, _)| k).collect();
         if others.is_empty() {
             return true;
         }
         let g = &self.groups[key];
-        let reclaims = self.queue_cfg(&g.spec.queue).preemption.reclaim_within_cohort
-            && quota::within_nominal(
-                &self.compiled,
-                &self.usage,
-                &g.spec.queue,
-                &quota::Asks::of(&g.spec.request),
-                req.min_members,
-            );
+        let q = &g.spec.queue;
+        let standing = if self.queue_cfg(q).preemption.reclaim_within_cohort {
+            quota::reclaim_standing(&self.compiled, &self.usage, q, &quota::Asks::of(&g.spec.request), req.min_members)
+        } else {
+            None
+        };
+        let asks = quota::Asks::of(&g.spec.request);
+        // Each victim is checked as if taken last: its subtree must still borrow with it given
+        // back, so that reclaim never takes a subtree below what it brings (Kueue checks each
+        // candidate as it takes them, in its order).
+        let reclaims = standing.is_some_and(|level| {
+            others.iter().all(|v| {
+                let vq = &self.groups[*v].spec.queue;
+                let mut with_v = self.usage.clone();
+                let held = with_v.entry(vq.clone()).or_default();
+                for (r, a) in self.given_back(v) {
+                    let e = held.entry(r).or_insert(0);
+                    *e = e.saturating_add(a);
+                }
+                quota::may_reclaim_from(&self.compiled, &with_v, q, level, vq, &asks)
+            })
+        });
         reclaims || self.fair_share_allows(key, req, &others)
+    }
+
+    /// What group `v`, evicted or shrunk in a what-if, no longer counts against its quota.
+    fn given_back(&self, v: &GroupKey) -> BTreeMap<String, u64> {
+        let g = &self.groups[v];
+        let kept: BTreeSet<u32> = self
+            .graph_alloc
+            .get(v)
+            .and_then(|id| self.graph.allocation(*id).ok())
+            .map(|a| a.members.iter().map(|m| m.index).collect())
+            .unwrap_or_default();
+        quota::members_asks(&g.spec.request, g.member_indices().into_iter().filter(|i| !kept.contains(i)))
     }
 
     /// The candidates whose eviction lets `key` fit at the least cost ([`eviction_cost`]), as (key,
@@ -346,6 +378,11 @@ impl Engine {
         let mut fits = false;
         for c in cands {
             let saved = self.take_out(&c.key);
+            // A borrower may stop borrowing as others of its subtree go: then it is passed over.
+            if c.reclaim && !self.reclaim_allowed(key, req, &[(c.key.clone(), true)]) {
+                self.put_back(&c.key, saved);
+                continue;
+            }
             removed.push((c.key.clone(), saved, c.reclaim));
             if self.fits_now(key, req) && self.reclaim_allowed(key, req, &out_of(&removed)) {
                 fits = true;

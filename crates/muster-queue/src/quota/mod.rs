@@ -1,6 +1,7 @@
 //! Quota arithmetic: how many members of a group a queue's quota (and its cohort tree's unused
 //! quota, `tree.rs`) allows now, and why not more.
 
+mod reclaim;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -8,6 +9,7 @@ use std::collections::BTreeMap;
 use muster_graph::GroupRequest;
 
 use crate::config::{Compiled, Quota};
+pub use reclaim::{may_reclaim_from, meeting_level, reclaim_standing};
 use tree::{Bound, Node, ResourceTree};
 
 /// What one member asks against quotas and fair share, by resource name: `requests`, and one
@@ -199,15 +201,6 @@ pub fn never_fits(
                 format(r, limit)
             )
         })
-    })
-}
-
-/// True if queue `q` stays within its nominal quota for every resource the group asks after
-/// adding `members` of its members (the condition to reclaim lent quota).
-pub fn within_nominal(compiled: &Compiled, usage: &Usage, q: &str, asks: &Asks, members: u32) -> bool {
-    let cq = &compiled.queues[q];
-    asks.with(members).iter().all(|(r, total)| {
-        cq.quotas.get(r).is_none_or(|quota: &Quota| used(usage, q, r).saturating_add(*total) <= quota.nominal)
     })
 }
 
