@@ -35,6 +35,15 @@ fn tree(queues: &[(&str, &str, i64)], cohorts: &[(&str, Option<&str>, i64)]) -> 
     c
 }
 
+/// research (teams a, d) and ops (teams b, c) under org, the teams' cpu nominals as given; none
+/// of the cohorts holds quota of its own.
+fn departments(a: i64, d: i64, b: i64, c: i64) -> EngineConfig {
+    tree(
+        &[("a", "research", a), ("d", "research", d), ("b", "ops", b), ("c", "ops", c)],
+        &[("org", None, 0), ("research", Some("org"), 0), ("ops", Some("org"), 0)],
+    )
+}
+
 /// Submits `n` one-cpu groups `{q}{first}..` of queue `q` at `now` and schedules until nothing
 /// changes, every admitted group running; returns the names evicted on the way.
 fn submit_units(e: &mut Engine, q: &str, first: u32, n: u32, now: i64) -> Vec<String> {
@@ -97,11 +106,7 @@ fn quota_a_department_holds_within_its_guarantee_is_not_reclaimed_for_another() 
     // research: a (2, idle) and d (2); ops: b (2) and c (2, idle). d borrows a's 2 and b borrows
     // c's 2, each within its own department. a takes its 2 back from d, its neighbour, though b's
     // groups are younger (less work lost): ops as a whole borrows nothing.
-    let c = tree(
-        &[("a", "research", 2), ("d", "research", 2), ("b", "ops", 2), ("c", "ops", 2)],
-        &[("org", None, 0), ("research", Some("org"), 0), ("ops", Some("org"), 0)],
-    );
-    let mut e = engine(graph(8, 1), c);
+    let mut e = engine(graph(8, 1), departments(2, 2, 2, 2));
     submit_units(&mut e, "d", 0, 4, 0);
     submit_units(&mut e, "b", 0, 4, 100);
     assert_eq!((holding(&e, "d"), holding(&e, "b")), (4, 4));
@@ -116,11 +121,7 @@ fn a_gang_reclaims_from_a_subtree_only_what_it_borrows_and_the_rest_elsewhere() 
     // research: a (4, idle) and d (0), d running 2; ops: b (2) and c (2, idle), b running 6, so
     // ops borrows 2. a's gang of 4 takes b's two youngest-but-borrowed units and d's two: a third
     // of b's would take ops below the 4 it brings.
-    let c = tree(
-        &[("a", "research", 4), ("d", "research", 0), ("b", "ops", 2), ("c", "ops", 2)],
-        &[("org", None, 0), ("research", Some("org"), 0), ("ops", Some("org"), 0)],
-    );
-    let mut e = engine(graph(8, 1), c);
+    let mut e = engine(graph(8, 1), departments(4, 0, 2, 2));
     submit_units(&mut e, "d", 0, 2, 0);
     submit_units(&mut e, "b", 0, 6, 100);
     e.submit(spec("gang", "a", 4, 1, None, 110), 110).unwrap();

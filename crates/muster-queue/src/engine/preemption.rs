@@ -1,8 +1,7 @@
 //! Gang-aware preemption: whole groups are evicted, never single members against their will. The
 //! candidates are lower-priority groups of the same queue and groups borrowing in the cohort tree
 //! (reclaim, when the queue stands within quota below where their paths meet: `quota/reclaim.rs`,
-//! or when the fair-share rule of
-//! `fair_share_preemption.rs` allows). When taking back the members that shrinkable elastic
+//! or when the fair-share rule of `fair_share_preemption.rs` allows). When taking back the members that shrinkable elastic
 //! candidates hold above their minimum is enough, only those are asked back (as in giving way:
 //! the group starts once their pods are gone) and nothing starts over; otherwise the candidates
 //! that let the group fit at the least cost (the least protected, then the least work lost, then
@@ -200,8 +199,9 @@ impl Engine {
     /// Who may be evicted for `key`, best first (at most 256); `None` if its queue does not
     /// preempt or nobody qualifies. Borrowers of the cohort qualify when the group's queue would
     /// stand within quota below where its path meets theirs (`quota::may_reclaim_from`), its own
-    /// lower-priority candidates evicted, or when its queue preempts for fair share and their priority is one it may take from
-    /// (whether a set of victims is allowed is checked on that set, `reclaim_allowed`).
+    /// lower-priority candidates evicted, or when its queue preempts for fair share and their
+    /// priority is one it may take from (whether a set of victims is allowed is checked on that
+    /// set, `reclaim_allowed`).
     fn preemption_candidates(&mut self, key: &GroupKey, req: &GroupRequest) -> Option<Vec<Candidate>> {
         let g = &self.groups[key];
         let q = g.spec.queue.clone();
@@ -288,12 +288,12 @@ impl Engine {
         }
         let g = &self.groups[key];
         let q = &g.spec.queue;
+        let asks = quota::Asks::of(&g.spec.request);
         let standing = if self.queue_cfg(q).preemption.reclaim_within_cohort {
-            quota::reclaim_standing(&self.compiled, &self.usage, q, &quota::Asks::of(&g.spec.request), req.min_members)
+            quota::reclaim_standing(&self.compiled, &self.usage, q, &asks, req.min_members)
         } else {
             None
         };
-        let asks = quota::Asks::of(&g.spec.request);
         // Each victim is checked as if taken last: its subtree must still borrow with it given
         // back, so that reclaim never takes a subtree below what it brings (Kueue checks each
         // candidate as it takes them, in its order).

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use muster_graph::GroupRequest;
 
 use crate::config::{Compiled, Quota};
-pub use reclaim::{may_reclaim_from, meeting_level, reclaim_standing};
+pub use reclaim::{may_reclaim_from, reclaim_standing};
 use tree::{Bound, Node, ResourceTree};
 
 /// What one member asks against quotas and fair share, by resource name: `requests`, and one

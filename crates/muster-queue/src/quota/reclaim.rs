@@ -92,24 +92,18 @@ pub fn reclaim_standing(compiled: &Compiled, usage: &Usage, q: &str, asks: &Asks
     None
 }
 
-/// The level on queue `q`'s path (as in [`reclaim_standing`]) of the cohort where the paths of
-/// `q` and `v` meet; None when they are in different trees.
-pub fn meeting_level(compiled: &Compiled, q: &str, v: &str) -> Option<usize> {
-    let theirs = path(compiled, v);
-    path(compiled, q).iter().position(|c| theirs.contains(c)).map(|i| i + 1)
-}
-
-/// Whether queue `q`, standing within quota at `level`, may reclaim what a group of queue `v`
-/// holds: their paths meet above `level`, and `v` and every cohort on its path below the meeting
-/// point use more than they bring of a resource the group asks.
+/// Whether queue `q`, standing within quota at `level` (as [`reclaim_standing`] counts levels),
+/// may reclaim what a group of queue `v` holds: their paths meet above `level`, and `v` and every
+/// cohort on its path below the meeting point use more than they bring of a resource the group
+/// asks.
 pub fn may_reclaim_from(compiled: &Compiled, usage: &Usage, q: &str, level: usize, v: &str, asks: &Asks) -> bool {
-    let Some(meet) = meeting_level(compiled, q, v) else { return false };
-    if meet <= level || !super::borrows(compiled, usage, v, asks) {
+    let (ours, theirs) = (path(compiled, q), path(compiled, v));
+    // The meeting cohort's level on q's path (its cohorts count from 1); none: different trees.
+    let Some(meet) = ours.iter().position(|c| theirs.contains(c)) else { return false };
+    if meet < level || !super::borrows(compiled, usage, v, asks) {
         return false;
     }
-    let meeting_cohort = path(compiled, q)[meet - 1];
-    let below: Vec<&str> = path(compiled, v).into_iter().take_while(|c| *c != meeting_cohort).collect();
-    below.iter().all(|c| {
+    theirs.iter().take_while(|c| **c != ours[meet]).all(|c| {
         asks.resources().any(|r| {
             let (brings, uses) = subtree(compiled, usage, c, r);
             compiled.queues[v].quotas.contains_key(r) && uses > brings
