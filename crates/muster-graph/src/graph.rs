@@ -324,6 +324,22 @@ impl Graph {
         self.nodes.iter().enumerate().filter(|(_, n)| !n.removed).map(|(i, n)| (NodeId(i as u32), n))
     }
 
+    /// The same cluster with nothing on it: every node up, schedulable and idle, no calendar
+    /// set-asides. What a group "could ever" get is placed on it.
+    pub fn emptied(&self) -> Graph {
+        let mut g = self.clone();
+        for n in &mut g.nodes {
+            n.spans.clear();
+            n.used.fill(0);
+            n.devices.iter_mut().for_each(|d| d.holder = None);
+            (n.unschedulable, n.up) = (false, true);
+            n.recompute_free();
+        }
+        g.set_asides.clear();
+        g.rebuild_index();
+        g
+    }
+
     /// The containment path of a vertex, as JGF writes it: `/cluster0/rack1/node3`.
     pub fn path_of(&self, id: VertexId) -> String {
         let mut names = Vec::new();

@@ -102,6 +102,18 @@ impl MemberSet {
     }
 }
 
+/// Sets of a group that are a gang of their own inside it, kept within one domain of their own
+/// (a prefill leader and its workers in one rack, a decode leader and its workers in another,
+/// both in one block): the third level of a gang of gangs, between the group and its sets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubGroup {
+    pub name: String,
+    /// The names of its sets; a set belongs to at most one sub-group.
+    pub sets: Vec<String>,
+    pub topology: TopologyConstraint,
+}
+
 /// A group of members to place all at once: alike, or in several [`MemberSet`]s. Its serde form
 /// is how muster stores a group (muster-queue's GroupSpec); users write the jobspecs `parse` reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +154,9 @@ pub struct GroupRequest {
     /// alike members, which the fields above describe.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sets: Vec<MemberSet>,
+    /// Sets kept together within a domain of their own (see [`GroupRequest::with_subgroups`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subgroups: Vec<SubGroup>,
     /// Calendar reservations (by name) whose set-aside room this group may use: their spans do
     /// not hold room against it (see `ResourceGraph::set_aside_nodes`). The queue engine fills
     /// it in from the group's queue and namespace; whatever a submitted group says is replaced.
@@ -220,6 +235,47 @@ impl GroupRequest {
         self.filter = NodeFilter::default();
         self.sets = sets;
         Ok(self)
+    }
+
+    /// The group's sets gathered into `subgroups`, each kept within one domain of its topology
+    /// level (inside the group's). Every set a sub-group names must exist, and belong to no other.
+    pub fn with_subgroups(mut self, subgroups: Vec<SubGroup>) -> Result<Self, SetError> {
+        let err = |i: usize, field: &str, message: String| SetError { path: format!("subgroups[{i}].{field}"), message };
+        if !subgroups.is_empty() && self.sets.is_empty() {
+            return Err(SetError {
+                path: "subgroups".into(),
+                message: "sub-groups gather sets; give the group sets, or drop its sub-groups".into(),
+            });
+        }
+        let (mut names, mut taken) = (std::collections::BTreeSet::new(), BTreeMap::new());
+        for (i, g) in subgroups.iter().enumerate() {
+            if g.name.is_empty() || !names.insert(g.name.as_str()) {
+                return Err(err(i, "name", format!("{:?}: each sub-group needs a name of its own", g.name)));
+            }
+            if g.sets.is_empty() {
+                return Err(err(i, "sets", "a sub-group needs at least one set".into()));
+            }
+            for (j, set) in g.sets.iter().enumerate() {
+                if !self.sets.iter().any(|s| s.name == *set) {
+                    return Err(err(i, &format!("sets[{j}]"), format!("{set:?} is not a set of this group")));
+                }
+                if let Some(other) = taken.insert(set.as_str(), g.name.as_str()) {
+                    return Err(err(
+                        i,
+                        &format!("sets[{j}]"),
+                        format!("set {set:?} is in sub-group {other:?} already; a set belongs to one sub-group"),
+                    ));
+                }
+            }
+        }
+        self.subgroups = subgroups;
+        Ok(self)
+    }
+
+    /// The sub-group set `k` belongs to, if any.
+    pub fn subgroup_of(&self, k: usize) -> Option<&SubGroup> {
+        let name = &self.sets.get(k)?.name;
+        self.subgroups.iter().find(|g| g.sets.contains(name))
     }
 
     /// The group's sets: its own, or the one set of alike members its fields describe.
@@ -310,6 +366,7 @@ impl GroupRequest {
         r.filter.clone_from(&s.filter);
         r.topology = if self.sets.is_empty() { self.topology.clone() } else { s.topology.clone() };
         r.sets = Vec::new();
+        r.subgroups = Vec::new();
         r
     }
 
@@ -367,6 +424,7 @@ impl GroupRequest {
             policy: None,
             shrinkable: false,
             sets: Vec::new(),
+            subgroups: Vec::new(),
             reservations: Vec::new(),
         }
     }
@@ -430,6 +488,9 @@ struct GroupForm {
     /// Members that differ, in sets; instead of `members` and `resources`.
     #[serde(default)]
     sets: Vec<SetForm>,
+    /// Sets kept within a domain of their own; only beside `sets`.
+    #[serde(default)]
+    subgroups: Vec<SubGroup>,
     #[serde(default)]
     node_selector: BTreeMap<String, String>,
     #[serde(default)]
@@ -527,6 +588,9 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
     if !form.sets.is_empty() {
         return from_set_forms(file, form);
     }
+    if !form.subgroups.is_empty() {
+        return Err(InputError::new(file, "subgroups", "sub-groups gather sets; give the group sets, or drop them"));
+    }
     let Some(members) = &form.members else {
         return Err(InputError::new(file, "members", "a group needs members (or sets of them)"));
     };
@@ -561,6 +625,7 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         policy: form.policy,
         shrinkable: form.shrinkable,
         sets: Vec::new(),
+        subgroups: Vec::new(),
         reservations: Vec::new(),
     })
 }
@@ -621,7 +686,10 @@ fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputErr
     group.duration = duration;
     group.policy = form.policy;
     group.shrinkable = form.shrinkable;
-    group.with_sets(sets).map_err(|e| InputError::new(file, e.path, e.message))
+    group
+        .with_sets(sets)
+        .and_then(|g| g.with_subgroups(form.subgroups.clone()))
+        .map_err(|e| InputError::new(file, e.path, e.message))
 }
 
 /// Why a rigid group cannot be shrinkable, with the fix.
@@ -645,6 +713,40 @@ mod tests {
         assert!(g.requests.contains(&("memory".to_string(), 2 << 30)));
         assert_eq!(g.duration, Some(600));
         assert_eq!(g.topology.unwrap().mode, ConstraintMode::Required);
+    }
+
+    #[test]
+    fn sub_groups_gather_named_sets_and_refuse_what_they_cannot_keep() {
+        let sets = "name: serve\nsets:\n  - {name: prefill-leader, members: 1, resources: {cpu: 1}}\n  \
+                    - {name: prefill, members: 2, resources: {nvidia.com/gpu: 8}}\n  \
+                    - {name: decode, members: 2, resources: {nvidia.com/gpu: 8}}\n";
+        let g = parse(
+            "g.yaml",
+            &format!(
+                "{sets}subgroups:\n  - {{name: p, sets: [prefill-leader, prefill], topology: {{level: rack, mode: \
+                 required}}}}\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(g.subgroup_of(0).map(|s| s.name.as_str()), Some("p"));
+        assert_eq!(g.subgroup_of(1).map(|s| s.name.as_str()), Some("p"));
+        assert_eq!(g.subgroup_of(2), None);
+        let bad = |sub: &str| parse("g.yaml", &format!("{sets}subgroups:\n{sub}")).unwrap_err();
+        let e = bad("  - {name: p, sets: [prefil], topology: {level: rack, mode: required}}\n");
+        assert_eq!(e.path, "subgroups[0].sets[0]", "{e}");
+        let e = bad("  - {name: p, sets: [prefill], topology: {level: rack, mode: required}}\n  \
+                     - {name: q, sets: [decode, prefill], topology: {level: rack, mode: required}}\n");
+        assert_eq!(e.path, "subgroups[1].sets[1]", "{e}");
+        assert!(e.message.contains("sub-group \"p\""), "{e}");
+        let e = bad("  - {name: p, sets: [], topology: {level: rack, mode: required}}\n");
+        assert_eq!(e.path, "subgroups[0].sets", "{e}");
+        let e = parse(
+            "g.yaml",
+            "name: x\nmembers: 2\nresources: {cpu: 1}\nsubgroups: [{name: p, sets: [a], topology: {level: rack, \
+             mode: required}}]\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "subgroups", "{e}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::builder::{NodeShape, NodeSpec};
 use crate::error::{GraphError, InputError};
 use crate::graph::{AllocId, DeviceSlot, Graph, Node, NodeId, Span, VertexId};
-use crate::jobspec::{ConstraintMode, GroupRequest};
+use crate::jobspec::{ConstraintMode, GroupRequest, TopologyConstraint};
 use crate::matcher::{Demand, Placement, Window, placed_units};
 use crate::policy::Policy;
 
@@ -540,12 +540,14 @@ impl ResourceGraph {
 
     /// Where a running allocation may grow, in the order to try: the domain it was placed in;
     /// then, unless its topology constraint is required, each enclosing domain outward (up to the
-    /// constraint's `within` level) and, without `within`, the whole cluster. A preferred level
-    /// keeps new members close where there is room, as it did the first ones, but never holds
-    /// the group back as a required one would.
+    /// constraint's `within` level, and never out of a group's required domain) and, without
+    /// `within`, the whole cluster. A preferred level keeps new members close where there is
+    /// room, as it did the first ones, but never holds the group back as a required one would.
+    /// The domain and constraint are the growing set's sub-group's, where it has one.
     fn growth_scopes(&self, alloc: &Allocation) -> Vec<Option<VertexId>> {
-        let Some(domain) = alloc.domain else { return vec![None] };
-        let topology = alloc.request.topology.as_ref();
+        let group_required = alloc.request.topology.as_ref().is_some_and(|t| t.mode == ConstraintMode::Required);
+        let (domain, topology) = self.growth_anchor(alloc);
+        let Some(domain) = domain else { return vec![None] };
         if topology.is_some_and(|t| t.mode == ConstraintMode::Required) {
             return vec![Some(domain)];
         }
@@ -553,12 +555,33 @@ impl ResourceGraph {
         let mut scopes = vec![Some(domain)];
         let mut at = domain;
         while within != Some(self.graph.vertex(at).meta.vtype.as_str()) {
+            if group_required && Some(at) == alloc.domain {
+                break;
+            }
             let Some(parent) = self.graph.vertex(at).parent else { break };
             // The root is the whole cluster, which the search reaches without a scope.
             scopes.push(self.graph.vertex(parent).parent.map(|_| parent));
             at = parent;
         }
         scopes
+    }
+
+    /// The domain a running allocation's new members start from, and the constraint on it: the
+    /// domain of its sub-group's level the growing (last) set's sub-group shares, where it has
+    /// one, else the group's.
+    fn growth_anchor<'a>(&self, alloc: &'a Allocation) -> (Option<VertexId>, Option<&'a TopologyConstraint>) {
+        let req = &alloc.request;
+        let subgroup = req.sets.len().checked_sub(1).and_then(|last| req.subgroup_of(last));
+        if let Some(g) = subgroup {
+            let shared: BTreeSet<Option<VertexId>> = (alloc.members.iter())
+                .filter(|m| req.subgroup_of(req.set_of(m.index).0) == Some(g))
+                .map(|m| self.graph.ancestor_at_level(m.node, &g.topology.level))
+                .collect();
+            if let [Some(domain)] = shared.into_iter().collect::<Vec<_>>()[..] {
+                return (Some(domain), Some(&g.topology));
+            }
+        }
+        (alloc.domain, req.topology.as_ref())
     }
 
     /// Moves the expected end of running allocation `id` later, to `end` (fewer members are left

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use super::{Allocation, MatchOutcome, Member, Otherwise, ResourceGraph};
+use super::{Allocation, FOREVER, MatchOutcome, Member, Otherwise, ResourceGraph};
 use crate::graph::{NodeId, VertexId};
-use crate::jobspec::{ConstraintMode, GroupRequest};
+use crate::jobspec::{ConstraintMode, GroupRequest, SubGroup, TopologyConstraint};
 use crate::matcher::{Demand, Unsatisfiable, Window, placed_units};
 use crate::policy::Policy;
 
@@ -98,7 +98,8 @@ impl ResourceGraph {
         need
     }
 
-    /// Each set fits the empty cluster alone, and the group's minimum fits its totals.
+    /// Each set fits the empty cluster alone, the group's minimum fits the cluster's totals, and a
+    /// group with sub-groups is placed on the empty cluster.
     fn sets_satisfiable(&self, req: &GroupRequest, demands: &[Demand]) -> Result<(), String> {
         for d in demands {
             self.satisfiability(d.request).map_err(|e| format!("{}: {e}", d.request.name))?;
@@ -115,11 +116,29 @@ impl ResourceGraph {
                 ));
             }
         }
+        if !req.subgroups.is_empty() && !self.places_on_empty(req, demands) {
+            let subgroups: Vec<String> =
+                req.subgroups.iter().map(|g| format!("{} in one {}", g.name, g.topology.level)).collect();
+            return Err(format!(
+                "even on the empty cluster the sets cannot all be placed with each sub-group within one domain \
+                 ({}); make a sub-group smaller, or its level wider",
+                subgroups.join(", ")
+            ));
+        }
         Ok(())
     }
 
+    /// Whether the whole group is placed on the cluster emptied: what the bounds above cannot
+    /// tell, as a sub-group of whole nodes larger than any domain of its level.
+    fn places_on_empty(&self, req: &GroupRequest, demands: &[Demand]) -> bool {
+        let mut empty = ResourceGraph::new(self.graph.emptied(), self.policy);
+        let window = Window::Now { now: 0, end: FOREVER };
+        empty.place_sets(req, demands, window, 0, false).is_some()
+    }
+
     /// Places every set in `window` within the first scope of the group's topology that takes
-    /// them all, written into the graph; None (the graph as it was) when no scope does.
+    /// them all, written into the graph; None (the graph as it was) when no scope does. Inside
+    /// the scope each sub-group goes to the first domain of its own level that takes all its sets.
     fn place_sets(
         &mut self,
         req: &GroupRequest,
@@ -134,9 +153,11 @@ impl ResourceGraph {
             Window::Empty => return None,
         };
         let per_set: Vec<Vec<u64>> = demands.iter().map(|d| d.per_member.clone()).collect();
-        let order = largest_first(demands, self.graph.totals().0);
+        let parts = parts_largest_first(req, demands, self.graph.totals().0);
+        let first = parts[0].sets[0];
         let id = self.take_id();
-        for scope in self.group_scopes(req, demands, window) {
+        let everything: Vec<usize> = (0..demands.len()).collect();
+        for scope in self.scopes_within(req.topology.as_ref(), demands, &everything, window, None) {
             let mut alloc = Allocation {
                 id,
                 request: req.clone(),
@@ -147,25 +168,18 @@ impl ResourceGraph {
                 reserved,
                 domain: scope,
             };
-            let mut placed_all = true;
-            for &k in &order {
-                let d = &demands[k];
-                let (p, _) = self.graph.search_inside(d, window, set_policy(policy, k == order[0]), scope);
-                if placed_units(&p) < d.min_units {
-                    placed_all = false;
-                    break;
-                }
-                let first = first_member(req, k);
-                let mut index = first;
-                for &(n, units) in &p {
-                    for _ in 0..d.members(units) {
-                        alloc.members.push(Member { index, node: n, devices: Vec::new(), sockets: Vec::new() });
-                        index += 1;
+            let placed_all = parts.iter().all(|part| {
+                self.scopes_within(part.subgroup.map(|g| &g.topology), demands, &part.sets, window, scope).into_iter().any(|within| {
+                    let mark = alloc.members.len();
+                    let placed = part.sets.iter().all(|&k| {
+                        self.place_set(req, &demands[k], k, &mut alloc, window, set_policy(policy, k == first), within)
+                    });
+                    if !placed {
+                        self.take_back(&mut alloc, mark);
                     }
-                }
-                let nodes: Vec<NodeId> = p.iter().map(|&(n, _)| n).collect();
-                self.apply_nodes(&mut alloc, nodes, None);
-            }
+                    placed
+                })
+            });
             if placed_all {
                 let end = Self::end_of(start, req, alloc.members.len() as u32);
                 if end != alloc.end {
@@ -174,30 +188,82 @@ impl ResourceGraph {
                 alloc.members.sort_by_key(|m| m.index);
                 return Some(alloc);
             }
-            let members = std::mem::take(&mut alloc.members);
-            self.apply_nodes(&mut alloc, members.iter().map(|m| m.node), None);
+            self.take_back(&mut alloc, 0);
         }
         self.next_id -= 1;
         None
     }
 
-    /// Where the whole group may go, in the order to try: anywhere without a topology
-    /// constraint; else each domain of the constraint's levels (a preferred one falling back to
-    /// the whole cluster unless kept within a level), skipping those too small for some set.
-    fn group_scopes(&self, req: &GroupRequest, demands: &[Demand], window: Window) -> Vec<Option<VertexId>> {
-        let Some(t) = &req.topology else { return vec![None] };
+    /// Places set `k` (demand `d`) inside `scope`, its members added to `alloc` and written into
+    /// the graph; false, with nothing added, when it cannot reach its minimum there.
+    #[allow(clippy::too_many_arguments)]
+    fn place_set(
+        &mut self,
+        req: &GroupRequest,
+        d: &Demand,
+        k: usize,
+        alloc: &mut Allocation,
+        window: Window,
+        policy: Policy,
+        scope: Option<VertexId>,
+    ) -> bool {
+        let (p, _) = self.graph.search_inside(d, window, policy, scope);
+        if placed_units(&p) < d.min_units {
+            return false;
+        }
+        let mut index = first_member(req, k);
+        for &(n, units) in &p {
+            for _ in 0..d.members(units) {
+                alloc.members.push(Member { index, node: n, devices: Vec::new(), sockets: Vec::new() });
+                index += 1;
+            }
+        }
+        let nodes: Vec<NodeId> = p.iter().map(|&(n, _)| n).collect();
+        self.apply_nodes(alloc, nodes, None);
+        true
+    }
+
+    /// Takes the members of `alloc` after the first `keep` out of the graph again.
+    fn take_back(&mut self, alloc: &mut Allocation, keep: usize) {
+        let gone = alloc.members.split_off(keep);
+        self.apply_nodes(alloc, gone.iter().map(|m| m.node), None);
+    }
+
+    /// Where members under constraint `t` may go inside `scope` (None: the whole cluster), in
+    /// the order to try: the scope itself without a constraint or when a domain of its level
+    /// holds the scope; else each domain of the constraint's levels inside the scope that is
+    /// large enough for every set of `sets`, and, for a preferred constraint not kept within a
+    /// level the scope is outside of, the scope itself last.
+    fn scopes_within(
+        &self,
+        t: Option<&TopologyConstraint>,
+        demands: &[Demand],
+        sets: &[usize],
+        window: Window,
+        scope: Option<VertexId>,
+    ) -> Vec<Option<VertexId>> {
+        let Some(t) = t else { return vec![scope] };
+        let holds_scope =
+            |level: &str| scope.is_some_and(|s| self.graph.level_domains(level).iter().any(|&(v, _)| self.graph.is_within(s, Some(v))));
         let mut scopes = Vec::new();
         for level in self.graph.constraint_levels(t) {
+            if holds_scope(&level) {
+                scopes.push(scope);
+                return scopes;
+            }
             for &(v, dom) in self.graph.level_domains(&level) {
-                let large_enough =
-                    demands.iter().all(|d| self.graph.domain_total_bound(dom, d, window) >= u64::from(d.min_units));
-                if large_enough {
+                let large_enough = sets.iter().all(|&k| {
+                    let d = &demands[k];
+                    self.graph.domain_total_bound(dom, d, window) >= u64::from(d.min_units)
+                });
+                if large_enough && self.graph.is_within(v, scope) {
                     scopes.push(Some(v));
                 }
             }
         }
-        if t.mode == ConstraintMode::Preferred && t.within.is_none() {
-            scopes.push(None);
+        let falls_back = t.mode == ConstraintMode::Preferred && t.within.as_deref().is_none_or(holds_scope);
+        if falls_back {
+            scopes.push(scope);
         }
         scopes
     }
@@ -232,9 +298,17 @@ fn set_policy(policy: Policy, first: bool) -> Policy {
     if policy == Policy::Pack && !first { Policy::BestFit } else { policy }
 }
 
-/// Set positions, the set asking the largest share of the cluster's scarcest resource first: it
-/// has the fewest places to go, and the small sets then fit beside it.
-fn largest_first(demands: &[Demand], capacity: &[u64]) -> Vec<usize> {
+/// What is placed together: a sub-group's sets (kept within one domain of its level), or a set
+/// of no sub-group.
+struct Part<'a> {
+    sets: Vec<usize>,
+    subgroup: Option<&'a SubGroup>,
+}
+
+/// The group's parts, the one asking the largest share of the cluster's scarcest resource first
+/// (it has the fewest places to go, and the small ones then fit beside it), and within a part its
+/// sets in the same order.
+fn parts_largest_first<'a>(req: &'a GroupRequest, demands: &[Demand], capacity: &[u64]) -> Vec<Part<'a>> {
     let share = |d: &Demand| -> u128 {
         let members = u128::from(d.members(d.max_units.max(d.min_units)));
         (d.per_member.iter().zip(capacity))
@@ -244,5 +318,13 @@ fn largest_first(demands: &[Demand], capacity: &[u64]) -> Vec<usize> {
     };
     let mut order: Vec<usize> = (0..demands.len()).collect();
     order.sort_by_key(|&k| (std::cmp::Reverse(share(&demands[k])), k));
-    order
+    let mut parts: Vec<Part> = Vec::new();
+    for k in order {
+        let subgroup = req.subgroup_of(k);
+        match parts.iter_mut().find(|p| subgroup.is_some() && p.subgroup == subgroup) {
+            Some(part) => part.sets.push(k),
+            None => parts.push(Part { sets: vec![k], subgroup }),
+        }
+    }
+    parts
 }

@@ -254,6 +254,7 @@ fn from_flux_shape(file: &str, spec: &FluxJobspec, mut shape: FluxShape) -> Resu
         policy: None,
         shrinkable: false,
         sets: Vec::new(),
+        subgroups: Vec::new(),
         reservations: Vec::new(),
     })
 }
