@@ -93,6 +93,7 @@ fn main() {
                 shrinkable: false,
                 owner: None,
                 sets: vec![],
+                subgroups: vec![],
             }),
         };
         brain.handle(Event::Workload(job.kind, Change::Apply(job)), now);

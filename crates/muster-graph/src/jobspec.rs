@@ -240,7 +240,8 @@ impl GroupRequest {
     /// The group's sets gathered into `subgroups`, each kept within one domain of its topology
     /// level (inside the group's). Every set a sub-group names must exist, and belong to no other.
     pub fn with_subgroups(mut self, subgroups: Vec<SubGroup>) -> Result<Self, SetError> {
-        let err = |i: usize, field: &str, message: String| SetError { path: format!("subgroups[{i}].{field}"), message };
+        let err =
+            |i: usize, field: &str, message: String| SetError { path: format!("subgroups[{i}].{field}"), message };
         if !subgroups.is_empty() && self.sets.is_empty() {
             return Err(SetError {
                 path: "subgroups".into(),

@@ -6,8 +6,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{check_invariants, fingerprint, rg};
-use muster_graph::jobspec::{MemberSet, SubGroup, TopologyConstraint};
 use muster_graph::graph::NodeId;
+use muster_graph::jobspec::{MemberSet, SubGroup, TopologyConstraint};
 use muster_graph::{GroupRequest, MatchOutcome, Policy, ResourceGraph};
 
 /// 32 nodes of 8 GPUs and 64 cores, 8 racks of 4 in 2 blocks.

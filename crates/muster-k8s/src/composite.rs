@@ -3,11 +3,12 @@
 //! the CompositePodGroup gate), which may itself have a parent. As kube-scheduler does, muster
 //! takes the root of the tree as the unit: one group, named after the root, with a member set per
 //! PodGroup (named after it, its gang `minCount` members). The root's topology constraint is the
-//! group's, a PodGroup's that of its set.
+//! group's, a PodGroup's that of its set, and one of a CompositePodGroup between them makes the
+//! PodGroups below it a sub-group kept within one domain of that level.
 //!
 //! What muster cannot keep is refused, naming the object and field: a gang whose `minGroupCount`
 //! is below its number of children (k of n), a topology constraint on a CompositePodGroup below
-//! the root, a PodGroup without a gang policy. A basic CompositePodGroup lets its children run
+//! another that has one (below the root), a PodGroup without a gang policy. A basic CompositePodGroup lets its children run
 //! apart; muster places them together all the same.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +44,9 @@ pub struct CompositeSet {
     pub members: u32,
     /// Its own topology level, inside the root's.
     pub level: Option<&'static str>,
+    /// The CompositePodGroup between it and the root that keeps it and its siblings within one
+    /// domain of a level, by name, and that level.
+    pub subgroup: Option<(String, &'static str)>,
 }
 
 impl Composite {
@@ -72,7 +76,7 @@ pub fn resolve(
         composites.iter().map(|c| (c.metadata.name.as_deref().unwrap_or_default(), c)).collect();
     let root = root_of(parent, ns, &by_name)?;
     let mut tree = Tree { ns, by_name: &by_name, pod_groups, sets: Vec::new(), max_members };
-    tree.walk(root, true, &mut BTreeSet::new())?;
+    tree.walk(root, None, &mut BTreeSet::new())?;
     tree.sets.sort_by(|a, b| a.name.cmp(&b.name));
     let level = level_of(root, ns)?;
     let composite = Composite { root: name(root).to_string(), level, sets: tree.sets };
@@ -142,18 +146,30 @@ struct Tree<'a> {
 }
 
 impl Tree<'_> {
-    fn walk(&mut self, c: &CompositePodGroup, root: bool, seen: &mut BTreeSet<String>) -> Result<(), String> {
+    /// Collects the PodGroups below `c`; `above` is None at the root, else the sub-group the
+    /// CompositePodGroups between the root and `c` make (if one has a topology constraint).
+    fn walk(
+        &mut self,
+        c: &CompositePodGroup,
+        above: Option<Option<(String, &'static str)>>,
+        seen: &mut BTreeSet<String>,
+    ) -> Result<(), String> {
         let (ns, here) = (self.ns, name(c));
         if !seen.insert(here.to_string()) {
             return Err(format!("CompositePodGroup {ns}/{here}: the tree below it makes a cycle"));
         }
-        if !root && level_of(c, ns)?.is_some() {
-            return Err(format!(
-                "CompositePodGroup {ns}/{here}: spec.schedulingConstraints.topology: muster keeps a topology \
-                 constraint at the root CompositePodGroup and at each PodGroup, not between them; move it to the \
-                 root or to the PodGroups"
-            ));
-        }
+        let subgroup = match (above, level_of(c, ns)?) {
+            (None, _) => None,
+            (Some(Some((outer, _))), Some(_)) => {
+                return Err(format!(
+                    "CompositePodGroup {ns}/{here}: spec.schedulingConstraints.topology: muster keeps a topology \
+                     constraint at the root, at one CompositePodGroup on the way down (here {outer}) and at each \
+                     PodGroup; move it to {outer} or to the PodGroups"
+                ));
+            }
+            (Some(outer), None) => outer,
+            (Some(None), Some(level)) => Some((here.to_string(), level)),
+        };
         let parent_is_here = |p: Option<&str>| p == Some(here);
         let children: Vec<&CompositePodGroup> = self
             .by_name
@@ -191,19 +207,19 @@ impl Tree<'_> {
             _ => {}
         }
         for pg in leaves {
-            self.leaf(pg)?;
+            self.leaf(pg, subgroup.clone())?;
         }
         for child in children {
-            self.walk(child, false, seen)?;
+            self.walk(child, Some(subgroup.clone()), seen)?;
         }
         Ok(())
     }
 
-    fn leaf(&mut self, pg: &PodGroup) -> Result<(), String> {
+    fn leaf(&mut self, pg: &PodGroup, subgroup: Option<(String, &'static str)>) -> Result<(), String> {
         let members = native_pod_group_min_count(pg, self.max_members)?;
         let pg_name = pg.metadata.name.clone().unwrap_or_default();
         let level = native_pod_group_level(pg).map_err(|e| format!("PodGroup {}/{pg_name}: {e}", self.ns))?;
-        self.sets.push(CompositeSet { name: pg_name, members, level });
+        self.sets.push(CompositeSet { name: pg_name, members, level, subgroup });
         Ok(())
     }
 }

@@ -14,7 +14,7 @@ use muster_graph::filter::{
 /// The operators are the matcher's own (with their schema), so a Group says what the graph reads.
 pub use muster_graph::filter::{SelectorOperator as NodeSelectorOperator, TolerationOperator};
 use muster_graph::jobspec::{
-    ConstraintMode, MAX_DURATION, MAX_MEMBERS, MAX_TOPOLOGY_WEIGHT, MemberSet, SHRINKABLE_NEEDS_ELASTIC,
+    ConstraintMode, MAX_DURATION, MAX_MEMBERS, MAX_TOPOLOGY_WEIGHT, MemberSet, SHRINKABLE_NEEDS_ELASTIC, SubGroup,
     TopologyConstraint as EngineTopology,
 };
 use muster_queue::GroupState;
@@ -80,6 +80,23 @@ pub struct GroupSpec {
     /// `tolerations` are said per set. Only the last set may be elastic.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sets: Vec<GroupSet>,
+    /// Sets kept within one domain of a level of their own, inside the group's: a gang inside
+    /// the gang (a prefill leader and its workers in one rack, a decode leader and its workers
+    /// in another). Only beside `sets`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subgroups: Vec<GroupSubGroup>,
+}
+
+/// Sets of a Group that are a gang of their own inside it, within one domain of their level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSubGroup {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The names of its sets; a set belongs to one sub-group at most.
+    #[schemars(length(min = 1))]
+    pub sets: Vec<String>,
+    pub topology: TopologyConstraint,
 }
 
 /// One set of a Group's members: alike among themselves.
@@ -530,9 +547,16 @@ impl GroupSpec {
             duration,
             policy: None,
             sets: Vec::new(),
+            subgroups: Vec::new(),
             reservations: Vec::new(),
         };
         if self.sets.is_empty() {
+            if !self.subgroups.is_empty() {
+                return Err(err(
+                    "spec.subgroups".into(),
+                    "sub-groups gather sets; give the Group sets, or drop them".into(),
+                ));
+            }
             return Ok(request);
         }
         let beside = [
@@ -557,7 +581,11 @@ impl GroupSpec {
                 topology: s.topology.as_ref().map(engine_topology),
             });
         }
-        let request = request.with_sets(sets).map_err(|e| err(format!("spec.{}", e.path), e.message))?;
+        let subgroups = (self.subgroups.iter())
+            .map(|g| SubGroup { name: g.name.clone(), sets: g.sets.clone(), topology: engine_topology(&g.topology) })
+            .collect();
+        let request = (request.with_sets(sets).and_then(|r| r.with_subgroups(subgroups)))
+            .map_err(|e| err(format!("spec.{}", e.path), e.message))?;
         if (request.min_members, request.max_members) != (min_members, max_members) {
             return Err(err(
                 "spec.members".into(),

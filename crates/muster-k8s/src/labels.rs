@@ -24,6 +24,13 @@ pub const SET_SIZE: &str = "muster.dev/set-size";
 /// All members of a plain pod's set within one domain of this topology level, inside the group's
 /// own domain (annotation, a level name such as `rack`).
 pub const SET_TOPOLOGY: &str = "muster.dev/set-topology";
+/// The sub-group a plain pod's set belongs to (annotation, a name): the sets naming one sub-group
+/// are a gang inside the group, within one domain of [`SUBGROUP_TOPOLOGY`]. The webhook sets it
+/// for a PodGroup below a CompositePodGroup with a topology constraint of its own.
+pub const SUBGROUP: &str = "muster.dev/subgroup";
+/// The level a plain pod's sub-group keeps within (annotation, a level name such as `rack`),
+/// inside the group's own domain; every pod of the sub-group says the same.
+pub const SUBGROUP_TOPOLOGY: &str = "muster.dev/subgroup-topology";
 /// Fewest members an elastic Job may start with (annotation on the Job; default parallelism).
 pub const MIN_MEMBERS: &str = "muster.dev/min-members";
 /// Expected run time in seconds, for estimated starts and backfill (annotation on Job or Pod).
@@ -79,7 +86,7 @@ pub const FINALIZER: &str = "muster.dev/allocation";
 pub const FIELD_MANAGER: &str = "muster";
 
 /// Keys under `muster.dev/` that users may set themselves.
-pub const USER_KEYS: [&str; 12] = [
+pub const USER_KEYS: [&str; 14] = [
     QUEUE,
     GROUP,
     GROUP_SIZE,
@@ -87,6 +94,8 @@ pub const USER_KEYS: [&str; 12] = [
     SET,
     SET_SIZE,
     SET_TOPOLOGY,
+    SUBGROUP,
+    SUBGROUP_TOPOLOGY,
     MIN_MEMBERS,
     DURATION,
     REQUIRED_TOPOLOGY,

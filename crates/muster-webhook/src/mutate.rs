@@ -11,7 +11,7 @@ use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, TrainJob, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME,
-    SCHEDULING_GATE, SET, SET_SIZE, SET_TOPOLOGY, SUSPEND_REQUESTED,
+    SCHEDULING_GATE, SET, SET_SIZE, SET_TOPOLOGY, SUBGROUP, SUBGROUP_TOPOLOGY, SUSPEND_REQUESTED,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob, trainjob};
@@ -305,15 +305,21 @@ fn leader_worker_set(lws: &LeaderWorkerSet, object: &Value) -> Vec<PatchOperatio
 /// Topology annotations from the Kubernetes PodGroup a queued pod names:
 /// `muster.dev/required-topology` when the PodGroup (or the root of its CompositePodGroup tree)
 /// keeps its pods within a topology domain and the pod asks for no topology of its own, and
-/// `muster.dev/set-topology` when its PodGroup in a tree does and the pod names none (an unknown
-/// key is the validating webhook's to refuse, naming it).
+/// `muster.dev/set-topology` when its PodGroup in a tree does and the pod names none, and
+/// `muster.dev/subgroup` with `muster.dev/subgroup-topology` when a CompositePodGroup between
+/// them does and the pod names no sub-group (an unknown key is the validating webhook's to
+/// refuse, naming it).
 fn native_topology(pod: &Pod, gang: Option<&NativeGang>) -> Vec<PatchOperation> {
     let Some(gang) = gang else { return Vec::new() };
     let annotations = pod.metadata.annotations.as_ref();
     let own = [REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY].iter().any(|k| get(annotations, k).is_some());
     let group_level = gang.level().ok().flatten().filter(|_| !own).map(|l| (REQUIRED_TOPOLOGY, l));
     let set_level = gang.set().and_then(|s| s.level).filter(|_| get(annotations, SET_TOPOLOGY).is_none());
-    let add_now: Vec<(&str, &str)> = group_level.into_iter().chain(set_level.map(|l| (SET_TOPOLOGY, l))).collect();
+    let subgroup = gang.set().and_then(|s| s.subgroup.as_ref()).filter(|_| get(annotations, SUBGROUP).is_none());
+    let subgroup =
+        subgroup.into_iter().flat_map(|(name, level)| [(SUBGROUP, name.as_str()), (SUBGROUP_TOPOLOGY, *level)]);
+    let add_now: Vec<(&str, &str)> =
+        group_level.into_iter().chain(set_level.map(|l| (SET_TOPOLOGY, l))).chain(subgroup).collect();
     match annotations {
         _ if add_now.is_empty() => Vec::new(),
         Some(_) => add_now.iter().map(|(k, l)| add(&["metadata", "annotations", k], json!(l))).collect(),

@@ -265,7 +265,7 @@ async fn reserved_keys_cannot_be_added_changed_or_removed_by_tenants() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "metadata.labels[muster.dev/node]: the key is reserved for muster: only muster may set it; remove it (the \
          muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, muster.dev/group-size, \
-         muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     assert_eq!(check(&request("CREATE", MUSTER, JOB, &j, None)).await, Ok(()));
@@ -305,7 +305,7 @@ async fn the_pod_template_cannot_carry_reserved_keys_but_job_pods_may() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "spec.template.metadata.annotations[muster.dev/node]: the key is reserved for muster: only muster may set \
          it; remove it (the muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, \
-         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     // The Job controller copies a template muster may have annotated.

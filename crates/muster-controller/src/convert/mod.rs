@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_k8s::external::native_pod_group_name;
-use muster_k8s::group::{GroupSet, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members};
+use muster_k8s::group::{
+    GroupSet, GroupSubGroup, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members,
+};
 use muster_k8s::pod::{self, Placement, amount_of, placement};
 use muster_k8s::unsupported::unsupported_fields;
 use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of, set_members};
@@ -228,6 +230,10 @@ pub struct PodSet {
     pub size: Option<String>,
     /// Annotation muster.dev/set-topology, unread.
     pub topology: Option<String>,
+    /// Annotation muster.dev/subgroup.
+    pub subgroup: Option<String>,
+    /// Annotation muster.dev/subgroup-topology, unread.
+    pub subgroup_topology: Option<String>,
 }
 
 impl PodView {
@@ -309,8 +315,14 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
             group.as_deref() == Some(pg) || label(labels::SET).filter(|_| plain).is_some_and(|s| s == pg)
         }),
         set: label(labels::SET).filter(|_| plain).map(|name| {
-            let topology = meta.annotations.as_ref().and_then(|a| a.get(labels::SET_TOPOLOGY)).cloned();
-            Box::new(PodSet { name: name.clone(), size: label(labels::SET_SIZE).cloned(), topology })
+            let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
+            Box::new(PodSet {
+                name: name.clone(),
+                size: label(labels::SET_SIZE).cloned(),
+                topology: annotation(labels::SET_TOPOLOGY),
+                subgroup: annotation(labels::SUBGROUP),
+                subgroup_topology: annotation(labels::SUBGROUP_TOPOLOGY),
+            })
         }),
         group,
         gated,
@@ -355,6 +367,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
         shrinkable: false,
         owner: None,
         sets: Vec::new(),
+        subgroups: Vec::new(),
     })
 }
 
@@ -420,7 +433,8 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
         (&w[0].resources, &w[0].node_selector, &w[0].affinity, &w[0].tolerations, &w[0].topology)
             == (&w[1].resources, &w[1].node_selector, &w[1].affinity, &w[1].tolerations, &w[1].topology)
     });
-    if alike {
+    let subgroups = plain_subgroups(&by_set)?;
+    if alike && subgroups.is_empty() {
         return Ok(spec);
     }
     Ok(GroupObjectSpec {
@@ -429,6 +443,7 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
         affinity: Vec::new(),
         tolerations: Vec::new(),
         sets,
+        subgroups,
         ..spec
     })
 }
@@ -439,9 +454,13 @@ fn set_labels(name: &str, pods: &[&PodView]) -> Result<(Option<i64>, Option<Topo
     let first = pods[0].set.as_deref().ok_or("a pod of a set names it")?;
     for p in &pods[1..] {
         let theirs = p.set.as_deref().ok_or("a pod of a set names it")?;
-        for (key, a, b) in
-            [(labels::SET_SIZE, &first.size, &theirs.size), (labels::SET_TOPOLOGY, &first.topology, &theirs.topology)]
-        {
+        let agree = [
+            (labels::SET_SIZE, &first.size, &theirs.size),
+            (labels::SET_TOPOLOGY, &first.topology, &theirs.topology),
+            (labels::SUBGROUP, &first.subgroup, &theirs.subgroup),
+            (labels::SUBGROUP_TOPOLOGY, &first.subgroup_topology, &theirs.subgroup_topology),
+        ];
+        for (key, a, b) in agree {
             if a != b {
                 let show = |v: &Option<String>| v.as_ref().map_or("unset".to_string(), |v| format!("{v:?}"));
                 return Err(format!(
@@ -465,23 +484,70 @@ fn set_labels(name: &str, pods: &[&PodView]) -> Result<(Option<i64>, Option<Topo
             )
         })?),
     };
-    let topology = match first.topology.as_deref() {
-        None => None,
-        Some(level) if muster_graph::names::is_dns_label(level) => Some(TopologyConstraint {
-            level: level.to_string(),
-            mode: TopologyMode::Required,
-            within: None,
-            weights: BTreeMap::new(),
-        }),
-        Some(level) => {
-            return Err(format!(
-                "pod {}: annotation {}: {level:?} is not a topology level; name one, such as rack, block or zone",
-                pods[0].name,
-                labels::SET_TOPOLOGY
-            ));
-        }
-    };
+    let topology = first.topology.as_deref().map(|l| required_level(pods[0], labels::SET_TOPOLOGY, l)).transpose()?;
     Ok((size, topology))
+}
+
+/// The required constraint of the level a pod's annotation `key` names.
+fn required_level(pod: &PodView, key: &str, level: &str) -> Result<TopologyConstraint, String> {
+    if !muster_graph::names::is_dns_label(level) {
+        return Err(format!(
+            "pod {}: annotation {key}: {level:?} is not a topology level; name one, such as rack, block or zone",
+            pod.name
+        ));
+    }
+    Ok(TopologyConstraint {
+        level: level.to_string(),
+        mode: TopologyMode::Required,
+        within: None,
+        weights: BTreeMap::new(),
+    })
+}
+
+/// The sub-groups the sets of a plain group name (annotations muster.dev/subgroup and
+/// muster.dev/subgroup-topology), from each set's first pod: every set of a sub-group must name
+/// the same level.
+fn plain_subgroups(by_set: &BTreeMap<&str, Vec<&PodView>>) -> Result<Vec<GroupSubGroup>, String> {
+    let mut subgroups: Vec<(GroupSubGroup, &PodView)> = Vec::new();
+    for (set, pods) in by_set {
+        let pod = pods[0];
+        let Some(named) = pod.set.as_deref() else { continue };
+        let (Some(name), level) = (&named.subgroup, &named.subgroup_topology) else {
+            if named.subgroup_topology.is_some() {
+                return Err(format!(
+                    "pod {}: annotation {} names no sub-group to keep within a level; add {} too, or drop it",
+                    pod.name,
+                    labels::SUBGROUP_TOPOLOGY,
+                    labels::SUBGROUP
+                ));
+            }
+            continue;
+        };
+        let Some(level) = level else {
+            return Err(format!(
+                "pod {}: annotation {} names sub-group {name:?} without a level; add {} (such as rack)",
+                pod.name,
+                labels::SUBGROUP,
+                labels::SUBGROUP_TOPOLOGY
+            ));
+        };
+        let topology = required_level(pod, labels::SUBGROUP_TOPOLOGY, level)?;
+        match subgroups.iter_mut().find(|(g, _)| g.name == *name) {
+            Some((g, _)) if g.topology == topology => g.sets.push(set.to_string()),
+            Some((g, other)) => {
+                return Err(format!(
+                    "pod {}: annotation {} is {level:?} where pod {} of sub-group {name} has {:?}; the sets of a \
+                     sub-group must agree",
+                    pod.name,
+                    labels::SUBGROUP_TOPOLOGY,
+                    other.name,
+                    g.topology.level
+                ));
+            }
+            None => subgroups.push((GroupSubGroup { name: name.clone(), sets: vec![set.to_string()], topology }, pod)),
+        }
+    }
+    Ok(subgroups.into_iter().map(|(g, _)| g).collect())
 }
 
 /// How pod `p` of a plain group differs from the group's first pod `first`, whose Group spec

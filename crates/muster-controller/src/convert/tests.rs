@@ -523,3 +523,44 @@ fn a_plain_sets_size_and_topology_come_from_its_pods_labels() {
     let e = plain_sets_spec(&bad.iter().collect::<Vec<_>>()).unwrap_err();
     assert!(e.contains("label muster.dev/set-size: \"many\" is not a number of members"), "{e}");
 }
+
+#[test]
+fn a_plain_groups_sub_groups_come_from_its_pods_annotations() {
+    // A leader and workers kept in one rack, beside a set of no sub-group: alike in what they
+    // ask, the sets stay apart because the sub-group names two of them.
+    let pod = |name: &str, set: &str, subgroup: Option<(&str, &str)>| {
+        let mut extra = json!({"metadata": {"name": name, "uid": name,
+            "labels": {"muster.dev/group-size": "4", "muster.dev/group-min": "4", "muster.dev/set": set}},
+            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}});
+        if let Some((name, level)) = subgroup {
+            extra["metadata"]["annotations"] =
+                json!({"muster.dev/subgroup": name, "muster.dev/subgroup-topology": level});
+        }
+        pod_view(&plain_pod(extra)).unwrap()
+    };
+    let pods = [
+        pod("l0", "leader", Some(("replica", "rack"))),
+        pod("w0", "workers", Some(("replica", "rack"))),
+        pod("w1", "workers", Some(("replica", "rack"))),
+        pod("s0", "sidecar", None),
+    ];
+    let g = plain_sets_spec(&pods.iter().collect::<Vec<_>>()).unwrap();
+    assert_eq!(g.sets.len(), 3, "{g:?}");
+    let subgroups: Vec<_> =
+        g.subgroups.iter().map(|s| (s.name.as_str(), s.sets.clone(), s.topology.level.as_str())).collect();
+    assert_eq!(subgroups, [("replica", vec!["leader".to_string(), "workers".to_string()], "rack")]);
+    let request = g.to_request("serve").unwrap();
+    assert_eq!(request.subgroup_of(0).map(|s| s.name.as_str()), Some("replica"));
+    // Sets of one sub-group that name different levels, and a sub-group without a level, are named.
+    let mut odd = pods.clone();
+    odd[0] = pod("l0", "leader", Some(("replica", "block")));
+    let e = plain_sets_spec(&odd.iter().collect::<Vec<_>>()).unwrap_err();
+    assert!(
+        e.contains("muster.dev/subgroup-topology is \"rack\" where pod l0 of sub-group replica has \"block\""),
+        "{e}"
+    );
+    let mut bare = pods.clone();
+    bare[0].set.as_mut().unwrap().subgroup_topology = None;
+    let e = plain_sets_spec(&bare.iter().collect::<Vec<_>>()).unwrap_err();
+    assert!(e.contains("pod l0: annotation muster.dev/subgroup names sub-group \"replica\" without a level"), "{e}");
+}

@@ -68,6 +68,7 @@ pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
                 uid: None,
             }),
             sets: vec![],
+            subgroups: vec![],
         }),
     }
 }

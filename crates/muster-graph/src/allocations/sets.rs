@@ -169,16 +169,26 @@ impl ResourceGraph {
                 domain: scope,
             };
             let placed_all = parts.iter().all(|part| {
-                self.scopes_within(part.subgroup.map(|g| &g.topology), demands, &part.sets, window, scope).into_iter().any(|within| {
-                    let mark = alloc.members.len();
-                    let placed = part.sets.iter().all(|&k| {
-                        self.place_set(req, &demands[k], k, &mut alloc, window, set_policy(policy, k == first), within)
-                    });
-                    if !placed {
-                        self.take_back(&mut alloc, mark);
-                    }
-                    placed
-                })
+                self.scopes_within(part.subgroup.map(|g| &g.topology), demands, &part.sets, window, scope)
+                    .into_iter()
+                    .any(|within| {
+                        let mark = alloc.members.len();
+                        let placed = part.sets.iter().all(|&k| {
+                            self.place_set(
+                                req,
+                                &demands[k],
+                                k,
+                                &mut alloc,
+                                window,
+                                set_policy(policy, k == first),
+                                within,
+                            )
+                        });
+                        if !placed {
+                            self.take_back(&mut alloc, mark);
+                        }
+                        placed
+                    })
             });
             if placed_all {
                 let end = Self::end_of(start, req, alloc.members.len() as u32);
@@ -243,8 +253,10 @@ impl ResourceGraph {
         scope: Option<VertexId>,
     ) -> Vec<Option<VertexId>> {
         let Some(t) = t else { return vec![scope] };
-        let holds_scope =
-            |level: &str| scope.is_some_and(|s| self.graph.level_domains(level).iter().any(|&(v, _)| self.graph.is_within(s, Some(v))));
+        let holds_scope = |level: &str| {
+            scope
+                .is_some_and(|s| self.graph.level_domains(level).iter().any(|&(v, _)| self.graph.is_within(s, Some(v))))
+        };
         let mut scopes = Vec::new();
         for level in self.graph.constraint_levels(t) {
             if holds_scope(&level) {

@@ -92,6 +92,37 @@ fn a_deeper_tree_gathers_every_pod_group_below_its_root() {
 }
 
 #[test]
+fn a_composite_with_a_topology_below_the_root_makes_its_pod_groups_a_sub_group() {
+    // Two replicas of a leader and workers, each replica in one rack, the whole in one block.
+    let composites = vec![
+        composite("serve", None, gang(2), Some("muster.dev/block")),
+        composite("replica-0", Some("serve"), gang(2), Some("muster.dev/rack")),
+        composite("replica-1", Some("serve"), gang(1), Some("muster.dev/rack")),
+        composite("shards", Some("replica-1"), gang(2), None),
+    ];
+    let pod_groups = vec![
+        pod_group("r0-leader", Some("replica-0"), 1, None),
+        pod_group("r0-workers", Some("replica-0"), 3, None),
+        pod_group("r1-a", Some("shards"), 2, None),
+        pod_group("r1-b", Some("shards"), 2, None),
+    ];
+    let got = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap().unwrap();
+    assert_eq!(got.level, Some("block"));
+    let sets: Vec<(&str, Option<(&str, &str)>)> =
+        got.sets.iter().map(|s| (s.name.as_str(), s.subgroup.as_ref().map(|(n, l)| (n.as_str(), *l)))).collect();
+    assert_eq!(
+        sets,
+        [
+            ("r0-leader", Some(("replica-0", "rack"))),
+            ("r0-workers", Some(("replica-0", "rack"))),
+            ("r1-a", Some(("replica-1", "rack"))),
+            ("r1-b", Some(("replica-1", "rack"))),
+        ],
+        "a PodGroup deeper below a sub-group's CompositePodGroup is in it too"
+    );
+}
+
+#[test]
 fn what_muster_cannot_keep_is_refused_naming_the_object_and_field() {
     let (mut composites, mut pod_groups) = serving();
     // k of n: a gang that may start with fewer children than it has.
@@ -105,12 +136,16 @@ fn what_muster_cannot_keep_is_refused_naming_the_object_and_field() {
     assert!(e.contains("is 3, and 2 of its child groups exist; create its PodGroups"), "{e}");
     let e = resolve(&pod_groups[0], &[], &pod_groups, 1000).unwrap_err();
     assert!(e.contains("CompositePodGroup ml/serve (scheduling.k8s.io/v1alpha3) does not exist"), "{e}");
-    // A topology between the root and the PodGroups.
-    let composites =
-        vec![composite("job", None, gang(1), None), composite("half", Some("job"), gang(2), Some("muster.dev/rack"))];
-    pod_groups = vec![pod_group("a", Some("half"), 1, None), pod_group("b", Some("half"), 1, None)];
+    // A topology on two CompositePodGroups on the way from the root to the PodGroups.
+    let composites = vec![
+        composite("job", None, gang(1), None),
+        composite("half", Some("job"), gang(1), Some("muster.dev/block")),
+        composite("quarter", Some("half"), gang(2), Some("muster.dev/rack")),
+    ];
+    pod_groups = vec![pod_group("a", Some("quarter"), 1, None), pod_group("b", Some("quarter"), 1, None)];
     let e = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap_err();
-    assert!(e.contains("CompositePodGroup ml/half: spec.schedulingConstraints.topology"), "{e}");
+    assert!(e.contains("CompositePodGroup ml/quarter: spec.schedulingConstraints.topology"), "{e}");
+    assert!(e.contains("move it to half or to the PodGroups"), "{e}");
     // A topology key that is no level.
     let composites = vec![composite("job", None, gang(2), Some("kubernetes.io/hostname"))];
     pod_groups = vec![pod_group("a", Some("job"), 1, None), pod_group("b", Some("job"), 1, None)];

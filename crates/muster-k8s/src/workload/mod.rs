@@ -391,6 +391,7 @@ impl Shape {
             affinity,
             tolerations,
             sets,
+            subgroups: Vec::new(),
             topology: self.topology,
             priority_class_name: self.priority_class_name,
             duration_seconds: self.duration_seconds,
