@@ -7,7 +7,8 @@
 //! until both PodGroups' pods exist, then all five are bound at once, each set in one rack, both
 //! in one block, each pod on a member of its own set; both PodGroups are marked scheduled, and
 //! the group runs to the end. A gang that may start with fewer children than it has (k of n) is
-//! refused, naming the field.
+//! refused, naming the field. A tree of three levels (two replicas kept each within a rack, each
+//! a leader and workers, both in one block) is placed with each replica's pods in one rack.
 //!
 //! hack/e2e/test-muster-composite.sh starts muster and the over-commit checker (`muster-harness
 //! overcommit`) around this test.
@@ -40,9 +41,20 @@ async fn create(client: &Client, ar: &ApiResource, doc: Value) {
         .unwrap_or_else(|e| panic!("{} {name} is created: {e}", ar.kind));
 }
 
-async fn composite_pod_group(client: &Client, name: &str, min_groups: u32, topology: Option<&str>) {
-    let mut spec = json!({"workloadRef": {"workloadName": name, "templateName": name},
+/// A CompositePodGroup, below `parent` if given, kept within one domain of the node label
+/// `topology` if given.
+async fn composite_pod_group(
+    client: &Client,
+    name: &str,
+    parent: Option<&str>,
+    min_groups: u32,
+    topology: Option<&str>,
+) {
+    let mut spec = json!({"workloadRef": {"workloadName": parent.unwrap_or(name), "templateName": name},
                           "schedulingPolicy": {"gang": {"minGroupCount": min_groups}}});
+    if let Some(parent) = parent {
+        spec["parentCompositePodGroupName"] = json!(parent);
+    }
     if let Some(key) = topology {
         spec["schedulingConstraints"] = json!({"topology": [{"key": key}]});
     }
@@ -94,7 +106,7 @@ fn label<'a>(nodes: &'a BTreeMap<String, Node>, node: &str, key: &str) -> &'a st
 async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in_one_block() {
     let Some(client) = e2e::client().await else { return };
     e2e::fresh_namespace(&client, NS, json!({})).await;
-    composite_pod_group(&client, "serve", 2, Some("muster.dev/block")).await;
+    composite_pod_group(&client, "serve", None, 2, Some("muster.dev/block")).await;
     pod_group(&client, "prefill", "serve", 2, Some("muster.dev/rack")).await;
     pod_group(&client, "decode", "serve", 3, Some("muster.dev/rack")).await;
     let pods = Api::<Pod>::namespaced(client.clone(), NS);
@@ -180,9 +192,54 @@ async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in
     .await;
 
     // k of n: a gang that may start with one of its two PodGroups is refused.
-    composite_pod_group(&client, "either", 1, None).await;
+    composite_pod_group(&client, "either", None, 1, None).await;
     pod_group(&client, "either-a", "either", 1, None).await;
     pod_group(&client, "either-b", "either", 1, None).await;
     let e = pods.create(&post, &pod("either-a-0", "either-a", 1, 5)).await.expect_err("a k-of-n gang's pod is refused");
     assert!(e.to_string().contains("minGroupCount is 1, below its 2 child groups"), "{e}");
+
+    // A gang of gangs of three levels: two replicas, each a CompositePodGroup kept within one rack
+    // over a leader of no GPU and three whole-node workers, both replicas in one block.
+    composite_pod_group(&client, "fleet", None, 2, Some("muster.dev/block")).await;
+    let mut replicas = Vec::new();
+    for r in ["r0", "r1"] {
+        composite_pod_group(&client, r, Some("fleet"), 2, Some("muster.dev/rack")).await;
+        pod_group(&client, &format!("{r}-leader"), r, 1, None).await;
+        pod_group(&client, &format!("{r}-workers"), r, 3, None).await;
+        let mut names = vec![format!("{r}-leader-0")];
+        pods.create(&post, &pod(&names[0], &format!("{r}-leader"), 0, 15)).await.expect("a leader pod is admitted");
+        for i in 0..3 {
+            let name = format!("{r}-worker-{i}");
+            let made = pods.create(&post, &pod(&name, &format!("{r}-workers"), 8, 15)).await.expect("a worker pod");
+            let annotations = made.annotations();
+            assert_eq!(
+                (
+                    annotations.get("muster.dev/subgroup").map(String::as_str),
+                    annotations.get("muster.dev/subgroup-topology").map(String::as_str)
+                ),
+                (Some(r), Some("rack")),
+                "{name}"
+            );
+            names.push(name);
+        }
+        replicas.push(names);
+    }
+    let all: Vec<String> = replicas.concat();
+    let bound = eventually(60, "all eight pods of the fleet are bound", || nodes_of(&pods, &all)).await;
+    let domains = |names: &[String], key: &str| -> BTreeSet<String> {
+        names.iter().map(|n| label(&nodes, &bound[n], key).to_string()).collect()
+    };
+    for names in &replicas {
+        assert_eq!(
+            domains(names, "muster.dev/rack").len(),
+            1,
+            "a replica's leader shares its workers' rack: {bound:?}"
+        );
+    }
+    assert_eq!(domains(&all, "muster.dev/block").len(), 1, "both replicas in one block: {bound:?}");
+    let group = Api::<Group>::namespaced(client.clone(), NS).get("fleet").await.expect("the Group fleet exists");
+    let subgroups: Vec<(&str, &[String])> =
+        group.spec.subgroups.iter().map(|g| (g.name.as_str(), g.sets.as_slice())).collect();
+    let (r0, r1) = (["r0-leader".to_string(), "r0-workers".into()], ["r1-leader".to_string(), "r1-workers".into()]);
+    assert_eq!(subgroups, [("r0", &r0[..]), ("r1", &r1[..])]);
 }
