@@ -201,11 +201,13 @@ async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in
     // A gang of gangs of three levels: two replicas, each a CompositePodGroup kept within one rack
     // over a leader of no GPU and three whole-node workers, both replicas in one block.
     composite_pod_group(&client, "fleet", None, 2, Some("muster.dev/block")).await;
-    let mut replicas = Vec::new();
     for r in ["r0", "r1"] {
         composite_pod_group(&client, r, Some("fleet"), 2, Some("muster.dev/rack")).await;
         pod_group(&client, &format!("{r}-leader"), r, 1, None).await;
         pod_group(&client, &format!("{r}-workers"), r, 3, None).await;
+    }
+    let mut replicas = Vec::new();
+    for r in ["r0", "r1"] {
         let mut names = vec![format!("{r}-leader-0")];
         pods.create(&post, &pod(&names[0], &format!("{r}-leader"), 0, 15)).await.expect("a leader pod is admitted");
         for i in 0..3 {
