@@ -31,6 +31,9 @@ pub const LEADER_NAME_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/leader-nam
 /// On a LeaderWorkerSet: the node label whose domain each group keeps to itself (LWS then waits
 /// for a leader to be scheduled before it creates the workers).
 pub const EXCLUSIVE_TOPOLOGY_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
+/// On a LeaderWorkerSet with a `subGroupPolicy`: the node label whose domain each sub-group keeps
+/// to itself (LWS's webhook then gives every pod required pod affinity and anti-affinity).
+pub const SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology";
 
 /// The startup policy that creates the workers only once the leader is ready: a held leader
 /// never is before its workers exist.
@@ -141,6 +144,15 @@ pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
              leader is scheduled, but muster starts a group only when all its pods exist, so neither would ever \
              start; remove it, and keep each group within one domain with the annotation {}: <level> (zone, block \
              or rack) in both pod templates",
+            labels::REQUIRED_TOPOLOGY
+        ));
+    }
+    if lws.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION)) {
+        errors.push(format!(
+            "metadata.annotations[{SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}]: LWS then gives every pod required pod \
+             affinity and anti-affinity, which muster does not read, so their pods would be refused; remove it, and \
+             keep each group within one domain with the annotation {}: <level> (zone, block or rack) in both pod \
+             templates",
             labels::REQUIRED_TOPOLOGY
         ));
     }

@@ -93,6 +93,13 @@ fn what_could_never_start_whole_is_refused_naming_the_field() {
     assert_eq!(errors.len(), 2, "a leader asking less, elsewhere, is fine: {errors:?}");
     let too_big = lws(json!({"leaderWorkerTemplate": {"size": 0, "workerTemplate": template("1", json!({}))}}));
     assert!(check(&too_big)[0].starts_with(SIZE_FIELD));
+    let mut exclusive = lws(json!({"leaderWorkerTemplate": {"size": 4, "workerTemplate": template("1", json!({})),
+        "subGroupPolicy": {"subGroupSize": 2}}}));
+    exclusive.metadata.annotations =
+        Some([(SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION.to_string(), "muster.dev/rack".to_string())].into());
+    let errors = check(&exclusive);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("metadata.annotations[leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology]"));
     let no_spec = lws(json!({"leaderWorkerTemplate": {"size": 2, "workerTemplate": {}}}));
     assert_eq!(check(&no_spec), vec![format!("{WORKER_TEMPLATE_FIELD}.spec is missing")]);
 }
