@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{GI, Shape, allocate_ok, group, occupancy, round};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use muster_graph::jobspec::{MemberSet, TopologyConstraint};
+use muster_graph::jobspec::{MemberSet, SubGroup, TopologyConstraint};
 use muster_graph::{GroupRequest, MatchOutcome, Policy, ResourceGraph};
 
 const SEED: u64 = 0x5EED_0001;
@@ -80,6 +80,18 @@ fn large_groups(c: &mut Criterion) {
     // The same 1000 members in three sets that ask differently (a launcher, two kinds of workers).
     let sets = three_sets(1000);
     g.bench_function("match1000-3sets/first", |b| b.iter(|| round(&mut rg, black_box(&sets))));
+    // 200 members in three sets and two sub-groups, each within one rack (the launcher and the
+    // compute workers in one, the memory workers in another).
+    let rack = || TopologyConstraint::required("rack");
+    let subgroup = |name: &str, sets: &[&str]| SubGroup {
+        name: name.into(),
+        sets: sets.iter().map(|s| s.to_string()).collect(),
+        topology: rack(),
+    };
+    let subgroups = three_sets(200)
+        .with_subgroups(vec![subgroup("a", &["launcher", "compute"]), subgroup("b", &["memory"])])
+        .expect("valid sub-groups");
+    g.bench_function("match200-3sets-2subgroups/rack-required", |b| b.iter(|| round(&mut rg, black_box(&subgroups))));
     // 1000 members fit in no rack: a preferred rack falls back to one zone; with weights, the
     // zone's placement is weighed against the fewest racks and the fewest zones cluster-wide.
     let mut preferred = big.clone();
