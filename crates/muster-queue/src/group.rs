@@ -337,6 +337,10 @@ pub struct Group {
     /// not run on, whatever became of the workload meanwhile (a restart finds them stopped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_time_exceeded: Option<u64>,
+    /// The queue whose reclaim evicted it last, until it runs again: while that queue has groups
+    /// waiting, it borrows no room (what it borrowed would be reclaimed again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed_for: Option<String>,
 }
 
 impl Group {
@@ -358,6 +362,7 @@ impl Group {
             unsatisfiable: None,
             reason: "not yet considered".into(),
             run_time_exceeded: None,
+            reclaimed_for: None,
             spec,
         }
     }

@@ -168,11 +168,35 @@ impl Engine {
             self.set_reason(c.key, qreason.unwrap_or_else(|| "quota".into()));
             return Break(Attempt::Blocked);
         }
+        if let Some(lender) = self.reclaim_pending(c) {
+            self.set_reason(
+                c.key,
+                format!(
+                    "its room was reclaimed by queue {lender}, which still has groups waiting: it borrows no room \
+                     until they start, and runs within its own nominal quota meanwhile"
+                ),
+            );
+            return Break(Attempt::Blocked);
+        }
         let mut max = qmax.max(c.min).min(req.max_members);
         if let Some((limit, starting)) = self.start_window(&c.queue) {
             max = max.min(limit.saturating_sub(starting).max(c.min));
         }
         Continue(req.narrowed_to(max))
+    }
+
+    /// The queue that reclaimed the group's room, while that queue has groups waiting, when the
+    /// group's minimum would borrow: that queue wants its room back as soon as it can place them,
+    /// so what the group borrowed would be reclaimed again, its run so far lost each time. The
+    /// hold ends once the queue has no group waiting.
+    fn reclaim_pending(&mut self, c: &Candidate<'_>) -> Option<String> {
+        let lender = self.groups[c.key].reclaimed_for.clone()?;
+        if self.pending.get(&lender).is_none_or(|p| p.is_empty()) {
+            self.group_mut(c.key).reclaimed_for = None;
+            return None;
+        }
+        let asks = quota::Asks::of(&c.request).with(c.min);
+        quota::would_borrow(&self.compiled, &self.usage, &c.queue, &asks).then_some(lender)
     }
 
     /// The most members (up to the request's max) the quota lets `queue` add now, and, when that

@@ -91,6 +91,7 @@ impl Engine {
         g.ready_members = 0;
         g.not_ready_since = None;
         g.reason = String::new();
+        g.reclaimed_for = None;
         let queue = g.spec.queue.clone();
         *self.starting.entry(queue).or_default() += members;
         self.add_usage(key, indices, 1);

@@ -424,9 +424,11 @@ impl Engine {
         out: &mut Vec<Transition>,
     ) {
         victims.sort();
+        let queue = self.groups[key].spec.queue.clone();
         for (vk, reclaim) in &victims {
             let rec = self.group_mut(vk).allocation.take();
             let g = self.group_mut(vk);
+            g.reclaimed_for = reclaim.then(|| queue.clone());
             g.ready_members = 0;
             g.not_ready_since = None;
             g.admitted_at = None;

@@ -204,6 +204,13 @@ pub fn never_fits(
     })
 }
 
+/// Whether queue `q` would use more than its nominal quota of some resource with `adding` more
+/// (totals by resource name) on top of what it uses.
+pub fn would_borrow(compiled: &Compiled, usage: &Usage, q: &str, adding: &[(String, u64)]) -> bool {
+    let quotas = &compiled.queues[q].quotas;
+    adding.iter().any(|(r, a)| quotas.get(r.as_str()).is_some_and(|n| used(usage, q, r).saturating_add(*a) > n.nominal))
+}
+
 /// True if queue `q` uses more than its nominal of any resource the group asks.
 pub fn borrows(compiled: &Compiled, usage: &Usage, q: &str, asks: &Asks) -> bool {
     let cq = &compiled.queues[q];
