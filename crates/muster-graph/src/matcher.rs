@@ -672,6 +672,11 @@ impl Graph {
         let (Some(scope), Some(t)) = (scope, &d.request.topology) else {
             return self.search(d, window, policy, scope);
         };
+        // A set level as wide as the scope's, or wider, holds already: all of the scope is in one
+        // of its domains.
+        if self.level_domains(&t.level).iter().any(|&(v, _)| self.is_within(scope, Some(v))) {
+            return self.search(d, window, policy, Some(scope));
+        }
         let scope_level = &self.vertex(scope).meta.vtype;
         for level in self.constraint_levels(t).iter().take_while(|l| *l != scope_level) {
             if let Some((p, v)) = self.search_level(level, Some(scope), d, window, policy) {

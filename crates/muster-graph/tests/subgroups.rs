@@ -1,5 +1,6 @@
 //! Gangs of gangs: sub-groups of a group's sets, each kept within one domain of its own level
-//! inside the group's, placed all at once or not at all, and grown inside the domain they share.
+//! inside the group's, placed all at once or not at all, and grown inside the domain they share;
+//! and how the group's, a sub-group's and a set's levels nest.
 
 mod common;
 
@@ -156,5 +157,20 @@ fn a_growing_set_grows_inside_its_sub_groups_rack() {
     for i in added {
         assert_eq!(domain_of(&r, id, i, "rack"), rack, "member {i} left its sub-group's rack");
     }
+    check_invariants(&r);
+}
+
+#[test]
+fn a_set_level_wider_than_the_groups_holds_inside_the_groups_domain() {
+    let mut r = rg(GPU_NODES, Policy::First);
+    // The group within one rack, its workers "within one block": the rack is in one block, so
+    // the set's level holds wherever the group's does.
+    let mut workers = set("workers", 3, 3, &[("nvidia.com/gpu", 8)]);
+    workers.topology = Some(TopologyConstraint::required("block"));
+    let mut group = GroupRequest::simple("narrow", 1, &[]);
+    group.topology = Some(TopologyConstraint::required("rack"));
+    let group = group.with_sets(vec![set("head", 1, 1, &[("cpu", 1000)]), workers]).unwrap();
+    let id = allocate(&mut r, &group).expect("one rack holds the group");
+    assert_eq!(domains(&r, id, 0..4, "rack").len(), 1);
     check_invariants(&r);
 }
