@@ -3,20 +3,9 @@
 
 mod common;
 
-use common::{check_invariants, fingerprint, rg};
+use common::{GPU_NODES, check_invariants, fingerprint, rg};
 use muster_graph::jobspec::{self, MemberSet, TopologyConstraint};
 use muster_graph::{GroupRequest, MatchOutcome, Policy, ResourceGraph};
-
-/// 32 nodes of 8 GPUs and 64 cores, 8 racks of 4 in 2 blocks.
-const GPU_NODES: &str = "
-name: gpus
-topology: [{level: block, label: muster.dev/block}, {level: rack, label: muster.dev/rack}]
-nodeClasses:
-  - name: g
-    count: 32
-    capacity: {cpu: 64, memory: 512Gi, nvidia.com/gpu: 8, pods: 110}
-    spread: {block: 16, rack: 4}
-";
 
 fn set(name: &str, members: u32, requests: &[(&str, u64)]) -> MemberSet {
     MemberSet {

@@ -169,26 +169,17 @@ impl ResourceGraph {
                 domain: scope,
             };
             let placed_all = parts.iter().all(|part| {
-                self.scopes_within(part.subgroup.map(|g| &g.topology), demands, &part.sets, window, scope)
-                    .into_iter()
-                    .any(|within| {
-                        let mark = alloc.members.len();
-                        let placed = part.sets.iter().all(|&k| {
-                            self.place_set(
-                                req,
-                                &demands[k],
-                                k,
-                                &mut alloc,
-                                window,
-                                set_policy(policy, k == first),
-                                within,
-                            )
-                        });
-                        if !placed {
-                            self.take_back(&mut alloc, mark);
-                        }
-                        placed
-                    })
+                let topology = part.subgroup.map(|g| &g.topology);
+                self.scopes_within(topology, demands, &part.sets, window, scope).into_iter().any(|within| {
+                    let mark = alloc.members.len();
+                    let placed = (part.sets.iter()).all(|&k| {
+                        self.place_set(&demands[k], k, &mut alloc, window, set_policy(policy, k == first), within)
+                    });
+                    if !placed {
+                        self.take_back(&mut alloc, mark);
+                    }
+                    placed
+                })
             });
             if placed_all {
                 let end = Self::end_of(start, req, alloc.members.len() as u32);
@@ -206,10 +197,8 @@ impl ResourceGraph {
 
     /// Places set `k` (demand `d`) inside `scope`, its members added to `alloc` and written into
     /// the graph; false, with nothing added, when it cannot reach its minimum there.
-    #[allow(clippy::too_many_arguments)]
     fn place_set(
         &mut self,
-        req: &GroupRequest,
         d: &Demand,
         k: usize,
         alloc: &mut Allocation,
@@ -221,7 +210,7 @@ impl ResourceGraph {
         if placed_units(&p) < d.min_units {
             return false;
         }
-        let mut index = first_member(req, k);
+        let mut index = first_member(&alloc.request, k);
         for &(n, units) in &p {
             for _ in 0..d.members(units) {
                 alloc.members.push(Member { index, node: n, devices: Vec::new(), sockets: Vec::new() });

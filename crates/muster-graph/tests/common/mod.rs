@@ -7,6 +7,17 @@ pub mod parse;
 use muster_graph::graph::Span;
 use muster_graph::{Graph, ResourceGraph, cluster};
 
+/// 32 nodes of 8 GPUs and 64 cores, 8 racks of 4 in 2 blocks.
+pub const GPU_NODES: &str = "
+name: gpus
+topology: [{level: block, label: muster.dev/block}, {level: rack, label: muster.dev/rack}]
+nodeClasses:
+  - name: g
+    count: 32
+    capacity: {cpu: 64, memory: 512Gi, nvidia.com/gpu: 8, pods: 110}
+    spread: {block: 16, rack: 4}
+";
+
 /// One node's (free amounts, spans sorted by allocation, device holders).
 pub type NodeFingerprint = (Vec<u64>, Vec<Span>, Vec<Option<u64>>);
 
