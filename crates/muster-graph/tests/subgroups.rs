@@ -163,3 +163,32 @@ fn a_set_level_wider_than_the_groups_holds_inside_the_groups_domain() {
     assert_eq!(domains(&r, id, 0..4, "rack").len(), 1);
     check_invariants(&r);
 }
+
+#[test]
+fn a_set_with_a_level_of_its_own_grows_only_in_its_domain() {
+    let mut r = rg(GPU_NODES, Policy::First);
+    // Elastic workers required to share a rack, in a group with no constraint: they start in the
+    // second rack (the first is full). With the first rack free again and the second full, the
+    // workers may not grow into the first: they would no longer share one rack.
+    let full = allocate(&mut r, &GroupRequest::simple("full", 4, &[("cpu", 64_000), ("nvidia.com/gpu", 8)])).unwrap();
+    let mut workers = set("workers", 2, 4, &[("nvidia.com/gpu", 8)]);
+    workers.topology = Some(TopologyConstraint::required("rack"));
+    let group = GroupRequest::simple("train", 1, &[])
+        .with_sets(vec![set("launcher", 1, 1, &[("cpu", 1000)]), workers])
+        .unwrap();
+    let id = allocate(&mut r, &group).unwrap();
+    let rack = domain_of(&r, id, 1, "rack");
+    r.shrink(id, &[3, 4]).unwrap();
+    r.cancel(full).unwrap();
+    let mut rest = GroupRequest::simple("rest", 2, &[("nvidia.com/gpu", 8)]);
+    rest.filter.node_selector.insert("muster.dev/rack".into(), rack.clone());
+    let rest = allocate(&mut r, &rest).expect("the workers' rack has two nodes left");
+    assert_eq!(r.grow(id, 2, 0).unwrap(), None, "the workers' rack is full: they do not grow elsewhere");
+    r.cancel(rest).unwrap();
+    let added = r.grow(id, 2, 0).unwrap().expect("the workers' rack has room again");
+    for i in added {
+        assert_eq!(domain_of(&r, id, i, "rack"), rack, "member {i} left its set's rack");
+    }
+    assert_eq!(r.allocation(id).unwrap().domain, None, "the group's own domain stays the whole cluster");
+    check_invariants(&r);
+}

@@ -515,7 +515,11 @@ impl ResourceGraph {
         });
         let Some((p, scope)) = found else { return Ok(None) };
         let mut alloc = Arc::unwrap_or_clone(self.allocations.remove(&id).expect("checked above"));
-        alloc.domain = scope;
+        // The group's domain widens when its new members go outside it, never narrows to a
+        // set's or a sub-group's.
+        if !scope.is_some_and(|s| self.graph.is_within(s, alloc.domain)) {
+            alloc.domain = scope;
+        }
         // New members take the lowest free indices, as an indexed Job refills completion indexes.
         let used: BTreeSet<u32> = alloc.members.iter().map(|m| m.index).collect();
         let mut free_indices = (first..).filter(|i| !used.contains(i));
@@ -538,24 +542,24 @@ impl ResourceGraph {
         Ok(Some(added))
     }
 
-    /// Where a running allocation may grow, in the order to try: the domain it was placed in;
-    /// then, unless its topology constraint is required, each enclosing domain outward (up to the
-    /// constraint's `within` level, and never out of a group's required domain) and, without
-    /// `within`, the whole cluster. A preferred level keeps new members close where there is
-    /// room, as it did the first ones, but never holds the group back as a required one would.
-    /// The domain and constraint are the growing set's sub-group's, where it has one.
+    /// Where a running allocation may grow, in the order to try: the domain its growing members
+    /// share ([`Self::growth_anchors`], innermost); then, unless that constraint is required, each
+    /// enclosing domain outward, up to the constraint's `within` level and never out of a domain
+    /// an outer constraint requires (a sub-group's rack, the group's block) and, with neither,
+    /// the whole cluster. A preferred level keeps new members close where there is room, as it
+    /// did the first ones, but never holds the group back as a required one would.
     fn growth_scopes(&self, alloc: &Allocation) -> Vec<Option<VertexId>> {
-        let group_required = alloc.request.topology.as_ref().is_some_and(|t| t.mode == ConstraintMode::Required);
-        let (domain, topology) = self.growth_anchor(alloc);
-        let Some(domain) = domain else { return vec![None] };
+        let anchors = self.growth_anchors(alloc);
+        let Some(&(domain, topology)) = anchors.first() else { return vec![None] };
         if topology.is_some_and(|t| t.mode == ConstraintMode::Required) {
             return vec![Some(domain)];
         }
+        let fence = anchors[1..].iter().find(|(_, t)| t.is_some_and(|t| t.mode == ConstraintMode::Required));
         let within = topology.and_then(|t| t.within.as_deref());
         let mut scopes = vec![Some(domain)];
         let mut at = domain;
         while within != Some(self.graph.vertex(at).meta.vtype.as_str()) {
-            if group_required && Some(at) == alloc.domain {
+            if fence.is_some_and(|&(d, _)| d == at) {
                 break;
             }
             let Some(parent) = self.graph.vertex(at).parent else { break };
@@ -566,22 +570,32 @@ impl ResourceGraph {
         scopes
     }
 
-    /// The domain a running allocation's new members start from, and the constraint on it: the
-    /// domain of its sub-group's level the growing (last) set's sub-group shares, where it has
-    /// one, else the group's.
-    fn growth_anchor<'a>(&self, alloc: &'a Allocation) -> (Option<VertexId>, Option<&'a TopologyConstraint>) {
+    /// The domains a running allocation's new members are anchored to, innermost first, each
+    /// with its constraint: the one the growing (last) set's members share at the set's own
+    /// level, the one its sub-group's members share at the sub-group's, and the group's. A level
+    /// whose members span several domains (a preferred one that fell back) anchors nothing.
+    fn growth_anchors<'a>(&self, alloc: &'a Allocation) -> Vec<(VertexId, Option<&'a TopologyConstraint>)> {
         let req = &alloc.request;
-        let subgroup = req.sets.len().checked_sub(1).and_then(|last| req.subgroup_of(last));
-        if let Some(g) = subgroup {
-            let shared: BTreeSet<Option<VertexId>> = (alloc.members.iter())
-                .filter(|m| req.subgroup_of(req.set_of(m.index).0) == Some(g))
-                .map(|m| self.graph.ancestor_at_level(m.node, &g.topology.level))
-                .collect();
-            if let [Some(domain)] = shared.into_iter().collect::<Vec<_>>()[..] {
-                return (Some(domain), Some(&g.topology));
+        let mut anchors = Vec::new();
+        if let Some(last) = req.sets.len().checked_sub(1) {
+            let subgroup = req.subgroup_of(last);
+            let levels = [(req.sets[last].topology.as_ref(), None)]
+                .into_iter()
+                .chain(subgroup.map(|g| (Some(&g.topology), Some(g))));
+            for (t, subgroup) in levels {
+                let Some(t) = t else { continue };
+                let member_of = |k: usize| subgroup.map_or(k == last, |g| req.subgroup_of(k) == Some(g));
+                let shared: BTreeSet<Option<VertexId>> = (alloc.members.iter())
+                    .filter(|m| member_of(req.set_of(m.index).0))
+                    .map(|m| self.graph.ancestor_at_level(m.node, &t.level))
+                    .collect();
+                if let [Some(domain)] = shared.into_iter().collect::<Vec<_>>()[..] {
+                    anchors.push((domain, Some(t)));
+                }
             }
         }
-        (alloc.domain, req.topology.as_ref())
+        anchors.extend(alloc.domain.map(|d| (d, req.topology.as_ref())));
+        anchors
     }
 
     /// Moves the expected end of running allocation `id` later, to `end` (fewer members are left
