@@ -1219,7 +1219,7 @@ fn explanations_give_position_estimate_and_reason() {
     assert_eq!(view.len(), 2);
     assert_eq!((view[0].position, view[0].estimated_start), (1, Some(100)));
     assert!(view[0].reason.contains("reserved to start at t=100 s"), "{}", view[0].reason);
-    assert!(view[0].reason.contains("needs 8 cpu in all, 0 is free"), "{}", view[0].reason);
+    assert!(view[0].reason.contains("needs 8 cpu in all, more than is free"), "{}", view[0].reason);
     // b has no reservation (depth 1) but still gets an estimate from the planner: after a.
     assert_eq!((view[1].position, view[1].estimated_start), (2, Some(200)));
     assert!(view[1].reason.contains("beyond the reservation depth 1"), "{}", view[1].reason);

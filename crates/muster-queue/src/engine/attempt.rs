@@ -21,6 +21,7 @@ use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
 use super::Engine;
 use super::cycle::{Pass, reservation_due_at};
+use super::group_table::PendingGroup;
 use super::preemption::Preemption;
 use super::repeat_misfit::SAME_SHAPE_AHEAD;
 use crate::clock;
@@ -72,16 +73,17 @@ impl Candidate<'_> {
 impl Engine {
     /// Tries one pending group: satisfiability, start window, quota, placement now, preemption,
     /// reservation.
-    pub(super) fn attempt(&mut self, key: &GroupKey, may_reserve: bool, pass: &mut Pass<'_>) -> Attempt {
-        match self.attempt_steps(key, may_reserve, pass) {
+    pub(super) fn attempt(&mut self, head: &PendingGroup, may_reserve: bool, pass: &mut Pass<'_>) -> Attempt {
+        match self.attempt_steps(head, may_reserve, pass) {
             Break(outcome) | Continue(outcome) => outcome,
         }
     }
 
-    fn attempt_steps(&mut self, key: &GroupKey, may_reserve: bool, pass: &mut Pass<'_>) -> Step<Attempt> {
-        if let Some(outcome) = self.repeat_misfit(key, may_reserve, pass) {
+    fn attempt_steps(&mut self, head: &PendingGroup, may_reserve: bool, pass: &mut Pass<'_>) -> Step<Attempt> {
+        if let Some(outcome) = self.repeat_misfit(head, may_reserve, pass) {
             return Break(outcome);
         }
+        let key = &*head.key;
         let c = self.check_satisfiable(key, may_reserve, pass.out)?;
         self.check_start_window(&c)?;
         let req = self.apply_quota(&c, pass)?;
@@ -235,7 +237,7 @@ impl Engine {
             return Continue(SAME_SHAPE_AHEAD.to_string());
         }
         if let Err(busy) = self.may_fit_now(c.shape, req) {
-            return Continue(busy);
+            return Continue(busy.to_string());
         }
         self.last_stats.match_calls += 1;
         let busy = match self.match_planned(c.key, req, false) {

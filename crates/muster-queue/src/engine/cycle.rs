@@ -11,6 +11,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::attempt::Attempt;
+use super::group_table::PendingGroup;
 use super::{Engine, PendingKey};
 use crate::config::QueuePolicy;
 use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
@@ -163,12 +164,13 @@ impl Engine {
             return out;
         }
         self.last_full_cycle = self.now;
-        if self.config.block_admission
-            && let Some(k) = self.groups.values().find(|g| g.state == GroupState::Admitted).map(|g| g.spec.key.clone())
-        {
-            self.mark_blocked_heads(&k);
-            self.dirty = false;
-            return out;
+        if self.config.block_admission {
+            let admitted = self.groups.values().find(|g| g.state == GroupState::Admitted).map(|g| g.spec.key.clone());
+            if let Some(k) = admitted {
+                self.mark_blocked_heads(&k);
+                self.dirty = false;
+                return out;
+            }
         }
         self.dirty = false;
         self.last_stats.ran = true;
@@ -242,7 +244,8 @@ impl Engine {
     /// blockAdmission: the head of every queue waits for `k` to be ready.
     fn mark_blocked_heads(&mut self, k: &GroupKey) {
         let msg = format!("blockAdmission: waiting for {k} to have all members ready before admitting another group");
-        let heads: Vec<Arc<GroupKey>> = self.pending.values().filter_map(|p| p.values().next().cloned()).collect();
+        let heads: Vec<Arc<GroupKey>> =
+            self.pending.values().filter_map(|p| p.values().next().map(|h| Arc::clone(&h.key))).collect();
         for h in heads {
             self.set_reason(&h, &msg);
         }
@@ -266,10 +269,10 @@ impl Engine {
             let qi = head.queue;
             let q = heads.queues[qi].clone();
             let pk = head.pending_key();
-            let Some(key) = self.pending[&q].get(&pk).cloned() else { continue };
-            match self.take_head(&key, &q, pk, &mut cursors[qi], &mut pass) {
+            let Some(head) = self.pending[&q].get(&pk).cloned() else { continue };
+            match self.take_head(&head, &q, pk, &mut cursors[qi], &mut pass) {
                 Then::NextInQueue => heads.push_after(self, qi, Some(pk)),
-                Then::StopQueue { window_full } => self.explain_stopped_queue(&q, pk, &key, &cursors[qi], window_full),
+                Then::StopQueue { window_full } => self.explain_stopped_queue(&q, pk, &head, &cursors[qi], window_full),
                 Then::EndCycle => break,
             }
         }
@@ -278,7 +281,15 @@ impl Engine {
 
     /// Takes one head: spends a backfill attempt if its queue is blocked, attempts the group, and
     /// notes the outcome on the queue's cursor.
-    fn take_head(&mut self, key: &GroupKey, q: &str, pk: PendingKey, cursor: &mut Cursor, pass: &mut Pass<'_>) -> Then {
+    fn take_head(
+        &mut self,
+        head: &PendingGroup,
+        q: &str,
+        pk: PendingKey,
+        cursor: &mut Cursor,
+        pass: &mut Pass<'_>,
+    ) -> Then {
+        let key = &*head.key;
         let policy = self.queue_cfg(q).policy;
         if cursor.blocked {
             if pass.backfill_budget == 0 {
@@ -294,7 +305,7 @@ impl Engine {
                 pass.reserved.insert(key.clone(), self.groups[key].reserved_at.unwrap_or(self.now));
                 Attempt::Reserved
             }
-            _ => self.attempt(key, may_reserve, pass),
+            _ => self.attempt(head, may_reserve, pass),
         };
         let stops_queue = match outcome {
             Attempt::Admitted => {

@@ -41,6 +41,7 @@ mod fair_share;
 mod fair_share_preemption;
 mod forecast;
 mod give_way;
+mod group_table;
 mod inputs;
 mod nodes;
 mod placement;
@@ -55,7 +56,6 @@ mod timers;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
-use std::sync::Arc;
 
 use muster_graph::{AllocId, GraphError, NodeSpec, ResourceGraph};
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,7 @@ pub use self::calendar::ReservationWindow;
 pub use self::cycle::CycleStats;
 pub use self::explanations::Explanation;
 pub use self::fair_share::QueueUsage;
+use self::group_table::{GroupTable, PendingGroup};
 pub use self::nodes::ExternalHold;
 pub use self::plan::{NodePlan, Plan, PlanWindow, PlannedGroup, QueuePlan, WindowKind};
 pub use self::run_times::{LearnedRunTime, LearnedRunTimes, RUN_TIMES_KEPT, RunTimeSample};
@@ -120,7 +121,7 @@ pub struct Engine {
     /// Shared with the copies the durable layer takes before each batch: a group is copied only
     /// when changed, and an unchanged one is the same allocation in both (which is how the
     /// store's diff skips it).
-    groups: BTreeMap<GroupKey, Arc<Group>>,
+    groups: GroupTable,
     usage_hist: BTreeMap<String, QueueUsage>,
     /// Run times of finished groups that declared none.
     learned: LearnedRunTimes,
@@ -130,8 +131,7 @@ pub struct Engine {
     external: BTreeMap<String, (ExternalHold, AllocId)>,
     // Derived, rebuilt on restore.
     usage: Usage,
-    /// Keys shared, not copied: a cycle takes one per group it looks at.
-    pending: BTreeMap<String, BTreeMap<PendingKey, Arc<GroupKey>>>,
+    pending: BTreeMap<String, BTreeMap<PendingKey, PendingGroup>>,
     /// Groups holding an allocation or in backoff (have timers).
     live: BTreeSet<GroupKey>,
     /// Groups holding a reservation (state Reserved), so that a cycle finds them without walking
@@ -200,7 +200,7 @@ impl Engine {
             structure_version: 0,
             dirty: true,
             reservations_current: false,
-            groups: BTreeMap::new(),
+            groups: GroupTable::default(),
             usage_hist,
             learned: LearnedRunTimes::default(),
             namespaces: BTreeMap::new(),

@@ -6,15 +6,13 @@
 //! only to reach the answer these tests give; when nothing on its way could decide otherwise, it
 //! is settled here with the outcome and reason the full attempt gives.
 
-use std::borrow::Cow;
-use std::fmt::Write;
 use std::sync::Arc;
 
 use super::Engine;
 use super::attempt::Attempt;
 use super::cycle::Pass;
+use super::group_table::PendingGroup;
 use crate::config::{FairShareWithinCohort, WithinQueue};
-use crate::group::GroupKey;
 
 /// What a group's reason says when a request like its own failed ahead of it in the cycle.
 pub(super) const SAME_SHAPE_AHEAD: &str = "a group of the same shape ahead of it did not fit";
@@ -25,19 +23,26 @@ impl Engine {
     /// frees room within a cycle, and it clears them) or does not pass the aggregate test
     /// (`may_fit_now`), and none of the steps before or after the match could decide otherwise.
     /// None: attempt it in full.
-    pub(super) fn repeat_misfit(&mut self, key: &GroupKey, may_reserve: bool, pass: &mut Pass<'_>) -> Option<Attempt> {
+    pub(super) fn repeat_misfit(
+        &mut self,
+        head: &PendingGroup,
+        may_reserve: bool,
+        pass: &mut Pass<'_>,
+    ) -> Option<Attempt> {
         if !self.settle_repeat_misfits || may_reserve {
             return None;
         }
-        // One lookup: with thousands waiting, looking a group up by its key is what costs.
-        let g = Arc::clone(&self.groups[key]);
+        // By slot: with thousands waiting, looking a group up by its key is what costs.
+        let g = Arc::clone(self.groups.at(head.slot));
+        let key = &*head.key;
+        debug_assert_eq!(g.spec.key, *key, "the pending index holds the group's slot");
         let shape = self.shapes[key];
         let r = &g.spec.request;
         // The tests that usually fail first, before any other lookup.
-        let busy = if pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
-            Cow::Borrowed(SAME_SHAPE_AHEAD)
+        let busy: Arc<str> = if pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
+            Arc::from(SAME_SHAPE_AHEAD)
         } else {
-            Cow::Owned(self.may_fit_now(shape, r).err()?)
+            self.may_fit_now(shape, r).err()?
         };
         let q = &g.spec.queue;
         let cfg = self.queue_cfg(q);
@@ -58,11 +63,17 @@ impl Engine {
         }
         let mut reason = std::mem::take(&mut self.reason_scratch);
         reason.clear();
-        let _ = write!(reason, "waiting for capacity: {busy}");
+        reason.push_str("waiting for capacity: ");
+        reason.push_str(&busy);
         self.push_backfill_only_tail(&g, &mut reason);
+        // Mostly the reason it had: then nothing is written (and the group not looked up again).
         // The copy must be gone before the reason is set, or setting it would copy the group.
+        let changed = g.reason != reason;
         drop(g);
-        self.set_reason(key, reason.as_str());
+        if changed {
+            let old = &mut Arc::make_mut(self.groups.at_mut(head.slot)).reason;
+            old.clone_from(&reason);
+        }
         self.reason_scratch = reason;
         Some(Attempt::Blocked)
     }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use muster_graph::GroupRequest;
 
 use super::cycle::{queue_order_time, reservation_due_at};
+use super::group_table::PendingGroup;
 use super::{Engine, EngineError, PendingKey};
 use crate::config::QueueConfig;
 use crate::group::{AllocationRecord, Group, GroupKey, GroupState, Reason, Transition};
@@ -78,7 +79,8 @@ impl Engine {
         if let Some(t) = reservation_due_at(g, self.queue_cfg(&queue).policy) {
             self.due_reservation.insert((t, key.clone()));
         }
-        self.pending.entry(queue).or_default().insert(pk, Arc::new(key.clone()));
+        let slot = self.groups.slot(key).expect("a known group");
+        self.pending.entry(queue).or_default().insert(pk, PendingGroup { key: Arc::new(key.clone()), slot });
     }
 
     pub(super) fn remove_pending(&mut self, key: &GroupKey) {
