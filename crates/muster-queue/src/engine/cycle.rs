@@ -357,11 +357,11 @@ impl Engine {
         } else {
             format!("waiting behind {fb}; not tried this cycle (backfill attempts used up)")
         };
-        // Every cycle that stops a queue comes here: one lookup per group, nothing copied
-        // unless its reason changes.
+        // Every cycle that stops a queue comes here: each group reached by its slot, nothing
+        // copied unless its reason changes.
         let Self { pending, groups, config, .. } = self;
-        for k in pending[q].range((Bound::Excluded(pk), Bound::Unbounded)).map(|(_, k)| k).take(config.estimate_depth) {
-            let g = groups.get_mut(k).expect("pending groups exist");
+        for p in pending[q].range((Bound::Excluded(pk), Bound::Unbounded)).map(|(_, p)| p).take(config.estimate_depth) {
+            let g = groups.at_mut(p.slot);
             if g.unsatisfiable.is_none() && g.reason != reason {
                 Arc::make_mut(g).reason = reason.clone();
             }
