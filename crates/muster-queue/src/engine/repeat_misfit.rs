@@ -39,10 +39,12 @@ impl Engine {
         let shape = self.shapes[key];
         let r = &g.spec.request;
         // The tests that usually fail first, before any other lookup.
-        let busy: Arc<str> = if pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
-            Arc::from(SAME_SHAPE_AHEAD)
+        let short: Arc<str>;
+        let busy: &str = if pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
+            SAME_SHAPE_AHEAD
         } else {
-            self.may_fit_now(shape, r).err()?
+            short = self.may_fit_now(shape, r).err()?;
+            &short
         };
         let q = &g.spec.queue;
         let cfg = self.queue_cfg(q);
@@ -64,9 +66,9 @@ impl Engine {
         let mut reason = std::mem::take(&mut self.reason_scratch);
         reason.clear();
         reason.push_str("waiting for capacity: ");
-        reason.push_str(&busy);
+        reason.push_str(busy);
         self.push_backfill_only_tail(&g, &mut reason);
-        // Mostly the reason it had: then nothing is written (and the group not looked up again).
+        // Mostly the reason it had: then nothing is written.
         // The copy must be gone before the reason is set, or setting it would copy the group.
         let changed = g.reason != reason;
         drop(g);
