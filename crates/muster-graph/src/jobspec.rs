@@ -175,11 +175,10 @@ pub struct SetError {
 
 impl GroupRequest {
     /// A group of `sets`, members numbered set after set (each set takes `max` numbers, so a
-    /// member's set never changes as others come and go). Only the last set may be elastic: it
-    /// is the one that grows and gives members back (the workers, never the launcher). The
-    /// group's own bounds become the sums, its `requests` the most any set's member asks (a
-    /// bound for whatever reads one member's size), and its own filter must be empty: each set
-    /// says where its members run.
+    /// member's set never changes as others come and go). Any set may be elastic; how a member
+    /// count splits over them is [`GroupRequest::member_steps`]. The group's own bounds become
+    /// the sums, its `requests` the most any set's member asks (a bound for whatever reads one
+    /// member's size), and its own filter must be empty: each set says where its members run.
     pub fn with_sets(mut self, sets: Vec<MemberSet>) -> Result<Self, SetError> {
         let err = |i: usize, field: &str, message: String| SetError { path: format!("sets[{i}].{field}"), message };
         if sets.is_empty() {
@@ -196,15 +195,6 @@ impl GroupRequest {
                     i,
                     "members",
                     format!("{}..{} is not a range of at least 1", s.min_members, s.max_members),
-                ));
-            }
-            if s.min_members < s.max_members && i + 1 < sets.len() {
-                return Err(err(
-                    i,
-                    "members",
-                    "only the last set of a group may be elastic (it grows and gives back members); give this \
-                     set a fixed count, or list it last"
-                        .into(),
                 ));
             }
             min += u64::from(s.min_members);
@@ -311,58 +301,118 @@ impl GroupRequest {
         Some(first..first + self.sets[k].max_members)
     }
 
-    /// Whether the members `held` meet the group's minimum: of every set, for a group of sets
-    /// (a group that lost its launcher has too few, whatever its workers).
+    /// Whether the members `held` meet the group's minimum: each set's share of it, for a group of
+    /// sets (a group that lost its launcher has too few, whatever its workers).
     pub fn meets_minimum(&self, held: impl IntoIterator<Item = u32>) -> bool {
-        let sets = self.member_sets();
-        let mut counts = vec![0u32; sets.len()];
+        let counts = self.held_per_set(held);
+        counts.iter().zip(self.split(self.min_members)).all(|(n, min)| *n >= min.max(1))
+    }
+
+    /// How many of the members `held` each set has.
+    pub fn held_per_set(&self, held: impl IntoIterator<Item = u32>) -> Vec<u32> {
+        let mut counts = vec![0u32; self.sets.len().max(1)];
         for index in held {
             counts[if self.sets.is_empty() { 0 } else { self.set_of(index).0 }] += 1;
         }
-        counts.iter().zip(sets.iter()).all(|(n, s)| *n >= s.min_members.max(1))
+        counts
     }
 
     /// What member `index` asks, per member, by resource name.
     pub fn member_requests(&self, index: u32) -> &[(String, u64)] {
-        if self.sets.is_empty() { &self.requests } else { &self.sets[self.set_of(index).0].requests }
+        self.set_requests_of(self.set_of(index).0)
     }
 
-    /// What the group asks in all with `members` members, by resource name: every set but the
-    /// last whole, the rest in the last (the only one whose count changes).
+    /// What one member of set `k` asks, by resource name (of alike members: `requests`).
+    pub fn set_requests_of(&self, k: usize) -> &[(String, u64)] {
+        self.sets.get(k).map_or(&self.requests, |s| &s.requests)
+    }
+
+    /// The order in which a group's members are counted, as (set, members) steps: every set's
+    /// minimum, set by set, then the rest of each set up to its maximum, set by set, and the last
+    /// set takes whatever lies beyond (a group resized past its sets). A member count splits over
+    /// the sets along these steps ([`GroupRequest::split`]): a group below its maximum is short of
+    /// its later sets' extra members, so the extra members of a set listed earlier come first,
+    /// whether a quota caps the group, it grows, or it gives members back.
+    pub fn member_steps(&self) -> Vec<(usize, u32)> {
+        let Some(last) = self.sets.len().checked_sub(1) else { return vec![(0, u32::MAX)] };
+        let minimums = self.sets.iter().enumerate().map(|(k, s)| (k, s.min_members));
+        let extras = self.sets.iter().enumerate().map(|(k, s)| (k, s.max_members - s.min_members));
+        minimums.chain(extras).filter(|(_, n)| *n > 0).chain([(last, u32::MAX)]).collect()
+    }
+
+    /// How `members` members split over the group's sets (one count for alike members), along
+    /// [`GroupRequest::member_steps`].
+    pub fn split(&self, members: u32) -> Vec<u32> {
+        let mut counts = vec![0u32; self.sets.len().max(1)];
+        let mut left = members;
+        for (k, n) in self.member_steps() {
+            let take = n.min(left);
+            counts[k] += take;
+            left -= take;
+        }
+        counts
+    }
+
+    /// Each set's bounds within the group's: its share of the group's min and of its max.
+    pub fn set_bounds_within(&self) -> Vec<(u32, u32)> {
+        self.split(self.min_members).into_iter().zip(self.split(self.max_members)).collect()
+    }
+
+    /// What the group asks in all with `members` members, by resource name, split over its sets
+    /// as [`GroupRequest::split`] says.
     pub fn requests_with(&self, members: u32) -> BTreeMap<String, u64> {
         let mut total: BTreeMap<String, u64> = BTreeMap::new();
-        let mut add = |requests: &[(String, u64)], count: u32| {
-            for (r, a) in requests {
+        for (k, count) in self.split(members).into_iter().enumerate() {
+            for (r, a) in self.set_requests_of(k) {
                 let e = total.entry(r.clone()).or_default();
                 *e = e.saturating_add(a.saturating_mul(u64::from(count)));
-            }
-        };
-        match self.sets.split_last() {
-            None => add(&self.requests, members),
-            Some((last, fixed)) => {
-                let mut left = members;
-                for s in fixed {
-                    let n = s.max_members.min(left);
-                    add(&s.requests, n);
-                    left -= n;
-                }
-                add(&last.requests, left);
             }
         }
         total
     }
 
-    /// Members of every set but the last: the part of the group whose count never changes.
-    pub fn fixed_members(&self) -> u32 {
-        self.sets.split_last().map_or(0, |(_, fixed)| fixed.iter().map(|s| s.max_members).sum())
+    /// Members of the sets whose count cannot change (their shares of the group's min and max
+    /// are equal: a launcher, a head): they do the same work whatever the group's count.
+    pub fn rigid_members(&self) -> u32 {
+        if self.sets.is_empty() {
+            return 0;
+        }
+        self.set_bounds_within().into_iter().filter(|(min, max)| min == max).map(|(_, max)| max).sum()
     }
 
-    /// The request for set `k` alone: its members and requests, the group's other terms.
+    /// The set a running group with the members `held` grows next, and by how many members at
+    /// most: the first set, in the group's order, below its share of the group's max.
+    pub fn growing_set(&self, held: impl IntoIterator<Item = u32>) -> Option<(usize, u32)> {
+        let counts = self.held_per_set(held);
+        (counts.iter().zip(self.split(self.max_members)).enumerate())
+            .find_map(|(k, (&n, max))| (n < max).then_some((k, max - n)))
+    }
+
+    /// Of the members `held`, those above each set's share of the group's minimum, in the order
+    /// to give them back: [`GroupRequest::member_steps`] backwards (the later sets' extra members
+    /// first), the highest index first within a set.
+    pub fn surplus(&self, held: impl IntoIterator<Item = u32>) -> Vec<u32> {
+        let mut by_set: Vec<Vec<u32>> = vec![Vec::new(); self.sets.len().max(1)];
+        for index in held {
+            by_set[if self.sets.is_empty() { 0 } else { self.set_of(index).0 }].push(index);
+        }
+        let minimums = self.split(self.min_members);
+        let mut surplus = Vec::new();
+        for (k, mut members) in by_set.into_iter().enumerate().rev() {
+            members.sort_unstable_by(|a, b| b.cmp(a));
+            let extra = members.len().saturating_sub(minimums[k].max(1) as usize);
+            surplus.extend(members.into_iter().take(extra));
+        }
+        surplus
+    }
+
+    /// The request for set `k` alone: its share of the group's bounds, its requests, the group's
+    /// other terms.
     pub fn set_request(&self, k: usize) -> GroupRequest {
         let s = &self.member_sets()[k];
         let mut r = self.clone();
         r.name = if s.name.is_empty() { self.name.clone() } else { format!("{}/{}", self.name, s.name) };
-        (r.min_members, r.max_members) = (s.min_members, s.max_members);
+        (r.min_members, r.max_members) = self.set_bounds_within()[k];
         r.requests.clone_from(&s.requests);
         r.filter.clone_from(&s.filter);
         r.topology = if self.sets.is_empty() { self.topology.clone() } else { s.topology.clone() };
@@ -381,10 +431,10 @@ impl GroupRequest {
     /// `run_time` (with all `max_members`) stretched to `members` members, as
     /// [`GroupRequest::run_time_with`] stretches the duration.
     pub fn stretched(&self, run_time: u64, members: u32) -> u64 {
-        // The sets before the last do the same work whatever the count: the last set's share
-        // of the work is what spreads.
-        let fixed = self.fixed_members();
-        let (max, members) = (self.max_members.saturating_sub(fixed), members.saturating_sub(fixed));
+        // The rigid sets do the same work whatever the count: the elastic sets' share of the
+        // work is what spreads.
+        let rigid = self.rigid_members();
+        let (max, members) = (self.max_members.saturating_sub(rigid), members.saturating_sub(rigid));
         if members == 0 || members >= max {
             return run_time;
         }
@@ -400,13 +450,31 @@ impl GroupRequest {
         r
     }
 
-    /// Sets the group's member bounds; in a group of sets, the last set's take the difference.
+    /// Sets the group's member bounds. Its sets keep theirs (they number the members), and each
+    /// takes its share of the group's ([`GroupRequest::set_bounds_within`]); a max beyond the sets'
+    /// sum widens the last set.
     pub fn set_bounds(&mut self, min: u32, max: u32) {
-        let fixed = self.fixed_members();
-        if let Some(last) = self.sets.last_mut() {
-            (last.min_members, last.max_members) = (min.saturating_sub(fixed), max.saturating_sub(fixed));
+        let declared: u32 = self.sets.iter().map(|s| s.max_members).sum();
+        if let Some(last) = self.sets.last_mut()
+            && max > declared
+        {
+            last.max_members += max - declared;
         }
         (self.min_members, self.max_members) = (min, max);
+    }
+
+    /// Whether `other` asks the same as this request but for its member counts: the group's and
+    /// its last set's (the one set that can be resized without renumbering the others' members).
+    pub fn same_but_counts(&self, other: &GroupRequest) -> bool {
+        let counts_erased = |r: &GroupRequest| {
+            let mut r = r.clone();
+            r.set_bounds(0, 0);
+            if let Some(last) = r.sets.last_mut() {
+                (last.min_members, last.max_members) = (0, 0);
+            }
+            r
+        };
+        counts_erased(self) == counts_erased(other)
     }
 
     /// A rigid group of `members` with the given per-member requests, no constraints.
@@ -645,21 +713,9 @@ fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputErr
         return Err(InputError::new(file, *field, "a group of sets says this in each set; move it into the sets"));
     }
     let mut sets = Vec::new();
-    let mut elastic = None;
     for (i, f) in form.sets.iter().enumerate() {
         let path = |field: &str| format!("sets[{i}].{field}");
         let (min_members, max_members) = f.members.bounds(file, &path("members"))?;
-        if min_members < max_members
-            && let Some(other) = elastic.replace(i)
-        {
-            return Err(InputError::new(
-                file,
-                path("members"),
-                format!(
-                    "sets[{other}] is elastic already; only one set of a group grows, give the others a fixed count"
-                ),
-            ));
-        }
         check_affinity(file, &path("affinity"), &f.affinity)?;
         sets.push(MemberSet {
             name: f.name.clone(),
@@ -673,10 +729,6 @@ fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputErr
             },
             topology: f.topology.clone(),
         });
-    }
-    if let Some(i) = elastic {
-        let set = sets.remove(i);
-        sets.push(set);
     }
     let duration = match form.duration {
         Some(d) => check_duration(file, "duration", d as f64)?,

@@ -1,5 +1,5 @@
 //! Groups of several member sets: each set holds what its members ask, every set is placed at
-//! once or none is, and only the last set grows.
+//! once or none is, and elastic sets grow and give back along the group's member steps.
 
 mod common;
 
@@ -117,13 +117,13 @@ fn sub_gangs_share_their_own_rack_within_the_groups_block() {
 }
 
 #[test]
-fn only_the_last_set_grows_and_gives_back() {
+fn a_rigid_set_never_grows_or_gives_back() {
     let mut r = rg(GPU_NODES, Policy::First);
     let mut workers = set("worker", 8, &[("nvidia.com/gpu", 1)]);
     workers.min_members = 2;
     let group =
         GroupRequest::simple("elastic", 1, &[]).with_sets(vec![set("head", 1, &[("cpu", 2000)]), workers]).unwrap();
-    assert_eq!((group.min_members, group.max_members, group.fixed_members()), (3, 9, 1));
+    assert_eq!((group.min_members, group.max_members, group.rigid_members()), (3, 9, 1));
     let id = allocate(&mut r, &group).unwrap();
     assert_eq!(r.allocation(id).unwrap().members.len(), 9);
     r.shrink(id, &[7, 8]).unwrap();
@@ -148,19 +148,17 @@ fn the_group_form_reads_sets_and_names_the_field_at_fault() {
     )
     .unwrap();
     let names: Vec<&str> = g.sets.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["launcher", "worker"], "the elastic set is numbered last");
+    assert_eq!(names, ["worker", "launcher"], "members are numbered in the sets' order");
     assert_eq!((g.min_members, g.max_members), (3, 5));
     assert_eq!(g.requests_with(3).get("nvidia.com/gpu"), Some(&16));
+    assert_eq!(g.split(4), [3, 1], "the minimums first, then the workers' extra members");
     for (text, path) in [
         ("name: x\nmembers: 2\nsets: [{name: a, members: 1, resources: {cpu: 1}}]\n", "members"),
         (
             "name: x\nsets: [{name: a, members: 1, resources: {cpu: 1}}, {name: a, members: 1, resources: {cpu: 1}}]\n",
             "sets[1].name",
         ),
-        (
-            "name: x\nsets: [{name: a, members: {min: 1, max: 2}, resources: {cpu: 1}}, {name: b, members: {min: 1, max: 2}, resources: {cpu: 1}}]\n",
-            "sets[1].members",
-        ),
+        ("name: x\nsets: [{name: a, members: {min: 2, max: 1}, resources: {cpu: 1}}]\n", "sets[0].members"),
         ("name: x\nsets: [{name: a, members: 1, resources: {gpu: 1}}]\n", "sets[0].resources.gpu"),
         ("name: x\n", "members"),
     ] {
@@ -256,5 +254,54 @@ fn a_packed_group_puts_its_small_sets_beside_its_workers_not_on_free_gpus() {
     assert_eq!(a.members.iter().filter(|m| m.index < 4 && m.node == gpu_node).count(), 3);
     let next = GroupRequest::simple("gpu-workers", 2, &[("cpu", 24_000), ("nvidia.com/gpu", 4)]);
     assert!(allocate(&mut r, &next).is_some(), "the other node's GPUs stay usable");
+    check_invariants(&r);
+}
+
+/// A head and two elastic worker sets: `small` (1..3 members of 1 GPU), then `big` (2..4 of 8).
+fn two_elastic_sets() -> GroupRequest {
+    let mut small = set("small", 3, &[("nvidia.com/gpu", 1)]);
+    small.min_members = 1;
+    let mut big = set("big", 4, &[("nvidia.com/gpu", 8)]);
+    big.min_members = 2;
+    GroupRequest::simple("ray", 1, &[]).with_sets(vec![set("head", 1, &[("cpu", 2000)]), small, big]).unwrap()
+}
+
+#[test]
+fn several_sets_are_elastic_and_split_along_the_member_steps() {
+    let group = two_elastic_sets();
+    assert_eq!((group.min_members, group.max_members, group.rigid_members()), (4, 8, 1));
+    // Every minimum first, then each set's extra members in the sets' order.
+    assert_eq!(group.member_steps()[..5], [(0, 1), (1, 1), (2, 2), (1, 2), (2, 2)]);
+    assert_eq!(group.split(4), [1, 1, 2]);
+    assert_eq!(group.split(6), [1, 3, 2]);
+    assert_eq!(group.split(7), [1, 3, 3]);
+    assert_eq!(group.requests_with(6).get("nvidia.com/gpu"), Some(&(3 + 16)));
+    // Narrowed to 6 (a quota), the sets keep their numbers and take their shares.
+    let narrowed = group.narrowed_to(6);
+    assert_eq!(narrowed.set_members("big"), Some(4..8), "numbers do not move");
+    assert_eq!(narrowed.set_bounds_within(), [(1, 1), (1, 3), (2, 2)]);
+    let mut r = rg(GPU_NODES, Policy::First);
+    let id = allocate(&mut r, &narrowed).unwrap();
+    let indices = |r: &ResourceGraph| r.allocation(id).unwrap().members.iter().map(|m| m.index).collect::<Vec<_>>();
+    assert_eq!(indices(&r), [0, 1, 2, 3, 4, 5], "the head, all of small, big's minimum");
+    // Widened back, big grows, and no further than its max.
+    r.set_member_bounds(id, 4, 8).unwrap();
+    assert_eq!(group.growing_set(indices(&r)), Some((2, 2)));
+    assert!(r.grow(id, 3, 0).is_err(), "big has room for 2");
+    assert_eq!(r.grow(id, 2, 0).unwrap().unwrap(), [6, 7]);
+    assert_eq!(group.growing_set(indices(&r)), None);
+    // Given back: the later set's extra members first, each set's highest first, no set below
+    // its minimum.
+    assert_eq!(group.surplus(indices(&r)), [7, 6, 3, 2]);
+    r.shrink(id, &[2, 7]).unwrap();
+    assert!(group.meets_minimum(indices(&r)));
+    assert!(!group.meets_minimum([0, 1, 4]), "big below its minimum");
+    // Refilled in the sets' order: small first.
+    assert_eq!(group.growing_set(indices(&r)), Some((1, 1)));
+    assert!(r.grow(id, 2, 0).is_err(), "small has room for 1");
+    assert_eq!(r.grow(id, 1, 0).unwrap().unwrap(), [2]);
+    assert_eq!(r.grow(id, 1, 0).unwrap().unwrap(), [7]);
+    let gpu = r.graph.resources.get("nvidia.com/gpu").unwrap().index();
+    assert_eq!(r.allocation(id).unwrap().held()[gpu], 3 + 32);
     check_invariants(&r);
 }

@@ -77,7 +77,8 @@ pub struct GroupSpec {
     pub owner: Option<OwnerReference>,
     /// Members that differ (a launcher and workers, a head and worker groups), set by set;
     /// `members` then holds their sums, and `resources`, `nodeSelector`, `affinity` and
-    /// `tolerations` are said per set. Only the last set may be elastic.
+    /// `tolerations` are said per set. Any set may be elastic: a member count fills every set's
+    /// minimum, then each set's extra members in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sets: Vec<GroupSet>,
     /// Sets kept within one domain of a level of their own, inside the group's: a gang inside

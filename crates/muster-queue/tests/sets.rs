@@ -94,3 +94,47 @@ fn a_group_of_sets_waiting_for_its_max_waits_in_its_last_set() {
     assert_eq!(e.group(&key("rc")).unwrap().member_count(), 5, "all its workers once the room is there");
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn a_group_of_two_elastic_sets_is_capped_and_grown_along_its_member_steps() {
+    // A head of 1 cpu, `small` 1..3 workers of 1 cpu, `big` 2..4 workers of 2 cpu, in a queue of
+    // 12 cpu of which a filler holds 3 until t=50. Along the member steps (minimums, then
+    // small's extra members, then big's) 9 cpu take 6 members: the head, 3 small, 2 big.
+    let mut c = EngineConfig::single_queue("q");
+    c.queues[0].quotas.insert(
+        "cpu".into(),
+        muster_queue::config::QuotaSpec { nominal: 12.into(), borrowing_limit: None, lending_limit: None },
+    );
+    let mut e = engine(graph(4, 8), c);
+    e.submit(spec("filler", "q", 1, 3, Some(50), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let set = |name: &str, min: u32, max: u32, cpu: u64| MemberSet {
+        name: name.into(),
+        min_members: min,
+        max_members: max,
+        requests: vec![("cpu".into(), cpu * 1000)],
+        filter: Default::default(),
+        topology: None,
+    };
+    let request = GroupRequest::simple("rc", 1, &[])
+        .with_sets(vec![set("head", 1, 1, 1), set("small", 1, 3, 1), set("big", 2, 4, 2)])
+        .unwrap();
+    e.submit(GroupSpec { key: key("rc"), queue: "q".into(), priority_class: None, request, submitted_at: 1 }, 1)
+        .unwrap();
+    let ts = e.schedule(1);
+    ready_all(&mut e, &ts, 1);
+    let members = |e: &muster_queue::Engine| e.group(&key("rc")).unwrap().member_indices();
+    assert_eq!(members(&e), [0, 1, 2, 3, 4, 5], "the head, all of small, big's minimum");
+    e.check_invariants().unwrap();
+    // The filler's 3 cpu back: 4 cpu of quota left, and big grows by its 2 extra workers.
+    e.finished(&key("filler"), true, 50).unwrap();
+    let ts = e.schedule(50);
+    let grown = ts.iter().find_map(|t| match &t.reason {
+        Reason::Grown { members } => Some(members.clone()),
+        _ => None,
+    });
+    assert_eq!(grown, Some(vec![6, 7]), "{ts:?}");
+    assert_eq!(e.group(&key("rc")).unwrap().member_count(), 8);
+    e.check_invariants().unwrap();
+}

@@ -66,7 +66,7 @@ impl<S: Store> Brain<S> {
     }
 }
 
-/// `spec` with its member counts set to `(min, max)` (in a group of sets, its last set's).
+/// `spec` with its member counts set to `(min, max)` (a group of sets splits them over its sets).
 fn with_member_bounds(mut spec: GroupSpec, (min, max): (u32, u32)) -> GroupSpec {
     spec.request.set_bounds(min, max);
     spec

@@ -489,9 +489,10 @@ impl ResourceGraph {
         Ok(())
     }
 
-    /// Adds `count` members to a running allocation, all or none, as close to its members as
-    /// its topology allows ([`Self::growth_scopes`]). Returns the new members' indices, or None
-    /// if they do not fit now.
+    /// Adds `count` members to a running allocation, all or none, to the set that grows next
+    /// ([`GroupRequest::growing_set`]; more than it may take is an error), as close to its members
+    /// as its topology allows ([`Self::growth_scopes`]). Returns the new members' indices, or
+    /// None if they do not fit now.
     pub fn grow(&mut self, id: AllocId, count: u32, now: i64) -> Result<Option<Vec<u32>>, GraphError> {
         let alloc = self.allocation(id)?;
         if alloc.reserved {
@@ -500,16 +501,18 @@ impl ResourceGraph {
         if alloc.request.members_per_node.is_some() {
             return Err(GraphError::FixedShape(id));
         }
-        let wanted = alloc.members.len() as u32 + count;
-        if wanted > alloc.request.max_members {
-            return Err(GraphError::TooManyMembers { alloc: id, wanted, max: alloc.request.max_members });
+        // One set grows at a time, the first below its share of the group's max (the workers,
+        // never a launcher at its count).
+        let held = alloc.members.len() as u32;
+        let (k, room) = alloc.request.growing_set(alloc.members.iter().map(|m| m.index)).unwrap_or((0, 0));
+        if count > room {
+            return Err(GraphError::TooManyMembers { alloc: id, wanted: held + count, max: held + room });
         }
-        // Only the last set grows (the workers, not the launcher).
-        let (extra, first) = Self::grow_request(alloc, count);
+        let (extra, first) = Self::grow_request(alloc, k, count);
         let d = Demand::resolve(&self.graph, &extra).map_err(|u| GraphError::UnknownResource(u.0))?;
         let policy = extra.policy.unwrap_or(self.policy);
         let window = Window::Now { now, end: alloc.end };
-        let found = self.growth_scopes(alloc).into_iter().find_map(|scope| {
+        let found = self.growth_scopes(alloc, k).into_iter().find_map(|scope| {
             let (p, _) = self.graph.search(&d, window, policy, scope);
             (placed_units(&p) >= d.min_units).then_some((p, scope))
         });
@@ -548,8 +551,8 @@ impl ResourceGraph {
     /// an outer constraint requires (a sub-group's rack, the group's block) and, with neither,
     /// the whole cluster. A preferred level keeps new members close where there is room, as it
     /// did the first ones, but never holds the group back as a required one would.
-    fn growth_scopes(&self, alloc: &Allocation) -> Vec<Option<VertexId>> {
-        let anchors = self.growth_anchors(alloc);
+    fn growth_scopes(&self, alloc: &Allocation, k: usize) -> Vec<Option<VertexId>> {
+        let anchors = self.growth_anchors(alloc, k);
         let Some(&(domain, topology)) = anchors.first() else { return vec![None] };
         if topology.is_some_and(|t| t.mode == ConstraintMode::Required) {
             return vec![Some(domain)];
@@ -571,20 +574,19 @@ impl ResourceGraph {
     }
 
     /// The domains a running allocation's new members are anchored to, innermost first, each
-    /// with its constraint: the one the growing (last) set's members share at the set's own
-    /// level, the one its sub-group's members share at the sub-group's, and the group's. A level
-    /// whose members span several domains (a preferred one that fell back) anchors nothing.
-    fn growth_anchors<'a>(&self, alloc: &'a Allocation) -> Vec<(VertexId, Option<&'a TopologyConstraint>)> {
+    /// with its constraint: the one the growing set `k`'s members share at the set's own level,
+    /// the one its sub-group's members share at the sub-group's, and the group's. A level whose
+    /// members span several domains (a preferred one that fell back) anchors nothing.
+    fn growth_anchors<'a>(&self, alloc: &'a Allocation, k: usize) -> Vec<(VertexId, Option<&'a TopologyConstraint>)> {
         let req = &alloc.request;
         let mut anchors = Vec::new();
-        if let Some(last) = req.sets.len().checked_sub(1) {
-            let subgroup = req.subgroup_of(last);
-            let levels = [(req.sets[last].topology.as_ref(), None)]
-                .into_iter()
-                .chain(subgroup.map(|g| (Some(&g.topology), Some(g))));
+        if let Some(set) = req.sets.get(k) {
+            let subgroup = req.subgroup_of(k);
+            let levels =
+                [(set.topology.as_ref(), None)].into_iter().chain(subgroup.map(|g| (Some(&g.topology), Some(g))));
             for (t, subgroup) in levels {
                 let Some(t) = t else { continue };
-                let member_of = |k: usize| subgroup.map_or(k == last, |g| req.subgroup_of(k) == Some(g));
+                let member_of = |j: usize| subgroup.map_or(j == k, |g| req.subgroup_of(j) == Some(g));
                 let shared: BTreeSet<Option<VertexId>> = (alloc.members.iter())
                     .filter(|m| member_of(req.set_of(m.index).0))
                     .map(|m| self.graph.ancestor_at_level(m.node, &t.level))

@@ -269,15 +269,14 @@ impl ResourceGraph {
         scopes
     }
 
-    /// Adds `count` members to the last set of running allocation `id` (see [`Self::grow`]).
-    pub(super) fn grow_request(alloc: &Allocation, count: u32) -> (GroupRequest, u32) {
+    /// The request for `count` more members of set `k` of running allocation `alloc` (see
+    /// [`Self::grow`]), and the number of that set's first member.
+    pub(super) fn grow_request(alloc: &Allocation, k: usize, count: u32) -> (GroupRequest, u32) {
         let req = &alloc.request;
-        let last = req.member_sets().len() - 1;
-        let mut extra = req.set_request(last);
-        extra.sets.clear();
+        let mut extra = req.set_request(k);
         extra.min_members = count;
         extra.max_members = count;
-        (extra, first_member(req, last))
+        (extra, first_member(req, k))
     }
 }
 

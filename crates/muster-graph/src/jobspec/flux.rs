@@ -120,7 +120,6 @@ fn from_flux_slots(file: &str, spec: &FluxJobspec, slots: &[String]) -> Result<G
     }
     let mut level: Option<Option<String>> = None;
     let mut sets = Vec::new();
-    let mut elastic = None;
     for (k, slot) in slots.iter().enumerate() {
         let top: usize = slot["resources[".len()..].split(']').next().and_then(|i| i.parse().ok()).unwrap_or(0);
         let mut shape = FluxShape { only: Some(slot.clone()), ..FluxShape::default() };
@@ -142,9 +141,6 @@ fn from_flux_slots(file: &str, spec: &FluxJobspec, slots: &[String]) -> Result<G
                 "the slots are under different topology levels; put every slot under one level (or none)",
             ));
         }
-        if r.min_members < r.max_members && elastic.replace(k).is_some() {
-            return Err(InputError::new(file, format!("{slot}.count"), "only one slot of a jobspec may have a range"));
-        }
         let name = spec_label(spec, slot).unwrap_or_else(|| format!("slot{k}"));
         sets.push(MemberSet {
             name,
@@ -154,10 +150,6 @@ fn from_flux_slots(file: &str, spec: &FluxJobspec, slots: &[String]) -> Result<G
             filter: NodeFilter::default(),
             topology: None,
         });
-    }
-    if let Some(k) = elastic {
-        let set = sets.remove(k);
-        sets.push(set);
     }
     // Named as a one-slot jobspec is: its first label.
     let mut group = GroupRequest::simple(&shape_name(spec), 1, &[]);

@@ -37,10 +37,11 @@ impl Engine {
         for key in keys {
             let g = &self.groups[&key];
             let cur = g.member_count();
-            let asks = quota::Asks::growth(&g.spec.request);
+            let Some((set, room)) = g.spec.request.growing_set(g.member_indices()) else { continue };
+            let asks = quota::Asks::growth(&g.spec.request, set);
             let (qmax, _) =
                 quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &asks, u32::MAX, &|_, a| a.to_string());
-            let mut want = (g.spec.request.max_members - cur).min(qmax);
+            let mut want = room.min(g.spec.request.max_members - cur).min(qmax);
             let alloc_id = g.allocation.as_ref().map_or(0, |a| a.alloc_id);
             let id = self.graph_alloc[&key];
             while want > 0 {

@@ -97,7 +97,7 @@ impl Engine {
     }
 
     /// Members above their minimum of the running groups that may give them back to `key`: the
-    /// shrinkable ones, ready, of no higher priority, with a planned end; highest indices first.
+    /// shrinkable ones, ready, of no higher priority, with a planned end (`GroupRequest::surplus`).
     fn surplus_members(&self, key: &GroupKey) -> GiveBack {
         let priority = self.groups[key].priority;
         self.elastic
@@ -115,10 +115,8 @@ impl Engine {
                 if alloc.end == muster_graph::allocations::FOREVER || alloc.end <= self.now {
                     return None;
                 }
-                let extra = (alloc.members.len() as u32).checked_sub(r.min_members).filter(|n| *n > 0)?;
-                let mut indices: Vec<u32> = alloc.members.iter().map(|m| m.index).collect();
-                indices.sort_unstable_by(|a, b| b.cmp(a));
-                Some((k.clone(), indices.into_iter().take(extra as usize).collect()))
+                let surplus = r.surplus(alloc.members.iter().map(|m| m.index));
+                (!surplus.is_empty()).then(|| (k.clone(), surplus.into_iter().collect()))
             })
             .collect()
     }

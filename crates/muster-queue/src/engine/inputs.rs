@@ -148,9 +148,10 @@ impl Engine {
         let g = self.get(&key)?;
         let (state, held) = (g.state, g.member_count());
         let (min, max) = (spec.request.min_members, spec.request.max_members);
-        let mut counts_only = g.spec.request.clone();
-        counts_only.set_bounds(min, max);
-        if counts_only != spec.request || spec.queue != g.spec.queue || spec.priority_class != g.spec.priority_class {
+        if !g.spec.request.same_but_counts(&spec.request)
+            || spec.queue != g.spec.queue
+            || spec.priority_class != g.spec.priority_class
+        {
             return Err(EngineError::InvalidGroup {
                 key,
                 field: "request".into(),

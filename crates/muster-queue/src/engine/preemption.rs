@@ -159,8 +159,8 @@ impl Engine {
         ok
     }
 
-    /// The members group `k` holds above its minimum, highest first, if it is shrinkable, runs
-    /// ready and places no fixed number per node.
+    /// The members group `k` holds above its minimum (`GroupRequest::surplus`), if it is
+    /// shrinkable, runs ready and places no fixed number per node.
     fn shrinkable_surplus(&self, k: &GroupKey) -> Option<BTreeSet<u32>> {
         let g = &self.groups[k];
         let r = &g.spec.request;
@@ -168,10 +168,8 @@ impl Engine {
             && g.state == GroupState::Running
             && g.not_ready_since.is_none()
             && r.members_per_node.is_none();
-        let mut held = g.member_indices();
-        let extra = (held.len() as u32).checked_sub(r.min_members).filter(|n| *n > 0 && usable)?;
-        held.sort_unstable_by(|a, b| b.cmp(a));
-        Some(held.into_iter().take(extra as usize).collect())
+        let surplus = r.surplus(g.member_indices());
+        (usable && !surplus.is_empty()).then(|| surplus.into_iter().collect())
     }
 
     /// Takes `surplus` of group `k`'s members out of the graph and the quota, as if given back;

@@ -39,51 +39,71 @@ pub fn members_asks(req: &GroupRequest, indices: impl IntoIterator<Item = u32>) 
     total
 }
 
-/// What a group counts against quotas as its member count varies: the sets before the last whole
-/// (their count never changes), and so much per member of the last set (for a group of alike
-/// members, its only one).
+/// What a group counts against quotas as its member count varies: so much per member along
+/// the steps its members are counted in (`GroupRequest::member_steps`: each set's minimum, then
+/// each set's extra members; for alike members, one step).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Asks {
-    pub fixed: Vec<(String, u64)>,
-    pub fixed_members: u32,
-    pub per_member: Vec<(String, u64)>,
+    /// (members, what each asks), in order; the last step is unbounded.
+    steps: Vec<(u32, Vec<(String, u64)>)>,
 }
 
 impl Asks {
     /// What admitting the group asks.
     pub fn of(req: &GroupRequest) -> Self {
-        let fixed_members = req.fixed_members();
-        let fixed = members_asks(req, 0..fixed_members).into_iter().collect();
-        Self { fixed, fixed_members, per_member: member_asks(req, fixed_members) }
+        Self { steps: req.member_steps().into_iter().map(|(k, n)| (n, with_pod(req.set_requests_of(k)))).collect() }
     }
 
-    /// What adding members to the group while it runs asks: they are all of its last set.
-    pub fn growth(req: &GroupRequest) -> Self {
-        Self { fixed: Vec::new(), fixed_members: 0, ..Self::of(req) }
+    /// What adding members to set `k` of the group while it runs asks (it grows one set at a
+    /// time: `GroupRequest::growing_set`).
+    pub fn growth(req: &GroupRequest, k: usize) -> Self {
+        Self { steps: vec![(u32::MAX, with_pod(req.set_requests_of(k)))] }
     }
 
-    /// The total for `members` members (at least the fixed ones), by resource name.
+    /// The total for `members` members, by resource name.
     pub fn with(&self, members: u32) -> Vec<(String, u64)> {
-        let extra = u64::from(members.saturating_sub(self.fixed_members));
-        let mut total: BTreeMap<String, u64> = self.fixed.iter().cloned().collect();
-        for (r, per) in &self.per_member {
-            let e = total.entry(r.clone()).or_default();
-            *e = e.saturating_add(per.saturating_mul(extra));
+        let mut total: BTreeMap<String, u64> = BTreeMap::new();
+        let mut left = members;
+        for (n, per) in &self.steps {
+            let take = u64::from((*n).min(left));
+            left -= take as u32;
+            for (r, a) in per {
+                let e = total.entry(r.clone()).or_default();
+                *e = e.saturating_add(a.saturating_mul(take));
+            }
         }
         total.into_iter().collect()
     }
 
-    /// The fixed part, or 0, of resource `r`.
-    fn fixed_of(&self, r: &str) -> u64 {
-        self.fixed.iter().find(|(f, _)| f == r).map_or(0, |(_, a)| *a)
+    /// The most members whose total of resource `r` stays within `room`, and what the next
+    /// member would ask of it (0: any number fits).
+    fn most_within(&self, r: &str, room: u64) -> (u64, u64) {
+        let (mut members, mut left) = (0u64, room);
+        for (n, per) in &self.steps {
+            let per = per.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a);
+            let n = u64::from(*n);
+            let fits = left.checked_div(per).map_or(n, |m| m.min(n));
+            members = members.saturating_add(fits);
+            if fits < n {
+                return (members, per);
+            }
+            left -= fits * per;
+        }
+        (members, 0)
     }
 
     /// Resources the group asks any of.
     fn resources(&self) -> impl Iterator<Item = &str> {
-        let mut names: Vec<&str> = self.fixed.iter().chain(&self.per_member).map(|(r, _)| r.as_str()).collect();
+        let mut names: Vec<&str> = self.steps.iter().flat_map(|(_, per)| per).map(|(r, _)| r.as_str()).collect();
         names.sort_unstable();
         names.dedup();
         names.into_iter()
+    }
+
+    /// Whether every member asks the same of resource `r`.
+    fn uniform(&self, r: &str) -> bool {
+        let per = |s: &(u32, Vec<(String, u64)>)| s.1.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a);
+        self.steps.windows(2).all(|w| per(&w[0]) == per(&w[1]))
     }
 }
 
@@ -109,22 +129,17 @@ pub fn max_members(
     let mut reason = None;
     for r in asks.resources() {
         let Some(quota) = cq.quotas.get(r) else { continue };
-        let per = asks.per_member.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a);
-        let fixed = asks.fixed_of(r);
         let u = used(usage, q, r);
         let (limit, why) = limit_of(compiled, usage, q, r, quota, format);
-        let room = limit.saturating_sub(u);
-        let m = match room.checked_sub(fixed) {
-            None => 0,
-            Some(_) if per == 0 => continue,
-            Some(left) => u64::from(asks.fixed_members).saturating_add(left / per),
-        };
+        let (m, next) = asks.most_within(r, limit.saturating_sub(u));
         if m < best {
             best = m;
-            let each = if fixed > 0 {
-                format!("its fixed sets need {} and each further member {}", format(r, fixed), format(r, per))
+            let each = if asks.uniform(r) {
+                format!("each member needs {}", format(r, next))
             } else {
-                format!("each member needs {}", format(r, per))
+                let at = m.min(u64::from(u32::MAX)) as u32;
+                let total = asks.with(at).into_iter().find(|(p, _)| p == r).map_or(0, |(_, a)| a);
+                format!("its first {m} members need {} and the next one {}", format(r, total), format(r, next))
             };
             reason = Some(format!("quota: queue {q} uses {} of {r} ({why}); {each}", format(r, u)));
         }

@@ -85,6 +85,15 @@ pub(super) fn class_pods(
     for (k, s) in c.sets.iter().enumerate() {
         let here = format!("{at}.sets[{k}]");
         let (min, max) = bounds(file, &format!("{here}.members"), &s.members)?;
+        if min < max && k + 1 < c.sets.len() {
+            // The simulated job numbers its pods as one Indexed Job whose count changes at its end.
+            return Err(input(
+                file,
+                format!("{here}.members"),
+                "in the simulator only the last set of a class may be elastic (a job's pods are numbered as one \
+                 Indexed Job's, and only its last ones come and go); give this set a fixed count, or list it last",
+            ));
+        }
         check_tolerations(file, &here, &s.tolerations)?;
         sets.push(MemberSet {
             name: s.name.clone(),
@@ -99,7 +108,7 @@ pub(super) fn class_pods(
             topology: None,
         });
     }
-    // The graph's own rules for sets (names, only the last one elastic, the total), as muster
+    // The graph's own rules for sets (names, the total), as muster
     // would check the group.
     let group = GroupRequest::simple(&c.name, 1, &[])
         .with_sets(sets)
