@@ -9,8 +9,9 @@
 # finishes. The Group of each says its pod sets (spec.sets, launcher then worker, with each one's
 # requests). A RayJob (a cpu head and a GPU worker group) and a JobSet (a driver and GPU workers)
 # then run side by side. For all three kinds every bound pod asks exactly what its member's set
-# holds, and for the whole test hack/e2e/overcommit.py checks every 0.5 s that no node has more
-# requested than it has allocatable.
+# holds. Last, plain pods of two elastic sets (muster.dev/set-min) start with each set's minimum
+# and grow in the sets' order. For the whole test hack/e2e/overcommit.py checks every 0.5 s that
+# no node has more requested than it has allocatable.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -219,6 +220,51 @@ jobset_placed() { on_assigned $ns train jobset.sigs.k8s.io/jobset-name=train 5 2
 eventually 60 "the JobSet's 5 pods are bound, each on its member's node" jobset_placed
 check_sets_hold tune "ray.io/cluster=$cluster" "RayJob tune"
 check_sets_hold train jobset.sigs.k8s.io/jobset-name=train "JobSet train"
+
+# --- plain pods of two elastic sets (muster.dev/set-min) ----------------------------------------
+# Set a (3 pods of a whole node's 8 GPUs, at least 1) and set b (4 such pods, at least 1) on the 4
+# nodes tune and train leave free: every set's minimum first, then a's extra members (a is first
+# by name), so a runs 3 and b 1. Once train is deleted, b grows into the 2 nodes it frees.
+plain_yaml() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  labels: {muster.dev/queue: default, muster.dev/group: elastic, muster.dev/group-size: "7", muster.dev/set: $2,
+           muster.dev/set-size: "$3", muster.dev/set-min: "1"}
+  annotations: {kwok.muster.dev/run-seconds: "600", e2e.muster.dev/test: "true"}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: main
+    image: kwok-fake
+    resources:
+      requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: 8}
+      limits: {nvidia.com/gpu: 8}
+YAML
+}
+{
+  for i in 0 1 2; do plain_yaml a-$i a 3; echo ---; done
+  for i in 0 1 2 3; do plain_yaml b-$i b 4; echo ---; done
+} | k -n $ns create -f - >/dev/null
+# bound_are "A B": A pods of set a and B of set b are bound
+bound_are() {
+  [[ $(k -n $ns get pods -l muster.dev/group=elastic -o json | python3 -c '
+import json, sys
+n = {"a": 0, "b": 0}
+for p in json.load(sys.stdin)["items"]:
+    if p["spec"].get("nodeName"):
+        n[p["metadata"]["labels"]["muster.dev/set"]] += 1
+print(n["a"], n["b"])') == "$1" ]]
+}
+eventually 60 "the plain group starts each set's minimum, then a's extra members: a 3, b 1" bound_are "3 1"
+sleep 3
+check "b's other 3 pods wait, gated, while no room is free" bound_are "3 1"
+check "the Group's members are 2..7, the sets' sums" test \
+  "$(k -n $ns get groups.muster.dev elastic -o jsonpath='{.spec.members.min}..{.spec.members.max}')" = 2..7
+k -n $ns delete jobset train --wait=false >/dev/null
+eventually 90 "train's 2 nodes freed, b grows by 2 (a 3, b 3)" bound_are "3 3"
 
 # --- the over-commit checker's verdict -----------------------------------------------------------
 alive=0; kill -0 "$checker_pid" 2>/dev/null && alive=1

@@ -70,8 +70,14 @@ fn a_running_group_of_sets_grows_its_last_set_when_its_workload_scales_up() {
 /// PodGroup of its set), asking `cpu`.
 fn set_pod(set: &str, size: &str, i: u32, cpu: u64) -> PodView {
     let p = plain("serve", i, 3, cpu);
-    let set =
-        PodSet { name: set.into(), size: Some(size.into()), topology: None, subgroup: None, subgroup_topology: None };
+    let set = PodSet {
+        name: set.into(),
+        size: Some(size.into()),
+        min: None,
+        topology: None,
+        subgroup: None,
+        subgroup_topology: None,
+    };
     PodView { name: format!("serve-{i}-{}", set.name), set: Some(Box::new(set)), native_pod_group: true, ..p }
 }
 

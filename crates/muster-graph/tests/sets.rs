@@ -305,3 +305,29 @@ fn several_sets_are_elastic_and_split_along_the_member_steps() {
     assert_eq!(r.allocation(id).unwrap().held()[gpu], 3 + 32);
     check_invariants(&r);
 }
+
+#[test]
+fn an_elastic_set_takes_its_extra_members_only_after_every_sets_minimum() {
+    // One node of 8 cpu. Workers of 2 cpu (2..4) ask the larger share and are placed first: at
+    // their max they would fill the node, and the head's 1 cpu would find no room.
+    let one_node = "name: one\nnodeClasses:\n  - {name: n, count: 1, capacity: {cpu: 8, memory: 64Gi, pods: 110}}\n";
+    let mut r = rg(one_node, Policy::First);
+    let mut workers = set("worker", 4, &[("cpu", 2000)]);
+    workers.min_members = 2;
+    let group = GroupRequest::simple("ray", 1, &[]).with_sets(vec![set("head", 1, &[("cpu", 1000)]), workers]).unwrap();
+    let id = allocate(&mut r, &group).expect("the minimum, 5 cpu, fits");
+    let indices: Vec<u32> = r.allocation(id).unwrap().members.iter().map(|m| m.index).collect();
+    assert_eq!(indices, [0, 1, 2, 3], "the head and 3 workers: 7 of 8 cpu");
+    check_invariants(&r);
+    // Two elastic sets: their extra members go in the sets' order.
+    let mut r = rg(one_node, Policy::First);
+    let mut small = set("small", 3, &[("cpu", 1000)]);
+    small.min_members = 1;
+    let mut big = set("big", 4, &[("cpu", 2000)]);
+    big.min_members = 1;
+    let group = GroupRequest::simple("two", 1, &[]).with_sets(vec![small, big]).unwrap();
+    let id = allocate(&mut r, &group).unwrap();
+    let counts = group.held_per_set(r.allocation(id).unwrap().members.iter().map(|m| m.index));
+    assert_eq!(counts, [3, 2], "small's 2 extra members first (2 cpu), then one more of big (2 cpu)");
+    check_invariants(&r);
+}

@@ -21,6 +21,10 @@ pub const SET: &str = "muster.dev/set";
 /// when the group is queued). Pods of a set beyond its size wait, as those of an elastic group do.
 /// The webhook sets it from the PodGroup of a pod in a CompositePodGroup.
 pub const SET_SIZE: &str = "muster.dev/set-size";
+/// Fewest members of a plain pod's set (label, a whole number from 1 to its size; default the
+/// size): the set is elastic, as a group with [`GROUP_MIN`] is, and the group's minimum is every
+/// set's.
+pub const SET_MIN: &str = "muster.dev/set-min";
 /// All members of a plain pod's set within one domain of this topology level, inside the group's
 /// own domain (annotation, a level name such as `rack`).
 pub const SET_TOPOLOGY: &str = "muster.dev/set-topology";
@@ -86,13 +90,14 @@ pub const FINALIZER: &str = "muster.dev/allocation";
 pub const FIELD_MANAGER: &str = "muster";
 
 /// Keys under `muster.dev/` that users may set themselves.
-pub const USER_KEYS: [&str; 14] = [
+pub const USER_KEYS: [&str; 15] = [
     QUEUE,
     GROUP,
     GROUP_SIZE,
     GROUP_MIN,
     SET,
     SET_SIZE,
+    SET_MIN,
     SET_TOPOLOGY,
     SUBGROUP,
     SUBGROUP_TOPOLOGY,

@@ -14,7 +14,7 @@ use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, TrainJob, pod_gro
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
-    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SET, SET_SIZE, SHRINKABLE,
+    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SET, SET_MIN, SET_SIZE, SHRINKABLE,
     SUSPEND_REQUESTED, USER_KEYS, is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
@@ -833,6 +833,12 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         if let (Ok(_), Err(e)) = (&gang.composite, gang.level()) {
             self.refuse(format!("{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} has {e}"));
+        }
+        if get(labels, SET_MIN).is_some() {
+            self.refuse(format!(
+                "{}: a Kubernetes PodGroup's gang starts with its minCount pods, no fewer; remove the label",
+                label_field(SET_MIN)
+            ));
         }
         if let Some(set) = gang.set() {
             let members = set.members.to_string();

@@ -265,7 +265,7 @@ async fn reserved_keys_cannot_be_added_changed_or_removed_by_tenants() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "metadata.labels[muster.dev/node]: the key is reserved for muster: only muster may set it; remove it (the \
          muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, muster.dev/group-size, \
-         muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     assert_eq!(check(&request("CREATE", MUSTER, JOB, &j, None)).await, Ok(()));
@@ -305,7 +305,7 @@ async fn the_pod_template_cannot_carry_reserved_keys_but_job_pods_may() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "spec.template.metadata.annotations[muster.dev/node]: the key is reserved for muster: only muster may set \
          it; remove it (the muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, \
-         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     // The Job controller copies a template muster may have annotated.
@@ -894,6 +894,14 @@ async fn pods_of_a_composite_pod_group_are_one_group_with_a_set_per_pod_group() 
     f["metadata"]["labels"]["muster.dev/group"] = json!("prefill");
     let e = check_with(&create(&f), &c, &s).await.unwrap_err();
     assert!(e.contains("\"prefill\" differs from \"serve\""), "{e}");
+    // Nor may it start below its PodGroup's minCount.
+    let mut f = after.clone();
+    f["metadata"]["labels"]["muster.dev/set-min"] = json!("1");
+    let e = check_with(&create(&f), &c, &s).await.unwrap_err();
+    assert!(
+        e.contains("metadata.labels[muster.dev/set-min]: a Kubernetes PodGroup's gang starts with its minCount"),
+        "{e}"
+    );
     // k of n: muster cannot start one child without the other.
     let s = tree(1);
     let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());

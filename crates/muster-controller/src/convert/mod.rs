@@ -9,6 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
+use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{
     GroupSet, GroupSubGroup, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members,
@@ -228,6 +229,8 @@ pub struct PodSet {
     pub name: String,
     /// Label muster.dev/set-size, unread.
     pub size: Option<String>,
+    /// Label muster.dev/set-min, unread.
+    pub min: Option<String>,
     /// Annotation muster.dev/set-topology, unread.
     pub topology: Option<String>,
     /// Annotation muster.dev/subgroup.
@@ -319,6 +322,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
             Box::new(PodSet {
                 name: name.clone(),
                 size: label(labels::SET_SIZE).cloned(),
+                min: label(labels::SET_MIN).cloned(),
                 topology: annotation(labels::SET_TOPOLOGY),
                 subgroup: annotation(labels::SUBGROUP),
                 subgroup_topology: annotation(labels::SUBGROUP_TOPOLOGY),
@@ -393,8 +397,10 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
     let spec = plain_group_spec(first)?;
     if spec.members.max.is_some_and(|max| max != spec.members.min) {
         return Err(format!(
-            "pod {}: a group of sets starts whole; remove the label {} (or the sets)",
+            "pod {}: a group of sets starts with each set's minimum (label {} on the set's pods, default its \
+             size); remove the label {}",
             first.name,
+            labels::SET_MIN,
             labels::GROUP_MIN
         ));
     }
@@ -418,10 +424,19 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
                 return Err(format!("{d} (pods of set {name} must agree)"));
             }
         }
-        let (size, topology) = set_labels(name, members)?;
+        let SetLabels { size, min, topology } = set_labels(name, members)?;
+        let size = size.unwrap_or(members.len() as i64);
+        let min = min.unwrap_or(size);
+        if min > size {
+            return Err(format!(
+                "pod {}: label {}: {min} is more than the {size} members of set {name}; set it from 1 to {size}",
+                members[0].name,
+                labels::SET_MIN
+            ));
+        }
         sets.push(GroupSet {
             name: name.to_string(),
-            members: Members { min: size.unwrap_or(members.len() as i64), max: None },
+            members: Members { min, max: (min < size).then_some(size) },
             resources: set_spec.resources,
             node_selector: set_spec.node_selector,
             affinity: set_spec.affinity,
@@ -434,10 +449,16 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
             == (&w[1].resources, &w[1].node_selector, &w[1].affinity, &w[1].tolerations, &w[1].topology)
     });
     let subgroups = plain_subgroups(&by_set)?;
-    if alike && subgroups.is_empty() {
+    let elastic = sets.iter().any(|s| s.members.max.is_some());
+    if alike && subgroups.is_empty() && !elastic {
         return Ok(spec);
     }
+    // The group's bounds are its sets' sums.
+    let (min, max): (i64, i64) =
+        (sets.iter().map(|s| s.members.min).sum(), sets.iter().map(|s| s.members.max.unwrap_or(s.members.min)).sum());
+    let members = if elastic { Members { min, max: Some(max) } } else { spec.members };
     Ok(GroupObjectSpec {
+        members,
         resources: BTreeMap::new(),
         node_selector: BTreeMap::new(),
         affinity: Vec::new(),
@@ -448,14 +469,22 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
     })
 }
 
-/// A set's size and topology from its pods' labels and annotations (muster.dev/set-size,
-/// muster.dev/set-topology), which its pods must agree on; None where they give none.
-fn set_labels(name: &str, pods: &[&PodView]) -> Result<(Option<i64>, Option<TopologyConstraint>), String> {
+/// What a set's pods say of it (labels muster.dev/set-size and set-min, annotation
+/// muster.dev/set-topology); None where they say nothing.
+struct SetLabels {
+    size: Option<i64>,
+    min: Option<i64>,
+    topology: Option<TopologyConstraint>,
+}
+
+/// A set's [`SetLabels`], which its pods must agree on.
+fn set_labels(name: &str, pods: &[&PodView]) -> Result<SetLabels, String> {
     let first = pods[0].set.as_deref().ok_or("a pod of a set names it")?;
     for p in &pods[1..] {
         let theirs = p.set.as_deref().ok_or("a pod of a set names it")?;
         let agree = [
             (labels::SET_SIZE, &first.size, &theirs.size),
+            (labels::SET_MIN, &first.min, &theirs.min),
             (labels::SET_TOPOLOGY, &first.topology, &theirs.topology),
             (labels::SUBGROUP, &first.subgroup, &theirs.subgroup),
             (labels::SUBGROUP_TOPOLOGY, &first.subgroup_topology, &theirs.subgroup_topology),
@@ -473,19 +502,21 @@ fn set_labels(name: &str, pods: &[&PodView]) -> Result<(Option<i64>, Option<Topo
             }
         }
     }
-    let size = match first.size.as_deref() {
-        None => None,
-        Some(v) => Some(v.trim().parse::<i64>().ok().filter(|n| (1..=1_000_000).contains(n)).ok_or_else(|| {
+    let count = |key: &str, value: &Option<String>, what: &str| -> Result<Option<i64>, String> {
+        let Some(v) = value.as_deref() else { return Ok(None) };
+        let n = v.trim().parse::<i64>().ok().filter(|n| (1..=i64::from(MAX_MEMBERS)).contains(n));
+        n.map(Some).ok_or_else(|| {
             format!(
-                "pod {}: label {}: {v:?} is not a number of members from 1 to 1000000; set it to the members of set \
-                 {name}",
-                pods[0].name,
-                labels::SET_SIZE
+                "pod {}: label {key}: {v:?} is not a number of members from 1 to {MAX_MEMBERS}; set it to the {what} \
+                 of set {name}",
+                pods[0].name
             )
-        })?),
+        })
     };
+    let size = count(labels::SET_SIZE, &first.size, "members")?;
+    let min = count(labels::SET_MIN, &first.min, "fewest members")?;
     let topology = first.topology.as_deref().map(|l| required_level(pods[0], labels::SET_TOPOLOGY, l)).transpose()?;
-    Ok((size, topology))
+    Ok(SetLabels { size, min, topology })
 }
 
 /// The required constraint of the level a pod's annotation `key` names.

@@ -477,7 +477,7 @@ fn plain_pods_naming_their_sets_make_a_group_of_sets() {
         p.members = Some(Box::new(Ok(Members { min: 2, max: Some(4) })));
     }
     let refs: Vec<&PodView> = elastic.iter().collect();
-    assert!(plain_sets_spec(&refs).unwrap_err().contains("a group of sets starts whole"));
+    assert!(plain_sets_spec(&refs).unwrap_err().contains("a group of sets starts with each set's minimum"));
     // Sets that ask alike and run alike are one set of alike members.
     let alike = [pod("a", "x", "1", 1), pod("b", "y", "1", 2), pod("c", "y", "1", 3), pod("d", "y", "1", 4)];
     let refs: Vec<&PodView> = alike.iter().collect();
@@ -522,6 +522,48 @@ fn a_plain_sets_size_and_topology_come_from_its_pods_labels() {
     let bad = [pod("d0", "decode", "many", "1", None)];
     let e = plain_sets_spec(&bad.iter().collect::<Vec<_>>()).unwrap_err();
     assert!(e.contains("label muster.dev/set-size: \"many\" is not a number of members"), "{e}");
+}
+
+#[test]
+fn a_plain_sets_minimum_comes_from_its_pods_label_and_makes_it_elastic() {
+    // A head, `small` (3 pods, at least 1) and `big` (4 pods, at least 2): group-size 8.
+    let pod = |name: &str, set: &str, size: &str, min: Option<&str>, cpu: &str| {
+        let mut labels = json!({"muster.dev/group-size": "8", "muster.dev/group-min": "8", "muster.dev/set": set,
+                                "muster.dev/set-size": size});
+        if let Some(min) = min {
+            labels["muster.dev/set-min"] = json!(min);
+        }
+        pod_view(&plain_pod(json!({"metadata": {"name": name, "uid": name, "labels": labels},
+            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}})))
+        .unwrap()
+    };
+    let mut pods = vec![pod("h0", "head", "1", None, "4")];
+    pods.extend((0..3).map(|i| pod(&format!("s{i}"), "small", "3", Some("1"), "1")));
+    pods.extend((0..4).map(|i| pod(&format!("b{i}"), "big", "4", Some("2"), "2")));
+    let g = plain_sets_spec(&pods.iter().collect::<Vec<_>>()).unwrap();
+    let sets: Vec<_> = g.sets.iter().map(|s| (s.name.as_str(), s.members.min, s.members.max)).collect();
+    assert_eq!(sets, [("big", 2, Some(4)), ("head", 1, None), ("small", 1, Some(3))]);
+    assert_eq!((g.members.min, g.members.max), (4, Some(8)), "the sets' sums");
+    let r = g.to_request("serve").unwrap();
+    assert_eq!(r.split(6), [4, 1, 1], "big's extra members first: it is listed first");
+    // Sets alike in what they ask stay apart when one is elastic: each keeps its minimum.
+    let mut alike = pods.clone();
+    for p in alike.iter_mut().filter(|p| p.name.starts_with('s')) {
+        *p = pod(&p.name, "small", "3", Some("1"), "2");
+    }
+    let h = plain_sets_spec(&alike.iter().collect::<Vec<_>>()).unwrap();
+    assert_eq!(h.sets.len(), 3, "{h:?}");
+    // A minimum above the set's size, or pods of a set that disagree on it, are named.
+    let mut over = pods.clone();
+    for p in over.iter_mut().filter(|p| p.name.starts_with('s')) {
+        *p = pod(&p.name, "small", "3", Some("4"), "1");
+    }
+    let e = plain_sets_spec(&over.iter().collect::<Vec<_>>()).unwrap_err();
+    assert!(e.contains("label muster.dev/set-min: 4 is more than the 3 members of set small"), "{e}");
+    let mut odd = pods.clone();
+    odd[2] = pod("s1", "small", "3", Some("2"), "1");
+    let e = plain_sets_spec(&odd.iter().collect::<Vec<_>>()).unwrap_err();
+    assert!(e.contains("pod s1: muster.dev/set-min is \"2\" where pod s0 of set small has \"1\""), "{e}");
 }
 
 #[test]

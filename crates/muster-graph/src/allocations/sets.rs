@@ -1,8 +1,11 @@
 //! Groups of several member sets (a launcher and its workers, a head and worker groups): every
-//! set placed at once, or none. Sets are placed one after another into one allocation, the
-//! largest first, each seeing the room the earlier ones took (so a small set lands in what a
-//! large one left on its nodes); when one cannot reach its minimum, the sets placed so far are
-//! taken back and the next domain of the group's topology level is tried.
+//! set placed at once, or none. Each set's minimum is placed first, one set after another into
+//! one allocation, the largest first, each seeing the room the earlier ones took (so a small set
+//! lands in what a large one left on its nodes); when one cannot reach its minimum, the sets
+//! placed so far are taken back and the next domain of the group's topology level is tried.
+//! Only then do the elastic sets take their extra members, in the group's order (its member
+//! steps), each close to its own members: an elastic set placed first never takes the room
+//! another set's minimum needs.
 
 use std::sync::Arc;
 
@@ -153,6 +156,7 @@ impl ResourceGraph {
             Window::Empty => return None,
         };
         let per_set: Vec<Vec<u64>> = demands.iter().map(|d| d.per_member.clone()).collect();
+        let minimums: Vec<Demand> = demands.iter().map(|d| Demand { max_units: d.min_units, ..d.clone() }).collect();
         let parts = parts_largest_first(req, demands, self.graph.totals().0);
         let first = parts[0].sets[0];
         let id = self.take_id();
@@ -173,7 +177,7 @@ impl ResourceGraph {
                 self.scopes_within(topology, demands, &part.sets, window, scope).into_iter().any(|within| {
                     let mark = alloc.members.len();
                     let placed = (part.sets.iter()).all(|&k| {
-                        self.place_set(&demands[k], k, &mut alloc, window, set_policy(policy, k == first), within)
+                        self.place_set(&minimums[k], k, &mut alloc, window, set_policy(policy, k == first), within)
                     });
                     if !placed {
                         self.take_back(&mut alloc, mark);
@@ -182,6 +186,9 @@ impl ResourceGraph {
                 })
             });
             if placed_all {
+                for (k, d) in demands.iter().enumerate() {
+                    self.place_extras(d, k, &mut alloc, window, set_policy(policy, k == first));
+                }
                 let end = Self::end_of(start, req, alloc.members.len() as u32);
                 if end != alloc.end {
                     self.set_end(&mut alloc, end);
@@ -210,16 +217,38 @@ impl ResourceGraph {
         if placed_units(&p) < d.min_units {
             return false;
         }
-        let mut index = first_member(&alloc.request, k);
-        for &(n, units) in &p {
+        self.add_set_members(alloc, k, d, &p);
+        true
+    }
+
+    /// Adds to set `k` of `alloc` as many members as fit up to its max (demand `d`), after every
+    /// set's minimum is placed: in the domains its members' growth would take
+    /// ([`Self::growth_scopes`]), the innermost first.
+    fn place_extras(&mut self, d: &Demand, k: usize, alloc: &mut Allocation, window: Window, policy: Policy) {
+        let have = alloc.members.iter().filter(|m| alloc.request.set_of(m.index).0 == k).count() as u32;
+        let mut extra = Demand { min_units: 0, max_units: d.max_units.saturating_sub(have), ..d.clone() };
+        for scope in self.growth_scopes(alloc, k) {
+            if extra.max_units == 0 {
+                break;
+            }
+            let (p, _) = self.graph.search(&extra, window, policy, scope);
+            extra.max_units -= placed_units(&p);
+            self.add_set_members(alloc, k, &extra, &p);
+        }
+    }
+
+    /// Writes placement `p` of set `k` (demand `d`) into `alloc` and the graph, the members taking
+    /// the set's next numbers.
+    fn add_set_members(&mut self, alloc: &mut Allocation, k: usize, d: &Demand, p: &[(NodeId, u32)]) {
+        let have = alloc.members.iter().filter(|m| alloc.request.set_of(m.index).0 == k).count() as u32;
+        let mut index = first_member(&alloc.request, k) + have;
+        for &(n, units) in p {
             for _ in 0..d.members(units) {
                 alloc.members.push(Member { index, node: n, devices: Vec::new(), sockets: Vec::new() });
                 index += 1;
             }
         }
-        let nodes: Vec<NodeId> = p.iter().map(|&(n, _)| n).collect();
-        self.apply_nodes(alloc, nodes, None);
-        true
+        self.apply_nodes(alloc, p.iter().map(|&(n, _)| n), None);
     }
 
     /// Takes the members of `alloc` after the first `keep` out of the graph again.

@@ -219,7 +219,8 @@ fn count<T>(groups: impl Iterator<Item = T>) -> u32 {
     u32::try_from(groups.count()).unwrap_or(u32::MAX)
 }
 
-/// Each set of a group of sets with its most members; empty for a group of alike members.
+/// Each set of a group of sets with its most members (its share of the group's max); empty for
+/// a group of alike members.
 fn set_sizes(request: &muster_graph::GroupRequest) -> Vec<(String, u32)> {
-    request.sets.iter().map(|s| (s.name.clone(), s.max_members)).collect()
+    request.sets.iter().zip(request.split(request.max_members)).map(|(s, n)| (s.name.clone(), n)).collect()
 }
