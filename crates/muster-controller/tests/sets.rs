@@ -112,3 +112,40 @@ fn a_group_of_sized_sets_waits_for_each_set_and_leaves_a_sets_extra_pods_waiting
         .collect();
     assert_eq!(marked, [&vec!["decode".to_string(), "prefill".to_string()]], "{a:?}");
 }
+
+#[test]
+fn a_plain_group_of_elastic_sets_starts_at_its_minimums_and_grows_in_the_sets_order() {
+    // Set a: 3 pods of 2 cpu, at least 1; set b: 4 pods of 2 cpu, at least 1; one node of 8 cpu.
+    let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
+    let elastic_pod = |set: &str, size: &str, i: u32| {
+        let mut p = set_pod(set, size, i, 2);
+        p.name = format!("elastic-{set}-{i}");
+        p.uid.clone_from(&p.name);
+        p.group = Some("elastic".into());
+        p.members = Some(Box::new(Ok(Members { min: 7, max: None })));
+        p.native_pod_group = false;
+        p.set.as_mut().unwrap().min = Some("1".into());
+        p
+    };
+    let pods: Vec<PodView> =
+        (0..3).map(|i| elastic_pod("a", "3", i)).chain((3..7).map(|i| elastic_pod("b", "4", i))).collect();
+    let mut a = Vec::new();
+    for p in &pods {
+        a.extend(h.send(Event::Pod(Change::Apply(p.clone()))));
+    }
+    a.extend(h.cycle());
+    let bound = binds(&a);
+    let per_set =
+        |b: &[(String, String, u32)], set: &str| b.iter().filter(|x| x.0.contains(&format!("-{set}-"))).count();
+    assert_eq!((per_set(&bound, "a"), per_set(&bound, "b")), (3, 1), "each set's minimum, then a's extras: {a:?}");
+    for (name, node, member) in &bound {
+        let p = pods.iter().find(|p| p.name == *name).unwrap();
+        h.send(Event::Pod(Change::Apply(bound_plain(p, node, *member, true))));
+    }
+    assert_eq!(h.state("elastic"), Some(GroupState::Running));
+    // Room for b's other 3 members: it grows, and its gated pods are bound to them.
+    let a = [h.send(Event::Node(Change::Apply(node("n2", 8)))), h.cycle()].concat();
+    let grown = binds(&a);
+    assert_eq!((per_set(&grown, "a"), per_set(&grown, "b")), (0, 3), "{a:?}");
+    assert!(grown.iter().all(|(_, _, m)| (4..7).contains(m)), "b's members are 3..7: {grown:?}");
+}

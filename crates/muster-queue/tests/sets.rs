@@ -138,3 +138,24 @@ fn a_group_of_two_elastic_sets_is_capped_and_grown_along_its_member_steps() {
     assert_eq!(e.group(&key("rc")).unwrap().member_count(), 8);
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn an_elastic_group_grows_once_its_members_are_ready_though_nothing_else_changes() {
+    // 2..4 members of 4 cpu on 2 nodes of 8, one node's half held by a filler until t=10. The
+    // group starts with 3; the filler ends while it is still starting (growth waits for its
+    // members to be ready), and its readiness alone must bring the cycle that grows it.
+    let mut e = engine(graph(2, 8), EngineConfig::single_queue("q"));
+    e.submit(spec("filler", "q", 1, 4, Some(10), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(elastic("g", "q", 2, 4, 4, None, 1), 1).unwrap();
+    e.schedule(1);
+    assert_eq!((state(&e, "g"), e.group(&key("g")).unwrap().member_count()), (GroupState::Admitted, 3));
+    e.finished(&key("filler"), true, 10).unwrap();
+    e.schedule(10);
+    assert_eq!(e.group(&key("g")).unwrap().member_count(), 3, "not grown while its members start");
+    e.pods_ready(&key("g"), 3, 11).unwrap();
+    e.schedule(11);
+    assert_eq!(e.group(&key("g")).unwrap().member_count(), 4, "grown once ready");
+    e.check_invariants().unwrap();
+}

@@ -17,6 +17,13 @@ impl Engine {
         }
     }
 
+    /// Whether group `key` is elastic and below its max: once all its members are ready, the next
+    /// cycle may grow it (a cycle runs only when something changed, and its readiness is a change).
+    pub(super) fn may_grow(&self, key: &GroupKey) -> bool {
+        let g = &self.groups[key];
+        g.member_count() < g.spec.request.max_members
+    }
+
     /// Grows running elastic groups toward max where capacity (and quota) allow, without touching
     /// any reservation.
     pub(super) fn grow_elastic(&mut self, out: &mut Vec<Transition>) {

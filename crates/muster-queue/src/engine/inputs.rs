@@ -208,7 +208,7 @@ impl Engine {
         match state {
             GroupState::Admitted if ready >= members => {
                 self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
-                self.dirty |= self.config.block_admission || windowed;
+                self.dirty |= self.config.block_admission || windowed || self.may_grow(key);
             }
             GroupState::Admitted => self.dirty |= windowed,
             GroupState::Running if ready < members && !recovering => {
@@ -218,6 +218,7 @@ impl Engine {
             GroupState::Running if ready >= members && recovering => {
                 self.group_mut(key).not_ready_since = None;
                 self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
+                self.dirty |= self.may_grow(key);
             }
             _ => {}
         }
