@@ -159,3 +159,26 @@ fn an_elastic_group_grows_once_its_members_are_ready_though_nothing_else_changes
     assert_eq!(e.group(&key("g")).unwrap().member_count(), 4, "grown once ready");
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn an_elastic_group_grown_by_part_of_its_room_grows_again_once_its_new_members_are_ready() {
+    // One node of 20 cpu, 12 of them held by a filler until t=10; 2..6 members of 4 cpu. The
+    // group starts with 2; at t=10 it may grow by 3, tries 4, then 2 (growth halves its step).
+    // The third waits for the new members to report ready, and that report alone must bring the
+    // cycle that adds it.
+    let mut e = engine(graph(1, 20), EngineConfig::single_queue("q"));
+    e.submit(spec("filler", "q", 1, 12, Some(10), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e.submit(elastic("g", "q", 2, 6, 4, None, 1), 1).unwrap();
+    e.schedule(1);
+    e.finished(&key("filler"), true, 10).unwrap();
+    e.schedule(10);
+    e.pods_ready(&key("g"), 2, 11).unwrap();
+    e.schedule(11);
+    assert_eq!(e.group(&key("g")).unwrap().member_count(), 4, "grown by 2 of the 3 it has room for");
+    e.pods_ready(&key("g"), 4, 12).unwrap();
+    e.schedule(12);
+    assert_eq!(e.group(&key("g")).unwrap().member_count(), 5, "and by the third once they are ready");
+    e.check_invariants().unwrap();
+}

@@ -215,9 +215,13 @@ impl Engine {
                 self.group_mut(key).not_ready_since = Some(self.now);
                 self.step(key, GroupState::Running, Reason::ReadinessLost, None, &mut out);
             }
-            GroupState::Running if ready >= members && recovering => {
-                self.group_mut(key).not_ready_since = None;
-                self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
+            GroupState::Running if ready >= members => {
+                if recovering {
+                    self.group_mut(key).not_ready_since = None;
+                    self.step(key, GroupState::Running, Reason::AllReady, None, &mut out);
+                }
+                // Members added by growth report ready as they come: each time may be the first
+                // moment it can grow again.
                 self.dirty |= self.may_grow(key);
             }
             _ => {}
