@@ -217,7 +217,8 @@ impl ResourceGraph {
         if placed_units(&p) < d.min_units {
             return false;
         }
-        self.add_set_members(alloc, k, d, &p);
+        let first = first_member(&alloc.request, k);
+        self.add_set_members(alloc, d, &p, first);
         true
     }
 
@@ -225,23 +226,25 @@ impl ResourceGraph {
     /// set's minimum is placed: in the domains its members' growth would take
     /// ([`Self::growth_scopes`]), the innermost first.
     fn place_extras(&mut self, d: &Demand, k: usize, alloc: &mut Allocation, window: Window, policy: Policy) {
-        let have = alloc.members.iter().filter(|m| alloc.request.set_of(m.index).0 == k).count() as u32;
-        let mut extra = Demand { min_units: 0, max_units: d.max_units.saturating_sub(have), ..d.clone() };
+        if d.max_units <= d.min_units {
+            return;
+        }
+        let mut next = first_member(&alloc.request, k) + d.members(d.min_units);
+        let mut extra = Demand { min_units: 0, max_units: d.max_units - d.min_units, ..d.clone() };
         for scope in self.growth_scopes(alloc, k) {
             if extra.max_units == 0 {
                 break;
             }
             let (p, _) = self.graph.search(&extra, window, policy, scope);
-            extra.max_units -= placed_units(&p);
-            self.add_set_members(alloc, k, &extra, &p);
+            let placed = placed_units(&p);
+            self.add_set_members(alloc, &extra, &p, next);
+            (extra.max_units, next) = (extra.max_units - placed, next + extra.members(placed));
         }
     }
 
-    /// Writes placement `p` of set `k` (demand `d`) into `alloc` and the graph, the members taking
-    /// the set's next numbers.
-    fn add_set_members(&mut self, alloc: &mut Allocation, k: usize, d: &Demand, p: &[(NodeId, u32)]) {
-        let have = alloc.members.iter().filter(|m| alloc.request.set_of(m.index).0 == k).count() as u32;
-        let mut index = first_member(&alloc.request, k) + have;
+    /// Writes placement `p` (of demand `d`) into `alloc` and the graph, its members numbered from
+    /// `index` on.
+    fn add_set_members(&mut self, alloc: &mut Allocation, d: &Demand, p: &[(NodeId, u32)], mut index: u32) {
         for &(n, units) in p {
             for _ in 0..d.members(units) {
                 alloc.members.push(Member { index, node: n, devices: Vec::new(), sockets: Vec::new() });
