@@ -136,6 +136,16 @@ fn a_group_of_two_elastic_sets_is_capped_and_grown_along_its_member_steps() {
     });
     assert_eq!(grown, Some(vec![6, 7]), "{ts:?}");
     assert_eq!(e.group(&key("rc")).unwrap().member_count(), 8);
+    // A second such group finds no quota left: the reason walks the same steps.
+    let request = GroupRequest::simple("rc2", 1, &[])
+        .with_sets(vec![set("head", 1, 1, 1), set("small", 1, 3, 1), set("big", 2, 4, 2)])
+        .unwrap();
+    e.submit(GroupSpec { key: key("rc2"), queue: "q".into(), priority_class: None, request, submitted_at: 51 }, 51)
+        .unwrap();
+    e.schedule(51);
+    let reason = &e.group(&key("rc2")).unwrap().reason;
+    assert!(reason.contains("queue q uses 12 of cpu") && reason.contains("it fits 0 of its members (0)"), "{reason}");
+    assert!(reason.ends_with("its next member needs 1"), "{reason}");
     e.check_invariants().unwrap();
 }
 

@@ -80,7 +80,7 @@ impl Asks {
     fn most_within(&self, r: &str, room: u64) -> (u64, u64) {
         let (mut members, mut left) = (0u64, room);
         for (n, per) in &self.steps {
-            let per = per.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a);
+            let per = amount_of(per, r);
             let n = u64::from(*n);
             let fits = left.checked_div(per).map_or(n, |m| m.min(n));
             members = members.saturating_add(fits);
@@ -102,9 +102,13 @@ impl Asks {
 
     /// Whether every member asks the same of resource `r`.
     fn uniform(&self, r: &str) -> bool {
-        let per = |s: &(u32, Vec<(String, u64)>)| s.1.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a);
-        self.steps.windows(2).all(|w| per(&w[0]) == per(&w[1]))
+        self.steps.windows(2).all(|w| amount_of(&w[0].1, r) == amount_of(&w[1].1, r))
     }
+}
+
+/// The amount of resource `r` in `amounts`, or 0.
+fn amount_of(amounts: &[(String, u64)], r: &str) -> u64 {
+    amounts.iter().find(|(p, _)| p == r).map_or(0, |(_, a)| *a)
 }
 
 /// Admitted usage per queue, by resource.
@@ -137,9 +141,8 @@ pub fn max_members(
             let each = if asks.uniform(r) {
                 format!("each member needs {}", format(r, next))
             } else {
-                let at = m.min(u64::from(u32::MAX)) as u32;
-                let total = asks.with(at).into_iter().find(|(p, _)| p == r).map_or(0, |(_, a)| a);
-                format!("its first {m} members need {} and the next one {}", format(r, total), format(r, next))
+                let total = amount_of(&asks.with(m.min(u64::from(u32::MAX)) as u32), r);
+                format!("it fits {m} of its members ({}); its next member needs {}", format(r, total), format(r, next))
             };
             reason = Some(format!("quota: queue {q} uses {} of {r} ({why}); {each}", format(r, u)));
         }
