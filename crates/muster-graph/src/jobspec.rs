@@ -282,7 +282,8 @@ impl GroupRequest {
         )])
     }
 
-    /// The set member `index` belongs to (by position), and the number of that set's first member.
+    /// The set member `index` belongs to (by position), and the number of that set's first member;
+    /// (0, 0) for alike members.
     pub fn set_of(&self, index: u32) -> (usize, u32) {
         let mut first = 0u32;
         for (k, s) in self.sets.iter().enumerate() {
@@ -312,7 +313,7 @@ impl GroupRequest {
     pub fn held_per_set(&self, held: impl IntoIterator<Item = u32>) -> Vec<u32> {
         let mut counts = vec![0u32; self.sets.len().max(1)];
         for index in held {
-            counts[if self.sets.is_empty() { 0 } else { self.set_of(index).0 }] += 1;
+            counts[self.set_of(index).0] += 1;
         }
         counts
     }
@@ -374,9 +375,6 @@ impl GroupRequest {
     /// Members of the sets whose count cannot change (their shares of the group's min and max
     /// are equal: a launcher, a head): they do the same work whatever the group's count.
     pub fn rigid_members(&self) -> u32 {
-        if self.sets.is_empty() {
-            return 0;
-        }
         self.set_bounds_within().into_iter().filter(|(min, max)| min == max).map(|(_, max)| max).sum()
     }
 
@@ -394,7 +392,7 @@ impl GroupRequest {
     pub fn surplus(&self, held: impl IntoIterator<Item = u32>) -> Vec<u32> {
         let mut by_set: Vec<Vec<u32>> = vec![Vec::new(); self.sets.len().max(1)];
         for index in held {
-            by_set[if self.sets.is_empty() { 0 } else { self.set_of(index).0 }].push(index);
+            by_set[self.set_of(index).0].push(index);
         }
         let minimums = self.split(self.min_members);
         let mut surplus = Vec::new();

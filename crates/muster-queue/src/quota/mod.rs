@@ -23,7 +23,7 @@ fn with_pod(requests: &[(String, u64)]) -> Vec<(String, u64)> {
 }
 
 /// What member `index` of a group counts against quotas and fair share, by resource name.
-pub fn member_asks(req: &GroupRequest, index: u32) -> Vec<(String, u64)> {
+fn member_asks(req: &GroupRequest, index: u32) -> Vec<(String, u64)> {
     with_pod(req.member_requests(index))
 }
 
