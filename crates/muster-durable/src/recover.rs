@@ -78,6 +78,7 @@ fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>,
             .max()
             .unwrap_or(0),
         dirty: true,
+        last_full_cycle: Snapshot::NO_CYCLE_YET,
         groups: groups.values().cloned().collect(),
         // Decay starts now; past usage comes from the store's usage table.
         usage: config

@@ -423,3 +423,55 @@ fn snapshot_regression_1() {
     ];
     check_snapshot(&ops, 25).unwrap();
 }
+
+#[test]
+fn snapshot_regression_2() {
+    use Op::*;
+    let ops = vec![
+        Tick(0),
+        Tick(0),
+        Submit { queue: 2, min: 1, extra: 0, cpu: 1, duration: None, high: false },
+        Tick(0),
+        Submit { queue: 1, min: 2, extra: 0, cpu: 4, duration: Some(12), high: false },
+        Ready { g: 20, all: true },
+        Tick(0),
+        Cordon { node: 3, on: true },
+        Submit { queue: 0, min: 1, extra: 0, cpu: 1, duration: None, high: false },
+        Finish { g: 44, ok: false },
+        Ready { g: 1, all: true },
+        Tick(0),
+        Submit { queue: 0, min: 1, extra: 0, cpu: 3, duration: Some(17), high: false },
+        Tick(20),
+        Submit { queue: 0, min: 3, extra: 2, cpu: 2, duration: None, high: false },
+        Ready { g: 35, all: true },
+        Submit { queue: 2, min: 2, extra: 0, cpu: 1, duration: Some(58), high: true },
+        Tick(20),
+        Ready { g: 52, all: true },
+        Ready { g: 7, all: true },
+        Submit { queue: 2, min: 2, extra: 0, cpu: 2, duration: Some(15), high: false },
+        Suspend(61),
+        Submit { queue: 2, min: 2, extra: 1, cpu: 3, duration: Some(19), high: false },
+        Finish { g: 26, ok: false },
+        Resume(56),
+        Tick(8),
+        Submit { queue: 2, min: 3, extra: 0, cpu: 1, duration: None, high: true },
+        Tick(4),
+        Resume(20),
+        Tick(8),
+        Finish { g: 3, ok: false },
+        Cordon { node: 1, on: false },
+        Tick(2),
+        Resume(27),
+        Tick(9),
+        Tick(21),
+        Submit { queue: 1, min: 1, extra: 2, cpu: 1, duration: Some(35), high: false },
+        Delete(31),
+        Tick(20),
+        Tick(4),
+        Submit { queue: 1, min: 1, extra: 1, cpu: 2, duration: None, high: true },
+        Suspend(49),
+        Ready { g: 59, all: false },
+        Finish { g: 27, ok: false },
+    ];
+    check_snapshot(&ops, 34).unwrap();
+}

@@ -223,7 +223,7 @@ impl Engine {
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),
-            last_full_cycle: i64::MIN,
+            last_full_cycle: Snapshot::NO_CYCLE_YET,
             last_stats: CycleStats::default(),
             leaving: BTreeMap::new(),
             leaving_for: None,

@@ -23,6 +23,10 @@ pub struct Snapshot {
     pub structure_version: u64,
     /// Something changed since the last full cycle.
     pub dirty: bool,
+    /// When the last full cycle ran: the reservation starts and dues it has already woken for.
+    /// A snapshot written before it was kept reads as no cycle yet, which wakes once more.
+    #[serde(default = "no_cycle_yet")]
+    pub last_full_cycle: i64,
     pub groups: Vec<Group>,
     pub usage: BTreeMap<String, QueueUsage>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
@@ -46,6 +50,7 @@ impl Engine {
             next_alloc_id: self.next_alloc_id,
             structure_version: self.structure_version,
             dirty: self.dirty,
+            last_full_cycle: self.last_full_cycle,
             groups: self.groups.values().map(|g| Group::clone(g)).collect(),
             usage: self.usage_hist.clone(),
             namespaces: self.namespaces.clone(),
@@ -76,6 +81,7 @@ impl Engine {
         e.next_alloc_id = snap.next_alloc_id;
         e.structure_version = snap.structure_version;
         e.dirty = snap.dirty;
+        e.last_full_cycle = snap.last_full_cycle;
         e.namespaces = snap.namespaces;
         e.cordoned = snap.cordoned;
         e.down = snap.down;
@@ -130,4 +136,13 @@ impl Engine {
         }
         Ok(e)
     }
+}
+
+impl Snapshot {
+    /// `last_full_cycle` of an engine that has run no cycle.
+    pub const NO_CYCLE_YET: i64 = i64::MIN;
+}
+
+fn no_cycle_yet() -> i64 {
+    Snapshot::NO_CYCLE_YET
 }
