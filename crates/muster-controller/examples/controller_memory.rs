@@ -54,6 +54,7 @@ fn main() {
             topology: vec![("zone".into(), format!("zone-{}", i % 4)), ("rack".into(), format!("rack-{}", i / 40))],
             pooled: vec![("cpu".into(), 64_000), ("memory".into(), 256 << 30), ("pods".into(), 110)],
             devices: vec![],
+            published: Vec::new(),
             labels: BTreeMap::from([("kubernetes.io/hostname".to_string(), format!("node-{i:05}"))]),
             taints: vec![],
             unschedulable: false,

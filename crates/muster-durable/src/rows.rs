@@ -260,6 +260,7 @@ mod tests {
             min_members: n,
             max_members: n,
             requests: vec![("cpu".into(), cpu)],
+            devices: Vec::new(),
             filter: Default::default(),
             topology: None,
         };

@@ -35,6 +35,7 @@ fn three_sets(members: u32) -> GroupRequest {
         min_members: count,
         max_members: count,
         requests: vec![("cpu".into(), cpu), ("memory".into(), memory)],
+        devices: Vec::new(),
         filter: Default::default(),
         topology: None,
     };

@@ -1,7 +1,9 @@
 //! Growing a graph node by node: used by the cluster description, by `add node`, and by tests.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use crate::dra::PublishedDevice;
 use crate::error::InputError;
 use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, Vertex, VertexId, VertexMeta};
 use crate::quantity::Unit;
@@ -17,6 +19,9 @@ pub struct NodeSpec {
     pub pooled: Vec<(String, u64)>,
     /// Discrete devices, by resource name: how many.
     pub devices: Vec<(String, u32)>,
+    /// Devices drivers publish for the node (Dynamic Resource Allocation): each counts as one
+    /// device of the resource named after its driver.
+    pub published: Vec<PublishedDevice>,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
@@ -101,6 +106,23 @@ impl Graph {
         for (name, count) in &spec.devices {
             resources.push((name.as_str(), resources::unit_of(name)?, ResourceKind::Device, u64::from(*count)));
         }
+        for (i, d) in spec.published.iter().enumerate() {
+            let same = |e: &PublishedDevice| (&e.driver, &e.pool, &e.name) == (&d.driver, &d.pool, &d.name);
+            if spec.published[..i].iter().any(same) {
+                return Err(format!("device {}/{} of driver {} is published twice", d.pool, d.name, d.driver));
+            }
+            if !crate::names::is_dns_subdomain(&d.driver) {
+                return Err(format!(
+                    "driver {:?} of device {} is not a DNS subdomain such as gpu.example.com",
+                    d.driver, d.name
+                ));
+            }
+            if !spec.published[..i].iter().any(|e| e.driver == d.driver) {
+                // A driver's devices are counted as one resource named after it.
+                let count = spec.published.iter().filter(|e| e.driver == d.driver).count() as u64;
+                resources.push((d.driver.as_str(), Unit::Count, ResourceKind::Device, count));
+            }
+        }
         for (i, (name, ..)) in resources.iter().enumerate() {
             if resources[..i].iter().any(|(n, ..)| n == name) {
                 return Err(format!("resource {name:?} is listed twice"));
@@ -176,12 +198,20 @@ impl Graph {
                     self.push_vertex(m, Role::Pooled { node: node_id, resource: rid, amount }, vertex);
                 }
                 ResourceKind::Device => {
+                    let mut published = spec.published.iter().filter(|d| d.driver == name);
                     for i in 0..amount {
                         let mut dm = m.clone();
                         dm.id = i as i64;
-                        dm.name = format!("{vtype}{i}");
+                        let published = published.next().map(|d| Arc::new(d.clone()));
+                        dm.name = published.as_ref().map_or_else(|| format!("{vtype}{i}"), |d| d.name.clone());
                         let dv = self.push_vertex(dm, Role::Device { node: node_id, resource: rid }, vertex);
-                        node.devices.push(DeviceSlot { resource: rid, vertex: dv, holder: None, socket: None });
+                        node.devices.push(DeviceSlot {
+                            resource: rid,
+                            vertex: dv,
+                            holder: None,
+                            socket: None,
+                            published,
+                        });
                     }
                 }
             }
@@ -199,6 +229,7 @@ pub(crate) struct NodeShape {
     topology: Vec<(String, String)>,
     pooled: Vec<String>,
     devices: Vec<(String, u32)>,
+    published: Vec<PublishedDevice>,
 }
 
 impl NodeShape {
@@ -206,8 +237,11 @@ impl NodeShape {
         let mut pooled: Vec<String> = spec.pooled.iter().map(|(r, _)| r.clone()).collect();
         pooled.sort();
         let mut devices = spec.devices.clone();
+        devices.extend(published_counts(spec.published.iter()));
         devices.sort();
-        NodeShape { topology: spec.topology.clone(), pooled, devices }
+        let mut published = spec.published.clone();
+        published.sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+        NodeShape { topology: spec.topology.clone(), pooled, devices, published }
     }
 
     pub(crate) fn of_node(g: &Graph, n: NodeId) -> Self {
@@ -231,8 +265,20 @@ impl NodeShape {
             }
         }
         pooled.sort();
-        NodeShape { topology, pooled, devices: devices.into_iter().collect() }
+        let mut published: Vec<PublishedDevice> =
+            node.devices.iter().filter_map(|s| s.published.as_deref().cloned()).collect();
+        published.sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+        NodeShape { topology, pooled, devices: devices.into_iter().collect(), published }
     }
+}
+
+/// How many devices each driver publishes, by driver.
+fn published_counts<'a>(published: impl Iterator<Item = &'a PublishedDevice>) -> Vec<(String, u32)> {
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    for d in published {
+        *counts.entry(d.driver.clone()).or_default() += 1;
+    }
+    counts.into_iter().collect()
 }
 
 impl Graph {

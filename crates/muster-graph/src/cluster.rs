@@ -212,6 +212,7 @@ impl ClusterDescription {
                     topology,
                     pooled: pooled.clone(),
                     devices: devices.clone(),
+                    published: Vec::new(),
                     labels,
                     taints: taints.clone(),
                     unschedulable: class.unschedulable,

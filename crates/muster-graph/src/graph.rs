@@ -108,6 +108,9 @@ pub struct DeviceSlot {
     pub holder: Option<AllocId>,
     /// Index into the node's `sockets` of the socket the device sits in, if any.
     pub socket: Option<u16>,
+    /// The device as its driver publishes it (Dynamic Resource Allocation); None for a device
+    /// only counted (a device plugin's).
+    pub published: Option<std::sync::Arc<crate::dra::PublishedDevice>>,
 }
 
 /// An allocation's or reservation's use of one node over a time window `[start, end)`.

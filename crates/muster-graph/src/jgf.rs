@@ -320,7 +320,13 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
                     ResourceKind::Pooled => Role::Pooled { node: nid, resource: rid, amount },
                     ResourceKind::Device => {
                         let vertex = VertexId(new_id[&old]);
-                        node.devices.push(DeviceSlot { resource: rid, vertex, holder: None, socket: socket_of[old] });
+                        node.devices.push(DeviceSlot {
+                            resource: rid,
+                            vertex,
+                            holder: None,
+                            socket: socket_of[old],
+                            published: None,
+                        });
                         Role::Device { node: nid, resource: rid }
                     }
                 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dra::{DeviceRequest, check_devices};
 use crate::error::InputError;
 use crate::filter::{NodeFilter, NodeSelectorTerm, Toleration};
 use crate::policy::Policy;
@@ -82,6 +83,9 @@ pub struct MemberSet {
     pub max_members: u32,
     /// Per member, in base units, by Kubernetes resource name.
     pub requests: Vec<(String, u64)>,
+    /// Per member, published devices picked by selectors (Dynamic Resource Allocation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRequest>,
     #[serde(flatten)]
     pub filter: NodeFilter,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,6 +100,7 @@ impl MemberSet {
             min_members,
             max_members,
             requests: requests.to_vec(),
+            devices: Vec::new(),
             filter: filter.clone(),
             topology: None,
         }
@@ -125,6 +130,9 @@ pub struct GroupRequest {
     pub max_members: u32,
     /// Per member, in base units, by Kubernetes resource name.
     pub requests: Vec<(String, u64)>,
+    /// Per member, published devices picked by selectors (Dynamic Resource Allocation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRequest>,
     #[serde(flatten)]
     pub filter: NodeFilter,
     /// Exactly this many members on each node used, each node distinct (Flux `node > slot`).
@@ -274,12 +282,9 @@ impl GroupRequest {
         if !self.sets.is_empty() {
             return std::borrow::Cow::Borrowed(&self.sets);
         }
-        std::borrow::Cow::Owned(vec![MemberSet::alike(
-            self.min_members,
-            self.max_members,
-            &self.requests,
-            &self.filter,
-        )])
+        let mut alike = MemberSet::alike(self.min_members, self.max_members, &self.requests, &self.filter);
+        alike.devices.clone_from(&self.devices);
+        std::borrow::Cow::Owned(vec![alike])
     }
 
     /// The set member `index` belongs to (by position), and the number of that set's first member;
@@ -404,6 +409,11 @@ impl GroupRequest {
         surplus
     }
 
+    /// The devices member `index` asks for.
+    pub fn member_devices(&self, index: u32) -> &[DeviceRequest] {
+        if self.sets.is_empty() { &self.devices } else { &self.sets[self.set_of(index).0].devices }
+    }
+
     /// The request for set `k` alone: its share of the group's bounds, its requests, the group's
     /// other terms.
     pub fn set_request(&self, k: usize) -> GroupRequest {
@@ -412,6 +422,7 @@ impl GroupRequest {
         r.name = if s.name.is_empty() { self.name.clone() } else { format!("{}/{}", self.name, s.name) };
         (r.min_members, r.max_members) = self.set_bounds_within()[k];
         r.requests.clone_from(&s.requests);
+        r.devices.clone_from(&s.devices);
         r.filter.clone_from(&s.filter);
         r.topology = if self.sets.is_empty() { self.topology.clone() } else { s.topology.clone() };
         r.sets = Vec::new();
@@ -482,6 +493,7 @@ impl GroupRequest {
             min_members: members,
             max_members: members,
             requests: requests.iter().map(|(r, a)| (r.to_string(), *a)).collect(),
+            devices: Vec::new(),
             filter: NodeFilter::default(),
             members_per_node: None,
             exclusive: false,
@@ -552,6 +564,8 @@ struct GroupForm {
     members: Option<Count>,
     #[serde(default)]
     resources: Option<BTreeMap<String, serde_yaml_ng::Value>>,
+    #[serde(default)]
+    devices: Vec<DeviceRequest>,
     /// Members that differ, in sets; instead of `members` and `resources`.
     #[serde(default)]
     sets: Vec<SetForm>,
@@ -581,6 +595,8 @@ struct SetForm {
     name: String,
     members: Count,
     resources: BTreeMap<String, serde_yaml_ng::Value>,
+    #[serde(default)]
+    devices: Vec<DeviceRequest>,
     #[serde(default)]
     node_selector: BTreeMap<String, String>,
     #[serde(default)]
@@ -666,6 +682,7 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         return Err(InputError::new(file, "resources", "say what each member asks, such as {cpu: 1}"));
     };
     let requests = parse_requests(file, "resources", resources)?;
+    check_devices(&form.devices).map_err(|(path, m)| InputError::new(file, format!("devices{path}"), m))?;
     check_affinity(file, "affinity", &form.affinity)?;
     let duration = match form.duration {
         Some(d) => check_duration(file, "duration", d as f64)?,
@@ -679,6 +696,7 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
         min_members,
         max_members,
         requests,
+        devices: form.devices.clone(),
         filter: NodeFilter {
             node_selector: form.node_selector.clone(),
             affinity: form.affinity.clone(),
@@ -703,6 +721,7 @@ fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputErr
     let beside = [
         ("members", form.members.is_some()),
         ("resources", form.resources.is_some()),
+        ("devices", !form.devices.is_empty()),
         ("nodeSelector", !form.node_selector.is_empty()),
         ("affinity", !form.affinity.is_empty()),
         ("tolerations", !form.tolerations.is_empty()),
@@ -715,11 +734,13 @@ fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputErr
         let path = |field: &str| format!("sets[{i}].{field}");
         let (min_members, max_members) = f.members.bounds(file, &path("members"))?;
         check_affinity(file, &path("affinity"), &f.affinity)?;
+        check_devices(&f.devices).map_err(|(p, m)| InputError::new(file, format!("{}{p}", path("devices")), m))?;
         sets.push(MemberSet {
             name: f.name.clone(),
             min_members,
             max_members,
             requests: parse_requests(file, &path("resources"), &f.resources)?,
+            devices: f.devices.clone(),
             filter: NodeFilter {
                 node_selector: f.node_selector.clone(),
                 affinity: f.affinity.clone(),

@@ -8,6 +8,7 @@
 pub mod allocations;
 pub mod builder;
 pub mod cluster;
+pub mod dra;
 pub mod error;
 pub mod filter;
 pub mod graph;

@@ -7,7 +7,9 @@
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::rc::Rc;
 
+use crate::dra::DeviceMatcher;
 use crate::graph::{DomainId, Graph, NodeId, VertexId};
 use crate::jobspec::{ConstraintMode, GroupRequest, MAX_TOPOLOGY_WEIGHT, TopologyConstraint};
 use crate::policy::Policy;
@@ -39,6 +41,9 @@ pub struct Demand<'a> {
     pub max_units: u32,
     /// Whole sockets each member holds, when it asks for sockets.
     pub sockets: Option<SocketDemand>,
+    /// Which published devices serve each member, when it asks for some (shared by clones: what
+    /// it has decided of a device holds for all of them).
+    pub(crate) devices: Option<Rc<DeviceMatcher>>,
     /// By node id, the window start before which the node has been found to take no unit of
     /// this demand in a future window (see `Graph::node_units`); empty unless the caller searches
     /// the same unchanged graph at ascending future starts, as a reservation does.
@@ -71,6 +76,15 @@ impl<'a> Demand<'a> {
             }
             None => None,
         };
+        let devices = if request.devices.is_empty() {
+            None
+        } else {
+            let m = DeviceMatcher::new(graph, &request.devices).map_err(|e| Unsatisfiable(e.to_string()))?;
+            for (r, count) in m.per_member() {
+                per_member[r.index()] += count;
+            }
+            Some(Rc::new(m))
+        };
         if let Some(pods) = graph.resources.get("pods")
             && per_member[pods.index()] == 0
             && sockets.is_none()
@@ -93,6 +107,7 @@ impl<'a> Demand<'a> {
             min_units: request.min_members.div_ceil(unit_size),
             max_units: request.max_members / unit_size,
             sockets,
+            devices,
             future_full_until: Vec::new(),
         })
     }
@@ -167,6 +182,10 @@ impl Graph {
             (_, true, Some(_)) => (0, i64::MAX),
             (_, true, None) => (units, until),
             (_, false, _) => self.pool_units(n, d, window, units),
+        };
+        let (units, until) = match &d.devices {
+            Some(m) if units > 0 => self.device_units(n, d, m, window, units),
+            _ => (units, until),
         };
         // The filter is the dearest check; most nodes of a busy cluster fail on room first.
         if units == 0 || !d.request.filter.admits(node) {
@@ -738,6 +757,13 @@ impl Graph {
                     "each member needs".to_string()
                 };
                 return format!("{who} {need} whole sockets{what}; the best matching node has {best} such sockets");
+            }
+        }
+        if let Some(m) = &d.devices {
+            let served = |n: &crate::graph::Node| !crate::dra::pick(&n.devices, |_| true, m, 1).is_empty();
+            if !self.live_nodes().any(|(_, n)| req.filter.admits(n) && served(n)) {
+                let error = m.first_error().map(|e| format!(" ({e})")).unwrap_or_default();
+                return format!("no matching node has the devices one member asks for: {}{error}", m.describe(self));
             }
         }
         let needed = d.min_units;

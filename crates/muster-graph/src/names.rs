@@ -20,8 +20,8 @@ fn is_label_name(s: &str) -> bool {
         && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
-/// A DNS subdomain: dot-separated DNS labels, at most 253 characters.
-fn is_dns_subdomain(s: &str) -> bool {
+/// A DNS subdomain: dot-separated DNS labels, at most 253 characters (a DRA driver's name).
+pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 

@@ -13,6 +13,7 @@ fn set(name: &str, members: u32, requests: &[(&str, u64)]) -> MemberSet {
         min_members: members,
         max_members: members,
         requests: requests.iter().map(|(r, a)| (r.to_string(), *a)).collect(),
+        devices: Vec::new(),
         filter: Default::default(),
         topology: None,
     }

@@ -17,6 +17,7 @@ fn set(name: &str, min: u32, max: u32, requests: &[(&str, u64)]) -> MemberSet {
         min_members: min,
         max_members: max,
         requests: requests.iter().map(|(r, a)| (r.to_string(), *a)).collect(),
+        devices: Vec::new(),
         filter: Default::default(),
         topology: None,
     }

@@ -539,6 +539,7 @@ impl GroupSpec {
             min_members,
             max_members,
             requests: requests(&file, "spec.resources", &self.resources)?,
+            devices: Vec::new(),
             filter: node_filter(&file, "spec", &self.node_selector, &self.affinity, &self.tolerations)?,
             members_per_node: None,
             exclusive: false,
@@ -578,6 +579,7 @@ impl GroupSpec {
                 min_members,
                 max_members,
                 requests: requests(&file, &format!("{at}.resources"), &s.resources)?,
+                devices: Vec::new(),
                 filter: node_filter(&file, &at, &s.node_selector, &s.affinity, &s.tolerations)?,
                 topology: s.topology.as_ref().map(engine_topology),
             });

@@ -1198,6 +1198,7 @@ fn unsatisfiable_is_marked_once_and_not_retried() {
         topology: vec![("rack".into(), "n-rack-0".into())],
         pooled: vec![("cpu".into(), 32000), ("memory".into(), 1 << 30), ("pods".into(), 110)],
         devices: vec![],
+        published: Vec::new(),
         labels: Default::default(),
         taints: vec![],
         unschedulable: false,

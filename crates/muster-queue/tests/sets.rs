@@ -13,6 +13,7 @@ fn head_and_workers(workers: u32) -> GroupSpec {
         min_members: members,
         max_members: members,
         requests: vec![("cpu".into(), cpu * 1000)],
+        devices: Vec::new(),
         filter: Default::default(),
         topology: None,
     };
@@ -114,6 +115,7 @@ fn a_group_of_two_elastic_sets_is_capped_and_grown_along_its_member_steps() {
         min_members: min,
         max_members: max,
         requests: vec![("cpu".into(), cpu * 1000)],
+        devices: Vec::new(),
         filter: Default::default(),
         topology: None,
     };

@@ -99,6 +99,7 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
             topology,
             pooled,
             devices,
+            published: Vec::new(),
             labels,
             taints,
             unschedulable: under_pressure || spec.and_then(|s| s.unschedulable).unwrap_or(false),

@@ -26,6 +26,7 @@ pub fn node(name: &str, cpu: u64) -> NodeView {
             topology: vec![],
             pooled: vec![("cpu".into(), cpu * 1000), ("memory".into(), 64 << 30), ("pods".into(), 110)],
             devices: vec![],
+            published: Vec::new(),
             labels: BTreeMap::new(),
             taints: vec![],
             unschedulable: false,

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::builder::{NodeShape, NodeSpec};
+use crate::dra::{self, DeviceMatcher};
 use crate::error::{GraphError, InputError};
 use crate::graph::{AllocId, DeviceSlot, Graph, Node, NodeId, Span, VertexId};
 use crate::jobspec::{ConstraintMode, GroupRequest, TopologyConstraint};
@@ -324,13 +325,29 @@ impl ResourceGraph {
                 v.push(i);
             }
         }
+        // Once for all nodes: what one device match decides holds on every node. The search
+        // that placed the members compiled the same selectors.
+        let matchers: Vec<Option<DeviceMatcher>> = if a.reserved {
+            Vec::new()
+        } else {
+            (a.request.member_sets().iter())
+                .map(|s| (!s.devices.is_empty()).then(|| DeviceMatcher::new(&self.graph, &s.devices).ok()).flatten())
+                .collect()
+        };
         for (n, on_node) in by_node {
-            self.apply_node(a, n, &on_node, since);
+            self.apply_node(a, n, &on_node, since, &matchers);
         }
     }
 
     /// `apply_nodes` for one node; `on_node` are the indexes into `a.members` placed there.
-    fn apply_node(&mut self, a: &mut Allocation, n: NodeId, on_node: &[usize], since: Option<i64>) {
+    fn apply_node(
+        &mut self,
+        a: &mut Allocation,
+        n: NodeId,
+        on_node: &[usize],
+        since: Option<i64>,
+        matchers: &[Option<DeviceMatcher>],
+    ) {
         let device_resources: Vec<usize> =
             (0..self.graph.resources.len()).filter(|&i| self.graph.is_device(i)).collect();
         let node = self.graph.node_mut(n);
@@ -355,7 +372,7 @@ impl ResourceGraph {
                 for (u, o) in node.used.iter_mut().zip(&amounts) {
                     *u += o;
                 }
-                take_devices(node, a, on_node, &device_resources, &sockets);
+                take_devices(node, a, on_node, (&device_resources, matchers), &sockets);
             }
             node.spans.push(Span {
                 alloc: a.id,
@@ -893,19 +910,45 @@ impl ResourceGraph {
 }
 
 /// Devices for `a`'s members `on_node` on `node`: each keeps (or, on import, claims) what it
-/// lists; a member holding sockets takes every device in them; the others take free ones, on a
-/// node with sockets from the sockets `split` gave them.
-fn take_devices(node: &mut Node, a: &mut Allocation, on_node: &[usize], kinds: &[usize], split: &[Vec<u64>]) {
+/// lists; a member without devices yet whose set asks for published ones takes them first (by
+/// `matchers`, one per set, the choice the search counted with), so that plain counts of the
+/// same driver take what the selectors left; a member holding sockets takes every device in them;
+/// the others take free ones, on a node with sockets from the sockets `split` gave them.
+fn take_devices(
+    node: &mut Node,
+    a: &mut Allocation,
+    on_node: &[usize],
+    (kinds, matchers): (&[usize], &[Option<DeviceMatcher>]),
+    split: &[Vec<u64>],
+) {
     let mut budget = split.to_vec();
     for &mi in on_node {
-        let wants: Vec<u64> = a.member_amounts(a.members[mi].index).to_vec();
-        let member = &mut a.members[mi];
+        let member = &a.members[mi];
         for slot in node.devices.iter_mut().filter(|s| member.devices.contains(&s.vertex)) {
             slot.holder = Some(a.id);
             if let Some(b) = slot.socket.and_then(|x| budget.get_mut(usize::from(x))) {
                 b[slot.resource.index()] = b[slot.resource.index()].saturating_sub(1);
             }
         }
+    }
+    for &mi in on_node {
+        let set = a.request.set_of(a.members[mi].index).0;
+        let Some(m) = matchers.get(set).and_then(Option::as_ref) else { continue };
+        if !a.members[mi].devices.is_empty() {
+            continue;
+        }
+        for i in dra::pick(&node.devices, |s| s.holder.is_none(), m, 1).concat() {
+            let slot = &mut node.devices[i];
+            slot.holder = Some(a.id);
+            if let Some(b) = slot.socket.and_then(|x| budget.get_mut(usize::from(x))) {
+                b[slot.resource.index()] = b[slot.resource.index()].saturating_sub(1);
+            }
+            a.members[mi].devices.push(slot.vertex);
+        }
+    }
+    for &mi in on_node {
+        let wants: Vec<u64> = a.member_amounts(a.members[mi].index).to_vec();
+        let member = &mut a.members[mi];
         if !member.sockets.is_empty() {
             let own: Vec<usize> =
                 member.sockets.iter().filter_map(|v| node.sockets.iter().position(|s| s.vertex == *v)).collect();

@@ -147,6 +147,7 @@ fn from_flux_slots(file: &str, spec: &FluxJobspec, slots: &[String]) -> Result<G
             min_members: r.min_members,
             max_members: r.max_members,
             requests: r.requests,
+            devices: Vec::new(),
             filter: NodeFilter::default(),
             topology: None,
         });
@@ -237,6 +238,7 @@ fn from_flux_shape(file: &str, spec: &FluxJobspec, mut shape: FluxShape) -> Resu
         min_members,
         max_members,
         requests: shape.requests.into_iter().filter(|(_, a)| *a > 0).collect(),
+        devices: Vec::new(),
         filter: NodeFilter::default(),
         members_per_node,
         exclusive: shape.exclusive || shape.slot_is_whole_node,

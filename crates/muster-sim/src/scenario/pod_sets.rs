@@ -100,6 +100,7 @@ pub(super) fn class_pods(
             min_members: min,
             max_members: max,
             requests: parse_requests(file, &format!("{here}.resources"), &s.resources, offered)?,
+            devices: Vec::new(),
             filter: NodeFilter {
                 node_selector: s.node_selector.clone(),
                 affinity: vec![],

@@ -1,0 +1,46 @@
+//! What one member asks of published devices.
+
+use serde::{Deserialize, Serialize};
+
+use super::selector::Selector;
+
+/// `count` devices of `driver` that every selector accepts (a ResourceClaim's request with
+/// `allocationMode: ExactCount`, its DeviceClass's selectors first). Each member of the group
+/// gets devices of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceRequest {
+    /// The request's name, as the claim names it (what an allocation result refers to).
+    pub name: String,
+    /// The driver whose devices may serve it: a request is served by one driver's devices.
+    pub driver: String,
+    pub count: u32,
+    /// CEL expressions over `device`; a device matches when every one is true.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selectors: Vec<String>,
+}
+
+/// Checks a member's device requests as a user wrote them: each named once, a driver, at least
+/// one device, selectors that compile. An error gives the path below the list (`[1].count`) and
+/// what to change.
+pub fn check_devices(requests: &[DeviceRequest]) -> Result<(), (String, String)> {
+    for (i, r) in requests.iter().enumerate() {
+        let at = |field: &str| format!("[{i}].{field}");
+        if r.name.is_empty() {
+            return Err((at("name"), "a device request needs a name".into()));
+        }
+        if requests[..i].iter().any(|o| o.name == r.name) {
+            return Err((at("name"), format!("{:?} names another request too; names must be unique", r.name)));
+        }
+        if r.driver.is_empty() {
+            return Err((at("driver"), "say which driver's devices serve it, such as gpu.example.com".into()));
+        }
+        if r.count == 0 {
+            return Err((at("count"), "ask for at least one device".into()));
+        }
+        for (k, s) in r.selectors.iter().enumerate() {
+            Selector::compile(s).map_err(|e| (at(&format!("selectors[{k}]")), e.message))?;
+        }
+    }
+    Ok(())
+}
