@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::builder::NodeSpec;
+use crate::dra::{AttributeValue, PublishedDevice};
 use crate::error::InputError;
 use crate::graph::{Graph, Taint, TaintEffect};
 use crate::names::{self, is_dns_label};
@@ -45,6 +46,9 @@ pub struct NodeClass {
     pub capacity: BTreeMap<String, serde_yaml_ng::Value>,
     #[serde(default)]
     pub devices: BTreeMap<String, i64>,
+    /// Devices DRA drivers publish for each node of the class (in ResourceSlices).
+    #[serde(default)]
+    pub published: Vec<PublishedClass>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -53,6 +57,68 @@ pub struct NodeClass {
     pub unschedulable: bool,
     #[serde(default)]
     pub spread: BTreeMap<String, i64>,
+}
+
+/// `count` alike devices of one driver on every node of a class, named `<leaf>-<i>` (`gpu-0`
+/// for driver `gpu.example.com`) in a pool named after the node.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedClass {
+    pub driver: String,
+    pub count: i64,
+    /// By name: a string, an integer, a boolean, or `{version: 1.2.3}`.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, serde_yaml_ng::Value>,
+    /// By name, Kubernetes quantities.
+    #[serde(default)]
+    pub capacity: BTreeMap<String, serde_yaml_ng::Value>,
+}
+
+impl PublishedClass {
+    /// The devices of one node, or a message naming the field at fault (below `published[i]`).
+    fn devices(&self, node: &str) -> Result<Vec<PublishedDevice>, (String, String)> {
+        if !names::is_dns_subdomain(&self.driver) || !self.driver.contains('.') {
+            return Err(("driver".into(), format!("{:?} is not a driver name such as gpu.example.com", self.driver)));
+        }
+        if !(1..=128).contains(&self.count) {
+            return Err(("count".into(), format!("{} devices is out of range; allowed 1..=128", self.count)));
+        }
+        let mut template = PublishedDevice::new(&self.driver, node, "");
+        for (name, v) in &self.attributes {
+            let value = match v {
+                serde_yaml_ng::Value::String(s) => AttributeValue::String(s.clone()),
+                serde_yaml_ng::Value::Bool(b) => AttributeValue::Bool(*b),
+                serde_yaml_ng::Value::Number(n) if n.is_i64() => AttributeValue::Int(n.as_i64().unwrap_or_default()),
+                serde_yaml_ng::Value::Mapping(m) if m.len() == 1 => match m.get("version") {
+                    Some(serde_yaml_ng::Value::String(v)) if semver::Version::parse(v).is_ok() => {
+                        AttributeValue::Version(v.clone())
+                    }
+                    _ => return Err((format!("attributes.{name}"), "write a version as {version: 1.2.3}".into())),
+                },
+                _ => {
+                    return Err((
+                        format!("attributes.{name}"),
+                        "must be a string, an integer, a boolean or {version: 1.2.3}".into(),
+                    ));
+                }
+            };
+            template = template.with_attribute(name, value);
+        }
+        for (name, v) in &self.capacity {
+            let text = scalar_text(v)
+                .filter(|t| crate::quantity::parse_scaled(t, 1).is_ok())
+                .ok_or_else(|| (format!("capacity.{name}"), "must be a quantity such as 80Gi".to_string()))?;
+            template = template.with_capacity(name, &text);
+        }
+        let leaf = self.driver.split('.').next().unwrap_or(&self.driver);
+        Ok((0..self.count)
+            .map(|i| {
+                let mut d = template.clone();
+                d.name = format!("{leaf}-{i}");
+                d
+            })
+            .collect())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -207,12 +273,18 @@ impl ClusterDescription {
                         topology.push((level.level.clone(), domain));
                     }
                 }
+                let published = (class.published.iter().enumerate())
+                    .map(|(pi, p)| {
+                        p.devices(&name).map_err(|(field, m)| err(at(&format!("published[{pi}].{field}")), m))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+                    .concat();
                 let spec = NodeSpec {
                     name,
                     topology,
                     pooled: pooled.clone(),
                     devices: devices.clone(),
-                    published: Vec::new(),
+                    published,
                     labels,
                     taints: taints.clone(),
                     unschedulable: class.unschedulable,

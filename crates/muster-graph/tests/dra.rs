@@ -166,6 +166,11 @@ fn selectors_read_quantities_versions_and_absent_domains_as_kubernetes_does() {
         fits(r#"device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].model != "a100""#),
         h100_only
     );
+    // cel.bind names the domain once, as Kubernetes' environment allows.
+    assert_eq!(
+        fits(r#"cel.bind(g, device.attributes["gpu.example.com"], g.model == "h100" && g.uuid != "")"#),
+        h100_only
+    );
     // A domain no device has is an empty map, not an error: nothing is in it.
     assert_eq!(fits(r#"!("model" in device.attributes["other.example.com"])"#), either);
     assert_eq!(fits(r#"has(device.attributes["other.example.com"].model)"#), None);
@@ -235,4 +240,58 @@ devices:
     assert!(e.contains("devices[0].count") && e.contains("at least one"), "{e}");
     let e = refused("{name: g, driver: gpu.example.com, count: 1}, {name: g, driver: gpu.example.com, count: 1}");
     assert!(e.contains("devices[1].name"), "{e}");
+}
+
+#[test]
+fn a_cluster_description_publishes_devices_that_the_group_form_selects() {
+    let cluster = r#"
+name: dra
+nodeClasses:
+  - name: old
+    count: 2
+    capacity: {cpu: 64, memory: 512Gi}
+    published:
+      - {driver: gpu.example.com, count: 8, attributes: {model: a100, driverVersion: {version: 535.0.0}}, capacity: {memory: 40Gi}}
+  - name: new
+    count: 2
+    capacity: {cpu: 64, memory: 512Gi}
+    published:
+      - {driver: gpu.example.com, count: 8, attributes: {model: h100, driverVersion: {version: 550.54.15}}, capacity: {memory: 80Gi}}
+      - {driver: nic.example.com, count: 2, attributes: {rdma: true, numa: 1}}
+"#;
+    let graph = muster_graph::load_graph("cluster.yaml", cluster).unwrap();
+    let node = graph.node(graph.node_id("new-1").unwrap());
+    let names: Vec<&str> = node.devices.iter().map(|s| s.published.as_ref().unwrap().name.as_str()).collect();
+    assert_eq!(names.len(), 10);
+    assert!(names.contains(&"gpu-7") && names.contains(&"nic-1"), "{names:?}");
+    let mut r = ResourceGraph::new(graph, Policy::First);
+    let group = parse(
+        "g.yaml",
+        r#"
+name: train
+members: 2
+resources: {cpu: 1}
+devices:
+  - {name: gpus, driver: gpu.example.com, count: 8, selectors: ['device.attributes["gpu.example.com"].driverVersion.isGreaterThan(semver("540.0.0"))']}
+  - {name: nic, driver: nic.example.com, count: 1, selectors: ['device.attributes["nic.example.com"].rdma && device.attributes["nic.example.com"].numa == 1']}
+"#,
+    )
+    .unwrap();
+    let MatchOutcome::Allocated(id) = r.allocate(&group, 0) else { panic!("both new nodes serve a member") };
+    for (index, devices) in held(&r, id) {
+        assert_eq!(devices.len(), 9, "member {index}: eight GPUs and a NIC");
+        assert!(devices.iter().all(|(node, _)| node.starts_with("new-")), "{devices:?}");
+    }
+    let refused = |published: &str| {
+        let text = format!(
+            "name: c\nnodeClasses:\n  - {{name: n, count: 1, capacity: {{cpu: 1}}, published: [{published}]}}\n"
+        );
+        muster_graph::load_graph("cluster.yaml", &text).unwrap_err().to_string()
+    };
+    let e = refused("{driver: gpu.example.com, count: 1, attributes: {model: [a, b]}}");
+    assert!(e.contains("published[0].attributes.model"), "{e}");
+    let e = refused("{driver: gpu.example.com, count: 1, attributes: {v: {version: not-a-version}}}");
+    assert!(e.contains("{version: 1.2.3}"), "{e}");
+    let e = refused("{driver: gpu, count: 1}");
+    assert!(e.contains("published[0].driver"), "{e}");
 }

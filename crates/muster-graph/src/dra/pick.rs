@@ -3,11 +3,14 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use cel::Context;
 
+use super::PublishedDevice;
 use super::request::DeviceRequest;
-use super::selector::{ReadKey, Selector, SelectorError, root_context};
+use super::selector::{Selector, SelectorError, root_context};
 use crate::graph::{AllocId, DeviceSlot, Graph, NodeId};
 use crate::matcher::{Demand, Window};
 use crate::resources::ResourceId;
@@ -17,10 +20,9 @@ use crate::resources::ResourceId;
 pub(crate) struct DeviceMatcher {
     requests: Vec<Compiled>,
     root: OnceCell<Context<'static, 'static>>,
-    /// By (request, selector, the device's values on the paths the selector reads).
-    by_reads: RefCell<HashMap<(usize, usize, ReadKey), bool>>,
-    /// By (request, device), for selectors whose reads cannot be followed.
-    by_device: RefCell<HashMap<(usize, *const super::PublishedDevice), bool>>,
+    /// By (request, selector, a hash of the device's reads): devices decided, each with its
+    /// result; a device with the same reads as one of them matches alike.
+    by_reads: RefCell<HashMap<(usize, usize, u64), Vec<(Arc<PublishedDevice>, bool)>>>,
     /// The first evaluation error: a device it occurs on does not match, and a group that then
     /// does not fit is told why.
     first_error: RefCell<Option<String>>,
@@ -67,7 +69,6 @@ impl DeviceMatcher {
             requests: compiled,
             root: OnceCell::new(),
             by_reads: RefCell::default(),
-            by_device: RefCell::default(),
             first_error: RefCell::default(),
         })
     }
@@ -100,33 +101,28 @@ impl DeviceMatcher {
         if slot.resource != req.resource {
             return false;
         }
-        let Some(device) = slot.published.as_deref() else {
+        let Some(published) = &slot.published else {
             // A device counted but not published (a device plugin's): no selector can see it.
             return req.selectors.is_empty();
         };
-        req.selectors.iter().enumerate().all(|(s, sel)| match sel.read_key(device) {
-            Some(key) => {
-                let key = (r, s, key);
-                if let Some(&m) = self.by_reads.borrow().get(&key) {
-                    return m;
-                }
-                let m = self.evaluate(sel, device);
-                self.by_reads.borrow_mut().insert(key, m);
-                m
+        let device = &**published;
+        req.selectors.iter().enumerate().all(|(s, sel)| {
+            let Some(reads) = sel.reads(device) else { return self.evaluate(sel, device) };
+            let mut h = DefaultHasher::new();
+            reads.for_each(|x| x.hash(&mut h));
+            let key = (r, s, h.finish());
+            let same = |other: &PublishedDevice| sel.reads(device).zip(sel.reads(other)).is_some_and(|(a, b)| a.eq(b));
+            if let Some(&(_, m)) = self.by_reads.borrow().get(&key).and_then(|seen| seen.iter().find(|(d, _)| same(d)))
+            {
+                return m;
             }
-            None => {
-                let key = (r, std::ptr::from_ref(device));
-                if let Some(&m) = self.by_device.borrow().get(&key) {
-                    return m;
-                }
-                let m = self.evaluate(sel, device);
-                self.by_device.borrow_mut().insert(key, m);
-                m
-            }
+            let m = self.evaluate(sel, device);
+            self.by_reads.borrow_mut().entry(key).or_default().push((Arc::clone(published), m));
+            m
         })
     }
 
-    fn evaluate(&self, sel: &Selector, device: &super::PublishedDevice) -> bool {
+    fn evaluate(&self, sel: &Selector, device: &PublishedDevice) -> bool {
         match sel.matches(self.root.get_or_init(root_context), device) {
             Ok(m) => m,
             Err(e) => {

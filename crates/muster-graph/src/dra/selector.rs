@@ -2,16 +2,16 @@
 //! Kubernetes' environment for them (the `device` variable, `quantity` and `semver` values).
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use cel::common::ast::{Expr, LiteralValue, operators};
+use cel::common::ast::{ComprehensionExpr, Expr, ListExpr, LiteralValue, operators};
 use cel::extractors::This;
 use cel::objects::{Key, Opaque};
-use cel::parser::Expression;
-use cel::{Context, Env, ExecutionError, Program, Value};
+use cel::parser::{Expression, Macro, MacroExprHelper};
+use cel::{Context, Env, ExecutionError, ParseError, Program, Value};
 
-use super::device::PublishedDevice;
+use super::device::{AttributeValue, PublishedDevice};
 use crate::quantity::parse_scaled;
 
 /// A selector that does not compile, with the expression.
@@ -45,15 +45,57 @@ enum Part {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum DevicePath {
     Driver,
-    Entry(Part, String, String),
+    /// An attribute or capacity by domain and identifier, and its qualified name
+    /// (`domain/id`), as a driver may publish it.
+    Entry(Part, String, String, String),
 }
 
-/// The values a device has on a selector's paths: what its result depends on.
-pub(crate) type ReadKey = Vec<Option<String>>;
+/// What a device has on one of a selector's paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Read<'a> {
+    Absent,
+    Text(&'a str),
+    Attribute(&'a AttributeValue),
+}
 
+/// The standard library and `cel.bind`, which Kubernetes' environment has (to name an attribute
+/// domain once: `cel.bind(gpu, device.attributes["gpu.example.com"], gpu.model == "h100")`).
 fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    Arc::clone(ENV.get_or_init(|| Arc::new(Env::stdlib())))
+    Arc::clone(ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // A fresh Env declares no `bind`, so adding it cannot fail.
+        let _ = env.add_macro(Macro::receiver("bind", 3, bind));
+        Arc::new(env)
+    }))
+}
+
+/// Expands `cel.bind(name, value, result)` into a comprehension over nothing whose accumulator
+/// is `name`, set to `value` once: `result` then reads it as a variable.
+fn bind(
+    helper: &mut MacroExprHelper<'_>,
+    target: &mut Option<Expression>,
+    args: &mut Vec<Expression>,
+) -> Result<Option<Expression>, ParseError> {
+    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(n)) if n == "cel") {
+        return Ok(None);
+    }
+    let [name, value, result] =
+        std::mem::take(args).try_into().map_err(|_| helper.new_error(0, "cel.bind takes three arguments"))?;
+    let Expr::Ident(var) = name.expr else {
+        return Err(helper.new_error(name.id, "cel.bind's first argument is the name to bind"));
+    };
+    let bound = ComprehensionExpr {
+        iter_range: helper.next_expr(Expr::List(ListExpr::new(Vec::new()))),
+        iter_var: "#unused".to_owned(),
+        iter_var2: None,
+        accu_var: var.clone(),
+        accu_init: value,
+        loop_cond: helper.next_expr(Expr::Literal(LiteralValue::Boolean(false.into()))),
+        loop_step: helper.next_expr(Expr::Ident(var)),
+        result,
+    };
+    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(bound)))))
 }
 
 impl Selector {
@@ -72,27 +114,24 @@ impl Selector {
         Ok(Self { expression: expression.to_string(), program, reads, domains })
     }
 
-    /// The key two devices share when this selector is bound to decide them alike; None when
-    /// the expression reads `device` in a way this cannot follow.
-    pub(crate) fn read_key(&self, device: &PublishedDevice) -> Option<ReadKey> {
-        let reads = self.reads.as_ref()?;
-        Some(
-            reads
-                .iter()
-                .map(|p| match p {
-                    DevicePath::Driver => Some(device.driver.clone()),
-                    DevicePath::Entry(part, domain, id) => {
-                        let found = |name: &String| device.split_name(name) == (domain.as_str(), id.as_str());
-                        match part {
-                            Part::Attributes => {
-                                device.attributes.iter().find(|(n, _)| found(n)).map(|(_, v)| format!("{v:?}"))
-                            }
-                            Part::Capacity => device.capacity.iter().find(|(n, _)| found(n)).map(|(_, q)| q.clone()),
-                        }
+    /// What `device` has on each path this selector reads: two devices with the same reads
+    /// match alike. None when the expression reads `device` in a way this cannot follow.
+    pub(crate) fn reads<'a>(&'a self, device: &'a PublishedDevice) -> Option<impl Iterator<Item = Read<'a>> + 'a> {
+        let paths = self.reads.as_ref()?;
+        Some(paths.iter().map(move |p| match p {
+            DevicePath::Driver => Read::Text(&device.driver),
+            DevicePath::Entry(part, domain, id, qualified) => {
+                let own = *domain == device.driver;
+                match part {
+                    Part::Attributes => {
+                        entry(&device.attributes, own, id, qualified).map_or(Read::Absent, Read::Attribute)
                     }
-                })
-                .collect(),
-        )
+                    Part::Capacity => {
+                        entry(&device.capacity, own, id, qualified).map_or(Read::Absent, |q| Read::Text(q))
+                    }
+                }
+            }
+        }))
     }
 
     /// Whether `device` matches, in `root` (a context with the environment's functions). Any
@@ -133,6 +172,12 @@ impl Selector {
         }
         Value::Map(cel::objects::Map { map: Arc::new(device_map) })
     }
+}
+
+/// The entry named `id` (for the driver's `own` domain, as most drivers write it) or by its
+/// qualified name.
+fn entry<'m, V>(m: &'m BTreeMap<String, V>, own: bool, id: &str, qualified: &str) -> Option<&'m V> {
+    own.then(|| m.get(id)).flatten().or_else(|| m.get(qualified))
 }
 
 fn part_key(part: Part) -> &'static str {
@@ -243,7 +288,7 @@ impl Opaque for Semver {
 /// way) and the domains it names into `domains`.
 fn walk(e: &Expression, reads: &mut Option<Vec<DevicePath>>, domains: &mut Vec<(Part, String)>) {
     if let Some(path) = device_path(&e.expr) {
-        if let DevicePath::Entry(part, domain, _) = &path {
+        if let DevicePath::Entry(part, domain, ..) = &path {
             domains.push((*part, domain.clone()));
         }
         if let Some(r) = reads {
@@ -304,7 +349,8 @@ fn device_path(e: &Expr) -> Option<DevicePath> {
         _ => return None,
     };
     let (part, domain) = domain_map(inner)?;
-    Some(DevicePath::Entry(part, domain, id))
+    let qualified = format!("{domain}/{id}");
+    Some(DevicePath::Entry(part, domain, id, qualified))
 }
 
 /// `device.attributes["domain"]` or `device.capacity["domain"]`.
