@@ -22,11 +22,14 @@ pub(crate) struct DeviceMatcher {
     root: OnceCell<Context<'static, 'static>>,
     /// By (request, selector, a hash of the device's reads): devices decided, each with its
     /// result; a device with the same reads as one of them matches alike.
-    by_reads: RefCell<HashMap<(usize, usize, u64), Vec<(Arc<PublishedDevice>, bool)>>>,
+    by_reads: RefCell<HashMap<(usize, usize, u64), Vec<Decided>>>,
     /// The first evaluation error: a device it occurs on does not match, and a group that then
     /// does not fit is told why.
     first_error: RefCell<Option<String>>,
 }
+
+/// A device whose match has been decided, and the result.
+type Decided = (Arc<PublishedDevice>, bool);
 
 struct Compiled {
     resource: ResourceId,
