@@ -12,6 +12,7 @@
 pub mod cohort;
 pub mod composite;
 pub mod condition;
+pub mod dra;
 pub mod external;
 pub mod group;
 pub mod labels;

@@ -15,5 +15,5 @@ mod selector;
 
 pub use device::{AttributeValue, PublishedDevice};
 pub(crate) use pick::{DeviceMatcher, pick};
-pub use request::{DeviceRequest, check_devices};
+pub use request::{DeviceRequest, check_devices, drivers_accepting};
 pub use selector::{Selector, SelectorError};

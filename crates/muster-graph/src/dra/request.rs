@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::PublishedDevice;
 use super::selector::Selector;
 
 /// `count` devices of `driver` that every selector accepts (a ResourceClaim's request with
@@ -43,4 +44,21 @@ pub fn check_devices(requests: &[DeviceRequest]) -> Result<(), (String, String)>
         }
     }
     Ok(())
+}
+
+/// The drivers with a device every one of `selectors` accepts (a DeviceClass's), among
+/// `devices`: what a class stands for on this cluster. A selector that fails on a device does
+/// not accept it.
+pub fn drivers_accepting<'a>(
+    selectors: &[String],
+    devices: impl IntoIterator<Item = &'a PublishedDevice>,
+) -> Result<std::collections::BTreeSet<String>, super::SelectorError> {
+    let compiled = selectors.iter().map(|s| Selector::compile(s)).collect::<Result<Vec<_>, _>>()?;
+    let mut drivers = std::collections::BTreeSet::new();
+    for d in devices {
+        if !drivers.contains(&d.driver) && compiled.iter().all(|s| s.accepts(d).unwrap_or(false)) {
+            drivers.insert(d.driver.clone());
+        }
+    }
+    Ok(drivers)
 }

@@ -134,6 +134,14 @@ impl Selector {
         }))
     }
 
+    /// Whether `device` matches. Any result but a boolean is an error, which names the expression.
+    pub fn accepts(&self, device: &PublishedDevice) -> Result<bool, String> {
+        thread_local! {
+            static ROOT: Context<'static, 'static> = root_context();
+        }
+        ROOT.with(|root| self.matches(root, device))
+    }
+
     /// Whether `device` matches, in `root` (a context with the environment's functions). Any
     /// result but a boolean is an error, which names the expression.
     pub(crate) fn matches(&self, root: &Context, device: &PublishedDevice) -> Result<bool, String> {

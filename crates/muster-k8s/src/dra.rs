@@ -1,0 +1,322 @@
+//! Dynamic Resource Allocation (`resource.k8s.io/v1`) as the graph takes it: the devices a
+//! ResourceSlice publishes for one node, and what a ResourceClaimTemplate asks of each pod made
+//! from it, with its DeviceClasses' selectors first.
+//!
+//! What is not read yet is refused by name rather than half read: slices for several nodes (a
+//! node selector, all nodes, per-device nodes), partitionable devices (shared counters),
+//! list-valued attributes, and in claims prioritized alternatives (`firstAvailable`), `All`
+//! allocation, admin access, capacity requests, device tolerations and constraints.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceClass, ResourceClaimTemplate, ResourceSlice};
+use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, drivers_accepting};
+
+/// A field of a DRA object muster does not read, with what to do instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct DraError {
+    pub path: String,
+    pub message: String,
+}
+
+fn refuse(path: impl Into<String>, message: impl Into<String>) -> DraError {
+    DraError { path: path.into(), message: message.into() }
+}
+
+/// The node a slice's devices belong to, its driver and pool, and the devices (in the slice's
+/// order), for a slice of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSlice {
+    pub node: String,
+    pub driver: String,
+    pub pool: String,
+    /// The pool's generation: only slices of a pool's newest generation count.
+    pub generation: i64,
+    pub devices: Vec<PublishedDevice>,
+}
+
+/// Reads a ResourceSlice of one node's devices.
+pub fn node_slice(slice: &ResourceSlice) -> Result<NodeSlice, DraError> {
+    let spec = &slice.spec;
+    let Some(node) = spec.node_name.clone() else {
+        return Err(refuse(
+            "spec.nodeName",
+            "muster places devices of one node's slices only; devices for several nodes (allNodes, nodeSelector, perDeviceNodeSelection) are not read yet",
+        ));
+    };
+    if spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(refuse("spec.sharedCounters", "partitionable devices are not read yet"));
+    }
+    let mut devices = Vec::new();
+    for (i, d) in spec.devices.iter().flatten().enumerate() {
+        let at = |field: &str| format!("spec.devices[{i}].{field}");
+        if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+            return Err(refuse(at("consumesCounters"), "partitionable devices are not read yet"));
+        }
+        let mut device = PublishedDevice::new(&spec.driver, &spec.pool.name, &d.name);
+        for (name, a) in d.attributes.iter().flatten() {
+            device =
+                device.with_attribute(name, attribute(a).map_err(|m| refuse(at(&format!("attributes[{name}]")), m))?);
+        }
+        for (name, c) in d.capacity.iter().flatten() {
+            device = device.with_capacity(name, &c.value.0);
+        }
+        devices.push(device);
+    }
+    Ok(NodeSlice {
+        node,
+        driver: spec.driver.clone(),
+        pool: spec.pool.name.clone(),
+        generation: spec.pool.generation,
+        devices,
+    })
+}
+
+fn attribute(a: &DeviceAttribute) -> Result<AttributeValue, String> {
+    match (a.int, a.bool, &a.string, &a.version) {
+        (Some(i), None, None, None) => Ok(AttributeValue::Int(i)),
+        (None, Some(b), None, None) => Ok(AttributeValue::Bool(b)),
+        (None, None, Some(s), None) => Ok(AttributeValue::String(s.clone())),
+        (None, None, None, Some(v)) => Ok(AttributeValue::Version(v.clone())),
+        _ => Err("only one of int, bool, string and version is read; list values are not read yet".into()),
+    }
+}
+
+/// Every device of `slices` by node, each pool taken from its newest generation only (a driver
+/// republishing a pool bumps the generation; older slices are on their way out).
+pub fn devices_by_node<'a>(slices: impl IntoIterator<Item = &'a NodeSlice>) -> BTreeMap<String, Vec<PublishedDevice>> {
+    let slices: Vec<&NodeSlice> = slices.into_iter().collect();
+    let mut newest: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for s in &slices {
+        let g = newest.entry((&s.driver, &s.pool)).or_insert(s.generation);
+        *g = (*g).max(s.generation);
+    }
+    let mut out: BTreeMap<String, Vec<PublishedDevice>> = BTreeMap::new();
+    for s in slices.iter().filter(|s| newest[&(s.driver.as_str(), s.pool.as_str())] == s.generation) {
+        out.entry(s.node.clone()).or_default().extend(s.devices.iter().cloned());
+    }
+    out
+}
+
+/// What each pod made from `template` asks: one device request per request of the claim, its
+/// class's selectors before its own, served by the one driver whose published devices the class
+/// accepts (`published`, every device of the cluster).
+pub fn template_requests<'a>(
+    template: &ResourceClaimTemplate,
+    classes: &BTreeMap<String, DeviceClass>,
+    published: impl Iterator<Item = &'a PublishedDevice> + Clone,
+) -> Result<Vec<DeviceRequest>, DraError> {
+    let Some(devices) = template.spec.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.devices.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    if devices.constraints.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(refuse("spec.spec.devices.constraints", "constraints between requests are not read yet"));
+    }
+    let mut out = Vec::new();
+    for (i, r) in devices.requests.iter().flatten().enumerate() {
+        let at = |field: &str| format!("spec.spec.devices.requests[{i}].{field}");
+        if r.first_available.is_some() {
+            return Err(refuse(
+                at("firstAvailable"),
+                "prioritized alternatives are not read yet; ask for one kind of device with exactly",
+            ));
+        }
+        let Some(exact) = &r.exactly else {
+            return Err(refuse(at("exactly"), "a request needs exactly"));
+        };
+        let unread = [
+            ("adminAccess", exact.admin_access == Some(true)),
+            ("capacity", exact.capacity.is_some()),
+            ("tolerations", exact.tolerations.as_ref().is_some_and(|t| !t.is_empty())),
+            ("derivedAttributes", exact.derived_attributes.as_ref().is_some_and(|t| !t.is_empty())),
+        ];
+        if let Some((field, _)) = unread.iter().find(|(_, set)| *set) {
+            return Err(refuse(
+                at(&format!("exactly.{field}")),
+                "not read yet; drop it to have muster place the claim",
+            ));
+        }
+        if exact.allocation_mode.as_deref().is_some_and(|m| m != "ExactCount") {
+            return Err(refuse(
+                at("exactly.allocationMode"),
+                "only ExactCount is read yet; ask for a count of devices",
+            ));
+        }
+        let Some(class) = classes.get(&exact.device_class_name) else {
+            return Err(refuse(
+                at("exactly.deviceClassName"),
+                format!("no DeviceClass {:?}; create it, or name one that exists", exact.device_class_name),
+            ));
+        };
+        let class_selectors = cel_selectors(class.spec.iter().flat_map(|s| s.selectors.iter().flatten()))
+            .map_err(|m| refuse(format!("DeviceClass {}: spec.selectors", exact.device_class_name), m))?;
+        let own = cel_selectors(exact.selectors.iter().flatten()).map_err(|m| refuse(at("exactly.selectors"), m))?;
+        let drivers = drivers_accepting(&class_selectors, published.clone())
+            .map_err(|e| refuse(format!("DeviceClass {}: spec.selectors", exact.device_class_name), e.to_string()))?;
+        let mut drivers = drivers.into_iter();
+        let (Some(driver), None) = (drivers.next(), drivers.next()) else {
+            return Err(refuse(
+                at("exactly.deviceClassName"),
+                format!(
+                    "DeviceClass {:?} must accept the devices of exactly one driver on this cluster; add device.driver == \"...\" to its selectors",
+                    exact.device_class_name
+                ),
+            ));
+        };
+        let count = exact.count.unwrap_or(1);
+        let count = u32::try_from(count)
+            .ok()
+            .filter(|&c| c >= 1)
+            .ok_or_else(|| refuse(at("exactly.count"), "ask for at least one device"))?;
+        out.push(DeviceRequest { name: r.name.clone(), driver, count, selectors: [class_selectors, own].concat() });
+    }
+    Ok(out)
+}
+
+fn cel_selectors<'a>(
+    selectors: impl Iterator<Item = &'a k8s_openapi::api::resource::v1::DeviceSelector>,
+) -> Result<Vec<String>, String> {
+    selectors
+        .map(|s| s.cel.as_ref().map(|c| c.expression.clone()).ok_or_else(|| "a selector needs cel".to_string()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slice as a driver publishes it and the apiserver returns it.
+    fn slice(node: &str, generation: i64, models: &[&str]) -> ResourceSlice {
+        let devices: Vec<serde_json::Value> = (models.iter().enumerate())
+            .map(|(i, m)| {
+                serde_json::json!({
+                    "name": format!("gpu-{i}"),
+                    "attributes": {
+                        "model": {"string": m},
+                        "index": {"int": i},
+                        "driverVersion": {"version": "550.54.15"},
+                        "gpu.example.com/mig": {"bool": false}
+                    },
+                    "capacity": {"memory": {"value": "80Gi"}}
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": format!("{node}-gpu.example.com-x7k2p"), "resourceVersion": "812", "generation": 1},
+            "spec": {
+                "driver": "gpu.example.com",
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+                "devices": devices
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_node_slice_gives_its_devices_and_the_newest_generation_wins() {
+        let s = node_slice(&slice("n1", 1, &["h100", "h100"])).unwrap();
+        assert_eq!((s.node.as_str(), s.pool.as_str(), s.devices.len()), ("n1", "n1", 2));
+        let d = &s.devices[1];
+        assert_eq!(d.attributes["index"], AttributeValue::Int(1));
+        assert_eq!(d.attributes["gpu.example.com/mig"], AttributeValue::Bool(false));
+        assert_eq!(d.attributes["driverVersion"], AttributeValue::Version("550.54.15".into()));
+        assert_eq!(d.capacity["memory"], "80Gi");
+        let old = node_slice(&slice("n1", 1, &["a100"])).unwrap();
+        let new = node_slice(&slice("n1", 2, &["h100", "h100", "h100"])).unwrap();
+        let other = node_slice(&slice("n2", 1, &["a100"])).unwrap();
+        let by_node = devices_by_node([&old, &new, &other]);
+        assert_eq!(by_node["n1"].len(), 3, "generation 1 of pool n1 is stale");
+        assert_eq!(by_node["n2"].len(), 1);
+    }
+
+    #[test]
+    fn slices_muster_cannot_place_yet_are_refused_by_field() {
+        let mut s = slice("n1", 1, &["h100"]);
+        s.spec.node_name = None;
+        s.spec.all_nodes = Some(true);
+        assert_eq!(node_slice(&s).unwrap_err().path, "spec.nodeName");
+        let mut s = slice("n1", 1, &["h100"]);
+        let attrs = s.spec.devices.as_mut().unwrap()[0].attributes.as_mut().unwrap();
+        attrs.insert("ids".into(), DeviceAttribute { ints: Some(vec![1, 2]), ..Default::default() });
+        assert_eq!(node_slice(&s).unwrap_err().path, "spec.devices[0].attributes[ids]");
+    }
+
+    fn class(name: &str, driver: &str) -> DeviceClass {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}
+        }))
+        .unwrap()
+    }
+
+    fn template(request: serde_json::Value) -> ResourceClaimTemplate {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "eight-h100", "namespace": "team-a"},
+            "spec": {"spec": {"devices": {"requests": [request]}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_claim_template_asks_its_count_with_the_class_selectors_first() {
+        let published = node_slice(&slice("n1", 1, &["h100"])).unwrap().devices;
+        let classes = BTreeMap::from([("gpu".to_string(), class("gpu", "gpu.example.com"))]);
+        let t = template(serde_json::json!({
+            "name": "gpus",
+            "exactly": {
+                "deviceClassName": "gpu",
+                "allocationMode": "ExactCount",
+                "count": 8,
+                "selectors": [{"cel": {"expression": "device.attributes[\"gpu.example.com\"].model == \"h100\""}}]
+            }
+        }));
+        let requests = template_requests(&t, &classes, published.iter()).unwrap();
+        assert_eq!(
+            requests,
+            vec![DeviceRequest {
+                name: "gpus".into(),
+                driver: "gpu.example.com".into(),
+                count: 8,
+                selectors: vec![
+                    "device.driver == \"gpu.example.com\"".into(),
+                    "device.attributes[\"gpu.example.com\"].model == \"h100\"".into()
+                ],
+            }]
+        );
+        // The apiserver defaults allocationMode and count; a template read before defaulting
+        // (a test's) asks for one device.
+        let t = template(serde_json::json!({"name": "one", "exactly": {"deviceClassName": "gpu"}}));
+        assert_eq!(template_requests(&t, &classes, published.iter()).unwrap()[0].count, 1);
+    }
+
+    #[test]
+    fn claims_muster_cannot_place_yet_are_refused_by_field() {
+        let published = node_slice(&slice("n1", 1, &["h100"])).unwrap().devices;
+        let classes = BTreeMap::from([
+            ("gpu".to_string(), class("gpu", "gpu.example.com")),
+            ("nic".to_string(), class("nic", "nic.example.com")),
+        ]);
+        let refused =
+            |request: serde_json::Value| template_requests(&template(request), &classes, published.iter()).unwrap_err();
+        let e =
+            refused(serde_json::json!({"name": "g", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}));
+        assert_eq!(e.path, "spec.spec.devices.requests[0].exactly.allocationMode");
+        let e = refused(serde_json::json!({"name": "g", "exactly": {"deviceClassName": "gpu", "adminAccess": true}}));
+        assert_eq!(e.path, "spec.spec.devices.requests[0].exactly.adminAccess");
+        let e = refused(serde_json::json!({"name": "g", "firstAvailable": [{"name": "a", "deviceClassName": "gpu"}]}));
+        assert_eq!(e.path, "spec.spec.devices.requests[0].firstAvailable");
+        let e = refused(serde_json::json!({"name": "g", "exactly": {"deviceClassName": "tpu"}}));
+        assert!(e.message.contains("no DeviceClass \"tpu\""), "{e}");
+        // No published device is a NIC: the class stands for no driver here.
+        let e = refused(serde_json::json!({"name": "g", "exactly": {"deviceClassName": "nic"}}));
+        assert!(e.message.contains("exactly one driver"), "{e}");
+    }
+}
