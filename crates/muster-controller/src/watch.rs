@@ -1,4 +1,4 @@
-//! Watchers: nodes, pods, namespaces, Group objects, and the queued workloads of every held kind
+//! Watchers: nodes, the devices DRA drivers publish for them, pods, namespaces, Group objects, and the queued workloads of every held kind
 //! (a kind defined by a CRD once the CRD is installed) into compact views for the brain; Queue,
 //! Reservation and PriorityClass changes.
 
@@ -9,7 +9,9 @@ use std::sync::mpsc::Sender;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, served};
@@ -47,6 +49,7 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     let groups = Api::<Group>::all(client.clone());
     let t = tx.clone();
     set.spawn(forward(groups, watcher::Config::default(), convert::group_object_view, Event::GroupObject, t));
+    set.spawn(resource_slices(client.clone(), tx.clone()));
     set.spawn(optional_kind::<JobSet>(client.clone(), jobset_event, tx.clone()));
     set.spawn(optional_kind::<MPIJob>(client.clone(), mpijob_event, tx.clone()));
     set.spawn(optional_kind::<RayJob>(client.clone(), rayjob_event, tx.clone()));
@@ -107,6 +110,32 @@ where
     info!("the {} CRD is installed; watching {}s", kind.kind, kind.kind);
     let config = watcher::Config::default().labels(labels::QUEUE);
     forward(Api::<K>::all(client), config, convert::workload_view::<K>, wrap, tx).await;
+}
+
+/// ResourceSlices (`resource.k8s.io/v1`, served from Kubernetes 1.34 on): the devices DRA drivers
+/// publish. On a cluster that does not serve them the brain gets one empty listing.
+async fn resource_slices(client: Client, tx: Sender<Message>) {
+    let resource = ApiResource::erase::<ResourceSlice>(&());
+    loop {
+        match served(&client, &resource).await {
+            Ok(true) => break,
+            Ok(false) => {
+                info!("resource.k8s.io/v1 ResourceSlices are not served; no DRA devices are placed");
+                for c in [Change::Init, Change::InitDone] {
+                    if tx.send(Message::event(Event::Slice(c))).is_err() {
+                        return;
+                    }
+                }
+                return;
+            }
+            Err(e) => {
+                warn!("cannot tell whether ResourceSlices are served (asking again): {e}");
+                tokio::time::sleep(DISCOVERY_RETRY).await;
+            }
+        }
+    }
+    let slices = Api::<ResourceSlice>::all(client);
+    forward(slices, watcher::Config::default(), convert::slice_view, Event::Slice, tx).await;
 }
 
 /// Streams one kind to the brain, converted to its view. Watch errors are retried with backoff.

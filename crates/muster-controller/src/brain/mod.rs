@@ -21,6 +21,7 @@ mod node_room;
 mod over_limit;
 mod plain;
 mod reshape;
+mod slices;
 mod status;
 
 pub use actions::{Action, Change, Event, EventType, Subject};
@@ -39,7 +40,7 @@ use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacemen
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
-use crate::convert::{self, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, WorkloadView};
+use crate::convert::{self, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, SliceView, WorkloadView};
 use crate::metrics::Metrics;
 
 struct Mirror<T> {
@@ -96,6 +97,8 @@ pub struct BrainConfig {
 pub struct Brain<S: Store> {
     cfg: BrainConfig,
     nodes: Mirror<NodeView>,
+    /// ResourceSlices by name (`slices.rs`).
+    slices: Mirror<SliceView>,
     pods: Mirror<PodView>,
     /// Queued workloads, per held kind (each kind has its own watcher, so its own relists).
     workloads: Vec<(&'static workload::Kind, Mirror<WorkloadView>)>,
@@ -158,6 +161,7 @@ impl<S: Store> Brain<S> {
         Brain {
             cfg,
             nodes: Mirror::default(),
+            slices: Mirror::default(),
             pods: Mirror::default(),
             workloads: workload::HELD_KINDS.iter().map(|k| (*k, Mirror::default())).collect(),
             namespaces: Mirror::default(),
@@ -197,7 +201,7 @@ impl<S: Store> Brain<S> {
 
     /// Whether every watcher has listed once (recovery needs the whole cluster).
     pub fn synced(&self) -> bool {
-        self.nodes.synced && self.pods.synced && self.workloads_synced()
+        self.nodes.synced && self.slices.synced && self.pods.synced && self.workloads_synced()
     }
 
     fn workloads_synced(&self) -> bool {
@@ -335,6 +339,7 @@ impl<S: Store> Brain<S> {
     pub fn handle(&mut self, ev: Event, now: i64) {
         match ev {
             Event::Node(c) => self.node_event(c),
+            Event::Slice(c) => self.slice_event(c),
             Event::Pod(c) => self.pod_event(c),
             Event::Workload(kind, c) => {
                 if let Change::Apply(j) | Change::Delete(j) = &c {
@@ -402,7 +407,10 @@ impl<S: Store> Brain<S> {
         }
     }
 
-    fn node_event(&mut self, c: Change<NodeView>) {
+    fn node_event(&mut self, mut c: Change<NodeView>) {
+        if let Change::Apply(n) = &mut c {
+            n.spec.published = self.published_on(&n.spec.name);
+        }
         let before = match &c {
             Change::Apply(n) => self.nodes.items.get(&n.spec.name).cloned(),
             _ => None,

@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_graph::jobspec::MAX_MEMBERS;
+use muster_k8s::dra::{DraError, NodeSlice, node_slice};
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{
     GroupSet, GroupSubGroup, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members,
@@ -29,6 +31,18 @@ pub const MEMBER: &str = "muster.dev/member";
 pub struct NodeView {
     pub spec: NodeSpec,
     pub ready: bool,
+}
+
+/// A ResourceSlice: its name and what muster reads of it (one node's devices), or why it
+/// cannot read it yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SliceView {
+    pub name: String,
+    pub read: Result<NodeSlice, DraError>,
+}
+
+pub fn slice_view(slice: &ResourceSlice) -> Option<SliceView> {
+    Some(SliceView { name: slice.metadata.name.clone()?, read: node_slice(slice) })
 }
 
 /// Topology levels: (level, node label), outermost first.

@@ -160,6 +160,8 @@ impl Harness {
         for e in [Event::Node(Change::InitDone), Event::Pod(Change::InitDone)] {
             brain.handle(e, now);
         }
+        assert!(!brain.synced(), "not synced before ResourceSlices listed");
+        brain.handle(Event::Slice(Change::InitDone), now);
         // Every held kind lists (empty, without its CRD): recovery waits for each.
         for kind in workload::HELD_KINDS {
             assert!(!brain.synced(), "not synced before {}s listed", kind.kind);
