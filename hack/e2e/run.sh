@@ -22,7 +22,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-helm-real muster-reservation muster-cohort muster-lws muster-cabundle
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-helm-real muster-reservation muster-cohort muster-lws muster-cabundle muster-dra
                                 muster-privilege muster-metrics muster-tenant muster-reclaim muster-tenants-real muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -145,6 +145,7 @@ for t in "${tests[@]}"; do
       run muster-privilege "$e2e/test-muster-privilege.sh" ;;
     # The controller's /metrics behind TokenReview and SubjectAccessReview (--metrics-auth).
     muster-metrics) run muster-metrics "$e2e/test-muster-metrics.sh" ;;
+    muster-dra) run muster-dra "$e2e/test-muster-dra.sh" ;;
     # kubectl muster installed by the real krew from hack/krew.sh's manifest; needs no cluster.
     krew) run krew "$e2e/test-krew.sh" ;;
     # The dashboard in headless Chromium (Debian's chromium package).

@@ -38,6 +38,11 @@ struct GroupLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DriverLabels {
+    driver: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     queue: String,
 }
@@ -92,6 +97,8 @@ pub struct Metrics {
     run_time_ratio: Family<RunTimeLabels, Histogram>,
     estimated_start_error: Histogram,
     leader: Gauge,
+    published_devices: Family<DriverLabels, Gauge>,
+    unread_slices: Gauge,
     store_write_duration: Histogram,
     /// When each waiting group entered its queue, from the transitions seen: the engine keeps
     /// only the time that orders a group, which a requeue after preemption does not move.
@@ -186,6 +193,18 @@ impl Metrics {
         );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica holds the leader lease", leader.clone());
+        let published_devices = Family::<DriverLabels, Gauge>::default();
+        registry.register(
+            "published_devices",
+            "Devices DRA drivers publish in ResourceSlices that muster places, per driver",
+            published_devices.clone(),
+        );
+        let unread_slices = Gauge::default();
+        registry.register(
+            "unread_resource_slices",
+            "ResourceSlices muster does not read yet (their devices are not placed); the controller's log says why",
+            unread_slices.clone(),
+        );
         let store_write_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         registry.register_with_unit(
             "store_write_duration",
@@ -209,6 +228,8 @@ impl Metrics {
             run_time_ratio,
             estimated_start_error,
             leader,
+            published_devices,
+            unread_slices,
             store_write_duration,
             queued_since: Mutex::new(HashMap::new()),
             first_estimates: Mutex::new(HashMap::new()),
@@ -224,6 +245,15 @@ impl Metrics {
     }
 
     /// The group counts of the Queue statuses just computed; queues no longer configured go.
+    /// Devices placed per driver, and the slices not read.
+    pub fn set_published(&self, per_driver: &BTreeMap<String, i64>, unread: i64) {
+        self.published_devices.clear();
+        for (driver, n) in per_driver {
+            self.published_devices.get_or_create(&DriverLabels { driver: driver.clone() }).set(*n);
+        }
+        self.unread_slices.set(unread);
+    }
+
     pub fn set_groups(&self, statuses: &BTreeMap<String, QueueStatus>) {
         self.groups.clear();
         for (queue, st) in statuses {

@@ -49,6 +49,8 @@ fn published_devices_reach_the_graph_with_their_nodes() {
     h.send(apply(&slice("n2-gpus", "n2", 1, 8)));
     h.cycle();
     assert_eq!(published(&h, "n2").len(), 8);
+    let text = h.metrics.encode().unwrap();
+    assert!(text.contains("muster_published_devices{driver=\"gpu.example.com\"} 16"), "{text}");
     // The driver republishes n2's pool with four devices in a new slice: the old generation
     // no longer counts, even before its slice is deleted.
     h.send(apply(&slice("n2-gpus-2", "n2", 2, 4)));
@@ -67,4 +69,7 @@ fn published_devices_reach_the_graph_with_their_nodes() {
     h.send(apply(&all_nodes));
     h.cycle();
     assert_eq!(published(&h, "n1").len(), 8);
+    let text = h.metrics.encode().unwrap();
+    assert!(text.contains("muster_published_devices{driver=\"gpu.example.com\"} 8"), "{text}");
+    assert!(text.contains("muster_unread_resource_slices 1"), "{text}");
 }

@@ -417,6 +417,10 @@ impl<S: Store> Brain<S> {
         };
         let applied = if let Change::Apply(n) = &c { Some(n.clone()) } else { None };
         let (deleted, dropped) = self.nodes.change(c, |n| n.spec.name.clone());
+        let published = |n: &NodeView| !n.spec.published.is_empty();
+        if applied.iter().chain(&deleted).chain(&dropped).any(published) {
+            self.count_published();
+        }
         if self.engine.is_none() {
             return;
         }

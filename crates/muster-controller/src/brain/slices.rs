@@ -1,6 +1,8 @@
 //! The devices DRA drivers publish (ResourceSlices): kept slice by slice and folded into the
 //! views of their nodes, so that the engine's graph holds them as any other part of a node.
 
+use std::collections::BTreeMap;
+
 use muster_durable::Input;
 use muster_graph::dra::PublishedDevice;
 use muster_k8s::dra::devices_by_node;
@@ -28,6 +30,17 @@ impl<S: Store> Brain<S> {
         for node in nodes {
             self.republish(&node);
         }
+        self.count_published();
+    }
+
+    /// Refreshes the published-device metrics from the node views.
+    pub(super) fn count_published(&self) {
+        let mut per_driver: BTreeMap<String, i64> = BTreeMap::new();
+        for d in self.nodes.items.values().flat_map(|n| &n.spec.published) {
+            *per_driver.entry(d.driver.clone()).or_default() += 1;
+        }
+        let unread = self.slices.items.values().filter(|s| s.read.is_err()).count();
+        self.metrics.set_published(&per_driver, unread as i64);
     }
 
     /// The devices published for `node`, slice by slice in name order, each pool from its
