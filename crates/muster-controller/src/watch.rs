@@ -1,4 +1,4 @@
-//! Watchers: nodes, the devices DRA drivers publish for them, pods, namespaces, Group objects, and the queued workloads of every held kind
+//! Watchers: nodes, the devices DRA drivers publish for them and those claims hold, pods, namespaces, Group objects, and the queued workloads of every held kind
 //! (a kind defined by a CRD once the CRD is installed) into compact views for the brain; Queue,
 //! Reservation and PriorityClass changes.
 
@@ -9,7 +9,7 @@ use std::sync::mpsc::Sender;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -49,7 +49,8 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     let groups = Api::<Group>::all(client.clone());
     let t = tx.clone();
     set.spawn(forward(groups, watcher::Config::default(), convert::group_object_view, Event::GroupObject, t));
-    set.spawn(resource_slices(client.clone(), tx.clone()));
+    set.spawn(dra_kind::<ResourceSlice, _>(client.clone(), convert::slice_view, Event::Slice, tx.clone()));
+    set.spawn(dra_kind::<ResourceClaim, _>(client.clone(), convert::claim_view, Event::Claim, tx.clone()));
     set.spawn(optional_kind::<JobSet>(client.clone(), jobset_event, tx.clone()));
     set.spawn(optional_kind::<MPIJob>(client.clone(), mpijob_event, tx.clone()));
     set.spawn(optional_kind::<RayJob>(client.clone(), rayjob_event, tx.clone()));
@@ -112,30 +113,33 @@ where
     forward(Api::<K>::all(client), config, convert::workload_view::<K>, wrap, tx).await;
 }
 
-/// ResourceSlices (`resource.k8s.io/v1`, served from Kubernetes 1.34 on): the devices DRA drivers
-/// publish. On a cluster that does not serve them the brain gets one empty listing.
-async fn resource_slices(client: Client, tx: Sender<Message>) {
-    let resource = ApiResource::erase::<ResourceSlice>(&());
+/// A kind of `resource.k8s.io/v1` (served from Kubernetes 1.34 on): ResourceSlices, the devices
+/// DRA drivers publish, and ResourceClaims, the devices other schedulers allocated. On a cluster
+/// that does not serve it the brain gets one empty listing.
+async fn dra_kind<K, V>(client: Client, view: fn(&K) -> Option<V>, wrap: fn(Change<V>) -> Event, tx: Sender<Message>)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let resource = ApiResource::erase::<K>(&());
     loop {
         match served(&client, &resource).await {
             Ok(true) => break,
             Ok(false) => {
-                info!("resource.k8s.io/v1 ResourceSlices are not served; no DRA devices are placed");
+                info!("resource.k8s.io/v1 {} are not served; no DRA devices are placed", resource.plural);
                 for c in [Change::Init, Change::InitDone] {
-                    if tx.send(Message::event(Event::Slice(c))).is_err() {
+                    if tx.send(Message::event(wrap(c))).is_err() {
                         return;
                     }
                 }
                 return;
             }
             Err(e) => {
-                warn!("cannot tell whether ResourceSlices are served (asking again): {e}");
+                warn!("cannot tell whether {} are served (asking again): {e}", resource.plural);
                 tokio::time::sleep(DISCOVERY_RETRY).await;
             }
         }
     }
-    let slices = Api::<ResourceSlice>::all(client);
-    forward(slices, watcher::Config::default(), convert::slice_view, Event::Slice, tx).await;
+    forward(Api::<K>::all(client), watcher::Config::default(), view, wrap, tx).await;
 }
 
 /// Streams one kind to the brain, converted to its view. Watch errors are retried with backoff.

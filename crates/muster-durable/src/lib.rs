@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use muster_graph::NodeSpec;
-use muster_queue::{Engine, EngineError, GroupKey, GroupSpec, Transition};
+use muster_queue::{Engine, EngineError, ExternalHold, GroupKey, GroupSpec, Transition};
 use muster_store::{Fence, Store, StoreError};
 use thiserror::Error;
 
@@ -98,11 +98,11 @@ pub enum Input {
         name: String,
         up: bool,
     },
-    /// A pod of another scheduler uses capacity (not persisted: the cluster re-reports it).
+    /// A pod of another scheduler, or a claim another scheduler allocated, holds capacity (not
+    /// persisted: the cluster re-reports it).
     Occupy {
         id: String,
-        node: String,
-        requests: Vec<(String, u64)>,
+        hold: ExternalHold,
     },
     Vacate(String),
     /// A scheduling cycle. Never kept for a retry: the next cycle does the same work.
@@ -125,7 +125,7 @@ impl Input {
             Input::NodeChanged(spec) => e.node_changed(spec, at),
             Input::NodeCordoned { name, cordoned } => e.node_cordoned(name, *cordoned, at),
             Input::NodeUp { name, up } => e.node_up(name, *up, at),
-            Input::Occupy { id, node, requests } => e.occupy(id, node, requests, at),
+            Input::Occupy { id, hold } => e.occupy(id, hold.clone(), at),
             Input::Vacate(id) => e.vacate(id, at),
             Input::Schedule => Ok(e.schedule(at)),
         }

@@ -49,7 +49,7 @@ fn cluster() -> ResourceGraph {
     for i in (0..NODES).filter(|i| i % 3 == 0) {
         let gpus = 1 + rng.upto(6);
         let name = format!("n{i:05}");
-        rg.hold(&name, &[("cpu".into(), 1000), (DRIVER.into(), gpus)], 0).expect("background fits");
+        rg.hold(&name, &[("cpu".into(), 1000), (DRIVER.into(), gpus)], &[], 0).expect("background fits");
     }
     rg
 }

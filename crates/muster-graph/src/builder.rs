@@ -203,7 +203,10 @@ impl Graph {
                         let mut dm = m.clone();
                         dm.id = i as i64;
                         let published = published.next().map(|d| Arc::new(d.clone()));
-                        dm.name = published.as_ref().map_or_else(|| format!("{vtype}{i}"), |d| d.name.clone());
+                        dm.name = published.as_ref().map_or_else(
+                            || format!("{vtype}{i}"),
+                            |d| crate::dra::graph_name(&d.driver, &d.pool, &d.name),
+                        );
                         let dv = self.push_vertex(dm, Role::Device { node: node_id, resource: rid }, vertex);
                         node.devices.push(DeviceSlot {
                             resource: rid,

@@ -460,14 +460,14 @@ fn a_hold_beyond_free_capacity_is_recorded_and_frees_nothing_until_enough_ends()
         rg("name: one\nnodeClasses:\n  - {name: a, count: 1, capacity: {cpu: 8, memory: 32Gi}}\n", Policy::Pack);
     let whole = allocated(&mut rg, &cpu("whole", 1, 8));
     // Another scheduler's pod is there anyway: a fact, not a decision, so it is recorded.
-    let hold = rg.hold("a-0", &[("cpu".into(), 7000)], 0).unwrap();
+    let hold = rg.hold("a-0", &[("cpu".into(), 7000)], &[], 0).unwrap();
     rg.cancel(whole).unwrap();
     let n = rg.graph.node_id("a-0").unwrap();
     assert_eq!(rg.graph.node(n).free[0], 1000, "the release frees only what the pod does not use");
     assert!(matches!(rg.allocate(&cpu("honest", 1, 4), 0), MatchOutcome::Busy(_)), "4 cores do not fit beside 7");
     rg.cancel(hold).unwrap();
     assert_eq!(rg.graph.node(n).free[0], 8000);
-    assert!(rg.hold("nowhere", &[("cpu".into(), 1)], 0).is_err(), "an unknown node is refused");
+    assert!(rg.hold("nowhere", &[("cpu".into(), 1)], &[], 0).is_err(), "an unknown node is refused");
 }
 
 /// `nodes` 8-cpu nodes, `per_block` to a block and `per_rack` to a rack.
@@ -490,7 +490,7 @@ fn a_preferred_rack_kept_within_a_block_never_spreads_over_blocks() {
         let mut r = rg(&blocks(8, 4, 2), policy);
         // Other pods fill one rack of each block: 2 nodes are left in each.
         for n in ["a-0", "a-1", "a-4", "a-5"] {
-            r.hold(n, &[("cpu".into(), 8000)], 0).unwrap();
+            r.hold(n, &[("cpu".into(), 8000)], &[], 0).unwrap();
         }
         assert_ne!(domain(&r, "a-0", "block"), domain(&r, "a-4", "block"));
         let within_block = TopologyConstraint { within: Some("block".into()), ..TopologyConstraint::preferred("rack") };
@@ -629,7 +629,7 @@ fn weighted_preferences_trade_fewer_racks_against_one_block_by_their_weights() {
     held.extend(racks[4..6].concat());
     held.extend(racks[7..9].concat());
     for n in &held {
-        base.hold(n, &[("cpu".into(), 8000)], 0).unwrap();
+        base.hold(n, &[("cpu".into(), 8000)], &[], 0).unwrap();
     }
     let place = |members: u32, weights: &[(&str, u32)]| {
         let mut r = base.clone();

@@ -9,8 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceClass, ResourceClaimTemplate, ResourceSlice};
-use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, drivers_accepting};
+use k8s_openapi::api::resource::v1::{
+    DeviceAttribute, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, drivers_accepting, graph_name};
 
 /// A field of a DRA object muster does not read, with what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,6 +83,26 @@ fn attribute(a: &DeviceAttribute) -> Result<AttributeValue, String> {
         (None, None, None, Some(v)) => Ok(AttributeValue::Version(v.clone())),
         _ => Err("only one of int, bool, string and version is read; list values are not read yet".into()),
     }
+}
+
+/// The devices an allocated claim holds on its node: the node, and each device's graph name.
+/// None for a claim not allocated, or allocated devices not bound to one node (network-attached):
+/// such devices are not in the graph.
+pub fn claim_devices(claim: &ResourceClaim) -> Option<(String, Vec<(String, String)>)> {
+    let allocation = claim.status.as_ref()?.allocation.as_ref()?;
+    let terms = &allocation.node_selector.as_ref()?.node_selector_terms;
+    let [term] = terms.as_slice() else { return None };
+    let fields = term.match_fields.as_deref().unwrap_or_default();
+    let node = match fields {
+        [f] if f.key == "metadata.name" && f.operator == "In" => match f.values.as_deref() {
+            Some([node]) => node.clone(),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let results = allocation.devices.as_ref()?.results.as_deref().unwrap_or_default();
+    let devices = results.iter().map(|r| (r.driver.clone(), graph_name(&r.driver, &r.pool, &r.device))).collect();
+    Some((node, devices))
 }
 
 /// Every device of `slices` by node, each pool taken from its newest generation only (a driver
@@ -231,6 +253,35 @@ mod tests {
         let by_node = devices_by_node([&old, &new, &other]);
         assert_eq!(by_node["n1"].len(), 3, "generation 1 of pool n1 is stale");
         assert_eq!(by_node["n2"].len(), 1);
+    }
+
+    #[test]
+    fn an_allocated_claim_names_its_node_and_devices() {
+        // As kube-scheduler writes a claim's status for a pod it placed.
+        let claim: ResourceClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "worker-0-gpu-x8k2d", "namespace": "team-a", "uid": "c1"},
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]}},
+            "status": {
+                "allocation": {
+                    "devices": {"results": [
+                        {"request": "gpus", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"},
+                        {"request": "gpus", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-3"}
+                    ]},
+                    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]},
+                    "allocationTimestamp": "2026-12-02T10:00:00Z"
+                },
+                "reservedFor": [{"resource": "pods", "name": "worker-0", "uid": "p1"}]
+            }
+        }))
+        .unwrap();
+        let (node, devices) = claim_devices(&claim).unwrap();
+        assert_eq!(node, "n1");
+        assert_eq!(devices[1], ("gpu.example.com".to_string(), "gpu.example.com/n1/gpu-3".to_string()));
+        let mut pending = claim.clone();
+        pending.status = None;
+        assert_eq!(claim_devices(&pending), None);
     }
 
     #[test]

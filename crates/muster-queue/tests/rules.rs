@@ -4,7 +4,9 @@ mod common;
 
 use common::*;
 use muster_queue::config::{CohortConfig, PreemptionConfig, QuotaSpec, WithinQueue};
-use muster_queue::{Engine, EngineConfig, EngineError, GroupKey, GroupState, QueuePolicy, Reason, RequeueOrder};
+use muster_queue::{
+    Engine, EngineConfig, EngineError, ExternalHold, GroupKey, GroupState, QueuePolicy, Reason, RequeueOrder,
+};
 
 fn one_queue(policy: QueuePolicy) -> EngineConfig {
     let mut c = EngineConfig::single_queue("q");
@@ -497,7 +499,7 @@ fn a_preemption_tried_on_a_node_others_over_committed_is_undone_cleanly() {
     let mut e = engine(graph(1, 4), preempt_cfg());
     e.submit(spec("a", "q", 1, 4, None, 0), 0).unwrap();
     e.schedule(0);
-    e.occupy("pod-x", "n-0", &[("cpu".into(), 2000)], 1).unwrap();
+    e.occupy("pod-x", ExternalHold::pod("n-0", &[("cpu".into(), 2000)]), 1).unwrap();
     let mut hi = spec("hi", "q", 1, 4, None, 1);
     hi.priority_class = Some("high".into());
     e.submit(hi, 1).unwrap();
@@ -1290,16 +1292,18 @@ fn pods_of_other_schedulers_hold_capacity_until_they_go() {
     // 2 nodes of 4 cores; a foreign pod of 3 cores on node 0 leaves room for one 4-core member.
     let mut e = engine(graph(2, 4), EngineConfig::single_queue("q"));
     let node0 = e.graph().graph.node(muster_graph::NodeId(0)).name.clone();
-    e.occupy("pod-a", &node0, &[("cpu".into(), 3000), ("unknown.example/thing".into(), 1)], 1).unwrap();
+    e.occupy("pod-a", ExternalHold::pod(&node0, &[("cpu".into(), 3000), ("unknown.example/thing".into(), 1)]), 1)
+        .unwrap();
     e.submit(spec("two", "q", 2, 4, None, 1), 1).unwrap();
     let ts = e.schedule(1);
     assert!(to(&ts, "two").is_empty(), "must wait for the foreign pod: {ts:?}");
     // Idempotent for an unchanged pod. A resize, or another pod, is counted even beyond the free
     // room: the pods are there, whatever the graph thought was free.
-    e.occupy("pod-a", &node0, &[("cpu".into(), 3000), ("unknown.example/thing".into(), 1)], 2).unwrap();
-    e.occupy("pod-a", &node0, &[("cpu".into(), 5000)], 2).unwrap();
-    e.occupy("pod-b", &node0, &[("cpu".into(), 2000)], 2).unwrap();
-    let err = e.occupy("pod-c", "no-such-node", &[("cpu".into(), 1)], 2).unwrap_err();
+    e.occupy("pod-a", ExternalHold::pod(&node0, &[("cpu".into(), 3000), ("unknown.example/thing".into(), 1)]), 2)
+        .unwrap();
+    e.occupy("pod-a", ExternalHold::pod(&node0, &[("cpu".into(), 5000)]), 2).unwrap();
+    e.occupy("pod-b", ExternalHold::pod(&node0, &[("cpu".into(), 2000)]), 2).unwrap();
+    let err = e.occupy("pod-c", ExternalHold::pod("no-such-node", &[("cpu".into(), 1)]), 2).unwrap_err();
     assert!(err.to_string().contains("no-such-node"), "{err}");
     assert_eq!(e.external().count(), 2);
     let snap = e.snapshot();

@@ -4,7 +4,7 @@ use muster_k8s::workload::Kind;
 use muster_k8s::{GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
 use muster_queue::GroupKey;
 
-use crate::convert::{GroupObjectView, NamespaceView, NodeView, PodView, SliceView, WorkloadView};
+use crate::convert::{ClaimView, GroupObjectView, NamespaceView, NodeView, PodView, SliceView, WorkloadView};
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
 #[derive(Debug, Clone)]
@@ -22,6 +22,8 @@ pub enum Event {
     Node(Change<NodeView>),
     /// ResourceSlices: the devices DRA drivers publish, folded into their nodes.
     Slice(Change<SliceView>),
+    /// ResourceClaims: the devices other schedulers allocated, held as their pods are.
+    Claim(Change<ClaimView>),
     Pod(Change<PodView>),
     /// Workloads of a held kind with the queue label (a kind whose CRD is not installed is
     /// reported as one empty listing).

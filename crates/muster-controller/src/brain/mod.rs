@@ -16,6 +16,7 @@
 
 mod actions;
 mod ahead;
+mod claims;
 mod done;
 mod node_room;
 mod over_limit;
@@ -36,11 +37,15 @@ use muster_durable::{ClusterReport, DurableEngine, Input, Options};
 use muster_graph::{Graph, GroupRequest, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
 use muster_k8s::{GroupConditionType as Cond, GroupStatus, QueueStatus, labels, workload};
-use muster_queue::{EngineConfig, GroupKey, GroupSpec, GroupState, MemberPlacement, Plan, Reason, Transition};
+use muster_queue::{
+    EngineConfig, ExternalHold, GroupKey, GroupSpec, GroupState, MemberPlacement, Plan, Reason, Transition,
+};
 use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
-use crate::convert::{self, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, SliceView, WorkloadView};
+use crate::convert::{
+    self, ClaimView, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, SliceView, WorkloadView,
+};
 use crate::metrics::Metrics;
 
 struct Mirror<T> {
@@ -99,6 +104,8 @@ pub struct Brain<S: Store> {
     nodes: Mirror<NodeView>,
     /// ResourceSlices by name (`slices.rs`).
     slices: Mirror<SliceView>,
+    /// ResourceClaims by uid (`claims.rs`).
+    claims: Mirror<ClaimView>,
     pods: Mirror<PodView>,
     /// Queued workloads, per held kind (each kind has its own watcher, so its own relists).
     workloads: Vec<(&'static workload::Kind, Mirror<WorkloadView>)>,
@@ -117,8 +124,8 @@ pub struct Brain<S: Store> {
     ready_sent: HashMap<GroupKey, u32>,
     /// Groups whose Kubernetes PodGroup muster has marked scheduled (a terminal condition).
     pod_group_scheduled: HashSet<GroupKey>,
-    /// Other schedulers' pods the engine could not count yet (on a node it does not know yet):
-    /// retried each cycle.
+    /// Other schedulers' pods and allocated claims (by engine id) the engine could not count yet
+    /// (on a node it does not know yet): retried each cycle.
     foreign_waiting: BTreeSet<String>,
     /// Pods told by a warning event why muster does not bind them (by uid): told once.
     told_pods: BTreeSet<String>,
@@ -162,6 +169,7 @@ impl<S: Store> Brain<S> {
             cfg,
             nodes: Mirror::default(),
             slices: Mirror::default(),
+            claims: Mirror::default(),
             pods: Mirror::default(),
             workloads: workload::HELD_KINDS.iter().map(|k| (*k, Mirror::default())).collect(),
             namespaces: Mirror::default(),
@@ -201,7 +209,7 @@ impl<S: Store> Brain<S> {
 
     /// Whether every watcher has listed once (recovery needs the whole cluster).
     pub fn synced(&self) -> bool {
-        self.nodes.synced && self.slices.synced && self.pods.synced && self.workloads_synced()
+        self.nodes.synced && self.slices.synced && self.claims.synced && self.pods.synced && self.workloads_synced()
     }
 
     fn workloads_synced(&self) -> bool {
@@ -276,6 +284,8 @@ impl<S: Store> Brain<S> {
         for p in self.pods.items.values().filter(|p| !p.ours && p.holds_capacity()) {
             self.foreign_waiting.insert(p.uid.clone());
         }
+        let claims: Vec<String> = self.claim_holds().map(|(id, _)| id).collect();
+        self.foreign_waiting.extend(claims);
         let keys: Vec<String> = self.workloads().map(|j| j.key.to_string()).collect();
         self.dirty_jobs.extend(keys);
         self.dirty_groups.extend(self.group_pods.keys().cloned());
@@ -340,6 +350,7 @@ impl<S: Store> Brain<S> {
         match ev {
             Event::Node(c) => self.node_event(c),
             Event::Slice(c) => self.slice_event(c),
+            Event::Claim(c) => self.claim_event(c),
             Event::Pod(c) => self.pod_event(c),
             Event::Workload(kind, c) => {
                 if let Change::Apply(j) | Change::Delete(j) = &c {
@@ -524,8 +535,8 @@ impl<S: Store> Brain<S> {
             self.tell_pod(&key, &p.namespace, &p.name, &p.uid, "MissingGroup", &message);
         } else if self.engine.is_some() {
             if p.holds_capacity() {
-                let (id, requests) = (p.uid.clone(), p.requests.clone());
-                self.inputs.push(Input::Occupy { id, node: p.node.clone().expect("bound"), requests });
+                let hold = ExternalHold::pod(p.node.as_deref().expect("bound"), &p.requests);
+                self.inputs.push(Input::Occupy { id: p.uid.clone(), hold });
             } else {
                 self.foreign_waiting.remove(&p.uid);
                 self.inputs.push(Input::Vacate(p.uid.clone()));
@@ -539,8 +550,8 @@ impl<S: Store> Brain<S> {
     fn hold_outliving_pods(&mut self, key: &GroupKey) {
         let uids = self.group_pods.get(key).into_iter().flatten();
         for p in uids.filter_map(|u| self.pods.items.get(u)).filter(|p| p.holds_capacity()) {
-            let (id, node, requests) = (p.uid.clone(), p.node.clone().expect("bound"), p.requests.clone());
-            self.inputs.push(Input::Occupy { id, node, requests });
+            let hold = ExternalHold::pod(p.node.as_deref().expect("bound"), &p.requests);
+            self.inputs.push(Input::Occupy { id: p.uid.clone(), hold });
         }
     }
 
@@ -921,10 +932,9 @@ impl<S: Store> Brain<S> {
         let tick = e.tick(now);
         self.after(tick.transitions, now);
         self.delete_vanished();
-        for uid in std::mem::take(&mut self.foreign_waiting) {
-            if let Some(p) = self.pods.items.get(&uid).filter(|p| p.holds_capacity()) {
-                let (node, requests) = (p.node.clone().expect("bound"), p.requests.clone());
-                self.inputs.push(Input::Occupy { id: uid, node, requests });
+        for id in std::mem::take(&mut self.foreign_waiting) {
+            if let Some(hold) = self.external_hold(&id) {
+                self.inputs.push(Input::Occupy { id, hold });
             }
         }
         self.repair_group_objects(now);

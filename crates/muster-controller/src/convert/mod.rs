@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::dra::{DraError, NodeSlice, node_slice};
+use muster_k8s::dra::{DraError, NodeSlice, claim_devices, node_slice};
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{
     GroupSet, GroupSubGroup, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members,
@@ -21,7 +21,7 @@ use muster_k8s::unsupported::unsupported_fields;
 use muster_k8s::workload::place::{PodPlace, SetLayout, member_of, place_of, set_members};
 use muster_k8s::workload::{self, Workload, requests_to_resources};
 use muster_k8s::{Group, GroupSpec as GroupObjectSpec, GroupStatus, labels};
-use muster_queue::GroupKey;
+use muster_queue::{ExternalHold, GroupKey};
 
 /// The annotation the binder sets (through the binding) with the member a pod fills.
 pub const MEMBER: &str = "muster.dev/member";
@@ -43,6 +43,30 @@ pub struct SliceView {
 
 pub fn slice_view(slice: &ResourceSlice) -> Option<SliceView> {
     Some(SliceView { name: slice.metadata.name.clone()?, read: node_slice(slice) })
+}
+
+/// A ResourceClaim: what its allocation holds on a node, if another scheduler allocated it
+/// devices of one node (muster allocates none yet).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimView {
+    pub uid: String,
+    pub held: Option<ExternalHold>,
+}
+
+pub fn claim_view(claim: &ResourceClaim) -> Option<ClaimView> {
+    let uid = claim.metadata.uid.clone()?;
+    let held = claim_devices(claim).map(|(node, devices)| {
+        let mut per_driver: BTreeMap<String, u64> = BTreeMap::new();
+        for (driver, _) in &devices {
+            *per_driver.entry(driver.clone()).or_default() += 1;
+        }
+        ExternalHold {
+            node,
+            requests: per_driver.into_iter().collect(),
+            devices: devices.into_iter().map(|(_, name)| name).collect(),
+        }
+    });
+    Some(ClaimView { uid, held })
 }
 
 /// Topology levels: (level, node label), outermost first.

@@ -162,6 +162,8 @@ impl Harness {
         }
         assert!(!brain.synced(), "not synced before ResourceSlices listed");
         brain.handle(Event::Slice(Change::InitDone), now);
+        assert!(!brain.synced(), "not synced before ResourceClaims listed");
+        brain.handle(Event::Claim(Change::InitDone), now);
         // Every held kind lists (empty, without its CRD): recovery waits for each.
         for kind in workload::HELD_KINDS {
             assert!(!brain.synced(), "not synced before {}s listed", kind.kind);

@@ -791,13 +791,27 @@ impl ResourceGraph {
     /// Recorded even beyond the node's free capacity: the pod is there, whatever the graph
     /// thought was free. The node then has nothing free until enough ends, so a release never
     /// hands room to a group that the pod already uses. Errors only for an unknown node.
-    pub fn hold(&mut self, node: &str, requests: &[(String, u64)], now: i64) -> Result<AllocId, GraphError> {
+    pub fn hold(
+        &mut self,
+        node: &str,
+        requests: &[(String, u64)],
+        devices: &[String],
+        now: i64,
+    ) -> Result<AllocId, GraphError> {
         let known: Vec<(String, u64)> =
             requests.iter().filter(|(r, _)| self.graph.resources.get(r).is_some()).cloned().collect();
         let mut req = GroupRequest::simple(&format!("hold on {node}"), 1, &[]);
         req.requests = known;
         let id = self.next_id;
-        let member = ImportedMember { index: 0, node: node.to_string(), devices: Vec::new() };
+        // Devices named but not free here (not published yet, or held already) are left to the
+        // count: another free device of their resource is held instead.
+        let n = self.graph.node_id(node)?;
+        let free = |name: &String| {
+            let g = &self.graph;
+            g.node(n).devices.iter().any(|s| s.holder.is_none() && g.vertex(s.vertex).meta.name == *name)
+        };
+        let devices = devices.iter().filter(|d| free(d)).cloned().collect();
+        let member = ImportedMember { index: 0, node: node.to_string(), devices };
         self.record(id, &req, &[member], (now, FOREVER), false)?;
         Ok(id)
     }

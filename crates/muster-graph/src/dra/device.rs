@@ -8,6 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use super::selector::{Quantity, Semver};
 
+/// The name the graph gives a published device (`driver/pool/device`): unique on its node across
+/// drivers and pools, and what a claim's allocation names.
+pub fn graph_name(driver: &str, pool: &str, device: &str) -> String {
+    format!("{driver}/{pool}/{device}")
+}
+
 /// The typed value of one device attribute (exactly one of a ResourceSlice's `int`, `bool`,
 /// `string` and `version`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

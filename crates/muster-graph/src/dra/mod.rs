@@ -13,7 +13,7 @@ mod pick;
 mod request;
 mod selector;
 
-pub use device::{AttributeValue, PublishedDevice};
+pub use device::{AttributeValue, PublishedDevice, graph_name};
 pub(crate) use pick::{DeviceMatcher, pick};
 pub use request::{DeviceRequest, check_devices, drivers_accepting};
 pub use selector::{Selector, SelectorError};

@@ -9,12 +9,24 @@ use serde::{Deserialize, Serialize};
 use super::{Engine, EngineError};
 use crate::group::Transition;
 
-/// Capacity used on a node by a pod the engine did not place.
+/// Capacity used on a node by what the engine did not place: another scheduler's pod, or the
+/// devices another scheduler allocated to a claim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalHold {
     pub node: String,
-    /// Requests in base units by resource name.
+    /// Requests in base units by resource name (a claim's: its devices counted per driver).
     pub requests: Vec<(String, u64)>,
+    /// The devices held, by their names in the graph; those the node does not have free are
+    /// counted but not named (another free device of the resource is held in their place).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+}
+
+impl ExternalHold {
+    /// What a pod's requests hold on `node`.
+    pub fn pod(node: &str, requests: &[(String, u64)]) -> Self {
+        Self { node: node.to_string(), requests: requests.to_vec(), devices: Vec::new() }
+    }
 }
 
 impl Engine {
@@ -107,25 +119,19 @@ impl Engine {
         Ok(Vec::new())
     }
 
-    /// A pod the engine did not place (another scheduler's) uses capacity on `node`; `id` names it
+    /// A pod the engine did not place (another scheduler's), or a claim another scheduler
+    /// allocated, holds capacity on a node; `id` names it
     /// for [`Engine::vacate`]. Idempotent for an unchanged pod. Counted even where the graph saw
     /// no room (the pod is there; the node then has nothing free until enough of it ends), so a
     /// group released in the same batch never hands that room to another group. Errors, changing
     /// nothing, only when the node is unknown (the caller retries once the node is known).
-    pub fn occupy(
-        &mut self,
-        id: &str,
-        node: &str,
-        requests: &[(String, u64)],
-        now: i64,
-    ) -> Result<Vec<Transition>, EngineError> {
+    pub fn occupy(&mut self, id: &str, hold: ExternalHold, now: i64) -> Result<Vec<Transition>, EngineError> {
         self.advance(now);
-        let hold = ExternalHold { node: node.to_string(), requests: requests.to_vec() };
         if self.external.get(id).is_some_and(|(h, _)| *h == hold) {
             return Ok(Vec::new());
         }
         // Hold first: on an unknown node nothing changes, not even the pod's old hold.
-        let alloc = self.graph.hold(node, requests, now)?;
+        let alloc = self.graph.hold(&hold.node, &hold.requests, &hold.devices, now)?;
         // A changed pod (resized, or moved by a restart of its scheduler) replaces its old hold.
         if let Some((_, old)) = self.external.insert(id.to_string(), (hold, alloc)) {
             self.graph.cancel(old)?;

@@ -132,7 +132,7 @@ impl Engine {
         }
         // Other schedulers' pods after ours: the recorded placements were made around them.
         for (id, hold) in snap.external {
-            e.occupy(&id, &hold.node, &hold.requests, e.now)?;
+            e.occupy(&id, hold, e.now)?;
         }
         Ok(e)
     }

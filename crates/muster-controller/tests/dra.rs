@@ -1,6 +1,8 @@
-//! The devices DRA drivers publish (ResourceSlices as the apiserver sends them) reach the
-//! engine's graph as part of their nodes: in whatever order slices and nodes are listed, a
-//! newer generation of a pool replacing the older, a deleted slice taking its devices away.
+//! Dynamic Resource Allocation as the apiserver sends it. The devices DRA drivers publish
+//! (ResourceSlices) reach the engine's graph as part of their nodes: in whatever order slices
+//! and nodes are listed, a newer generation of a pool replacing the older, a deleted slice taking
+//! its devices away. Devices kube-scheduler allocated to claims are held, exactly those, until
+//! the claim lets them go.
 
 mod common;
 
@@ -72,4 +74,57 @@ fn published_devices_reach_the_graph_with_their_nodes() {
     let text = h.metrics.encode().unwrap();
     assert!(text.contains("muster_published_devices{driver=\"gpu.example.com\"} 8"), "{text}");
     assert!(text.contains("muster_unread_resource_slices 1"), "{text}");
+}
+
+fn claim(uid: &str, node: &str, devices: &[&str]) -> k8s_openapi::api::resource::v1::ResourceClaim {
+    let results: Vec<serde_json::Value> = (devices.iter())
+        .map(|d| serde_json::json!({"request": "gpus", "driver": "gpu.example.com", "pool": node, "device": d}))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": format!("pod-{uid}-gpus"), "namespace": "other", "uid": uid},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": devices.len()}}]}},
+        "status": {"allocation": {
+            "devices": {"results": results},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+        }}
+    }))
+    .unwrap()
+}
+
+/// The devices of `node` something holds, by graph name.
+fn held(h: &Harness, node: &str) -> Vec<String> {
+    let g = &h.brain.engine().unwrap().engine().graph().graph;
+    let n = g.node(g.node_id(node).unwrap());
+    n.devices.iter().filter(|s| s.holder.is_some()).map(|s| g.vertex(s.vertex).meta.name.clone()).collect()
+}
+
+#[test]
+fn devices_other_schedulers_allocated_to_claims_are_held_until_the_claim_lets_go() {
+    let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
+    h.send(apply(&slice("n1-gpus", "n1", 1, 8)));
+    h.cycle();
+    let c = claim("c1", "n1", &["gpu-3", "gpu-5"]);
+    h.send(Event::Claim(Change::Apply(muster_controller::convert::claim_view(&c).unwrap())));
+    h.cycle();
+    assert_eq!(held(&h, "n1"), ["gpu.example.com/n1/gpu-3", "gpu.example.com/n1/gpu-5"], "exactly the claim's devices");
+    // Deallocated (its pod is done): the devices are free again.
+    let mut done = c.clone();
+    done.status = None;
+    h.send(Event::Claim(Change::Apply(muster_controller::convert::claim_view(&done).unwrap())));
+    h.cycle();
+    assert!(held(&h, "n1").is_empty());
+    // A claim on a node the engine does not know yet is counted once the node and its slice come.
+    let c2 = claim("c2", "n2", &["gpu-0"]);
+    h.send(Event::Claim(Change::Apply(muster_controller::convert::claim_view(&c2).unwrap())));
+    h.cycle();
+    h.send(apply(&slice("n2-gpus", "n2", 1, 8)));
+    h.send(Event::Node(Change::Apply(node("n2", 8))));
+    h.cycle();
+    h.cycle();
+    assert_eq!(held(&h, "n2"), ["gpu.example.com/n2/gpu-0"]);
+    h.send(Event::Claim(Change::Delete(muster_controller::convert::claim_view(&c2).unwrap())));
+    h.cycle();
+    assert!(held(&h, "n2").is_empty());
 }
