@@ -11,21 +11,7 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use muster_controller::convert::slice_view;
 
 fn slice(name: &str, node: &str, generation: i64, gpus: usize) -> ResourceSlice {
-    let devices: Vec<serde_json::Value> = (0..gpus)
-        .map(|i| serde_json::json!({"name": format!("gpu-{i}"), "attributes": {"model": {"string": "h100"}}}))
-        .collect();
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name, "resourceVersion": "7"},
-        "spec": {
-            "driver": "gpu.example.com",
-            "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-            "devices": devices
-        }
-    }))
-    .unwrap()
+    muster_k8s::testing::resource_slice(name, node, generation, &vec!["h100"; gpus])
 }
 
 /// The published devices the engine's graph holds on `node`.

@@ -208,34 +208,9 @@ fn cel_selectors<'a>(
 mod tests {
     use super::*;
 
-    /// A slice as a driver publishes it and the apiserver returns it.
+    /// A slice of GPUs of the given models on `node`, as a driver publishes it.
     fn slice(node: &str, generation: i64, models: &[&str]) -> ResourceSlice {
-        let devices: Vec<serde_json::Value> = (models.iter().enumerate())
-            .map(|(i, m)| {
-                serde_json::json!({
-                    "name": format!("gpu-{i}"),
-                    "attributes": {
-                        "model": {"string": m},
-                        "index": {"int": i},
-                        "driverVersion": {"version": "550.54.15"},
-                        "gpu.example.com/mig": {"bool": false}
-                    },
-                    "capacity": {"memory": {"value": "80Gi"}}
-                })
-            })
-            .collect();
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": format!("{node}-gpu.example.com-x7k2p"), "resourceVersion": "812", "generation": 1},
-            "spec": {
-                "driver": "gpu.example.com",
-                "nodeName": node,
-                "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-                "devices": devices
-            }
-        }))
-        .unwrap()
+        crate::testing::resource_slice(&format!("{node}-gpu.example.com-x7k2p"), node, generation, models)
     }
 
     #[test]

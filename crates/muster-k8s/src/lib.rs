@@ -21,6 +21,8 @@ pub mod pod;
 mod quantity;
 pub mod queue;
 pub mod reservation;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod unsupported;
 pub mod view;
 pub mod workload;
