@@ -3,7 +3,7 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 use cel::Context;
@@ -22,10 +22,38 @@ pub(crate) struct DeviceMatcher {
     root: OnceCell<Context<'static, 'static>>,
     /// By (request, selector, a hash of the device's reads): devices decided, each with its
     /// result; a device with the same reads as one of them matches alike.
-    by_reads: RefCell<HashMap<(usize, usize, u64), Vec<Decided>>>,
+    by_reads: RefCell<HashMap<(usize, usize, u64), Vec<Decided>, BuildHasherDefault<QuickHasher>>>,
     /// The first evaluation error: a device it occurs on does not match, and a group that then
     /// does not fit is told why.
     first_error: RefCell<Option<String>>,
+}
+
+/// A fast hash for the memo of device reads, which is looked up once per device a search visits
+/// and whose keys no one outside chooses (SipHash's resistance to crafted keys buys nothing
+/// here, and costs most of a lookup). Multiply-rotate, as rustc's FxHasher.
+#[derive(Default)]
+struct QuickHasher(u64);
+
+impl Hasher for QuickHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// A device whose match has been decided, and the result.
@@ -111,7 +139,7 @@ impl DeviceMatcher {
         let device = &**published;
         req.selectors.iter().enumerate().all(|(s, sel)| {
             let Some(reads) = sel.reads(device) else { return self.evaluate(sel, device) };
-            let mut h = DefaultHasher::new();
+            let mut h = QuickHasher::default();
             reads.for_each(|x| x.hash(&mut h));
             let key = (r, s, h.finish());
             let same = |other: &PublishedDevice| sel.reads(device).zip(sel.reads(other)).is_some_and(|(a, b)| a.eq(b));
