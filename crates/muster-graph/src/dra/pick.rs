@@ -22,7 +22,7 @@ pub(crate) struct DeviceMatcher {
     root: OnceCell<Context<'static, 'static>>,
     /// By (request, selector, a hash of the device's reads): devices decided, each with its
     /// result; a device with the same reads as one of them matches alike.
-    by_reads: RefCell<HashMap<(usize, usize, u64), Vec<Decided>, BuildHasherDefault<QuickHasher>>>,
+    by_reads: RefCell<ReadMemo>,
     /// The first evaluation error: a device it occurs on does not match, and a group that then
     /// does not fit is told why.
     first_error: RefCell<Option<String>>,
@@ -58,6 +58,9 @@ impl Hasher for QuickHasher {
 
 /// A device whose match has been decided, and the result.
 type Decided = (Arc<PublishedDevice>, bool);
+
+/// Decided devices by (request, selector, hash of their reads).
+type ReadMemo = HashMap<(usize, usize, u64), Vec<Decided>, BuildHasherDefault<QuickHasher>>;
 
 struct Compiled {
     resource: ResourceId,
