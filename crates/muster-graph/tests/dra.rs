@@ -96,7 +96,9 @@ fn a_gang_claiming_eight_selected_gpus_each_lands_whole_on_the_nodes_whose_devic
     // asking changes nothing.
     let before = fingerprint(&r.graph);
     match r.allocate(&gang("more", 1, devices(8, &[H100])), 0) {
-        MatchOutcome::Busy(_) => {}
+        MatchOutcome::Busy(why) => {
+            assert!(why.contains("the free devices its selectors accept serve 0"), "{why}");
+        }
         other => panic!("no H100 is free: {other:?}"),
     }
     assert_eq!(fingerprint(&r.graph), before);

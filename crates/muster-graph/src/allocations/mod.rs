@@ -254,6 +254,20 @@ impl ResourceGraph {
                 );
             }
         }
+        if let Some(m) = &d.devices {
+            let window = Window::Now { now, end: now + 1 };
+            let served: u64 = (self.graph.live_nodes())
+                .filter(|(_, n)| n.schedulable() && d.request.filter.admits(n))
+                .map(|(id, _)| u64::from(self.graph.device_units(id, d, m, window, u32::MAX).0))
+                .sum();
+            let need = d.members(d.min_units);
+            if served < u64::from(need) {
+                return format!(
+                    "needs devices for {need} members ({} each); the free devices its selectors accept serve {served}",
+                    m.describe(&self.graph)
+                );
+            }
+        }
         "enough is free in total but not on the nodes (or in the one domain) the group needs".to_string()
     }
 
