@@ -409,9 +409,9 @@ impl GroupRequest {
         surplus
     }
 
-    /// The devices member `index` asks for.
-    pub fn member_devices(&self, index: u32) -> &[DeviceRequest] {
-        if self.sets.is_empty() { &self.devices } else { &self.sets[self.set_of(index).0].devices }
+    /// The devices one member of set `k` asks for (of alike members: `devices`).
+    pub fn set_devices_of(&self, k: usize) -> &[DeviceRequest] {
+        self.sets.get(k).map_or(&self.devices, |s| &s.devices)
     }
 
     /// The request for set `k` alone: its share of the group's bounds, its requests, the group's

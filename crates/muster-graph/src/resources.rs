@@ -43,9 +43,11 @@ pub fn unit_of(name: &str) -> Result<Unit, String> {
         "pods" => Ok(Unit::Count),
         _ if name.starts_with("hugepages-") => Ok(Unit::Bytes),
         _ if crate::names::is_qualified_resource(name) => Ok(Unit::Count),
+        // The devices a DRA driver publishes, counted under its name (a quota on them).
+        _ if name.contains('.') && crate::names::is_dns_subdomain(name) => Ok(Unit::Count),
         _ => Err(format!(
             "unknown resource {name:?}; allowed: cpu, memory, pods, ephemeral-storage, hugepages-<size>, \
-             or an extended resource with a domain such as nvidia.com/gpu"
+             an extended resource with a domain such as nvidia.com/gpu, or a DRA driver such as gpu.example.com"
         )),
     }
 }

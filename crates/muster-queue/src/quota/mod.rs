@@ -22,9 +22,23 @@ fn with_pod(requests: &[(String, u64)]) -> Vec<(String, u64)> {
     v
 }
 
+/// What one member of set `k` counts against quotas and fair share, by resource name: its
+/// requests, the devices it asks of each driver (under the driver's name, as the graph counts
+/// them; a quota on `gpu.example.com` bounds them) and one `pods` slot.
+fn set_asks(req: &GroupRequest, k: usize) -> Vec<(String, u64)> {
+    let mut v = with_pod(req.set_requests_of(k));
+    for d in req.set_devices_of(k) {
+        match v.iter_mut().find(|(r, _)| *r == d.driver) {
+            Some((_, a)) => *a = a.saturating_add(u64::from(d.count)),
+            None => v.push((d.driver.clone(), u64::from(d.count))),
+        }
+    }
+    v
+}
+
 /// What member `index` of a group counts against quotas and fair share, by resource name.
 fn member_asks(req: &GroupRequest, index: u32) -> Vec<(String, u64)> {
-    with_pod(req.member_requests(index))
+    set_asks(req, req.set_of(index).0)
 }
 
 /// What the members `indices` of a group count in all, by resource name.
@@ -51,13 +65,13 @@ pub struct Asks {
 impl Asks {
     /// What admitting the group asks.
     pub fn of(req: &GroupRequest) -> Self {
-        Self { steps: req.member_steps().into_iter().map(|(k, n)| (n, with_pod(req.set_requests_of(k)))).collect() }
+        Self { steps: req.member_steps().into_iter().map(|(k, n)| (n, set_asks(req, k))).collect() }
     }
 
     /// What adding members to set `k` of the group while it runs asks (it grows one set at a
     /// time: `GroupRequest::growing_set`).
     pub fn growth(req: &GroupRequest, k: usize) -> Self {
-        Self { steps: vec![(u32::MAX, with_pod(req.set_requests_of(k)))] }
+        Self { steps: vec![(u32::MAX, set_asks(req, k))] }
     }
 
     /// The total for `members` members, by resource name.

@@ -1,0 +1,51 @@
+//! Devices DRA drivers publish, asked by selector: a queue's quota on a driver's name bounds
+//! them as any resource, for admission, for elastic groups and in the reason.
+
+mod common;
+
+use common::*;
+use muster_graph::dra::DeviceRequest;
+use muster_graph::{Policy, ResourceGraph};
+use muster_queue::config::QuotaSpec;
+use muster_queue::{EngineConfig, GroupState};
+
+/// Two nodes of 8 H100s a driver publishes.
+fn gpu_graph() -> ResourceGraph {
+    let text = "name: t\nnodeClasses:\n  - name: n\n    count: 2\n    capacity: {cpu: 64, memory: 512Gi, pods: 110}\n    published:\n      - {driver: gpu.example.com, count: 8, attributes: {model: h100}}\n";
+    ResourceGraph::new(muster_graph::cluster::load("t.yaml", text).unwrap(), Policy::First)
+}
+
+/// `min..max` members of eight selected GPUs each.
+fn gpu_gang(name: &str, min: u32, max: u32, at: i64) -> muster_queue::GroupSpec {
+    let mut s = elastic(name, "q", min, max, 1, None, at);
+    s.request.devices = vec![DeviceRequest {
+        name: "gpus".into(),
+        driver: "gpu.example.com".into(),
+        count: 8,
+        selectors: vec![r#"device.attributes["gpu.example.com"].model == "h100""#.into()],
+    }];
+    s
+}
+
+#[test]
+fn a_quota_on_a_drivers_devices_bounds_what_its_selectors_may_take() {
+    let mut c = EngineConfig::single_queue("q");
+    c.queues[0]
+        .quotas
+        .insert("gpu.example.com".into(), QuotaSpec { nominal: 8.into(), borrowing_limit: None, lending_limit: None });
+    let mut e = engine(gpu_graph(), c);
+    // Two members of 8 GPUs fit the cluster, not the quota of 8: the rigid gang waits, and says so.
+    e.submit(gpu_gang("rigid", 2, 2, 0), 0).unwrap();
+    e.schedule(0);
+    assert_eq!(state(&e, "rigid"), GroupState::Queued);
+    let reason = &e.group(&key("rigid")).unwrap().reason;
+    assert!(reason.contains("gpu.example.com"), "{reason}");
+    // An elastic one gets what the quota allows: one member.
+    e.delete(&key("rigid"), 1).unwrap();
+    e.submit(gpu_gang("elastic", 1, 2, 1), 1).unwrap();
+    let ts = e.schedule(1);
+    ready_all(&mut e, &ts, 1);
+    assert_eq!(state(&e, "elastic"), GroupState::Running);
+    assert_eq!(e.group(&key("elastic")).unwrap().member_count(), 1);
+    e.check_invariants().unwrap();
+}
