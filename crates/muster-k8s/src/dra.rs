@@ -5,7 +5,8 @@
 //! What is not read yet is refused by name rather than half read: slices for several nodes (a
 //! node selector, all nodes, per-device nodes), partitionable devices (shared counters),
 //! list-valued attributes, and in claims prioritized alternatives (`firstAvailable`), `All`
-//! allocation, admin access, capacity requests, device tolerations and constraints.
+//! allocation, admin access, capacity requests, device tolerations and constraints. Tainted
+//! devices and devices with binding conditions are left out: nothing is placed on them.
 
 use std::collections::BTreeMap;
 
@@ -55,6 +56,13 @@ pub fn node_slice(slice: &ResourceSlice) -> Result<NodeSlice, DraError> {
         let at = |field: &str| format!("spec.devices[{i}].{field}");
         if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
             return Err(refuse(at("consumesCounters"), "partitionable devices are not read yet"));
+        }
+        // A tainted device takes only claims that tolerate its taints, and one with binding
+        // conditions waits for them before its pod may bind: muster reads neither yet, so it
+        // places nothing on such a device rather than place what Kubernetes would refuse.
+        let tainted = d.taints.as_ref().is_some_and(|t| !t.is_empty());
+        if tainted || d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
+            continue;
         }
         let mut device = PublishedDevice::new(&spec.driver, &spec.pool.name, &d.name);
         for (name, a) in d.attributes.iter().flatten() {
@@ -257,6 +265,23 @@ mod tests {
         let mut pending = claim.clone();
         pending.status = None;
         assert_eq!(claim_devices(&pending), None);
+    }
+
+    #[test]
+    fn tainted_devices_and_devices_awaiting_binding_conditions_are_left_out() {
+        let mut s = slice("n1", 1, &["h100", "h100", "h100"]);
+        let devices = s.spec.devices.as_mut().unwrap();
+        devices[0].taints = Some(vec![
+            serde_json::from_value(
+                serde_json::json!({"key": "gpu.example.com/unhealthy", "value": "ecc", "effect": "NoSchedule"}),
+            )
+            .unwrap(),
+        ]);
+        devices[2].binding_conditions = Some(vec!["FabricAttached".into()]);
+        devices[2].binding_failure_conditions = Some(vec!["FabricFailed".into()]);
+        let read = node_slice(&s).unwrap();
+        let names: Vec<&str> = read.devices.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["gpu-1"]);
     }
 
     #[test]
