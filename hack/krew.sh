@@ -24,7 +24,8 @@ fi
 out=$repo_dir/target/krew
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-install -m 0755 "$bin" "$stage/kubectl-muster"
+strip --strip-debug -o "$stage/kubectl-muster" "$bin" || die "strip --strip-debug $bin failed"
+chmod 0755 "$stage/kubectl-muster"
 printf 'muster %s, Apache-2.0. Source and documentation: the muster repository (README.md).\n' "$version" >"$stage/LICENSE"
 mkdir -p "$out"
 archive=muster-$version-linux-amd64.tar.gz
