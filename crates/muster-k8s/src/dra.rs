@@ -10,8 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
 use k8s_openapi::api::resource::v1::{
-    DeviceAttribute, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute, DeviceClass,
+    DeviceRequestAllocationResult, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, drivers_accepting, graph_name};
 
@@ -202,6 +204,133 @@ pub fn template_requests<'a>(
         out.push(DeviceRequest { name: r.name.clone(), driver, count, selectors: [class_selectors, own].concat() });
     }
     Ok(out)
+}
+
+/// A claim a pod makes from a template: the pod's name for it (`spec.resourceClaims[].name`) and
+/// the ResourceClaimTemplate's. The ResourceClaim controller makes one claim per pod from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodClaim {
+    pub name: String,
+    pub template: String,
+}
+
+/// The claims a pod of `spec` makes from templates. A claim by name (`resourceClaimName`, one
+/// claim shared by several pods) is refused, naming its field under `field`.
+pub fn pod_claims(spec: &PodSpec, field: &str) -> Result<Vec<PodClaim>, String> {
+    let mut out = Vec::new();
+    for (i, c) in spec.resource_claims.iter().flatten().enumerate() {
+        match (&c.resource_claim_template_name, &c.resource_claim_name) {
+            (Some(template), None) => out.push(PodClaim { name: c.name.clone(), template: template.clone() }),
+            _ => {
+                return Err(format!(
+                    "{field}.resourceClaims[{i}]: muster places claims made from a template for each pod \
+                     (resourceClaimTemplateName), not claims shared by name (resourceClaimName) yet; name a \
+                     ResourceClaimTemplate instead"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What one pod asks through `claims`: each template's requests, named `CLAIM/REQUEST` (the
+/// pod's name for the claim, then the request's), from the templates in its namespace
+/// (`template`), the DeviceClasses and every published device of the cluster.
+pub fn claim_requests<'a, 't>(
+    claims: &[PodClaim],
+    template: impl Fn(&str) -> Option<&'t ResourceClaimTemplate>,
+    classes: &BTreeMap<String, DeviceClass>,
+    published: impl Iterator<Item = &'a PublishedDevice> + Clone,
+) -> Result<Vec<DeviceRequest>, DraError> {
+    let mut out = Vec::new();
+    for c in claims {
+        let Some(t) = template(&c.template) else {
+            return Err(refuse(
+                format!("resourceClaims[{}].resourceClaimTemplateName", c.name),
+                format!("no ResourceClaimTemplate {:?} in the namespace; create it", c.template),
+            ));
+        };
+        let within = |e: DraError| refuse(format!("ResourceClaimTemplate {}: {}", c.template, e.path), e.message);
+        for r in template_requests(t, classes, published.clone()).map_err(within)? {
+            out.push(DeviceRequest { name: format!("{}/{}", c.name, r.name), ..r });
+        }
+    }
+    Ok(out)
+}
+
+/// The allocation muster writes into `claim`, the pod's claim named `pod_claim`: `devices` (each
+/// with the request it serves, named `CLAIM/REQUEST` as [`claim_requests`] names it) on `node`,
+/// with the configuration of each request's DeviceClass and then the claim's own, as
+/// kube-scheduler's allocator writes them. Errors when the claim asks other requests than the
+/// devices serve (its template changed since the group was placed).
+pub fn allocation(
+    claim: &ResourceClaim,
+    pod_claim: &str,
+    classes: &BTreeMap<String, DeviceClass>,
+    node: &str,
+    devices: &[(String, &PublishedDevice)],
+) -> Result<AllocationResult, DraError> {
+    let devices_spec = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
+    let requests = devices_spec.and_then(|d| d.requests.clone()).unwrap_or_default();
+    let prefix = format!("{pod_claim}/");
+    let mine: Vec<(&str, &PublishedDevice)> =
+        devices.iter().filter_map(|(r, d)| Some((r.strip_prefix(&prefix)?, *d))).collect();
+    let asked: std::collections::BTreeSet<&str> = requests.iter().map(|r| r.name.as_str()).collect();
+    let served: std::collections::BTreeSet<&str> = mine.iter().map(|(r, _)| *r).collect();
+    if asked != served {
+        return Err(refuse(
+            "spec.devices.requests",
+            format!(
+                "the claim asks {asked:?}, the devices placed for the pod serve {served:?}: its template changed \
+                 after the group was placed; delete the pod to have it made again"
+            ),
+        ));
+    }
+    let mut config = Vec::new();
+    for r in &requests {
+        let class = r.exactly.as_ref().and_then(|e| classes.get(&e.device_class_name));
+        for c in class.and_then(|c| c.spec.as_ref()?.config.as_ref()).into_iter().flatten() {
+            config.push(DeviceAllocationConfiguration {
+                source: "FromClass".into(),
+                requests: Some(vec![r.name.clone()]),
+                opaque: c.opaque.clone(),
+            });
+        }
+    }
+    for c in devices_spec.and_then(|d| d.config.as_ref()).into_iter().flatten() {
+        config.push(DeviceAllocationConfiguration {
+            source: "FromClaim".into(),
+            requests: c.requests.clone(),
+            opaque: c.opaque.clone(),
+        });
+    }
+    let results = mine
+        .iter()
+        .map(|(request, d)| DeviceRequestAllocationResult {
+            request: request.to_string(),
+            driver: d.driver.clone(),
+            pool: d.pool.clone(),
+            device: d.name.clone(),
+            ..Default::default()
+        })
+        .collect();
+    Ok(AllocationResult {
+        devices: Some(DeviceAllocationResult {
+            results: Some(results),
+            config: Some(config).filter(|c| !c.is_empty()),
+        }),
+        node_selector: Some(NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_fields: Some(vec![NodeSelectorRequirement {
+                    key: "metadata.name".into(),
+                    operator: "In".into(),
+                    values: Some(vec![node.to_string()]),
+                }]),
+                match_expressions: None,
+            }],
+        }),
+        allocation_timestamp: None,
+    })
 }
 
 fn cel_selectors<'a>(

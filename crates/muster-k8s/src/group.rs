@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use muster_graph::GroupRequest;
 use muster_graph::InputError;
+use muster_graph::dra::{DeviceRequest, check_devices};
 use muster_graph::filter::{
     MatchExpression, NodeFilter, NodeSelectorTerm as EngineTerm, Toleration as EngineToleration,
 };
@@ -51,6 +52,9 @@ pub struct GroupSpec {
     /// Requests of one member by resource name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resources: BTreeMap<String, Quantity>,
+    /// Devices one member takes of those DRA drivers publish (its pod's resource claims).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRequest>,
     /// Labels a node must have (the pods' nodeSelector).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
@@ -111,6 +115,9 @@ pub struct GroupSet {
     /// Requests of one member of the set by resource name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resources: BTreeMap<String, Quantity>,
+    /// Devices one member of the set takes of those DRA drivers publish.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRequest>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -467,6 +474,13 @@ fn requests(file: &str, path: &str, resources: &BTreeMap<String, Quantity>) -> R
     Ok(out)
 }
 
+/// One member's device requests at `path` (`spec.devices`), checked as the group form checks
+/// them.
+fn devices(file: &str, path: &str, devices: &[DeviceRequest]) -> Result<Vec<DeviceRequest>, InputError> {
+    check_devices(devices).map_err(|(at, m)| InputError::new(file, format!("{path}{at}"), m))?;
+    Ok(devices.to_vec())
+}
+
 /// Where members may run, from the fields under `at` (`spec`, `spec.sets[1]`).
 fn node_filter(
     file: &str,
@@ -539,7 +553,7 @@ impl GroupSpec {
             min_members,
             max_members,
             requests: requests(&file, "spec.resources", &self.resources)?,
-            devices: Vec::new(),
+            devices: devices(&file, "spec.devices", &self.devices)?,
             filter: node_filter(&file, "spec", &self.node_selector, &self.affinity, &self.tolerations)?,
             members_per_node: None,
             exclusive: false,
@@ -563,6 +577,7 @@ impl GroupSpec {
         }
         let beside = [
             ("resources", !self.resources.is_empty()),
+            ("devices", !self.devices.is_empty()),
             ("nodeSelector", !self.node_selector.is_empty()),
             ("affinity", !self.affinity.is_empty()),
             ("tolerations", !self.tolerations.is_empty()),
@@ -579,7 +594,7 @@ impl GroupSpec {
                 min_members,
                 max_members,
                 requests: requests(&file, &format!("{at}.resources"), &s.resources)?,
-                devices: Vec::new(),
+                devices: devices(&file, &format!("{at}.devices"), &s.devices)?,
                 filter: node_filter(&file, &at, &s.node_selector, &s.affinity, &s.tolerations)?,
                 topology: s.topology.as_ref().map(engine_topology),
             });
@@ -714,6 +729,21 @@ mod tests {
             ),
             ("members: {min: 1}\ntolerations: [{value: v}]", "spec.tolerations[0].key", "needs a key"),
             ("members: {min: 1}\ndurationSeconds: -3", "spec.durationSeconds", "out of range"),
+            (
+                "members: {min: 1}\ndevices: [{name: gpu/gpus, driver: gpu.example.com, count: 1, selectors: ['device.driver =']}]",
+                "spec.devices[0].selectors[0]",
+                "",
+            ),
+            (
+                "members: {min: 1}\nsets: [{name: w, members: {min: 1}, devices: [{name: g, driver: gpu.example.com, count: 0}]}]",
+                "spec.sets[0].devices[0].count",
+                "at least one device",
+            ),
+            (
+                "members: {min: 1}\ndevices: [{name: g, driver: gpu.example.com, count: 1}]\nsets: [{name: w, members: {min: 1}}]",
+                "spec.devices",
+                "in each set",
+            ),
         ] {
             let e = err(yaml);
             assert_eq!(e.path, path, "{yaml}: {e}");

@@ -8,11 +8,13 @@
 //! by count; which devices match is decided node by node (`Graph::device_units`), and the same
 //! greedy choice both counts and takes them (`pick`), so a placement found is one that commits.
 
+mod assign;
 mod device;
 mod pick;
 mod request;
 mod selector;
 
+pub use assign::{AssignError, assign};
 pub use device::{AttributeValue, PublishedDevice, graph_name};
 pub(crate) use pick::{DeviceMatcher, pick};
 pub use request::{DeviceRequest, check_devices, drivers_accepting};

@@ -9,12 +9,15 @@ use super::selector::Selector;
 /// `allocationMode: ExactCount`, its DeviceClass's selectors first). Each member of the group
 /// gets devices of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeviceRequest {
-    /// The request's name, as the claim names it (what an allocation result refers to).
+    /// The request's name, unique among a member's (for a pod's claim, `CLAIM/REQUEST`: the
+    /// pod's name for the claim and the claim's request, what an allocation result names).
     pub name: String,
     /// The driver whose devices may serve it: a request is served by one driver's devices.
     pub driver: String,
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub count: u32,
     /// CEL expressions over `device`; a device matches when every one is true.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

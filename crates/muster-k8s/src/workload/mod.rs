@@ -25,8 +25,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, ObjectMeta};
 use kube::core::ApiResource;
+use muster_graph::dra::DeviceRequest;
 use muster_graph::jobspec::MAX_MEMBERS;
 
+use crate::dra::{DraError, PodClaim, pod_claims};
 use crate::group::{GroupSet, Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
 use crate::pod::{Amounts, Placement, Uncountable, placement, requests};
 use crate::{GroupSpec, Quantity, labels};
@@ -232,6 +234,9 @@ pub struct SetShape {
     pub pods: u32,
     pub requests: Amounts,
     pub placement: Placement,
+    /// The claims each pod makes from templates: its devices, once the templates are read
+    /// ([`fill_devices`]).
+    pub claims: Vec<PodClaim>,
 }
 
 /// The one computation of a workload's group: size, one member's requests, placement and the
@@ -304,10 +309,11 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
     for set in sets.iter().filter(|s| s.count() > 0) {
         let requests = set.requests().map_err(|e| errors.push(e.to_string()));
         let placement = placement(set.template, &set.template_field).map_err(|e| errors.push(e));
+        let claims = pod_claims(set.template, &set.template_field).map_err(|e| errors.push(e));
         priorities.push((set, set.template.priority_class_name.clone()));
-        if let (Ok(requests), Ok(placement)) = (requests, placement) {
+        if let (Ok(requests), Ok(placement), Ok(claims)) = (requests, placement, claims) {
             let pods = u32::try_from(set.count()).unwrap_or(u32::MAX);
-            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement });
+            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement, claims });
         }
     }
     if let Some((first, first_priority)) = priorities.first()
@@ -340,7 +346,16 @@ impl Shape {
     /// Whether every member asks the same and may run on the same nodes: one set of alike
     /// members, as a group of one pod set is.
     pub fn alike(&self) -> bool {
-        self.sets.windows(2).all(|w| (&w[0].requests, &w[0].placement) == (&w[1].requests, &w[1].placement))
+        self.sets
+            .windows(2)
+            .all(|w| (&w[0].requests, &w[0].placement, &w[0].claims) == (&w[1].requests, &w[1].placement, &w[1].claims))
+    }
+
+    /// The claims of one member of each of the Group's sets ([`Shape::group_spec`]'s; one list
+    /// for a Group of alike members).
+    pub fn set_claims(&self) -> Vec<Vec<PodClaim>> {
+        let claims = self.sets.iter().map(|s| s.claims.clone());
+        if self.alike() { claims.take(1).collect() } else { claims.collect() }
     }
 
     /// What the group's fewest members ask in all, by resource: each set whole, the last (the
@@ -373,6 +388,7 @@ impl Shape {
                     name: s.name.clone(),
                     members: Members { min, max: (min != pods).then_some(pods) },
                     resources: requests_to_resources(&s.requests),
+                    devices: Vec::new(),
                     node_selector: s.placement.node_selector.clone(),
                     affinity: s.placement.affinity.clone(),
                     tolerations: s.placement.tolerations.clone(),
@@ -387,6 +403,7 @@ impl Shape {
             queue: queue.to_string(),
             members: self.members,
             resources,
+            devices: Vec::new(),
             node_selector,
             affinity,
             tolerations,
@@ -404,6 +421,24 @@ impl Shape {
             }),
         }
     }
+}
+
+/// Fills the devices of `spec` (a [`Shape::group_spec`]) from what `claims` (its
+/// [`Shape::set_claims`]) ask, as `resolve` reads them; an error names the set.
+pub fn fill_devices(
+    spec: &mut GroupSpec,
+    claims: &[Vec<PodClaim>],
+    resolve: impl Fn(&[PodClaim]) -> Result<Vec<DeviceRequest>, DraError>,
+) -> Result<(), String> {
+    if spec.sets.is_empty() {
+        let one = claims.first().map(Vec::as_slice).unwrap_or_default();
+        spec.devices = resolve(one).map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    for (set, claims) in spec.sets.iter_mut().zip(claims) {
+        set.devices = resolve(claims).map_err(|e| format!("pod set {}: {e}", set.name))?;
+    }
+    Ok(())
 }
 
 /// Requests in base units as a Group object's `spec.resources` (cpu in millicores).
