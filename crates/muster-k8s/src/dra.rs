@@ -25,6 +25,9 @@ pub struct DraError {
     pub message: String,
 }
 
+/// The DeviceClass of a name, if it exists.
+pub type Classes<'c> = dyn Fn(&str) -> Option<&'c DeviceClass> + 'c;
+
 fn refuse(path: impl Into<String>, message: impl Into<String>) -> DraError {
     DraError { path: path.into(), message: message.into() }
 }
@@ -136,7 +139,7 @@ pub fn devices_by_node<'a>(slices: impl IntoIterator<Item = &'a NodeSlice>) -> B
 /// accepts (`published`, every device of the cluster).
 pub fn template_requests<'a>(
     template: &ResourceClaimTemplate,
-    classes: &BTreeMap<String, DeviceClass>,
+    classes: &Classes,
     published: impl Iterator<Item = &'a PublishedDevice> + Clone,
 ) -> Result<Vec<DeviceRequest>, DraError> {
     let Some(devices) = template.spec.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.devices.as_ref()) else {
@@ -175,7 +178,7 @@ pub fn template_requests<'a>(
                 "only ExactCount is read yet; ask for a count of devices",
             ));
         }
-        let Some(class) = classes.get(&exact.device_class_name) else {
+        let Some(class) = classes(&exact.device_class_name) else {
             return Err(refuse(
                 at("exactly.deviceClassName"),
                 format!("no DeviceClass {:?}; create it, or name one that exists", exact.device_class_name),
@@ -239,7 +242,7 @@ pub fn pod_claims(spec: &PodSpec, field: &str) -> Result<Vec<PodClaim>, String> 
 pub fn claim_requests<'a, 't>(
     claims: &[PodClaim],
     template: impl Fn(&str) -> Option<&'t ResourceClaimTemplate>,
-    classes: &BTreeMap<String, DeviceClass>,
+    classes: &Classes,
     published: impl Iterator<Item = &'a PublishedDevice> + Clone,
 ) -> Result<Vec<DeviceRequest>, DraError> {
     let mut out = Vec::new();
@@ -266,7 +269,7 @@ pub fn claim_requests<'a, 't>(
 pub fn allocation(
     claim: &ResourceClaim,
     pod_claim: &str,
-    classes: &BTreeMap<String, DeviceClass>,
+    classes: &Classes,
     node: &str,
     devices: &[(String, &PublishedDevice)],
 ) -> Result<AllocationResult, DraError> {
@@ -288,7 +291,7 @@ pub fn allocation(
     }
     let mut config = Vec::new();
     for r in &requests {
-        let class = r.exactly.as_ref().and_then(|e| classes.get(&e.device_class_name));
+        let class = r.exactly.as_ref().and_then(|e| classes(&e.device_class_name));
         for c in class.and_then(|c| c.spec.as_ref()?.config.as_ref()).into_iter().flatten() {
             config.push(DeviceAllocationConfiguration {
                 source: "FromClass".into(),
@@ -458,7 +461,7 @@ mod tests {
                 "selectors": [{"cel": {"expression": "device.attributes[\"gpu.example.com\"].model == \"h100\""}}]
             }
         }));
-        let requests = template_requests(&t, &classes, published.iter()).unwrap();
+        let requests = template_requests(&t, &|n: &str| classes.get(n), published.iter()).unwrap();
         assert_eq!(
             requests,
             vec![DeviceRequest {
@@ -474,7 +477,7 @@ mod tests {
         // The apiserver defaults allocationMode and count; a template read before defaulting
         // (a test's) asks for one device.
         let t = template(serde_json::json!({"name": "one", "exactly": {"deviceClassName": "gpu"}}));
-        assert_eq!(template_requests(&t, &classes, published.iter()).unwrap()[0].count, 1);
+        assert_eq!(template_requests(&t, &|n: &str| classes.get(n), published.iter()).unwrap()[0].count, 1);
     }
 
     #[test]
@@ -484,8 +487,9 @@ mod tests {
             ("gpu".to_string(), class("gpu", "gpu.example.com")),
             ("nic".to_string(), class("nic", "nic.example.com")),
         ]);
-        let refused =
-            |request: serde_json::Value| template_requests(&template(request), &classes, published.iter()).unwrap_err();
+        let refused = |request: serde_json::Value| {
+            template_requests(&template(request), &|n: &str| classes.get(n), published.iter()).unwrap_err()
+        };
         let e =
             refused(serde_json::json!({"name": "g", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}));
         assert_eq!(e.path, "spec.spec.devices.requests[0].exactly.allocationMode");
@@ -498,5 +502,104 @@ mod tests {
         // No published device is a NIC: the class stands for no driver here.
         let e = refused(serde_json::json!({"name": "g", "exactly": {"deviceClassName": "nic"}}));
         assert!(e.message.contains("exactly one driver"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gpu_class() -> DeviceClass {
+        serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}],
+                "config": [{"opaque": {"driver": "gpu.example.com", "parameters": {"sharing": "none"}}}]
+            }
+        }))
+        .unwrap()
+    }
+
+    fn gpus(n: usize) -> Vec<PublishedDevice> {
+        (0..n).map(|i| PublishedDevice::new("gpu.example.com", "node-1", &format!("gpu-{i}"))).collect()
+    }
+
+    /// A claim the ResourceClaim controller made for pod `worker-0`, as the apiserver returns it
+    /// (allocationMode and count defaulted).
+    fn claim() -> ResourceClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "worker-0-gpus-x7k2p", "namespace": "team-a", "uid": "c-1",
+                         "annotations": {"resource.kubernetes.io/pod-claim-name": "gpus"}},
+            "spec": {"devices": {
+                "requests": [{"name": "all", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}],
+                "config": [{"requests": ["all"], "opaque": {"driver": "gpu.example.com", "parameters": {"mig": false}}}]
+            }}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pods_claims_are_named_claim_slash_request_and_a_missing_template_is_named() {
+        let t: ResourceClaimTemplate = serde_json::from_value(json!({
+            "metadata": {"name": "two-gpus", "namespace": "team-a"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "all", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]}}}
+        }))
+        .unwrap();
+        let class = gpu_class();
+        let classes = |n: &str| (n == "gpu").then_some(&class);
+        let published = gpus(1);
+        let claims = [PodClaim { name: "gpus".into(), template: "two-gpus".into() }];
+        let requests =
+            claim_requests(&claims, |n| (n == "two-gpus").then_some(&t), &classes, published.iter()).unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!((requests[0].name.as_str(), requests[0].count), ("gpus/all", 2));
+        let missing = [PodClaim { name: "nic".into(), template: "rdma".into() }];
+        let e = claim_requests(&missing, |_| None, &classes, published.iter()).unwrap_err();
+        assert_eq!(e.path, "resourceClaims[nic].resourceClaimTemplateName");
+        assert!(e.message.contains("\"rdma\""), "{e}");
+    }
+
+    #[test]
+    fn an_allocation_names_each_device_its_request_and_node_with_class_then_claim_config() {
+        let class = gpu_class();
+        let classes = |n: &str| (n == "gpu").then_some(&class);
+        let devices = gpus(3);
+        let mine = [("gpus/all".to_string(), &devices[0]), ("gpus/all".to_string(), &devices[2])];
+        let a = allocation(&claim(), "gpus", &classes, "node-1", &mine).unwrap();
+        let got = serde_json::to_value(&a).unwrap();
+        assert_eq!(
+            got,
+            json!({
+                "devices": {
+                    "results": [
+                        {"request": "all", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"},
+                        {"request": "all", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-2"}
+                    ],
+                    "config": [
+                        {"source": "FromClass", "requests": ["all"], "opaque": {"driver": "gpu.example.com", "parameters": {"sharing": "none"}}},
+                        {"source": "FromClaim", "requests": ["all"], "opaque": {"driver": "gpu.example.com", "parameters": {"mig": false}}}
+                    ]
+                },
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}
+            })
+        );
+        // What claim_devices reads back is what was written.
+        let mut allocated = claim();
+        allocated.status =
+            Some(k8s_openapi::api::resource::v1::ResourceClaimStatus { allocation: Some(a), ..Default::default() });
+        let (node, held) = claim_devices(&allocated).unwrap();
+        assert_eq!(node, "node-1");
+        assert_eq!(
+            held.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>(),
+            ["gpu.example.com/node-1/gpu-0", "gpu.example.com/node-1/gpu-2"]
+        );
+        // Devices placed for another request than the claim asks: refused, nothing written.
+        let other = [("gpus/first".to_string(), &devices[0])];
+        assert_eq!(allocation(&claim(), "gpus", &classes, "node-1", &other).unwrap_err().path, "spec.devices.requests");
     }
 }

@@ -1,13 +1,15 @@
 //! Pod fields that change where a pod may run, or what it takes from its node, in ways muster
 //! does not account for. muster binds pods itself, so nothing else would honour them: a pod that
-//! claims a device through dynamic resource allocation would run with its claim unallocated, two
-//! pods taking one host port would be put on one node. The webhook refuses workloads and pods
+//! shares a ResourceClaim by name would run with devices muster never counted, two pods taking one
+//! host port would be put on one node. The webhook refuses workloads and pods
 //! that use them, and the controller never binds such a pod (docs/webhook.md, "Pod fields muster
 //! does not place").
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+use crate::dra::pod_claims;
 
 /// What to do instead, for a field that holds a pod back from muster for good.
 const OR_WITHOUT_MUSTER: &str = "or run the work without muster (no muster.dev/queue or muster.dev/group label)";
@@ -16,21 +18,14 @@ const OR_WITHOUT_MUSTER: &str = "or run the work without muster (no muster.dev/q
 /// under `field` (the path of the pod spec, such as `spec.template.spec`) and what to change.
 pub fn unsupported_fields(spec: &PodSpec, field: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let dra = "muster does not place pods that claim devices through dynamic resource allocation \
-               (resource.k8s.io) yet: it would bind them with their claims unallocated";
-    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        out.push(format!("{field}.resourceClaims: {dra}; remove the claims, {OR_WITHOUT_MUSTER}"));
-    }
-    if spec.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()) {
-        out.push(format!("{field}.resources.claims: {dra}; remove the claims, {OR_WITHOUT_MUSTER}"));
+    // Claims made from a template for each pod are placed (crate::dra); a claim shared by name is not.
+    if let Err(e) = pod_claims(spec, field) {
+        out.push(format!("{e}, {OR_WITHOUT_MUSTER}"));
     }
     let lists = [("containers", Some(&spec.containers)), ("initContainers", spec.init_containers.as_ref())];
     for (list, containers) in lists {
         for (i, c) in containers.into_iter().flatten().enumerate() {
             let at = format!("{field}.{list}[{i}]");
-            if c.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()) {
-                out.push(format!("{at}.resources.claims: {dra}; remove the claims, {OR_WITHOUT_MUSTER}"));
-            }
             out.extend(host_ports(c, &at, spec.host_network == Some(true)));
         }
     }
@@ -142,17 +137,20 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_dra_claims_are_named_by_field() {
+    fn unsupported_claims_shared_by_name_are_named_by_field_and_template_claims_pass() {
         let mut s = spec(json!({
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
         }));
         s.containers[0].resources =
             Some(serde_json::from_value(json!({"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]})).unwrap());
-        let out = unsupported_fields(&s, "spec.template.spec");
-        assert_eq!(out.len(), 2, "{out:?}");
-        assert!(out[0].starts_with("spec.template.spec.resourceClaims: muster does not place pods that claim devices"));
-        assert!(out[1].starts_with("spec.template.spec.containers[0].resources.claims: "), "{}", out[1]);
-        assert!(out[0].contains("dynamic resource allocation"));
+        assert_eq!(unsupported_fields(&s, "spec.template.spec"), Vec::<String>::new());
+        let shared = spec(json!({
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}, {"name": "nic", "resourceClaimName": "rdma"}]
+        }));
+        let out = unsupported_fields(&shared, "spec.template.spec");
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0].starts_with("spec.template.spec.resourceClaims[1]: muster places claims made from a template"));
+        assert!(out[0].contains("resourceClaimName"), "{}", out[0]);
     }
 
     #[test]

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::dra::{DraError, NodeSlice, claim_devices, node_slice};
+use muster_k8s::dra::{DraError, NodeSlice, PodClaim, claim_devices, node_slice};
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{
     GroupSet, GroupSubGroup, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members,
@@ -45,16 +45,23 @@ pub fn slice_view(slice: &ResourceSlice) -> Option<SliceView> {
     Some(SliceView { name: slice.metadata.name.clone()?, read: node_slice(slice) })
 }
 
-/// A ResourceClaim: what its allocation holds on a node, if another scheduler allocated it
-/// devices of one node (muster allocates none yet).
+/// A ResourceClaim: what its allocation holds on a node, if it is allocated devices of one node,
+/// and the pods it is reserved for (muster's own pods' claims are held by their group).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimView {
     pub uid: String,
     pub held: Option<ExternalHold>,
+    /// The uids of the pods in status.reservedFor.
+    pub reserved_for: Vec<String>,
 }
 
 pub fn claim_view(claim: &ResourceClaim) -> Option<ClaimView> {
     let uid = claim.metadata.uid.clone()?;
+    let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref()).into_iter().flatten();
+    let reserved_for = reserved
+        .filter(|r| r.resource == "pods" && r.api_group.as_deref().unwrap_or("").is_empty())
+        .map(|r| r.uid.clone());
+    let reserved_for = reserved_for.collect();
     let held = claim_devices(claim).map(|(node, devices)| {
         let mut per_driver: BTreeMap<String, u64> = BTreeMap::new();
         for (driver, _) in &devices {
@@ -66,7 +73,52 @@ pub fn claim_view(claim: &ResourceClaim) -> Option<ClaimView> {
             devices: devices.into_iter().map(|(_, name)| name).collect(),
         }
     });
-    Some(ClaimView { uid, held })
+    Some(ClaimView { uid, held, reserved_for })
+}
+
+/// A ResourceClaimTemplate, kept whole (templates are few and small), by `namespace/name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateView {
+    pub key: String,
+    pub template: ResourceClaimTemplate,
+}
+
+pub fn template_view(t: &ResourceClaimTemplate) -> Option<TemplateView> {
+    let key = format!("{}/{}", t.metadata.namespace.as_deref()?, t.metadata.name.as_deref()?);
+    let mut template = t.clone();
+    template.metadata.managed_fields = None;
+    Some(TemplateView { key, template })
+}
+
+/// A DeviceClass, kept whole, by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassView {
+    pub name: String,
+    pub class: DeviceClass,
+}
+
+pub fn class_view(c: &DeviceClass) -> Option<ClassView> {
+    let mut class = c.clone();
+    class.metadata.managed_fields = None;
+    Some(ClassView { name: c.metadata.name.clone()?, class })
+}
+
+/// The claims a pod of muster's makes from templates, and the ResourceClaims made for it so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodClaims {
+    /// The pod's names for its claims (spec.resourceClaims[].name).
+    pub wanted: Vec<String>,
+    /// (the pod's name for a claim, the ResourceClaim made for it), from
+    /// status.resourceClaimStatuses.
+    pub made: Vec<(String, String)>,
+}
+
+impl PodClaims {
+    /// Every claim the pod makes, with its ResourceClaim's name; None while one is not made yet.
+    pub fn all_made(&self) -> Option<Vec<(String, String)>> {
+        let made = |w: &String| self.made.iter().find(|(n, _)| n == w).cloned();
+        self.wanted.iter().map(made).collect()
+    }
 }
 
 /// Topology levels: (level, node label), outermost first.
@@ -226,6 +278,9 @@ pub struct PodView {
     /// resource allocation, a host port, ...; muster_k8s::unsupported), which keep it from being
     /// bound. The webhook refuses such pods; this catches one made before it was registered.
     pub unsupported: Option<Box<String>>,
+    /// Pods for muster's scheduler that claim devices: the claims, which muster allocates before
+    /// it binds the pod (boxed: other pods pay one pointer).
+    pub claims: Option<Box<PodClaims>>,
     /// The workload of a held kind it belongs to (a Job, a JobSet, an MPIJob; its name is its
     /// group's) and where in it the pod is (boxed: plain pods pay one pointer).
     pub place: Option<Box<PodPlace>>,
@@ -333,6 +388,11 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
     };
     let ours = spec.scheduler_name.as_deref() == Some(labels::SCHEDULER_NAME);
     let unsupported = Some(unsupported_fields(spec, "spec")).filter(|u| ours && !u.is_empty());
+    let claim_statuses = status.and_then(|s| s.resource_claim_statuses.as_ref()).into_iter().flatten();
+    let claims = PodClaims {
+        wanted: spec.resource_claims.iter().flatten().map(|c| c.name.clone()).collect(),
+        made: claim_statuses.filter_map(|c| Some((c.name.clone(), c.resource_claim_name.clone()?))).collect(),
+    };
     Some(PodView {
         uid: meta.uid.clone()?,
         namespace: meta.namespace.clone()?,
@@ -340,6 +400,7 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         node: spec.node_name.clone().filter(|n| !n.is_empty()),
         ours,
         unsupported: unsupported.map(|u| Box::new(u.join("; "))),
+        claims: Some(claims).filter(|c| ours && !c.wanted.is_empty()).map(Box::new),
         phase,
         ready,
         requests,
@@ -381,6 +442,13 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     let group = pod.group.as_deref().ok_or("not a pod of a plain group")?;
     if let Some(why) = &pod.uncountable {
         return Err(format!("pod {}: {why}", pod.name));
+    }
+    if pod.claims.is_some() {
+        return Err(format!(
+            "pod {}: spec.resourceClaims: muster places the device claims of a workload's pods (a Job, a \
+             JobSet, ...), not of plain pods yet; run the pods in a Job",
+            pod.name
+        ));
     }
     let queue = pod.queue.clone().ok_or_else(|| {
         format!("pod {} of group {group} has no {} label: the group has no queue", pod.name, labels::QUEUE)
@@ -712,8 +780,11 @@ pub struct WorkloadView {
     pub created: i64,
     /// Being deleted (its Group object goes with it: not to be recreated).
     pub deleting: bool,
-    /// The Group object muster keeps for it, or why the Job cannot be one.
+    /// The Group object muster keeps for it, or why the Job cannot be one; its devices are
+    /// filled from `claims` by the brain, which reads the templates.
     pub group: Result<GroupObjectSpec, String>,
+    /// The claims one pod of each of the Group's sets makes from templates (Shape::set_claims).
+    pub claims: Vec<Vec<PodClaim>>,
     /// How its pods number the group's members.
     pub layout: Vec<SetLayout>,
     /// The field of a deadline that counts from its release, if set ([`Workload::release_deadline`]).
@@ -747,6 +818,7 @@ pub fn workload_view<W: Workload>(w: &W) -> Option<WorkloadView> {
     let meta = w.meta();
     let (namespace, name, uid) = (meta.namespace.clone()?, meta.name.clone()?, meta.uid.clone()?);
     let annotated = |k: &str| meta.annotations.as_ref().is_some_and(|a| a.contains_key(k));
+    let shape = workload::shape(w);
     Some(WorkloadView {
         kind: W::kind(),
         hold: w.held_by(),
@@ -758,7 +830,8 @@ pub fn workload_view<W: Workload>(w: &W) -> Option<WorkloadView> {
         suspend_requested: annotated(labels::SUSPEND_REQUESTED),
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
         deleting: meta.deletion_timestamp.is_some(),
-        group: workload::shape(w).map(|s| s.group_spec(w, &queue)).map_err(|e| e.join("; ")),
+        claims: shape.as_ref().map(|s| s.set_claims()).unwrap_or_default(),
+        group: shape.map(|s| s.group_spec(w, &queue)).map_err(|e| e.join("; ")),
         layout: w.pod_sets().map(|sets| workload::place::layout(&sets)).unwrap_or_default(),
         release_deadline: w.release_deadline(),
         succeeded_pods_to_finish: w.succeeded_pods_to_finish(),
