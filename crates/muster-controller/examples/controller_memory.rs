@@ -78,6 +78,7 @@ fn main() {
             layout: vec![SetLayout { name: String::new(), children: 1, pods: pods as u32 }],
             release_deadline: None,
             succeeded_pods_to_finish: Some(pods as u32),
+            claims: vec![vec![]],
             group: Ok(GroupObjectSpec {
                 queue: "default".into(),
                 members: Members { min: pods as i64, max: None },
@@ -85,6 +86,7 @@ fn main() {
                     ("cpu".to_string(), Quantity::Text("2".into())),
                     ("memory".to_string(), Quantity::Text("2Gi".into())),
                 ]),
+                devices: vec![],
                 node_selector: BTreeMap::new(),
                 affinity: vec![],
                 tolerations: vec![],

@@ -23,6 +23,7 @@ use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
+use crate::allocate::allocate_claim;
 use crate::brain::{Action, Event, EventType, Subject};
 use crate::convert::MEMBER;
 use crate::metrics::{EventOutcome, Metrics};
@@ -61,7 +62,7 @@ pub async fn run(
         }
         match a {
             Action::Ungate { key, namespace, pod, uid } => ungate = Some((key, namespace, pod, uid)),
-            Action::Bind { key, namespace, pod, uid, node, member } => {
+            Action::Bind { key, namespace, pod, uid, node, member, claims } => {
                 let gated = ungate.take().is_some();
                 let permit = binds.clone().acquire_owned().await.expect("never closed");
                 let (client, back, metrics) = (client.clone(), back.clone(), metrics.clone());
@@ -70,6 +71,12 @@ pub async fn run(
                         true => remove_gate(client.clone(), &namespace, &pod, &uid).await,
                         false => Ok(()),
                     };
+                    let mut r = r;
+                    for c in &claims {
+                        if r.is_ok() {
+                            r = allocate_claim(client.clone(), &namespace, &pod, &uid, c).await;
+                        }
+                    }
                     let r = match r {
                         Ok(()) => bind(client, &namespace, &pod, &uid, &node, member).await,
                         Err(e) => Err(e),

@@ -8,6 +8,7 @@
 //! store and reconciled with what the cluster runs. See docs/controller.md.
 
 mod accepted;
+pub mod allocate;
 pub mod brain;
 pub mod convert;
 mod executor;

@@ -9,7 +9,7 @@ use std::sync::mpsc::Sender;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -51,6 +51,13 @@ pub fn spawn(client: Client, levels: Levels, tx: Sender<Message>) -> JoinSet<()>
     set.spawn(forward(groups, watcher::Config::default(), convert::group_object_view, Event::GroupObject, t));
     set.spawn(dra_kind::<ResourceSlice, _>(client.clone(), convert::slice_view, Event::Slice, tx.clone()));
     set.spawn(dra_kind::<ResourceClaim, _>(client.clone(), convert::claim_view, Event::Claim, tx.clone()));
+    set.spawn(dra_kind::<ResourceClaimTemplate, _>(
+        client.clone(),
+        convert::template_view,
+        Event::Template,
+        tx.clone(),
+    ));
+    set.spawn(dra_kind::<DeviceClass, _>(client.clone(), convert::class_view, Event::Class, tx.clone()));
     set.spawn(optional_kind::<JobSet>(client.clone(), jobset_event, tx.clone()));
     set.spawn(optional_kind::<MPIJob>(client.clone(), mpijob_event, tx.clone()));
     set.spawn(optional_kind::<RayJob>(client.clone(), rayjob_event, tx.clone()));
@@ -114,8 +121,9 @@ where
 }
 
 /// A kind of `resource.k8s.io/v1` (served from Kubernetes 1.34 on): ResourceSlices, the devices
-/// DRA drivers publish, and ResourceClaims, the devices other schedulers allocated. On a cluster
-/// that does not serve it the brain gets one empty listing.
+/// DRA drivers publish; ResourceClaims, the devices allocated; ResourceClaimTemplates and
+/// DeviceClasses, what pods claim. On a cluster that does not serve it the brain gets one empty
+/// listing.
 async fn dra_kind<K, V>(client: Client, view: fn(&K) -> Option<V>, wrap: fn(Change<V>) -> Event, tx: Sender<Message>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,

@@ -114,3 +114,126 @@ fn devices_other_schedulers_allocated_to_claims_are_held_until_the_claim_lets_go
     h.cycle();
     assert!(held(&h, "n2").is_empty());
 }
+
+fn template_event(name: &str, count: u32, model: &str) -> Event {
+    let t: k8s_openapi::api::resource::v1::ResourceClaimTemplate = serde_json::from_value(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": count,
+            "selectors": [{"cel": {"expression": format!("device.attributes[\"gpu.example.com\"].model == \"{model}\"")}}]
+        }}]}}}
+    }))
+    .unwrap();
+    Event::Template(Change::Apply(muster_controller::convert::template_view(&t).unwrap()))
+}
+
+fn class_event() -> Event {
+    let c: k8s_openapi::api::resource::v1::DeviceClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}
+    }))
+    .unwrap();
+    Event::Class(Change::Apply(muster_controller::convert::class_view(&c).unwrap()))
+}
+
+/// A Job of `members` pods, each claiming through template `template` (its claim named gpus).
+fn claiming_job(name: &str, members: i64, template: &str) -> WorkloadView {
+    let mut j = job(name, members, 1);
+    j.claims = vec![vec![muster_k8s::dra::PodClaim { name: "gpus".into(), template: template.into() }]];
+    j
+}
+
+/// Pod `index` of `job`, its claim made (status.resourceClaimStatuses) or not yet.
+fn claiming_pod(job: &str, index: u32, made: bool) -> PodView {
+    let mut p = pod(job, index, 1);
+    let name = format!("{job}-{index}");
+    p.claims = Some(Box::new(muster_controller::convert::PodClaims {
+        wanted: vec!["gpus".into()],
+        made: if made { vec![("gpus".into(), format!("{name}-gpus-x7k2p"))] } else { vec![] },
+    }));
+    p
+}
+
+fn bind_claims(actions: &[Action]) -> Vec<(String, String, Vec<String>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Bind { pod, node, claims, .. } => Some((pod.clone(), node.clone(), claims.clone())),
+            _ => None,
+        })
+        .flat_map(|(pod, node, claims)| {
+            claims.into_iter().map(move |c| {
+                assert_eq!(c.node, node, "a claim is allocated on its pod's node");
+                assert!(c.devices.iter().all(|(r, _)| r == "gpus/gpus"), "{:?}", c.devices);
+                (pod.clone(), c.claim, c.devices.iter().map(|(_, d)| format!("{}/{}", d.pool, d.name)).collect())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_gang_whose_pods_claim_gpus_by_selector_is_placed_whole_and_each_claim_gets_its_members_devices() {
+    let mut h = Harness::new(&[node("n1", 8), node("n2", 8), node("n3", 8)], &[], &[]);
+    // n1 has A100s only; n2 and n3 H100s.
+    h.send(Event::Slice(Change::Apply(
+        slice_view(&muster_k8s::testing::resource_slice("n1-gpus", "n1", 1, &["a100"; 8])).unwrap(),
+    )));
+    h.send(apply(&slice("n2-gpus", "n2", 1, 8)));
+    h.send(apply(&slice("n3-gpus", "n3", 1, 8)));
+    h.send(class_event());
+    h.cycle();
+    // The template is not there yet: the Job waits, told why, and is not queued.
+    let actions = h.send(job_event(Change::Apply(claiming_job("train", 2, "eight-h100"))));
+    let actions = [actions, h.cycle()].concat();
+    assert!(
+        told(&actions, "InvalidJob").iter().any(|m| m.contains("no ResourceClaimTemplate \"eight-h100\"")),
+        "{actions:?}"
+    );
+    assert_eq!(h.state("train"), None);
+    // It comes: the Job is queued and placed, one member on each H100 node.
+    h.send(template_event("eight-h100", 8, "h100"));
+    h.cycle();
+    let mut placed: Vec<String> = allocation(&h, "train").into_iter().map(|(_, n)| n).collect();
+    placed.sort();
+    assert_eq!(placed, ["n2", "n3"], "the A100 node serves no member");
+    // Pods whose claims are not made yet wait; once made, each binds with its claim's devices.
+    let actions = h.send(Event::Pod(Change::Apply(claiming_pod("train", 0, false))));
+    let actions = [actions, h.cycle()].concat();
+    assert!(binds(&actions).is_empty(), "{actions:?}");
+    let mut actions = h.send(Event::Pod(Change::Apply(claiming_pod("train", 0, true))));
+    actions.extend(h.send(Event::Pod(Change::Apply(claiming_pod("train", 1, true)))));
+    actions.extend(h.cycle());
+    let claims = bind_claims(&actions);
+    assert_eq!(claims.len(), 2, "{actions:?}");
+    let mut all: Vec<&String> = claims.iter().flat_map(|(_, _, d)| d).collect();
+    assert_eq!(all.len(), 16);
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 16, "no device given twice");
+    assert!(claims.iter().any(|(p, c, _)| p == "train-0" && c == "train-0-gpus-x7k2p"));
+    // Allocated for muster's own pods, the claims are not held a second time as another
+    // scheduler's: once the Job is done, the next gang gets its devices.
+    assert_eq!([held(&h, "n2"), held(&h, "n3")].concat().len(), 16);
+    for (pod, claim_name, devices) in &claims {
+        let node = &devices[0][..2];
+        let names: Vec<&str> = devices.iter().map(|d| &d[3..]).collect();
+        let mut c = claim(&format!("uid-{claim_name}"), node, &names);
+        let uid = pod.clone();
+        c.status.as_mut().unwrap().reserved_for = Some(vec![
+            serde_json::from_value(serde_json::json!({"resource": "pods", "name": pod, "uid": uid})).unwrap(),
+        ]);
+        h.send(Event::Claim(Change::Apply(muster_controller::convert::claim_view(&c).unwrap())));
+    }
+    h.cycle();
+    let mut done = claiming_job("train", 2, "eight-h100");
+    done.finished = Some(true);
+    h.send(job_event(Change::Apply(done)));
+    h.cycle();
+    h.send(job_event(Change::Apply(claiming_job("next", 2, "eight-h100"))));
+    h.cycle();
+    assert_eq!(allocation(&h, "next").len(), 2, "the next gang gets the H100s the first one freed");
+}

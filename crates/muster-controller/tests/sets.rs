@@ -14,6 +14,7 @@ fn ray_cluster(workers: u32, suspended: bool) -> WorkloadView {
         name: name.into(),
         members: Members { min: members.into(), max: None },
         resources: BTreeMap::from([("cpu".to_string(), Quantity::Int(cpu))]),
+        devices: vec![],
         node_selector: BTreeMap::new(),
         affinity: vec![],
         tolerations: vec![],

@@ -4,7 +4,10 @@ use muster_k8s::workload::Kind;
 use muster_k8s::{GroupSpec as GroupObjectSpec, GroupStatus, QueueStatus};
 use muster_queue::GroupKey;
 
-use crate::convert::{ClaimView, GroupObjectView, NamespaceView, NodeView, PodView, SliceView, WorkloadView};
+use crate::allocate::ClaimAllocation;
+use crate::convert::{
+    ClaimView, ClassView, GroupObjectView, NamespaceView, NodeView, PodView, SliceView, TemplateView, WorkloadView,
+};
 
 /// One change seen by a watcher. A relist (`Init` .. `InitDone`) replaces everything of its kind.
 #[derive(Debug, Clone)]
@@ -24,6 +27,10 @@ pub enum Event {
     Slice(Change<SliceView>),
     /// ResourceClaims: the devices other schedulers allocated, held as their pods are.
     Claim(Change<ClaimView>),
+    /// ResourceClaimTemplates: what muster's pods claim.
+    Template(Change<TemplateView>),
+    /// DeviceClasses: the kinds of device claims name.
+    Class(Change<ClassView>),
     Pod(Change<PodView>),
     /// Workloads of a held kind with the queue label (a kind whose CRD is not installed is
     /// reported as one empty listing).
@@ -126,6 +133,7 @@ pub enum Action {
         pod_groups: Vec<String>,
         message: String,
     },
+    /// Bind a pod, having first allocated its claims.
     Bind {
         key: GroupKey,
         namespace: String,
@@ -133,6 +141,7 @@ pub enum Action {
         uid: String,
         node: String,
         member: u32,
+        claims: Vec<ClaimAllocation>,
     },
     /// An event about `key`'s group, or about the pod `key` names when the subject is a pod.
     Event {

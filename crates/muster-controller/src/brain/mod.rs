@@ -17,6 +17,7 @@
 mod actions;
 mod ahead;
 mod claims;
+mod devices;
 mod done;
 mod node_room;
 mod over_limit;
@@ -44,7 +45,8 @@ use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
 use crate::convert::{
-    self, ClaimView, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, SliceView, WorkloadView,
+    self, ClaimView, ClassView, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, SliceView, TemplateView,
+    WorkloadView,
 };
 use crate::metrics::Metrics;
 
@@ -106,6 +108,9 @@ pub struct Brain<S: Store> {
     slices: Mirror<SliceView>,
     /// ResourceClaims by uid (`claims.rs`).
     claims: Mirror<ClaimView>,
+    /// ResourceClaimTemplates by namespace/name, DeviceClasses by name (`devices.rs`).
+    templates: Mirror<TemplateView>,
+    classes: Mirror<ClassView>,
     pods: Mirror<PodView>,
     /// Queued workloads, per held kind (each kind has its own watcher, so its own relists).
     workloads: Vec<(&'static workload::Kind, Mirror<WorkloadView>)>,
@@ -170,6 +175,8 @@ impl<S: Store> Brain<S> {
             nodes: Mirror::default(),
             slices: Mirror::default(),
             claims: Mirror::default(),
+            templates: Mirror::default(),
+            classes: Mirror::default(),
             pods: Mirror::default(),
             workloads: workload::HELD_KINDS.iter().map(|k| (*k, Mirror::default())).collect(),
             namespaces: Mirror::default(),
@@ -209,7 +216,13 @@ impl<S: Store> Brain<S> {
 
     /// Whether every watcher has listed once (recovery needs the whole cluster).
     pub fn synced(&self) -> bool {
-        self.nodes.synced && self.slices.synced && self.claims.synced && self.pods.synced && self.workloads_synced()
+        self.nodes.synced
+            && self.slices.synced
+            && self.claims.synced
+            && self.templates.synced
+            && self.classes.synced
+            && self.pods.synced
+            && self.workloads_synced()
     }
 
     fn workloads_synced(&self) -> bool {
@@ -351,6 +364,8 @@ impl<S: Store> Brain<S> {
             Event::Node(c) => self.node_event(c),
             Event::Slice(c) => self.slice_event(c),
             Event::Claim(c) => self.claim_event(c),
+            Event::Template(c) => self.template_event(c),
+            Event::Class(c) => self.class_event(c),
             Event::Pod(c) => self.pod_event(c),
             Event::Workload(kind, c) => {
                 if let Change::Apply(j) | Change::Delete(j) = &c {
@@ -603,10 +618,10 @@ impl<S: Store> Brain<S> {
         // Level-triggered: what a crash lost between writing a decision and acting on it (the
         // Group object, unsuspending an admitted Job, suspending an evicted one) is done again.
         if self.ensured.insert(j.key.clone())
-            && let Ok(spec) = &j.group
+            && let Ok(spec) = self.group_object(&j)
         {
             let (key, job_uid) = (j.key.clone(), j.uid.clone());
-            self.actions.push(Action::EnsureGroup { key, spec: Box::new(spec.clone()), job_uid });
+            self.actions.push(Action::EnsureGroup { key, spec: Box::new(spec), job_uid });
         }
         if j.suspended != released {
             // The Job is as its group wants it.
@@ -656,10 +671,10 @@ impl<S: Store> Brain<S> {
     /// The engine's spec of a Job's group, with its Group object ensured; None (with a warning
     /// event on the Job) when the Job does not make a valid group.
     fn engine_spec(&mut self, j: &WorkloadView) -> Option<GroupSpec> {
-        let spec = match &j.group {
-            Ok(spec) => spec.clone(),
+        let spec = match self.group_object(j) {
+            Ok(spec) => spec,
             Err(message) => {
-                self.event(&j.key, EventType::Warning, "InvalidJob", message);
+                self.event(&j.key, EventType::Warning, "InvalidJob", &message);
                 return None;
             }
         };
@@ -835,7 +850,24 @@ impl<S: Store> Brain<S> {
             self.tell_pod(key, &namespace, &pod, &uid, "UncountableRequests", &message);
         }
         let mut waiting = 0;
+        let mut claims_of = BTreeMap::new();
+        for (uid, _, _, _, member, _) in &binds {
+            let Some(p) = self.pods.items.get(uid).filter(|p| p.claims.is_some()) else { continue };
+            claims_of.insert(uid.clone(), self.claim_allocations(p, *member));
+        }
         for (uid, pod, namespace, node, member, gated) in binds {
+            let claims = match claims_of.remove(&uid).unwrap_or(Ok(Vec::new())) {
+                Ok(claims) => claims,
+                Err(devices::ClaimsNotReady::Wait) => {
+                    waiting += 1;
+                    continue;
+                }
+                Err(devices::ClaimsNotReady::Refuse(why)) => {
+                    let message = format!("pod {pod} of group {key} is not bound: {why}");
+                    self.tell_pod(key, &namespace, &pod, &uid, "ClaimsNotAllocated", &message);
+                    continue;
+                }
+            };
             // The engine planned the room; a pod still stopping there (an evicted group's) may
             // hold it a while yet.
             let requests = self.pods.items.get(&uid).map(|p| p.requests.clone()).unwrap_or_default();
@@ -850,7 +882,7 @@ impl<S: Store> Brain<S> {
                 let (namespace, pod, uid) = (namespace.clone(), pod.clone(), uid.clone());
                 self.actions.push(Action::Ungate { key: key.clone(), namespace, pod, uid });
             }
-            self.actions.push(Action::Bind { key: key.clone(), namespace, pod, uid, node, member });
+            self.actions.push(Action::Bind { key: key.clone(), namespace, pod, uid, node, member, claims });
         }
         let members = alloc.members.len();
         if filled.len() - waiting >= members && !pod_groups.is_empty() && self.pod_group_scheduled.insert(key.clone()) {

@@ -11,7 +11,7 @@ impl<S: Store> Brain<S> {
     pub(super) fn reshape_if_changed(&mut self, j: &WorkloadView, state: GroupState) {
         use GroupState::*;
         let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(&j.key)) else { return };
-        let Ok(object) = &j.group else { return };
+        let Ok(object) = self.group_object(j) else { return };
         let Ok(mut want) = object.to_request(&j.key.name) else { return };
         // The engine adds the calendar reservations the group may use; the workload does not say them.
         want.reservations.clone_from(&g.spec.request.reservations);

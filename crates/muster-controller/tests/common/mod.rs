@@ -51,10 +51,12 @@ pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
         layout: vec![SetLayout { name: String::new(), children: 1, pods: members as u32 }],
         release_deadline: None,
         succeeded_pods_to_finish: None,
+        claims: vec![vec![]],
         group: Ok(GroupObjectSpec {
             queue: "default".into(),
             members: Members { min: members, max: None },
             resources: BTreeMap::from([("cpu".to_string(), Quantity::Int(cpu))]),
+            devices: vec![],
             node_selector: BTreeMap::new(),
             affinity: vec![],
             tolerations: vec![],
@@ -164,6 +166,10 @@ impl Harness {
         brain.handle(Event::Slice(Change::InitDone), now);
         assert!(!brain.synced(), "not synced before ResourceClaims listed");
         brain.handle(Event::Claim(Change::InitDone), now);
+        assert!(!brain.synced(), "not synced before ResourceClaimTemplates listed");
+        brain.handle(Event::Template(Change::InitDone), now);
+        assert!(!brain.synced(), "not synced before DeviceClasses listed");
+        brain.handle(Event::Class(Change::InitDone), now);
         // Every held kind lists (empty, without its CRD): recovery waits for each.
         for kind in workload::HELD_KINDS {
             assert!(!brain.synced(), "not synced before {}s listed", kind.kind);
