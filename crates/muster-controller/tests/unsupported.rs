@@ -1,5 +1,4 @@
-//! A pod with a field muster does not place (a device claimed through dynamic resource
-//! allocation, a host port, ...) is never bound, even when it got past the webhook (made before
+//! A pod with a field muster does not place (a device claim shared by name, a host port, ...) is never bound, even when it got past the webhook (made before
 //! the webhook was registered): an event on the pod says why.
 
 mod common;
@@ -9,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use muster_controller::convert::pod_view;
 use serde_json::json;
 
-/// A pod of Job `train` claiming a GPU through DRA, as the apiserver returns it.
+/// A pod of Job `train` sharing a GPU claim by name, as the apiserver returns it.
 fn claiming_pod(index: u32) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -24,7 +23,7 @@ fn claiming_pod(index: u32) -> Pod {
         },
         "spec": {
             "schedulerName": "muster", "restartPolicy": "Never",
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
             "containers": [{"name": "main", "image": "cuda",
                             "resources": {"requests": {"cpu": "2"}, "claims": [{"name": "gpu"}]}}]
         },
@@ -34,11 +33,10 @@ fn claiming_pod(index: u32) -> Pod {
 }
 
 #[test]
-fn a_pod_for_muster_claiming_a_device_is_seen_as_unsupported() {
+fn a_pod_for_muster_sharing_a_claim_is_seen_as_unsupported() {
     let view = pod_view(&claiming_pod(0)).unwrap();
     let why = view.unsupported.as_deref().expect("unsupported");
-    assert!(why.contains("spec.resourceClaims: muster does not place pods that claim devices"), "{why}");
-    assert!(why.contains("spec.containers[0].resources.claims"), "{why}");
+    assert!(why.contains("spec.resourceClaims[0]: muster places claims made from a template"), "{why}");
     // Another scheduler's pod is its own business.
     let mut theirs = claiming_pod(1);
     theirs.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into());
@@ -59,7 +57,11 @@ fn a_pod_with_a_field_muster_does_not_place_is_never_bound() {
     assert!(binds(&a).is_empty(), "{a:?}");
     let told = told(&a, "UnsupportedPodField");
     assert_eq!(told.len(), 2, "each pod told once: {a:?}");
-    assert!(told[0].contains("is not bound: spec.resourceClaims: muster does not place pods"), "{}", told[0]);
+    assert!(
+        told[0].contains("is not bound: spec.resourceClaims[0]: muster places claims made from a template"),
+        "{}",
+        told[0]
+    );
     // The same pods without the claim are bound.
     let a: Vec<Action> = (0..2).flat_map(|i| h.send(Event::Pod(Change::Apply(pod("train", i, 2))))).collect();
     assert_eq!(binds(&a).len(), 2, "{a:?}");

@@ -1,5 +1,5 @@
-//! Pod fields muster does not place (dynamic resource allocation, host ports, required pod
-//! affinity, hard topology spreads) are refused in every held kind and in plain pod groups,
+//! Pod fields muster does not place (claims shared by name, host ports, required pod affinity,
+//! hard topology spreads) are refused in every held kind and in plain pod groups,
 //! naming the field; the same fields elsewhere are left alone.
 
 mod common;
@@ -23,25 +23,27 @@ fn claiming_spec() -> Value {
     })
 }
 
-const DRA: &str = "muster does not place pods that claim devices through dynamic resource allocation \
-                   (resource.k8s.io) yet";
-
-/// The refusal names both fields under `base`, and says why.
-fn refuses_claims(out: Result<(), String>, base: &str) {
-    let message = out.expect_err("refused");
-    assert!(message.contains(&format!("{base}.resourceClaims: {DRA}")), "{message}");
-    assert!(message.contains(&format!("{base}.containers[0].resources.claims: {DRA}")), "{message}");
+/// The same, its claim shared by name with other pods.
+fn sharing_spec() -> Value {
+    let mut s = claiming_spec();
+    s["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": "shared-gpus"}]);
+    s
 }
 
+const SHARED: &str = "muster places claims made from a template for each pod (resourceClaimTemplateName), not \
+                      claims shared by name (resourceClaimName) yet";
+
 #[tokio::test]
-async fn a_queued_job_claiming_a_device_is_refused_at_creation() {
+async fn a_queued_job_claiming_devices_by_template_is_admitted_and_one_sharing_a_claim_is_refused() {
     let mut j = job("train", Some("open"), 2, "1");
     j["spec"]["template"]["spec"] = claiming_spec();
-    // The mutating webhook checks a queued Job's create (one call); the validating one any other.
+    let r = request("CREATE", TENANT, JOB, &j, None);
+    assert!(patch_with(&r, &WebhookConfig::default(), &state()).is_ok());
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &held(j.clone()), None)).await, Ok(()));
+    j["spec"]["template"]["spec"] = sharing_spec();
     let r = request("CREATE", TENANT, JOB, &j, None);
     let refused = patch_with(&r, &WebhookConfig::default(), &state()).expect_err("refused");
-    assert!(refused.contains(&format!("spec.template.spec.resourceClaims: {DRA}")), "{refused}");
-    refuses_claims(check(&request("CREATE", TENANT, JOB, &held(j.clone()), None)).await, "spec.template.spec");
+    assert!(refused.contains(&format!("spec.template.spec.resourceClaims[0]: {SHARED}")), "{refused}");
     // Without the queue label the Job is not muster's: kube-scheduler allocates its claims.
     j["metadata"]["labels"] = json!({});
     assert_eq!(check(&request("CREATE", TENANT, JOB, &j, None)).await, Ok(()));
@@ -50,22 +52,27 @@ async fn a_queued_job_claiming_a_device_is_refused_at_creation() {
 #[tokio::test]
 async fn a_queued_job_made_before_the_rule_can_still_be_suspended() {
     let mut j = held(job("train", Some("open"), 2, "1"));
-    j["spec"]["template"]["spec"] = claiming_spec();
+    j["spec"]["template"]["spec"] = sharing_spec();
     let mut suspended = j.clone();
     suspended["metadata"]["labels"]["team"] = json!("a");
+    assert_eq!(check(&request("CREATE", TENANT, JOB, &j, None)).await.map_err(|_| ()), Err(()));
     assert_eq!(check(&request("UPDATE", TENANT, JOB, &suspended, Some(&j))).await, Ok(()));
 }
 
 #[tokio::test]
-async fn every_held_kind_claiming_a_device_is_refused_naming_its_template() {
-    let template = || json!({"metadata": {"labels": {"app": "x"}}, "spec": claiming_spec()});
+async fn every_held_kind_sharing_a_claim_is_refused_naming_its_template() {
+    let template = || json!({"metadata": {"labels": {"app": "x"}}, "spec": sharing_spec()});
     let jobset = json!({
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": "js", "namespace": "ml", "labels": {QUEUE: "open"}},
         "spec": {"suspend": true, "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
             "parallelism": 2, "completions": 2, "template": template()}}}]}
     });
-    refuses_claims(
+    let refused = |out: Result<(), String>, base: &str| {
+        let message = out.expect_err("refused");
+        assert!(message.contains(&format!("{base}.resourceClaims[0]: {SHARED}")), "{message}");
+    };
+    refused(
         check(&request("CREATE", TENANT, JOBSET, &jobset, None)).await,
         "spec.replicatedJobs[0].template.spec.template.spec",
     );
@@ -77,7 +84,7 @@ async fn every_held_kind_claiming_a_device_is_refused_naming_its_template() {
                 {"name": "main", "image": "mpi", "resources": {"requests": {"cpu": "1"}}}]}}},
             "Worker": {"replicas": 2, "template": template()}}}
     });
-    refuses_claims(
+    refused(
         check(&request("CREATE", TENANT, MPIJOB, &mpijob, None)).await,
         "spec.mpiReplicaSpecs.Worker.template.spec",
     );
@@ -89,18 +96,15 @@ async fn every_held_kind_claiming_a_device_is_refused_naming_its_template() {
                                        "template": template()}]}
     });
     let message = check(&request("CREATE", TENANT, RAYCLUSTER, &raycluster, None)).await.expect_err("refused");
-    assert!(message.contains(&format!("spec.headGroupSpec.template.spec.resourceClaims: {DRA}")), "{message}");
-    assert!(message.contains("spec.workerGroupSpecs[0].template.spec.resourceClaims"), "{message}");
+    assert!(message.contains(&format!("spec.headGroupSpec.template.spec.resourceClaims[0]: {SHARED}")), "{message}");
+    assert!(message.contains("spec.workerGroupSpecs[0].template.spec.resourceClaims[0]"), "{message}");
     let lws = json!({
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": "serve", "namespace": "ml", "labels": {QUEUE: "open"}},
         "spec": {"replicas": 1, "startupPolicy": "LeaderCreated", "leaderWorkerTemplate": {
             "size": 2, "workerTemplate": template()}}
     });
-    refuses_claims(
-        check(&request("CREATE", TENANT, LWS, &lws, None)).await,
-        "spec.leaderWorkerTemplate.workerTemplate.spec",
-    );
+    refused(check(&request("CREATE", TENANT, LWS, &lws, None)).await, "spec.leaderWorkerTemplate.workerTemplate.spec");
 }
 
 #[tokio::test]
@@ -108,10 +112,11 @@ async fn a_plain_group_pod_claiming_a_device_is_refused() {
     let mut p = gated(pod("w-0", "ml", json!({"muster.dev/group": "g", QUEUE: "open"})));
     p["spec"] = claiming_spec();
     p["spec"]["schedulingGates"] = json!([{"name": "muster.dev/admission"}]);
-    refuses_claims(check(&request("CREATE", TENANT, POD, &p, None)).await, "spec");
+    let message = check(&request("CREATE", TENANT, POD, &p, None)).await.expect_err("refused");
+    assert!(message.contains(muster_k8s::dra::PLAIN_POD_CLAIMS), "{message}");
     // A pod of nobody's group (not muster's to place) may claim what it likes.
     let mut other = pod("web-0", "ml", json!({"app": "web"}));
-    other["spec"] = claiming_spec();
+    other["spec"] = sharing_spec();
     other["spec"]["schedulerName"] = json!("default-scheduler");
     assert_eq!(check(&request("CREATE", TENANT, POD, &other, None)).await, Ok(()));
 }

@@ -444,11 +444,7 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
         return Err(format!("pod {}: {why}", pod.name));
     }
     if pod.claims.is_some() {
-        return Err(format!(
-            "pod {}: spec.resourceClaims: muster places the device claims of a workload's pods (a Job, a \
-             JobSet, ...), not of plain pods yet; run the pods in a Job",
-            pod.name
-        ));
+        return Err(format!("pod {}: {}", pod.name, muster_k8s::dra::PLAIN_POD_CLAIMS));
     }
     let queue = pod.queue.clone().ok_or_else(|| {
         format!("pod {} of group {group} has no {} label: the group has no queue", pod.name, labels::QUEUE)
