@@ -212,23 +212,25 @@ refused "a bad group size" "metadata.labels[muster.dev/group-size]: \"zero\" is 
   kt -n $ns create -f - <<<"$(gpod w-bad '{"muster.dev/group": "w", "muster.dev/group-size": "zero", "muster.dev/queue": "'$queue'"}')"
 
 # --- pod fields muster does not place ------------------------------------------------------
-# claimed JSON|YAML: the object with its pod spec claiming a GPU through DRA (resource.k8s.io/v1:
-# spec.resourceClaims naming a ResourceClaimTemplate, the container's resources.claims), as JSON
+# claimed HOW: the object (YAML on stdin) with its pod spec claiming a GPU through DRA
+# (resource.k8s.io/v1), as JSON: HOW=template names a ResourceClaimTemplate, HOW=shared a claim
+# several pods share by name; the container's resources.claims names it.
 claimed() {
   python3 -c '
 import json, sys, yaml
 o = yaml.safe_load(sys.stdin)
 spec = o["spec"]["template"]["spec"] if o["kind"] == "Job" else o["spec"]
-spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+key = {"template": "resourceClaimTemplateName", "shared": "resourceClaimName"}[sys.argv[1]]
+spec["resourceClaims"] = [{"name": "gpu", key: "one-gpu"}]
 spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-print(json.dumps(o))'
+print(json.dumps(o))' "$1"
 }
-refused "a queued Job whose pods claim a device through DRA (the apiserver keeps the field)" \
-  "spec.template.spec.resourceClaims: muster does not place pods that claim devices through dynamic resource allocation" \
-  kt -n $ns create -f - <<<"$(qjob gpu 1 $queue | claimed)"
+refused "a queued Job whose pods share a claim by name (the apiserver keeps the field)" \
+  "spec.template.spec.resourceClaims[0]: muster places claims made from a template for each pod" \
+  kt -n $ns create -f - <<<"$(qjob gpu 1 $queue | claimed shared)"
 refused "a group pod claiming a device through DRA" \
-  "spec.containers[0].resources.claims: muster does not place pods that claim devices" \
-  kt -n $ns create -f - <<<"$(gpod w-gpu '{"muster.dev/group": "w-gpu", "muster.dev/queue": "'$queue'"}' | claimed)"
+  "spec.resourceClaims: muster allocates the device claims of a workload's pods" \
+  kt -n $ns create -f - <<<"$(gpod w-gpu '{"muster.dev/group": "w-gpu", "muster.dev/queue": "'$queue'"}' | claimed template)"
 
 # --- plain pod groups -----------------------------------------------------------------------
 gpod w-0 '{"muster.dev/group": "w", "muster.dev/group-size": "2", "muster.dev/queue": "'$queue'"}' |

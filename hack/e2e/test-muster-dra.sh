@@ -3,8 +3,14 @@
 # writes them) reach muster's graph with their nodes: muster_published_devices counts the
 # devices of two nodes' slices; a newer generation of a pool replaces the older; a slice for all
 # nodes, which muster does not read yet, is counted as unread and adds nothing; deleting slices
-# takes their devices away. A pod claiming devices is still refused by the webhook, naming the
-# field, since muster does not allocate claims yet.
+# takes their devices away.
+# Then claims: a DeviceClass for the driver, H100 slices on three nodes and A100s on a fourth;
+# a pod of kube-scheduler's claims four H100s (kube-scheduler allocates them); a queued Job of two
+# pods, each claiming eight H100s by a CEL selector through a ResourceClaimTemplate, is placed
+# whole on the two H100 nodes kube-scheduler left whole; muster allocates each pod's claim
+# (its devices, its node, reserved for the pod) before binding it; a checker reads every
+# allocated claim: no device is given twice; when the Job is done the ResourceClaim controller
+# deallocates and deletes its claims.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -12,7 +18,7 @@ ns=e2e-muster-dra
 echo "test-muster-dra" >&2
 cleanup() {
   muster_down
-  k delete resourceslices -l e2e=muster-dra --ignore-not-found >/dev/null 2>&1 || true
+  k delete resourceslices,deviceclasses -l e2e=muster-dra --ignore-not-found >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 muster_up
@@ -50,7 +56,101 @@ k delete resourceslice e2e-a e2e-b >/dev/null
 eventually 30 "with every slice deleted, nothing is placed" bash -c \
   "v=\$(curl -s --max-time 5 http://127.0.0.1:$(cat "$muster_dir/metrics-port")/metrics | awk '\$1 ~ /^muster_published_devices/ {s += \$2} END {print s + 0}'); [[ \$v == 0 ]]"
 
-claim_pod=$(kwok_pod_yaml claimer 5 "muster.dev/group: dra, muster.dev/group-size: \"1\", muster.dev/queue: default" |
-  python3 -c 'import sys, yaml; p = yaml.safe_load(sys.stdin); p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "eight-h100"}]; print(yaml.safe_dump(p))')
-refused "a pod claiming devices" "spec.resourceClaims" bash -c "printf '%s' \"\$1\" | '$K8S_BIN/kubectl' -n $ns apply -f -" _ "$claim_pod"
-pass "published devices reach muster's graph with their nodes"
+# --- claims ---------------------------------------------------------------------------------
+mapfile -t nodes < <(k get nodes -l muster.dev/pool=worker -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | head -4)
+(( ${#nodes[@]} == 4 )) || fail "the cluster has four worker nodes"
+slice_yaml e2e-h0 "${nodes[0]}" 1 8 | k apply -f - >/dev/null
+slice_yaml e2e-h1 "${nodes[1]}" 1 8 | k apply -f - >/dev/null
+slice_yaml e2e-h2 "${nodes[2]}" 1 8 | k apply -f - >/dev/null
+slice_yaml e2e-a3 "${nodes[3]}" 1 8 | sed 's/string: h100/string: a100/' | k apply -f - >/dev/null
+eventually 30 "four nodes' slices: 32 devices placed" devices_counted 32
+k apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: e2e-gpu, labels: {e2e: muster-dra}}
+spec:
+  selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: eight-h100, namespace: $ns}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly:
+          deviceClassName: e2e-gpu
+          count: 8
+          selectors: [{cel: {expression: 'device.attributes["gpu.example.com"].model == "h100"'}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: four-h100, namespace: $ns}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly:
+          deviceClassName: e2e-gpu
+          count: 4
+          selectors: [{cel: {expression: 'device.attributes["gpu.example.com"].model == "h100"'}}]
+YAML
+
+# with_claim TEMPLATE: the object on stdin (a Pod or a Job) with its pod spec claiming TEMPLATE
+with_claim() {
+  python3 -c '
+import sys, yaml
+o = yaml.safe_load(sys.stdin)
+spec = o["spec"]["template"]["spec"] if o["kind"] == "Job" else o["spec"]
+spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": sys.argv[1]}]
+spec["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
+print(yaml.safe_dump(o))' "$1"
+}
+# kube-scheduler's pod, running for a while on one of the H100 nodes.
+kwok_pod_yaml theirs 120 "app: theirs" | with_claim four-h100 | k -n $ns apply -f - >/dev/null
+eventually 60 "kube-scheduler allocates its pod's claim and binds it" bash -c \
+  "[[ -n \$('$K8S_BIN/kubectl' -n $ns get pod theirs -o jsonpath='{.spec.nodeName}') ]]"
+taken=$(k -n $ns get pod theirs -o jsonpath='{.spec.nodeName}')
+case " ${nodes[*]:0:3} " in *" $taken "*) pass "... on an H100 node ($taken)" ;; *) fail "kube-scheduler put its pod on $taken, not an H100 node" ;; esac
+
+queued_job_yaml train 2 run=5 indexed=1 | with_claim eight-h100 | k -n $ns apply -f - >/dev/null
+eventually 90 "the Job whose two pods claim eight H100s each runs whole" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l job-name=train -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 2 ]]"
+# claims_report: one line per allocated claim of the namespace: pod node devices... (from
+# reservedFor and status.allocation), and every device allocated twice anywhere, as DUP lines.
+claims_report() {
+  k get resourceclaims -A -o json | python3 -c '
+import json, sys
+seen = {}
+for c in json.load(sys.stdin)["items"]:
+    a = (c.get("status") or {}).get("allocation")
+    if not a:
+        continue
+    node = a["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+    devices = ["%s/%s/%s" % (r["driver"], r["pool"], r["device"]) for r in a["devices"]["results"]]
+    for d in devices:
+        if d in seen:
+            print("DUP", d, seen[d], c["metadata"]["name"])
+        seen[d] = c["metadata"]["name"]
+    pods = [r["name"] for r in (c["status"].get("reservedFor") or [])]
+    print(c["metadata"]["namespace"], ",".join(pods), node, len(devices), " ".join(sorted(set(d.split("/")[1] for d in devices))))
+'
+}
+report=$(claims_report)
+check "no device is allocated twice (every allocated claim read)" bash -c "! grep -q '^DUP' <<<'$report'"
+for p in $(k -n $ns get pods -l job-name=train -o jsonpath='{.items[*].metadata.name}'); do
+  node=$(k -n $ns get pod "$p" -o jsonpath='{.spec.nodeName}')
+  check "pod $p's claim: eight devices of its node $node, reserved for it" grep -q "^$ns $p $node 8 $node\$" <<<"$report"
+  claim=$(k -n $ns get pod "$p" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
+  check "... with the delete-protection finalizer" \
+    bash -c "'$K8S_BIN/kubectl' -n $ns get resourceclaim '$claim' -o jsonpath='{.metadata.finalizers}' | grep -q resource.kubernetes.io/delete-protection"
+  [[ $node != "$taken" && $node != "${nodes[3]}" ]] || fail "pod $p is on $node: kube-scheduler's node or the A100 node"
+done
+pass "the gang is on the two H100 nodes kube-scheduler left whole"
+eventually 60 "the Job completes" job_complete $ns train
+eventually 60 "its claims are deallocated and deleted by the ResourceClaim controller" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get resourceclaims -o jsonpath='{.items[*].metadata.name}' | grep -q train-"
+k -n $ns delete pod theirs --wait=false >/dev/null
+pass "published devices reach muster's graph with their nodes, and muster allocates its pods' claims"

@@ -75,9 +75,11 @@ impl<S: Store> Brain<S> {
         let requests = request.set_devices_of(request.set_of(member).0);
         let published = self.nodes.items.get(&placed.node).map(|n| n.spec.published.as_slice()).unwrap_or_default();
         let of_name = |name: &String| published.iter().find(|d| graph_name(&d.driver, &d.pool, &d.name) == *name);
-        // Devices a slice no longer publishes: wait for the slice (or for the group's eviction).
+        // The member's devices of the requests' drivers (it may hold a device plugin's too). One a
+        // slice no longer publishes: wait for the slice (or for the group's eviction).
+        let claimed = |name: &&String| requests.iter().any(|r| name.starts_with(&format!("{}/", r.driver)));
         let devices: Vec<&PublishedDevice> =
-            placed.devices.iter().map(of_name).collect::<Option<_>>().ok_or(ClaimsNotReady::Wait)?;
+            placed.devices.iter().filter(claimed).map(of_name).collect::<Option<_>>().ok_or(ClaimsNotReady::Wait)?;
         let served = assign(requests, &devices).map_err(|e| {
             ClaimsNotReady::Refuse(format!(
                 "its claims ask for other devices than its member was placed with ({e}); delete the pod to have it \
