@@ -551,7 +551,7 @@ rust_e2e() {
   overcommit_watch "$rust_e2e_tmp" "$MUSTER_HARNESS_BIN" overcommit
   muster_up
   check "$what" env RUST_BACKTRACE=0 MUSTER_E2E_KUBECONFIG="$KUBECONFIG" MUSTER_E2E_CONTROLLER_KUBECONFIG="$muster_dir/controller.kubeconfig" \
-    MUSTER_BIN="$MUSTER_BIN" cargo test -q -p muster-harness --test "$test" -- --test-threads=1 --nocapture
+    MUSTER_BIN="$MUSTER_BIN" cargo test -q --workspace --test "$test" -- --test-threads=1 --nocapture
   overcommit_verdict "$rust_e2e_tmp" "$min_polls"
 }
 rust_e2e_cleanup() {

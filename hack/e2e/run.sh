@@ -55,7 +55,7 @@ for t in "${tests[@]}"; do
     gang-ready) run gang-ready "$e2e/test-gang-ready.sh" ;;
     webhook)    run webhook "$e2e/test-webhook.sh" ;;
     # A Rust integration test (crates/muster-harness/tests/crds.rs), gated on MUSTER_E2E_KUBECONFIG.
-    crds)       run crds env MUSTER_E2E_KUBECONFIG="$KUBECONFIG" cargo test -q -p muster-harness --test crds ;;
+    crds)       run crds env MUSTER_E2E_KUBECONFIG="$KUBECONFIG" cargo test -q --workspace --test crds ;;
     admission)  run admission "$e2e/test-admission.sh" ;;
     cli)        run cli "$e2e/test-cli.sh" ;;
     scale)      run scale "$e2e/test-scale.sh" --jobs 50 ;;
@@ -165,7 +165,7 @@ for t in "${tests[@]}"; do
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
       run muster-flood "$e2e/test-muster-flood.sh" ;;
     # A hostile tenant replays seven defects muster had (a Rust test:
-    # crates/muster-harness/tests/tenant.rs).
+    # crates/muster-harness/tests/tenant_replays.rs).
     muster-tenant)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
       run muster-tenant "$e2e/test-muster-tenant.sh" ;;
