@@ -70,10 +70,13 @@ kind: DeviceClass
 metadata: {name: e2e-gpu, labels: {e2e: muster-dra}}
 spec:
   selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
----
+YAML
+# h100_template NAME COUNT: a ResourceClaimTemplate of COUNT H100s of class e2e-gpu
+h100_template() {
+  cat <<YAML
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
-metadata: {name: eight-h100, namespace: $ns}
+metadata: {name: $1, namespace: $ns}
 spec:
   spec:
     devices:
@@ -81,22 +84,12 @@ spec:
       - name: gpus
         exactly:
           deviceClassName: e2e-gpu
-          count: 8
-          selectors: [{cel: {expression: 'device.attributes["gpu.example.com"].model == "h100"'}}]
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: four-h100, namespace: $ns}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpus
-        exactly:
-          deviceClassName: e2e-gpu
-          count: 4
+          count: $2
           selectors: [{cel: {expression: 'device.attributes["gpu.example.com"].model == "h100"'}}]
 YAML
+}
+h100_template eight-h100 8 | k apply -f - >/dev/null
+h100_template four-h100 4 | k apply -f - >/dev/null
 
 # with_claim TEMPLATE: the object on stdin (a Pod or a Job) with its pod spec claiming TEMPLATE
 with_claim() {
