@@ -237,3 +237,14 @@ fn a_gang_whose_pods_claim_gpus_by_selector_is_placed_whole_and_each_claim_gets_
     h.cycle();
     assert_eq!(allocation(&h, "next").len(), 2, "the next gang gets the H100s the first one freed");
 }
+
+#[test]
+fn a_pod_claiming_devices_its_group_was_placed_without_is_not_bound() {
+    // A group whose workload muster read no claims from (a kind whose claims it does not place).
+    let mut h = Harness::new(&[node("n1", 8)], &[job("serve", 1, 1)], &[]);
+    h.cycle();
+    let actions = [h.send(Event::Pod(Change::Apply(claiming_pod("serve", 0, true)))), h.cycle()].concat();
+    assert!(binds(&actions).is_empty(), "{actions:?}");
+    let told = told(&actions, "ClaimsNotAllocated");
+    assert!(told.iter().any(|m| m.contains("its group was placed without them")), "{actions:?}");
+}

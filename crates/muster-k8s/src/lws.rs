@@ -181,6 +181,13 @@ pub fn check(lws: &LeaderWorkerSet) -> Vec<String> {
         if let Err(e) = placement(spec, &spec_field) {
             errors.push(e);
         }
+        if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+            errors.push(format!(
+                "{spec_field}.resourceClaims: muster allocates the device claims of Jobs, JobSets, MPIJobs, RayJobs \
+                 and RayClusters, not of a LeaderWorkerSet's pods yet; remove the claims, or run the \
+                 LeaderWorkerSet without muster (no muster.dev/queue label)"
+            ));
+        }
         priorities.push(spec.priority_class_name.clone());
     }
     // The leader and its workers are sets of one group, which may ask and run differently; a

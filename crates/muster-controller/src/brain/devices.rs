@@ -73,6 +73,15 @@ impl<S: Store> Brain<S> {
         let placed = placed.ok_or(ClaimsNotReady::Wait)?;
         let request = &g.spec.request;
         let requests = request.set_devices_of(request.set_of(member).0);
+        if requests.is_empty() {
+            // A kind whose claims muster does not read (the webhook refuses them): binding would
+            // leave the claims unallocated.
+            return Err(ClaimsNotReady::Refuse(
+                "it claims devices, but its group was placed without them: muster reads the claims of Jobs, \
+                 JobSets, MPIJobs, RayJobs and RayClusters only; delete it, and create it without the claims"
+                    .into(),
+            ));
+        }
         let published = self.nodes.items.get(&placed.node).map(|n| n.spec.published.as_slice()).unwrap_or_default();
         let of_name = |name: &String| published.iter().find(|d| graph_name(&d.driver, &d.pool, &d.name) == *name);
         // The member's devices of the requests' drivers (it may hold a device plugin's too). One a

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cel::Context;
 
 use super::PublishedDevice;
-use super::request::DeviceRequest;
+use super::request::{DeviceRequest, describe};
 use super::selector::{Selector, SelectorError, root_context};
 use crate::graph::{AllocId, DeviceSlot, Graph, NodeId};
 use crate::matcher::{Demand, Window};
@@ -116,10 +116,7 @@ impl DeviceMatcher {
     pub(crate) fn describe(&self, graph: &Graph) -> String {
         let one = |r: &Compiled| {
             let driver = &graph.resources.def(r.resource).name;
-            let noun = if r.count == 1 { "device" } else { "devices" };
-            let exprs: Vec<&str> = r.selectors.iter().map(|s| s.expression.as_str()).collect();
-            let which = if exprs.is_empty() { String::new() } else { format!(" where {}", exprs.join(" && ")) };
-            format!("{} {driver} {noun}{which}", r.count)
+            describe(r.count, driver, r.selectors.iter().map(|s| s.expression.as_str()))
         };
         self.requests.iter().map(one).collect::<Vec<_>>().join(", and ")
     }

@@ -24,6 +24,21 @@ pub struct DeviceRequest {
     pub selectors: Vec<String>,
 }
 
+impl DeviceRequest {
+    /// What it asks, for messages: `8 gpu.example.com devices where device.attributes[...] == "h100"`.
+    pub fn describe(&self) -> String {
+        describe(self.count, &self.driver, self.selectors.iter().map(String::as_str))
+    }
+}
+
+/// `COUNT DRIVER device(s)[ where A && B]`.
+pub(crate) fn describe<'a>(count: u32, driver: &str, selectors: impl Iterator<Item = &'a str>) -> String {
+    let noun = if count == 1 { "device" } else { "devices" };
+    let exprs: Vec<&str> = selectors.collect();
+    let which = if exprs.is_empty() { String::new() } else { format!(" where {}", exprs.join(" && ")) };
+    format!("{count} {driver} {noun}{which}")
+}
+
 /// Checks a member's device requests as a user wrote them: each named once, a driver, at least
 /// one device, selectors that compile. An error gives the path below the list (`[1].count`) and
 /// what to change.

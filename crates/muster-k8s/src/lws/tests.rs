@@ -91,6 +91,11 @@ fn what_could_never_start_whole_is_refused_naming_the_field() {
     assert!(has("spec.startupPolicy: LeaderReady"), "{errors:?}");
     assert!(has("spec.leaderWorkerTemplate.workerTemplate.spec.nodeName"), "{errors:?}");
     assert_eq!(errors.len(), 2, "a leader asking less, elsewhere, is fine: {errors:?}");
+    let claiming = lws(json!({"leaderWorkerTemplate": {"size": 2, "workerTemplate": template("1",
+        json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}))}}));
+    let errors = check(&claiming);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("spec.leaderWorkerTemplate.workerTemplate.spec.resourceClaims: muster allocates"));
     let too_big = lws(json!({"leaderWorkerTemplate": {"size": 0, "workerTemplate": template("1", json!({}))}}));
     assert!(check(&too_big)[0].starts_with(SIZE_FIELD));
     let mut exclusive = lws(json!({"leaderWorkerTemplate": {"size": 4, "workerTemplate": template("1", json!({})),

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
+use muster_graph::dra::DeviceRequest;
 
 use crate::queue::{DEFAULT_DEPTH, DEFAULT_SLOWDOWN, PolicyKind};
 use crate::{Group, GroupState, Quantity, Queue, labels};
@@ -256,13 +257,13 @@ pub fn explain(g: &Group, queue: &QueueInfo, now: Timestamp) -> String {
         "Phase",
         status.phase.map_or("<none> (muster has not looked at the group yet)".into(), |p| format!("{p:?}")),
     ));
-    let each = |resources: &BTreeMap<String, Quantity>| {
-        let each: Vec<String> = resources.iter().map(|(r, q)| format!("{r} {}", quantity_text(r, q))).collect();
-        each.join(", ")
+    let each = |resources: &BTreeMap<String, Quantity>, devices: &[DeviceRequest]| {
+        let amounts = resources.iter().map(|(r, q)| format!("{r} {}", quantity_text(r, q)));
+        amounts.chain(devices.iter().map(DeviceRequest::describe)).collect::<Vec<_>>().join(", ")
     };
     let mut size = members(g.spec.members.min, g.spec.members.max, status.allocation.len());
-    if !g.spec.resources.is_empty() {
-        let _ = write!(size, ", each {}", each(&g.spec.resources));
+    if !g.spec.resources.is_empty() || !g.spec.devices.is_empty() {
+        let _ = write!(size, ", each {}", each(&g.spec.resources, &g.spec.devices));
     }
     fields.push(("Members", size));
     // "launcher 1 (each cpu 1); worker 4 (each cpu 32, nvidia.com/gpu 8)"
@@ -272,7 +273,7 @@ pub fn explain(g: &Group, queue: &QueueInfo, now: Timestamp) -> String {
                 Some(max) => format!("{}..{max}", s.members.min),
                 None => s.members.min.to_string(),
             };
-            format!("{} {count} (each {})", s.name, or_none(each(&s.resources)))
+            format!("{} {count} (each {})", s.name, or_none(each(&s.resources, &s.devices)))
         })
         .collect();
     if !sets.is_empty() {

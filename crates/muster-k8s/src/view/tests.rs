@@ -367,3 +367,22 @@ fn why_shows_each_set_of_a_group_of_sets() {
     let alike = group("ml", "train", "q", r#"{"min": 2}"#, "{}");
     assert!(!explain(&alike, &QueueInfo::Unknown, ts(NOW)).contains("Sets:"));
 }
+
+#[test]
+fn why_shows_the_devices_a_member_claims() {
+    let mut g = group("ml", "train", "q", r#"{"min": 2}"#, "{}");
+    g.spec.devices = serde_json::from_str(
+        r#"[{"name": "gpus/gpus", "driver": "gpu.example.com", "count": 8,
+             "selectors": ["device.driver == \"gpu.example.com\"", "device.attributes[\"gpu.example.com\"].model == \"h100\""]}]"#,
+    )
+    .unwrap();
+    let text = explain(&g, &QueueInfo::Unknown, ts(NOW));
+    let members = text.lines().find(|l| l.starts_with("Members:")).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        members.ends_with(
+            "each cpu 2, memory 2Gi, 8 gpu.example.com devices where device.driver == \"gpu.example.com\" && \
+             device.attributes[\"gpu.example.com\"].model == \"h100\""
+        ),
+        "{members}"
+    );
+}
