@@ -145,7 +145,9 @@ for t in "${tests[@]}"; do
       run muster-privilege "$e2e/test-muster-privilege.sh" ;;
     # The controller's /metrics behind TokenReview and SubjectAccessReview (--metrics-auth).
     muster-metrics) run muster-metrics "$e2e/test-muster-metrics.sh" ;;
-    muster-dra) run muster-dra "$e2e/test-muster-dra.sh" ;;
+    muster-dra)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/tenant-4x8.yaml"
+      run muster-dra "$e2e/test-muster-dra.sh" ;;
     # kubectl muster installed by the real krew from hack/krew.sh's manifest; needs no cluster.
     krew) run krew "$e2e/test-krew.sh" ;;
     # The dashboard in headless Chromium (Debian's chromium package).

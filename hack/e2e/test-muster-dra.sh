@@ -57,8 +57,8 @@ eventually 30 "with every slice deleted, nothing is placed" bash -c \
   "v=\$(curl -s --max-time 5 http://127.0.0.1:$(cat "$muster_dir/metrics-port")/metrics | awk '\$1 ~ /^muster_published_devices/ {s += \$2} END {print s + 0}'); [[ \$v == 0 ]]"
 
 # --- claims ---------------------------------------------------------------------------------
-mapfile -t nodes < <(k get nodes -l muster.dev/pool=worker -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | head -4)
-(( ${#nodes[@]} == 4 )) || fail "the cluster has four worker nodes"
+mapfile -t nodes < <(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | head -4)
+(( ${#nodes[@]} == 4 )) || fail "the cluster has four nodes (run.sh gives it tenant-4x8.yaml)"
 slice_yaml e2e-h0 "${nodes[0]}" 1 8 | k apply -f - >/dev/null
 slice_yaml e2e-h1 "${nodes[1]}" 1 8 | k apply -f - >/dev/null
 slice_yaml e2e-h2 "${nodes[2]}" 1 8 | k apply -f - >/dev/null
