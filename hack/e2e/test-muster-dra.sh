@@ -11,6 +11,11 @@
 # (its devices, its node, reserved for the pod) before binding it; a checker reads every
 # allocated claim: no device is given twice; when the Job is done the ResourceClaim controller
 # deallocates and deletes its claims.
+# Then extended resources served by devices: a DeviceClass serves example.com/gpu, which no node
+# has; kube-scheduler's pod asks four (kube-scheduler makes and allocates its claim); a queued Job
+# of two pods asking eight each is placed whole beside it; muster makes each pod's claim (owned
+# by the pod, eight devices of its node, reserved for it) and names it in the pod's status, no
+# device is given twice, and the claims go with the pods.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -146,4 +151,60 @@ eventually 60 "the Job completes" job_complete $ns train
 eventually 60 "its claims are deallocated and deleted by the ResourceClaim controller" bash -c \
   "! '$K8S_BIN/kubectl' -n $ns get resourceclaims -o jsonpath='{.items[*].metadata.name}' | grep -q train-"
 k -n $ns delete pod theirs --wait=false >/dev/null
+eventually 60 "kube-scheduler's pod and its claim are gone" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get resourceclaims -o name | grep -q /theirs-"
+
+# --- extended resources served by devices ---------------------------------------------------
+# No node has example.com/gpu; class e2e-gpu-ext serves that name with the driver's GPUs.
+k apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: e2e-gpu-ext, labels: {e2e: muster-dra}}
+spec:
+  extendedResourceName: example.com/gpu
+  selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
+YAML
+# with_gpus N: the object on stdin (a Pod or a Job) with its container asking N example.com/gpu
+with_gpus() {
+  python3 -c '
+import sys, yaml
+o = yaml.safe_load(sys.stdin)
+spec = o["spec"]["template"]["spec"] if o["kind"] == "Job" else o["spec"]
+r = spec["containers"][0]["resources"]
+r["requests"]["example.com/gpu"] = sys.argv[1]
+r["limits"] = {"example.com/gpu": sys.argv[1]}
+print(yaml.safe_dump(o))' "$1"
+}
+# kube-scheduler serves its pod's four through a claim it makes itself.
+kwok_pod_yaml theirs-ext 120 "app: theirs" | with_gpus 4 | k -n $ns apply -f - >/dev/null
+eventually 60 "kube-scheduler binds its pod asking four example.com/gpu, with a claim it made" bash -c \
+  "[[ -n \$('$K8S_BIN/kubectl' -n $ns get pod theirs-ext -o jsonpath='{.status.extendedResourceClaimStatus.resourceClaimName}') ]]"
+taken=$(k -n $ns get pod theirs-ext -o jsonpath='{.spec.nodeName}')
+queued_job_yaml ext 2 run=5 indexed=1 | with_gpus 8 | k -n $ns apply -f - >/dev/null
+check_workload_group $ns ext jobs.batch Job 2 "two members"
+check "its Group asks eight devices per member in place of the count" test \
+  "$(k -n $ns get groups.muster.dev ext -o jsonpath='{.spec.devices[0].count} {.spec.devices[0].extendedResource} {.spec.resources.example\.com/gpu}')" \
+  = "8 example.com/gpu "
+eventually 90 "the Job whose two pods ask eight example.com/gpu each runs whole" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l job-name=ext -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 2 ]]"
+report=$(claims_report)
+check "no device is allocated twice (every allocated claim read)" bash -c "! grep -q '^DUP' <<<'$report'"
+check "kube-scheduler's claim holds four devices of its node $taken" grep -q "^$ns theirs-ext $taken 4 $taken\$" <<<"$report"
+for p in $(k -n $ns get pods -l job-name=ext -o jsonpath='{.items[*].metadata.name}'); do
+  node=$(k -n $ns get pod "$p" -o jsonpath='{.spec.nodeName}')
+  claim=$(k -n $ns get pod "$p" -o jsonpath='{.status.extendedResourceClaimStatus.resourceClaimName}')
+  check "pod $p names the claim muster made for its extended resources ($claim)" test -n "$claim"
+  check "... which holds eight devices of its node $node, reserved for it" grep -q "^$ns $p $node 8 $node\$" <<<"$report"
+  check "... maps its container's example.com/gpu to the claim's request" test \
+    "$(k -n $ns get pod "$p" -o jsonpath='{.status.extendedResourceClaimStatus.requestMappings[0].containerName}/{.status.extendedResourceClaimStatus.requestMappings[0].resourceName}')" \
+    = main/example.com/gpu
+  check "... and is owned by the pod" test \
+    "$(k -n $ns get resourceclaim "$claim" -o jsonpath='{.metadata.ownerReferences[0].uid}')" = "$(k -n $ns get pod "$p" -o jsonpath='{.metadata.uid}')"
+  [[ $node != "$taken" ]] || fail "pod $p is on $taken, where kube-scheduler's pod holds half the GPUs"
+done
+eventually 60 "the Job completes" job_complete $ns ext
+k -n $ns delete job ext --cascade=foreground --wait=false >/dev/null
+eventually 60 "with its pods gone, their claims go too" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get resourceclaims -o name | grep -q /ext-"
+k -n $ns delete pod theirs-ext --wait=false >/dev/null
 pass "published devices reach muster's graph with their nodes, and muster allocates its pods' claims"

@@ -4,9 +4,10 @@
 # pod-policy.yaml); acting as muster's ServiceAccount (with its token from controller.kubeconfig
 # for patches, impersonated for the rest), the test removes muster's
 # scheduling gate with the very patch the controller sends, changes muster.dev/ labels and
-# annotations, binds with muster's annotation and deletes a pod scheduled by muster; and is refused
-# changing a pod's image, another label or annotation, another gate, binding with another
-# annotation and deleting another scheduler's pod. The same changes made by the admin pass, so the
+# annotations, binds with muster's annotation, deletes a pod scheduled by muster and names the
+# claim of its extended resources in its status; and is refused changing a pod's image, another
+# label or annotation, another gate, binding with another annotation, deleting another
+# scheduler's pod, and any other status write. The same changes made by the admin pass, so the
 # refusals are the policy's. The trimmed RBAC is checked with `kubectl auth can-i`.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -33,14 +34,17 @@ mpatch() {
   curl -sS --fail-with-body --cacert "$tmp/ca.crt" -H "Authorization: Bearer $token" -X PATCH \
     -H "Content-Type: application/${3:-strategic-merge-patch}+json" --data "$2" "$server/api/v1/namespaces/$ns/pods/$1"
 }
-# pod NAME SCHEDULER GATES-JSON: a pod with labels app=demo and muster.dev/group=g, annotation
-# note=kept, the given scheduler and scheduling gates
+# pod NAME SCHEDULER GATES-JSON [RESOURCES-JSON]: a pod with labels app=demo and
+# muster.dev/group=g, annotation note=kept, the given scheduler and scheduling gates, and a
+# container asking 10m cpu (or RESOURCES)
 pod() {
+  local resources='{"requests": {"cpu": "10m"}}'
+  [[ $# -ge 4 ]] && resources=$4
   cat <<JSON
 {"apiVersion": "v1", "kind": "Pod",
  "metadata": {"name": "$1", "labels": {"app": "demo", "muster.dev/group": "g"}, "annotations": {"note": "kept"}},
  "spec": {"schedulerName": "$2", "schedulingGates": $3, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-          "containers": [{"name": "main", "image": "kwok-fake", "resources": {"requests": {"cpu": "10m"}}}]}}
+          "containers": [{"name": "main", "image": "kwok-fake", "resources": $resources}]}}
 JSON
 }
 # binding POD NODE ANNOTATIONS-JSON: a Binding as the controller sends it
@@ -68,13 +72,14 @@ node=$(k get nodes -o jsonpath='{.items[0].metadata.name}')
 can() { [[ $(k auth can-i "$@" --as=$account 2>/dev/null) == yes ]]; }
 cannot() { [[ $(k auth can-i "$@" --as=$account 2>/dev/null) == no ]]; }
 for allowed in "patch pods" "delete pods" "create pods --subresource=binding" "list pods" "patch jobs.batch" \
+  "patch pods --subresource=status" "create resourceclaims.resource.k8s.io" \
   "create groups.muster.dev" "patch queues.muster.dev --subresource=status" "create events.events.k8s.io" \
   "list reservations.muster.dev" "patch reservations.muster.dev --subresource=status" "watch cohorts.muster.dev" \
   "patch cohorts.muster.dev --subresource=status" "update leases/muster-controller -n muster-system"; do
   # shellcheck disable=SC2086 # verb, resource and flags
   check "muster may $allowed" can $allowed
 done
-for denied in "create pods" "get pods" "update pods" "patch pods --subresource=status" "update jobs.batch" \
+for denied in "create pods" "get pods" "update pods" "delete resourceclaims.resource.k8s.io" "update jobs.batch" \
   "get jobs.batch" "update jobs.batch --subresource=finalizers" "update groups.muster.dev" \
   "update queues.muster.dev --subresource=status" "create reservations.muster.dev" "patch reservations.muster.dev" \
   "create cohorts.muster.dev" "patch cohorts.muster.dev" "list secrets -n muster-system" "create secrets -n muster-system" \
@@ -132,4 +137,19 @@ pod other default-scheduler '[]' | k -n $ns create -f - >/dev/null
 refused "muster deleting another scheduler's pod" "muster may delete only pods scheduled by muster" \
   km delete --raw "/api/v1/namespaces/$ns/pods/other"
 check "muster may delete a pod it schedules" quiet km delete --raw "/api/v1/namespaces/$ns/pods/gated"
+# 5. pod status: the claim muster made for the extended resources of a pod it schedules, once
+gpus='{"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}'
+pod gpus muster '[]' "$gpus" | k -n $ns create -f - >/dev/null
+pod foreign default-scheduler '[]' "$gpus" | k -n $ns create -f - >/dev/null
+claimed() {
+  printf '{"status": {"extendedResourceClaimStatus": {"resourceClaimName": "%s", "requestMappings": [{"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]}}}' "$1"
+}
+refused "muster naming a claim in another scheduler's pod's status" "in a pod's status muster may set only" \
+  mpatch foreign/status "$(claimed foreign-extended-resources-x7k2p)" merge-patch
+refused "muster changing a pod's phase" "in a pod's status muster may set only" \
+  mpatch gpus/status '{"status": {"phase": "Failed"}}' merge-patch
+check "muster may name the claim of its pod's extended resources" \
+  quiet mpatch gpus/status "$(claimed gpus-extended-resources-x7k2p)" merge-patch
+refused "... once" "in a pod's status muster may set only" \
+  mpatch gpus/status "$(claimed gpus-extended-resources-other)" merge-patch
 pass "muster's identity is held to its own changes"

@@ -78,7 +78,7 @@ fn main() {
             layout: vec![SetLayout { name: String::new(), children: 1, pods: pods as u32 }],
             release_deadline: None,
             succeeded_pods_to_finish: Some(pods as u32),
-            claims: vec![vec![]],
+            devices: vec![Default::default()],
             group: Ok(GroupObjectSpec {
                 queue: "default".into(),
                 members: Members { min: pods as i64, max: None },

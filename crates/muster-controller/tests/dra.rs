@@ -8,6 +8,7 @@ mod common;
 
 use common::*;
 use k8s_openapi::api::resource::v1::ResourceSlice;
+use muster_controller::allocate::ClaimSource;
 use muster_controller::convert::slice_view;
 
 fn slice(name: &str, node: &str, generation: i64, gpus: usize) -> ResourceSlice {
@@ -130,11 +131,16 @@ fn template_event(name: &str, count: u32, model: &str) -> Event {
 }
 
 fn class_event() -> Event {
+    class_serving(None)
+}
+
+/// DeviceClass gpu, serving the extended resource `extended` if given.
+fn class_serving(extended: Option<&str>) -> Event {
     let c: k8s_openapi::api::resource::v1::DeviceClass = serde_json::from_value(serde_json::json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": "gpu"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}
+        "metadata": {"name": "gpu", "creationTimestamp": "2026-12-01T00:00:00Z"},
+        "spec": {"extendedResourceName": extended, "selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}
     }))
     .unwrap();
     Event::Class(Change::Apply(muster_controller::convert::class_view(&c).unwrap()))
@@ -143,7 +149,8 @@ fn class_event() -> Event {
 /// A Job of `members` pods, each claiming through template `template` (its claim named gpus).
 fn claiming_job(name: &str, members: i64, template: &str) -> WorkloadView {
     let mut j = job(name, members, 1);
-    j.claims = vec![vec![muster_k8s::dra::PodClaim { name: "gpus".into(), template: template.into() }]];
+    let claims = vec![muster_k8s::dra::PodClaim { name: "gpus".into(), template: template.into() }];
+    j.devices = vec![muster_k8s::dra::PodDevices { claims, ..Default::default() }];
     j
 }
 
@@ -169,7 +176,8 @@ fn bind_claims(actions: &[Action]) -> Vec<(String, String, Vec<String>)> {
             claims.into_iter().map(move |c| {
                 assert_eq!(c.node, node, "a claim is allocated on its pod's node");
                 assert!(c.devices.iter().all(|(r, _)| r == "gpus/gpus"), "{:?}", c.devices);
-                (pod.clone(), c.claim, c.devices.iter().map(|(_, d)| format!("{}/{}", d.pool, d.name)).collect())
+                let ClaimSource::Made(claim) = c.claim else { panic!("{:?} is not a template's claim", c.claim) };
+                (pod.clone(), claim, c.devices.iter().map(|(_, d)| format!("{}/{}", d.pool, d.name)).collect())
             })
         })
         .collect()
@@ -247,4 +255,105 @@ fn a_pod_claiming_devices_its_group_was_placed_without_is_not_bound() {
     assert!(binds(&actions).is_empty(), "{actions:?}");
     let told = told(&actions, "ClaimsNotAllocated");
     assert!(told.iter().any(|m| m.contains("its group was placed without them")), "{actions:?}");
+}
+
+/// The spec of a pod of one container asking 1 cpu and `gpus` nvidia.com/gpu, as the apiserver
+/// returns it (an extended resource's request equals its limit).
+fn gpu_pod_spec(gpus: u32) -> k8s_openapi::api::core::v1::PodSpec {
+    let asks = serde_json::json!({"cpu": "1", "nvidia.com/gpu": gpus.to_string()});
+    serde_json::from_value(serde_json::json!({
+        "schedulerName": "muster",
+        "containers": [{"name": "worker", "image": "trainer", "resources": {"requests": asks, "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
+    }))
+    .unwrap()
+}
+
+/// A Job of `members` pods each asking 8 nvidia.com/gpu, and its pod `index`.
+fn gpu_job(name: &str, members: i64) -> WorkloadView {
+    let mut j = job(name, members, 1);
+    if let Ok(g) = j.group.as_mut() {
+        g.resources.insert("nvidia.com/gpu".into(), muster_k8s::Quantity::Int(8));
+    }
+    let extended = muster_k8s::dra::ExtendedAsks::of(&gpu_pod_spec(8));
+    j.devices = vec![muster_k8s::dra::PodDevices { extended, ..Default::default() }];
+    j
+}
+
+fn gpu_pod(job: &str, index: u32) -> PodView {
+    let mut p = pod(job, index, 1);
+    p.requests.push(("nvidia.com/gpu".into(), 8));
+    p.extended = Some(Box::new(muster_k8s::dra::ExtendedAsks::of(&gpu_pod_spec(8))));
+    p
+}
+
+#[test]
+fn pods_asking_an_extended_resource_a_device_class_serves_get_devices_through_a_claim_muster_makes() {
+    // No node has nvidia.com/gpu: a driver publishes the GPUs, and class gpu serves the name.
+    let mut h = Harness::new(&[node("n1", 8), node("n2", 8)], &[], &[]);
+    h.send(apply(&slice("n1-gpus", "n1", 1, 8)));
+    h.send(apply(&slice("n2-gpus", "n2", 1, 8)));
+    h.cycle();
+    // Before any class serves it, nothing can: the Job waits, unplaced.
+    h.send(job_event(Change::Apply(gpu_job("train", 2))));
+    h.cycle();
+    let key = muster_queue::GroupKey::new(NS, "train");
+    assert!(h.brain.engine().unwrap().engine().group(&key).is_none_or(|g| g.allocation.is_none()));
+    h.send(class_serving(Some("nvidia.com/gpu")));
+    h.cycle();
+    let mut placed: Vec<String> = allocation(&h, "train").into_iter().map(|(_, n)| n).collect();
+    placed.sort();
+    assert_eq!(placed, ["n1", "n2"], "each member holds one node's 8 GPUs");
+    let g = h.brain.engine().unwrap().engine().group(&muster_queue::GroupKey::new(NS, "train")).unwrap();
+    let devices = g.spec.request.set_devices_of(0);
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0].name, "<extended-resources>/container-0-request-1", "cpu sorts before nvidia.com/gpu");
+    assert_eq!((devices[0].count, devices[0].extended_resource.as_deref()), (8, Some("nvidia.com/gpu")));
+    assert!(g.spec.request.requests.iter().all(|(r, _)| r != "nvidia.com/gpu"), "the devices hold it, not a count");
+    // Each pod binds with the claim muster makes for it: the member's 8 devices, none twice.
+    let mut actions = h.send(Event::Pod(Change::Apply(gpu_pod("train", 0))));
+    actions.extend(h.send(Event::Pod(Change::Apply(gpu_pod("train", 1)))));
+    actions.extend(h.cycle());
+    let mut all = Vec::new();
+    for a in &actions {
+        let Action::Bind { pod, node, claims, .. } = a else { continue };
+        let [c] = claims.as_slice() else { panic!("{pod}: one claim, for its extended resources: {claims:?}") };
+        let ClaimSource::Extended { made: None, claim } = &c.claim else { panic!("{:?}", c.claim) };
+        assert_eq!(claim.requests[0].name, "container-0-request-1");
+        assert_eq!((claim.requests[0].class.as_str(), claim.requests[0].count), ("gpu", 8));
+        assert_eq!(claim.mappings[0].container_name, "worker");
+        assert_eq!(&c.node, node);
+        assert_eq!(c.devices.len(), 8);
+        all.extend(c.devices.iter().map(|(r, d)| {
+            assert_eq!(r, "<extended-resources>/container-0-request-1");
+            format!("{}/{}", d.pool, d.name)
+        }));
+    }
+    assert_eq!(all.len(), 16, "{actions:?}");
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 16, "no device given twice");
+}
+
+#[test]
+fn an_extended_resource_a_node_has_stays_a_count_its_device_plugin_serves() {
+    // n1's device plugin advertises nvidia.com/gpu: a class naming it changes nothing.
+    let mut gpu_node = node("n1", 8);
+    gpu_node.spec.devices = vec![("nvidia.com/gpu".into(), 8)];
+    let mut h = Harness::new(&[gpu_node], &[], &[]);
+    h.send(class_serving(Some("nvidia.com/gpu")));
+    h.send(job_event(Change::Apply(gpu_job("train", 1))));
+    h.cycle();
+    assert_eq!(allocation(&h, "train").len(), 1);
+    let g = h.brain.engine().unwrap().engine().group(&muster_queue::GroupKey::new(NS, "train")).unwrap();
+    assert!(g.spec.request.set_devices_of(0).is_empty());
+    let actions = [h.send(Event::Pod(Change::Apply(gpu_pod("train", 0)))), h.cycle()].concat();
+    let binds: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Bind { claims, .. } => Some(claims),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(binds.len(), 1, "{actions:?}");
+    assert!(binds[0].is_empty(), "no claim: the kubelet's device plugin serves it");
 }

@@ -61,6 +61,7 @@ fn gang(selectors: &[&str]) -> GroupRequest {
         driver: DRIVER.into(),
         count: 8,
         selectors: selectors.iter().map(|s| s.to_string()).collect(),
+        extended_resource: None,
     }];
     g
 }

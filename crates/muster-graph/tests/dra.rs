@@ -47,6 +47,7 @@ fn devices(count: u32, selectors: &[&str]) -> DeviceRequest {
         driver: DRIVER.into(),
         count,
         selectors: selectors.iter().map(|s| s.to_string()).collect(),
+        extended_resource: None,
     }
 }
 

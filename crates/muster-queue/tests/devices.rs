@@ -23,6 +23,7 @@ fn gpu_gang(name: &str, min: u32, max: u32, at: i64) -> muster_queue::GroupSpec 
         driver: "gpu.example.com".into(),
         count: 8,
         selectors: vec![r#"device.attributes["gpu.example.com"].model == "h100""#.into()],
+        extended_resource: None,
     }];
     s
 }
@@ -47,5 +48,24 @@ fn a_quota_on_a_drivers_devices_bounds_what_its_selectors_may_take() {
     ready_all(&mut e, &ts, 1);
     assert_eq!(state(&e, "elastic"), GroupState::Running);
     assert_eq!(e.group(&key("elastic")).unwrap().member_count(), 1);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_quota_on_an_extended_resource_bounds_the_devices_that_serve_it() {
+    // Pods ask nvidia.com/gpu; a DeviceClass serves that name with the driver's devices. The
+    // team's quota is written on the name its pods use, and bounds the devices all the same.
+    let mut c = EngineConfig::single_queue("q");
+    c.queues[0]
+        .quotas
+        .insert("nvidia.com/gpu".into(), QuotaSpec { nominal: 8.into(), borrowing_limit: None, lending_limit: None });
+    let mut e = engine(gpu_graph(), c);
+    let mut gang = gpu_gang("elastic", 1, 2, 0);
+    gang.request.devices[0].extended_resource = Some("nvidia.com/gpu".into());
+    e.submit(gang, 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    assert_eq!(state(&e, "elastic"), GroupState::Running);
+    assert_eq!(e.group(&key("elastic")).unwrap().member_count(), 1, "the quota of 8 allows one member of 8");
     e.check_invariants().unwrap();
 }

@@ -3,14 +3,17 @@
 //! devices), and before a pod is bound each of its claims is allocated the devices its member
 //! was placed with ([`ClaimAllocation`], written by the executor).
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::resource::v1::DeviceClass;
 use muster_graph::dra::{PublishedDevice, assign, graph_name};
 use muster_k8s::GroupSpec as GroupObjectSpec;
-use muster_k8s::dra::claim_requests;
+use muster_k8s::dra::{EXTENDED_CLAIM, PodDevices, claim_requests, classes_by_resource};
 use muster_k8s::workload::fill_devices;
 use muster_store::Store;
 
-use super::{Brain, Change};
-use crate::allocate::ClaimAllocation;
+use super::{Brain, Change, node_room};
+use crate::allocate::{ClaimAllocation, ClaimSource};
 use crate::convert::{ClassView, PodView, TemplateView, WorkloadView};
 
 /// Why a pod with claims is not bound yet.
@@ -37,42 +40,82 @@ impl<S: Store> Brain<S> {
         self.devices_changed(None);
     }
 
-    /// Workloads whose pods claim devices are looked at again (in `namespace`, or all): a
+    /// Workloads whose pods ask for devices are looked at again (in `namespace`, or all): a
     /// template or class that was missing may be there now, or ask otherwise.
     fn devices_changed(&mut self, namespace: Option<&str>) {
-        let claiming: Vec<String> = (self.workloads())
-            .filter(|j| j.claims.iter().any(|c| !c.is_empty()))
+        let asking: Vec<String> = (self.workloads())
+            .filter(|j| j.devices.iter().any(|d| !d.is_empty()))
             .filter(|j| namespace.is_none_or(|ns| j.key.namespace == ns))
             .map(|j| j.key.to_string())
             .collect();
-        self.dirty_jobs.extend(claiming);
+        self.dirty_jobs.extend(asking);
     }
 
-    /// The Group object of a workload, with the devices its pods' claims ask.
+    /// The extended resources devices serve on this cluster, each with its DeviceClass: those
+    /// a class serves and no node has (where a node has one, its device plugin serves it, and
+    /// pods count it as any resource).
+    pub(super) fn served_by_devices(&self) -> BTreeMap<String, &DeviceClass> {
+        let mut served = classes_by_resource(self.classes.items.values().map(|c| &c.class));
+        served.retain(|r, _| !self.nodes.items.values().any(|n| node_room::has(n, r)));
+        served
+    }
+
+    /// What `pod` asks of its node's counted resources: its requests but the extended resources
+    /// devices serve (its claim holds those).
+    pub(super) fn counted_requests(&self, pod: &PodView) -> Vec<(String, u64)> {
+        if pod.extended.is_none() {
+            return pod.requests.clone();
+        }
+        let served = self.served_by_devices();
+        pod.requests.iter().filter(|(r, _)| !served.contains_key(r)).cloned().collect()
+    }
+
+    /// The Group object of a workload, with the devices its pods ask for.
     pub(super) fn group_object(&self, j: &WorkloadView) -> Result<GroupObjectSpec, String> {
         let mut spec = j.group.clone()?;
-        if j.claims.iter().all(Vec::is_empty) {
+        if j.devices.iter().all(PodDevices::is_empty) {
             return Ok(spec);
         }
         let class = |name: &str| self.classes.items.get(name).map(|c| &c.class);
         let published = self.nodes.items.values().flat_map(|n| n.spec.published.iter());
         let template =
             |name: &str| self.templates.items.get(&format!("{}/{name}", j.key.namespace)).map(|t| &t.template);
-        fill_devices(&mut spec, &j.claims, |claims| claim_requests(claims, template, &class, published.clone()))?;
+        let served = self.served_by_devices();
+        fill_devices(&mut spec, &j.devices, |asks| {
+            let mut requests = claim_requests(&asks.claims, template, &class, published.clone())?;
+            let extended = asks.extended.claim(|r| served.get(r).copied());
+            requests.extend(extended.device_requests(&class, published.clone())?);
+            Ok(requests)
+        })?;
         Ok(spec)
     }
 
     /// What to write into `pod`'s claims before it is bound as member `member` of its group:
-    /// the member's devices, each under the request it serves.
+    /// the member's devices, each under the request it serves; for extended resources its
+    /// member holds devices for, the claim muster makes.
     pub(super) fn claim_allocations(&self, pod: &PodView, member: u32) -> Result<Vec<ClaimAllocation>, ClaimsNotReady> {
-        let Some(claims) = pod.claims.as_deref() else { return Ok(Vec::new()) };
-        let Some(made) = claims.all_made() else { return Err(ClaimsNotReady::Wait) };
+        let made = match pod.claims.as_deref() {
+            Some(claims) => claims.all_made().ok_or(ClaimsNotReady::Wait)?,
+            None => Vec::new(),
+        };
+        if made.is_empty() && pod.extended.is_none() {
+            return Ok(Vec::new());
+        }
         let key = pod.group_key().ok_or(ClaimsNotReady::Wait)?;
         let g = self.engine.as_ref().and_then(|e| e.engine().group(&key)).ok_or(ClaimsNotReady::Wait)?;
         let placed = g.allocation.as_ref().and_then(|a| a.members.iter().find(|m| m.index == member));
         let placed = placed.ok_or(ClaimsNotReady::Wait)?;
         let request = &g.spec.request;
         let requests = request.set_devices_of(request.set_of(member).0);
+        let extended_prefix = format!("{EXTENDED_CLAIM}/");
+        // Extended resources counted on the member's node (a device plugin's) need no claim.
+        let served_by_devices = self.served_by_devices();
+        let extended = (pod.extended.as_deref())
+            .filter(|_| requests.iter().any(|r| r.name.starts_with(&extended_prefix)))
+            .map(|asks| asks.claim(|r| served_by_devices.get(r).copied()));
+        if made.is_empty() && extended.is_none() {
+            return Ok(Vec::new());
+        }
         if requests.is_empty() {
             // A kind whose claims muster does not read (the webhook refuses them): binding would
             // leave the claims unallocated.
@@ -95,8 +138,13 @@ impl<S: Store> Brain<S> {
                  made again"
             ))
         })?;
-        Ok(made
-            .into_iter()
+        let sources = made.into_iter().map(|(pod_claim, claim)| (pod_claim, ClaimSource::Made(claim)));
+        let extended = extended.map(|claim| {
+            let source = ClaimSource::Extended { made: pod.extended_claim.clone(), claim };
+            (EXTENDED_CLAIM.to_string(), source)
+        });
+        Ok(sources
+            .chain(extended)
             .map(|(pod_claim, claim)| {
                 let prefix = format!("{pod_claim}/");
                 let devices = (served.iter().zip(&devices))

@@ -763,7 +763,7 @@ impl<S: Store> Brain<S> {
             // Members were placed for what their set asks: a pod asking more would over-commit
             // the node it is bound to.
             let member_asks = slot.map_or(g.spec.request.requests.as_slice(), |m| g.spec.request.member_requests(m));
-            if let Some(over) = convert::exceeds(&p.requests, member_asks) {
+            if let Some(over) = convert::exceeds(&self.counted_requests(p), member_asks) {
                 misfits.push((p.uid.clone(), p.name.clone(), p.namespace.clone(), over));
                 continue;
             }
@@ -823,7 +823,9 @@ impl<S: Store> Brain<S> {
         let mut waiting = 0;
         let mut claims_of = BTreeMap::new();
         for (uid, _, _, _, member, _) in &binds {
-            let Some(p) = self.pods.items.get(uid).filter(|p| p.claims.is_some()) else { continue };
+            let Some(p) = self.pods.items.get(uid).filter(|p| p.claims.is_some() || p.extended.is_some()) else {
+                continue;
+            };
             claims_of.insert(uid.clone(), self.claim_allocations(p, *member));
         }
         for (uid, pod, namespace, node, member, gated) in binds {
@@ -841,7 +843,7 @@ impl<S: Store> Brain<S> {
             };
             // The engine planned the room; a pod still stopping there (an evicted group's) may
             // hold it a while yet.
-            let requests = self.pods.items.get(&uid).map(|p| p.requests.clone()).unwrap_or_default();
+            let requests = self.pods.items.get(&uid).map(|p| self.counted_requests(p)).unwrap_or_default();
             if !self.room.fits(&self.nodes, &self.pods, &node, &requests) {
                 self.room.wait(&node, key);
                 waiting += 1;

@@ -120,6 +120,6 @@ impl NodeRoom {
 
 /// Whether the node states an allocatable of `resource` (a node without a `pods` figure is not
 /// limited in pods).
-fn has(n: &NodeView, resource: &str) -> bool {
+pub(super) fn has(n: &NodeView, resource: &str) -> bool {
     n.spec.pooled.iter().any(|(r, _)| r == resource) || n.spec.devices.iter().any(|(r, _)| r == resource)
 }

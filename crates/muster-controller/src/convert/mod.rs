@@ -11,7 +11,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTe
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::dra::{DraError, NodeSlice, PodClaim, claim_devices, node_slice};
+use muster_k8s::dra::{DraError, ExtendedAsks, NodeSlice, PodDevices, claim_devices, node_slice};
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{
     GroupSet, GroupSubGroup, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members,
@@ -281,6 +281,11 @@ pub struct PodView {
     /// Pods for muster's scheduler that claim devices: the claims, which muster allocates before
     /// it binds the pod (boxed: other pods pay one pointer).
     pub claims: Option<Box<PodClaims>>,
+    /// Pods for muster's scheduler that ask extended resources devices may serve: what each
+    /// container asks, from which muster makes the pod's claim for them.
+    pub extended: Option<Box<ExtendedAsks>>,
+    /// The claim made for those, from status.extendedResourceClaimStatus.
+    pub extended_claim: Option<String>,
     /// The workload of a held kind it belongs to (a Job, a JobSet, an MPIJob; its name is its
     /// group's) and where in it the pod is (boxed: plain pods pay one pointer).
     pub place: Option<Box<PodPlace>>,
@@ -401,6 +406,10 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         ours,
         unsupported: unsupported.map(|u| Box::new(u.join("; "))),
         claims: Some(claims).filter(|c| ours && !c.wanted.is_empty()).map(Box::new),
+        extended: Some(ExtendedAsks::of(spec)).filter(|e| ours && !e.is_empty()).map(Box::new),
+        extended_claim: status
+            .and_then(|s| s.extended_resource_claim_status.as_ref())
+            .map(|s| s.resource_claim_name.clone()),
         phase,
         ready,
         requests,
@@ -777,10 +786,10 @@ pub struct WorkloadView {
     /// Being deleted (its Group object goes with it: not to be recreated).
     pub deleting: bool,
     /// The Group object muster keeps for it, or why the Job cannot be one; its devices are
-    /// filled from `claims` by the brain, which reads the templates.
+    /// filled from `devices` by the brain, which reads the templates and classes.
     pub group: Result<GroupObjectSpec, String>,
-    /// The claims one pod of each of the Group's sets makes from templates (Shape::set_claims).
-    pub claims: Vec<Vec<PodClaim>>,
+    /// What one pod of each of the Group's sets asks of devices (Shape::set_devices).
+    pub devices: Vec<PodDevices>,
     /// How its pods number the group's members.
     pub layout: Vec<SetLayout>,
     /// The field of a deadline that counts from its release, if set ([`Workload::release_deadline`]).
@@ -826,7 +835,7 @@ pub fn workload_view<W: Workload>(w: &W) -> Option<WorkloadView> {
         suspend_requested: annotated(labels::SUSPEND_REQUESTED),
         created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
         deleting: meta.deletion_timestamp.is_some(),
-        claims: shape.as_ref().map(|s| s.set_claims()).unwrap_or_default(),
+        devices: shape.as_ref().map(|s| s.set_devices()).unwrap_or_default(),
         group: shape.map(|s| s.group_spec(w, &queue)).map_err(|e| e.join("; ")),
         layout: w.pod_sets().map(|sets| workload::place::layout(&sets)).unwrap_or_default(),
         release_deadline: w.release_deadline(),

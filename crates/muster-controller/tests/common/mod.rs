@@ -51,7 +51,7 @@ pub fn job(name: &str, members: i64, cpu: i64) -> WorkloadView {
         layout: vec![SetLayout { name: String::new(), children: 1, pods: members as u32 }],
         release_deadline: None,
         succeeded_pods_to_finish: None,
-        claims: vec![vec![]],
+        devices: vec![Default::default()],
         group: Ok(GroupObjectSpec {
             queue: "default".into(),
             members: Members { min: members, max: None },

@@ -85,6 +85,7 @@ mod tests {
             driver: "gpu.example.com".into(),
             count,
             selectors: selector.into_iter().map(String::from).collect(),
+            extended_resource: None,
         }
     }
 

@@ -22,6 +22,11 @@ pub struct DeviceRequest {
     /// CEL expressions over `device`; a device matches when every one is true.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub selectors: Vec<String>,
+    /// The extended resource (such as `nvidia.com/gpu`) a pod asked these devices by, where a
+    /// DeviceClass serves that name with devices: quotas count them under it as well as under
+    /// the driver, so that a quota on either bounds them.
+    #[serde(default, rename = "extendedResource", skip_serializing_if = "Option::is_none")]
+    pub extended_resource: Option<String>,
 }
 
 impl DeviceRequest {
@@ -59,6 +64,14 @@ pub fn check_devices(requests: &[DeviceRequest]) -> Result<(), (String, String)>
         }
         for (k, s) in r.selectors.iter().enumerate() {
             Selector::compile(s).map_err(|e| (at(&format!("selectors[{k}]")), e.message))?;
+        }
+        if let Some(x) = &r.extended_resource
+            && !crate::names::is_qualified_resource(x)
+        {
+            return Err((
+                at("extendedResource"),
+                format!("{x:?} is not an extended resource name; name one with its domain, such as nvidia.com/gpu"),
+            ));
         }
     }
     Ok(())

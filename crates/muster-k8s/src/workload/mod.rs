@@ -28,7 +28,7 @@ use kube::core::ApiResource;
 use muster_graph::dra::DeviceRequest;
 use muster_graph::jobspec::MAX_MEMBERS;
 
-use crate::dra::{DraError, PodClaim, pod_claims};
+use crate::dra::{DraError, PodDevices};
 use crate::group::{GroupSet, Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
 use crate::pod::{Amounts, Placement, Uncountable, placement, requests};
 use crate::{GroupSpec, Quantity, labels};
@@ -234,9 +234,9 @@ pub struct SetShape {
     pub pods: u32,
     pub requests: Amounts,
     pub placement: Placement,
-    /// The claims each pod makes from templates: its devices, once the templates are read
-    /// ([`fill_devices`]).
-    pub claims: Vec<PodClaim>,
+    /// What each pod asks of devices (claims from templates, extended resources devices may
+    /// serve): its devices, once the templates and classes are read ([`fill_devices`]).
+    pub devices: PodDevices,
 }
 
 /// The one computation of a workload's group: size, one member's requests, placement and the
@@ -309,11 +309,11 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
     for set in sets.iter().filter(|s| s.count() > 0) {
         let requests = set.requests().map_err(|e| errors.push(e.to_string()));
         let placement = placement(set.template, &set.template_field).map_err(|e| errors.push(e));
-        let claims = pod_claims(set.template, &set.template_field).map_err(|e| errors.push(e));
+        let devices = PodDevices::of(set.template, &set.template_field).map_err(|e| errors.push(e));
         priorities.push((set, set.template.priority_class_name.clone()));
-        if let (Ok(requests), Ok(placement), Ok(claims)) = (requests, placement, claims) {
+        if let (Ok(requests), Ok(placement), Ok(devices)) = (requests, placement, devices) {
             let pods = u32::try_from(set.count()).unwrap_or(u32::MAX);
-            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement, claims });
+            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement, devices });
         }
     }
     if let Some((first, first_priority)) = priorities.first()
@@ -346,16 +346,16 @@ impl Shape {
     /// Whether every member asks the same and may run on the same nodes: one set of alike
     /// members, as a group of one pod set is.
     pub fn alike(&self) -> bool {
-        self.sets
-            .windows(2)
-            .all(|w| (&w[0].requests, &w[0].placement, &w[0].claims) == (&w[1].requests, &w[1].placement, &w[1].claims))
+        self.sets.windows(2).all(|w| {
+            (&w[0].requests, &w[0].placement, &w[0].devices) == (&w[1].requests, &w[1].placement, &w[1].devices)
+        })
     }
 
-    /// The claims of one member of each of the Group's sets ([`Shape::group_spec`]'s; one list
-    /// for a Group of alike members).
-    pub fn set_claims(&self) -> Vec<Vec<PodClaim>> {
-        let claims = self.sets.iter().map(|s| s.claims.clone());
-        if self.alike() { claims.take(1).collect() } else { claims.collect() }
+    /// What one member of each of the Group's sets asks of devices ([`Shape::group_spec`]'s;
+    /// one for a Group of alike members).
+    pub fn set_devices(&self) -> Vec<PodDevices> {
+        let devices = self.sets.iter().map(|s| s.devices.clone());
+        if self.alike() { devices.take(1).collect() } else { devices.collect() }
     }
 
     /// What the group's fewest members ask in all, by resource: each set whole, the last (the
@@ -423,20 +423,27 @@ impl Shape {
     }
 }
 
-/// Fills the devices of `spec` (a [`Shape::group_spec`]) from what `claims` (its
-/// [`Shape::set_claims`]) ask, as `resolve` reads them; an error names the set.
+/// Fills the devices of `spec` (a [`Shape::group_spec`]) from what its pods ask (`asks`, its
+/// [`Shape::set_devices`]), as `resolve` reads them; an error names the set. An extended
+/// resource the devices serve leaves the counted resources.
 pub fn fill_devices(
     spec: &mut GroupSpec,
-    claims: &[Vec<PodClaim>],
-    resolve: impl Fn(&[PodClaim]) -> Result<Vec<DeviceRequest>, DraError>,
+    asks: &[PodDevices],
+    resolve: impl Fn(&PodDevices) -> Result<Vec<DeviceRequest>, DraError>,
 ) -> Result<(), String> {
+    let fill = |resources: &mut BTreeMap<String, Quantity>, devices: &mut Vec<DeviceRequest>, asks: &PodDevices| {
+        *devices = resolve(asks)?;
+        for served in devices.iter().filter_map(|d| d.extended_resource.as_ref()) {
+            resources.remove(served);
+        }
+        Ok::<_, DraError>(())
+    };
     if spec.sets.is_empty() {
-        let one = claims.first().map(Vec::as_slice).unwrap_or_default();
-        spec.devices = resolve(one).map_err(|e| e.to_string())?;
-        return Ok(());
+        let one = asks.first().cloned().unwrap_or_default();
+        return fill(&mut spec.resources, &mut spec.devices, &one).map_err(|e| e.to_string());
     }
-    for (set, claims) in spec.sets.iter_mut().zip(claims) {
-        set.devices = resolve(claims).map_err(|e| format!("pod set {}: {e}", set.name))?;
+    for (set, asks) in spec.sets.iter_mut().zip(asks) {
+        fill(&mut set.resources, &mut set.devices, asks).map_err(|e| format!("pod set {}: {e}", set.name))?;
     }
     Ok(())
 }

@@ -24,13 +24,16 @@ fn with_pod(requests: &[(String, u64)]) -> Vec<(String, u64)> {
 
 /// What one member of set `k` counts against quotas and fair share, by resource name: its
 /// requests, the devices it asks of each driver (under the driver's name, as the graph counts
-/// them; a quota on `gpu.example.com` bounds them) and one `pods` slot.
+/// them; a quota on `gpu.example.com` bounds them, and one on the extended resource a pod asked
+/// them by, such as `nvidia.com/gpu`, too) and one `pods` slot.
 fn set_asks(req: &GroupRequest, k: usize) -> Vec<(String, u64)> {
     let mut v = with_pod(req.set_requests_of(k));
     for d in req.set_devices_of(k) {
-        match v.iter_mut().find(|(r, _)| *r == d.driver) {
-            Some((_, a)) => *a = a.saturating_add(u64::from(d.count)),
-            None => v.push((d.driver.clone(), u64::from(d.count))),
+        for name in std::iter::once(&d.driver).chain(&d.extended_resource) {
+            match v.iter_mut().find(|(r, _)| r == name) {
+                Some((_, a)) => *a = a.saturating_add(u64::from(d.count)),
+                None => v.push((name.clone(), u64::from(d.count))),
+            }
         }
     }
     v

@@ -1,6 +1,7 @@
 //! Dynamic Resource Allocation (`resource.k8s.io/v1`) as the graph takes it: the devices a
 //! ResourceSlice publishes for one node, and what a ResourceClaimTemplate asks of each pod made
-//! from it, with its DeviceClasses' selectors first.
+//! from it, with its DeviceClasses' selectors first; extended resources that devices serve
+//! ([`extended`]).
 //!
 //! What is not read yet is refused by name rather than half read: slices for several nodes (a
 //! node selector, all nodes, per-device nodes), partitionable devices (shared counters),
@@ -14,6 +15,12 @@ use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSele
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute, DeviceClass,
     DeviceRequestAllocationResult, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+mod extended;
+
+pub use extended::{
+    EXTENDED_CLAIM, EXTENDED_CLAIM_ANNOTATION, ExtendedAsks, ExtendedClaim, ExtendedRequest, classes_by_resource,
+    may_be_served_by_devices,
 };
 use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, drivers_accepting, graph_name};
 
@@ -178,35 +185,50 @@ pub fn template_requests<'a>(
                 "only ExactCount is read yet; ask for a count of devices",
             ));
         }
-        let Some(class) = classes(&exact.device_class_name) else {
-            return Err(refuse(
-                at("exactly.deviceClassName"),
-                format!("no DeviceClass {:?}; create it, or name one that exists", exact.device_class_name),
-            ));
-        };
-        let class_selectors = cel_selectors(class.spec.iter().flat_map(|s| s.selectors.iter().flatten()))
-            .map_err(|m| refuse(format!("DeviceClass {}: spec.selectors", exact.device_class_name), m))?;
         let own = cel_selectors(exact.selectors.iter().flatten()).map_err(|m| refuse(at("exactly.selectors"), m))?;
-        let drivers = drivers_accepting(&class_selectors, published.clone())
-            .map_err(|e| refuse(format!("DeviceClass {}: spec.selectors", exact.device_class_name), e.to_string()))?;
-        let mut drivers = drivers.into_iter();
-        let (Some(driver), None) = (drivers.next(), drivers.next()) else {
-            return Err(refuse(
-                at("exactly.deviceClassName"),
-                format!(
-                    "DeviceClass {:?} must accept the devices of exactly one driver on this cluster; add device.driver == \"...\" to its selectors",
-                    exact.device_class_name
-                ),
-            ));
-        };
+        let (driver, class_selectors) =
+            class_devices(&exact.device_class_name, classes, published.clone(), &at("exactly.deviceClassName"))?;
         let count = exact.count.unwrap_or(1);
         let count = u32::try_from(count)
             .ok()
             .filter(|&c| c >= 1)
             .ok_or_else(|| refuse(at("exactly.count"), "ask for at least one device"))?;
-        out.push(DeviceRequest { name: r.name.clone(), driver, count, selectors: [class_selectors, own].concat() });
+        out.push(DeviceRequest {
+            name: r.name.clone(),
+            driver,
+            count,
+            selectors: [class_selectors, own].concat(),
+            extended_resource: None,
+        });
     }
     Ok(out)
+}
+
+/// The one driver whose published devices class `name` accepts (`published`, every device of
+/// the cluster), and the class's selectors; `at` is the field that names the class.
+pub(crate) fn class_devices<'a>(
+    name: &str,
+    classes: &Classes,
+    published: impl Iterator<Item = &'a PublishedDevice>,
+    at: &str,
+) -> Result<(String, Vec<String>), DraError> {
+    let Some(class) = classes(name) else {
+        return Err(refuse(at, format!("no DeviceClass {name:?}; create it, or name one that exists")));
+    };
+    let selectors = cel_selectors(class.spec.iter().flat_map(|s| s.selectors.iter().flatten()))
+        .map_err(|m| refuse(format!("DeviceClass {name}: spec.selectors"), m))?;
+    let drivers = drivers_accepting(&selectors, published)
+        .map_err(|e| refuse(format!("DeviceClass {name}: spec.selectors"), e.to_string()))?;
+    let mut drivers = drivers.into_iter();
+    let (Some(driver), None) = (drivers.next(), drivers.next()) else {
+        return Err(refuse(
+            at,
+            format!(
+                "DeviceClass {name:?} must accept the devices of exactly one driver on this cluster; add device.driver == \"...\" to its selectors"
+            ),
+        ));
+    };
+    Ok((driver, selectors))
 }
 
 /// Why a pod of a plain group (label muster.dev/group) with resource claims is refused.
@@ -238,6 +260,26 @@ pub fn pod_claims(spec: &PodSpec, field: &str) -> Result<Vec<PodClaim>, String> 
         }
     }
     Ok(out)
+}
+
+/// What one pod asks of devices beyond counted resources: the claims it makes from templates,
+/// and its extended resources that devices may serve.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodDevices {
+    pub claims: Vec<PodClaim>,
+    pub extended: ExtendedAsks,
+}
+
+impl PodDevices {
+    /// What a pod of `spec` (at `field`) asks; a claim muster does not place is refused
+    /// ([`pod_claims`]).
+    pub fn of(spec: &PodSpec, field: &str) -> Result<Self, String> {
+        Ok(Self { claims: pod_claims(spec, field)?, extended: ExtendedAsks::of(spec) })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty() && self.extended.is_empty()
+    }
 }
 
 /// What one pod asks through `claims`: each template's requests, named `CLAIM/REQUEST` (the
@@ -476,6 +518,7 @@ mod tests {
                     "device.driver == \"gpu.example.com\"".into(),
                     "device.attributes[\"gpu.example.com\"].model == \"h100\"".into()
                 ],
+                extended_resource: None,
             }]
         );
         // The apiserver defaults allocationMode and count; a template read before defaulting
