@@ -22,9 +22,10 @@ pub struct DeviceRequest {
     /// CEL expressions over `device`; a device matches when every one is true.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub selectors: Vec<String>,
-    /// The extended resource (such as `nvidia.com/gpu`) a pod asked these devices by, where a
-    /// DeviceClass serves that name with devices: quotas count them under it as well as under
-    /// the driver, so that a quota on either bounds them.
+    /// The extended resource name the devices are counted under besides the driver, for
+    /// quotas: the one a pod asked them by (`nvidia.com/gpu`, where a DeviceClass serves that
+    /// name with devices), or for a claim its DeviceClass's (`spec.extendedResourceName`, else
+    /// `deviceclass.resource.kubernetes.io/CLASS`). A quota on either name bounds them.
     #[serde(default, rename = "extendedResource", skip_serializing_if = "Option::is_none")]
     pub extended_resource: Option<String>,
 }

@@ -40,7 +40,7 @@ pub fn classes_by_resource<'c>(
     let mut explicit: BTreeMap<String, &DeviceClass> = BTreeMap::new();
     for c in classes {
         let Some(name) = c.metadata.name.as_deref() else { continue };
-        out.insert(format!("{CLASS_PREFIX}{name}"), c);
+        out.insert(implicit_name(name), c);
         let Some(resource) = c.spec.as_ref().and_then(|s| s.extended_resource_name.clone()) else { continue };
         let newer = |other: &&DeviceClass| {
             let created = |d: &DeviceClass| d.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -53,6 +53,11 @@ pub fn classes_by_resource<'c>(
     }
     out.extend(explicit);
     out
+}
+
+/// The extended resource name every DeviceClass serves: `deviceclass.resource.kubernetes.io/CLASS`.
+pub(crate) fn implicit_name(class: &str) -> String {
+    format!("{CLASS_PREFIX}{class}")
 }
 
 /// Whether `name` may be served by devices: an extended resource (a domain outside
@@ -204,12 +209,12 @@ impl ExtendedClaim {
         (self.requests.iter())
             .map(|r| {
                 let at = format!("resources[{}]", r.resource);
-                let (driver, selectors) = class_devices(&r.class, classes, published.clone(), &at)?;
+                let class = class_devices(&r.class, classes, published.clone(), &at)?;
                 Ok(DeviceRequest {
                     name: format!("{EXTENDED_CLAIM}/{}", r.name),
-                    driver,
+                    driver: class.driver,
                     count: r.count,
-                    selectors,
+                    selectors: class.selectors,
                     extended_resource: Some(r.resource.clone()),
                 })
             })

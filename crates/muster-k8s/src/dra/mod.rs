@@ -186,7 +186,7 @@ pub fn template_requests<'a>(
             ));
         }
         let own = cel_selectors(exact.selectors.iter().flatten()).map_err(|m| refuse(at("exactly.selectors"), m))?;
-        let (driver, class_selectors) =
+        let class =
             class_devices(&exact.device_class_name, classes, published.clone(), &at("exactly.deviceClassName"))?;
         let count = exact.count.unwrap_or(1);
         let count = u32::try_from(count)
@@ -195,23 +195,34 @@ pub fn template_requests<'a>(
             .ok_or_else(|| refuse(at("exactly.count"), "ask for at least one device"))?;
         out.push(DeviceRequest {
             name: r.name.clone(),
-            driver,
+            driver: class.driver,
             count,
-            selectors: [class_selectors, own].concat(),
-            extended_resource: None,
+            selectors: [class.selectors, own].concat(),
+            extended_resource: Some(class.resource),
         });
     }
     Ok(out)
 }
 
-/// The one driver whose published devices class `name` accepts (`published`, every device of
-/// the cluster), and the class's selectors; `at` is the field that names the class.
+/// What a DeviceClass stands for on this cluster.
+pub(crate) struct ClassDevices {
+    /// The one driver whose published devices it accepts.
+    pub driver: String,
+    /// Its CEL selectors.
+    pub selectors: Vec<String>,
+    /// The extended resource it serves: `spec.extendedResourceName`, else
+    /// `deviceclass.resource.kubernetes.io/CLASS` (quotas on it count its devices).
+    pub resource: String,
+}
+
+/// What class `name` stands for, among `published` (every device of the cluster); `at` is the
+/// field that names the class.
 pub(crate) fn class_devices<'a>(
     name: &str,
     classes: &Classes,
     published: impl Iterator<Item = &'a PublishedDevice>,
     at: &str,
-) -> Result<(String, Vec<String>), DraError> {
+) -> Result<ClassDevices, DraError> {
     let Some(class) = classes(name) else {
         return Err(refuse(at, format!("no DeviceClass {name:?}; create it, or name one that exists")));
     };
@@ -228,7 +239,9 @@ pub(crate) fn class_devices<'a>(
             ),
         ));
     };
-    Ok((driver, selectors))
+    let explicit = class.spec.as_ref().and_then(|s| s.extended_resource_name.clone());
+    let resource = explicit.unwrap_or_else(|| extended::implicit_name(name));
+    Ok(ClassDevices { driver, selectors, resource })
 }
 
 /// Why a pod of a plain group (label muster.dev/group) with resource claims is refused.
@@ -518,13 +531,18 @@ mod tests {
                     "device.driver == \"gpu.example.com\"".into(),
                     "device.attributes[\"gpu.example.com\"].model == \"h100\"".into()
                 ],
-                extended_resource: None,
+                extended_resource: Some("deviceclass.resource.kubernetes.io/gpu".into()),
             }]
         );
         // The apiserver defaults allocationMode and count; a template read before defaulting
         // (a test's) asks for one device.
         let t = template(serde_json::json!({"name": "one", "exactly": {"deviceClassName": "gpu"}}));
         assert_eq!(template_requests(&t, &|n: &str| classes.get(n), published.iter()).unwrap()[0].count, 1);
+        // A class serving an extended resource by name: quotas count its devices under that name.
+        let mut named = class("gpu", "gpu.example.com");
+        named.spec.as_mut().unwrap().extended_resource_name = Some("nvidia.com/gpu".into());
+        let requests = template_requests(&t, &|_: &str| Some(&named), published.iter()).unwrap();
+        assert_eq!(requests[0].extended_resource.as_deref(), Some("nvidia.com/gpu"));
     }
 
     #[test]
