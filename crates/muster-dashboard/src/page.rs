@@ -201,6 +201,9 @@ pub fn group(plan: &Plan, namespace: &str, name: &str, events: &[EventLine]) -> 
         let sets: Vec<String> = g.sets.iter().map(|(name, members)| format!("{name} {members}")).collect();
         let _ = write!(out, "<tr><th>sets</th><td>{}</td></tr>", esc(&sets.join(", ")));
     }
+    if !g.devices.is_empty() {
+        let _ = write!(out, "<tr><th>devices per member</th><td>{}</td></tr>", esc(&g.devices.join("; ")));
+    }
     if g.position > 0 {
         let _ = write!(out, "<tr><th>position</th><td>{}</td></tr>", g.position);
     }
@@ -269,6 +272,7 @@ mod tests {
                 state: GroupState::Reserved,
                 members: 2,
                 sets: vec![],
+                devices: vec![],
                 position: 1,
                 estimated_start: Some(1300),
                 reason: "waiting for capacity".into(),
@@ -301,5 +305,14 @@ mod tests {
         sets.groups[0].sets = vec![("launcher".into(), 1), ("<worker>".into(), 4)];
         let page = group(&sets, "ml", "<gang>", &[]).unwrap();
         assert!(page.contains("<tr><th>sets</th><td>launcher 1, &lt;worker&gt; 4</td></tr>"), "{page}");
+        assert!(!page.contains("devices per member"), "no devices asked");
+        sets.groups[0].devices = vec![
+            r#"<worker>: 8 gpu.example.com devices where device.attributes["gpu.example.com"].model == "h100""#.into(),
+        ];
+        let page = group(&sets, "ml", "<gang>", &[]).unwrap();
+        assert!(
+            page.contains("<th>devices per member</th><td>&lt;worker&gt;: 8 gpu.example.com devices where device.attributes[&quot;gpu.example.com&quot;].model == &quot;h100&quot;</td>"),
+            "{page}"
+        );
     }
 }

@@ -137,6 +137,7 @@ mod tests {
             state: GroupState::Running,
             members: nodes.len() as u32,
             sets: vec![],
+            devices: vec![],
             position: 0,
             estimated_start: None,
             reason: String::new(),

@@ -64,6 +64,7 @@ mod tests {
             state: GroupState::Queued,
             members: 1,
             sets: vec![],
+            devices: vec![],
             position: 1,
             estimated_start: None,
             reason: String::new(),

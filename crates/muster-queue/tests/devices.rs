@@ -68,4 +68,8 @@ fn a_quota_on_an_extended_resource_bounds_the_devices_that_serve_it() {
     assert_eq!(state(&e, "elastic"), GroupState::Running);
     assert_eq!(e.group(&key("elastic")).unwrap().member_count(), 1, "the quota of 8 allows one member of 8");
     e.check_invariants().unwrap();
+    // The plan (the dashboard's) says what each member asks of devices.
+    let plan = e.plan(0);
+    let g = plan.groups.iter().find(|g| g.key == key("elastic")).unwrap();
+    assert_eq!(g.devices, [r#"8 gpu.example.com devices where device.attributes["gpu.example.com"].model == "h100""#]);
 }

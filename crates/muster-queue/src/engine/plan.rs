@@ -48,6 +48,10 @@ pub struct PlannedGroup {
     /// A group of sets: each set's name and the members it asks for at most, in member order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sets: Vec<(String, u32)>,
+    /// What one member asks of published devices, per device request (`SET: ` first in a group
+    /// of sets), as `muster why` says it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
     /// 1-based position among the waiting groups of its queue; 0 for a running group.
     pub position: usize,
     pub estimated_start: Option<i64>,
@@ -106,6 +110,7 @@ impl Engine {
                 state: g.state,
                 members: g.member_count(),
                 sets: set_sizes(&g.spec.request),
+                devices: device_asks(&g.spec.request),
                 position: 0,
                 estimated_start: None,
                 reason: g.reason.clone(),
@@ -129,7 +134,7 @@ impl Engine {
             });
             // As many as its window places, else as many as it asks for.
             let request = &self.groups[&x.key].spec.request;
-            let (asked, sets) = (request.max_members, set_sizes(request));
+            let (asked, sets, devices) = (request.max_members, set_sizes(request), device_asks(request));
             let members = window.as_ref().map_or(asked, |w| u32::try_from(w.nodes.len()).unwrap_or(asked));
             groups.push(PlannedGroup {
                 key: x.key,
@@ -137,6 +142,7 @@ impl Engine {
                 state: x.state,
                 members,
                 sets,
+                devices,
                 position: x.position,
                 estimated_start: x.estimated_start,
                 reason: x.reason,
@@ -221,6 +227,16 @@ fn count<T>(groups: impl Iterator<Item = T>) -> u32 {
 
 /// Each set of a group of sets with its most members (its share of the group's max); empty for
 /// a group of alike members.
+fn device_asks(request: &muster_graph::GroupRequest) -> Vec<String> {
+    let sets = request.sets.len().max(1);
+    (0..sets)
+        .flat_map(|k| {
+            let set = request.sets.get(k).map(|s| format!("{}: ", s.name)).unwrap_or_default();
+            request.set_devices_of(k).iter().map(move |d| format!("{set}{}", d.describe()))
+        })
+        .collect()
+}
+
 fn set_sizes(request: &muster_graph::GroupRequest) -> Vec<(String, u32)> {
     request.sets.iter().zip(request.split(request.max_members)).map(|(s, n)| (s.name.clone(), n)).collect()
 }
