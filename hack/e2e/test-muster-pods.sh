@@ -4,7 +4,8 @@
 # nothing for the group while fewer than its 3 pods exist, then admits it, ungates each pod and
 # binds it to the node its Group assigned to the member it fills; they run (KWOK) and succeed;
 # the Group goes Succeeded; once the pods are deleted, muster deletes the Group. A group whose
-# pods do not all exist yet waits gated, holding nothing. Pods annotated
+# pods do not all exist yet waits gated, holding nothing. An elastic group (group-min 1) starts
+# with its one pod and takes the pods created later, up to its size. Pods annotated
 # muster.dev/required-topology: rack are placed all in one rack; with preferred-topology: rack and
 # required-topology: block, a group too big for a rack is kept within one block.
 # A running group that loses a node is evicted: pods cannot be suspended, so muster deletes its
@@ -72,6 +73,19 @@ check "its pod stays gated and unbound ($(gates_and_scheduler huge-0))" test "$(
 k -n $ns delete pod ring-0 ring-1 ring-2 huge-0 --wait=false >/dev/null
 eventually 30 "with their pods gone, muster deleted both Groups" bash -c \
   "[[ -z \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev -o name) ]]"
+
+# --- an elastic group (group-min 1, group-size 3) grows as its later pods come ---------------
+elastic_pod_yaml() { group_pod_yaml "$1" grow 3 600 | sed 's/muster.dev\/group-size: "3"/muster.dev\/group-size: "3", muster.dev\/group-min: "1"/'; }
+elastic_pod_yaml grow-0 | k -n $ns create -f - >/dev/null
+eventually 30 "an elastic group starts with the one pod it has" bound_ungated grow-0
+elastic_pod_yaml grow-1 | k -n $ns create -f - >/dev/null
+elastic_pod_yaml grow-2 | k -n $ns create -f - >/dev/null
+eventually 30 "it takes the two pods created after it started" bound_ungated grow-1 grow-2
+check "each on the node its Group assigned to its member" pods_on_assigned grow 3
+elastic_pod_yaml grow-3 | k -n $ns create -f - >/dev/null
+sleep 2
+check "a fourth pod, beyond its size, stays gated" test "$(gates_and_scheduler grow-3)" = "muster.dev/admission muster"
+k -n $ns delete pod grow-0 grow-1 grow-2 grow-3 --wait=false >/dev/null
 
 # --- a topology level asked for on the pods: the group's members all in one rack -------------
 # 3 pods of 60 cpu (one per 100-cpu node) annotated muster.dev/required-topology: rack.

@@ -400,3 +400,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_elastic_plain_group_takes_the_pods_created_after_it_was_queued() {
+    // group-min 1, group-size 3: queued with its one pod, it grows as its other pods come.
+    let mut h = Harness::new(&[node("n1", 8)], &[], &[]);
+    let p = |i| PodView { members: Some(Box::new(Ok(Members { min: 1, max: Some(3) }))), ..plain("el", i, 3, 1) };
+    let a = [h.send(Event::Pod(Change::Apply(p(0)))), h.cycle()].concat();
+    assert_eq!(binds(&a).len(), 1, "{a:?}");
+    h.send(Event::Pod(Change::Apply(bound_plain(&p(0), "n1", 0, true))));
+    h.cycle();
+    let mut a = h.send(Event::Pod(Change::Apply(p(1))));
+    a.extend(h.send(Event::Pod(Change::Apply(p(2)))));
+    a.extend(h.cycle());
+    a.extend(h.cycle());
+    let mut bound: Vec<String> = binds(&a).into_iter().map(|(pod, _, _)| pod).collect();
+    bound.sort();
+    assert_eq!(bound, ["el-1", "el-2"], "{a:?}");
+    assert_eq!(allocation(&h, "el").len(), 3);
+    // A fourth pod is beyond its size: it waits, gated.
+    let a = [h.send(Event::Pod(Change::Apply(p(3)))), h.cycle()].concat();
+    assert!(binds(&a).is_empty(), "{a:?}");
+    assert_eq!(allocation(&h, "el").len(), 3);
+}

@@ -1,6 +1,7 @@
 //! Plain-pod groups: pods no Job controls, grouped by the `muster.dev/group` label. A group is
 //! queued once its minimum of pods exists and every pod agrees with the first (which gives its
-//! Group object), for no more members than it has pods then; its pods are ungated and bound when it is admitted; it finishes when its bound
+//! Group object), for no more members than it has pods then, growing to its size as more come;
+//! its pods are ungated and bound when it is admitted; it finishes when its bound
 //! pods all ended; it goes (with its Group object) when its pods are gone; evicted, its pods are
 //! deleted (pods cannot be suspended) and users create them again.
 
@@ -55,6 +56,28 @@ impl<S: Store> Brain<S> {
         {
             self.ensured.insert(key.clone());
             self.actions.push(Action::EnsureGroup { key: key.clone(), spec: Box::new(spec), job_uid: String::new() });
+        }
+        self.follow_later_pods(key, &first);
+    }
+
+    /// An elastic group queued (or placed) for the pods it had then takes those created since,
+    /// up to its size: its maximum follows its pods, and the engine grows it as room and quota
+    /// allow, keeping its place while it waits. A group whose pods name sets is sized from all
+    /// its pods already.
+    fn follow_later_pods(&mut self, key: &GroupKey, first: &PodView) {
+        let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else { return };
+        if !g.spec.request.sets.is_empty() || g.state.is_terminal() {
+            return;
+        }
+        let Ok(object) = convert::plain_group_spec(first) else { return };
+        let size = object.members.max.unwrap_or(object.members.min);
+        let pods = self.plain_pods(key).filter(|p| !p.deleting).count();
+        let want = u32::try_from(size.min(pods as i64)).unwrap_or(0);
+        let request = &g.spec.request;
+        if want > request.max_members {
+            let mut spec = g.spec.clone();
+            spec.request.set_bounds(request.min_members, want);
+            self.inputs.push(Input::Update(spec));
         }
     }
 
