@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, PodExtendedResourceClaimStatus};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimConsumerReference};
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use muster_graph::dra::PublishedDevice;
-use muster_k8s::dra::{EXTENDED_CLAIM, EXTENDED_CLAIM_ANNOTATION, ExtendedClaim, allocation};
+use muster_k8s::dra::{EXTENDED_CLAIM, EXTENDED_CLAIM_ANNOTATION, ExtendedClaim, allocation, extended_claim_name};
 use muster_k8s::labels;
 
 /// The finalizer kube-scheduler puts on a claim it allocates, which the ResourceClaim
@@ -122,8 +122,9 @@ async fn allocate(
     Err(fail("it kept changing while muster wrote its allocation".into()))
 }
 
-/// The claim for the extended resources of pod `pod` (uid `uid`): the one an earlier attempt
-/// made (owned by the pod and annotated so), else a new one.
+/// The claim for the extended resources of pod `pod` (uid `uid`), made unless an earlier
+/// attempt made it (its name is known beforehand: [`extended_claim_name`]; whose it is, the
+/// allocation then checks).
 async fn extended_claim(
     client: &Client,
     namespace: &str,
@@ -132,17 +133,11 @@ async fn extended_claim(
     claim: &ExtendedClaim,
 ) -> Result<String, String> {
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
-    let fail = |e: kube::Error| format!("the claim for its extended resources: {e}");
-    let existing = claims.list(&ListParams::default()).await.map_err(fail)?;
-    let ours = |c: &&ResourceClaim| {
-        let annotated = c.metadata.annotations.as_ref().and_then(|a| a.get(EXTENDED_CLAIM_ANNOTATION));
-        annotated.is_some_and(|v| v == "true") && owned_by(c, uid)
-    };
-    if let Some(name) = existing.items.iter().find(ours).and_then(|c| c.metadata.name.clone()) {
-        return Ok(name);
+    match claims.create(&post_params(), &claim.object(namespace, pod, uid)).await {
+        Ok(_) => Ok(extended_claim_name(pod, uid)),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(extended_claim_name(pod, uid)),
+        Err(e) => Err(format!("making the claim for its extended resources: {e}")),
     }
-    let made = claims.create(&post_params(), &claim.object(namespace, pod, uid)).await.map_err(fail)?;
-    made.metadata.name.ok_or_else(|| "the claim made for its extended resources has no name".to_string())
 }
 
 /// Names the claim in the pod's status.extendedResourceClaimStatus, with which container's

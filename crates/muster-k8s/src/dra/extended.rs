@@ -198,6 +198,20 @@ impl ExtendedAsks {
     }
 }
 
+/// The name of the claim for the extended resources of pod `pod` (uid `uid`):
+/// `POD-extended-resources-` (the pod's name cut to fit) and five characters of its uid, as
+/// kube-scheduler's generated names look. Known before the claim exists, so that making it
+/// again after a failed attempt finds the one made (another pod of the same name has another
+/// uid), with no listing.
+pub fn extended_claim_name(pod: &str, uid: &str) -> String {
+    const SUFFIX: &str = "-extended-resources-";
+    let tail: String = uid.chars().filter(char::is_ascii_alphanumeric).take(5).collect::<String>().to_lowercase();
+    let room = 253 - SUFFIX.len() - tail.len();
+    let mut base = &pod[..pod.len().min(room)];
+    base = base.trim_end_matches(['-', '.']);
+    format!("{base}{SUFFIX}{tail}")
+}
+
 impl ExtendedClaim {
     /// The device requests of one member for it: each of the claim's requests, from its class's
     /// driver, under [`EXTENDED_CLAIM`].
@@ -221,8 +235,8 @@ impl ExtendedClaim {
             .collect()
     }
 
-    /// The ResourceClaim to create for pod `pod` (uid `uid`) in `namespace`: its name generated
-    /// from the pod's, owned by the pod (so it goes with it), annotated as its extended
+    /// The ResourceClaim to create for pod `pod` (uid `uid`) in `namespace`: named
+    /// [`extended_claim_name`], owned by the pod (so it goes with it), annotated as its extended
     /// resources' claim.
     pub fn object(&self, namespace: &str, pod: &str, uid: &str) -> ResourceClaim {
         let requests = (self.requests.iter())
@@ -240,7 +254,7 @@ impl ExtendedClaim {
         ResourceClaim {
             metadata: ObjectMeta {
                 namespace: Some(namespace.into()),
-                generate_name: Some(format!("{pod}-extended-resources-")),
+                name: Some(extended_claim_name(pod, uid)),
                 annotations: Some([(EXTENDED_CLAIM_ANNOTATION.to_string(), "true".to_string())].into()),
                 owner_references: Some(vec![OwnerReference {
                     api_version: "v1".into(),
@@ -399,7 +413,12 @@ mod tests {
         let c =
             claim_of(vec![], vec![container("worker", &[("nvidia.com/gpu", 8)], false)], &[("nvidia.com/gpu", "gpu")]);
         let o = c.object("team-a", "train-0", "p1");
-        assert_eq!(o.metadata.generate_name.as_deref(), Some("train-0-extended-resources-"));
+        assert_eq!(o.metadata.name.as_deref(), Some("train-0-extended-resources-p1"));
+        let uid = "3f2a9c1e-7b4d-4e0a-9c55-0a1b2c3d4e5f";
+        assert_eq!(extended_claim_name("w", uid), "w-extended-resources-3f2a9");
+        let long = extended_claim_name(&"a".repeat(253), uid);
+        assert_eq!(long.len(), 253, "cut to a valid name: {long}");
+        assert!(long.ends_with("aaa-extended-resources-3f2a9"));
         let owner = &o.metadata.owner_references.as_ref().unwrap()[0];
         assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("Pod", "p1", Some(true)));
         assert_eq!(o.metadata.annotations.as_ref().unwrap()[EXTENDED_CLAIM_ANNOTATION], "true");

@@ -20,7 +20,7 @@ mod extended;
 
 pub use extended::{
     EXTENDED_CLAIM, EXTENDED_CLAIM_ANNOTATION, ExtendedAsks, ExtendedClaim, ExtendedRequest, classes_by_resource,
-    may_be_served_by_devices,
+    extended_claim_name, may_be_served_by_devices,
 };
 use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, drivers_accepting, graph_name};
 
