@@ -56,8 +56,17 @@ impl<S: Store> Brain<S> {
     /// pods count it as any resource).
     pub(super) fn served_by_devices(&self) -> BTreeMap<String, &DeviceClass> {
         let mut served = classes_by_resource(self.classes.items.values().map(|c| &c.class));
-        served.retain(|r, _| !self.nodes.items.values().any(|n| node_room::has(n, r)));
+        served.retain(|r, _| !self.advertised(r));
         served
+    }
+
+    /// Whether some node advertises `resource`: from the engine's graph (its cluster totals),
+    /// else, before there is one, from every node.
+    fn advertised(&self, resource: &str) -> bool {
+        match self.engine.as_ref().map(|e| &e.engine().graph().graph) {
+            Some(g) => g.resources.get(resource).is_some_and(|id| g.totals().0[id.index()] > 0),
+            None => self.nodes.items.values().any(|n| node_room::has(n, resource)),
+        }
     }
 
     /// What `pod` asks of its node's counted resources: its requests but the extended resources
