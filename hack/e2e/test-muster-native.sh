@@ -4,7 +4,8 @@
 # queue label, and nothing else of muster's, are held by the webhook (gate, schedulerName, group
 # and size labels from the gang's minCount), placed and bound whole by muster on the nodes its
 # Group assigns, and the PodGroup gets the condition kube-scheduler would set
-# (PodGroupInitiallyScheduled=True). Refused: a pod naming a PodGroup that does not exist, one with
+# (PodGroupInitiallyScheduled=True); a pod beyond the gang's minCount joins it once it runs, as
+# kube-scheduler schedules such pods. Refused: a pod naming a PodGroup that does not exist, one with
 # a basic (not gang) policy, one whose group label disagrees, one with a preset nodeName. A pod
 # naming a PodGroup without the queue label is left to kube-scheduler.
 set -euo pipefail
@@ -31,14 +32,17 @@ native_pod() {
 }
 
 pod_group ring '{gang: {minCount: 3}}'
-out=$(native_pod ring-0 ring 8 | k -n $ns create -f - -o jsonpath='{.metadata.labels.muster\.dev/group} {.metadata.labels.muster\.dev/group-size} {.spec.schedulingGates[*].name} {.spec.schedulerName}')
+out=$(native_pod ring-0 ring 20 | k -n $ns create -f - -o jsonpath='{.metadata.labels.muster\.dev/group} {.metadata.labels.muster\.dev/group-size} {.spec.schedulingGates[*].name} {.spec.schedulerName}')
 check "the pod joined group ring, sized by the gang's minCount, held for muster ($out)" \
   test "$out" = "ring 3 muster.dev/admission muster"
 sleep 2
 check "one pod of three is not placed" \
   test -z "$(k -n $ns get pod ring-0 -o jsonpath='{.spec.nodeName}')"
-for i in 1 2; do native_pod ring-$i ring 8 | k -n $ns create -f - >/dev/null; done
+for i in 1 2; do native_pod ring-$i ring 20 | k -n $ns create -f - >/dev/null; done
 runs_whole $ns ring muster.dev/group=ring 3
+native_pod ring-3 ring 5 | k -n $ns create -f - >/dev/null
+eventually 30 "a fourth pod, beyond the gang's minCount, joins it once it runs" bash -c \
+  "[[ -n \$('$K8S_BIN/kubectl' -n $ns get pod ring-3 -o jsonpath='{.spec.nodeName}') ]]"
 eventually 30 "the PodGroup says PodGroupInitiallyScheduled=True, reason Scheduled" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get podgroups.scheduling.k8s.io ring -o jsonpath='{.status.conditions[?(@.type==\"PodGroupInitiallyScheduled\")].status}/{.status.conditions[?(@.type==\"PodGroupInitiallyScheduled\")].reason}') == True/Scheduled ]]"
 eventually 60 "the Group is Succeeded" bash -c \

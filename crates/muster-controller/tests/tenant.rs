@@ -423,3 +423,27 @@ fn an_elastic_plain_group_takes_the_pods_created_after_it_was_queued() {
     assert!(binds(&a).is_empty(), "{a:?}");
     assert_eq!(allocation(&h, "el").len(), 3);
 }
+
+#[test]
+fn pods_beyond_a_kubernetes_pod_groups_min_count_join_once_its_gang_is_placed() {
+    // PodGroup ring, minCount 2 (the webhook's group-size), and four pods naming it; room for 3.
+    let mut h = Harness::new(&[node("n1", 3)], &[], &[]);
+    let p = |i| PodView { native_pod_group: true, ..plain("ring", i, 2, 1) };
+    let mut a = Vec::new();
+    for i in 0..4 {
+        a.extend(h.send(Event::Pod(Change::Apply(p(i)))));
+    }
+    a.extend(h.cycle());
+    let gang = binds(&a);
+    assert_eq!(gang.len(), 2, "the gang of minCount pods at once: {a:?}");
+    let mut a = Vec::new();
+    for (pod, node, member) in &gang {
+        let i: u32 = pod.rsplit('-').next().unwrap().parse().unwrap();
+        a.extend(h.send(Event::Pod(Change::Apply(bound_plain(&p(i), node, *member, true)))));
+    }
+    a.extend(h.cycle());
+    assert_eq!(binds(&a).len(), 1, "one more where the node has room: {a:?}");
+    assert_eq!(allocation(&h, "ring").len(), 3);
+    let g = h.brain.engine().unwrap().engine().group(&muster_queue::GroupKey::new(NS, "ring")).unwrap();
+    assert_eq!((g.spec.request.min_members, g.spec.request.max_members), (2, 4), "the fourth waits for room");
+}

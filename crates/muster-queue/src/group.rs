@@ -223,7 +223,8 @@ pub enum Reason {
     Suspended,
     Resumed,
     Deleted,
-    /// Its job was resized or reshaped while it waited: now `min`..=`max` members.
+    /// Its job was reshaped while it waited, or resized (its pods came, or went) while it was
+    /// placed: now `min`..=`max` members.
     Reshaped {
         min: u32,
         max: u32,
@@ -287,8 +288,8 @@ impl Reason {
             Reason::Suspended => "suspended by the user".into(),
             Reason::Resumed => "resumed by the user".into(),
             Reason::Deleted => "deleted".into(),
-            Reason::Reshaped { min, max } if min == max => format!("reshaped while waiting: {min} members"),
-            Reason::Reshaped { min, max } => format!("reshaped while waiting: {min} to {max} members"),
+            Reason::Reshaped { min, max } if min == max => format!("reshaped: now {min} members"),
+            Reason::Reshaped { min, max } => format!("reshaped: now {min} to {max} members"),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! deleted (pods cannot be suspended) and users create them again.
 
 use super::*;
+use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::GroupSpec as GroupObjectSpec;
 
 impl<S: Store> Brain<S> {
@@ -62,15 +63,20 @@ impl<S: Store> Brain<S> {
 
     /// An elastic group queued (or placed) for the pods it had then takes those created since,
     /// up to its size: its maximum follows its pods, and the engine grows it as room and quota
-    /// allow, keeping its place while it waits. A group whose pods name sets is sized from all
-    /// its pods already.
+    /// allow, keeping its place while it waits. A Kubernetes PodGroup's gang is its `minCount`
+    /// pods and has no size: every pod beyond them joins so, as kube-scheduler schedules such
+    /// pods once the gang is placed. A group whose pods name sets is sized from all its pods
+    /// already.
     fn follow_later_pods(&mut self, key: &GroupKey, first: &PodView) {
         let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else { return };
         if !g.spec.request.sets.is_empty() || g.state.is_terminal() {
             return;
         }
         let Ok(object) = convert::plain_group_spec(first) else { return };
-        let size = object.members.max.unwrap_or(object.members.min);
+        let size = match first.native_pod_group {
+            true => i64::from(MAX_MEMBERS),
+            false => object.members.max.unwrap_or(object.members.min),
+        };
         let pods = self.plain_pods(key).filter(|p| !p.deleting).count();
         let want = u32::try_from(size.min(pods as i64)).unwrap_or(0);
         let request = &g.spec.request;
