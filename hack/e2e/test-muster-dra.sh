@@ -10,7 +10,7 @@
 # whole on the two H100 nodes kube-scheduler left whole; muster allocates each pod's claim
 # (its devices, its node, reserved for the pod) before binding it; a checker reads every
 # allocated claim: no device is given twice; when the Job is done the ResourceClaim controller
-# deallocates and deletes its claims.
+# deallocates and deletes its claims. A plain pod group's pods claim the same way.
 # Then extended resources served by devices: a DeviceClass serves example.com/gpu, which no node
 # has; kube-scheduler's pod asks four (kube-scheduler makes and allocates its claim); a queued Job
 # of two pods asking eight each is placed whole beside it; muster makes each pod's claim (owned
@@ -150,6 +150,22 @@ pass "the gang is on the two H100 nodes kube-scheduler left whole"
 eventually 60 "the Job completes" job_complete $ns train
 eventually 60 "its claims are deallocated and deleted by the ResourceClaim controller" bash -c \
   "! '$K8S_BIN/kubectl' -n $ns get resourceclaims -o jsonpath='{.items[*].metadata.name}' | grep -q train-"
+# A plain pod group (no Job) claims the same way.
+for i in 0 1; do
+  kwok_pod_yaml plain-$i 5 'muster.dev/group: plain, muster.dev/group-size: "2", muster.dev/queue: default' |
+    with_claim eight-h100 | k -n $ns apply -f - >/dev/null
+done
+eventually 90 "a plain group whose two pods claim eight H100s each runs whole" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l muster.dev/group=plain -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 2 ]]"
+report=$(claims_report)
+check "no device is allocated twice (every allocated claim read)" bash -c "! grep -q '^DUP' <<<'$report'"
+for p in plain-0 plain-1; do
+  node=$(k -n $ns get pod "$p" -o jsonpath='{.spec.nodeName}')
+  check "pod $p's claim: eight devices of its node $node, reserved for it" grep -q "^$ns $p $node 8 $node\$" <<<"$report"
+done
+eventually 60 "the plain group's pods complete, and their claims go" bash -c \
+  "! '$K8S_BIN/kubectl' -n $ns get resourceclaims -o name | grep -q /plain-"
+k -n $ns delete pod plain-0 plain-1 --wait=false >/dev/null
 k -n $ns delete pod theirs --wait=false >/dev/null
 eventually 60 "kube-scheduler's pod and its claim are gone" bash -c \
   "! '$K8S_BIN/kubectl' -n $ns get resourceclaims -o name | grep -q /theirs-"

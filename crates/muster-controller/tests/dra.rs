@@ -282,7 +282,7 @@ fn gpu_job(name: &str, members: i64) -> WorkloadView {
 fn gpu_pod(job: &str, index: u32) -> PodView {
     let mut p = pod(job, index, 1);
     p.requests.push(("nvidia.com/gpu".into(), 8));
-    p.extended = Some(Box::new(muster_k8s::dra::ExtendedAsks::of(&gpu_pod_spec(8))));
+    p.devices = Some(Box::new(muster_k8s::dra::PodDevices::of(&gpu_pod_spec(8), "spec").unwrap()));
     p
 }
 
@@ -356,4 +356,53 @@ fn an_extended_resource_a_node_has_stays_a_count_its_device_plugin_serves() {
         .collect();
     assert_eq!(binds.len(), 1, "{actions:?}");
     assert!(binds[0].is_empty(), "no claim: the kubelet's device plugin serves it");
+}
+
+/// Pod `i` of plain group `group` of `size`, claiming through template `template` (claim gpus),
+/// its claim made (status.resourceClaimStatuses) or not yet.
+fn claiming_plain(group: &str, i: u32, size: u32, template: &str, made: bool) -> PodView {
+    let mut p = plain(group, i, size, 1);
+    let claims = vec![muster_k8s::dra::PodClaim { name: "gpus".into(), template: template.into() }];
+    p.devices = Some(Box::new(muster_k8s::dra::PodDevices { claims, ..Default::default() }));
+    let name = p.name.clone();
+    p.claims = Some(Box::new(muster_controller::convert::PodClaims {
+        wanted: vec!["gpus".into()],
+        made: if made { vec![("gpus".into(), format!("{name}-gpus-x7k2p"))] } else { vec![] },
+    }));
+    p
+}
+
+#[test]
+fn a_plain_groups_pods_claiming_gpus_wait_for_their_template_then_bind_with_their_devices() {
+    let mut h = Harness::new(&[node("n1", 8), node("n2", 8)], &[], &[]);
+    h.send(apply(&slice("n1-gpus", "n1", 1, 8)));
+    h.send(apply(&slice("n2-gpus", "n2", 1, 8)));
+    h.send(class_event());
+    h.cycle();
+    // Both pods exist, their template does not yet: the group waits, queued nowhere.
+    let mut a = h.send(Event::Pod(Change::Apply(claiming_plain("ring", 0, 2, "eight-h100", true))));
+    a.extend(h.send(Event::Pod(Change::Apply(claiming_plain("ring", 1, 2, "eight-h100", true)))));
+    a.extend(h.cycle());
+    assert_eq!(h.state("ring"), None, "{a:?}");
+    let waiting = a.iter().any(|x| {
+        matches!(x, Action::Status { status, .. }
+        if status.message.as_deref().is_some_and(|m| m.contains("no ResourceClaimTemplate \"eight-h100\"")))
+    });
+    assert!(waiting, "its status says what it waits for: {a:?}");
+    // The template comes: queued, placed whole, each pod bound with its member's 8 devices.
+    let mut a = h.send(template_event("eight-h100", 8, "h100"));
+    a.extend(h.cycle());
+    a.extend(h.cycle());
+    let claims = bind_claims(&a);
+    assert_eq!(claims.len(), 2, "{a:?}");
+    let mut all: Vec<&String> = claims.iter().flat_map(|(_, _, d)| d).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 16, "no device given twice");
+    // A third pod asking other devices than its group's is told so, and the group left alone.
+    let mut odd = claiming_plain("odd", 0, 2, "eight-h100", true);
+    let other = claiming_plain("odd", 1, 2, "four-h100", true);
+    odd.created = 10;
+    let a = [h.send(Event::Pod(Change::Apply(odd))), h.send(Event::Pod(Change::Apply(other))), h.cycle()].concat();
+    assert!(told(&a, "InvalidGroup").iter().any(|m| m.contains("spec.resourceClaims")), "{a:?}");
 }

@@ -696,9 +696,6 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         if let Some(spec) = spec {
             self.unsupported(spec, "spec", None);
-            if group.is_some() && spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-                self.refuse(muster_k8s::dra::PLAIN_POD_CLAIMS.to_string());
-            }
         }
         // What muster cannot count it cannot place: counted as nothing, it would over-commit a node.
         let asks = match spec.map(muster_k8s::pod::requests).transpose() {

@@ -108,12 +108,15 @@ async fn every_held_kind_sharing_a_claim_is_refused_naming_its_template() {
 }
 
 #[tokio::test]
-async fn a_plain_group_pod_claiming_a_device_is_refused() {
+async fn a_plain_group_pod_claiming_by_template_is_admitted_and_one_sharing_a_claim_is_refused() {
     let mut p = gated(pod("w-0", "ml", json!({"muster.dev/group": "g", QUEUE: "open"})));
     p["spec"] = claiming_spec();
     p["spec"]["schedulingGates"] = json!([{"name": "muster.dev/admission"}]);
+    assert_eq!(check(&request("CREATE", TENANT, POD, &p, None)).await, Ok(()));
+    p["spec"] = sharing_spec();
+    p["spec"]["schedulingGates"] = json!([{"name": "muster.dev/admission"}]);
     let message = check(&request("CREATE", TENANT, POD, &p, None)).await.expect_err("refused");
-    assert!(message.contains(muster_k8s::dra::PLAIN_POD_CLAIMS), "{message}");
+    assert!(message.contains("spec.resourceClaims[0]") && message.contains(SHARED), "{message}");
     // A pod of nobody's group (not muster's to place) may claim what it likes.
     let mut other = pod("web-0", "ml", json!({"app": "web"}));
     other["spec"] = sharing_spec();

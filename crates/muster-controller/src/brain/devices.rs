@@ -10,6 +10,7 @@ use muster_graph::dra::{PublishedDevice, assign, graph_name};
 use muster_k8s::GroupSpec as GroupObjectSpec;
 use muster_k8s::dra::{EXTENDED_CLAIM, PodDevices, claim_requests, classes_by_resource};
 use muster_k8s::workload::fill_devices;
+use muster_queue::GroupKey;
 use muster_store::Store;
 
 use super::{Brain, Change, node_room};
@@ -40,8 +41,9 @@ impl<S: Store> Brain<S> {
         self.devices_changed(None);
     }
 
-    /// Workloads whose pods ask for devices are looked at again (in `namespace`, or all): a
-    /// template or class that was missing may be there now, or ask otherwise.
+    /// Workloads and plain groups whose pods ask for devices are looked at again (in
+    /// `namespace`, or all): a template or class that was missing may be there now, or ask
+    /// otherwise.
     fn devices_changed(&mut self, namespace: Option<&str>) {
         let asking: Vec<String> = (self.workloads())
             .filter(|j| j.devices.iter().any(|d| !d.is_empty()))
@@ -49,6 +51,11 @@ impl<S: Store> Brain<S> {
             .map(|j| j.key.to_string())
             .collect();
         self.dirty_jobs.extend(asking);
+        let plain: Vec<GroupKey> = (self.pods.items.values())
+            .filter(|p| p.devices.is_some() && namespace.is_none_or(|ns| p.namespace == ns))
+            .filter_map(|p| p.group.as_ref().map(|g| GroupKey::new(&p.namespace, g)))
+            .collect();
+        self.dirty_plain.extend(plain);
     }
 
     /// The extended resources devices serve on this cluster, each with its DeviceClass: those
@@ -72,7 +79,7 @@ impl<S: Store> Brain<S> {
     /// What `pod` asks of its node's counted resources: its requests but the extended resources
     /// devices serve (its claim holds those).
     pub(super) fn counted_requests(&self, pod: &PodView) -> Vec<(String, u64)> {
-        if pod.extended.is_none() {
+        if pod.extended().is_none() {
             return pod.requests.clone();
         }
         let served = self.served_by_devices();
@@ -82,21 +89,32 @@ impl<S: Store> Brain<S> {
     /// The Group object of a workload, with the devices its pods ask for.
     pub(super) fn group_object(&self, j: &WorkloadView) -> Result<GroupObjectSpec, String> {
         let mut spec = j.group.clone()?;
-        if j.devices.iter().all(PodDevices::is_empty) {
-            return Ok(spec);
+        self.fill_group_devices(&j.key.namespace, &mut spec, &j.devices)?;
+        Ok(spec)
+    }
+
+    /// Fills the devices of `spec`, a Group object in `namespace`, from what its pods ask
+    /// (`asks`: one per set, or one for alike members), read against the namespace's templates,
+    /// the DeviceClasses and the published devices.
+    pub(super) fn fill_group_devices(
+        &self,
+        namespace: &str,
+        spec: &mut GroupObjectSpec,
+        asks: &[PodDevices],
+    ) -> Result<(), String> {
+        if asks.iter().all(PodDevices::is_empty) {
+            return Ok(());
         }
         let class = |name: &str| self.classes.items.get(name).map(|c| &c.class);
         let published = self.nodes.items.values().flat_map(|n| n.spec.published.iter());
-        let template =
-            |name: &str| self.templates.items.get(&format!("{}/{name}", j.key.namespace)).map(|t| &t.template);
+        let template = |name: &str| self.templates.items.get(&format!("{namespace}/{name}")).map(|t| &t.template);
         let served = self.served_by_devices();
-        fill_devices(&mut spec, &j.devices, |asks| {
+        fill_devices(spec, asks, |asks| {
             let mut requests = claim_requests(&asks.claims, template, &class, published.clone())?;
             let extended = asks.extended.claim(|r| served.get(r).copied());
             requests.extend(extended.device_requests(&class, published.clone())?);
             Ok(requests)
-        })?;
-        Ok(spec)
+        })
     }
 
     /// What to write into `pod`'s claims before it is bound as member `member` of its group:
@@ -107,7 +125,7 @@ impl<S: Store> Brain<S> {
             Some(claims) => claims.all_made().ok_or(ClaimsNotReady::Wait)?,
             None => Vec::new(),
         };
-        if made.is_empty() && pod.extended.is_none() {
+        if made.is_empty() && pod.extended().is_none() {
             return Ok(Vec::new());
         }
         let key = pod.group_key().ok_or(ClaimsNotReady::Wait)?;
@@ -119,7 +137,7 @@ impl<S: Store> Brain<S> {
         let extended_prefix = format!("{EXTENDED_CLAIM}/");
         // Extended resources counted on the member's node (a device plugin's) need no claim.
         let served_by_devices = self.served_by_devices();
-        let extended = (pod.extended.as_deref())
+        let extended = (pod.extended())
             .filter(|_| requests.iter().any(|r| r.name.starts_with(&extended_prefix)))
             .map(|asks| asks.claim(|r| served_by_devices.get(r).copied()));
         if made.is_empty() && extended.is_none() {

@@ -823,7 +823,7 @@ impl<S: Store> Brain<S> {
         let mut waiting = 0;
         let mut claims_of = BTreeMap::new();
         for (uid, _, _, _, member, _) in &binds {
-            let Some(p) = self.pods.items.get(uid).filter(|p| p.claims.is_some() || p.extended.is_some()) else {
+            let Some(p) = self.pods.items.get(uid).filter(|p| p.claims.is_some() || p.extended().is_some()) else {
                 continue;
             };
             claims_of.insert(uid.clone(), self.claim_allocations(p, *member));

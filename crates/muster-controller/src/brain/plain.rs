@@ -8,6 +8,7 @@
 use super::*;
 use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::GroupSpec as GroupObjectSpec;
+use muster_k8s::dra::PodDevices;
 
 impl<S: Store> Brain<S> {
     /// Whether `key` is a plain-pod group: pods of it exist and no Job of that name.
@@ -91,11 +92,28 @@ impl<S: Store> Brain<S> {
     /// their sets.
     fn plain_spec(&self, key: &GroupKey, first: &PodView) -> Result<GroupObjectSpec, String> {
         let pods: Vec<&PodView> = self.plain_pods(key).collect();
-        if pods.iter().any(|p| p.set.is_some()) {
-            convert::plain_sets_spec(&pods)
-        } else {
-            convert::plain_group_spec(first)
-        }
+        let mut spec = match pods.iter().any(|p| p.set.is_some()) {
+            true => convert::plain_sets_spec(&pods)?,
+            false => convert::plain_group_spec(first)?,
+        };
+        self.fill_plain_devices(key, &mut spec, &pods)?;
+        Ok(spec)
+    }
+
+    /// Fills the devices of `spec`, the Group object of plain group `key`, from what its `pods`
+    /// ask: each set's oldest pod's, or the group's oldest pod's for alike members (the pods of a
+    /// set agree, `convert::plain_pods_differ` and `devices_differ`).
+    fn fill_plain_devices(&self, key: &GroupKey, spec: &mut GroupObjectSpec, pods: &[&PodView]) -> Result<(), String> {
+        let mut ordered = pods.to_vec();
+        ordered.sort_by_key(|p| (p.created, p.name.clone()));
+        let of = |p: &&PodView| p.devices.as_deref().cloned().unwrap_or_default();
+        let asks: Vec<PodDevices> = match spec.sets.is_empty() {
+            true => ordered.first().map(of).into_iter().collect(),
+            false => (spec.sets.iter())
+                .map(|s| ordered.iter().find(|p| p.set_name() == Some(s.name.as_str())).map(of).unwrap_or_default())
+                .collect(),
+        };
+        self.fill_group_devices(&key.namespace, spec, &asks)
     }
 
     /// Pods of a plain group that still run or wait (not ended, not being deleted).
@@ -116,7 +134,7 @@ impl<S: Store> Brain<S> {
             brain.plain_refused.insert(key.clone());
             brain.event(key, EventType::Warning, "InvalidGroup", message);
         };
-        let spec = match convert::plain_group_spec(first) {
+        let mut spec = match convert::plain_group_spec(first) {
             Ok(spec) => spec,
             Err(message) => return refuse(self, &message),
         };
@@ -125,13 +143,19 @@ impl<S: Store> Brain<S> {
         }
         for p in &live {
             let theirs = convert::plain_group_spec(p);
-            if let Some(difference) = convert::plain_pods_differ(first, &spec, p, theirs.as_ref()) {
+            let differ = convert::plain_pods_differ(first, &spec, p, theirs.as_ref());
+            if let Some(difference) = differ.or_else(|| convert::devices_differ(first, p)) {
                 let message = format!(
                     "{difference}; the pods of a group must agree, as muster places them as alike members: delete \
                      the group's pods and create them alike"
                 );
                 return refuse(self, &message);
             }
+        }
+        // A template or class not there yet: it waits for them, and is looked at again when
+        // they come (`devices_changed`).
+        if let Err(message) = self.fill_plain_devices(key, &mut spec, &[first]) {
+            return self.waiting(key, "WaitingForDevices", &message, now);
         }
         let mut request = match spec.to_request(&key.name) {
             Ok(r) => r,
@@ -151,7 +175,7 @@ impl<S: Store> Brain<S> {
                  until they do",
                 live.len()
             );
-            return self.waiting_for_pods(key, &message, now);
+            return self.waiting(key, "WaitingForPods", &message, now);
         }
         self.inputs.push(Input::Submit(GroupSpec {
             key: key.clone(),
@@ -179,22 +203,28 @@ impl<S: Store> Brain<S> {
                  its pods, and muster holds no room for it until they do",
                 live.len()
             );
-            return self.waiting_for_pods(key, &message, now);
+            return self.waiting(key, "WaitingForPods", &message, now);
         }
         let pods: Vec<&PodView> = live.iter().collect();
-        let request = convert::plain_sets_spec(&pods).and_then(|spec| {
-            let request = spec.to_request(&key.name).map_err(|e| e.to_string())?;
-            Ok((spec, request))
-        });
-        let (spec, request) = match request {
-            Ok(r) => r,
+        let mut spec = match convert::plain_sets_spec(&pods) {
+            Ok(spec) => spec,
             Err(message) => {
                 self.plain_refused.insert(key.clone());
                 return self.event(key, EventType::Warning, "InvalidGroup", &message);
             }
         };
+        if let Err(message) = self.fill_plain_devices(key, &mut spec, &pods) {
+            return self.waiting(key, "WaitingForDevices", &message, now);
+        }
+        let request = match spec.to_request(&key.name) {
+            Ok(r) => r,
+            Err(e) => {
+                self.plain_refused.insert(key.clone());
+                return self.event(key, EventType::Warning, "InvalidGroup", &e.to_string());
+            }
+        };
         if let Some(message) = sets_waiting(live, size) {
-            return self.waiting_for_pods(key, &message, now);
+            return self.waiting(key, "WaitingForPods", &message, now);
         }
         if self.ensured.insert(key.clone()) {
             let spec = Box::new(spec.clone());
@@ -209,10 +239,12 @@ impl<S: Store> Brain<S> {
         }));
     }
 
-    /// The status of a plain group not yet in the engine because too few of its pods exist.
-    pub(super) fn waiting_for_pods(&mut self, key: &GroupKey, message: &str, now: i64) {
+    /// The status of a plain group not yet in the engine: too few of its pods exist
+    /// (`WaitingForPods`), or a template or class its pods' devices need does not
+    /// (`WaitingForDevices`).
+    pub(super) fn waiting(&mut self, key: &GroupKey, reason: &str, message: &str, now: i64) {
         let mut st = GroupStatus::default();
-        st.set_condition(Cond::Queued, false, "WaitingForPods", message, None, time(now));
+        st.set_condition(Cond::Queued, false, reason, message, None, time(now));
         st.message = Some(message.to_string());
         // The same wait again is no news (its condition's time would only churn writes).
         if self.statuses.get(key).and_then(|s| s.message.as_deref()) != Some(message) {

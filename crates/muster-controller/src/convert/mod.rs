@@ -11,7 +11,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTe
 use muster_graph::NodeSpec;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_graph::jobspec::MAX_MEMBERS;
-use muster_k8s::dra::{DraError, ExtendedAsks, NodeSlice, PodDevices, claim_devices, node_slice};
+use muster_k8s::dra::{DraError, NodeSlice, PodDevices, claim_devices, node_slice};
 use muster_k8s::external::native_pod_group_name;
 use muster_k8s::group::{
     GroupSet, GroupSubGroup, Members, TopologyConstraint, TopologyMode, annotated_topology, plain_members,
@@ -281,9 +281,10 @@ pub struct PodView {
     /// Pods for muster's scheduler that claim devices: the claims, which muster allocates before
     /// it binds the pod (boxed: other pods pay one pointer).
     pub claims: Option<Box<PodClaims>>,
-    /// Pods for muster's scheduler that ask extended resources devices may serve: what each
-    /// container asks, from which muster makes the pod's claim for them.
-    pub extended: Option<Box<ExtendedAsks>>,
+    /// Pods for muster's scheduler that ask for devices: the claims they make from templates,
+    /// and what each container asks of extended resources devices may serve (from which muster
+    /// makes the pod's claim for them).
+    pub devices: Option<Box<PodDevices>>,
     /// The claim made for those, from status.extendedResourceClaimStatus.
     pub extended_claim: Option<String>,
     /// The workload of a held kind it belongs to (a Job, a JobSet, an MPIJob; its name is its
@@ -339,6 +340,11 @@ pub struct PodSet {
 }
 
 impl PodView {
+    /// What its containers ask of extended resources devices may serve, if any.
+    pub fn extended(&self) -> Option<&muster_k8s::dra::ExtendedAsks> {
+        self.devices.as_deref().map(|d| &d.extended).filter(|e| !e.is_empty())
+    }
+
     /// The name of the member set it names.
     pub fn set_name(&self) -> Option<&str> {
         self.set.as_deref().map(|s| s.name.as_str())
@@ -406,7 +412,8 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         ours,
         unsupported: unsupported.map(|u| Box::new(u.join("; "))),
         claims: Some(claims).filter(|c| ours && !c.wanted.is_empty()).map(Box::new),
-        extended: Some(ExtendedAsks::of(spec)).filter(|e| ours && !e.is_empty()).map(Box::new),
+        // A claim by name is refused as unsupported (above): such a pod asks nothing here.
+        devices: PodDevices::of(spec, "spec").ok().filter(|d| ours && !d.is_empty()).map(Box::new),
         extended_claim: status
             .and_then(|s| s.extended_resource_claim_status.as_ref())
             .map(|s| s.resource_claim_name.clone()),
@@ -451,9 +458,6 @@ pub fn plain_group_spec(pod: &PodView) -> Result<GroupObjectSpec, String> {
     let group = pod.group.as_deref().ok_or("not a pod of a plain group")?;
     if let Some(why) = &pod.uncountable {
         return Err(format!("pod {}: {why}", pod.name));
-    }
-    if pod.claims.is_some() {
-        return Err(format!("pod {}: {}", pod.name, muster_k8s::dra::PLAIN_POD_CLAIMS));
     }
     let queue = pod.queue.clone().ok_or_else(|| {
         format!("pod {} of group {group} has no {} label: the group has no queue", pod.name, labels::QUEUE)
@@ -522,6 +526,7 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
         by_set.entry(p.set_name().unwrap_or_default()).or_default().push(p);
     }
     let mut sets = Vec::new();
+    let mut set_devices = Vec::new();
     for (name, members) in &by_set {
         let set_first = members[0];
         let set_spec = plain_group_spec(set_first)?;
@@ -533,7 +538,8 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
             return Err(d);
         }
         for p in &members[1..] {
-            if let Some(d) = plain_pods_differ(set_first, &set_spec, p, plain_group_spec(p).as_ref()) {
+            let differ = plain_pods_differ(set_first, &set_spec, p, plain_group_spec(p).as_ref());
+            if let Some(d) = differ.or_else(|| devices_differ(set_first, p)) {
                 return Err(format!("{d} (pods of set {name} must agree)"));
             }
         }
@@ -547,6 +553,7 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
                 labels::SET_MIN
             ));
         }
+        set_devices.push(set_first.devices.clone());
         sets.push(GroupSet {
             name: name.to_string(),
             members: Members { min, max: (min < size).then_some(size) },
@@ -561,7 +568,7 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
     let alike = sets.windows(2).all(|w| {
         (&w[0].resources, &w[0].node_selector, &w[0].affinity, &w[0].tolerations, &w[0].topology)
             == (&w[1].resources, &w[1].node_selector, &w[1].affinity, &w[1].tolerations, &w[1].topology)
-    });
+    }) && set_devices.windows(2).all(|w| w[0] == w[1]);
     let subgroups = plain_subgroups(&by_set)?;
     let elastic = sets.iter().any(|s| s.members.max.is_some());
     if alike && subgroups.is_empty() && !elastic {
@@ -698,6 +705,18 @@ fn plain_subgroups(by_set: &BTreeMap<&str, Vec<&PodView>>) -> Result<Vec<GroupSu
 /// How pod `p` of a plain group differs from the group's first pod `first`, whose Group spec
 /// is `spec` (`theirs` is `p`'s, or why it has none), naming the field and both values; None
 /// when they agree.
+/// How pod `p` of a plain group (or set) asks for devices otherwise than `first`, which gives
+/// them for all: its claims or its extended resources.
+pub fn devices_differ(first: &PodView, p: &PodView) -> Option<String> {
+    (first.devices != p.devices).then(|| {
+        format!(
+            "pod {}: spec.resourceClaims or extended resources differ from pod {}'s; the pods of a group (or of a \
+             set) ask for the same devices",
+            p.name, first.name
+        )
+    })
+}
+
 pub fn plain_pods_differ(
     first: &PodView,
     spec: &GroupObjectSpec,

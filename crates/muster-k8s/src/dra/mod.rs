@@ -244,10 +244,6 @@ pub(crate) fn class_devices<'a>(
     Ok(ClassDevices { driver, selectors, resource })
 }
 
-/// Why a pod of a plain group (label muster.dev/group) with resource claims is refused.
-pub const PLAIN_POD_CLAIMS: &str = "spec.resourceClaims: muster allocates the device claims of a workload's pods \
-     (a Job, a JobSet, ...), not of plain pods yet; run the pods in a Job";
-
 /// A claim a pod makes from a template: the pod's name for it (`spec.resourceClaims[].name`) and
 /// the ResourceClaimTemplate's. The ResourceClaim controller makes one claim per pod from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
