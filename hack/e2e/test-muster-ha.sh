@@ -32,8 +32,10 @@ eventually 30 "the standby takes the Lease" bash -c "[[ \$('$K8S_BIN/kubectl' -n
 # Without the webhook the Job is held by hand, as the webhook would have.
 queued_job_yaml after 4 run=2 | sed 's/^spec:/spec:\n  suspend: true/; s/^    spec:/    spec:\n      schedulerName: muster/' | k -n $ns create -f - >/dev/null
 eventually 60 "a Job submitted after the hand-over completes under the new leader" job_complete $ns after
+# At least the first Job's group (a test run before this one may leave a Job of its own behind,
+# its namespace still going).
 check "the new leader recovered the first Job's history from the store" bash -c \
-  "grep 'recovered from the store' '$MUSTER_CLUSTER_DIR/logs/muster-standby.log' | grep -q 'groups=1'"
+  "grep 'recovered from the store' '$MUSTER_CLUSTER_DIR/logs/muster-standby.log' | grep -Eq 'groups=[1-9]'"
 check "the stopped leader gave the store lease up: the standby did not wait for it to lapse" bash -c \
   "! grep -q 'waiting for the store lease' '$MUSTER_CLUSTER_DIR/logs/muster-standby.log'"
 k delete namespace $ns --wait=false >/dev/null
