@@ -446,4 +446,10 @@ fn pods_beyond_a_kubernetes_pod_groups_min_count_join_once_its_gang_is_placed() 
     assert_eq!(allocation(&h, "ring").len(), 3);
     let g = h.brain.engine().unwrap().engine().group(&muster_queue::GroupKey::new(NS, "ring")).unwrap();
     assert_eq!((g.spec.request.min_members, g.spec.request.max_members), (2, 4), "the fourth waits for room");
+    // A pod of the gang ends: the fourth takes its member.
+    let (pod, node, member) = gang[0].clone();
+    let mut done = bound_plain(&p(pod.rsplit('-').next().unwrap().parse().unwrap()), &node, member, false);
+    done.phase = PodPhase::Succeeded;
+    let a = [h.send(Event::Pod(Change::Apply(done))), h.cycle()].concat();
+    assert_eq!(binds(&a), [("ring-3".to_string(), node, member)], "{a:?}");
 }

@@ -78,7 +78,8 @@ impl<S: Store> Brain<S> {
             true => i64::from(MAX_MEMBERS),
             false => object.members.max.unwrap_or(object.members.min),
         };
-        let pods = self.plain_pods(key).filter(|p| !p.deleting).count();
+        // Pods that ended hold no member a new pod needs: one made in their place takes theirs.
+        let pods = self.live_plain_pods(key).count();
         let want = u32::try_from(size.min(pods as i64)).unwrap_or(0);
         let request = &g.spec.request;
         if want > request.max_members {
