@@ -81,7 +81,7 @@ eventually 30 "an elastic group starts with the one pod it has" bound_ungated gr
 elastic_pod_yaml grow-1 | k -n $ns create -f - >/dev/null
 elastic_pod_yaml grow-2 | k -n $ns create -f - >/dev/null
 eventually 30 "it takes the two pods created after it started" bound_ungated grow-1 grow-2
-check "each on the node its Group assigned to its member" pods_on_assigned grow 3
+eventually 15 "each on the node its Group assigned to its member" pods_on_assigned grow 3
 elastic_pod_yaml grow-3 | k -n $ns create -f - >/dev/null
 sleep 2
 check "a fourth pod, beyond its size, stays gated" test "$(gates_and_scheduler grow-3)" = "muster.dev/admission muster"
