@@ -6,6 +6,7 @@
 //! deallocates a claim, and deletes it, once the pod is done.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodExtendedResourceClaimStatus};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimConsumerReference};
@@ -32,6 +33,9 @@ pub struct ClaimAllocation {
     pub node: String,
     /// The devices, each with the request it serves (`CLAIM/REQUEST`).
     pub devices: Vec<(String, PublishedDevice)>,
+    /// The DeviceClasses by name as the controller sees them, shared by a pass's allocations:
+    /// a class the claim names is read from the apiserver only when it is not here.
+    pub classes: Arc<BTreeMap<String, DeviceClass>>,
 }
 
 /// Where a pod's claim comes from.
@@ -81,7 +85,7 @@ async fn allocate(
     for _attempt in 0..5 {
         let mut claim = claims.get(name).await.map_err(|e| fail(e.to_string()))?;
         check_made_for(&claim, pod, uid, &a.pod_claim).map_err(fail)?;
-        let classes = classes_of(client, &claim).await.map_err(fail)?;
+        let classes = classes_of(client, &claim, &a.classes).await.map_err(fail)?;
         let devices: Vec<(String, &PublishedDevice)> = a.devices.iter().map(|(r, d)| (r.clone(), d)).collect();
         let want = allocation(&claim, &a.pod_claim, &|n: &str| classes.get(n), &a.node, &devices)
             .map_err(|e| fail(e.to_string()))?;
@@ -192,14 +196,21 @@ fn owned_by(claim: &ResourceClaim, uid: &str) -> bool {
     owners.into_iter().any(|o| o.kind == "Pod" && o.uid == uid && o.controller == Some(true))
 }
 
-/// The DeviceClasses the claim's requests name.
-async fn classes_of(client: &Client, claim: &ResourceClaim) -> Result<BTreeMap<String, DeviceClass>, String> {
+/// The DeviceClasses the claim's requests name: from `known`, else read.
+async fn classes_of(
+    client: &Client,
+    claim: &ResourceClaim,
+    known: &BTreeMap<String, DeviceClass>,
+) -> Result<BTreeMap<String, DeviceClass>, String> {
     let api: Api<DeviceClass> = Api::all(client.clone());
     let requests = claim.spec.as_ref().and_then(|s| s.devices.as_ref()).and_then(|d| d.requests.as_ref());
     let mut out = BTreeMap::new();
     for name in requests.into_iter().flatten().filter_map(|r| r.exactly.as_ref()).map(|e| &e.device_class_name) {
         if !out.contains_key(name) {
-            let class = api.get(name).await.map_err(|e| format!("DeviceClass {name}: {e}"))?;
+            let class = match known.get(name) {
+                Some(class) => class.clone(),
+                None => api.get(name).await.map_err(|e| format!("DeviceClass {name}: {e}"))?,
+            };
             out.insert(name.clone(), class);
         }
     }

@@ -175,6 +175,7 @@ fn bind_claims(actions: &[Action]) -> Vec<(String, String, Vec<String>)> {
         .flat_map(|(pod, node, claims)| {
             claims.into_iter().map(move |c| {
                 assert_eq!(c.node, node, "a claim is allocated on its pod's node");
+                assert!(c.classes.contains_key("gpu"), "the classes seen travel with it: no read per pod");
                 assert!(c.devices.iter().all(|(r, _)| r == "gpus/gpus"), "{:?}", c.devices);
                 let ClaimSource::Made(claim) = c.claim else { panic!("{:?} is not a template's claim", c.claim) };
                 (pod.clone(), claim, c.devices.iter().map(|(_, d)| format!("{}/{}", d.pool, d.name)).collect())

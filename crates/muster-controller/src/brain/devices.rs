@@ -4,6 +4,7 @@
 //! was placed with ([`ClaimAllocation`], written by the executor).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::DeviceClass;
 use muster_graph::dra::{PublishedDevice, assign, graph_name};
@@ -165,6 +166,8 @@ impl<S: Store> Brain<S> {
                  made again"
             ))
         })?;
+        let classes: Arc<BTreeMap<String, DeviceClass>> =
+            Arc::new(self.classes.items.values().map(|c| (c.name.clone(), c.class.clone())).collect());
         let sources = made.into_iter().map(|(pod_claim, claim)| (pod_claim, ClaimSource::Made(claim)));
         let extended = extended.map(|claim| {
             let source = ClaimSource::Extended { made: pod.extended_claim.clone(), claim };
@@ -178,7 +181,8 @@ impl<S: Store> Brain<S> {
                     .map(|(&r, d)| (requests[r].name.clone(), (*d).clone()))
                     .filter(|(r, _)| r.starts_with(&prefix))
                     .collect();
-                ClaimAllocation { claim, pod_claim, node: placed.node.clone(), devices }
+                let classes = Arc::clone(&classes);
+                ClaimAllocation { claim, pod_claim, node: placed.node.clone(), devices, classes }
             })
             .collect())
     }
