@@ -77,6 +77,11 @@ impl<S: Store> Brain<S> {
         }
     }
 
+    /// The DeviceClasses as the watch has them, for the executor's claim allocations.
+    pub(super) fn class_snapshot(&self) -> Arc<BTreeMap<String, DeviceClass>> {
+        Arc::new(self.classes.items.values().map(|c| (c.name.clone(), c.class.clone())).collect())
+    }
+
     /// What `pod` asks of its node's counted resources: its requests but the extended resources
     /// devices serve (its claim holds those).
     pub(super) fn counted_requests(&self, pod: &PodView) -> Vec<(String, u64)> {
@@ -121,7 +126,14 @@ impl<S: Store> Brain<S> {
     /// What to write into `pod`'s claims before it is bound as member `member` of its group:
     /// the member's devices, each under the request it serves; for extended resources its
     /// member holds devices for, the claim muster makes.
-    pub(super) fn claim_allocations(&self, pod: &PodView, member: u32) -> Result<Vec<ClaimAllocation>, ClaimsNotReady> {
+    ///
+    /// `classes` is [`Self::class_snapshot`], taken once for a pass's bindings.
+    pub(super) fn claim_allocations(
+        &self,
+        pod: &PodView,
+        member: u32,
+        classes: &Arc<BTreeMap<String, DeviceClass>>,
+    ) -> Result<Vec<ClaimAllocation>, ClaimsNotReady> {
         let made = match pod.claims.as_deref() {
             Some(claims) => claims.all_made().ok_or(ClaimsNotReady::Wait)?,
             None => Vec::new(),
@@ -166,8 +178,6 @@ impl<S: Store> Brain<S> {
                  made again"
             ))
         })?;
-        let classes: Arc<BTreeMap<String, DeviceClass>> =
-            Arc::new(self.classes.items.values().map(|c| (c.name.clone(), c.class.clone())).collect());
         let sources = made.into_iter().map(|(pod_claim, claim)| (pod_claim, ClaimSource::Made(claim)));
         let extended = extended.map(|claim| {
             let source = ClaimSource::Extended { made: pod.extended_claim.clone(), claim };
@@ -181,7 +191,7 @@ impl<S: Store> Brain<S> {
                     .map(|(&r, d)| (requests[r].name.clone(), (*d).clone()))
                     .filter(|(r, _)| r.starts_with(&prefix))
                     .collect();
-                let classes = Arc::clone(&classes);
+                let classes = Arc::clone(classes);
                 ClaimAllocation { claim, pod_claim, node: placed.node.clone(), devices, classes }
             })
             .collect())

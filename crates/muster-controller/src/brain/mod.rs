@@ -822,11 +822,12 @@ impl<S: Store> Brain<S> {
         }
         let mut waiting = 0;
         let mut claims_of = BTreeMap::new();
+        let classes = self.class_snapshot();
         for (uid, _, _, _, member, _) in &binds {
             let Some(p) = self.pods.items.get(uid).filter(|p| p.claims.is_some() || p.extended().is_some()) else {
                 continue;
             };
-            claims_of.insert(uid.clone(), self.claim_allocations(p, *member));
+            claims_of.insert(uid.clone(), self.claim_allocations(p, *member, &classes));
         }
         for (uid, pod, namespace, node, member, gated) in binds {
             let claims = match claims_of.remove(&uid).unwrap_or(Ok(Vec::new())) {
