@@ -228,9 +228,12 @@ print(json.dumps(o))' "$1"
 refused "a queued Job whose pods share a claim by name (the apiserver keeps the field)" \
   "spec.template.spec.resourceClaims[0]: muster places claims made from a template for each pod" \
   kt -n $ns create -f - <<<"$(qjob gpu 1 $queue | claimed shared)"
-refused "a group pod claiming a device through DRA" \
-  "spec.resourceClaims: muster allocates the device claims of a workload's pods" \
-  kt -n $ns create -f - <<<"$(gpod w-gpu '{"muster.dev/group": "w-gpu", "muster.dev/queue": "'$queue'"}' | claimed template)"
+# A plain group's pods may claim devices from a template: muster allocates the claims it makes
+# (test-muster-dra.sh places such a group).
+gpod w-gpu '{"muster.dev/group": "w-gpu", "muster.dev/queue": "'$queue'"}' | claimed template |
+  kt -n $ns create -f - >/dev/null
+check "a group pod claiming a device through a template is accepted and gated for muster" \
+  test "$(get pod/w-gpu '.spec.schedulingGates[*].name') $(get pod/w-gpu .spec.schedulerName)" = "muster.dev/admission muster"
 
 # --- plain pod groups -----------------------------------------------------------------------
 gpod w-0 '{"muster.dev/group": "w", "muster.dev/group-size": "2", "muster.dev/queue": "'$queue'"}' |
