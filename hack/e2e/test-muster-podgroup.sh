@@ -5,7 +5,8 @@
 # naming a PodGroup that does not exist is refused with its name; pods labelled only
 # scheduling.x-k8s.io/pod-group=ring, as coscheduling users write them, get their size from
 # PodGroup ring's spec.minMember, and muster gates, places, binds and completes them as one
-# group; a pod whose own size disagrees with its PodGroup is refused. The CRD is removed after.
+# group, a pod past minMember joining it once it runs; a pod whose own size disagrees with its
+# PodGroup is refused. The CRD is removed after.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/muster.sh"
@@ -56,14 +57,18 @@ kind: PodGroup
 metadata: {name: ring}
 spec: {minMember: 3, scheduleTimeoutSeconds: 60}
 YAML
-out=$(alias_pod ring-0 ring 8 | k -n $ns create -f - \
+out=$(alias_pod ring-0 ring 20 | k -n $ns create -f - \
   -o jsonpath='{.metadata.labels.muster\.dev/group-size} {.metadata.labels.muster\.dev/queue} {.spec.schedulingGates[*].name} {.spec.schedulerName}')
 check "the pod took its size from the PodGroup's minMember and was held for muster ($out)" \
   test "$out" = "3 default muster.dev/admission muster"
 alias_pod ring-x ring 8 ', muster.dev/group-size: "2"' | refused "a pod whose own size disagrees with its PodGroup" \
   "\"2\" disagrees with spec.minMember 3 of PodGroup $ns/ring" k -n $ns create -f -
-for i in 1 2; do alias_pod ring-$i ring 8 | k -n $ns create -f - >/dev/null; done
+for i in 1 2; do alias_pod ring-$i ring 20 | k -n $ns create -f - >/dev/null; done
 runs_whole $ns ring muster.dev/group=ring 3
+# As coscheduling lets pods past minMember through once the gang is placed.
+alias_pod ring-3 ring 5 | k -n $ns create -f - >/dev/null
+eventually 30 "a fourth pod, beyond the PodGroup's minMember, joins the gang once it runs" bash -c \
+  "[[ -n \$('$K8S_BIN/kubectl' -n $ns get pod ring-3 -o jsonpath='{.spec.nodeName}') ]]"
 eventually 60 "the Group is Succeeded" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev ring -o jsonpath='{.status.phase}') == Succeeded ]]"
 # The webhook polls discovery every 30 s and starts watching PodGroups once the CRD is served.

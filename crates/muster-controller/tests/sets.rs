@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use muster_controller::convert::PodSet;
+use muster_controller::convert::{PodGroupApi, PodSet};
 use muster_k8s::group::GroupSet;
 
 /// A RayCluster `rc` of a 1-cpu head and `workers` 2-cpu workers, as its watcher sends it.
@@ -79,7 +79,12 @@ fn set_pod(set: &str, size: &str, i: u32, cpu: u64) -> PodView {
         subgroup: None,
         subgroup_topology: None,
     };
-    PodView { name: format!("serve-{i}-{}", set.name), set: Some(Box::new(set)), native_pod_group: true, ..p }
+    PodView {
+        name: format!("serve-{i}-{}", set.name),
+        set: Some(Box::new(set)),
+        pod_group: Some(PodGroupApi::Kubernetes),
+        ..p
+    }
 }
 
 #[test]
@@ -124,7 +129,7 @@ fn a_plain_group_of_elastic_sets_starts_at_its_minimums_and_grows_in_the_sets_or
         p.uid.clone_from(&p.name);
         p.group = Some("elastic".into());
         p.members = Some(Box::new(Ok(Members { min: 7, max: None })));
-        p.native_pod_group = false;
+        p.pod_group = None;
         p.set.as_mut().unwrap().min = Some("1".into());
         p
     };

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use muster_controller::brain::Subject;
-use muster_controller::convert::{GroupObjectView, status_fingerprint};
+use muster_controller::convert::{GroupObjectView, PodGroupApi, status_fingerprint};
 use proptest::prelude::*;
 
 /// A pod no muster group owns, bound to `node` by someone else (the default scheduler, or a
@@ -425,10 +425,17 @@ fn an_elastic_plain_group_takes_the_pods_created_after_it_was_queued() {
 }
 
 #[test]
-fn pods_beyond_a_kubernetes_pod_groups_min_count_join_once_its_gang_is_placed() {
-    // PodGroup ring, minCount 2 (the webhook's group-size), and four pods naming it; room for 3.
+fn pods_beyond_a_pod_groups_gang_join_once_it_is_placed() {
+    for api in [PodGroupApi::Kubernetes, PodGroupApi::SchedulerPlugins] {
+        pods_beyond_the_gang_join(api);
+    }
+}
+
+fn pods_beyond_the_gang_join(api: PodGroupApi) {
+    // PodGroup ring, minCount or minMember 2 (the webhook's group-size), and four pods naming it;
+    // room for 3.
     let mut h = Harness::new(&[node("n1", 3)], &[], &[]);
-    let p = |i| PodView { native_pod_group: true, ..plain("ring", i, 2, 1) };
+    let p = |i| PodView { pod_group: Some(api), ..plain("ring", i, 2, 1) };
     let mut a = Vec::new();
     for i in 0..4 {
         a.extend(h.send(Event::Pod(Change::Apply(p(i)))));

@@ -46,8 +46,8 @@ use muster_store::{Fence, Store};
 use tracing::{info, warn};
 
 use crate::convert::{
-    self, ClaimView, ClassView, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, SliceView, TemplateView,
-    WorkloadView,
+    self, ClaimView, ClassView, GroupObjectView, NamespaceView, NodeView, PodGroupApi, PodPhase, PodView, SliceView,
+    TemplateView, WorkloadView,
 };
 use crate::metrics::Metrics;
 
@@ -694,8 +694,11 @@ impl<S: Store> Brain<S> {
             pods.iter().filter(|p| p.node.is_some() && p.phase.is_terminal()).filter_map(|p| p.member).collect();
         filled.extend(pods.iter().filter_map(|p| self.binding.get(&p.uid)));
         // The PodGroups its pods name: the group's own, or one per set of a CompositePodGroup.
-        let pod_groups: BTreeSet<String> =
-            pods.iter().filter(|p| p.native_pod_group).map(|p| p.set_name().unwrap_or(&key.name).to_string()).collect();
+        let pod_groups: BTreeSet<String> = pods
+            .iter()
+            .filter(|p| p.pod_group == Some(PodGroupApi::Kubernetes))
+            .map(|p| p.set_name().unwrap_or(&key.name).to_string())
+            .collect();
         // Members the group is giving back: no new pod takes them, and they are lost once no pod
         // (a deleting one included) runs there.
         let leaving = self.engine.as_ref().and_then(|e| e.engine().leaving(key)).cloned().unwrap_or_default();

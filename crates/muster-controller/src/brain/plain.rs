@@ -74,9 +74,9 @@ impl<S: Store> Brain<S> {
             return;
         }
         let Ok(object) = convert::plain_group_spec(first) else { return };
-        let size = match first.native_pod_group {
-            true => i64::from(MAX_MEMBERS),
-            false => object.members.max.unwrap_or(object.members.min),
+        let size = match first.pod_group {
+            Some(_) => i64::from(MAX_MEMBERS),
+            None => object.members.max.unwrap_or(object.members.min),
         };
         // Pods that ended hold no member a new pod needs: one made in their place takes theirs.
         let pods = self.live_plain_pods(key).count();

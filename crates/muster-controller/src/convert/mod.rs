@@ -314,12 +314,24 @@ pub struct PodView {
     pub topology: Option<Box<Result<TopologyConstraint, String>>>,
     /// Held by muster's scheduling gate (muster.dev/admission).
     pub gated: bool,
-    /// Plain pods: it names the Kubernetes PodGroup of its group's name (spec.schedulingGroup),
-    /// or of its set's (a PodGroup in a CompositePodGroup), whose status muster then keeps as
-    /// kube-scheduler would.
-    pub native_pod_group: bool,
+    /// Plain pods: the PodGroup its group (or its set, in a CompositePodGroup) stands for, if
+    /// any: the pod names it in `spec.schedulingGroup` (Kubernetes') or its group came from the
+    /// accepted pod-group alias label (scheduler-plugins').
+    pub pod_group: Option<PodGroupApi>,
     /// metadata.creationTimestamp, Unix seconds.
     pub created: i64,
+}
+
+/// The PodGroup API a plain pod's group stands for. Its gang is a minimum, not a size: pods
+/// beyond it join the group once it runs, as room allows, as the scheduler of that API places
+/// them (kube-scheduler's gang scheduling; scheduler-plugins' coscheduling, past minMember).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodGroupApi {
+    /// `scheduling.k8s.io` PodGroup, named in `spec.schedulingGroup`: muster also keeps its
+    /// status as kube-scheduler would.
+    Kubernetes,
+    /// `scheduling.x-k8s.io` PodGroup, named by the pod-group alias label.
+    SchedulerPlugins,
 }
 
 /// The member set a plain pod names, as its labels and annotations say.
@@ -430,9 +442,15 @@ pub fn pod_view(pod: &Pod) -> Option<PodView> {
         duration: annotation(labels::DURATION).filter(|_| plain),
         placement: plain.then(|| Box::new(placement(spec, "spec"))),
         topology: annotated_topology(meta.annotations.as_ref()).transpose().filter(|_| plain).map(Box::new),
-        native_pod_group: native_pod_group_name(spec).is_some_and(|pg| {
+        pod_group: if native_pod_group_name(spec).is_some_and(|pg| {
             group.as_deref() == Some(pg) || label(labels::SET).filter(|_| plain).is_some_and(|s| s == pg)
-        }),
+        }) {
+            Some(PodGroupApi::Kubernetes)
+        } else if plain && group.is_some() && label(labels::POD_GROUP_ALIAS) == group.as_ref() {
+            Some(PodGroupApi::SchedulerPlugins)
+        } else {
+            None
+        },
         set: label(labels::SET).filter(|_| plain).map(|name| {
             let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
             Box::new(PodSet {

@@ -207,6 +207,21 @@ fn plain_pod(extra: serde_json::Value) -> Pod {
 }
 
 #[test]
+fn a_plain_pods_pod_group_api_is_the_one_its_group_came_from() {
+    let api = |extra| pod_view(&plain_pod(extra)).unwrap().pod_group;
+    assert_eq!(api(json!({})), None);
+    // Kubernetes' own: spec.schedulingGroup names the group's PodGroup.
+    assert_eq!(api(json!({"spec": {"schedulingGroup": {"podGroupName": "ring"}}})), Some(PodGroupApi::Kubernetes));
+    // scheduler-plugins': the alias label the group came from.
+    assert_eq!(
+        api(json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "ring"}}})),
+        Some(PodGroupApi::SchedulerPlugins)
+    );
+    // An alias label naming another group than the pod's own is not its group's PodGroup.
+    assert_eq!(api(json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "other"}}})), None);
+}
+
+#[test]
 fn plain_pods_read_their_group_and_make_its_spec() {
     let v = pod_view(&plain_pod(json!({}))).unwrap();
     assert!(v.is_plain() && v.gated && v.ours);
