@@ -374,6 +374,31 @@ fn claiming_plain(group: &str, i: u32, size: u32, template: &str, made: bool) ->
 }
 
 #[test]
+fn what_a_device_class_stands_for_is_read_again_once_devices_are_published() {
+    // The class and template exist, no driver has published a device yet: the group waits, told
+    // that the class stands for no driver.
+    let mut h = Harness::new(&[node("n1", 8), node("n2", 8)], &[], &[]);
+    h.send(class_event());
+    h.send(template_event("eight-h100", 8, "h100"));
+    h.cycle();
+    let mut a = h.send(Event::Pod(Change::Apply(claiming_plain("ring", 0, 2, "eight-h100", true))));
+    a.extend(h.send(Event::Pod(Change::Apply(claiming_plain("ring", 1, 2, "eight-h100", true)))));
+    a.extend(h.cycle());
+    assert_eq!(h.state("ring"), None, "{a:?}");
+    let told_no_driver = a.iter().any(|x| {
+        matches!(x, Action::Status { status, .. }
+        if status.message.as_deref().is_some_and(|m| m.contains("exactly one driver")))
+    });
+    assert!(told_no_driver, "{a:?}");
+    // The driver publishes: the class is read again, and the group placed whole with its devices.
+    let mut a = h.send(apply(&slice("n1-gpus", "n1", 1, 8)));
+    a.extend(h.send(apply(&slice("n2-gpus", "n2", 1, 8))));
+    a.extend(h.cycle());
+    a.extend(h.cycle());
+    assert_eq!(bind_claims(&a).len(), 2, "{a:?}");
+}
+
+#[test]
 fn a_plain_groups_pods_claiming_gpus_wait_for_their_template_then_bind_with_their_devices() {
     let mut h = Harness::new(&[node("n1", 8), node("n2", 8)], &[], &[]);
     h.send(apply(&slice("n1-gpus", "n1", 1, 8)));

@@ -3,13 +3,14 @@
 //! devices), and before a pod is bound each of its claims is allocated the devices its member
 //! was placed with ([`ClaimAllocation`], written by the executor).
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::DeviceClass;
-use muster_graph::dra::{PublishedDevice, assign, graph_name};
+use muster_graph::dra::{PublishedDevice, SelectorError, assign, drivers_accepting, graph_name};
 use muster_k8s::GroupSpec as GroupObjectSpec;
-use muster_k8s::dra::{EXTENDED_CLAIM, PodDevices, claim_requests, classes_by_resource};
+use muster_k8s::dra::{ClassDrivers, EXTENDED_CLAIM, PodDevices, claim_requests, classes_by_resource};
 use muster_k8s::workload::fill_devices;
 use muster_queue::GroupKey;
 use muster_store::Store;
@@ -27,6 +28,30 @@ pub(super) enum ClaimsNotReady {
     Refuse(String),
 }
 
+/// The drivers each DeviceClass stands for on this cluster, by class: working it out reads every
+/// published device, and each look at a workload or plain group that claims devices asks it of
+/// every class named. Forgotten when a class or a published device changes.
+#[derive(Default)]
+pub(super) struct ClassDriverMemo(RefCell<HashMap<String, Result<BTreeSet<String>, SelectorError>>>);
+
+impl ClassDriverMemo {
+    pub(super) fn forget(&self) {
+        self.0.borrow_mut().clear();
+    }
+}
+
+impl<S: Store> ClassDrivers for Brain<S> {
+    fn drivers(&self, class: &str, selectors: &[String]) -> Result<BTreeSet<String>, SelectorError> {
+        if let Some(known) = self.class_drivers.0.borrow().get(class) {
+            return known.clone();
+        }
+        let published = self.nodes.items.values().flat_map(|n| n.spec.published.iter());
+        let found = drivers_accepting(selectors, published);
+        self.class_drivers.0.borrow_mut().insert(class.to_string(), found.clone());
+        found
+    }
+}
+
 impl<S: Store> Brain<S> {
     pub(super) fn template_event(&mut self, c: Change<TemplateView>) {
         let namespace = match &c {
@@ -39,6 +64,7 @@ impl<S: Store> Brain<S> {
 
     pub(super) fn class_event(&mut self, c: Change<ClassView>) {
         self.classes.change(c, |c| c.name.clone());
+        self.class_drivers.forget();
         self.devices_changed(None);
     }
 
@@ -112,13 +138,12 @@ impl<S: Store> Brain<S> {
             return Ok(());
         }
         let class = |name: &str| self.classes.items.get(name).map(|c| &c.class);
-        let published = self.nodes.items.values().flat_map(|n| n.spec.published.iter());
         let template = |name: &str| self.templates.items.get(&format!("{namespace}/{name}")).map(|t| &t.template);
         let served = self.served_by_devices();
         fill_devices(spec, asks, |asks| {
-            let mut requests = claim_requests(&asks.claims, template, &class, published.clone())?;
+            let mut requests = claim_requests(&asks.claims, template, &class, self)?;
             let extended = asks.extended.claim(|r| served.get(r).copied());
-            requests.extend(extended.device_requests(&class, published.clone())?);
+            requests.extend(extended.device_requests(&class, self)?);
             Ok(requests)
         })
     }

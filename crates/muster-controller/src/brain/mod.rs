@@ -112,6 +112,8 @@ pub struct Brain<S: Store> {
     /// ResourceClaimTemplates by namespace/name, DeviceClasses by name (`devices.rs`).
     templates: Mirror<TemplateView>,
     classes: Mirror<ClassView>,
+    /// What each class stands for, remembered (`devices.rs`).
+    class_drivers: devices::ClassDriverMemo,
     pods: Mirror<PodView>,
     /// Queued workloads, per held kind (each kind has its own watcher, so its own relists).
     workloads: Vec<(&'static workload::Kind, Mirror<WorkloadView>)>,
@@ -161,6 +163,10 @@ pub struct Brain<S: Store> {
     /// Plain groups refused (bad labels, or the engine did not queue them): reported once, not
     /// submitted again until their pods are gone.
     plain_refused: BTreeSet<GroupKey>,
+    /// Workloads and plain groups whose pods' devices could not be read against the published
+    /// devices (a class that stands for no driver yet): looked at again once devices are
+    /// published (`slices.rs`).
+    awaiting_devices: BTreeSet<GroupKey>,
     actions: Vec<Action>,
     metrics: Arc<Metrics>,
 }
@@ -178,6 +184,7 @@ impl<S: Store> Brain<S> {
             claims: Mirror::default(),
             templates: Mirror::default(),
             classes: Mirror::default(),
+            class_drivers: Default::default(),
             pods: Mirror::default(),
             workloads: workload::HELD_KINDS.iter().map(|k| (*k, Mirror::default())).collect(),
             namespaces: Mirror::default(),
@@ -204,6 +211,7 @@ impl<S: Store> Brain<S> {
             dirty_groups: BTreeSet::new(),
             dirty_plain: BTreeSet::new(),
             plain_refused: BTreeSet::new(),
+            awaiting_devices: BTreeSet::new(),
             actions: Vec::new(),
             metrics: Arc::new(Metrics::new()),
         }
@@ -416,7 +424,7 @@ impl<S: Store> Brain<S> {
         let (deleted, dropped) = self.nodes.change(c, |n| n.spec.name.clone());
         let published = |n: &NodeView| !n.spec.published.is_empty();
         if applied.iter().chain(&deleted).chain(&dropped).any(published) {
-            self.count_published();
+            self.published_changed();
         }
         if self.engine.is_none() {
             return;
@@ -645,6 +653,9 @@ impl<S: Store> Brain<S> {
         let spec = match self.group_object(j) {
             Ok(spec) => spec,
             Err(message) => {
+                if j.devices.iter().any(|d| !d.is_empty()) {
+                    self.awaiting_devices.insert(j.key.clone());
+                }
                 self.event(&j.key, EventType::Warning, "InvalidJob", &message);
                 return None;
             }

@@ -244,6 +244,9 @@ impl<S: Store> Brain<S> {
     /// (`WaitingForPods`), or a template or class its pods' devices need does not
     /// (`WaitingForDevices`).
     pub(super) fn waiting(&mut self, key: &GroupKey, reason: &str, message: &str, now: i64) {
+        if reason == "WaitingForDevices" {
+            self.awaiting_devices.insert(key.clone());
+        }
         let mut st = GroupStatus::default();
         st.set_condition(Cond::Queued, false, reason, message, None, time(now));
         st.message = Some(message.to_string());

@@ -30,11 +30,20 @@ impl<S: Store> Brain<S> {
         for node in nodes {
             self.republish(&node);
         }
-        self.count_published();
+        self.published_changed();
     }
 
-    /// Refreshes the published-device metrics from the node views.
-    pub(super) fn count_published(&self) {
+    /// The published devices changed: what each DeviceClass stands for is worked out again, the
+    /// groups that could not read their devices are looked at again, and the published-device
+    /// metrics are refreshed from the node views.
+    pub(super) fn published_changed(&mut self) {
+        self.class_drivers.forget();
+        for key in std::mem::take(&mut self.awaiting_devices) {
+            match self.workload(&key.to_string()) {
+                Some(_) => self.dirty_jobs.insert(key.to_string()),
+                None => self.dirty_plain.insert(key),
+            };
+        }
         let mut per_driver: BTreeMap<String, i64> = BTreeMap::new();
         for d in self.nodes.items.values().flat_map(|n| &n.spec.published) {
             *per_driver.entry(d.driver.clone()).or_default() += 1;

@@ -16,7 +16,7 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use muster_graph::dra::DeviceRequest;
 
-use super::{Classes, DraError, class_devices};
+use super::{ClassDrivers, Classes, DraError, class_devices};
 use crate::pod::container_requests;
 
 /// The annotation that marks a pod's claim for its extended resources.
@@ -215,15 +215,15 @@ pub fn extended_claim_name(pod: &str, uid: &str) -> String {
 impl ExtendedClaim {
     /// The device requests of one member for it: each of the claim's requests, from its class's
     /// driver, under [`EXTENDED_CLAIM`].
-    pub fn device_requests<'a>(
+    pub fn device_requests(
         &self,
         classes: &Classes,
-        published: impl Iterator<Item = &'a muster_graph::dra::PublishedDevice> + Clone,
+        drivers: &dyn ClassDrivers,
     ) -> Result<Vec<DeviceRequest>, DraError> {
         (self.requests.iter())
             .map(|r| {
                 let at = format!("resources[{}]", r.resource);
-                let class = class_devices(&r.class, classes, published.clone(), &at)?;
+                let class = class_devices(&r.class, classes, drivers, &at)?;
                 Ok(DeviceRequest {
                     name: format!("{EXTENDED_CLAIM}/{}", r.name),
                     driver: class.driver,
@@ -280,6 +280,7 @@ impl ExtendedClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dra::Published;
     use serde_json::json;
 
     fn class(name: &str, extended: Option<&str>, created: &str) -> DeviceClass {
@@ -430,11 +431,11 @@ mod tests {
         );
         let device = muster_graph::dra::PublishedDevice::new("gpu.example.com", "n1", "gpu-0");
         let g = class("gpu", Some("nvidia.com/gpu"), "2026-12-01T00:00:00Z");
-        let d = c.device_requests(&|n: &str| (n == "gpu").then_some(&g), [&device].into_iter()).unwrap();
+        let d = c.device_requests(&|n: &str| (n == "gpu").then_some(&g), &Published([&device].into_iter())).unwrap();
         assert_eq!(d[0].name, "<extended-resources>/container-0-request-0");
         assert_eq!((d[0].driver.as_str(), d[0].count), ("gpu.example.com", 8));
         assert_eq!(d[0].extended_resource.as_deref(), Some("nvidia.com/gpu"));
-        let none = c.device_requests(&|_: &str| None, [&device].into_iter()).unwrap_err();
+        let none = c.device_requests(&|_: &str| None, &Published([&device].into_iter())).unwrap_err();
         assert_eq!(none.path, "resources[nvidia.com/gpu]");
     }
 }

@@ -9,7 +9,7 @@
 //! allocation, admin access, capacity requests, device tolerations and constraints. Tainted
 //! devices and devices with binding conditions are left out: nothing is placed on them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
 use k8s_openapi::api::resource::v1::{
@@ -22,7 +22,7 @@ pub use extended::{
     EXTENDED_CLAIM, EXTENDED_CLAIM_ANNOTATION, ExtendedAsks, ExtendedClaim, ExtendedRequest, classes_by_resource,
     extended_claim_name, may_be_served_by_devices,
 };
-use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, drivers_accepting, graph_name};
+use muster_graph::dra::{AttributeValue, DeviceRequest, PublishedDevice, SelectorError, drivers_accepting, graph_name};
 
 /// A field of a DRA object muster does not read, with what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +34,23 @@ pub struct DraError {
 
 /// The DeviceClass of a name, if it exists.
 pub type Classes<'c> = dyn Fn(&str) -> Option<&'c DeviceClass> + 'c;
+
+/// Which drivers' published devices the selectors of DeviceClass `class` accept: what the class
+/// stands for on this cluster. Working it out reads every published device (CEL on each device
+/// of another driver), so a caller that asks often remembers it per class; [`Published`] works it
+/// out on every call.
+pub trait ClassDrivers {
+    fn drivers(&self, class: &str, selectors: &[String]) -> Result<BTreeSet<String>, SelectorError>;
+}
+
+/// Every published device of the cluster, read on each call.
+pub struct Published<I>(pub I);
+
+impl<'a, I: Iterator<Item = &'a PublishedDevice> + Clone> ClassDrivers for Published<I> {
+    fn drivers(&self, _class: &str, selectors: &[String]) -> Result<BTreeSet<String>, SelectorError> {
+        drivers_accepting(selectors, self.0.clone())
+    }
+}
 
 fn refuse(path: impl Into<String>, message: impl Into<String>) -> DraError {
     DraError { path: path.into(), message: message.into() }
@@ -143,11 +160,11 @@ pub fn devices_by_node<'a>(slices: impl IntoIterator<Item = &'a NodeSlice>) -> B
 
 /// What each pod made from `template` asks: one device request per request of the claim, its
 /// class's selectors before its own, served by the one driver whose published devices the class
-/// accepts (`published`, every device of the cluster).
-pub fn template_requests<'a>(
+/// accepts (`drivers`).
+pub fn template_requests(
     template: &ResourceClaimTemplate,
     classes: &Classes,
-    published: impl Iterator<Item = &'a PublishedDevice> + Clone,
+    drivers: &dyn ClassDrivers,
 ) -> Result<Vec<DeviceRequest>, DraError> {
     let Some(devices) = template.spec.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.devices.as_ref()) else {
         return Ok(Vec::new());
@@ -186,8 +203,7 @@ pub fn template_requests<'a>(
             ));
         }
         let own = cel_selectors(exact.selectors.iter().flatten()).map_err(|m| refuse(at("exactly.selectors"), m))?;
-        let class =
-            class_devices(&exact.device_class_name, classes, published.clone(), &at("exactly.deviceClassName"))?;
+        let class = class_devices(&exact.device_class_name, classes, drivers, &at("exactly.deviceClassName"))?;
         let count = exact.count.unwrap_or(1);
         let count = u32::try_from(count)
             .ok()
@@ -215,12 +231,12 @@ pub(crate) struct ClassDevices {
     pub resource: String,
 }
 
-/// What class `name` stands for, among `published` (every device of the cluster); `at` is the
-/// field that names the class.
-pub(crate) fn class_devices<'a>(
+/// What class `name` stands for on this cluster (`drivers`); `at` is the field that names the
+/// class.
+pub(crate) fn class_devices(
     name: &str,
     classes: &Classes,
-    published: impl Iterator<Item = &'a PublishedDevice>,
+    drivers: &dyn ClassDrivers,
     at: &str,
 ) -> Result<ClassDevices, DraError> {
     let Some(class) = classes(name) else {
@@ -228,7 +244,7 @@ pub(crate) fn class_devices<'a>(
     };
     let selectors = cel_selectors(class.spec.iter().flat_map(|s| s.selectors.iter().flatten()))
         .map_err(|m| refuse(format!("DeviceClass {name}: spec.selectors"), m))?;
-    let drivers = drivers_accepting(&selectors, published)
+    let drivers = (drivers.drivers(name, &selectors))
         .map_err(|e| refuse(format!("DeviceClass {name}: spec.selectors"), e.to_string()))?;
     let mut drivers = drivers.into_iter();
     let (Some(driver), None) = (drivers.next(), drivers.next()) else {
@@ -293,12 +309,12 @@ impl PodDevices {
 
 /// What one pod asks through `claims`: each template's requests, named `CLAIM/REQUEST` (the
 /// pod's name for the claim, then the request's), from the templates in its namespace
-/// (`template`), the DeviceClasses and every published device of the cluster.
-pub fn claim_requests<'a, 't>(
+/// (`template`), the DeviceClasses and what each stands for on this cluster (`drivers`).
+pub fn claim_requests<'t>(
     claims: &[PodClaim],
     template: impl Fn(&str) -> Option<&'t ResourceClaimTemplate>,
     classes: &Classes,
-    published: impl Iterator<Item = &'a PublishedDevice> + Clone,
+    drivers: &dyn ClassDrivers,
 ) -> Result<Vec<DeviceRequest>, DraError> {
     let mut out = Vec::new();
     for c in claims {
@@ -309,7 +325,7 @@ pub fn claim_requests<'a, 't>(
             ));
         };
         let within = |e: DraError| refuse(format!("ResourceClaimTemplate {}: {}", c.template, e.path), e.message);
-        for r in template_requests(t, classes, published.clone()).map_err(within)? {
+        for r in template_requests(t, classes, drivers).map_err(within)? {
             out.push(DeviceRequest { name: format!("{}/{}", c.name, r.name), ..r });
         }
     }
@@ -516,7 +532,7 @@ mod tests {
                 "selectors": [{"cel": {"expression": "device.attributes[\"gpu.example.com\"].model == \"h100\""}}]
             }
         }));
-        let requests = template_requests(&t, &|n: &str| classes.get(n), published.iter()).unwrap();
+        let requests = template_requests(&t, &|n: &str| classes.get(n), &Published(published.iter())).unwrap();
         assert_eq!(
             requests,
             vec![DeviceRequest {
@@ -533,11 +549,11 @@ mod tests {
         // The apiserver defaults allocationMode and count; a template read before defaulting
         // (a test's) asks for one device.
         let t = template(serde_json::json!({"name": "one", "exactly": {"deviceClassName": "gpu"}}));
-        assert_eq!(template_requests(&t, &|n: &str| classes.get(n), published.iter()).unwrap()[0].count, 1);
+        assert_eq!(template_requests(&t, &|n: &str| classes.get(n), &Published(published.iter())).unwrap()[0].count, 1);
         // A class serving an extended resource by name: quotas count its devices under that name.
         let mut named = class("gpu", "gpu.example.com");
         named.spec.as_mut().unwrap().extended_resource_name = Some("nvidia.com/gpu".into());
-        let requests = template_requests(&t, &|_: &str| Some(&named), published.iter()).unwrap();
+        let requests = template_requests(&t, &|_: &str| Some(&named), &Published(published.iter())).unwrap();
         assert_eq!(requests[0].extended_resource.as_deref(), Some("nvidia.com/gpu"));
     }
 
@@ -549,7 +565,7 @@ mod tests {
             ("nic".to_string(), class("nic", "nic.example.com")),
         ]);
         let refused = |request: serde_json::Value| {
-            template_requests(&template(request), &|n: &str| classes.get(n), published.iter()).unwrap_err()
+            template_requests(&template(request), &|n: &str| classes.get(n), &Published(published.iter())).unwrap_err()
         };
         let e =
             refused(serde_json::json!({"name": "g", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}));
@@ -616,11 +632,12 @@ mod claim_tests {
         let published = gpus(1);
         let claims = [PodClaim { name: "gpus".into(), template: "two-gpus".into() }];
         let requests =
-            claim_requests(&claims, |n| (n == "two-gpus").then_some(&t), &classes, published.iter()).unwrap();
+            claim_requests(&claims, |n| (n == "two-gpus").then_some(&t), &classes, &Published(published.iter()))
+                .unwrap();
         assert_eq!(requests.len(), 1);
         assert_eq!((requests[0].name.as_str(), requests[0].count), ("gpus/all", 2));
         let missing = [PodClaim { name: "nic".into(), template: "rdma".into() }];
-        let e = claim_requests(&missing, |_| None, &classes, published.iter()).unwrap_err();
+        let e = claim_requests(&missing, |_| None, &classes, &Published(published.iter())).unwrap_err();
         assert_eq!(e.path, "resourceClaims[nic].resourceClaimTemplateName");
         assert!(e.message.contains("\"rdma\""), "{e}");
     }
