@@ -1035,3 +1035,58 @@ fn a_preemptor_is_bound_only_once_its_victims_pods_are_gone_from_the_node() {
     let b = binds(&h.send(Event::Pod(Change::Delete(stopping))));
     assert_eq!(b, [("high-0".to_string(), "n1".to_string(), 0)]);
 }
+
+#[test]
+fn a_starting_gang_is_bound_whole_once_every_victim_has_left_its_nodes() {
+    // Two 4-cpu nodes, each with one pod of `low`; `high` (2 pods of 4 cpu, a higher class)
+    // preempts it. low's pod on n2 goes at once, the one on n1 stays a while being deleted: none
+    // of high's pods is bound until both nodes have room, so no part of the gang runs alone.
+    let mut cfg = EngineConfig::single_queue("default");
+    cfg.priority_classes.insert("high".into(), 100);
+    cfg.queues[0].preemption.within_queue = muster_queue::config::WithinQueue::LowerPriority;
+    let mut h = Harness::configured(
+        TempDir::new("muster-brain"),
+        brain_config(cfg),
+        &[node("n1", 4), node("n2", 4)],
+        &[job("low", 2, 4)],
+        &[],
+        &[],
+        1000,
+    );
+    h.cycle();
+    let mut low = Vec::new();
+    for i in 0..2 {
+        for (p, n, m) in binds(&h.send(Event::Pod(Change::Apply(pod("low", i, 4))))) {
+            let i: u32 = p.rsplit('-').next().unwrap().parse().unwrap();
+            low.push(bound(&pod("low", i, 4), &n, m, true));
+        }
+    }
+    assert_eq!(low.len(), 2);
+    for p in &low {
+        h.send(Event::Pod(Change::Apply(p.clone())));
+    }
+    assert_eq!(h.state("low"), Some(GroupState::Running));
+    let mut high = job("high", 2, 4);
+    high.created = h.now;
+    if let Ok(g) = high.group.as_mut() {
+        g.priority_class_name = Some("high".into());
+    }
+    h.send(job_event(Change::Apply(high)));
+    let a = h.cycle();
+    assert_eq!(h.state("high"), Some(GroupState::Admitted), "{a:?}");
+    let (on_n1, on_n2): (Vec<&PodView>, Vec<&PodView>) = low.iter().partition(|p| p.node.as_deref() == Some("n1"));
+    let stopping = PodView { deleting: true, ..on_n1[0].clone() };
+    h.send(Event::Pod(Change::Apply(stopping.clone())));
+    h.send(Event::Pod(Change::Delete(on_n2[0].clone())));
+    // Both of high's pods come: n2 has room, n1 not yet. Neither is bound.
+    let mut a = h.send(Event::Pod(Change::Apply(pod("high", 0, 4))));
+    a.extend(h.send(Event::Pod(Change::Apply(pod("high", 1, 4)))));
+    a.extend(h.cycle());
+    assert!(binds(&a).is_empty(), "part of the gang bound while a victim still stops: {a:?}");
+    // The last victim is gone: both are bound, one per node.
+    let mut b = binds(&h.send(Event::Pod(Change::Delete(stopping))));
+    b.sort();
+    let nodes: Vec<&str> = b.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert_eq!(b.len(), 2, "{b:?}");
+    assert!(nodes.contains(&"n1") && nodes.contains(&"n2"), "{b:?}");
+}

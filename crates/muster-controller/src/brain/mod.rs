@@ -704,6 +704,8 @@ impl<S: Store> Brain<S> {
         let left: BTreeSet<u32> =
             pods.iter().filter(|p| p.node.is_some() && p.phase.is_terminal()).filter_map(|p| p.member).collect();
         filled.extend(pods.iter().filter_map(|p| self.binding.get(&p.uid)));
+        // None of its members bound or on its way: the group starts, and is bound whole.
+        let starting = filled.is_empty();
         // The PodGroups its pods name: the group's own, or one per set of a CompositePodGroup.
         let pod_groups: BTreeSet<String> = pods
             .iter()
@@ -834,7 +836,7 @@ impl<S: Store> Brain<S> {
             );
             self.tell_pod(key, &namespace, &pod, &uid, "UncountableRequests", &message);
         }
-        let mut waiting = 0;
+        let (mut waiting, mut short_of_room, mut to_bind) = (0, false, Vec::new());
         let mut claims_of = BTreeMap::new();
         let classes = self.class_snapshot();
         for (uid, _, _, _, member, _) in &binds {
@@ -862,9 +864,22 @@ impl<S: Store> Brain<S> {
             if !self.room.fits(&self.nodes, &self.pods, &node, &requests) {
                 self.room.wait(&node, key);
                 waiting += 1;
+                short_of_room = true;
                 continue;
             }
             self.room.binding(&uid, &node);
+            to_bind.push((uid, pod, namespace, node, member, gated, claims));
+        }
+        // A starting group whose victims are still stopping on some of its nodes binds none of
+        // its pods until all have room: bound on the others meanwhile, part of the gang would
+        // hold its nodes (and run) without the rest.
+        if starting && short_of_room {
+            for (uid, ..) in to_bind.drain(..) {
+                self.room.gone(&uid, None);
+                waiting += 1;
+            }
+        }
+        for (uid, pod, namespace, node, member, gated, claims) in to_bind {
             self.binding.insert(uid.clone(), member);
             if gated {
                 let (namespace, pod, uid) = (namespace.clone(), pod.clone(), uid.clone());
