@@ -997,32 +997,13 @@ fn a_shrinkable_job_gives_back_pods_and_the_next_job_binds_only_once_they_are_go
 fn a_preemptor_is_bound_only_once_its_victims_pods_are_gone_from_the_node() {
     // One 4-cpu node. `low` runs on it; `high`, of a higher class, preempts it: the engine frees
     // the node at once, but low's pod stops only later, and until it is gone the node is full.
-    let mut cfg = EngineConfig::single_queue("default");
-    cfg.priority_classes.insert("high".into(), 100);
-    cfg.queues[0].preemption.within_queue = muster_queue::config::WithinQueue::LowerPriority;
-    let mut h = Harness::configured(
-        TempDir::new("muster-brain"),
-        brain_config(cfg),
-        &[node("n1", 4)],
-        &[job("low", 1, 4)],
-        &[],
-        &[],
-        1000,
-    );
-    h.cycle();
+    let mut h = preempting(&[node("n1", 4)], 1);
     let b = binds(&h.send(Event::Pod(Change::Apply(pod("low", 0, 4)))));
     assert_eq!(b, [("low-0".to_string(), "n1".to_string(), 0)]);
     let low_pod = bound(&pod("low", 0, 4), "n1", 0, true);
     h.send(Event::Pod(Change::Apply(low_pod.clone())));
     assert_eq!(h.state("low"), Some(GroupState::Running));
-    let mut high = job("high", 1, 4);
-    high.created = h.now;
-    if let Ok(g) = high.group.as_mut() {
-        g.priority_class_name = Some("high".into());
-    }
-    h.send(job_event(Change::Apply(high)));
-    let a = h.cycle();
-    assert_eq!(h.state("high"), Some(GroupState::Admitted), "{a:?}");
+    submit_high(&mut h, 1);
     assert_eq!(h.state("low"), Some(GroupState::Queued));
     // high's pod comes while low's still runs, then while it is being deleted: not bound.
     assert!(binds(&h.send(Event::Pod(Change::Apply(pod("high", 0, 4))))).is_empty(), "n1 is still full");
@@ -1041,19 +1022,7 @@ fn a_starting_gang_is_bound_whole_once_every_victim_has_left_its_nodes() {
     // Two 4-cpu nodes, each with one pod of `low`; `high` (2 pods of 4 cpu, a higher class)
     // preempts it. low's pod on n2 goes at once, the one on n1 stays a while being deleted: none
     // of high's pods is bound until both nodes have room, so no part of the gang runs alone.
-    let mut cfg = EngineConfig::single_queue("default");
-    cfg.priority_classes.insert("high".into(), 100);
-    cfg.queues[0].preemption.within_queue = muster_queue::config::WithinQueue::LowerPriority;
-    let mut h = Harness::configured(
-        TempDir::new("muster-brain"),
-        brain_config(cfg),
-        &[node("n1", 4), node("n2", 4)],
-        &[job("low", 2, 4)],
-        &[],
-        &[],
-        1000,
-    );
-    h.cycle();
+    let mut h = preempting(&[node("n1", 4), node("n2", 4)], 2);
     let mut low = Vec::new();
     for i in 0..2 {
         for (p, n, m) in binds(&h.send(Event::Pod(Change::Apply(pod("low", i, 4))))) {
@@ -1066,14 +1035,7 @@ fn a_starting_gang_is_bound_whole_once_every_victim_has_left_its_nodes() {
         h.send(Event::Pod(Change::Apply(p.clone())));
     }
     assert_eq!(h.state("low"), Some(GroupState::Running));
-    let mut high = job("high", 2, 4);
-    high.created = h.now;
-    if let Ok(g) = high.group.as_mut() {
-        g.priority_class_name = Some("high".into());
-    }
-    h.send(job_event(Change::Apply(high)));
-    let a = h.cycle();
-    assert_eq!(h.state("high"), Some(GroupState::Admitted), "{a:?}");
+    submit_high(&mut h, 2);
     let (on_n1, on_n2): (Vec<&PodView>, Vec<&PodView>) = low.iter().partition(|p| p.node.as_deref() == Some("n1"));
     let stopping = PodView { deleting: true, ..on_n1[0].clone() };
     h.send(Event::Pod(Change::Apply(stopping.clone())));
@@ -1089,4 +1051,36 @@ fn a_starting_gang_is_bound_whole_once_every_victim_has_left_its_nodes() {
     let nodes: Vec<&str> = b.iter().map(|(_, n, _)| n.as_str()).collect();
     assert_eq!(b.len(), 2, "{b:?}");
     assert!(nodes.contains(&"n1") && nodes.contains(&"n2"), "{b:?}");
+}
+
+/// A harness on `nodes` whose one queue preempts lower priority classes, with Job `low` (`pods`
+/// pods of 4 cpu) queued.
+fn preempting(nodes: &[NodeView], pods: i64) -> Harness {
+    let mut cfg = EngineConfig::single_queue("default");
+    cfg.priority_classes.insert("high".into(), 100);
+    cfg.queues[0].preemption.within_queue = muster_queue::config::WithinQueue::LowerPriority;
+    let mut h = Harness::configured(
+        TempDir::new("muster-brain"),
+        brain_config(cfg),
+        nodes,
+        &[job("low", pods, 4)],
+        &[],
+        &[],
+        1000,
+    );
+    h.cycle();
+    h
+}
+
+/// Job `high` of `pods` pods of 4 cpu, of the higher class, submitted now: admitted by
+/// preempting `low`.
+fn submit_high(h: &mut Harness, pods: i64) {
+    let mut high = job("high", pods, 4);
+    high.created = h.now;
+    if let Ok(g) = high.group.as_mut() {
+        g.priority_class_name = Some("high".into());
+    }
+    h.send(job_event(Change::Apply(high)));
+    let a = h.cycle();
+    assert_eq!(h.state("high"), Some(GroupState::Admitted), "{a:?}");
 }
