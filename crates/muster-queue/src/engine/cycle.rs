@@ -45,11 +45,15 @@ impl Ord for Share {
     }
 }
 
-/// Where a queue's next group stands in the global order, compared field by field: higher
-/// priority first, then the queue with the lower fair share, then the earlier order time, then
-/// submission order. The queue's index (in the configuration) says whose head it is.
+/// Where a queue's next group stands in the global order, compared field by field: a group its
+/// queue's nominal quota holds before one that would borrow (as Kueue orders its heads: else a
+/// borrower could take the room just before the group that owns it, which would then have to
+/// reclaim it, evicting what was just admitted), then higher priority, then the queue with the
+/// lower fair share, then the earlier order time, then submission order. The queue's index (in
+/// the configuration) says whose head it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct HeadKey {
+    borrows: bool,
     neg_priority: i64,
     share: Share,
     order_time: i64,
@@ -58,8 +62,15 @@ pub(super) struct HeadKey {
 }
 
 impl HeadKey {
-    pub(super) fn new(pk: PendingKey, share: f64, queue: usize) -> Self {
-        Self { neg_priority: pk.neg_priority, share: Share(share), order_time: pk.order_time, seq: pk.seq, queue }
+    pub(super) fn new(pk: PendingKey, borrows: bool, share: f64, queue: usize) -> Self {
+        Self {
+            borrows,
+            neg_priority: pk.neg_priority,
+            share: Share(share),
+            order_time: pk.order_time,
+            seq: pk.seq,
+            queue,
+        }
     }
 
     pub(super) fn pending_key(&self) -> PendingKey {
@@ -95,14 +106,28 @@ impl Heads {
             Some(l) => p.range((Bound::Excluded(l), Bound::Unbounded)).next().map(|(k, _)| *k),
         };
         if let Some(pk) = next {
-            // Shares order queues among themselves: one queue needs none.
-            let share = if self.queues.len() > 1 { e.fair_share(name) } else { 0.0 };
-            self.set.insert(HeadKey::new(pk, share, qi));
+            // Borrowing and shares order queues among themselves: one queue needs neither.
+            let (borrows, share) = match self.queues.len() > 1 {
+                true => (e.would_borrow(&p[&pk]), e.fair_share(name)),
+                false => (false, 0.0),
+            };
+            self.set.insert(HeadKey::new(pk, borrows, share, qi));
         }
     }
 
     fn pop(&mut self) -> Option<HeadKey> {
         self.set.pop_first()
+    }
+}
+
+impl Engine {
+    /// Whether admitting pending group `p` (its minimum) would take its queue past its nominal
+    /// quota of something it asks.
+    fn would_borrow(&self, p: &PendingGroup) -> bool {
+        let g = self.groups.at(p.slot);
+        let request = &g.spec.request;
+        let asks = crate::quota::Asks::of(request).with(request.min_members);
+        crate::quota::would_borrow(&self.compiled, &self.usage, &g.spec.queue, &asks)
     }
 }
 

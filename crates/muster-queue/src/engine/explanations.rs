@@ -119,13 +119,14 @@ impl Engine {
 
     /// Every pending group with its queue and 1-based position there, in the cycle's global order
     /// (see [`HeadKey`]) at the fair shares of now, so that estimates stack up as the scheduler
-    /// would take the groups.
+    /// would take the groups. Whether a group would borrow is left out: that depends on what is
+    /// admitted before it, and a queue's groups keep their order.
     fn global_order(&self) -> Vec<(PendingKey, String, usize, GroupKey)> {
         let mut order: Vec<(HeadKey, String, usize, GroupKey)> = Vec::new();
         for (qi, q) in self.config.queues.iter().enumerate() {
             let share = self.fair_share(&q.name);
             for (i, (pk, k)) in self.pending[&q.name].iter().enumerate() {
-                order.push((HeadKey::new(*pk, share, qi), q.name.clone(), i + 1, GroupKey::clone(k)));
+                order.push((HeadKey::new(*pk, false, share, qi), q.name.clone(), i + 1, GroupKey::clone(k)));
             }
         }
         order.sort_by_key(|a| a.0);
