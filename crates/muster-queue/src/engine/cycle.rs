@@ -124,7 +124,10 @@ impl Engine {
     /// Whether admitting pending group `p` (its minimum) would take its queue past its nominal
     /// quota of something it asks.
     fn would_borrow(&self, p: &PendingGroup) -> bool {
-        let g = self.groups.at(p.slot);
+        self.group_would_borrow(self.groups.at(p.slot))
+    }
+
+    fn group_would_borrow(&self, g: &Group) -> bool {
         let request = &g.spec.request;
         let asks = crate::quota::Asks::of(request).with(request.min_members);
         crate::quota::would_borrow(&self.compiled, &self.usage, &g.spec.queue, &asks)
@@ -226,11 +229,19 @@ impl Engine {
     /// move with time), and nothing the cycle does besides placing groups could move them
     /// (elastic groups growing or giving way, start windows, calendar windows to make).
     fn reservations_still_best(&self) -> bool {
-        let heads: Vec<(&str, i64)> = (self.pending.iter())
-            .filter_map(|(q, p)| p.keys().next().map(|pk| (q.as_str(), -pk.neg_priority)))
+        let heads: Vec<(&str, bool, i64)> = (self.pending.iter())
+            .filter_map(|(q, p)| p.iter().next().map(|(pk, h)| (q.as_str(), self.would_borrow(h), -pk.neg_priority)))
             .collect();
-        let alone_in_line =
-            |r: &Group| heads.iter().all(|&(q, priority)| q == r.spec.queue || priority < i64::from(r.priority));
+        // Another queue's head comes after `r` only if it would borrow and `r` would not, or both
+        // alike and it has the lower priority (`HeadKey`'s first fields).
+        let alone_in_line = |r: &Group| {
+            let r_borrows = self.group_would_borrow(r);
+            heads.iter().all(|&(q, borrows, priority)| {
+                q == r.spec.queue
+                    || (borrows && !r_borrows)
+                    || (borrows == r_borrows && priority < i64::from(r.priority))
+            })
+        };
         self.reservations_current
             && self.elastic.is_empty()
             && self.config.queues.iter().all(|q| q.readiness.max_starting_members.is_none())
