@@ -55,6 +55,8 @@ pub enum GraphError {
     FixedShape(u64),
     #[error("allocation {alloc} would have {wanted} members; its group allows at most {max}")]
     TooManyMembers { alloc: u64, wanted: u32, max: u32 },
+    #[error("allocation {alloc} grows its optional set by {wanted} members; it takes all {whole} at once, or none")]
+    PartOfOptionalSet { alloc: u64, wanted: u32, whole: u32 },
     #[error("allocation {alloc} holds {held} members; at least {min} (and at least 1) are needed")]
     TooFewMembers { alloc: u64, held: u32, min: u32 },
     #[error("node {node:?} has {free} {resource} free, {needed} is needed")]

@@ -1,7 +1,7 @@
 //! What a group asks for: the Kubernetes-shaped group form, and Flux jobspec version 1, both turned
 //! into one `GroupRequest`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -73,7 +73,10 @@ pub struct SocketRequest {
 
 /// One set of alike members within a group of several (a launcher and its workers, a head and
 /// each worker group, a prefill and a decode gang): what one member asks, where it may run, and
-/// the domain its members must (or would rather) share inside the group's.
+/// the domain its members must (or would rather) share inside the group's. A set whose minimum
+/// is 0 is optional: a gang of its own that the group starts without and takes on later, all
+/// `max` members at once or none (k of n alike replicas: the first k required, the rest
+/// optional).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberSet {
     pub name: String,
@@ -192,13 +195,13 @@ impl GroupRequest {
         if sets.is_empty() {
             return Err(SetError { path: "sets".into(), message: "a group of sets needs at least one set".into() });
         }
-        let mut names = std::collections::BTreeSet::new();
+        let mut names = BTreeSet::new();
         let (mut min, mut max) = (0u64, 0u64);
         for (i, s) in sets.iter().enumerate() {
             if s.name.is_empty() || !names.insert(s.name.as_str()) {
                 return Err(err(i, "name", format!("{:?}: each set needs a name of its own", s.name)));
             }
-            if s.min_members == 0 || s.min_members > s.max_members {
+            if s.max_members == 0 || s.min_members > s.max_members {
                 return Err(err(
                     i,
                     "members",
@@ -212,6 +215,14 @@ impl GroupRequest {
             return Err(SetError {
                 path: "sets".into(),
                 message: format!("{max} members in all; at most {MAX_MEMBERS}"),
+            });
+        }
+        if min == 0 {
+            return Err(SetError {
+                path: "sets".into(),
+                message: "every set is optional, so the group could start with nothing; make at least one set \
+                          required"
+                    .into(),
             });
         }
         if self.shrinkable && min == max {
@@ -246,13 +257,21 @@ impl GroupRequest {
                 message: "sub-groups gather sets; give the group sets, or drop its sub-groups".into(),
             });
         }
-        let (mut names, mut taken) = (std::collections::BTreeSet::new(), BTreeMap::new());
+        let (mut names, mut taken) = (BTreeSet::new(), BTreeMap::new());
         for (i, g) in subgroups.iter().enumerate() {
             if g.name.is_empty() || !names.insert(g.name.as_str()) {
                 return Err(err(i, "name", format!("{:?}: each sub-group needs a name of its own", g.name)));
             }
             if g.sets.is_empty() {
                 return Err(err(i, "sets", "a sub-group needs at least one set".into()));
+            }
+            if g.sets.iter().all(|name| self.sets.iter().any(|s| s.name == *name && s.min_members == 0)) {
+                return Err(err(
+                    i,
+                    "sets",
+                    "every set of the sub-group is optional; make one of them required, or leave the sub-group out"
+                        .into(),
+                ));
             }
             for (j, set) in g.sets.iter().enumerate() {
                 if !self.sets.iter().any(|s| s.name == *set) {
@@ -311,7 +330,41 @@ impl GroupRequest {
     /// sets (a group that lost its launcher has too few, whatever its workers).
     pub fn meets_minimum(&self, held: impl IntoIterator<Item = u32>) -> bool {
         let counts = self.held_per_set(held);
-        counts.iter().zip(self.split(self.min_members)).all(|(n, min)| *n >= min.max(1))
+        counts.iter().zip(self.split(self.min_members)).enumerate().all(|(k, (n, min))| *n >= self.least_of(k, min))
+    }
+
+    /// The fewest members set `k` may hold when its share of the group's minimum is `min`: at
+    /// least 1, but for an optional set, which may hold none.
+    fn least_of(&self, k: usize, min: u32) -> u32 {
+        if self.is_optional(k) { min } else { min.max(1) }
+    }
+
+    /// Whether set `k` is optional (its minimum is 0): placed with all its members or none.
+    pub fn is_optional(&self, k: usize) -> bool {
+        self.sets.get(k).is_some_and(|s| s.min_members == 0)
+    }
+
+    /// The most members, at most `members`, that take each optional set whole or not at all:
+    /// `members` cut back to the last whole step of [`GroupRequest::member_steps`].
+    pub fn whole_count(&self, members: u32) -> u32 {
+        let mut left = members;
+        for (k, n) in self.member_steps() {
+            if left == 0 || (left < n && self.is_optional(k)) {
+                break;
+            }
+            left -= n.min(left);
+        }
+        members - left
+    }
+
+    /// `chosen` of the members `held`, with every held member of each optional set that one of
+    /// them is in: an optional set is given back whole, never left part-placed.
+    pub fn with_whole_sets(&self, chosen: BTreeSet<u32>, held: impl IntoIterator<Item = u32>) -> BTreeSet<u32> {
+        let touched: BTreeSet<usize> =
+            chosen.iter().map(|&i| self.set_of(i).0).filter(|&k| self.is_optional(k)).collect();
+        let mut all = chosen;
+        all.extend(held.into_iter().filter(|&i| touched.contains(&self.set_of(i).0)));
+        all
     }
 
     /// How many of the members `held` each set has.
@@ -403,7 +456,7 @@ impl GroupRequest {
         let mut surplus = Vec::new();
         for (k, mut members) in by_set.into_iter().enumerate().rev() {
             members.sort_unstable_by(|a, b| b.cmp(a));
-            let extra = members.len().saturating_sub(minimums[k].max(1) as usize);
+            let extra = members.len().saturating_sub(self.least_of(k, minimums[k]) as usize);
             surplus.extend(members.into_iter().take(extra));
         }
         surplus
@@ -450,9 +503,11 @@ impl GroupRequest {
         (u128::from(run_time) * u128::from(max)).div_ceil(u128::from(members)).min(u128::from(MAX_DURATION)) as u64
     }
 
-    /// The same request allowed at most `max` members (a quota or start window narrowed it): its
-    /// duration becomes the run time with `max`, so that the work stays the same.
+    /// The same request allowed at most `max` members (a quota or start window narrowed it), cut
+    /// back to whole optional sets ([`GroupRequest::whole_count`]): its duration becomes the run
+    /// time with that max, so that the work stays the same.
     pub fn narrowed_to(&self, max: u32) -> GroupRequest {
+        let max = self.whole_count(max).max(self.min_members);
         let mut r = self.clone();
         r.duration = self.run_time_with(max);
         r.set_bounds(self.min_members, max);
@@ -605,6 +660,9 @@ struct SetForm {
     tolerations: Vec<Toleration>,
     #[serde(default)]
     topology: Option<TopologyConstraint>,
+    /// A gang of its own the group may start without: all its members or none.
+    #[serde(default)]
+    optional: bool,
 }
 
 fn check_duration(file: &str, path: &str, seconds: f64) -> Result<Option<u64>, InputError> {
@@ -732,7 +790,19 @@ fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputErr
     let mut sets = Vec::new();
     for (i, f) in form.sets.iter().enumerate() {
         let path = |field: &str| format!("sets[{i}].{field}");
-        let (min_members, max_members) = f.members.bounds(file, &path("members"))?;
+        let (min_members, max_members) = match f.members.bounds(file, &path("members"))? {
+            (min, max) if f.optional && min < max => {
+                return Err(InputError::new(
+                    file,
+                    path("members"),
+                    format!(
+                        "{min}..{max}: an optional set is placed whole, all its members or none; give it one count"
+                    ),
+                ));
+            }
+            (_, max) if f.optional => (0, max),
+            bounds => bounds,
+        };
         check_affinity(file, &path("affinity"), &f.affinity)?;
         check_devices(&f.devices).map_err(|(p, m)| InputError::new(file, format!("{}{p}", path("devices")), m))?;
         sets.push(MemberSet {

@@ -540,11 +540,14 @@ impl ResourceGraph {
         if count > room {
             return Err(GraphError::TooManyMembers { alloc: id, wanted: held + count, max: held + room });
         }
+        if count < room && alloc.request.is_optional(k) {
+            return Err(GraphError::PartOfOptionalSet { alloc: id, wanted: count, whole: room });
+        }
         let (extra, first) = Self::grow_request(alloc, k, count);
         let d = Demand::resolve(&self.graph, &extra).map_err(|u| GraphError::UnknownResource(u.0))?;
         let policy = extra.policy.unwrap_or(self.policy);
         let window = Window::Now { now, end: alloc.end };
-        let found = self.growth_scopes(alloc, k).into_iter().find_map(|scope| {
+        let found = self.extra_scopes(alloc, k, &d, window).into_iter().find_map(|scope| {
             let (p, _) = self.graph.search(&d, window, policy, scope);
             (placed_units(&p) >= d.min_units).then_some((p, scope))
         });

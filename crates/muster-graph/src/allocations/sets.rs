@@ -225,21 +225,51 @@ impl ResourceGraph {
     /// Adds to set `k` of `alloc` as many members as fit up to its max (demand `d`), after every
     /// set's minimum is placed: in the domains its members' growth would take
     /// ([`Self::growth_scopes`]), the innermost first.
+    /// An optional set is placed the same way, but whole or not at all, and within one domain of
+    /// its own level when it has one.
     fn place_extras(&mut self, d: &Demand, k: usize, alloc: &mut Allocation, window: Window, policy: Policy) {
         if d.max_units <= d.min_units {
             return;
         }
         let mut next = first_member(&alloc.request, k) + d.members(d.min_units);
-        let mut extra = Demand { min_units: 0, max_units: d.max_units - d.min_units, ..d.clone() };
-        for scope in self.growth_scopes(alloc, k) {
+        let whole = alloc.request.is_optional(k);
+        let units = d.max_units - d.min_units;
+        let mut extra = Demand { min_units: if whole { units } else { 0 }, max_units: units, ..d.clone() };
+        for scope in self.extra_scopes(alloc, k, &extra, window) {
             if extra.max_units == 0 {
                 break;
             }
             let (p, _) = self.graph.search(&extra, window, policy, scope);
             let placed = placed_units(&p);
+            if placed < extra.min_units {
+                continue;
+            }
             self.add_set_members(alloc, &extra, &p, next);
             (extra.max_units, next) = (extra.max_units - placed, next + extra.members(placed));
+            extra.min_units = extra.min_units.min(extra.max_units);
         }
+    }
+
+    /// Where set `k` of `alloc` takes members beyond its minimum (demand `d`), in the order to
+    /// try: [`Self::growth_scopes`], and for a set with a level of its own that holds no member
+    /// yet (an optional set), each domain of that level inside them, as a set is first placed.
+    pub(super) fn extra_scopes(
+        &self,
+        alloc: &Allocation,
+        k: usize,
+        d: &Demand,
+        window: Window,
+    ) -> Vec<Option<VertexId>> {
+        let scopes = self.growth_scopes(alloc, k);
+        let req = &alloc.request;
+        let own = req.sets.get(k).and_then(|s| s.topology.as_ref());
+        let Some(own) = own.filter(|_| !alloc.members.iter().any(|m| req.set_of(m.index).0 == k)) else {
+            return scopes;
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        let within =
+            scopes.into_iter().flat_map(|s| self.scopes_within(Some(own), std::slice::from_ref(d), &[0], window, s));
+        within.filter(|s| seen.insert(*s)).collect()
     }
 
     /// Writes placement `p` (of demand `d`) into `alloc` and the graph, its members numbered from
