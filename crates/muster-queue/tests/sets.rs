@@ -194,3 +194,51 @@ fn an_elastic_group_grown_by_part_of_its_room_grows_again_once_its_new_members_a
     assert_eq!(e.group(&key("g")).unwrap().member_count(), 5, "and by the third once they are ready");
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn optional_replicas_are_admitted_and_grown_whole_within_the_quota() {
+    // One of three replicas of 2 members x 2 cpu: r0 required, r1 and r2 optional. The queue's
+    // 12 cpu less a filler's 2 leave room for 5 members: r0 and r1, not half of r2.
+    let mut c = EngineConfig::single_queue("q");
+    c.queues[0].quotas.insert(
+        "cpu".into(),
+        muster_queue::config::QuotaSpec { nominal: 12.into(), borrowing_limit: None, lending_limit: None },
+    );
+    let mut e = engine(graph(4, 8), c);
+    e.submit(spec("filler", "q", 1, 2, Some(50), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let replica = |name: &str, min: u32| MemberSet {
+        name: name.into(),
+        min_members: min,
+        max_members: 2,
+        requests: vec![("cpu".into(), 2000)],
+        devices: Vec::new(),
+        filter: Default::default(),
+        topology: None,
+    };
+    let request = GroupRequest::simple("serve", 1, &[])
+        .with_sets(vec![replica("r0", 2), replica("r1", 0), replica("r2", 0)])
+        .unwrap();
+    e.submit(GroupSpec { key: key("serve"), queue: "q".into(), priority_class: None, request, submitted_at: 1 }, 1)
+        .unwrap();
+    let ts = e.schedule(1);
+    ready_all(&mut e, &ts, 1);
+    let members = |e: &muster_queue::Engine| e.group(&key("serve")).unwrap().member_indices();
+    assert_eq!(members(&e), [0, 1, 2, 3], "r0 and r1 whole");
+    // The filler's 2 cpu free 1 member's quota: r2 stays out until both of its members fit.
+    e.submit(spec("small", "q", 1, 2, Some(30), 2), 2).unwrap();
+    let ts = e.schedule(2);
+    ready_all(&mut e, &ts, 2);
+    e.finished(&key("filler"), true, 10).unwrap();
+    e.schedule(10);
+    assert_eq!(members(&e), [0, 1, 2, 3], "room for one member of r2 is no room for r2");
+    e.finished(&key("small"), true, 30).unwrap();
+    let ts = e.schedule(30);
+    let grown = ts.iter().find_map(|t| match &t.reason {
+        Reason::Grown { members } => Some(members.clone()),
+        _ => None,
+    });
+    assert_eq!(grown, Some(vec![4, 5]), "{ts:?}");
+    e.check_invariants().unwrap();
+}

@@ -49,6 +49,11 @@ impl Engine {
             let (qmax, _) =
                 quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &asks, u32::MAX, &|_, a| a.to_string());
             let mut want = room.min(g.spec.request.max_members - cur).min(qmax);
+            // An optional set comes whole: all its members, or it waits.
+            let whole = g.spec.request.is_optional(set);
+            if whole && want < room {
+                continue;
+            }
             let alloc_id = g.allocation.as_ref().map_or(0, |a| a.alloc_id);
             let id = self.graph_alloc[&key];
             while want > 0 {
@@ -62,7 +67,8 @@ impl Engine {
                         self.step(&key, GroupState::Running, Reason::Grown { members: added }, Some(rec), out);
                         break;
                     }
-                    Ok(None) => want /= 2,
+                    Ok(None) if !whole => want /= 2,
+                    Ok(None) => break,
                     Err(_) => break,
                 }
             }

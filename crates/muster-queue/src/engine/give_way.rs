@@ -60,6 +60,7 @@ impl Engine {
                     .filter(|m| members.contains(&m.index) && nodes.contains(&m.node))
                     .map(|m| m.index)
                     .collect();
+                let there = self.groups[&k].spec.request.with_whole_sets(there, members.iter().copied());
                 (k, there)
             })
             .filter(|(_, members)| !members.is_empty())

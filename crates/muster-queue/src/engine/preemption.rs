@@ -102,6 +102,7 @@ impl Engine {
                 .filter(|m| surplus.contains(&m.index) && nodes.contains(&m.node))
                 .map(|m| m.index)
                 .collect();
+            let on_nodes = self.groups[&k].spec.request.with_whole_sets(on_nodes, surplus.iter().copied());
             self.unshrink(&k, saved);
             if !on_nodes.is_empty() {
                 there.insert(k.clone(), on_nodes);
