@@ -19,6 +19,7 @@ fn ray_cluster(workers: u32, suspended: bool) -> WorkloadView {
         affinity: vec![],
         tolerations: vec![],
         topology: None,
+        optional: false,
     };
     let mut view = job("rc", 1 + i64::from(workers), 0);
     let group = view.group.as_mut().unwrap();

@@ -7,8 +7,10 @@
 //! until both PodGroups' pods exist, then all five are bound at once, each set in one rack, both
 //! in one block, each pod on a member of its own set; both PodGroups are marked scheduled, and
 //! the group runs to the end. A gang that may start with fewer children than it has (k of n) is
-//! refused, naming the field. A tree of three levels (two replicas kept each within a rack, each
-//! a leader and workers, both in one block) is placed with each replica's pods in one rack.
+//! refused, naming the field, when its children differ. A tree of three levels (two replicas
+//! kept each within a rack, each a leader and workers, both in one block) is placed with each
+//! replica's pods in one rack. Two of five alike replicas (k of n) start with the three racks
+//! free, and the fourth takes a rack whole once one comes free.
 //!
 //! hack/e2e/test-muster-composite.sh starts muster and the over-commit checker (`muster-harness
 //! overcommit`) around this test.
@@ -191,10 +193,10 @@ async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in
     })
     .await;
 
-    // k of n: a gang that may start with one of its two PodGroups is refused.
+    // k of n over PodGroups that differ is refused: any one would not serve as well.
     composite_pod_group(&client, "either", None, 1, None).await;
     pod_group(&client, "either-a", "either", 1, None).await;
-    pod_group(&client, "either-b", "either", 1, None).await;
+    pod_group(&client, "either-b", "either", 2, None).await;
     let e = pods.create(&post, &pod("either-a-0", "either-a", 1, 5)).await.expect_err("a k-of-n gang's pod is refused");
     assert!(e.to_string().contains("minGroupCount is 1, below its 2 child groups"), "{e}");
 
@@ -244,4 +246,58 @@ async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in
         group.spec.subgroups.iter().map(|g| (g.name.as_str(), g.sets.as_slice())).collect();
     let (r0, r1) = (["r0-leader".to_string(), "r0-workers".into()], ["r1-leader".to_string(), "r1-workers".into()]);
     assert_eq!(subgroups, [("r0", &r0[..]), ("r1", &r1[..])]);
+    eventually(90, "the group fleet succeeds", || async {
+        let g = Api::<Group>::namespaced(client.clone(), NS).get("fleet").await.ok()?;
+        (g.status?.phase?.to_string() == "Succeeded").then_some(())
+    })
+    .await;
+
+    // k of n: two of five inference replicas, each 8 whole-node pods in one rack. A gang of its
+    // own holds one of the four racks until t=20 s: three replicas start, each in a rack, and the
+    // fourth takes the rack that comes free, all its pods at once; the fifth finds no rack.
+    let blocker = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "blocker"},
+                         "spec": {"schedulingPolicy": {"gang": {"minCount": 8}},
+                                  "schedulingConstraints": {"topology": [{"key": "muster.dev/rack"}]}}});
+    create(&client, &resource("v1beta1", "PodGroup", "podgroups"), blocker).await;
+    let blockers: Vec<String> = (0..8).map(|i| format!("blocker-{i}")).collect();
+    for name in &blockers {
+        pods.create(&post, &pod(name, "blocker", 8, 20)).await.expect("a blocker pod is admitted");
+    }
+    eventually(60, "the blocker's rack is taken", || nodes_of(&pods, &blockers)).await;
+    composite_pod_group(&client, "replicas", None, 2, None).await;
+    let mut replica_pods = Vec::new();
+    for r in 0..5 {
+        let pod_group_name = format!("replica-{r}");
+        pod_group(&client, &pod_group_name, "replicas", 8, Some("muster.dev/rack")).await;
+        let names: Vec<String> = (0..8).map(|i| format!("replica-{r}-{i}")).collect();
+        for name in &names {
+            let made = pods.create(&post, &pod(name, &pod_group_name, 8, 60)).await.expect("a replica pod");
+            let optional = made.labels().get("muster.dev/set-min").map(String::as_str);
+            assert_eq!(optional, (r >= 2).then_some("0"), "{name}: the replicas beyond the first two are optional");
+        }
+        replica_pods.push(names);
+    }
+    let first_three = replica_pods[..3].concat();
+    let bound = eventually(60, "three replicas are bound", || nodes_of(&pods, &first_three)).await;
+    let rack_of = |bound: &BTreeMap<String, String>, names: &[String]| -> BTreeSet<String> {
+        names
+            .iter()
+            .filter_map(|n| bound.get(n))
+            .map(|node| label(&nodes, node, "muster.dev/rack").to_string())
+            .collect()
+    };
+    let unbound = |bound: &BTreeMap<String, String>, names: &[String]| names.iter().all(|n| !bound.contains_key(n));
+    for names in &replica_pods[..3] {
+        assert_eq!(rack_of(&bound, names).len(), 1, "each replica in one rack: {bound:?}");
+    }
+    assert!(unbound(&bound, &replica_pods[3]) && unbound(&bound, &replica_pods[4]), "{bound:?}");
+    let group = Api::<Group>::namespaced(client.clone(), NS).get("replicas").await.expect("the Group replicas exists");
+    let optional: Vec<bool> = group.spec.sets.iter().map(|s| s.optional).collect();
+    assert_eq!(optional, [false, false, true, true, true]);
+    assert_eq!((group.spec.members.min, group.spec.members.max), (16, Some(40)));
+    let fourth = &replica_pods[3];
+    let bound = eventually(60, "the fourth replica takes the freed rack", || nodes_of(&pods, fourth)).await;
+    assert_eq!(rack_of(&bound, fourth).len(), 1, "{bound:?}");
+    assert!(unbound(&bound, &replica_pods[4]), "no rack is left for the fifth: {bound:?}");
+    pods.delete_collection(&Default::default(), &ListParams::default()).await.expect("the test's pods are deleted");
 }

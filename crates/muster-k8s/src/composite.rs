@@ -6,10 +6,16 @@
 //! group's, a PodGroup's that of its set, and one of a CompositePodGroup between them makes the
 //! PodGroups below it a sub-group kept within one domain of that level.
 //!
-//! What muster cannot keep is refused, naming the object and field: a gang whose `minGroupCount`
-//! is below its number of children (k of n), a topology constraint on a CompositePodGroup below
-//! another that has one (below the root), a PodGroup without a gang policy. A basic CompositePodGroup lets its children run
-//! apart; muster places them together all the same.
+//! A CompositePodGroup whose gang `minGroupCount` k is below its n children (k of n replicas)
+//! starts once k of them are placed: its PodGroups, in name order, are k required sets and n - k
+//! optional ones, each placed whole when room comes (`muster_graph::jobspec::MemberSet`). So
+//! that any k serve, they must be alike: PodGroups only, of one `minCount` and one topology
+//! level (the pods of each must ask alike too, which the group's sets then show).
+//!
+//! What muster cannot keep is refused, naming the object and field: k of n over children that
+//! are not alike PodGroups, a topology constraint on a CompositePodGroup below another that has
+//! one (below the root), a PodGroup without a gang policy. A basic CompositePodGroup lets its
+//! children run apart; muster places them together all the same.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,6 +53,8 @@ pub struct CompositeSet {
     /// The CompositePodGroup between it and the root that keeps it and its siblings within one
     /// domain of a level, by name, and that level.
     pub subgroup: Option<(String, &'static str)>,
+    /// One of the n - k replicas of a k-of-n CompositePodGroup its group may start without.
+    pub optional: bool,
 }
 
 impl Composite {
@@ -177,11 +185,12 @@ impl Tree<'_> {
             .copied()
             .filter(|k| parent_is_here(k.spec.parent_composite_pod_group_name.as_deref()))
             .collect();
-        let leaves: Vec<&PodGroup> = self
+        let mut leaves: Vec<&PodGroup> = self
             .pod_groups
             .iter()
             .filter(|pg| parent_is_here(pg.spec.parent_composite_pod_group_name.as_deref()))
             .collect();
+        leaves.sort_by_key(|pg| pg.metadata.name.clone());
         let count = children.len() + leaves.len();
         let policy = &c.spec.scheduling_policy;
         let field = format!("CompositePodGroup {ns}/{here}: spec.schedulingPolicy.gang.minGroupCount");
@@ -192,12 +201,8 @@ impl Tree<'_> {
                      CompositePodGroups before their pods"
                 ));
             }
-            Some(min) if usize::try_from(min).is_ok_and(|m| m < count) => {
-                return Err(format!(
-                    "{field} is {min}, below its {count} child groups: muster places every child group of a gang \
-                     at once and cannot start {min} of them alone; set minGroupCount to {count}, or leave these \
-                     pods to kube-scheduler (remove the queue label)"
-                ));
+            Some(min) if min < 1 => {
+                return Err(format!("{field} is {min}; a gang needs at least 1 child group, or leave the gang out"));
             }
             _ if count == 0 => {
                 return Err(format!(
@@ -206,8 +211,15 @@ impl Tree<'_> {
             }
             _ => {}
         }
-        for pg in leaves {
-            self.leaf(pg, subgroup.clone())?;
+        let required = match policy.gang.as_ref().and_then(|g| usize::try_from(g.min_group_count).ok()) {
+            Some(k) if k < count => {
+                replicas_alike(ns, &field, k, &children, &leaves)?;
+                k
+            }
+            _ => count,
+        };
+        for (i, pg) in leaves.into_iter().enumerate() {
+            self.leaf(pg, subgroup.clone(), i >= required)?;
         }
         for child in children {
             self.walk(child, Some(subgroup.clone()), seen)?;
@@ -215,13 +227,46 @@ impl Tree<'_> {
         Ok(())
     }
 
-    fn leaf(&mut self, pg: &PodGroup, subgroup: Option<(String, &'static str)>) -> Result<(), String> {
+    fn leaf(&mut self, pg: &PodGroup, subgroup: Option<(String, &'static str)>, optional: bool) -> Result<(), String> {
         let members = native_pod_group_min_count(pg, self.max_members)?;
         let pg_name = pg.metadata.name.clone().unwrap_or_default();
         let level = native_pod_group_level(pg).map_err(|e| format!("PodGroup {}/{pg_name}: {e}", self.ns))?;
-        self.sets.push(CompositeSet { name: pg_name, members, level, subgroup });
+        self.sets.push(CompositeSet { name: pg_name, members, level, subgroup, optional });
         Ok(())
     }
+}
+
+/// The children of a k-of-n CompositePodGroup (`field` its minGroupCount) must be alike replicas
+/// for any k of them to serve: PodGroups, each of one gang `minCount` and topology level.
+fn replicas_alike(
+    ns: &str,
+    field: &str,
+    k: usize,
+    children: &[&CompositePodGroup],
+    leaves: &[&PodGroup],
+) -> Result<(), String> {
+    let count = children.len() + leaves.len();
+    if let Some(c) = children.first() {
+        return Err(format!(
+            "{field} is {k}, below its {count} child groups, and CompositePodGroup {ns}/{} is one of them: muster \
+             starts k of n child groups only when they are PodGroups; set minGroupCount to {count}, or make the \
+             children PodGroups",
+            name(c)
+        ));
+    }
+    let shape = |pg: &PodGroup| (native_pod_group_min_count(pg, u32::MAX).ok(), native_pod_group_level(pg).ok());
+    let first = leaves[0];
+    if let Some(other) = leaves.iter().find(|pg| shape(pg) != shape(first)) {
+        let pg_name = |pg: &PodGroup| pg.metadata.name.clone().unwrap_or_default();
+        return Err(format!(
+            "{field} is {k}, below its {count} child groups, but PodGroup {ns}/{} differs from {ns}/{} in its gang \
+             minCount or topology: any {k} of them must serve alike; make the PodGroups alike, or set minGroupCount \
+             to {count}",
+            pg_name(other),
+            pg_name(first)
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -127,6 +127,11 @@ pub struct GroupSet {
     /// The set's members within one domain of a level, inside the group's own domain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyConstraint>,
+    /// A gang of its own the Group may start without (one of k of n replicas beyond the first
+    /// k): all `members.min` members, placed together, or none; the Group takes it on later as
+    /// room comes. The Group's `members.min` leaves it out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// How many members: exactly `min`, or elastic up to `max`.
@@ -588,7 +593,19 @@ impl GroupSpec {
         let mut sets = Vec::new();
         for (i, s) in self.sets.iter().enumerate() {
             let at = format!("spec.sets[{i}]");
-            let (min_members, max_members) = member_bounds(&file, &format!("{at}.members"), &s.members)?;
+            let (min_members, max_members) = match member_bounds(&file, &format!("{at}.members"), &s.members)? {
+                (min, max) if s.optional && min < max => {
+                    return Err(err(
+                        format!("{at}.members.max"),
+                        format!(
+                            "an optional set is placed whole, all its members or none; drop max, or make {min}..{max} \
+                             a required elastic set"
+                        ),
+                    ));
+                }
+                (_, max) if s.optional => (0, max),
+                bounds => bounds,
+            };
             sets.push(MemberSet {
                 name: s.name.clone(),
                 min_members,

@@ -11,7 +11,7 @@ use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, TrainJob, pod_group_min_member};
 use muster_k8s::labels::{
     GROUP, GROUP_SIZE, POD_GROUP_ALIAS, PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME,
-    SCHEDULING_GATE, SET, SET_SIZE, SET_TOPOLOGY, SUBGROUP, SUBGROUP_TOPOLOGY, SUSPEND_REQUESTED,
+    SCHEDULING_GATE, SET, SET_MIN, SET_SIZE, SET_TOPOLOGY, SUBGROUP, SUBGROUP_TOPOLOGY, SUSPEND_REQUESTED,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::workload::{Workload, jobset, mpijob, raycluster, rayjob, trainjob};
@@ -254,6 +254,10 @@ fn pod_create(pod: &Pod, config: &WebhookConfig, native_gang: Option<&NativeGang
             ops.push(add(&["metadata", "labels", SET], json!(set.name)));
             if get(labels, SET_SIZE).is_none() {
                 ops.push(add(&["metadata", "labels", SET_SIZE], json!(set.members.to_string())));
+            }
+            // One of the replicas beyond a k-of-n gang's k: its group may start without it.
+            if set.optional && get(labels, SET_MIN).is_none() {
+                ops.push(add(&["metadata", "labels", SET_MIN], json!("0")));
             }
         }
     } else if let (None, Some(gang)) = (group, gang) {

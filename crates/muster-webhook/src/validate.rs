@@ -834,7 +834,8 @@ impl<S: ClusterState> Checker<'_, S> {
         if let (Ok(_), Err(e)) = (&gang.composite, gang.level()) {
             self.refuse(format!("{NATIVE_GROUP_FIELD}: PodGroup {ns}/{name} has {e}"));
         }
-        if get(labels, SET_MIN).is_some() {
+        let optional = gang.set().is_some_and(|s| s.optional);
+        if get(labels, SET_MIN).is_some() && !optional {
             self.refuse(format!(
                 "{}: a Kubernetes PodGroup's gang starts with its minCount pods, no fewer; remove the label",
                 label_field(SET_MIN)
@@ -842,7 +843,8 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         if let Some(set) = gang.set() {
             let members = set.members.to_string();
-            for (key, want) in [(SET, set.name.as_str()), (SET_SIZE, members.as_str())] {
+            let optional = set.optional.then_some((SET_MIN, "0"));
+            for (key, want) in [(SET, set.name.as_str()), (SET_SIZE, members.as_str())].into_iter().chain(optional) {
                 if get(labels, key) != Some(want) {
                     self.refuse(format!(
                         "{}: {} where PodGroup {ns}/{name} makes it {want:?}; remove the label (muster's mutating \

@@ -902,9 +902,51 @@ async fn pods_of_a_composite_pod_group_are_one_group_with_a_set_per_pod_group() 
         e.contains("metadata.labels[muster.dev/set-min]: a Kubernetes PodGroup's gang starts with its minCount"),
         "{e}"
     );
-    // k of n: muster cannot start one child without the other.
+    // k of n over children that differ: one would not serve as well as the other.
     let s = tree(1);
     let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());
     let e = check_with(&create(&after), &c, &s).await.unwrap_err();
     assert!(e.contains("minGroupCount is 1, below its 2 child groups"), "{e}");
+}
+
+#[tokio::test]
+async fn pods_of_replicas_beyond_a_k_of_n_gang_are_marked_optional() {
+    let c = WebhookConfig::default();
+    // One of two alike replicas, each a gang of 2: replica-b's pods may wait while replica-a runs.
+    let child = |name: &str| {
+        let mut pg = native_pod_group(name, json!({"gang": {"minCount": 2}}));
+        pg.spec.parent_composite_pod_group_name = Some("serve".into());
+        pg
+    };
+    let s = state()
+        .with_composite_pod_group(composite_pod_group("serve", json!({"gang": {"minGroupCount": 1}}), None))
+        .with_native_pod_group(child("replica-b"))
+        .with_native_pod_group(child("replica-a"));
+    let create = |p: &Value| request("CREATE", TENANT, POD, p, None);
+    let native = |name: &str, group: &str| {
+        let mut p = pod(name, "ml", json!({QUEUE: "open"}));
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        p
+    };
+    let a = native("a-0", "replica-a");
+    let a = patched(&a, &patch_with(&create(&a), &c, &s).unwrap());
+    let b = native("b-0", "replica-b");
+    let b = patched(&b, &patch_with(&create(&b), &c, &s).unwrap());
+    assert_eq!(a["metadata"]["labels"]["muster.dev/group-size"], json!("4"), "every replica's pods");
+    assert_eq!(a["metadata"]["labels"].get("muster.dev/set-min"), None, "the first replica by name is required");
+    assert_eq!(b["metadata"]["labels"]["muster.dev/set-min"], json!("0"));
+    assert_eq!(check_with(&create(&a), &c, &s).await, Ok(()));
+    assert_eq!(check_with(&create(&b), &c, &s).await, Ok(()));
+    // The required replica cannot be made optional, nor the optional one required.
+    let mut forged = a.clone();
+    forged["metadata"]["labels"]["muster.dev/set-min"] = json!("0");
+    let e = check_with(&create(&forged), &c, &s).await.unwrap_err();
+    assert!(e.contains("metadata.labels[muster.dev/set-min]: a Kubernetes PodGroup's gang starts"), "{e}");
+    let mut forged = b.clone();
+    forged["metadata"]["labels"].as_object_mut().unwrap().remove("muster.dev/set-min");
+    let e = check_with(&create(&forged), &c, &s).await.unwrap_err();
+    assert!(
+        e.contains("metadata.labels[muster.dev/set-min]: missing where PodGroup ml/replica-b makes it \"0\""),
+        "{e}"
+    );
 }

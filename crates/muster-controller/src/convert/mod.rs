@@ -572,8 +572,11 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
             ));
         }
         set_devices.push(set_first.devices.clone());
+        let optional = min == 0;
+        let min = if optional { size } else { min };
         sets.push(GroupSet {
             name: name.to_string(),
+            optional,
             members: Members { min, max: (min < size).then_some(size) },
             resources: set_spec.resources,
             devices: Vec::new(),
@@ -588,13 +591,13 @@ pub fn plain_sets_spec(pods: &[&PodView]) -> Result<GroupObjectSpec, String> {
             == (&w[1].resources, &w[1].node_selector, &w[1].affinity, &w[1].tolerations, &w[1].topology)
     }) && set_devices.windows(2).all(|w| w[0] == w[1]);
     let subgroups = plain_subgroups(&by_set)?;
-    let elastic = sets.iter().any(|s| s.members.max.is_some());
+    let elastic = sets.iter().any(|s| s.members.max.is_some() || s.optional);
     if alike && subgroups.is_empty() && !elastic {
         return Ok(spec);
     }
-    // The group's bounds are its sets' sums.
-    let (min, max): (i64, i64) =
-        (sets.iter().map(|s| s.members.min).sum(), sets.iter().map(|s| s.members.max.unwrap_or(s.members.min)).sum());
+    // The group's bounds are its sets' sums, its minimum without the optional sets.
+    let min: i64 = sets.iter().filter(|s| !s.optional).map(|s| s.members.min).sum();
+    let max: i64 = sets.iter().map(|s| s.members.max.unwrap_or(s.members.min)).sum();
     let members = if elastic { Members { min, max: Some(max) } } else { spec.members };
     Ok(GroupObjectSpec {
         members,
@@ -641,19 +644,20 @@ fn set_labels(name: &str, pods: &[&PodView]) -> Result<SetLabels, String> {
             }
         }
     }
-    let count = |key: &str, value: &Option<String>, what: &str| -> Result<Option<i64>, String> {
+    let count = |key: &str, value: &Option<String>, least: i64, what: &str| -> Result<Option<i64>, String> {
         let Some(v) = value.as_deref() else { return Ok(None) };
-        let n = v.trim().parse::<i64>().ok().filter(|n| (1..=i64::from(MAX_MEMBERS)).contains(n));
+        let n = v.trim().parse::<i64>().ok().filter(|n| (least..=i64::from(MAX_MEMBERS)).contains(n));
         n.map(Some).ok_or_else(|| {
             format!(
-                "pod {}: label {key}: {v:?} is not a number of members from 1 to {MAX_MEMBERS}; set it to the {what} \
-                 of set {name}",
+                "pod {}: label {key}: {v:?} is not a number of members from {least} to {MAX_MEMBERS}; set it to the \
+                 {what} of set {name}",
                 pods[0].name
             )
         })
     };
-    let size = count(labels::SET_SIZE, &first.size, "members")?;
-    let min = count(labels::SET_MIN, &first.min, "fewest members")?;
+    let size = count(labels::SET_SIZE, &first.size, 1, "members")?;
+    // 0: an optional set, all its pods or none.
+    let min = count(labels::SET_MIN, &first.min, 0, "fewest members")?;
     let topology = first.topology.as_deref().map(|l| required_level(pods[0], labels::SET_TOPOLOGY, l)).transpose()?;
     Ok(SetLabels { size, min, topology })
 }

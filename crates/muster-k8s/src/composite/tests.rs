@@ -125,11 +125,15 @@ fn a_composite_with_a_topology_below_the_root_makes_its_pod_groups_a_sub_group()
 #[test]
 fn what_muster_cannot_keep_is_refused_naming_the_object_and_field() {
     let (mut composites, mut pod_groups) = serving();
-    // k of n: a gang that may start with fewer children than it has.
+    // k of n over children that are not alike: any one of them would not serve as well.
     composites[0] = composite("serve", None, gang(1), None);
     let e = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap_err();
     assert!(e.contains("ml/serve: spec.schedulingPolicy.gang.minGroupCount is 1, below its 2 child groups"), "{e}");
+    assert!(e.contains("PodGroup ml/prefill differs from ml/decode"), "{e}");
     assert!(e.contains("set minGroupCount to 2"), "{e}");
+    composites[0] = composite("serve", None, gang(0), None);
+    let e = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap_err();
+    assert!(e.contains("minGroupCount is 0; a gang needs at least 1 child group"), "{e}");
     // A tree still being made: a child missing, or a parent.
     composites[0] = composite("serve", None, gang(3), None);
     let e = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap_err();
@@ -171,4 +175,36 @@ fn a_pod_group_without_a_gang_policy_is_refused() {
     leaf.spec.scheduling_policy = serde_json::from_value(json!({"basic": {}})).unwrap();
     let e = resolve(&leaf, &composites, std::slice::from_ref(&leaf), 1000).unwrap_err();
     assert!(e.contains("has no spec.schedulingPolicy.gang"), "{e}");
+}
+
+#[test]
+fn k_of_n_alike_replicas_are_k_required_sets_and_the_rest_optional() {
+    // Two of four inference replicas, each a gang of 4 in a rack, all in one block.
+    let composites = vec![composite("serve", None, gang(2), Some("muster.dev/block"))];
+    let replica = |i: u32| pod_group(&format!("replica-{i}"), Some("serve"), 4, Some("muster.dev/rack"));
+    let pod_groups: Vec<PodGroup> = [3, 1, 0, 2].into_iter().map(replica).collect();
+    let got = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap().unwrap();
+    let sets: Vec<(&str, u32, Option<&str>, bool)> =
+        got.sets.iter().map(|s| (s.name.as_str(), s.members, s.level, s.optional)).collect();
+    assert_eq!(
+        sets,
+        [
+            ("replica-0", 4, Some("rack"), false),
+            ("replica-1", 4, Some("rack"), false),
+            ("replica-2", 4, Some("rack"), true),
+            ("replica-3", 4, Some("rack"), true),
+        ],
+        "the first two by name are required"
+    );
+    assert_eq!(got.members(), 16, "every pod of the tree is a member");
+    // Below a sub-group's CompositePodGroup, k of n replicas whose children are trees are refused.
+    let composites = vec![
+        composite("serve", None, gang(1), None),
+        composite("a", Some("serve"), gang(1), None),
+        composite("b", Some("serve"), gang(1), None),
+    ];
+    let pod_groups = vec![pod_group("a-0", Some("a"), 2, None), pod_group("b-0", Some("b"), 2, None)];
+    let e = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap_err();
+    assert!(e.contains("ml/serve: spec.schedulingPolicy.gang.minGroupCount is 1, below its 2 child groups"), "{e}");
+    assert!(e.contains("CompositePodGroup ml/a is one of them"), "{e}");
 }

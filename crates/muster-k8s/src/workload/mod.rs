@@ -393,6 +393,7 @@ impl Shape {
                     affinity: s.placement.affinity.clone(),
                     tolerations: s.placement.tolerations.clone(),
                     topology: None,
+                    optional: false,
                 }
             })
             .collect();
