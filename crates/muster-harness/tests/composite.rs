@@ -265,10 +265,12 @@ async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in
     }
     eventually(60, "the blocker's rack is taken", || nodes_of(&pods, &blockers)).await;
     composite_pod_group(&client, "replicas", None, 2, None).await;
+    for r in 0..5 {
+        pod_group(&client, &format!("replica-{r}"), "replicas", 8, Some("muster.dev/rack")).await;
+    }
     let mut replica_pods = Vec::new();
     for r in 0..5 {
         let pod_group_name = format!("replica-{r}");
-        pod_group(&client, &pod_group_name, "replicas", 8, Some("muster.dev/rack")).await;
         let names: Vec<String> = (0..8).map(|i| format!("replica-{r}-{i}")).collect();
         for name in &names {
             let made = pods.create(&post, &pod(name, &pod_group_name, 8, 60)).await.expect("a replica pod");

@@ -582,6 +582,34 @@ fn a_plain_sets_minimum_comes_from_its_pods_label_and_makes_it_elastic() {
 }
 
 #[test]
+fn a_plain_set_of_minimum_zero_is_optional_and_placed_whole() {
+    // Two replicas of 2 pods, the second optional: the group starts with 2 and may take 4.
+    let pod = |name: &str, set: &str, min: Option<&str>| {
+        let mut labels = json!({"muster.dev/group-size": "4", "muster.dev/group-min": "4", "muster.dev/set": set,
+                                "muster.dev/set-size": "2"});
+        if let Some(min) = min {
+            labels["muster.dev/set-min"] = json!(min);
+        }
+        pod_view(&plain_pod(json!({"metadata": {"name": name, "uid": name, "labels": labels},
+            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}})))
+        .unwrap()
+    };
+    let pods = [pod("a0", "a", None), pod("a1", "a", None), pod("b0", "b", Some("0")), pod("b1", "b", Some("0"))];
+    let g = plain_sets_spec(&pods.iter().collect::<Vec<_>>()).unwrap();
+    let sets: Vec<_> = g.sets.iter().map(|s| (s.name.as_str(), s.members.min, s.members.max, s.optional)).collect();
+    assert_eq!(sets, [("a", 2, None, false), ("b", 2, None, true)], "alike, yet apart: b is optional");
+    assert_eq!((g.members.min, g.members.max), (2, Some(4)));
+    let r = g.to_request("serve").unwrap();
+    assert!(r.is_optional(1) && !r.is_optional(0));
+    assert_eq!(r.whole_count(3), 2, "all of b or none of it");
+    // In a Group object an optional set takes one count.
+    let mut form = g.clone();
+    form.sets[1].members.max = Some(3);
+    let e = form.to_request("serve").unwrap_err().to_string();
+    assert!(e.contains("spec.sets[1].members.max: an optional set is placed whole"), "{e}");
+}
+
+#[test]
 fn a_plain_groups_sub_groups_come_from_its_pods_annotations() {
     // A leader and workers kept in one rack, beside a set of no sub-group: alike in what they
     // ask, the sets stay apart because the sub-group names two of them.
