@@ -125,6 +125,19 @@ fn planning_config() -> EngineConfig {
     c
 }
 
+/// [`config`]'s quotas, borrowing limits and cohort tree, with no preemption and no readiness
+/// timeouts: groups wait for quota as well as for reservations.
+fn quota_planning_config() -> EngineConfig {
+    let mut c = config();
+    for q in &mut c.queues {
+        q.preemption = PreemptionConfig::default();
+        q.readiness.timeout_s = None;
+        q.readiness.recovery_timeout_s = None;
+    }
+    c.queues[0].policy = QueuePolicy::Conservative { depth: 3 };
+    c
+}
+
 struct Run {
     e: Engine,
     now: i64,
@@ -248,38 +261,15 @@ proptest! {
     /// reservation assumes; most cycles then follow only new arrivals and keep what they can.
     #[test]
     fn keeping_reservations_decides_as_planning_them_afresh(ops in prop::collection::vec(planning_op(), 1..80)) {
-        let mut run = Run::with(planning_config());
-        for o in &ops {
-            let Op::Tick(dt) = o else {
-                run.apply(o)?;
-                continue;
-            };
-            let now = run.now + dt;
-            run.now = now;
-            let ended: Vec<GroupKey> = (run.e.groups())
-                .filter(|g| g.allocation.as_ref().is_some_and(|a| a.end <= now))
-                .map(|g| g.spec.key.clone())
-                .collect();
-            for k in ended {
-                run.log.extend(run.e.finished(&k, true, now).unwrap());
-            }
-            let mut fresh = Engine::restore(graph(6, 4), run.e.snapshot()).unwrap();
-            let kept = run.e.schedule(now);
-            if !run.e.last_cycle().ran {
-                continue;
-            }
-            let planned = fresh.schedule(now);
-            let decisions = |ts: &[Transition]| {
-                ts.iter().map(|t| (t.key.clone(), t.from, t.to, format!("{:?}", t.reason))).collect::<Vec<_>>()
-            };
-            prop_assert_eq!(decisions(&kept), decisions(&planned));
-            for t in kept.iter().filter(|t| t.to == GroupState::Admitted) {
-                let members = t.allocation.as_ref().map_or(0, |a| a.members.len() as u32);
-                run.log.extend(run.e.pods_ready(&t.key, members, now).unwrap());
-            }
-            run.log.extend(kept);
-            run.e.check_invariants().map_err(TestCaseError::fail)?;
-        }
+        check_keeping(planning_config(), &ops)?;
+    }
+
+    /// The same where quotas, borrowing and a cohort tree hold groups back as well as capacity.
+    #[test]
+    fn keeping_reservations_under_quotas_decides_as_planning_them_afresh(
+        ops in prop::collection::vec(planning_op(), 1..80),
+    ) {
+        check_keeping(quota_planning_config(), &ops)?;
     }
 
     /// Attempts settled the cheap way (a repeat of a request that failed earlier in the cycle, or
@@ -474,4 +464,41 @@ fn snapshot_regression_2() {
         Finish { g: 27, ok: false },
     ];
     check_snapshot(&ops, 34).unwrap();
+}
+
+/// [`keeping_reservations_decides_as_planning_them_afresh`] under `config`.
+fn check_keeping(config: EngineConfig, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut run = Run::with(config);
+    for o in ops {
+        let Op::Tick(dt) = o else {
+            run.apply(o)?;
+            continue;
+        };
+        let now = run.now + dt;
+        run.now = now;
+        let ended: Vec<GroupKey> = (run.e.groups())
+            .filter(|g| g.allocation.as_ref().is_some_and(|a| a.end <= now))
+            .map(|g| g.spec.key.clone())
+            .collect();
+        for k in ended {
+            run.log.extend(run.e.finished(&k, true, now).unwrap());
+        }
+        let mut fresh = Engine::restore(graph(6, 4), run.e.snapshot()).unwrap();
+        let kept = run.e.schedule(now);
+        if !run.e.last_cycle().ran {
+            continue;
+        }
+        let planned = fresh.schedule(now);
+        let decisions = |ts: &[Transition]| {
+            ts.iter().map(|t| (t.key.clone(), t.from, t.to, format!("{:?}", t.reason))).collect::<Vec<_>>()
+        };
+        prop_assert_eq!(decisions(&kept), decisions(&planned));
+        for t in kept.iter().filter(|t| t.to == GroupState::Admitted) {
+            let members = t.allocation.as_ref().map_or(0, |a| a.members.len() as u32);
+            run.log.extend(run.e.pods_ready(&t.key, members, now).unwrap());
+        }
+        run.log.extend(kept);
+        run.e.check_invariants().map_err(TestCaseError::fail)?;
+    }
+    Ok(())
 }
