@@ -203,7 +203,7 @@ impl Engine {
 
     /// The most members (up to the request's max) the quota lets `queue` add now, and, when that
     /// is fewer than max, why (amounts in the graph's units).
-    fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
+    pub(super) fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
         let asks = quota::Asks::of(request);
         let fmt = |r: &str, a: u64| self.show_amount(r, a);
         quota::max_members(&self.compiled, &self.usage, queue, &asks, request.max_members, &fmt)

@@ -226,21 +226,38 @@ impl Engine {
     /// Whether this cycle may keep the reservations the last one made: they are still the
     /// earliest starts (`reservations_current`), none is due, no group of another queue could
     /// come before one of them (queues of one priority are ordered by their fair shares, which
-    /// move with time), and nothing the cycle does besides placing groups could move them
-    /// (elastic groups growing or giving way, start windows, calendar windows to make).
+    /// move with time), each group's quota still holds its minimum (groups admitted since may
+    /// have used it: planned afresh, such a group waits for quota, unreserved), and nothing the
+    /// cycle does besides placing groups could move them (elastic groups growing or giving way,
+    /// start windows, calendar windows to make, a reclaimed group's hold).
     fn reservations_still_best(&self) -> bool {
         let heads: Vec<(&str, bool, i64)> = (self.pending.iter())
             .filter_map(|(q, p)| p.iter().next().map(|(pk, h)| (q.as_str(), self.would_borrow(h), -pk.neg_priority)))
             .collect();
-        // Another queue's head comes after `r` only if it would borrow and `r` would not, or both
-        // alike and it has the lower priority (`HeadKey`'s first fields).
+        // A queue's groups become heads one after another, so another queue's head is taken
+        // before `r` unless every group of `r`'s queue up to `r` comes before it: that group does
+        // not borrow and the head would, or both alike and the head has the lower priority
+        // (`HeadKey`'s first fields; equal ones are ordered by fair share, which moves).
         let alone_in_line = |r: &Group| {
-            let r_borrows = self.group_would_borrow(r);
-            heads.iter().all(|&(q, borrows, priority)| {
-                q == r.spec.queue
-                    || (borrows && !r_borrows)
-                    || (borrows == r_borrows && priority < i64::from(r.priority))
-            })
+            let others: Vec<(bool, i64)> =
+                heads.iter().filter(|(q, ..)| *q != r.spec.queue).map(|&(_, b, p)| (b, p)).collect();
+            if others.is_empty() {
+                return true;
+            }
+            let Some(line) = self.pending.get(&r.spec.queue) else { return false };
+            for (pk, x) in line {
+                let (x_borrows, x_priority) = (self.would_borrow(x), -pk.neg_priority);
+                let first = |&(borrows, priority): &(bool, i64)| {
+                    (borrows && !x_borrows) || (borrows == x_borrows && priority < x_priority)
+                };
+                if !others.iter().all(first) {
+                    return false;
+                }
+                if *x.key == r.spec.key {
+                    return true;
+                }
+            }
+            false
         };
         self.reservations_current
             && self.elastic.is_empty()
@@ -248,7 +265,11 @@ impl Engine {
             && self.calendar_settled()
             && self.reserved.iter().all(|k| {
                 let r = &self.groups[k];
-                self.reservations.contains_key(k) && r.reserved_at.is_some_and(|t| t > self.now) && alone_in_line(r)
+                self.reservations.contains_key(k)
+                    && r.reserved_at.is_some_and(|t| t > self.now)
+                    && alone_in_line(r)
+                    && r.reclaimed_for.is_none()
+                    && self.quota_room(&r.spec.queue, &r.spec.request).0 >= r.spec.request.min_members
             })
     }
 
