@@ -239,18 +239,27 @@ impl Engine {
         // not borrow and the head would, or both alike and the head has the lower priority
         // (`HeadKey`'s first fields; equal ones are ordered by fair share, which moves).
         let alone_in_line = |r: &Group| {
-            let others: Vec<(bool, i64)> =
-                heads.iter().filter(|(q, ..)| *q != r.spec.queue).map(|&(_, b, p)| (b, p)).collect();
-            if others.is_empty() {
-                return true;
+            let others = heads.iter().filter(|(q, ..)| *q != r.spec.queue);
+            // The highest priority among the other heads that would not borrow, and among all.
+            let (mut lending, mut any) = (None::<i64>, None::<i64>);
+            for &(_, borrows, priority) in others {
+                any = any.max(Some(priority));
+                if !borrows {
+                    lending = lending.max(Some(priority));
+                }
             }
+            let Some(any) = any else { return true };
             let Some(line) = self.pending.get(&r.spec.queue) else { return false };
             for (pk, x) in line {
-                let (x_borrows, x_priority) = (self.would_borrow(x), -pk.neg_priority);
-                let first = |&(borrows, priority): &(bool, i64)| {
-                    (borrows && !x_borrows) || (borrows == x_borrows && priority < x_priority)
+                let priority = -pk.neg_priority;
+                // While every other head would borrow, a group comes first if it would not, or if
+                // its priority is above theirs; else only if it would not borrow and its priority
+                // is above the heads' that would not.
+                let first = match lending {
+                    None => priority > any || !self.would_borrow(x),
+                    Some(l) => priority > l && !self.would_borrow(x),
                 };
-                if !others.iter().all(first) {
+                if !first {
                     return false;
                 }
                 if *x.key == r.spec.key {
