@@ -93,6 +93,21 @@ fn large_groups(c: &mut Criterion) {
         .with_subgroups(vec![subgroup("a", &["launcher", "compute"]), subgroup("b", &["memory"])])
         .expect("valid sub-groups");
     g.bench_function("match200-3sets-2subgroups/rack-required", |b| b.iter(|| round(&mut rg, black_box(&subgroups))));
+    // Two of four replicas of 50 members, each replica within one rack: the two optional ones
+    // are placed whole where a rack takes them.
+    let replicas: Vec<MemberSet> = (0..4)
+        .map(|i| MemberSet {
+            name: format!("r{i}"),
+            min_members: if i < 2 { 50 } else { 0 },
+            max_members: 50,
+            requests: vec![("cpu".into(), 2000), ("memory".into(), 2 * GI)],
+            devices: Vec::new(),
+            filter: Default::default(),
+            topology: Some(rack()),
+        })
+        .collect();
+    let k_of_n = GroupRequest::simple("replicas", 1, &[]).with_sets(replicas).expect("valid replicas");
+    g.bench_function("match200-2of4-replicas/rack-required", |b| b.iter(|| round(&mut rg, black_box(&k_of_n))));
     // 1000 members fit in no rack: a preferred rack falls back to one zone; with weights, the
     // zone's placement is weighed against the fewest racks and the fewest zones cluster-wide.
     let mut preferred = big.clone();
