@@ -8,18 +8,38 @@ use muster_queue::{EngineConfig, GroupSpec, GroupState, Reason};
 
 /// A head of 1 cpu and `workers` workers of 2 cpu: one group of two sets.
 fn head_and_workers(workers: u32) -> GroupSpec {
-    let set = |name: &str, members: u32, cpu: u64| MemberSet {
+    let request = GroupRequest::simple("rc", 1, &[])
+        .with_sets(vec![cpu_set("head", 1, 1, 1), cpu_set("worker", workers, workers, 2)])
+        .unwrap();
+    GroupSpec { key: key("rc"), queue: "q".into(), priority_class: None, request, submitted_at: 0 }
+}
+
+/// A set of `min..max` members of `cpu` cpus each.
+fn cpu_set(name: &str, min: u32, max: u32, cpu: u64) -> MemberSet {
+    MemberSet {
         name: name.into(),
-        min_members: members,
-        max_members: members,
+        min_members: min,
+        max_members: max,
         requests: vec![("cpu".into(), cpu * 1000)],
         devices: Vec::new(),
         filter: Default::default(),
         topology: None,
-    };
-    let request =
-        GroupRequest::simple("rc", 1, &[]).with_sets(vec![set("head", 1, 1), set("worker", workers, 2)]).unwrap();
-    GroupSpec { key: key("rc"), queue: "q".into(), priority_class: None, request, submitted_at: 0 }
+    }
+}
+
+/// Queue `q` with a quota of 12 cpu on 4 nodes of 8, a filler of `filler_cpu` cpus running in it
+/// until t=50.
+fn quota_of_12_cpu_beside_a_filler(filler_cpu: u64) -> muster_queue::Engine {
+    let mut c = EngineConfig::single_queue("q");
+    c.queues[0].quotas.insert(
+        "cpu".into(),
+        muster_queue::config::QuotaSpec { nominal: 12.into(), borrowing_limit: None, lending_limit: None },
+    );
+    let mut e = engine(graph(4, 8), c);
+    e.submit(spec("filler", "q", 1, filler_cpu, Some(50), 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    e
 }
 
 #[test]
@@ -101,24 +121,8 @@ fn a_group_of_two_elastic_sets_is_capped_and_grown_along_its_member_steps() {
     // A head of 1 cpu, `small` 1..3 workers of 1 cpu, `big` 2..4 workers of 2 cpu, in a queue of
     // 12 cpu of which a filler holds 3 until t=50. Along the member steps (minimums, then
     // small's extra members, then big's) 9 cpu take 6 members: the head, 3 small, 2 big.
-    let mut c = EngineConfig::single_queue("q");
-    c.queues[0].quotas.insert(
-        "cpu".into(),
-        muster_queue::config::QuotaSpec { nominal: 12.into(), borrowing_limit: None, lending_limit: None },
-    );
-    let mut e = engine(graph(4, 8), c);
-    e.submit(spec("filler", "q", 1, 3, Some(50), 0), 0).unwrap();
-    let ts = e.schedule(0);
-    ready_all(&mut e, &ts, 0);
-    let set = |name: &str, min: u32, max: u32, cpu: u64| MemberSet {
-        name: name.into(),
-        min_members: min,
-        max_members: max,
-        requests: vec![("cpu".into(), cpu * 1000)],
-        devices: Vec::new(),
-        filter: Default::default(),
-        topology: None,
-    };
+    let mut e = quota_of_12_cpu_beside_a_filler(3);
+    let set = cpu_set;
     let request = GroupRequest::simple("rc", 1, &[])
         .with_sets(vec![set("head", 1, 1, 1), set("small", 1, 3, 1), set("big", 2, 4, 2)])
         .unwrap();
@@ -199,24 +203,8 @@ fn an_elastic_group_grown_by_part_of_its_room_grows_again_once_its_new_members_a
 fn optional_replicas_are_admitted_and_grown_whole_within_the_quota() {
     // One of three replicas of 2 members x 2 cpu: r0 required, r1 and r2 optional. The queue's
     // 12 cpu less a filler's 2 leave room for 5 members: r0 and r1, not half of r2.
-    let mut c = EngineConfig::single_queue("q");
-    c.queues[0].quotas.insert(
-        "cpu".into(),
-        muster_queue::config::QuotaSpec { nominal: 12.into(), borrowing_limit: None, lending_limit: None },
-    );
-    let mut e = engine(graph(4, 8), c);
-    e.submit(spec("filler", "q", 1, 2, Some(50), 0), 0).unwrap();
-    let ts = e.schedule(0);
-    ready_all(&mut e, &ts, 0);
-    let replica = |name: &str, min: u32| MemberSet {
-        name: name.into(),
-        min_members: min,
-        max_members: 2,
-        requests: vec![("cpu".into(), 2000)],
-        devices: Vec::new(),
-        filter: Default::default(),
-        topology: None,
-    };
+    let mut e = quota_of_12_cpu_beside_a_filler(2);
+    let replica = |name: &str, min: u32| cpu_set(name, min, 2, 2);
     let request = GroupRequest::simple("serve", 1, &[])
         .with_sets(vec![replica("r0", 2), replica("r1", 0), replica("r2", 0)])
         .unwrap();
