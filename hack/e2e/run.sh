@@ -40,10 +40,26 @@ if ! "$hack_dir/cluster-up.sh" "$repo_dir/scenarios/clusters/seed-scalability.ya
 fi
 
 failed=()
+# Tests delete their namespaces without waiting; the next one starts once they are gone (at most
+# 2 minutes), so that no pod of an earlier test still holds a node a later one assumes empty. A
+# namespace still there after that is waited for no more.
+given_up=" "
+await_namespaces_gone() {
+  local left
+  for _ in $(seq 120); do
+    left=$("$K8S_BIN/kubectl" get namespaces --no-headers 2>/dev/null |
+      awk -v skip="$given_up" '$2 == "Terminating" && index(skip, " " $1 " ") == 0 {print $1}')
+    [[ -z $left ]] && return 0
+    sleep 1
+  done
+  log "namespaces still terminating after 2 minutes, not waited for again: $(echo $left)"
+  given_up+="$(echo $left) "
+}
 # run NAME CMD...: one test, its output also kept in logs/e2e-NAME.log; a failure is recorded and
 # the suite goes on
 run() {
   local name=$1; shift
+  await_namespaces_gone
   "$@" > >(tee "$MUSTER_CLUSTER_DIR/logs/e2e-$name.log") 2>&1 & test_pid=$!
   if wait "$test_pid"; then :; else failed+=("$name"); fi
   test_pid=""
