@@ -42,15 +42,18 @@ fi
 failed=()
 # Tests delete their namespaces without waiting; the next one starts once they are gone (at most
 # 2 minutes), so that no pod of an earlier test still holds a node a later one assumes empty. A
-# namespace still there after that is waited for no more.
+# namespace still there after that is waited for no more, and the whole run waits 10 minutes at
+# most.
 given_up=" "
+waited_s=0
 await_namespaces_gone() {
   local left
   for _ in $(seq 120); do
     left=$("$K8S_BIN/kubectl" get namespaces --no-headers 2>/dev/null |
       awk -v skip="$given_up" '$2 == "Terminating" && index(skip, " " $1 " ") == 0 {print $1}')
-    [[ -z $left ]] && return 0
+    [[ -z $left ]] || (( waited_s >= 600 )) && return 0
     sleep 1
+    waited_s=$((waited_s + 1))
   done
   log "namespaces still terminating after 2 minutes, not waited for again: $(echo $left)"
   given_up+="$(echo $left) "
