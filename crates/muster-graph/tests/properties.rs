@@ -7,7 +7,7 @@ mod common;
 use common::parse::socket_jgf;
 use common::{check_invariants, fingerprint};
 use muster_graph::graph::VertexId;
-use muster_graph::jobspec::{ConstraintMode, SocketRequest, TopologyConstraint};
+use muster_graph::jobspec::{ConstraintMode, MemberSet, SocketRequest, TopologyConstraint};
 use muster_graph::matcher::{Demand, Window};
 use muster_graph::{GroupRequest, ImportedMember, MatchOutcome, Policy, ResourceGraph, cluster, jgf};
 use proptest::prelude::*;
@@ -69,6 +69,9 @@ struct ReqSpec {
     policy: u8,
     /// Whole sockets per member, on graphs with sockets.
     sockets: Option<u32>,
+    /// k of n alike replicas of up to 3 members each, the first k required, the rest optional
+    /// (where neither members per node nor sockets are asked).
+    replicas: Option<(u32, u32)>,
 }
 
 fn req_strategy() -> impl Strategy<Value = ReqSpec> {
@@ -80,13 +83,18 @@ fn req_strategy() -> impl Strategy<Value = ReqSpec> {
             proptest::option::weighted(0.15, 1u32..3),
             proptest::bool::weighted(0.1),
         ),
-        (proptest::option::weighted(0.8, 1u64..200), 0u8..6, proptest::option::weighted(0.4, 1u32..3)),
+        (
+            proptest::option::weighted(0.8, 1u64..200),
+            0u8..6,
+            proptest::option::weighted(0.4, 1u32..3),
+            proptest::option::weighted(0.2, (1u32..3, 0u32..3)),
+        ),
     )
         .prop_map(
             |(
                 (min, extra, millicores, mem_mi, gpus),
                 (rack, tolerate, per_node, exclusive),
-                (duration, policy, sockets),
+                (duration, policy, sockets, replicas),
             )| {
                 ReqSpec {
                     min,
@@ -101,6 +109,7 @@ fn req_strategy() -> impl Strategy<Value = ReqSpec> {
                     duration,
                     policy,
                     sockets,
+                    replicas: replicas.map(|(k, more)| (k, k + more)),
                 }
             },
         )
@@ -144,7 +153,30 @@ fn request(i: usize, s: &ReqSpec, socketed: bool) -> GroupRequest {
             effect: None,
         });
     }
-    r
+    match s.replicas {
+        Some((k, n)) if r.members_per_node.is_none() && r.sockets.is_none() => replicas(r, s, k, n),
+        _ => r,
+    }
+}
+
+/// `r` as k of n alike replicas, each a set of up to 3 members, within one rack of its own where
+/// `s.rack` requires one.
+fn replicas(r: GroupRequest, s: &ReqSpec, k: u32, n: u32) -> GroupRequest {
+    let members = s.min.min(3);
+    let sets = (0..n)
+        .map(|j| MemberSet {
+            name: format!("r{j}"),
+            min_members: if j < k { members } else { 0 },
+            max_members: members,
+            requests: r.requests.clone(),
+            devices: Vec::new(),
+            filter: r.filter.clone(),
+            topology: (s.rack == Some(true)).then(|| TopologyConstraint::required("rack")),
+        })
+        .collect();
+    let mut group = r;
+    group.topology = None;
+    group.with_sets(sets).expect("valid replicas")
 }
 
 #[derive(Debug, Clone)]
@@ -190,8 +222,10 @@ fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
         req.min_members,
         req.max_members
     );
+    let sets = req.member_sets();
     for m in &a.members {
-        assert!(req.filter.admits(rg.graph.node(m.node)), "member on a node the filter refuses");
+        let filter = &sets[req.set_of(m.index).0].filter;
+        assert!(filter.admits(rg.graph.node(m.node)), "member on a node its set's filter refuses");
     }
     if let Some(per) = req.members_per_node {
         let mut counts = std::collections::BTreeMap::new();
@@ -207,6 +241,20 @@ fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
         let all = held.len();
         held.dedup();
         assert_eq!(held.len(), all, "a socket held by two members");
+    }
+    if at_least_min {
+        // A placed optional set holds all its members or none; a set's own rack holds.
+        let held = req.held_per_set(a.members.iter().map(|m| m.index));
+        for (k, set) in req.sets.iter().enumerate() {
+            assert!(!req.is_optional(k) || held[k] == 0 || held[k] == set.max_members, "part of optional set {k}");
+            if set.topology.as_ref().is_some_and(|t| t.mode == ConstraintMode::Required) {
+                let racks: std::collections::BTreeSet<_> = (a.members.iter())
+                    .filter(|m| req.set_of(m.index).0 == k)
+                    .map(|m| rg.graph.ancestor_at_level(m.node, "rack"))
+                    .collect();
+                assert!(racks.len() <= 1, "members of rack-bound set {k} in several racks");
+            }
+        }
     }
     if req.topology.as_ref().is_some_and(|t| t.mode == ConstraintMode::Required) {
         let racks: std::collections::BTreeSet<_> =
@@ -263,7 +311,7 @@ fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), Test
                         }
                         // Completeness for unconstrained rigid groups: if first fit says busy,
                         // the nodes really cannot hold the minimum.
-                        if req.topology.is_none() && sat.is_ok() {
+                        if req.topology.is_none() && req.sets.is_empty() && sat.is_ok() {
                             let d = Demand::resolve(&rg.graph, &req).unwrap();
                             // Until the end of the fewest members: an elastic group runs longer on fewer.
                             let end = ResourceGraph::end_of(now, &req, d.members(d.min_units));
