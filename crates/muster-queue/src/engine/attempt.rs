@@ -10,9 +10,12 @@
 //! 3. `apply_quota`: over quota: preempt, or blocked; else the request narrowed to what the quota
 //!    and the start window allow.
 //! 4. `match_now`: placed now (admitted), or why not; an elastic group that would finish sooner
-//!    with all its members a little later waits for them.
+//!    with all its members a little later waits for them. Skipped, as is step 5, while the quota
+//!    that reservations ahead of it hold would not let it run to its planned end
+//!    (`quota_holds.rs`).
 //! 5. `preempt`: admitted by evicting whole groups, where the queue allows it.
-//! 6. `reserve_or_wait`: the earliest start reserved, or blocked with its reason.
+//! 6. `reserve_or_wait`: the earliest start reserved (where the quota holds the group then), or
+//!    blocked with its reason.
 
 use std::fmt::Write;
 use std::ops::ControlFlow::{self, Break, Continue};
@@ -23,6 +26,7 @@ use super::Engine;
 use super::cycle::{Pass, reservation_due_at};
 use super::group_table::PendingGroup;
 use super::preemption::Preemption;
+use super::quota_holds::Shortfall;
 use super::repeat_misfit::SAME_SHAPE_AHEAD;
 use crate::clock;
 use crate::config::QueuePolicy;
@@ -46,6 +50,43 @@ pub(super) enum Attempt {
     WindowFull,
     /// Never fits, or not tried: does not block the queue.
     Skipped,
+}
+
+/// What a group that does not start now waits for, and in what way it is short of it.
+struct Wait {
+    short: Short,
+    busy: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Short {
+    Capacity,
+    /// Its queue's quota now (`busy` is the quota's own reason).
+    Quota,
+    /// Quota that reservations ahead of it hold over its run.
+    HeldQuota,
+}
+
+impl Wait {
+    fn for_quota(&self) -> bool {
+        self.short != Short::Capacity
+    }
+
+    /// Its reason while it holds no reservation.
+    fn waiting(&self) -> String {
+        match self.short {
+            Short::Capacity => format!("waiting for capacity: {}", self.busy),
+            Short::Quota => self.busy.clone(),
+            Short::HeldQuota => format!("waiting for quota: {}", self.busy),
+        }
+    }
+
+    /// Its reason with a reservation from `at`.
+    fn reserved(&self, at: i64) -> String {
+        let what = if self.for_quota() { "quota" } else { "capacity" };
+        let busy = self.busy.strip_prefix("quota: ").unwrap_or(&self.busy);
+        format!("waiting for {what} ({busy}); reserved to start at {}", clock::show(at))
+    }
 }
 
 /// A step's result: what the next step needs, or the attempt's outcome.
@@ -87,9 +128,15 @@ impl Engine {
         let c = self.check_satisfiable(key, may_reserve, pass.out)?;
         self.check_start_window(&c)?;
         let req = self.apply_quota(&c, pass)?;
-        let busy = self.match_now(&c, &req, pass)?;
-        self.preempt(&c, &req, pass)?;
-        Continue(self.reserve_or_wait(&c, &req, &busy, pass))
+        let wait = match self.quota_held_against(key, &c.queue, &req, self.now, &mut pass.quota) {
+            Some(short) => Wait { short: Short::HeldQuota, busy: short.to_string() },
+            None => {
+                let busy = self.match_now(&c, &req, pass)?;
+                self.preempt(&c, &req, pass)?;
+                Wait { short: Short::Capacity, busy }
+            }
+        };
+        Continue(self.reserve_or_wait(&c, &req, &wait, pass))
     }
 
     /// Step 1: skips a group that can never fit on the cluster as it is built.
@@ -167,7 +214,14 @@ impl Engine {
         req.set_bounds(c.min, req.max_members);
         if qmax < c.min {
             self.preempt(c, &req, pass)?;
-            self.set_reason(c.key, qreason.unwrap_or_else(|| "quota".into()));
+            let busy = qreason.unwrap_or_else(|| "quota".into());
+            // A group reserved before keeps its promise while the quota holds it at its start:
+            // groups behind it may have used the quota now only if they give it back by then.
+            if c.may_reserve && self.groups[c.key].state == GroupState::Reserved {
+                let wait = Wait { short: Short::Quota, busy };
+                return Break(self.reserve(c.key, &req.narrowed_to(c.min), "", &wait, pass));
+            }
+            self.set_reason(c.key, busy);
             return Break(Attempt::Blocked);
         }
         if let Some(lender) = self.reclaim_pending(c) {
@@ -203,7 +257,7 @@ impl Engine {
 
     /// The most members (up to the request's max) the quota lets `queue` add now, and, when that
     /// is fewer than max, why (amounts in the graph's units).
-    pub(super) fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
+    fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
         let asks = quota::Asks::of(request);
         let fmt = |r: &str, a: u64| self.show_amount(r, a);
         quota::max_members(&self.compiled, &self.usage, queue, &asks, request.max_members, &fmt)
@@ -335,18 +389,23 @@ impl Engine {
 
     /// Step 6: reserves the group's earliest start if its queue's depth allows; else it waits,
     /// and its reason says for what.
-    fn reserve_or_wait(&mut self, c: &Candidate<'_>, req: &GroupRequest, busy: &str, pass: &mut Pass<'_>) -> Attempt {
+    fn reserve_or_wait(&mut self, c: &Candidate<'_>, req: &GroupRequest, wait: &Wait, pass: &mut Pass<'_>) -> Attempt {
         let prefix = if c.waiting_for_max() {
             let until = self.groups[c.key].spec.submitted_at + self.queue_cfg(&c.queue).elastic_max_wait_s;
             format!("elastic: waiting until {} for all {} members; ", clock::show(until), req.min_members)
         } else {
             String::new()
         };
-        if c.may_reserve {
-            return self.reserve(c.key, req, &prefix, busy, pass);
+        // Short of quota: only a group reserved before is reserved again, from when the quota
+        // frees; searching that start for every group short of quota costs too much per cycle.
+        let reserved_before = self.groups[c.key].state == GroupState::Reserved;
+        if c.may_reserve && (!wait.for_quota() || reserved_before) {
+            return self.reserve(c.key, req, &prefix, wait, pass);
         }
-        let mut reason = format!("{prefix}waiting for capacity: {busy}");
-        self.push_backfill_only_tail(&self.groups[c.key], &mut reason);
+        let mut reason = format!("{prefix}{}", wait.waiting());
+        if !c.may_reserve {
+            self.push_backfill_only_tail(&self.groups[c.key], &mut reason);
+        }
         self.set_reason(c.key, reason);
         Attempt::Blocked
     }
@@ -368,22 +427,56 @@ impl Engine {
         };
     }
 
-    /// Reserves the earliest time the whole group fits (or admits it, if that is now).
+    /// Reserves the earliest time the whole group fits (or admits it, if that is now), where its
+    /// queue's quota holds it from then to its planned end (`quota_holds.rs`); else it waits.
     fn reserve(
         &mut self,
         key: &GroupKey,
         req: &GroupRequest,
         prefix: &str,
-        busy: &str,
+        wait: &Wait,
         pass: &mut Pass<'_>,
     ) -> Attempt {
         self.last_stats.match_calls += 1;
-        // Only the first group in line may have running groups shrunk for it.
-        let first = !pass.any_reservation;
-        match self.match_planned(key, req, true) {
+        // Only the first group in line may have running groups shrunk for it, for capacity.
+        let first = !pass.any_reservation && !wait.for_quota();
+        let outcome = match wait.for_quota() {
+            // Short of quota now: reserved from when what runs gives enough back, if it ever does.
+            true => {
+                let queue = self.groups[key].spec.queue.clone();
+                match self.quota_free_from(key, &queue, req, &mut pass.quota) {
+                    Some(t) => self.reserve_after(key, req, t - 1),
+                    None => MatchOutcome::Busy(String::new()),
+                }
+            }
+            false => self.match_planned(key, req, true),
+        };
+        // A start at which the quota is held for reservations ahead is no start: it waits for quota.
+        let start = match outcome {
+            MatchOutcome::Reserved { id, at } => Some((id, at)),
+            MatchOutcome::Allocated(id) => Some((id, self.now)),
+            _ => None,
+        };
+        if let Some((id, at)) = start {
+            let queue = &self.groups[key].spec.queue;
+            let short = match self.quota_held_against(key, queue, req, at, &mut pass.quota) {
+                // Placed now while the quota is short now: it may not start.
+                None if wait.for_quota() && at <= self.now => Some(Shortfall::Used),
+                short => short,
+            };
+            if let Some(short) = short {
+                let _ = self.graph.cancel(id);
+                let reason = match short {
+                    Shortfall::Used if wait.for_quota() => format!("{prefix}{}", wait.waiting()),
+                    short => format!("{prefix}waiting for quota: {short}"),
+                };
+                self.set_reason(key, reason);
+                return Attempt::Blocked;
+            }
+        }
+        match outcome {
             MatchOutcome::Reserved { id, at } => {
-                let mut reason =
-                    format!("{prefix}waiting for capacity ({busy}); reserved to start at {}", clock::show(at));
+                let mut reason = format!("{prefix}{}", wait.reserved(at));
                 if first && at > self.now && self.give_way(key, req, Some((id, at)), pass.out) {
                     reason.push_str(GIVEN_WAY);
                 }
@@ -393,6 +486,10 @@ impl Engine {
             MatchOutcome::Allocated(id) => {
                 self.admit(key, id, Reason::Admitted { backfill: pass.any_reservation }, pass.out);
                 Attempt::Admitted
+            }
+            MatchOutcome::Busy(_) if wait.for_quota() => {
+                self.set_reason(key, format!("{prefix}{}", wait.waiting()));
+                Attempt::Blocked
             }
             MatchOutcome::Busy(r) => {
                 let given = if first && self.give_way(key, req, None, pass.out) { GIVEN_WAY } else { "" };
@@ -410,6 +507,7 @@ impl Engine {
     fn keep_reservation(&mut self, key: &GroupKey, id: AllocId, at: i64, reason: String, pass: &mut Pass<'_>) {
         self.reservations.insert(key.clone(), id);
         pass.reserved.insert(key.clone(), at);
+        pass.quota.hold(self.quota_hold(key, at));
         let g = self.group_mut(key);
         let prev = g.state;
         g.reserved_at = Some(at);

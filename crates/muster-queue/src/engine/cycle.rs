@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::attempt::Attempt;
 use super::group_table::PendingGroup;
+use super::quota_holds::QuotaTimeline;
 use super::{Engine, PendingKey};
 use crate::config::QueuePolicy;
 use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
@@ -165,6 +166,9 @@ pub(super) struct Pass<'o> {
     pub(super) any_reservation: bool,
     /// The reservations the last cycle made are kept, not made afresh.
     keep: bool,
+    /// What the reservations made (or kept) so far in this cycle hold of their queues' quotas:
+    /// the groups behind them in line may not take it (`quota_holds.rs`).
+    pub(super) quota: QuotaTimeline,
 }
 
 /// What the cycle does with a queue after taking one of its groups.
@@ -210,9 +214,9 @@ impl Engine {
         // From here on, whatever frees room (a preemption in this very cycle) clears it again.
         self.reservations_current = true;
         self.refresh_calendar(&mut out);
-        let new_reserved = self.cycle(keep, &mut out);
+        let (new_reserved, mut quota) = self.cycle(keep, &mut out);
         self.settle_reservations(old_reserved, &new_reserved, &mut out);
-        self.grow_elastic(&mut out);
+        self.grow_elastic(&mut quota, &mut out);
         out
     }
 
@@ -268,6 +272,7 @@ impl Engine {
             }
             false
         };
+        let mut running = QuotaTimeline::default();
         self.reservations_current
             && self.elastic.is_empty()
             && self.config.queues.iter().all(|q| q.readiness.max_starting_members.is_none())
@@ -278,8 +283,19 @@ impl Engine {
                     && r.reserved_at.is_some_and(|t| t > self.now)
                     && alone_in_line(r)
                     && r.reclaimed_for.is_none()
-                    && self.quota_room(&r.spec.queue, &r.spec.request).0 >= r.spec.request.min_members
+                    && self.quota_holds_at_start(r, &mut running)
             })
+    }
+
+    /// Whether reserved group `r`'s queue's quota still holds its minimum from its reserved start
+    /// to its planned end, as what runs now ends (groups admitted since may have used it: planned
+    /// afresh, such a group is reserved from when the quota frees, or waits).
+    fn quota_holds_at_start(&self, r: &Group, tl: &mut QuotaTimeline) -> bool {
+        let Some(at) = r.reserved_at else { return false };
+        let mut req = self.planned_request(r);
+        let min = self.effective_min(r);
+        req.set_bounds(min, req.max_members);
+        self.quota_held_against(&r.spec.key, &r.spec.queue, &req, at, tl).is_none()
     }
 
     /// Reports the reservations the cycle moved, and drops those it did not make again.
@@ -317,8 +333,9 @@ impl Engine {
         }
     }
 
-    /// The merge of all queues in global order; returns the reservations it made.
-    fn cycle(&mut self, keep: bool, out: &mut Vec<Transition>) -> BTreeMap<GroupKey, i64> {
+    /// The merge of all queues in global order; returns the reservations it made and what they
+    /// hold of their queues' quotas.
+    fn cycle(&mut self, keep: bool, out: &mut Vec<Transition>) -> (BTreeMap<GroupKey, i64>, QuotaTimeline) {
         self.count_starting();
         let mut heads = Heads::new(self);
         let mut cursors = vec![Cursor::default(); heads.queues.len()];
@@ -330,6 +347,7 @@ impl Engine {
             preempt_budget: self.config.preemption_attempts_per_cycle,
             any_reservation: false,
             keep,
+            quota: QuotaTimeline::default(),
         };
         while let Some(head) = heads.pop() {
             let qi = head.queue;
@@ -342,7 +360,7 @@ impl Engine {
                 Then::EndCycle => break,
             }
         }
-        pass.reserved
+        (pass.reserved, pass.quota)
     }
 
     /// Takes one head: spends a backfill attempt if its queue is blocked, attempts the group, and
@@ -368,7 +386,9 @@ impl Engine {
         let outcome = match self.reservations.get(key) {
             Some(_) if pass.keep => {
                 // Kept: still its earliest start, so planning it again would find the same.
-                pass.reserved.insert(key.clone(), self.groups[key].reserved_at.unwrap_or(self.now));
+                let at = self.groups[key].reserved_at.unwrap_or(self.now);
+                pass.reserved.insert(key.clone(), at);
+                pass.quota.hold(self.quota_hold(key, at));
                 Attempt::Reserved
             }
             _ => self.attempt(head, may_reserve, pass),
@@ -376,6 +396,7 @@ impl Engine {
         let stops_queue = match outcome {
             Attempt::Admitted => {
                 self.last_stats.admitted += 1;
+                pass.quota.runs_changed();
                 if self.config.block_admission {
                     // One group at a time: nothing else this cycle.
                     self.mark_blocked_heads(key);

@@ -2,6 +2,7 @@
 //! waits for max), and growing running ones toward max after each cycle.
 
 use super::Engine;
+use super::quota_holds::QuotaTimeline;
 use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
 use crate::quota;
 
@@ -24,9 +25,9 @@ impl Engine {
         g.member_count() < g.spec.request.max_members
     }
 
-    /// Grows running elastic groups toward max where capacity (and quota) allow, without touching
-    /// any reservation.
-    pub(super) fn grow_elastic(&mut self, out: &mut Vec<Transition>) {
+    /// Grows running elastic groups toward max where capacity (and quota, beside what the
+    /// cycle's reservations hold of it) allow, without touching any reservation.
+    pub(super) fn grow_elastic(&mut self, quota: &mut QuotaTimeline, out: &mut Vec<Transition>) {
         let keys: Vec<GroupKey> = self
             .elastic
             .iter()
@@ -49,6 +50,9 @@ impl Engine {
             let (qmax, _) =
                 quota::max_members(&self.compiled, &self.usage, &g.spec.queue, &asks, u32::MAX, &|_, a| a.to_string());
             let mut want = room.min(g.spec.request.max_members - cur).min(qmax);
+            // The members added run until the group's planned end.
+            let end = g.allocation.as_ref().map_or(i64::MAX, |a| a.end);
+            want = self.held_room(&key, &g.spec.queue, &asks, want, (self.now, end), quota).0;
             // An optional set comes whole: all its members, or it waits.
             let whole = g.spec.request.is_optional(set);
             if whole && want < room {
@@ -62,6 +66,7 @@ impl Engine {
                     Ok(Some(added)) => {
                         let rec = self.record_of(id, alloc_id);
                         self.add_usage(&key, added.iter().copied(), 1);
+                        quota.runs_changed();
                         let g = self.group_mut(&key);
                         g.allocation = Some(rec.clone());
                         self.step(&key, GroupState::Running, Reason::Grown { members: added }, Some(rec), out);

@@ -47,6 +47,7 @@ mod nodes;
 mod placement;
 mod plan;
 mod preemption;
+mod quota_holds;
 mod repeat_misfit;
 mod run_limit;
 mod run_times;

@@ -67,6 +67,13 @@ impl Engine {
         }
     }
 
+    /// Reserves `key`'s group's earliest start after `after` as `planned` asks (matched by
+    /// [`Engine::request_to_match`]), for a group that may not start before then.
+    pub(super) fn reserve_after(&mut self, key: &GroupKey, planned: &GroupRequest, after: i64) -> MatchOutcome {
+        let req = self.request_to_match(&self.groups[key], planned);
+        self.graph.reserve(&req, after)
+    }
+
     /// Gives allocation `id` (matched to run forever) the end `planned`'s run time says.
     fn expect_end(&mut self, id: AllocId, planned: &GroupRequest) -> AllocId {
         let Ok(a) = self.graph.allocation(id) else { return id };
