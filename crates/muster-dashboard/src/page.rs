@@ -198,7 +198,9 @@ pub fn group(plan: &Plan, namespace: &str, name: &str, events: &[EventLine]) -> 
         g.members
     );
     if !g.sets.is_empty() {
-        let sets: Vec<String> = g.sets.iter().map(|(name, members)| format!("{name} {members}")).collect();
+        let sets: Vec<String> = (g.sets.iter())
+            .map(|s| format!("{} {}{}", s.name, s.members, if s.optional { " (optional)" } else { "" }))
+            .collect();
         let _ = write!(out, "<tr><th>sets</th><td>{}</td></tr>", esc(&sets.join(", ")));
     }
     if !g.devices.is_empty() {
@@ -260,7 +262,7 @@ fn utc(t: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use muster_queue::{GroupKey, GroupState, PlanWindow, WindowKind};
+    use muster_queue::{GroupKey, GroupState, PlanWindow, PlannedSet, WindowKind};
 
     fn plan() -> Plan {
         Plan {
@@ -302,9 +304,13 @@ mod tests {
         assert!(group(&plan(), "ml", "other", &[]).is_none());
         assert!(!page.contains("<th>sets</th>"), "alike members have no sets");
         let mut sets = plan();
-        sets.groups[0].sets = vec![("launcher".into(), 1), ("<worker>".into(), 4)];
+        let set = |name: &str, members, optional| PlannedSet { name: name.into(), members, optional };
+        sets.groups[0].sets = vec![set("launcher", 1, false), set("<worker>", 4, false), set("spare", 4, true)];
         let page = group(&sets, "ml", "<gang>", &[]).unwrap();
-        assert!(page.contains("<tr><th>sets</th><td>launcher 1, &lt;worker&gt; 4</td></tr>"), "{page}");
+        assert!(
+            page.contains("<tr><th>sets</th><td>launcher 1, &lt;worker&gt; 4, spare 4 (optional)</td></tr>"),
+            "{page}"
+        );
         assert!(!page.contains("devices per member"), "no devices asked");
         sets.groups[0].devices = vec![
             r#"<worker>: 8 gpu.example.com devices where device.attributes["gpu.example.com"].model == "h100""#.into(),

@@ -16,8 +16,8 @@ pub mod reservation;
 
 pub use config::{EngineConfig, MATCH_POLICY, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 pub use engine::{
-    CycleStats, Engine, EngineError, Explanation, ExternalHold, NodePlan, Plan, PlanWindow, PlannedGroup, QueuePlan,
-    ReservationWindow, Snapshot, WindowKind,
+    CycleStats, Engine, EngineError, Explanation, ExternalHold, NodePlan, Plan, PlanWindow, PlannedGroup, PlannedSet,
+    QueuePlan, ReservationWindow, Snapshot, WindowKind,
 };
 pub use group::{AllocationRecord, Group, GroupKey, GroupSpec, GroupState, MemberPlacement, Reason, Transition};
 pub use reservation::{AtStart, ReservationConfig, ReservedAmount};

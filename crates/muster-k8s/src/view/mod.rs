@@ -266,14 +266,16 @@ pub fn explain(g: &Group, queue: &QueueInfo, now: Timestamp) -> String {
         let _ = write!(size, ", each {}", each(&g.spec.resources, &g.spec.devices));
     }
     fields.push(("Members", size));
-    // "launcher 1 (each cpu 1); worker 4 (each cpu 32, nvidia.com/gpu 8)"
+    // "launcher 1 (each cpu 1); worker 4 (each cpu 32, nvidia.com/gpu 8)"; a replica beyond a k of
+    // n gang's k: "replica-2 8 (optional, each cpu 4)"
     let sets: Vec<String> = (g.spec.sets.iter())
         .map(|s| {
             let count = match s.members.max.filter(|m| *m != s.members.min) {
                 Some(max) => format!("{}..{max}", s.members.min),
                 None => s.members.min.to_string(),
             };
-            format!("{} {count} (each {})", s.name, or_none(each(&s.resources, &s.devices)))
+            let optional = if s.optional { "optional, " } else { "" };
+            format!("{} {count} ({optional}each {})", s.name, or_none(each(&s.resources, &s.devices)))
         })
         .collect();
     if !sets.is_empty() {

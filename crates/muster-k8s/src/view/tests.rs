@@ -357,12 +357,18 @@ fn why_shows_each_set_of_a_group_of_sets() {
     g.spec.resources.clear();
     g.spec.sets = serde_json::from_str(
         r#"[{"name": "launcher", "members": {"min": 1}, "resources": {"cpu": "1"}},
-            {"name": "worker", "members": {"min": 2, "max": 4}, "resources": {"cpu": "32", "nvidia.com/gpu": 8}}]"#,
+            {"name": "worker", "members": {"min": 2, "max": 4}, "resources": {"cpu": "32", "nvidia.com/gpu": 8}},
+            {"name": "spare", "members": {"min": 2}, "optional": true, "resources": {"cpu": "32"}}]"#,
     )
     .unwrap();
     let text = explain(&g, &QueueInfo::Unknown, ts(NOW));
     let sets = text.lines().find(|l| l.starts_with("Sets:")).unwrap_or_else(|| panic!("no sets in\n{text}"));
-    assert!(sets.ends_with("launcher 1 (each cpu 1); worker 2..4 (each cpu 32, nvidia.com/gpu 8)"), "{sets}");
+    assert!(
+        sets.ends_with(
+            "launcher 1 (each cpu 1); worker 2..4 (each cpu 32, nvidia.com/gpu 8); spare 2 (optional, each cpu 32)"
+        ),
+        "{sets}"
+    );
     assert!(text.lines().any(|l| l.starts_with("Members:") && !l.contains("each")), "{text}");
     let alike = group("ml", "train", "q", r#"{"min": 2}"#, "{}");
     assert!(!explain(&alike, &QueueInfo::Unknown, ts(NOW)).contains("Sets:"));

@@ -67,7 +67,7 @@ pub use self::explanations::Explanation;
 pub use self::fair_share::QueueUsage;
 use self::group_table::{GroupTable, PendingGroup};
 pub use self::nodes::ExternalHold;
-pub use self::plan::{NodePlan, Plan, PlanWindow, PlannedGroup, QueuePlan, WindowKind};
+pub use self::plan::{NodePlan, Plan, PlanWindow, PlannedGroup, PlannedSet, QueuePlan, WindowKind};
 pub use self::run_times::{LearnedRunTime, LearnedRunTimes, RUN_TIMES_KEPT, RunTimeSample};
 pub use self::snapshot::Snapshot;
 pub use self::state::request_shape;

@@ -37,6 +37,19 @@ pub struct QueuePlan {
     pub nominal: BTreeMap<String, u64>,
 }
 
+/// One set of a group of sets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedSet {
+    pub name: String,
+    /// The members it asks for at most (its share of the group's max).
+    pub members: u32,
+    /// Placed whole or not at all, beyond what the group needs to start (a replica of a k of n
+    /// gang).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
 /// One group that runs or waits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,9 +58,9 @@ pub struct PlannedGroup {
     pub queue: String,
     pub state: GroupState,
     pub members: u32,
-    /// A group of sets: each set's name and the members it asks for at most, in member order.
+    /// A group of sets: each set, in member order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sets: Vec<(String, u32)>,
+    pub sets: Vec<PlannedSet>,
     /// What one member asks of published devices, per device request (`SET: ` first in a group
     /// of sets), as `muster why` says it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -109,7 +122,7 @@ impl Engine {
                 queue: g.spec.queue.clone(),
                 state: g.state,
                 members: g.member_count(),
-                sets: set_sizes(&g.spec.request),
+                sets: planned_sets(&g.spec.request),
                 devices: device_asks(&g.spec.request),
                 position: 0,
                 estimated_start: None,
@@ -134,7 +147,7 @@ impl Engine {
             });
             // As many as its window places, else as many as it asks for.
             let request = &self.groups[&x.key].spec.request;
-            let (asked, sets, devices) = (request.max_members, set_sizes(request), device_asks(request));
+            let (asked, sets, devices) = (request.max_members, planned_sets(request), device_asks(request));
             let members = window.as_ref().map_or(asked, |w| u32::try_from(w.nodes.len()).unwrap_or(asked));
             groups.push(PlannedGroup {
                 key: x.key,
@@ -225,8 +238,8 @@ fn count<T>(groups: impl Iterator<Item = T>) -> u32 {
     u32::try_from(groups.count()).unwrap_or(u32::MAX)
 }
 
-/// Each set of a group of sets with its most members (its share of the group's max); empty for
-/// a group of alike members.
+/// What one member asks of published devices, per device request (`SET: ` first in a group of
+/// sets).
 fn device_asks(request: &muster_graph::GroupRequest) -> Vec<String> {
     let sets = request.sets.len().max(1);
     (0..sets)
@@ -237,6 +250,9 @@ fn device_asks(request: &muster_graph::GroupRequest) -> Vec<String> {
         .collect()
 }
 
-fn set_sizes(request: &muster_graph::GroupRequest) -> Vec<(String, u32)> {
-    request.sets.iter().zip(request.split(request.max_members)).map(|(s, n)| (s.name.clone(), n)).collect()
+/// Each set of a group of sets; empty for a group of alike members.
+fn planned_sets(request: &muster_graph::GroupRequest) -> Vec<PlannedSet> {
+    (request.sets.iter().zip(request.split(request.max_members)).enumerate())
+        .map(|(k, (s, members))| PlannedSet { name: s.name.clone(), members, optional: request.is_optional(k) })
+        .collect()
 }
