@@ -172,7 +172,8 @@ impl Engine {
         (start, end): (i64, i64),
         tl: &mut QuotaTimeline,
     ) -> (u32, Option<Shortfall>) {
-        if start <= self.now && !tl.holds.iter().any(|h| h.key != *key && h.start < end && start < h.end) {
+        let meets_a_hold = tl.holds.iter().any(|h| h.key != *key && h.start < end && start < h.end);
+        if !self.has_quotas() || (start <= self.now && !meets_a_hold) {
             return (want, None);
         }
         let ends = self.running_ends(&mut tl.ends);
