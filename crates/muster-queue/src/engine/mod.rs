@@ -13,6 +13,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `state.rs` | bookkeeping every room shares: group access, the pending index, checked state changes, invariants |
+//! | `group_table.rs` | the groups, each in a slot that the pending index points at |
 //! | `placement.rs` | allocations in the graph and the quota: admit, release, take out and put back |
 //! | `fair_share.rs` | the clock, decayed usage history and each queue's fair share |
 //! | `fair_share_preemption.rs` | the rule fair-share preemption between borrowing queues keeps (shares of use above nominal) |
@@ -22,6 +23,9 @@
 //! | `calendar.rs` | calendar reservations: their windows as set-asides in the graph, who may use them, evictions when one opens |
 //! | `cycle.rs` | the scheduling cycle: the merge of the queues, reservations kept or dropped |
 //! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
+//! | `demand.rs` | the cheap aggregate test before a match: what a request asks against what is free |
+//! | `repeat_misfit.rs` | attempts settled at once because one of the same shape failed earlier in the cycle |
+//! | `quota_holds.rs` | quota along the planned timeline: what reservations hold of it, and when a group short of it may start |
 //! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
 //! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
 //! | `give_way.rs` | shrinkable groups giving back members so that the first group in line starts now |
@@ -29,6 +33,7 @@
 //! | `run_limit.rs` | declared run times as limits (groups that outrun them are ended); learned ones matched as estimates |
 //! | `forecast.rs` | when pending groups start: a copy of the engine run forward, groups ending when expected |
 //! | `explanations.rs` | reasons, the queue view with estimated starts, `explain` |
+//! | `plan.rs` | the plan for the dashboard: groups with their windows, queues, nodes |
 //! | `snapshot.rs` | the serializable state: snapshot and restore |
 
 mod attempt;
