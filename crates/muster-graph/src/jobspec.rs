@@ -430,12 +430,6 @@ impl GroupRequest {
         total
     }
 
-    /// Members of the sets whose count cannot change (their shares of the group's min and max
-    /// are equal: a launcher, a head): they do the same work whatever the group's count.
-    pub fn rigid_members(&self) -> u32 {
-        self.set_bounds_within().into_iter().filter(|(min, max)| min == max).map(|(_, max)| max).sum()
-    }
-
     /// The set a running group with the members `held` grows next, and by how many members at
     /// most: the first set, in the group's order, below its share of the group's max.
     pub fn growing_set(&self, held: impl IntoIterator<Item = u32>) -> Option<(usize, u32)> {
@@ -493,14 +487,23 @@ impl GroupRequest {
     /// `run_time` (with all `max_members`) stretched to `members` members, as
     /// [`GroupRequest::run_time_with`] stretches the duration.
     pub fn stretched(&self, run_time: u64, members: u32) -> u64 {
-        // The rigid sets do the same work whatever the count: the elastic sets' share of the
-        // work is what spreads.
-        let rigid = self.rigid_members();
-        let (max, members) = (self.max_members.saturating_sub(rigid), members.saturating_sub(rigid));
+        let (max, members) = (self.sharing_work(self.max_members), self.sharing_work(members));
         if members == 0 || members >= max {
             return run_time;
         }
         (u128::from(run_time) * u128::from(max)).div_ceil(u128::from(members)).min(u128::from(MAX_DURATION)) as u64
+    }
+
+    /// Of `members` members (counted along [`GroupRequest::member_steps`]), those whose number
+    /// spreads the group's work: the members of its elastic sets. The rigid sets (a launcher, a
+    /// head) do the same work whatever the count, and optional sets (replicas beyond a k of n
+    /// gang's k) serve beside the rest rather than take a share of its work. So the run time
+    /// never grows with more members: a plan made for the fewest holds for any more.
+    fn sharing_work(&self, members: u32) -> u32 {
+        (self.split(members).into_iter().zip(self.set_bounds_within()).enumerate())
+            .filter(|&(k, (_, (min, max)))| min < max && !self.is_optional(k))
+            .map(|(_, (n, _))| n)
+            .sum()
     }
 
     /// The same request allowed at most `max` members (a quota or start window narrowed it), cut

@@ -50,6 +50,28 @@ fn indices(r: &ResourceGraph, id: u64) -> Vec<u32> {
 }
 
 #[test]
+fn optional_replicas_do_not_stretch_the_run_time() {
+    // Replicas serve beside the required ones rather than share their work: two or four placed,
+    // the run is as long, so a window searched for the fewest members holds for any more (before,
+    // two replicas ran 600 s and three 1,200 s, and a group placed with its extras overran the
+    // window it was searched in, onto a reservation behind it).
+    let mut g = two_of_four();
+    g.duration = Some(600);
+    for members in [8, 12, 16] {
+        assert_eq!(g.run_time_with(members), Some(600), "{members} members");
+    }
+    // Beside an elastic worker set, only the workers spread the work.
+    let mut workers = replica("workers", false);
+    (workers.min_members, workers.max_members, workers.topology) = (2, 4, None);
+    let mut mixed = GroupRequest::simple("train", 1, &[]).with_sets(vec![workers, replica("spare", true)]).unwrap();
+    mixed.duration = Some(600);
+    assert_eq!(
+        (mixed.run_time_with(2), mixed.run_time_with(4), mixed.run_time_with(8)),
+        (Some(1200), Some(600), Some(600))
+    );
+}
+
+#[test]
 fn member_counts_take_optional_sets_whole() {
     let g = two_of_four();
     assert_eq!((g.min_members, g.max_members), (8, 16));
