@@ -47,6 +47,11 @@ impl QuotaHold {
     fn active_at(&self, t: i64) -> bool {
         self.start <= t && t < self.end
     }
+
+    /// Whether it holds quota during `window` of another group than `key`.
+    fn meets(&self, key: &GroupKey, (start, end): (i64, i64)) -> bool {
+        self.key != *key && self.start < end && start < self.end
+    }
 }
 
 /// What a cycle knows of quota over time: the holds of the reservations it made (or kept) so far,
@@ -109,9 +114,19 @@ impl Engine {
         start: i64,
         tl: &mut QuotaTimeline,
     ) -> Option<Shortfall> {
-        let end = ResourceGraph::end_of(start, req, req.min_members);
-        let (fits, why) = self.held_room(key, queue, &Asks::of(req), req.min_members, (start, end), tl);
+        let window = (start, ResourceGraph::end_of(start, req, req.min_members));
+        if !self.quota_to_check(key, window, tl) {
+            return None;
+        }
+        let (fits, why) = self.held_room(key, queue, &Asks::of(req), req.min_members, window, tl);
         (fits < req.min_members).then(|| why.unwrap_or(Shortfall::Used))
+    }
+
+    /// Whether group `key`'s quota over `window` needs looking at: some queue has a quota, and
+    /// the window starts later than now (what runs changes by then) or meets a hold. The quota
+    /// now is its caller's to check.
+    fn quota_to_check(&self, key: &GroupKey, window: (i64, i64), tl: &QuotaTimeline) -> bool {
+        self.has_quotas() && (window.0 > self.now || tl.holds.iter().any(|h| h.meets(key, window)))
     }
 
     /// The earliest moment after now from which queue `queue`'s quota holds group `key`'s
@@ -161,8 +176,7 @@ impl Engine {
 
     /// The most members (up to `want`, each asking as `asks` says) that queue `q`'s quota holds at
     /// every moment of `window`, beside what still runs then and the holds that overlap it; and,
-    /// when that is below `want`, why. The quota now is the caller's to check: a window that
-    /// starts now and meets no hold is not looked at.
+    /// when that is below `want`, why ([`Engine::quota_to_check`] says when it is not looked at).
     pub(super) fn held_room(
         &self,
         key: &GroupKey,
@@ -172,13 +186,11 @@ impl Engine {
         (start, end): (i64, i64),
         tl: &mut QuotaTimeline,
     ) -> (u32, Option<Shortfall>) {
-        let meets_a_hold = tl.holds.iter().any(|h| h.key != *key && h.start < end && start < h.end);
-        if !self.has_quotas() || (start <= self.now && !meets_a_hold) {
+        if !self.quota_to_check(key, (start, end), tl) {
             return (want, None);
         }
         let ends = self.running_ends(&mut tl.ends);
-        let overlapping: Vec<&QuotaHold> =
-            tl.holds.iter().filter(|h| h.key != *key && h.start < end && start < h.end).collect();
+        let overlapping: Vec<&QuotaHold> = tl.holds.iter().filter(|h| h.meets(key, (start, end))).collect();
         let fmt = |r: &str, a: u64| self.show_amount(r, a);
         // Use only grows where a hold starts: the moments to check are the window's start and those.
         let mut moments: Vec<i64> = overlapping.iter().map(|h| h.start.max(start)).collect();
@@ -229,19 +241,18 @@ impl Engine {
     /// end by then use, plus the holds active then.
     fn usage_at(&self, t: i64, ends: &Ends, holds: &[&QuotaHold]) -> Usage {
         let mut usage = self.usage.clone();
-        for (_, q, used) in &ends[..ends.partition_point(|(end, ..)| *end <= t)] {
-            let u = usage.entry(q.clone()).or_default();
-            for (r, a) in used {
+        let mut shift = |q: &str, amounts: &[(String, u64)], by: fn(u64, u64) -> u64| {
+            let u = usage.entry(q.to_string()).or_default();
+            for (r, a) in amounts {
                 let e = u.entry(r.clone()).or_insert(0);
-                *e = e.saturating_sub(*a);
+                *e = by(*e, *a);
             }
+        };
+        for (_, q, used) in &ends[..ends.partition_point(|(end, ..)| *end <= t)] {
+            shift(q, used, u64::saturating_sub);
         }
         for h in holds.iter().filter(|h| h.active_at(t)) {
-            let u = usage.entry(h.queue.clone()).or_default();
-            for (r, a) in &h.asks {
-                let e = u.entry(r.clone()).or_insert(0);
-                *e = e.saturating_add(*a);
-            }
+            shift(&h.queue, &h.asks, u64::saturating_add);
         }
         usage
     }
