@@ -3,11 +3,14 @@
 # job for job, on SWF scenarios mapped one pod per processor onto one node (docs/simulator.md,
 # "Checked against a reference simulator"). Fails on the first job whose start differs.
 #   hack/ref-sim/compare.sh [SCENARIO.yaml TRACE.swf PROCESSORS]...
+# With no arguments: the synthetic traces and the real Gaia trace (fetched by hack/traces/fetch.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if (( $# == 0 )); then
+  hack/traces/fetch.sh gaia
   set -- scenarios/swf-example-procs.yaml scenarios/swf/example.swf 512 \
-         crates/muster-sim/tests/fixtures/long-queue/scenario.yaml crates/muster-sim/tests/fixtures/long-queue/trace.swf 128
+         crates/muster-sim/tests/fixtures/long-queue/scenario.yaml crates/muster-sim/tests/fixtures/long-queue/trace.swf 128 \
+         scenarios/swf/gaia-procs.yaml scenarios/swf/archive/UniLu-Gaia-2014-2.swf 2004
 fi
 cargo build -q --release -p muster-sim --example schedule
 out=$(mktemp -d)

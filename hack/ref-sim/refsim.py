@@ -71,11 +71,13 @@ def simulate(jobs, policy, total):
         while queue and jobs[queue[0]]["procs"] <= free:
             run(queue.pop(0))
         if policy == "easy" and queue and jobs[queue[0]]["procs"] <= total:
-            # The head's reservation: when enough planned ends free its processors.
+            # The head's reservation (the shadow time): when enough planned ends free its
+            # processors. Every job ending at that very time frees its processors then too, so
+            # the extra processors count them all.
             need = jobs[queue[0]]["procs"]
             avail, shadow = free, now
             for end, procs in sorted(planned_ends.values()):
-                if avail >= need:
+                if avail >= need and end > shadow:
                     break
                 avail += procs
                 shadow = end
