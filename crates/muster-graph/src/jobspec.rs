@@ -487,6 +487,10 @@ impl GroupRequest {
     /// `run_time` (with all `max_members`) stretched to `members` members, as
     /// [`GroupRequest::run_time_with`] stretches the duration.
     pub fn stretched(&self, run_time: u64, members: u32) -> u64 {
+        if members >= self.max_members {
+            // All of them (the common case, and every rigid group): nothing to stretch.
+            return run_time;
+        }
         let (max, members) = (self.sharing_work(self.max_members), self.sharing_work(members));
         if members == 0 || members >= max {
             return run_time;

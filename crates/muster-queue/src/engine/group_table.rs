@@ -1,9 +1,11 @@
 //! The engine's groups, by key and by slot. A slot is a group's place in a vector, fixed while the
 //! group exists: the pending index keeps it beside the key, so that a cycle walking thousands of
-//! waiting groups reaches each without a search of string keys. Iteration is in key order, as
+//! waiting groups reaches each without a search of string keys. A lookup by key is a hash lookup:
+//! the table keeps every group until it is deleted, finished ones too, and an ordered search of
+//! tens of thousands of string keys costs dozens of comparisons. Iteration is in key order, as
 //! every reader of the groups expects.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Index;
 use std::sync::Arc;
 
@@ -16,7 +18,9 @@ pub(super) struct Slot(u32);
 /// Groups shared with the engine's copies: a group is copied only when changed (`Arc::make_mut`).
 #[derive(Debug, Clone, Default)]
 pub(super) struct GroupTable {
-    slots: BTreeMap<GroupKey, Slot>,
+    /// For lookups; `ordered` holds the same keys, for iteration.
+    slots: HashMap<GroupKey, Slot>,
+    ordered: BTreeMap<GroupKey, Slot>,
     groups: Vec<Option<Arc<Group>>>,
     /// Slots of deleted groups, taken again first.
     free: Vec<Slot>,
@@ -65,11 +69,13 @@ impl GroupTable {
                 Slot(u32::try_from(self.groups.len() - 1).expect("fewer than 2^32 groups"))
             }
         };
+        self.ordered.insert(key.clone(), s);
         self.slots.insert(key, s);
     }
 
     pub fn remove(&mut self, key: &GroupKey) -> Option<Arc<Group>> {
         let s = self.slots.remove(key)?;
+        self.ordered.remove(key);
         self.free.push(s);
         self.groups[s.0 as usize].take()
     }
@@ -80,12 +86,12 @@ impl GroupTable {
 
     /// In key order.
     pub fn iter(&self) -> impl Iterator<Item = (&GroupKey, &Arc<Group>)> {
-        self.slots.iter().map(|(k, &s)| (k, self.at(s)))
+        self.ordered.iter().map(|(k, &s)| (k, self.at(s)))
     }
 
     /// In key order.
     pub fn values(&self) -> impl Iterator<Item = &Arc<Group>> {
-        self.slots.values().map(|&s| self.at(s))
+        self.ordered.values().map(|&s| self.at(s))
     }
 }
 

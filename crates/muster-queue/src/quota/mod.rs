@@ -39,18 +39,19 @@ fn set_asks(req: &GroupRequest, k: usize) -> Vec<(String, u64)> {
     v
 }
 
-/// What member `index` of a group counts against quotas and fair share, by resource name.
-fn member_asks(req: &GroupRequest, index: u32) -> Vec<(String, u64)> {
-    set_asks(req, req.set_of(index).0)
-}
-
-/// What the members `indices` of a group count in all, by resource name.
+/// What the members `indices` of a group count in all, by resource name: each set's asks once,
+/// times its members among them (a group of hundreds of members is counted per set, not per
+/// member).
 pub fn members_asks(req: &GroupRequest, indices: impl IntoIterator<Item = u32>) -> BTreeMap<String, u64> {
-    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    let mut per_set: BTreeMap<usize, u64> = BTreeMap::new();
     for index in indices {
-        for (r, a) in member_asks(req, index) {
+        *per_set.entry(req.set_of(index).0).or_default() += 1;
+    }
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, members) in per_set {
+        for (r, a) in set_asks(req, k) {
             let e = total.entry(r).or_default();
-            *e = e.saturating_add(a);
+            *e = e.saturating_add(a.saturating_mul(members));
         }
     }
     total
