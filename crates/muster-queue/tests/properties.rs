@@ -296,6 +296,27 @@ proptest! {
         }
     }
 
+    /// Requests settled without a match because one they contain failed earlier in the cycle (as
+    /// many members or fewer, for as long or less) are ones a match would not place: the same
+    /// transitions as matching every request, with and without quotas, preemption and elastic
+    /// groups, EASY in front.
+    #[test]
+    fn settling_requests_that_contain_a_failed_one_decides_as_matching_them(
+        ops in prop::collection::vec(prop_oneof![3 => misfit_op(), 1 => op()], 1..120),
+        quotas in any::<bool>(),
+    ) {
+        let mut c = if quotas { config() } else { planning_config() };
+        c.queues[0].policy = QueuePolicy::Easy;
+        let mut by_size = Run::with(c.clone());
+        let mut matched = Run::with(c);
+        matched.e.match_every_request();
+        for o in &ops {
+            by_size.apply(o)?;
+            matched.apply(o)?;
+            prop_assert_eq!(&by_size.log, &matched.log);
+        }
+    }
+
     /// Backfill never delays a reservation: with groups that end exactly when expected, a group's
     /// reserved start never moves later, and it starts no later than reserved. With a quota on the
     /// queue too: a group behind it in line may not hold, at its start, quota it needs then. Groups

@@ -27,7 +27,6 @@ use super::cycle::{Pass, reservation_due_at};
 use super::group_table::PendingGroup;
 use super::preemption::Preemption;
 use super::quota_holds::Shortfall;
-use super::repeat_misfit::SAME_SHAPE_AHEAD;
 use crate::clock;
 use crate::config::QueuePolicy;
 use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
@@ -284,11 +283,14 @@ impl Engine {
     }
 
     /// Step 4: places the group now if it fits; else says why not. A request that did not fit is
-    /// remembered so that the same one behind it is not matched again in this cycle.
+    /// remembered so that the same one behind it, or one containing it, is not matched again in
+    /// this cycle.
     fn match_now(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<String> {
         let shape_key = (c.shape, req.min_members, req.max_members);
-        if pass.failed_shapes.contains(&shape_key) {
-            return Continue(SAME_SHAPE_AHEAD.to_string());
+        let declares_run_time = self.groups[c.key].spec.request.duration.is_some();
+        let size = self.size_of(c.shape, req, declares_run_time);
+        if let Some(ahead) = pass.failed.ahead(shape_key, size) {
+            return Continue(ahead.to_string());
         }
         if let Err(busy) = self.may_fit_now(c.shape, req) {
             return Continue(busy.to_string());
@@ -313,7 +315,7 @@ impl Engine {
                 "busy".into()
             }
         };
-        pass.failed_shapes.insert(shape_key);
+        pass.failed.record(shape_key, size);
         Continue(busy)
     }
 
@@ -376,7 +378,7 @@ impl Engine {
         }
         match self.try_preempt(c.key, req, pass) {
             Preemption::Admitted => {
-                pass.failed_shapes.clear();
+                pass.failed.clear();
                 Break(Attempt::Admitted)
             }
             Preemption::AskedBack => {

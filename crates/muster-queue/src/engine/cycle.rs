@@ -11,6 +11,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::attempt::Attempt;
+use super::failed_requests::FailedRequests;
 use super::group_table::PendingGroup;
 use super::quota_holds::QuotaTimeline;
 use super::{Engine, PendingKey};
@@ -157,9 +158,9 @@ pub(super) struct Pass<'o> {
     pub(super) out: &'o mut Vec<Transition>,
     /// The start of every reservation made in this cycle, by group.
     pub(super) reserved: BTreeMap<GroupKey, i64>,
-    /// Requests (shape, min, max) that did not fit now: the same request behind one does not
-    /// either, until a preemption frees room.
-    pub(super) failed_shapes: BTreeSet<(u64, u32, u32)>,
+    /// Requests that did not fit now: the same request behind one does not either, nor one that
+    /// contains it, until a preemption frees room.
+    pub(super) failed: FailedRequests,
     backfill_budget: usize,
     pub(super) preempt_budget: usize,
     /// A reservation was made earlier in this cycle: a group admitted now is backfill.
@@ -342,7 +343,7 @@ impl Engine {
         let mut pass = Pass {
             out,
             reserved: BTreeMap::new(),
-            failed_shapes: BTreeSet::new(),
+            failed: FailedRequests::default(),
             backfill_budget: self.config.backfill_attempts_per_cycle,
             preempt_budget: self.config.preemption_attempts_per_cycle,
             any_reservation: false,

@@ -24,7 +24,8 @@
 //! | `cycle.rs` | the scheduling cycle: the merge of the queues, reservations kept or dropped |
 //! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
 //! | `demand.rs` | the cheap aggregate test before a match: what a request asks against what is free |
-//! | `repeat_misfit.rs` | attempts settled at once because one of the same shape failed earlier in the cycle |
+//! | `failed_requests.rs` | what failed to match in the cycle: the same request, or one contained in it, is not matched again |
+//! | `repeat_misfit.rs` | attempts settled at once because a request like theirs failed earlier in the cycle, or more is asked than is free |
 //! | `quota_holds.rs` | quota along the planned timeline: what reservations hold of it, and when a group short of it may start |
 //! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
 //! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
@@ -42,6 +43,7 @@ mod cycle;
 mod demand;
 mod elastic;
 mod explanations;
+mod failed_requests;
 mod fair_share;
 mod fair_share_preemption;
 mod forecast;
@@ -162,6 +164,9 @@ pub struct Engine {
     sat_cache: BTreeMap<(u64, u32), Result<(), String>>,
     /// What requests ask, for the aggregate test before a match; valid likewise.
     demands: demand::Demands,
+    /// Request kinds (a request without its member count and run time) by request shape, for
+    /// settling requests that contain one that failed (`failed_requests.rs`).
+    kinds: HashMap<u64, u64>,
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
     /// the snapshot: a restore builds the graph from the nodes as they are now.
     deferred_reshapes: BTreeMap<String, NodeSpec>,
@@ -186,6 +191,9 @@ pub struct Engine {
     /// Attempts sure to fail as one before them did are settled cheaply (`repeat_misfit.rs`);
     /// off only to check that doing so decides as attempting them in full.
     settle_repeat_misfits: bool,
+    /// Requests that contain one that failed earlier in the cycle are settled without a match
+    /// (`failed_requests.rs`); off only to check that a match would find the same.
+    compare_by_size: bool,
     /// Where a settled attempt's reason is written, so that an unchanged one costs no allocation.
     reason_scratch: String,
 }
@@ -226,6 +234,7 @@ impl Engine {
             elastic: BTreeSet::new(),
             sat_cache: BTreeMap::new(),
             demands: BTreeMap::new(),
+            kinds: HashMap::new(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),
@@ -235,6 +244,7 @@ impl Engine {
             leaving_for: None,
             calendar: BTreeMap::new(),
             settle_repeat_misfits: true,
+            compare_by_size: true,
             reason_scratch: String::new(),
         })
     }

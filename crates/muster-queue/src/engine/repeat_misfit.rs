@@ -1,5 +1,6 @@
-//! A cheap way through an attempt that is sure to fail: the same request failed to match ahead
-//! of it in this cycle, or what its minimum asks is more than the cluster has free.
+//! A cheap way through an attempt that is sure to fail: the same request, or one it contains,
+//! failed to match ahead of it in this cycle (`failed_requests.rs`), or what its minimum asks is
+//! more than the cluster has free.
 //!
 //! With thousands of groups waiting, most attempts behind a blocked head end one of these two
 //! ways. Such an attempt would copy the request, ask the quota and look the group up several times
@@ -14,13 +15,10 @@ use super::cycle::Pass;
 use super::group_table::PendingGroup;
 use crate::config::{FairShareWithinCohort, WithinQueue};
 
-/// What a group's reason says when a request like its own failed ahead of it in the cycle.
-pub(super) const SAME_SHAPE_AHEAD: &str = "a group of the same shape ahead of it did not fit";
-
 impl Engine {
     /// Blocked, with its reason set, when the full attempt is sure to end so: the request (shape,
-    /// min, max) failed to match earlier in this cycle (`Pass::failed_shapes`; only a preemption
-    /// frees room within a cycle, and it clears them) or does not pass the aggregate test
+    /// min, max), or one it contains, failed to match earlier in this cycle (`Pass::failed`; only
+    /// a preemption frees room within a cycle, and it clears them) or does not pass the aggregate test
     /// (`may_fit_now`), and none of the steps before or after the match could decide otherwise.
     /// None: attempt it in full.
     pub(super) fn repeat_misfit(
@@ -40,8 +38,9 @@ impl Engine {
         let r = &g.spec.request;
         // The tests that usually fail first, before any other lookup.
         let short: Arc<str>;
-        let busy: &str = if pass.failed_shapes.contains(&(shape, r.min_members, r.max_members)) {
-            SAME_SHAPE_AHEAD
+        let size = self.size_of(shape, r, r.duration.is_some());
+        let busy: &str = if let Some(ahead) = pass.failed.ahead((shape, r.min_members, r.max_members), size) {
+            ahead
         } else {
             short = self.may_fit_now(shape, r).err()?;
             &short

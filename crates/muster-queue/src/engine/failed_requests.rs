@@ -1,0 +1,104 @@
+//! What failed to match in this cycle, so that requests sure to fail alike are not matched again:
+//! the same request (shape, min, max), or a request like a failed one (the same member, the same
+//! constraints and calendar reservations) for at least as many members, for at least as long.
+//!
+//! Within a cycle only a preemption frees room (it clears these); everything else the cycle does
+//! takes room. A request that did not fit does not fit later in the cycle, nor does one that
+//! contains it: a placement of more members for longer holds a placement of fewer for less time.
+//! With thousands waiting behind a reserved head, most groups that fit the free room now still
+//! cannot start, since they would run into the reservation; the longer and larger of them are
+//! settled here without a match.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use muster_graph::GroupRequest;
+
+use super::Engine;
+use super::state::request_shape;
+
+/// What a group's reason says when a request like its own failed ahead of it in the cycle.
+pub(super) const SAME_SHAPE_AHEAD: &str = "a group of the same shape ahead of it did not fit";
+/// The same, for a request contained in its own.
+pub(super) const SMALLER_AHEAD: &str =
+    "a group like it ahead of it, with no more members and no longer run, did not fit";
+
+/// A rigid request of alike members, as containment compares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Size {
+    /// The request with its member count and run time left out.
+    kind: u64,
+    members: u32,
+    /// Seconds; `u64::MAX` for a group matched to run until cancelled.
+    run: u64,
+}
+
+/// The requests that did not fit in this cycle.
+#[derive(Debug, Default)]
+pub(super) struct FailedRequests {
+    shapes: BTreeSet<(u64, u32, u32)>,
+    /// By kind: (members, run) of failed requests, none containing another.
+    sizes: BTreeMap<u64, Vec<(u32, u64)>>,
+}
+
+impl FailedRequests {
+    /// Room was freed: what failed may fit now.
+    pub(super) fn clear(&mut self) {
+        self.shapes.clear();
+        self.sizes.clear();
+    }
+
+    /// Why a request (`shape`, min, max; `size` where containment applies to it) is sure not to
+    /// fit: None when it must be matched.
+    pub(super) fn ahead(&self, shape: (u64, u32, u32), size: Option<Size>) -> Option<&'static str> {
+        if self.shapes.contains(&shape) {
+            return Some(SAME_SHAPE_AHEAD);
+        }
+        let s = size?;
+        let failed = self.sizes.get(&s.kind)?;
+        failed.iter().any(|&(members, run)| members <= s.members && run <= s.run).then_some(SMALLER_AHEAD)
+    }
+
+    pub(super) fn record(&mut self, shape: (u64, u32, u32), size: Option<Size>) {
+        self.shapes.insert(shape);
+        if let Some(s) = size {
+            let failed = self.sizes.entry(s.kind).or_default();
+            // Only the smallest are kept: one containing another says nothing more.
+            failed.retain(|&(members, run)| !(s.members <= members && s.run <= run));
+            failed.push((s.members, s.run));
+        }
+    }
+}
+
+impl Engine {
+    /// `req`'s size where containment applies: a rigid group of alike members, with no topology,
+    /// devices or sets, so that a placement of more members for longer holds one of fewer for
+    /// less time. `shape` is its group's request shape (kinds are kept by it).
+    pub(super) fn size_of(&mut self, shape: u64, req: &GroupRequest, declares_run_time: bool) -> Option<Size> {
+        let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
+        if !self.compare_by_size || !alike || req.topology.is_some() || req.min_members != req.max_members {
+            return None;
+        }
+        // Kinds are nearly one per shape: bounded as the demands are.
+        if self.kinds.len() > 2 * self.groups.len() + 1024 && !self.kinds.contains_key(&shape) {
+            self.kinds.clear();
+        }
+        let kind = *self.kinds.entry(shape).or_insert_with(|| {
+            let mut k = req.clone();
+            k.duration = None;
+            k.set_bounds(1, 1);
+            request_shape(&k)
+        });
+        // A group that declares no run time is matched to run until cancelled.
+        let run = if declares_run_time { req.duration.unwrap_or(u64::MAX) } else { u64::MAX };
+        Some(Size { kind, members: req.min_members, run })
+    }
+}
+
+impl Engine {
+    /// Matches every request that may fit, for tests that what containment settles is what a
+    /// match would find.
+    #[doc(hidden)]
+    pub fn match_every_request(&mut self) {
+        self.compare_by_size = false;
+    }
+}
