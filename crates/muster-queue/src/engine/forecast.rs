@@ -33,6 +33,7 @@ impl Engine {
     /// nothing more can happen, or `forecast_cycles` cycles have run.
     pub(super) fn forecast(&self, now: i64, wanted: &BTreeSet<GroupKey>) -> Forecast {
         let mut copy = self.clone();
+        copy.groups.keep_history_shared();
         // Groups behind those asked about are left out: they could only backfill ahead of them,
         // and leaving them costs the copy's cycles most of their work on a long queue.
         for pending in copy.pending.values_mut() {

@@ -1,11 +1,13 @@
 //! The engine's groups, by key and by slot. A slot is a group's place in a vector, fixed while the
-//! group exists: the pending index keeps it beside the key, so that a cycle walking thousands of
-//! waiting groups reaches each without a search of string keys. A lookup by key is a hash lookup:
-//! the table keeps every group until it is deleted, finished ones too, and an ordered search of
-//! tens of thousands of string keys costs dozens of comparisons. Iteration is in key order, as
-//! every reader of the groups expects.
+//! group is in play: the pending index keeps it beside the key, so that a cycle walking thousands
+//! of waiting groups reaches each without a search of string keys. A lookup by key is a hash
+//! lookup. Groups that ended (succeeded or failed) leave their slots for a history shared with the
+//! engine's copies: a copy (the forecast behind estimated starts, the queue view) then costs what
+//! the groups still in play cost, not every group the engine has seen. Iteration is in key order,
+//! over both, as every reader of the groups expects.
 
 use std::collections::{BTreeMap, HashMap};
+use std::iter::Peekable;
 use std::ops::Index;
 use std::sync::Arc;
 
@@ -16,30 +18,56 @@ use crate::group::{Group, GroupKey};
 pub(super) struct Slot(u32);
 
 /// Groups shared with the engine's copies: a group is copied only when changed (`Arc::make_mut`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct GroupTable {
-    /// For lookups; `ordered` holds the same keys, for iteration.
+    /// Groups in play, for lookups; `ordered` holds the same keys, for iteration.
     slots: HashMap<GroupKey, Slot>,
     ordered: BTreeMap<GroupKey, Slot>,
     groups: Vec<Option<Arc<Group>>>,
-    /// Slots of deleted groups, taken again first.
+    /// Slots of groups gone, taken again first.
     free: Vec<Slot>,
+    /// Groups that ended, shared between the engine and its copies until one changes it.
+    ended: Arc<BTreeMap<GroupKey, Arc<Group>>>,
+    /// Whether ending a group moves it to `ended`. Off in a copy run forward, whose groups end in
+    /// place: moving one would copy the whole history.
+    keeps_history: bool,
+}
+
+impl Default for GroupTable {
+    fn default() -> Self {
+        Self {
+            slots: HashMap::new(),
+            ordered: BTreeMap::new(),
+            groups: Vec::new(),
+            free: Vec::new(),
+            ended: Arc::default(),
+            keeps_history: true,
+        }
+    }
 }
 
 impl GroupTable {
     pub fn get(&self, key: &GroupKey) -> Option<&Arc<Group>> {
-        self.slots.get(key).map(|&s| self.at(s))
+        match self.slots.get(key) {
+            Some(&s) => Some(self.at(s)),
+            None => self.ended.get(key),
+        }
     }
 
+    /// A group to change; one that ended is taken out of the shared history's copy first.
     pub fn get_mut(&mut self, key: &GroupKey) -> Option<&mut Arc<Group>> {
-        let s = *self.slots.get(key)?;
-        Some(self.at_mut(s))
+        match self.slots.get(key) {
+            Some(&s) => Some(self.at_mut(s)),
+            None if self.ended.contains_key(key) => Arc::make_mut(&mut self.ended).get_mut(key),
+            None => None,
+        }
     }
 
     pub fn contains_key(&self, key: &GroupKey) -> bool {
-        self.slots.contains_key(key)
+        self.slots.contains_key(key) || self.ended.contains_key(key)
     }
 
+    /// The slot of a group in play (none for one that ended).
     pub fn slot(&self, key: &GroupKey) -> Option<Slot> {
         self.slots.get(key).copied()
     }
@@ -53,11 +81,14 @@ impl GroupTable {
         self.groups[s.0 as usize].as_mut().expect("a slot in use holds a group")
     }
 
-    /// Adds or replaces the group of `key`; a replaced group keeps its slot.
+    /// Adds or replaces the group of `key`, in play; a replaced group keeps its slot.
     pub fn insert(&mut self, key: GroupKey, group: Arc<Group>) {
         if let Some(&s) = self.slots.get(&key) {
             self.groups[s.0 as usize] = Some(group);
             return;
+        }
+        if self.ended.contains_key(&key) {
+            Arc::make_mut(&mut self.ended).remove(&key);
         }
         let s = match self.free.pop() {
             Some(s) => {
@@ -74,24 +105,65 @@ impl GroupTable {
     }
 
     pub fn remove(&mut self, key: &GroupKey) -> Option<Arc<Group>> {
-        let s = self.slots.remove(key)?;
+        let Some(s) = self.slots.remove(key) else {
+            return self.ended.contains_key(key).then(|| Arc::make_mut(&mut self.ended).remove(key)).flatten();
+        };
         self.ordered.remove(key);
         self.free.push(s);
         self.groups[s.0 as usize].take()
     }
 
+    /// Moves a group that ended out of play, into the history (not in a copy run forward).
+    pub fn retire(&mut self, key: &GroupKey) {
+        if !self.keeps_history {
+            return;
+        }
+        if let Some(g) = self.remove(key) {
+            Arc::make_mut(&mut self.ended).insert(key.clone(), g);
+        }
+    }
+
+    /// For a copy run forward: groups that end stay in play, and the history stays shared.
+    pub fn keep_history_shared(&mut self) {
+        self.keeps_history = false;
+    }
+
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.slots.len() + self.ended.len()
     }
 
     /// In key order.
     pub fn iter(&self) -> impl Iterator<Item = (&GroupKey, &Arc<Group>)> {
-        self.ordered.iter().map(|(k, &s)| (k, self.at(s)))
+        let in_play = self.ordered.iter().map(|(k, &s)| (k, self.at(s)));
+        ByKey { a: in_play.peekable(), b: self.ended.iter().peekable() }
     }
 
     /// In key order.
     pub fn values(&self) -> impl Iterator<Item = &Arc<Group>> {
-        self.ordered.values().map(|&s| self.at(s))
+        self.iter().map(|(_, g)| g)
+    }
+}
+
+/// Two iterators in key order (with no key in both) merged into one in key order.
+struct ByKey<'a, A: Iterator<Item = (&'a GroupKey, &'a Arc<Group>)>, B: Iterator<Item = (&'a GroupKey, &'a Arc<Group>)>>
+{
+    a: Peekable<A>,
+    b: Peekable<B>,
+}
+
+impl<'a, A, B> Iterator for ByKey<'a, A, B>
+where
+    A: Iterator<Item = (&'a GroupKey, &'a Arc<Group>)>,
+    B: Iterator<Item = (&'a GroupKey, &'a Arc<Group>)>,
+{
+    type Item = (&'a GroupKey, &'a Arc<Group>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some((ka, _)), Some((kb, _))) if kb < ka => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
     }
 }
 

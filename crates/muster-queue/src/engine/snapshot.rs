@@ -101,6 +101,7 @@ impl Engine {
             let state = g.state;
             let alloc = g.allocation.clone();
             e.groups.insert(key.clone(), Arc::new(g));
+            e.retire_if_ended(&key);
             if state.is_pending() {
                 e.add_pending(&key);
             }

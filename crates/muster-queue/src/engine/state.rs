@@ -125,7 +125,17 @@ impl Engine {
         if let Some(t) = self.timer_of(&self.groups[key]) {
             self.timers.push(Reverse((t, key.clone())));
         }
+        self.retire_if_ended(key);
         Ok(())
+    }
+
+    /// A group that succeeded or failed leaves play for the history (`group_table.rs`), and its
+    /// request shape with it: nothing plans it again.
+    pub(super) fn retire_if_ended(&mut self, key: &GroupKey) {
+        if matches!(self.groups[key].state, GroupState::Succeeded | GroupState::Failed) {
+            self.groups.retire(key);
+            self.shapes.remove(key);
+        }
     }
 
     /// Internal transitions the engine itself chose: legal by construction.
