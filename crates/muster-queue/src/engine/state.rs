@@ -130,11 +130,13 @@ impl Engine {
     }
 
     /// A group that succeeded or failed leaves play for the history (`group_table.rs`), and its
-    /// request shape with it: nothing plans it again.
+    /// request shape and elastic mark with it: nothing plans or grows it again (an elastic group
+    /// that ended no longer makes every cycle plan its reservations afresh).
     pub(super) fn retire_if_ended(&mut self, key: &GroupKey) {
         if matches!(self.groups[key].state, GroupState::Succeeded | GroupState::Failed) {
             self.groups.retire(key);
             self.shapes.remove(key);
+            self.elastic.remove(key);
         }
     }
 
