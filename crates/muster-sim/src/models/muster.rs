@@ -57,6 +57,8 @@ pub struct Muster {
     /// Groups evicted because a calendar reservation's window opened, by reservation; none when
     /// it holds no reservations.
     window_evictions: Option<BTreeMap<String, u64>>,
+    /// Each job's group key, made once: pods report one event after another.
+    keys: Vec<GroupKey>,
 }
 
 /// The least time between two cycles, in ms: the controller's floor (`cycle_gap` in
@@ -71,6 +73,15 @@ const QUEUE_VIEW_EVERY_MS: i64 = 5000;
 
 fn key(job: JobId) -> GroupKey {
     GroupKey::new(NAMESPACE, &format!("job-{}", job.0))
+}
+
+/// `job`'s key, made the first time it is asked for.
+fn key_in(keys: &mut Vec<GroupKey>, job: JobId) -> &GroupKey {
+    let i = job.0 as usize;
+    while keys.len() <= i {
+        keys.push(key(JobId(keys.len() as u32)));
+    }
+    &keys[i]
 }
 
 fn job_of(key: &GroupKey) -> JobId {
@@ -115,6 +126,7 @@ impl Muster {
             estimates: opts.estimates.then(BTreeMap::new),
             unestimated: BTreeSet::new(),
             window_evictions: holds.then(BTreeMap::new),
+            keys: Vec::new(),
         })
     }
 
@@ -280,18 +292,19 @@ impl Scheduler for Muster {
             }
             SimEvent::PodReady { pod } => {
                 let job = view.pod(pod).job;
-                self.engine.pods_ready(&key(job), view.job(job).ready, now)
+                self.engine.pods_ready(key_in(&mut self.keys, job), view.job(job).ready, now)
             }
             SimEvent::PodFinished { pod, succeeded: true } => {
                 // As the controller does for a Job: its group ends once every member's pod has
                 // succeeded, before the Job is marked Complete.
                 let job = view.pod(pod).job;
-                match self.engine.group(&key(job)).map(|g| g.state) {
+                let key = key_in(&mut self.keys, job);
+                match self.engine.group(key).map(|g| g.state) {
                     Some(s) if view.all_succeeded(job) && s.holds_allocation() => {
                         self.placements.remove(&job);
                         self.grown.remove(&job);
                         self.dirty = true;
-                        self.engine.finished(&key(job), true, now)
+                        self.engine.finished(key, true, now)
                     }
                     _ => Ok(Vec::new()),
                 }
@@ -300,8 +313,9 @@ impl Scheduler for Muster {
                 self.placements.remove(&job);
                 self.grown.remove(&job);
                 self.dirty = true;
-                match self.engine.group(&key(job)).map(|g| g.state) {
-                    Some(s) if s.holds_allocation() => self.engine.finished(&key(job), succeeded, now),
+                let key = key_in(&mut self.keys, job);
+                match self.engine.group(key).map(|g| g.state) {
+                    Some(s) if s.holds_allocation() => self.engine.finished(key, succeeded, now),
                     _ => Ok(Vec::new()),
                 }
             }
