@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: help test lint bench fuzz demo ref-sim bench-ref-sim
+.PHONY: help test lint properties bench fuzz demo ref-sim bench-ref-sim
 
 help:  ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## /  \1\t/'
@@ -13,6 +13,10 @@ test: lint  ## format check, clippy, and every test of the workspace
 lint:  ## cargo fmt --check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+properties:  ## the engine's and the matcher's property tests at depth (3,000 and 20,000 cases; `make test` runs 48 and 192)
+	PROPTEST_CASES=3000 $(CARGO) test -p muster-queue --test properties
+	PROPTEST_CASES=20000 $(CARGO) test -p muster-graph --test properties
 
 bench:  ## criterion benchmarks of the matcher, and its 50k-node memory figure (docs/benchmarks.md)
 	$(CARGO) bench -p muster-graph --bench matcher

@@ -402,7 +402,7 @@ fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), Test
 }
 
 proptest! {
-    // 192 cases by default; PROPTEST_CASES raises it for a deeper run.
+    // 192 cases by default; PROPTEST_CASES raises it for a deeper run (`make properties`).
     #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(192), ..ProptestConfig::default() })]
 
     #[test]

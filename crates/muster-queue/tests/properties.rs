@@ -231,7 +231,8 @@ impl Run {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // 48 cases by default; PROPTEST_CASES raises it for a deeper run (`make properties`).
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48), ..ProptestConfig::default() })]
 
     /// Quotas never exceeded (beyond allowed borrowing), every placed group has min..=max members
     /// all placed, refused inputs change nothing, and replay is deterministic.
