@@ -190,3 +190,73 @@ impl std::ops::Deref for PendingGroup {
         &self.key
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use muster_graph::GroupRequest;
+
+    use super::*;
+    use crate::group::{GroupSpec, GroupState};
+
+    fn group(name: &str, state: GroupState) -> Arc<Group> {
+        let spec = GroupSpec {
+            key: GroupKey::new("ns", name),
+            queue: "q".into(),
+            priority_class: None,
+            request: GroupRequest::simple(name, 1, &[("cpu", 1000)]),
+            submitted_at: 0,
+        };
+        let mut g = Group::submitted(spec, 0, 0);
+        g.state = state;
+        Arc::new(g)
+    }
+
+    fn names(t: &GroupTable) -> Vec<&str> {
+        t.iter().map(|(k, _)| k.name.as_str()).collect()
+    }
+
+    #[test]
+    fn ended_groups_leave_play_but_are_found_and_listed_in_key_order() {
+        let mut t = GroupTable::default();
+        for n in ["a", "b", "c", "d"] {
+            t.insert(GroupKey::new("ns", n), group(n, GroupState::Running));
+        }
+        let (b, c) = (GroupKey::new("ns", "b"), GroupKey::new("ns", "c"));
+        t.retire(&b);
+        t.retire(&c);
+        assert_eq!(t.slot(&b), None, "an ended group holds no slot");
+        assert!(t.slot(&GroupKey::new("ns", "a")).is_some());
+        assert_eq!(t.get(&b).map(|g| g.spec.key.name.as_str()), Some("b"));
+        assert_eq!(names(&t), ["a", "b", "c", "d"]);
+        assert_eq!(t.len(), 4);
+        // A slot given up is taken again.
+        t.insert(GroupKey::new("ns", "e"), group("e", GroupState::Queued));
+        assert_eq!(t.groups.len(), 4);
+        // Deleted, an ended group is gone; submitted again, it is in play.
+        assert!(t.remove(&b).is_some());
+        assert!(!t.contains_key(&b));
+        t.insert(c.clone(), group("c", GroupState::Queued));
+        assert!(t.slot(&c).is_some());
+        assert_eq!(names(&t), ["a", "c", "d", "e"]);
+        assert_eq!(t.len(), 4);
+    }
+
+    #[test]
+    fn a_copy_shares_the_history_and_a_copy_run_forward_never_copies_it() {
+        let mut t = GroupTable::default();
+        for n in ["a", "b", "c"] {
+            t.insert(GroupKey::new("ns", n), group(n, GroupState::Running));
+        }
+        t.retire(&GroupKey::new("ns", "a"));
+        let mut copy = t.clone();
+        assert!(Arc::ptr_eq(&t.ended, &copy.ended), "copying the table does not copy its history");
+        copy.keep_history_shared();
+        copy.retire(&GroupKey::new("ns", "b"));
+        assert!(Arc::ptr_eq(&t.ended, &copy.ended), "a group ending in the copy stays in play there");
+        assert!(copy.slot(&GroupKey::new("ns", "b")).is_some());
+        // Changing an ended group in the copy copies the history once, leaving the engine's as it was.
+        Arc::make_mut(copy.get_mut(&GroupKey::new("ns", "a")).unwrap()).reason = "changed".into();
+        assert!(!Arc::ptr_eq(&t.ended, &copy.ended));
+        assert_ne!(t[&GroupKey::new("ns", "a")].reason, "changed");
+    }
+}
