@@ -71,11 +71,14 @@ impl FailedRequests {
 
 impl Engine {
     /// `req`'s size where containment applies: a rigid group of alike members, with no topology,
-    /// devices or sets, so that a placement of more members for longer holds one of fewer for
-    /// less time. `shape` is its group's request shape (kinds are kept by it).
+    /// devices, sets, whole sockets or fixed members per node, so that a placement of more members
+    /// for longer holds one of fewer for less time and the matcher, which finds any placement of
+    /// such members that exists, would find that one. `shape` is its group's request shape (kinds
+    /// are kept by it).
     pub(super) fn size_of(&mut self, shape: u64, req: &GroupRequest, declares_run_time: bool) -> Option<Size> {
         let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
-        if !self.compare_by_size || !alike || req.topology.is_some() || req.min_members != req.max_members {
+        let plain = req.topology.is_none() && req.sockets.is_none() && req.members_per_node.is_none();
+        if !self.compare_by_size || !alike || !plain || req.min_members != req.max_members {
             return None;
         }
         // Kinds are nearly one per shape: bounded as the demands are.
