@@ -288,8 +288,7 @@ impl Engine {
     fn match_now(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<String> {
         let shape_key = (c.shape, req.min_members, req.max_members);
         let declares_run_time = self.groups[c.key].spec.request.duration.is_some();
-        let size = self.size_of(c.shape, req, declares_run_time);
-        if let Some(ahead) = pass.failed.ahead(shape_key, size) {
+        if let Some(ahead) = pass.failed.ahead(shape_key, || self.size_of(c.shape, req, declares_run_time)) {
             return Continue(ahead.to_string());
         }
         if let Err(busy) = self.may_fit_now(c.shape, req) {
@@ -315,7 +314,7 @@ impl Engine {
                 "busy".into()
             }
         };
-        pass.failed.record(shape_key, size);
+        pass.failed.record(shape_key, self.size_of(c.shape, req, declares_run_time));
         Continue(busy)
     }
 

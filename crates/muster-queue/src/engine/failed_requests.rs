@@ -47,13 +47,17 @@ impl FailedRequests {
         self.sizes.clear();
     }
 
-    /// Why a request (`shape`, min, max; `size` where containment applies to it) is sure not to
-    /// fit: None when it must be matched.
-    pub(super) fn ahead(&self, shape: (u64, u32, u32), size: Option<Size>) -> Option<&'static str> {
+    /// Why a request (`shape`, min, max; `size` says where containment applies to it) is sure not
+    /// to fit: None when it must be matched. Its size is worked out only once something it could
+    /// contain has failed: most cycles have nothing to compare it with.
+    pub(super) fn ahead(&self, shape: (u64, u32, u32), size: impl FnOnce() -> Option<Size>) -> Option<&'static str> {
         if self.shapes.contains(&shape) {
             return Some(SAME_SHAPE_AHEAD);
         }
-        let s = size?;
+        if self.sizes.is_empty() {
+            return None;
+        }
+        let s = size()?;
         let failed = self.sizes.get(&s.kind)?;
         failed.iter().any(|&(members, run)| members <= s.members && run <= s.run).then_some(SMALLER_AHEAD)
     }

@@ -106,7 +106,10 @@ impl GroupTable {
 
     pub fn remove(&mut self, key: &GroupKey) -> Option<Arc<Group>> {
         let Some(s) = self.slots.remove(key) else {
-            return self.ended.contains_key(key).then(|| Arc::make_mut(&mut self.ended).remove(key)).flatten();
+            if !self.ended.contains_key(key) {
+                return None;
+            }
+            return Arc::make_mut(&mut self.ended).remove(key);
         };
         self.ordered.remove(key);
         self.free.push(s);

@@ -38,7 +38,7 @@ impl Engine {
         let r = &g.spec.request;
         // The tests that usually fail first, before any other lookup.
         let short: Arc<str>;
-        let size = self.size_of(shape, r, r.duration.is_some());
+        let size = || self.size_of(shape, r, r.duration.is_some());
         let busy: &str = if let Some(ahead) = pass.failed.ahead((shape, r.min_members, r.max_members), size) {
             ahead
         } else {
