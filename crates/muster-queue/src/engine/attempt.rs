@@ -467,6 +467,7 @@ impl Engine {
             };
             if let Some(short) = short {
                 let _ = self.graph.cancel(id);
+                pass.start_refused_for_quota = true;
                 let reason = match short {
                     Shortfall::Used if wait.for_quota() => format!("{prefix}{}", wait.waiting()),
                     short => format!("{prefix}waiting for quota: {short}"),

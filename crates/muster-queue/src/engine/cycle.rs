@@ -170,6 +170,10 @@ pub(super) struct Pass<'o> {
     /// What the reservations made (or kept) so far in this cycle hold of their queues' quotas:
     /// the groups behind them in line may not take it (`quota_holds.rs`).
     pub(super) quota: QuotaTimeline,
+    /// A group found its earliest start on the graph and waits because its quota is held then.
+    /// That start moves with the reservations behind it: a next cycle that kept those would
+    /// search it again around them, so any reservation after this one is planned afresh.
+    pub(super) start_refused_for_quota: bool,
 }
 
 /// What the cycle does with a queue after taking one of its groups.
@@ -349,6 +353,7 @@ impl Engine {
             any_reservation: false,
             keep,
             quota: QuotaTimeline::default(),
+            start_refused_for_quota: false,
         };
         while let Some(head) = heads.pop() {
             let qi = head.queue;
@@ -406,6 +411,9 @@ impl Engine {
                 false
             }
             Attempt::Reserved => {
+                if pass.start_refused_for_quota {
+                    self.reservations_current = false;
+                }
                 cursor.reservations += 1;
                 pass.any_reservation = true;
                 self.last_stats.reserved += 1;
