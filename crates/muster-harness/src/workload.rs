@@ -147,10 +147,16 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
                 s.name, s.min_members, s.max_members
             ));
         }
-        if s.topology.is_some() || s.filter != j.filter {
+        if s.topology.is_some() {
             return refuse(&format!(
-                "set {}: a set's own topology, node selector or tolerations are simulated only; give them on the \
-                 class, for all its sets",
+                "set {}: a set's own topology is simulated only (the real peers are not sent it yet); drop it",
+                s.name
+            ));
+        }
+        if s.filter != j.filter {
+            return refuse(&format!(
+                "set {}: a set's own node selector or tolerations are simulated only; give them on the class, for \
+                 all its sets",
                 s.name
             ));
         }
@@ -469,6 +475,10 @@ mod tests {
         let e = record(ray).unwrap_err().to_string();
         assert!(e.contains("class ray: set gpu-workers: an elastic set (2..8 members)"), "{e}");
         assert!(e.contains("give the set a fixed members count"), "{e}");
+        // A set's own topology: the real peers are not sent it.
+        let pd = muster_sim::scenario::load(&scenario("suite/disaggregated.yaml"), 1).unwrap().jobs;
+        let e = record(pd.iter().find(|j| j.class == "pd").unwrap()).unwrap_err().to_string();
+        assert!(e.contains("class pd: set prefill: a set's own topology is simulated only"), "{e}");
     }
 
     #[test]

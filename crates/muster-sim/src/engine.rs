@@ -12,7 +12,7 @@ use crate::SimError;
 use crate::node_index::NodeIndex;
 use crate::reservation_meter::{ReservationMeter, ReservationRecord};
 use crate::rng::Rng;
-use crate::scenario::{RunStart, Workload};
+use crate::scenario::{JobTopology, RunStart, Workload};
 use crate::scheduler::{
     Action, ClusterView, JobId, JobPhase, JobState, NodeId, NodeState, PodId, PodPhase, PodSetState, PodState,
     Scheduler, SimEvent,
@@ -220,7 +220,7 @@ impl<'w> Engine<'w> {
         let mut jobs = Vec::with_capacity(workload.jobs.len());
         for spec in &workload.jobs {
             let mut sets = Vec::new();
-            for set in spec.pod_sets().iter() {
+            for (k, set) in spec.pod_sets().iter().enumerate() {
                 let filter = match filters.iter().position(|f| *f == set.filter) {
                     Some(i) => i,
                     None => {
@@ -236,7 +236,8 @@ impl<'w> Engine<'w> {
                         request[i] = *a;
                     }
                 }
-                sets.push(PodSetState { request, filter, max_members: set.max_members });
+                let topology = spec.set_topology.get(k).cloned().flatten();
+                sets.push(PodSetState { request, filter, max_members: set.max_members, topology });
             }
             jobs.push(JobState {
                 spec: spec.clone(),
@@ -620,32 +621,40 @@ impl<'w> Engine<'w> {
         }
     }
 
-    /// Whether the pods the job holds now lie in more than one domain of its topology level.
-    fn spans_domains(&self, job: JobId) -> bool {
+    /// The constraints the pods the job holds now break (the job's own, its sets'): those of
+    /// them lie in more than one domain of the constraint's level.
+    fn broken_constraints(&self, job: JobId) -> impl Iterator<Item = &JobTopology> {
         let j = &self.jobs[job.index()];
-        let Some(t) = &j.spec.topology else { return false };
-        let mut domains = j
-            .pods
-            .iter()
-            .filter_map(|p| self.pods[p.index()].node.filter(|_| self.pods[p.index()].phase.holds()))
-            .map(|n| self.nodes[n.index()].labels.get(&t.label));
-        let first = domains.next();
-        domains.any(|d| d != first.flatten())
+        let held = move |in_set: Option<usize>| {
+            j.pods
+                .iter()
+                .map(|p| &self.pods[p.index()])
+                .filter(move |p| p.phase.holds() && in_set.is_none_or(|k| j.set_index(p.index) == k))
+        };
+        let spans = move |t: &JobTopology, in_set: Option<usize>| {
+            let mut domains = held(in_set).filter_map(|p| p.node).map(|n| self.nodes[n.index()].labels.get(&t.label));
+            let first = domains.next();
+            domains.any(|d| d != first.flatten())
+        };
+        let own = j.spec.topology.iter().filter(move |t| spans(t, None));
+        let sets =
+            (j.sets.iter().enumerate()).filter_map(move |(k, s)| s.topology.as_ref().filter(|t| spans(t, Some(k))));
+        own.chain(sets)
     }
 
-    /// The job's run time as its placement allows: longer by the topology's span slowdown when
-    /// its pods span domains.
+    /// The job's run time as its placement allows: longer by the largest span slowdown of the
+    /// constraints its pods break (its traffic crosses that level's uplinks).
     fn placed_run_ms(&self, job: JobId) -> i64 {
         let spec = &self.jobs[job.index()].spec;
-        match &spec.topology {
-            Some(t) if self.spans_domains(job) => (spec.run_ms as f64 * t.span_slowdown).round() as i64,
-            _ => spec.run_ms,
-        }
+        let slowdown = self.broken_constraints(job).map(|t| t.span_slowdown).fold(1.0, f64::max);
+        if slowdown > 1.0 { (spec.run_ms as f64 * slowdown).round() as i64 } else { spec.run_ms }
     }
 
     fn mark_running(&mut self, job: JobId) {
         let now = self.now;
-        let spread = self.jobs[job.index()].spec.topology.is_some().then(|| self.spans_domains(job));
+        let constrained = self.jobs[job.index()].spec.topology.is_some()
+            || self.jobs[job.index()].sets.iter().any(|s| s.topology.is_some());
+        let spread = constrained.then(|| self.broken_constraints(job).next().is_some());
         self.jobs[job.index()].spread = spread;
         for k in 0..self.jobs[job.index()].pods.len() {
             let pod = self.jobs[job.index()].pods[k];

@@ -341,6 +341,9 @@ pub struct JobSpec {
     /// Its pods as several sets of alike pods, numbered set after set (each set but the last
     /// takes its count of completion indices, the last the rest); empty when all pods are alike.
     pub sets: Vec<MemberSet>,
+    /// Each set's own topology constraint, by set (empty when all pods are alike); a set's
+    /// `MemberSet::topology` is the same, as muster's matcher takes it.
+    pub set_topology: Vec<Option<JobTopology>>,
     /// The run time this job will actually take with `max_members` pods.
     pub run_ms: i64,
     /// What its user declares: the longest run time its class can draw (base * (1 + jitter)),
@@ -371,6 +374,22 @@ pub struct JobTopology {
 }
 
 impl JobTopology {
+    /// The constraint as muster's matcher takes it.
+    pub fn constraint(&self) -> TopologyConstraint {
+        TopologyConstraint {
+            level: self.level.clone(),
+            mode: self.mode,
+            within: self.within.as_ref().map(|(level, _)| level.clone()),
+            weights: Default::default(),
+        }
+    }
+
+    /// How much longer a run whose pods break this constraint takes: its span slowdown for a
+    /// preferred one, 1 for a required one (a placement never breaks it).
+    pub fn worst_slowdown(&self) -> f64 {
+        if self.mode == ConstraintMode::Preferred { self.span_slowdown } else { 1.0 }
+    }
+
     /// The node label of the level the job must stay within: its level's when required, the
     /// enclosing one's when preferred within one, else none.
     pub fn binding_label(&self) -> Option<&str> {
@@ -392,12 +411,7 @@ impl JobSpec {
             g = g.with_sets(self.sets.clone()).expect("the sets were checked when the scenario was loaded");
         }
         g.duration = self.expected_run_ms.map(|ms| (ms as u64).div_ceil(1000).max(1));
-        g.topology = self.topology.as_ref().map(|t| TopologyConstraint {
-            level: t.level.clone(),
-            mode: t.mode,
-            within: t.within.as_ref().map(|(level, _)| level.clone()),
-            weights: Default::default(),
-        });
+        g.topology = self.topology.as_ref().map(JobTopology::constraint);
         g.shrinkable = self.shrinkable;
         g
     }
@@ -628,7 +642,8 @@ pub fn from_text_with(
                 format!("{} is out of range; allowed 1..={MAX_JOBS_PER_CLASS}", c.count),
             ));
         }
-        let pods = pod_sets::class_pods(file, &format!("jobClasses[{ci}]"), c, &offered)?;
+        let topology = c.topology.as_ref().map(|t| class_topology(file, &at("topology"), t, &cluster)).transpose()?;
+        let pods = pod_sets::class_pods(file, &format!("jobClasses[{ci}]"), c, topology.as_ref(), &cluster, &offered)?;
         if c.shrinkable && pods.min == pods.max {
             return Err(input(file, at("shrinkable"), muster_graph::jobspec::SHRINKABLE_NEEDS_ELASTIC));
         }
@@ -657,13 +672,15 @@ pub fn from_text_with(
         if c.arrival.pattern != Pattern::Burst && interval < 1 {
             return Err(input(file, at("arrival.interval"), "uniform and poisson arrivals need an interval >= 1ms"));
         }
-        let topology = c.topology.as_ref().map(|t| class_topology(file, &at("topology"), t, &cluster)).transpose()?;
         let queue = queue_of(file, &at("queue"), c.queue.as_deref(), &tenants)?;
         check_lulls(file, &at("arrival.lulls"), &c.arrival.lulls)?;
         // A job that may be spread across domains declares the run time of that placement: a
         // scheduler holds it to what it declares (muster's runTimeLimit).
-        let worst_placement =
-            topology.as_ref().filter(|t| t.mode == ConstraintMode::Preferred).map_or(1.0, |t| t.span_slowdown);
+        let worst_placement = topology
+            .iter()
+            .chain(pods.set_topology.iter().flatten())
+            .map(JobTopology::worst_slowdown)
+            .fold(1.0, f64::max);
         let mut arrivals = Rng::stream(seed, &format!("arrival:{}", c.name));
         let mut runtimes = Rng::stream(seed, &format!("runtime:{}", c.name));
         let start = c.arrival.start.map_or(0, |d| d.0);
@@ -691,6 +708,7 @@ pub fn from_text_with(
                     requests: pods.requests.clone(),
                     filter: pods.filter.clone(),
                     sets: pods.sets.clone(),
+                    set_topology: pods.set_topology.clone(),
                     run_ms: run_ms.max(1),
                     expected_run_ms: c.declares_run_time.then(|| {
                         c.declared_run_time
@@ -744,6 +762,7 @@ pub fn from_text_with(
                     requests,
                     filter: NodeFilter::default(),
                     sets: vec![],
+                    set_topology: vec![],
                     run_ms: m.run_ms,
                     expected_run_ms: Some(m.expected_ms),
                     run_starts: src.run_starts,

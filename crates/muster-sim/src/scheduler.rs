@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use muster_graph::graph::Taint;
 
-use crate::scenario::{JobSpec, Timing};
+use crate::scenario::{JobSpec, JobTopology, Timing};
 
 /// Index of a job in the workload (submission order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -148,23 +148,28 @@ pub enum JobPhase {
 }
 
 impl JobState {
-    /// The set of the pod with completion index `index`: each set takes its count of indices in
-    /// turn, the last set every index after (the pods an elastic job grows by).
-    pub fn set_of(&self, index: u32) -> &PodSetState {
+    /// The index of the set of the pod with completion index `index`: each set takes its count
+    /// of indices in turn, the last set every index after (the pods an elastic job grows by).
+    pub fn set_index(&self, index: u32) -> usize {
         let mut first = 0u32;
-        for s in &self.sets[..self.sets.len() - 1] {
+        for (k, s) in self.sets[..self.sets.len() - 1].iter().enumerate() {
             first = first.saturating_add(s.max_members);
             if index < first {
-                return s;
+                return k;
             }
         }
-        self.sets.last().expect("a job has at least one set")
+        self.sets.len() - 1
+    }
+
+    /// The set of the pod with completion index `index`.
+    pub fn set_of(&self, index: u32) -> &PodSetState {
+        &self.sets[self.set_index(index)]
     }
 
     /// Whether the pod with completion index `index` is of the last set (the one that grows and
     /// gives back pods).
     pub fn in_last_set(&self, index: u32) -> bool {
-        std::ptr::eq(self.set_of(index), self.sets.last().expect("a job has at least one set"))
+        self.set_index(index) + 1 == self.sets.len()
     }
 
     /// Pods of every set but the last: the part of the job whose count never changes.
@@ -226,6 +231,8 @@ pub struct PodSetState {
     pub filter: usize,
     /// Completion indices it takes (the last set takes every index after the others').
     pub max_members: u32,
+    /// All its pods within one domain of a level (within the job's own domain, if it has one).
+    pub topology: Option<JobTopology>,
 }
 
 #[derive(Debug, Clone)]

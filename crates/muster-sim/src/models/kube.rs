@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use crate::models::gang::Snapshot;
 use crate::models::start_unheld;
+use crate::models::topology::Slot;
 use crate::scheduler::{Action, ClusterView, JobId, NodeId, PodId, PodPhase, Scheduler, SimEvent};
 
 /// Queue order: priority (high first), then the group's timestamp and id, then the pod's.
@@ -309,8 +310,8 @@ pub struct KubeCore {
     /// When the loop is free for its next attempt, in microseconds.
     pub next_attempt_us: i64,
     /// Jobs whose pods were assigned to nodes before they existed (Kueue's TAS writes each pod's
-    /// node selector): per node, pods still to bind there.
-    pub assigned: HashMap<JobId, Vec<(NodeId, u32)>>,
+    /// node selector): per node and set, pods still to bind there.
+    pub assigned: HashMap<JobId, Vec<Slot>>,
 }
 
 impl KubeCore {
@@ -396,10 +397,12 @@ impl KubeCore {
     /// The pod's node: one of its job's assigned nodes that still has room for it (taking it), or
     /// where the placer finds room.
     pub fn place(&mut self, view: &ClusterView<'_>, pod: PodId) -> Option<NodeId> {
-        if let Some(slots) = self.assigned.get_mut(&view.pod(pod).job) {
-            let (node, left) = slots.iter_mut().find(|(n, left)| *left > 0 && view.fits(pod, *n))?;
-            *left -= 1;
-            return Some(*node);
+        let p = view.pod(pod);
+        if let Some(slots) = self.assigned.get_mut(&p.job) {
+            let set = view.job(p.job).set_index(p.index);
+            let slot = slots.iter_mut().find(|s| s.set == set && s.left > 0 && view.fits(pod, s.node))?;
+            slot.left -= 1;
+            return Some(slot.node);
         }
         self.placer.get_or_insert_with(|| Placer::new(view)).place(view, pod)
     }

@@ -20,8 +20,9 @@
 //! not ready within the timeout is evicted (suspended, pods deleted) and requeued after an
 //! exponential backoff, or deactivated after `backoffLimitCount` requeues. A job with a topology
 //! constraint goes through Topology-Aware Scheduling: admitted only with an assignment of its pods
-//! to nodes of one domain (`topology::assign`; a preferred constraint that no domain meets is
-//! admitted unassigned); preemption does not look at topology.
+//! to nodes of one domain, each PodSet with a level of its own to one of that level
+//! (`topology::assign`; constraints all preferred that no domain meets are admitted unassigned);
+//! preemption does not look at topology.
 //!
 //! With `kueue.fairSharing` (or as `kueue-fair`), Kueue's fair sharing: heads taken by a
 //! tournament of dominant resource shares, each tenant's `fairShareWeight` as its ClusterQueue's
@@ -234,9 +235,8 @@ impl Kueue {
     fn assigned_snapshot(&self, view: &ClusterView<'_>) -> Snapshot {
         let mut snap = Snapshot::default();
         for (&job, slots) in &self.core.assigned {
-            for &(node, left) in slots {
-                // TAS assigns the pods of jobs of one set (see `topology::pods_fitting`).
-                (0..left).for_each(|_| snap.take(&view.job(job).sets[0].request, node));
+            for slot in slots {
+                (0..slot.left).for_each(|_| snap.take(&view.job(job).sets[slot.set].request, slot.node));
             }
         }
         snap

@@ -1,10 +1,15 @@
 //! Topology-aware gang placement as the peers that have it do it: every pod of a gang within one
-//! domain of a level (a rack, a block). Volcano's network-topology-aware scheduling (hard mode
+//! domain of a level (a rack, a block), and each set with a level of its own within one domain of
+//! that level inside the gang's (a gang of gangs: prefill in one rack, decode in another, both in
+//! one block). Volcano's network-topology-aware scheduling (hard mode
 //! for a required constraint, soft for a preferred one) and kube-scheduler's
 //! TopologyAwareWorkloadScheduling (alpha in 1.37, required only) try the gang domain by domain
 //! in one cycle; Kueue's TAS assigns pods to nodes of one domain at admission (`assign`).
 //! Domains are tried tightest first (fewest pods of the job fit), the best-fit order Kueue's TAS
-//! documents; a preferred constraint no domain can meet falls back to the whole cluster.
+//! documents; a preferred constraint no domain can meet falls back to the whole cluster (for a
+//! set: to the gang's domain). Sets are given their domains one after the other, each the
+//! tightest that still holds it once the sets before it are placed; a set that finds none fails
+//! the gang in that domain of the gang's level, as the peers' one-pass allocation does.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,6 +17,7 @@ use muster_graph::jobspec::ConstraintMode;
 
 use crate::models::gang::{self, GangPlacement, Snapshot};
 use crate::models::kube::Placer;
+use crate::scenario::JobTopology;
 use crate::scheduler::{ClusterView, JobId, NodeId};
 
 /// One domain of a level: its nodes, and a mask over all nodes for the placer.
@@ -30,7 +36,21 @@ pub struct Domains {
 impl Domains {
     /// The domains of `label`, in the order of their values; nodes without the label are in none.
     pub fn of(&mut self, view: &ClusterView<'_>, label: &str) -> &[Domain] {
-        self.by_label.entry(label.to_string()).or_insert_with(|| {
+        self.load(view, label);
+        self.get(label)
+    }
+
+    /// The domains of a label `load` has computed.
+    fn get(&self, label: &str) -> &[Domain] {
+        &self.by_label[label]
+    }
+
+    /// Computes the domains of `label` once.
+    fn load(&mut self, view: &ClusterView<'_>, label: &str) {
+        if self.by_label.contains_key(label) {
+            return;
+        }
+        self.by_label.insert(label.to_string(), {
             let mut by_value: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
             for (i, n) in view.nodes().iter().enumerate() {
                 if let Some(v) = n.labels.get(label) {
@@ -46,14 +66,13 @@ impl Domains {
                     Domain { nodes, mask }
                 })
                 .collect()
-        })
+        });
     }
 }
 
-/// How many pods of `job` fit the node in the snapshot (0 if it is not eligible). A job with a
-/// topology constraint has one set of pods (a scenario gives none to a job of several).
-pub fn pods_fitting(view: &ClusterView<'_>, snap: &Snapshot, job: JobId, node: NodeId) -> u64 {
-    let set = &view.job(job).sets[0];
+/// How many pods of the job's set `set` fit the node in the snapshot (0 if it is not eligible).
+pub fn pods_fitting(view: &ClusterView<'_>, snap: &Snapshot, job: JobId, set: usize, node: NodeId) -> u64 {
+    let set = &view.job(job).sets[set];
     if !view.set_eligible(set, node) {
         return 0;
     }
@@ -61,19 +80,30 @@ pub fn pods_fitting(view: &ClusterView<'_>, snap: &Snapshot, job: JobId, node: N
     (0..req.len()).filter(|&r| req[r] > 0).map(|r| snap.free(view, node, r) / req[r]).min().unwrap_or(u64::MAX)
 }
 
-/// Indices of the domains where at least `need` pods of `job` fit, tightest first.
+/// Indices of the domains where, of every set in `needs` (set, pods), that many pods fit on
+/// their nodes inside `within` (all nodes when None), tightest first (the least room in all).
 pub fn fitting_domains(
     view: &ClusterView<'_>,
     snap: &Snapshot,
     job: JobId,
-    need: u32,
+    needs: &[(usize, u32)],
     domains: &[Domain],
+    within: Option<&[bool]>,
 ) -> Vec<usize> {
-    let mut fit: Vec<(u64, usize)> = domains
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (d.nodes.iter().map(|&n| pods_fitting(view, snap, job, n)).fold(0u64, u64::saturating_add), i))
-        .filter(|&(room, _)| room >= u64::from(need.max(1)))
+    let mut fit: Vec<(u64, usize)> = (domains.iter().enumerate())
+        .filter_map(|(i, d)| {
+            let nodes = d.nodes.iter().filter(|n| within.is_none_or(|w| w[n.index()]));
+            let mut total = 0u64;
+            for &(set, need) in needs {
+                let room =
+                    nodes.clone().map(|&n| pods_fitting(view, snap, job, set, n)).fold(0u64, u64::saturating_add);
+                if room < u64::from(need.max(1)) {
+                    return None;
+                }
+                total = total.saturating_add(room);
+            }
+            Some((total, i))
+        })
         .collect();
     fit.sort_unstable();
     fit.into_iter().map(|(_, i)| i).collect()
@@ -86,10 +116,99 @@ pub enum Honours {
     Both,
 }
 
-/// `gang::place_gang` with the job's topology constraint, if the model honours it: the gang is
-/// placed within the first domain (tightest first) that takes it; a required constraint no domain
-/// meets rejects the gang, a preferred one falls back to the whole cluster. A gang already partly
-/// placed stays in the domain of its placed pods.
+/// The node labels of the levels a constraint is tried at in turn, and whether no domain at all
+/// (the whole cluster, or for a set the gang's domain) is the last resort.
+struct Levels<'t> {
+    labels: Vec<&'t str>,
+    anywhere: bool,
+}
+
+impl<'t> Levels<'t> {
+    /// A model without preferred constraints is given the enclosing level a preferred one is kept
+    /// within, as a required one: what a user of that scheduler would write.
+    fn of(t: &'t JobTopology, honours: Honours) -> Self {
+        let (labels, anywhere) = match (t.mode, honours, &t.within) {
+            (ConstraintMode::Required, ..) => (vec![t.label.as_str()], false),
+            (ConstraintMode::Preferred, Honours::Both, None) => (vec![t.label.as_str()], true),
+            (ConstraintMode::Preferred, Honours::Both, Some((_, within))) => (vec![t.label.as_str(), within], false),
+            (ConstraintMode::Preferred, Honours::RequiredOnly, None) => (vec![], true),
+            (ConstraintMode::Preferred, Honours::RequiredOnly, Some((_, within))) => (vec![within.as_str()], false),
+        };
+        Self { labels, anywhere }
+    }
+}
+
+/// Where the gang's pods may go: the gang's domain, and each set's once it is chosen.
+struct Scope<'a> {
+    view: &'a ClusterView<'a>,
+    job: JobId,
+    domains: &'a Domains,
+    /// Each set's levels (None: the set has no constraint of its own).
+    set_levels: Vec<Option<Levels<'a>>>,
+    /// Pods of each set the gang needs placed, by set.
+    needs: Vec<(usize, u32)>,
+}
+
+impl Scope<'_> {
+    /// The nodes the pods of a set must keep to, within the gang's domain `within`: Some(None) for
+    /// no more than that, None when no domain of its levels holds it (a required constraint).
+    fn set_domain(&self, snap: &Snapshot, set: usize, within: Option<&[bool]>) -> Option<Option<Vec<bool>>> {
+        let Some(levels) = &self.set_levels[set] else { return Some(None) };
+        let need = self.needs.iter().find(|(k, _)| *k == set).map_or(1, |&(_, n)| n);
+        let held = held_nodes(self.view, self.job, Some(set));
+        for (i, label) in levels.labels.iter().enumerate() {
+            let domains = self.domains.get(label);
+            let candidates = match held.first().map(|n| domains.iter().position(|d| d.mask[n.index()])) {
+                Some(_) if i + 1 < levels.labels.len() => continue,
+                Some(d) => d.into_iter().collect(),
+                None => fitting_domains(self.view, snap, self.job, &[(set, need)], domains, within),
+            };
+            if let Some(&d) = candidates.first() {
+                return Some(Some(inside(&domains[d].mask, within)));
+            }
+        }
+        levels.anywhere.then_some(None)
+    }
+}
+
+/// The nodes `mask` marks that `within` does too (all of them when None).
+fn inside(mask: &[bool], within: Option<&[bool]>) -> Vec<bool> {
+    within.map_or_else(|| mask.to_vec(), |w| w.iter().zip(mask).map(|(a, b)| *a && *b).collect())
+}
+
+/// The nodes of the pods of the job's current start that hold resources, of set `set` or all.
+fn held_nodes(view: &ClusterView<'_>, job: JobId, set: Option<usize>) -> Vec<NodeId> {
+    let j = view.job(job);
+    (j.pods.iter().map(|&p| view.pod(p)))
+        .filter(|p| p.phase.holds() && set.is_none_or(|k| j.set_index(p.index) == k))
+        .filter_map(|p| p.node)
+        .collect()
+}
+
+/// Of the first `need` pending pods of the job (those the gang cannot do without), how many each
+/// set has; at least one pod of the first set with pending pods when that is none.
+fn set_needs(view: &ClusterView<'_>, job: JobId, need: u32) -> Vec<(usize, u32)> {
+    let j = view.job(job);
+    let pending = gang::pending_pods(view, job);
+    let mut needs: Vec<(usize, u32)> = Vec::new();
+    for &p in pending.iter().take(need.max(1) as usize) {
+        let k = j.set_index(view.pod(p).index);
+        match needs.last_mut() {
+            Some((last, n)) if *last == k => *n += 1,
+            _ => needs.push((k, 1)),
+        }
+    }
+    if needs.is_empty() {
+        needs.push((0, 1));
+    }
+    needs
+}
+
+/// `gang::place_gang` with the job's topology constraints, if the model honours them: the gang is
+/// placed within the first domain of its level (tightest first) that takes it, and each set with
+/// a level of its own within a domain of that level inside; a required constraint no domain
+/// meets rejects the gang, a preferred one falls back to the whole cluster (a set's, to the
+/// gang's domain). A gang already partly placed stays in the domains of its placed pods.
 pub fn place_gang(
     view: &ClusterView<'_>,
     snap: &mut Snapshot,
@@ -99,33 +218,37 @@ pub fn place_gang(
     domains: &mut Domains,
     honours: Honours,
 ) -> GangPlacement {
+    let j = view.job(job);
+    let own = j.spec.topology.as_ref().map(|t| Levels::of(t, honours));
+    let set_levels: Vec<Option<Levels>> =
+        j.sets.iter().map(|s| s.topology.as_ref().map(|t| Levels::of(t, honours))).collect();
+    for levels in own.iter().chain(set_levels.iter().flatten()) {
+        levels.labels.iter().for_each(|l| domains.load(view, l));
+    }
+    let scope = Scope { view, job, domains, set_levels, needs: set_needs(view, job, need) };
     let mut place = |snap: &mut Snapshot, within: Option<&[bool]>| {
+        // Each set's nodes, chosen when its first pod is placed (after the sets before it).
+        let mut chosen: Vec<Option<Option<Vec<bool>>>> = vec![None; j.sets.len()];
         gang::place_gang(view, snap, job, need, |v, pod, s| {
-            placer.get_or_insert_with(|| Placer::new(v)).place_within(v, pod, s, within)
+            let k = j.set_index(v.pod(pod).index);
+            if chosen[k].is_none() {
+                chosen[k] = Some(scope.set_domain(s, k, within)?);
+            }
+            let nodes = chosen[k].as_ref().and_then(|c| c.as_deref()).or(within);
+            placer.get_or_insert_with(|| Placer::new(v)).place_within(v, pod, s, nodes)
         })
     };
-    let Some(t) = view.job(job).spec.topology.as_ref() else { return place(snap, None) };
-    // The levels tried in turn, and whether the whole cluster is the last resort. A model without
-    // preferred constraints is given the enclosing level a preferred one is kept within, as a
-    // required one: what a user of that scheduler would write.
-    let (labels, anywhere): (Vec<&str>, bool) = match (t.mode, honours, &t.within) {
-        (ConstraintMode::Required, ..) => (vec![&t.label], false),
-        (ConstraintMode::Preferred, Honours::Both, None) => (vec![&t.label], true),
-        (ConstraintMode::Preferred, Honours::Both, Some((_, within))) => (vec![&t.label, within], false),
-        (ConstraintMode::Preferred, Honours::RequiredOnly, None) => return place(snap, None),
-        (ConstraintMode::Preferred, Honours::RequiredOnly, Some((_, within))) => (vec![within], false),
-    };
+    let Some(levels) = own else { return place(snap, None) };
     let mut evaluated = 0;
-    for (i, label) in labels.iter().enumerate() {
-        let domains = domains.of(view, label);
-        let held = view.job(job).pods.iter().filter_map(|&p| view.pod(p).node.filter(|_| view.pod(p).phase.holds()));
-        let candidates: Vec<usize> = match held.map(|n| domains.iter().position(|d| d.mask[n.index()])).next() {
+    let held = held_nodes(view, job, None);
+    for (i, label) in levels.labels.iter().enumerate() {
+        let domains = scope.domains.get(label);
+        let candidates: Vec<usize> = match held.first().map(|n| domains.iter().position(|d| d.mask[n.index()])) {
             // A gang already partly placed stays in the domain of its placed pods, at the
             // outermost level it may use.
-            Some(_) if i + 1 < labels.len() => continue,
-            Some(Some(d)) => vec![d],
-            Some(None) => vec![],
-            None => fitting_domains(view, snap, job, need, domains),
+            Some(_) if i + 1 < levels.labels.len() => continue,
+            Some(d) => d.into_iter().collect(),
+            None => fitting_domains(view, snap, job, &scope.needs, domains, None),
         };
         for d in candidates {
             let result = place(snap, Some(&domains[d].mask));
@@ -135,34 +258,85 @@ pub fn place_gang(
             }
         }
     }
-    if anywhere {
+    if levels.anywhere {
         let result = place(snap, None);
         return GangPlacement { evaluated: evaluated + result.evaluated, ..result };
     }
     GangPlacement { placed: vec![], evaluated, accepted: false }
 }
 
-/// Kueue TAS's admission: per node, how many pods of `job` it gets, all within one domain of the
-/// job's level (tightest first), filling each domain's nodes in order; None when no domain holds
-/// all `members`.
+/// One node's share of a Kueue TAS assignment: pods of one set still to bind there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub set: usize,
+    pub node: NodeId,
+    pub left: u32,
+}
+
+/// Kueue TAS's admission of all the job's pods: per node and set, how many pods it gets, all
+/// within one domain of `label` (tightest first; None: no such domain) and the pods of each set
+/// with a label in `set_labels` within one domain of it inside that (tightest first once the sets
+/// before it are assigned), filling each domain's nodes in order; None when no domain holds them so.
 pub fn assign(
     view: &ClusterView<'_>,
     snap: &Snapshot,
     job: JobId,
-    members: u32,
-    label: &str,
+    label: Option<&str>,
+    set_labels: &[Option<&str>],
     domains: &mut Domains,
-) -> Option<Vec<(NodeId, u32)>> {
-    let domains = domains.of(view, label);
-    let d = *fitting_domains(view, snap, job, members, domains).first()?;
-    let mut left = u64::from(members);
-    let mut out = vec![];
-    for &n in &domains[d].nodes {
-        let k = pods_fitting(view, snap, job, n).min(left);
-        if k > 0 {
-            out.push((n, k as u32));
-            left -= k;
-        }
+) -> Option<Vec<Slot>> {
+    let j = view.job(job);
+    for l in label.iter().chain(set_labels.iter().flatten()) {
+        domains.load(view, l);
     }
-    (left == 0).then_some(out)
+    let domains = &*domains;
+    // Every pod of the job: each set whole, the last one's up to the job's max.
+    let needs: Vec<(usize, u32)> = (0..j.sets.len())
+        .map(|k| (k, if k + 1 < j.sets.len() { j.sets[k].max_members } else { j.spec.max_members - j.fixed_members() }))
+        .collect();
+    let outer: Vec<Option<&[bool]>> = match label {
+        None => vec![None],
+        Some(l) => {
+            let ds = domains.get(l);
+            fitting_domains(view, snap, job, &needs, ds, None)
+                .into_iter()
+                .map(|d| Some(ds[d].mask.as_slice()))
+                .collect()
+        }
+    };
+    'outer: for within in outer {
+        let mut trial = snap.clone();
+        let mut slots = vec![];
+        for &(k, need) in &needs {
+            let owned;
+            let nodes = match set_labels[k] {
+                None => within,
+                Some(l) => {
+                    let ds = domains.get(l);
+                    let Some(&d) = fitting_domains(view, &trial, job, &[(k, need)], ds, within).first() else {
+                        continue 'outer;
+                    };
+                    owned = inside(&ds[d].mask, within);
+                    Some(owned.as_slice())
+                }
+            };
+            let mut left = u64::from(need);
+            for n in (0..view.nodes().len()).map(|i| NodeId(i as u32)).filter(|n| nodes.is_none_or(|m| m[n.index()])) {
+                let take = pods_fitting(view, &trial, job, k, n).min(left);
+                if take > 0 {
+                    (0..take).for_each(|_| trial.take(&j.sets[k].request, n));
+                    slots.push(Slot { set: k, node: n, left: take as u32 });
+                    left -= take;
+                }
+                if left == 0 {
+                    break;
+                }
+            }
+            if left > 0 {
+                continue 'outer;
+            }
+        }
+        return Some(slots);
+    }
+    None
 }

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use muster_graph::cluster::ClusterDescription;
+use muster_graph::jobspec::TopologyConstraint;
 use serde::Deserialize;
 
 use super::{ClassTopology, JobSpec, RunStart, Tenants, class_topology, input, queue_of};
@@ -47,18 +48,18 @@ pub(super) fn jobs(
     for (i, r) in selected {
         let at = format!("{runs_file} line {}", i + 1);
         let req = &r.request;
-        let topology = match &req.topology {
-            None => None,
-            Some(t) => {
-                let t = ClassTopology {
-                    level: t.level.clone(),
-                    mode: t.mode,
-                    within: t.within.clone(),
-                    span_slowdown: 1.0,
-                };
-                Some(class_topology(file, &format!("{at}: request.topology"), &t, cluster)?)
-            }
+        // A recorded run says nothing of what spreading cost it: no slowdown.
+        let resolve = |t: &TopologyConstraint, path: String| {
+            let t =
+                ClassTopology { level: t.level.clone(), mode: t.mode, within: t.within.clone(), span_slowdown: 1.0 };
+            class_topology(file, &path, &t, cluster)
         };
+        let topology = req.topology.as_ref().map(|t| resolve(t, format!("{at}: request.topology"))).transpose()?;
+        let set_topology = (req.sets.iter().enumerate())
+            .map(|(k, s)| {
+                s.topology.as_ref().map(|t| resolve(t, format!("{at}: request.sets[{k}].topology"))).transpose()
+            })
+            .collect::<Result<_, _>>()?;
         let queue =
             if tenants.is_empty() { None } else { queue_of(file, &format!("{at}: queue"), Some(&r.queue), tenants)? };
         let mut requests = req.requests.clone();
@@ -74,6 +75,7 @@ pub(super) fn jobs(
             requests,
             filter: req.filter.clone(),
             sets: req.sets.clone(),
+            set_topology,
             run_ms: r.run_ms_at_max(),
             expected_run_ms: req.duration.map(|d| i64::try_from(d).unwrap_or(i64::MAX / 1000).saturating_mul(1000)),
             run_starts: RunStart::AllReady,

@@ -9,7 +9,10 @@ use muster_graph::filter::{NodeFilter, Toleration};
 use muster_graph::jobspec::MemberSet;
 use serde::Deserialize;
 
-use super::{JobClass, MAX_MEMBERS, Members, input, parse_requests};
+use super::{
+    ClassTopology, ClusterDescription, JobClass, JobTopology, MAX_MEMBERS, Members, class_topology, input,
+    parse_requests,
+};
 use crate::SimError;
 
 /// One set of alike pods of a class.
@@ -25,6 +28,11 @@ pub struct PodSetClass {
     pub node_selector: BTreeMap<String, String>,
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
+    /// The set's pods within one domain of a level: the group's own level or one inside it
+    /// (prefill in one rack, decode in another, both in the group's block). The set is then a
+    /// gang of its own within the group.
+    #[serde(default)]
+    pub topology: Option<ClassTopology>,
 }
 
 /// What a class's jobs are made of: the bounds over all pods, what one pod asks (with sets, the
@@ -35,13 +43,18 @@ pub(super) struct ClassPods {
     pub requests: Vec<(String, u64)>,
     pub filter: NodeFilter,
     pub sets: Vec<MemberSet>,
+    /// Each set's own topology constraint, by set (empty when alike).
+    pub set_topology: Vec<Option<JobTopology>>,
 }
 
-/// Reads and checks the pods of class `c` (fields at `at`, such as `jobClasses[2]`).
+/// Reads and checks the pods of class `c` (fields at `at`, such as `jobClasses[2]`), whose own
+/// topology constraint is `group` (resolved against `cluster`).
 pub(super) fn class_pods(
     file: &str,
     at: &str,
     c: &JobClass,
+    group: Option<&JobTopology>,
+    cluster: &ClusterDescription,
     offered: &BTreeMap<String, ()>,
 ) -> Result<ClassPods, SimError> {
     if c.sets.is_empty() {
@@ -63,6 +76,7 @@ pub(super) fn class_pods(
                 tolerations: c.tolerations.clone(),
             },
             sets: vec![],
+            set_topology: vec![],
         });
     }
     let alike_fields = [
@@ -70,18 +84,17 @@ pub(super) fn class_pods(
         ("resources", c.resources.is_some()),
         ("nodeSelector", !c.node_selector.is_empty()),
         ("tolerations", !c.tolerations.is_empty()),
-        ("topology", c.topology.is_some()),
     ];
     if let Some((field, _)) = alike_fields.iter().find(|(_, given)| *given) {
-        let fix = if *field == "topology" {
-            "a class of several sets has no topology constraint in the simulator; drop topology or the sets"
-        } else {
+        return Err(input(
+            file,
+            format!("{at}.{field}"),
             "a class gives its pods either alike (members, resources, nodeSelector, tolerations) or as sets, each \
-             with its own; move it into each set, or drop the sets"
-        };
-        return Err(input(file, format!("{at}.{field}"), fix));
+             with its own; move it into each set, or drop the sets",
+        ));
     }
     let mut sets = Vec::with_capacity(c.sets.len());
+    let mut set_topology = Vec::with_capacity(c.sets.len());
     for (k, s) in c.sets.iter().enumerate() {
         let here = format!("{at}.sets[{k}]");
         let (min, max) = bounds(file, &format!("{here}.members"), &s.members)?;
@@ -95,6 +108,8 @@ pub(super) fn class_pods(
             ));
         }
         check_tolerations(file, &here, &s.tolerations)?;
+        let topology =
+            s.topology.as_ref().map(|t| set_level(file, &format!("{here}.topology"), t, group, cluster)).transpose()?;
         sets.push(MemberSet {
             name: s.name.clone(),
             min_members: min,
@@ -106,8 +121,9 @@ pub(super) fn class_pods(
                 affinity: vec![],
                 tolerations: s.tolerations.clone(),
             },
-            topology: None,
+            topology: topology.as_ref().map(JobTopology::constraint),
         });
+        set_topology.push(topology);
     }
     // The graph's own rules for sets (names, the total), as muster
     // would check the group.
@@ -127,7 +143,33 @@ pub(super) fn class_pods(
         requests: group.requests,
         filter: group.filter,
         sets: group.sets,
+        set_topology,
     })
+}
+
+/// Resolves set topology `t` (at `at`): its level must be the group's level or one inside it,
+/// since a set's pods are all within the group's domain.
+fn set_level(
+    file: &str,
+    at: &str,
+    t: &ClassTopology,
+    group: Option<&JobTopology>,
+    cluster: &ClusterDescription,
+) -> Result<JobTopology, SimError> {
+    let resolved = class_topology(file, at, t, cluster)?;
+    // The cluster lists its levels outermost first.
+    let depth = |level: &str| cluster.topology.iter().position(|l| l.level == level);
+    if let Some(g) = group.filter(|g| depth(&g.level) > depth(&t.level)) {
+        return Err(input(
+            file,
+            format!("{at}.level"),
+            format!(
+                "{:?} encloses the class's own level {:?}; a set's level must be {:?} or one inside it",
+                t.level, g.level, g.level
+            ),
+        ));
+    }
+    Ok(resolved)
 }
 
 fn bounds(file: &str, at: &str, members: &Members) -> Result<(u32, u32), SimError> {

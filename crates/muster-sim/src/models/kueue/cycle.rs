@@ -20,6 +20,7 @@ use super::preemption::{self, Preemptor};
 use super::quota::QuotaTree;
 use super::{Admitted, Key, Kueue};
 use crate::models::topology;
+use crate::scenario::JobTopology;
 use crate::scheduler::{Action, ClusterView, JobId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,19 +238,36 @@ impl Kueue {
     }
 
     /// Topology-Aware Scheduling: the workload is admitted only with a topology assignment (per
-    /// node, its pods), unless its constraint is preferred (then the pods go anywhere). A PodSet
-    /// takes one constraint: a preferred level kept within another is given as the enclosing
-    /// level, required.
+    /// node and PodSet, its pods), unless every constraint is preferred (then the pods go
+    /// anywhere). A PodSet takes one constraint: a preferred level kept within another is given
+    /// as the enclosing level, required. Kueue has no constraint over a whole workload of several
+    /// PodSets: only a leader PodSet of one pod and its workers share a domain (a PodSet group),
+    /// and otherwise each PodSet keeps to a domain of its own level, or of the job's.
     fn place_topology(&mut self, view: &ClusterView<'_>, job: JobId) -> bool {
-        let Some(t) = &view.job(job).spec.topology else { return true };
+        let j = view.job(job);
+        let level = |t: &JobTopology| t.binding_label().unwrap_or(&t.label).to_string();
+        let own = j.spec.topology.as_ref().map(level);
+        let set_own: Vec<Option<String>> = j.sets.iter().map(|s| s.topology.as_ref().map(level)).collect();
+        if own.is_none() && set_own.iter().all(Option::is_none) {
+            return true;
+        }
+        let leader_and_workers = j.sets.len() == 2 && j.sets[0].max_members == 1 && set_own.iter().all(Option::is_none);
+        let (label, set_labels) = if j.sets.len() == 1 || leader_and_workers {
+            (own, set_own)
+        } else {
+            (None, set_own.into_iter().map(|s| s.or_else(|| own.clone())).collect())
+        };
+        let set_labels: Vec<Option<&str>> = set_labels.iter().map(Option::as_deref).collect();
         let reserved = self.assigned_snapshot(view);
-        let label = t.binding_label().unwrap_or(&t.label);
-        match topology::assign(view, &reserved, job, view.job(job).spec.max_members, label, &mut self.domains) {
+        match topology::assign(view, &reserved, job, label.as_deref(), &set_labels, &mut self.domains) {
             Some(slots) => {
                 self.core.assigned.insert(job, slots);
                 true
             }
-            None => t.binding_label().is_none(),
+            None => {
+                let binding = j.spec.topology.iter().chain(j.sets.iter().filter_map(|s| s.topology.as_ref()));
+                binding.into_iter().all(|t| t.binding_label().is_none())
+            }
         }
     }
 
