@@ -220,7 +220,7 @@ impl<'w> Engine<'w> {
         let mut jobs = Vec::with_capacity(workload.jobs.len());
         for spec in &workload.jobs {
             let mut sets = Vec::new();
-            for (k, set) in spec.pod_sets().iter().enumerate() {
+            for set in spec.pod_sets().iter() {
                 let filter = match filters.iter().position(|f| *f == set.filter) {
                     Some(i) => i,
                     None => {
@@ -236,8 +236,7 @@ impl<'w> Engine<'w> {
                         request[i] = *a;
                     }
                 }
-                let topology = spec.set_topology.get(k).cloned().flatten();
-                sets.push(PodSetState { request, filter, max_members: set.max_members, topology });
+                sets.push(PodSetState { request, filter, max_members: set.max_members });
             }
             jobs.push(JobState {
                 spec: spec.clone(),
@@ -621,25 +620,21 @@ impl<'w> Engine<'w> {
         }
     }
 
-    /// The constraints the pods the job holds now break (the job's own, its sets'): those of
-    /// them lie in more than one domain of the constraint's level.
+    /// The constraints the pods the job holds now break (the job's own, its gangs'): the pods it
+    /// covers lie in more than one domain of the constraint's level.
     fn broken_constraints(&self, job: JobId) -> impl Iterator<Item = &JobTopology> {
         let j = &self.jobs[job.index()];
-        let held = move |in_set: Option<usize>| {
-            j.pods
-                .iter()
-                .map(|p| &self.pods[p.index()])
-                .filter(move |p| p.phase.holds() && in_set.is_none_or(|k| j.set_index(p.index) == k))
-        };
-        let spans = move |t: &JobTopology, in_set: Option<usize>| {
-            let mut domains = held(in_set).filter_map(|p| p.node).map(|n| self.nodes[n.index()].labels.get(&t.label));
+        let spans = move |t: &JobTopology, sets: Option<&[usize]>| {
+            let mut domains = (j.pods.iter().map(|p| &self.pods[p.index()]))
+                .filter(|p| p.phase.holds() && sets.is_none_or(|s| s.contains(&j.set_index(p.index))))
+                .filter_map(|p| p.node)
+                .map(|n| self.nodes[n.index()].labels.get(&t.label));
             let first = domains.next();
             domains.any(|d| d != first.flatten())
         };
         let own = j.spec.topology.iter().filter(move |t| spans(t, None));
-        let sets =
-            (j.sets.iter().enumerate()).filter_map(move |(k, s)| s.topology.as_ref().filter(|t| spans(t, Some(k))));
-        own.chain(sets)
+        let units = j.spec.units.iter().filter(move |u| spans(&u.topology, Some(&u.sets))).map(|u| &u.topology);
+        own.chain(units)
     }
 
     /// The job's run time as its placement allows: longer by the largest span slowdown of the
@@ -652,8 +647,8 @@ impl<'w> Engine<'w> {
 
     fn mark_running(&mut self, job: JobId) {
         let now = self.now;
-        let constrained = self.jobs[job.index()].spec.topology.is_some()
-            || self.jobs[job.index()].sets.iter().any(|s| s.topology.is_some());
+        let spec = &self.jobs[job.index()].spec;
+        let constrained = spec.topology.is_some() || !spec.units.is_empty();
         let spread = constrained.then(|| self.broken_constraints(job).next().is_some());
         self.jobs[job.index()].spread = spread;
         for k in 0..self.jobs[job.index()].pods.len() {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use muster_graph::GroupRequest;
 use muster_graph::cluster::ClusterDescription;
 use muster_graph::filter::{NodeFilter, Toleration};
-use muster_graph::jobspec::{ConstraintMode, MemberSet, TopologyConstraint};
+use muster_graph::jobspec::{ConstraintMode, MemberSet, SubGroup, TopologyConstraint};
 use muster_graph::resources;
 use serde::{Deserialize, Deserializer};
 
@@ -24,7 +24,7 @@ pub use peers::{
     CoschedConfig, FairSharingConfig, KueueConfig, NativeConfig, PodEndSpread, PreemptionStrategy, RequeueTimestamp,
     Submitters, Timing, VolcanoConfig,
 };
-pub use pod_sets::PodSetClass;
+pub use pod_sets::{PodSetClass, SubGroupClass};
 pub use tenants::{DEFAULT_QUEUE, TenantQueue, Tenants, TenantsFile};
 
 /// Most jobs one class may declare.
@@ -190,6 +190,9 @@ pub struct JobClass {
     /// Pods of a job as several sets of alike pods, instead of `members` and `resources`.
     #[serde(default)]
     pub sets: Vec<PodSetClass>,
+    /// Sets kept to one domain of a level together (with `sets` only).
+    #[serde(default)]
+    pub sub_groups: Vec<SubGroupClass>,
     pub run_time: Dur,
     /// Run time is `runTime * (1 + jitter * u)`, u uniform in [0, 1).
     #[serde(default)]
@@ -341,9 +344,11 @@ pub struct JobSpec {
     /// Its pods as several sets of alike pods, numbered set after set (each set but the last
     /// takes its count of completion indices, the last the rest); empty when all pods are alike.
     pub sets: Vec<MemberSet>,
-    /// Each set's own topology constraint, by set (empty when all pods are alike); a set's
-    /// `MemberSet::topology` is the same, as muster's matcher takes it.
-    pub set_topology: Vec<Option<JobTopology>>,
+    /// Its sub-groups of sets, as muster's matcher takes them (sets' own levels are in `sets`).
+    pub subgroups: Vec<SubGroup>,
+    /// The gangs inside the job kept to one domain each (sets with a level of their own, and
+    /// sub-groups), resolved against the cluster; empty when all pods are alike.
+    pub units: Vec<JobUnit>,
     /// The run time this job will actually take with `max_members` pods.
     pub run_ms: i64,
     /// What its user declares: the longest run time its class can draw (base * (1 + jitter)),
@@ -359,6 +364,19 @@ pub struct JobSpec {
     pub shrinkable: bool,
     /// Index of its tenant's queue in `Workload::tenants`; none without tenants.
     pub queue: Option<usize>,
+}
+
+/// A gang inside a job kept to one domain of its level: a set with a topology of its own, or a
+/// sub-group of sets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobUnit {
+    /// The set's or the sub-group's name.
+    pub name: String,
+    /// Its sets, by index into `JobSpec::sets`.
+    pub sets: Vec<usize>,
+    pub topology: JobTopology,
+    /// A sub-group (muster's group form names it) rather than one set's own level.
+    pub sub_group: bool,
 }
 
 /// A job's topology constraint, resolved against the cluster: the node label of its level.
@@ -408,7 +426,9 @@ impl JobSpec {
         g.requests = self.requests.clone();
         g.filter = self.filter.clone();
         if !self.sets.is_empty() {
-            g = g.with_sets(self.sets.clone()).expect("the sets were checked when the scenario was loaded");
+            g = (g.with_sets(self.sets.clone()))
+                .and_then(|g| g.with_subgroups(self.subgroups.clone()))
+                .expect("the sets and sub-groups were checked when the scenario was loaded");
         }
         g.duration = self.expected_run_ms.map(|ms| (ms as u64).div_ceil(1000).max(1));
         g.topology = self.topology.as_ref().map(JobTopology::constraint);
@@ -678,7 +698,7 @@ pub fn from_text_with(
         // scheduler holds it to what it declares (muster's runTimeLimit).
         let worst_placement = topology
             .iter()
-            .chain(pods.set_topology.iter().flatten())
+            .chain(pods.units.iter().map(|u| &u.topology))
             .map(JobTopology::worst_slowdown)
             .fold(1.0, f64::max);
         let mut arrivals = Rng::stream(seed, &format!("arrival:{}", c.name));
@@ -708,7 +728,8 @@ pub fn from_text_with(
                     requests: pods.requests.clone(),
                     filter: pods.filter.clone(),
                     sets: pods.sets.clone(),
-                    set_topology: pods.set_topology.clone(),
+                    subgroups: pods.subgroups.clone(),
+                    units: pods.units.clone(),
                     run_ms: run_ms.max(1),
                     expected_run_ms: c.declares_run_time.then(|| {
                         c.declared_run_time
@@ -762,7 +783,8 @@ pub fn from_text_with(
                     requests,
                     filter: NodeFilter::default(),
                     sets: vec![],
-                    set_topology: vec![],
+                    subgroups: vec![],
+                    units: vec![],
                     run_ms: m.run_ms,
                     expected_run_ms: Some(m.expected_ms),
                     run_starts: src.run_starts,

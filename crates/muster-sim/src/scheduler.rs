@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use muster_graph::graph::Taint;
 
-use crate::scenario::{JobSpec, JobTopology, Timing};
+use crate::scenario::{JobSpec, Timing};
 
 /// Index of a job in the workload (submission order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -231,8 +231,6 @@ pub struct PodSetState {
     pub filter: usize,
     /// Completion indices it takes (the last set takes every index after the others').
     pub max_members: u32,
-    /// All its pods within one domain of a level (within the job's own domain, if it has one).
-    pub topology: Option<JobTopology>,
 }
 
 #[derive(Debug, Clone)]

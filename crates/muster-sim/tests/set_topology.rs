@@ -99,7 +99,7 @@ fn a_sets_level_outside_the_jobs_is_refused_with_the_field() {
 fn on_the_disaggregated_scenario_only_kueue_and_the_models_without_topology_break_constraints() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/suite/disaggregated.yaml");
     let w = scenario::load(&path, 1).unwrap();
-    let constrained = w.jobs.iter().filter(|j| j.topology.is_some() || j.set_topology.iter().any(Option::is_some));
+    let constrained = w.jobs.iter().filter(|j| j.topology.is_some() || !j.units.is_empty());
     let constrained = constrained.count();
     assert!(constrained >= 20);
     let spread = |name: &str| {
@@ -114,4 +114,95 @@ fn on_the_disaggregated_scenario_only_kueue_and_the_models_without_topology_brea
     let kueue = spread("kueue");
     assert!(kueue > 0 && kueue < constrained, "kueue spread {kueue} of {constrained}");
     assert!(spread("coscheduling") * 2 > constrained, "coscheduling spreads most");
+}
+
+/// [`workload`]'s job as two sub-groups of a 2-cpu leader and a whole-node worker each, every
+/// sub-group in one rack (two nodes), with the class fields `class`.
+fn leaders_and_workers(fillers: &[(u32, &str)], class: &str) -> Workload {
+    let leader = |name: &str| format!("      - {{name: {name}-leader, members: 1, resources: {{cpu: \"2\"}}}}\n");
+    let worker = |name: &str| format!("      - {{name: {name}-worker, members: 1, resources: {{cpu: \"4\"}}}}\n");
+    let group = |name: &str| {
+        format!(
+            "      - {{name: {name}, sets: [{name}-leader, {name}-worker], topology: {{level: rack, mode: required, \
+             spanSlowdown: 2}}}}\n"
+        )
+    };
+    let fillers: String = fillers
+        .iter()
+        .map(|(node, run)| {
+            format!(
+                "  - {{name: filler-{node}, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: {run}, \
+                 nodeSelector: {{kubernetes.io/hostname: n-{node}}}}}\n"
+            )
+        })
+        .collect();
+    let text = format!(
+        "name: t\ncluster: c.yaml\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s}}\njobClasses:\n{fillers}\
+         \x20 - name: pd\n    count: 1\n    runTime: 50s\n    arrival: {{start: 1s}}\n{class}    sets:\n{}{}{}{}\
+         \x20   subGroups:\n{}{}",
+        leader("prefill"),
+        worker("prefill"),
+        leader("decode"),
+        worker("decode"),
+        group("prefill"),
+        group("decode"),
+    );
+    let read = |_: &std::path::Path| Ok(CLUSTER.to_string());
+    scenario::from_text_with("t.yaml", &text, std::path::Path::new("."), 1, &read).unwrap()
+}
+
+#[test]
+fn a_sub_group_of_a_leader_and_a_worker_waits_for_a_whole_rack_under_every_model_with_topology() {
+    // At 1 s one rack (n-4/5) is whole; n-0 frees at 10 s, and with it rack n-0/1.
+    let w = leaders_and_workers(&[(0, "10s"), (2, "100s"), (6, "100s"), (7, "100s")], "");
+    // Kueue too: a one-pod leader and its workers are a PodSet group, assigned to one domain.
+    expect(&w, &["muster", "volcano", "native", "kueue"], false, 60.0..=66.0, "a rack per sub-group from 10 s");
+    expect(&w, &["default", "coscheduling"], true, 101.0..=106.0, "a sub-group over two racks at once");
+}
+
+#[test]
+fn sub_groups_that_must_share_a_block_wait_for_it_where_the_model_can_say_so() {
+    let block = "    topology: {level: block, mode: required, spanSlowdown: 2}\n";
+    let w = leaders_and_workers(&[(2, "10s"), (3, "10s"), (6, "100s"), (7, "100s")], block);
+    expect(&w, &["muster", "volcano", "native"], false, 60.0..=66.0, "both racks in block 0 from 10 s");
+    expect(&w, &["kueue"], true, 101.0..=106.0, "a rack in each block at once");
+    let g = w.jobs.iter().find(|j| j.class == "pd").unwrap().to_group_request();
+    let groups: Vec<(&str, &[String], &str)> =
+        g.subgroups.iter().map(|s| (s.name.as_str(), s.sets.as_slice(), s.topology.level.as_str())).collect();
+    assert_eq!(groups.len(), 2, "muster receives the sub-groups");
+    assert_eq!(groups[0], ("prefill", &["prefill-leader".to_string(), "prefill-worker".to_string()][..], "rack"));
+}
+
+#[test]
+fn sub_groups_the_simulator_cannot_keep_are_refused_with_the_field() {
+    let path = std::path::Path::new(".");
+    let read = |_: &std::path::Path| Ok(CLUSTER.to_string());
+    let class = |sets: &str, groups: &str| {
+        format!(
+            "name: t\ncluster: c.yaml\njobClasses:\n  - name: pd\n    count: 1\n    runTime: 5s\n{sets}    \
+             subGroups: {groups}\n"
+        )
+    };
+    let two = "    sets:\n      - {name: a, members: 1, resources: {cpu: \"1\"}}\n      - {name: b, members: 1, \
+               resources: {cpu: \"1\"}, topology: {level: rack, mode: required}}\n";
+    let rack = "topology: {level: rack, mode: required}";
+    for (sets, groups, field, hint) in [
+        (
+            "    members: 2\n    resources: {cpu: \"1\"}\n",
+            format!("[{{name: g, sets: [a], {rack}}}]"),
+            "jobClasses[0].subGroups",
+            "give the class sets",
+        ),
+        (two, format!("[{{name: g, sets: [a, c], {rack}}}]"), "jobClasses[0].subGroups[0].sets[1]", "not a set"),
+        (
+            two,
+            format!("[{{name: g, sets: [a], {rack}}}, {{name: h, sets: [a], {rack}}}]"),
+            "jobClasses[0].subGroups[1].sets[0]",
+            "one sub-group",
+        ),
+        (two, format!("[{{name: g, sets: [a, b], {rack}}}]"), "jobClasses[0].sets[1].topology", "sub-group \"g\""),
+    ] {
+        let e = scenario::from_text_with("t.yaml", &class(sets, &groups), path, 1, &read).unwrap_err().to_string();
+        assert!(e.contains(field) && e.contains(hint), "{groups}: {e}");
+    }
 }

@@ -1,15 +1,15 @@
 //! Topology-aware gang placement as the peers that have it do it: every pod of a gang within one
-//! domain of a level (a rack, a block), and each set with a level of its own within one domain of
-//! that level inside the gang's (a gang of gangs: prefill in one rack, decode in another, both in
-//! one block). Volcano's network-topology-aware scheduling (hard mode
+//! domain of a level (a rack, a block), and each gang inside it (a set with a level of its own, or
+//! a sub-group of sets) within one domain of that level inside the gang's (a gang of gangs:
+//! prefill in one rack, decode in another, both in one block). Volcano's network-topology-aware scheduling (hard mode
 //! for a required constraint, soft for a preferred one) and kube-scheduler's
 //! TopologyAwareWorkloadScheduling (alpha in 1.37, required only) try the gang domain by domain
 //! in one cycle; Kueue's TAS assigns pods to nodes of one domain at admission (`assign`).
 //! Domains are tried tightest first (fewest pods of the job fit), the best-fit order Kueue's TAS
 //! documents; a preferred constraint no domain can meet falls back to the whole cluster (for a
-//! set: to the gang's domain). Sets are given their domains one after the other, each the
-//! tightest that still holds it once the sets before it are placed; a set that finds none fails
-//! the gang in that domain of the gang's level, as the peers' one-pass allocation does.
+//! gang inside: to the job's domain). Gangs inside are given their domains in the order of their
+//! first pods, each the tightest that still holds it once those before it are placed; one that
+//! finds none fails the job in that domain of its level, as the peers' one-pass allocation does.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -138,33 +138,39 @@ impl<'t> Levels<'t> {
     }
 }
 
-/// Where the gang's pods may go: the gang's domain, and each set's once it is chosen.
+/// Where the job's pods may go: the job's domain, and each gang inside's once it is chosen.
 struct Scope<'a> {
     view: &'a ClusterView<'a>,
     job: JobId,
     domains: &'a Domains,
-    /// Each set's levels (None: the set has no constraint of its own).
-    set_levels: Vec<Option<Levels<'a>>>,
-    /// Pods of each set the gang needs placed, by set.
+    /// The levels of each gang inside the job (`JobSpec::units`).
+    unit_levels: Vec<Levels<'a>>,
+    /// Pods of each set the job needs placed, by set.
     needs: Vec<(usize, u32)>,
 }
 
 impl Scope<'_> {
-    /// The nodes the pods of a set must keep to, within the gang's domain `within`: Some(None) for
-    /// no more than that, None when no domain of its levels holds it (a required constraint).
-    fn set_domain(&self, snap: &Snapshot, set: usize, within: Option<&[bool]>) -> Option<Option<Vec<bool>>> {
-        let Some(levels) = &self.set_levels[set] else { return Some(None) };
-        let need = self.needs.iter().find(|(k, _)| *k == set).map_or(1, |&(_, n)| n);
-        let held = held_nodes(self.view, self.job, Some(set));
+    /// The nodes the pods of gang `unit` must keep to, within the job's domain `within`: None when
+    /// no domain of its levels holds it (a required constraint), Some(None) for no more than
+    /// `within`.
+    fn unit_domain(&self, snap: &Snapshot, unit: usize, within: Option<&[bool]>) -> Option<Option<Vec<bool>>> {
+        let sets = &self.view.job(self.job).spec.units[unit].sets;
+        let levels = &self.unit_levels[unit];
+        let needs: Vec<(usize, u32)> = self.needs.iter().filter(|(k, _)| sets.contains(k)).copied().collect();
+        let needs = if needs.is_empty() { vec![(sets[0], 1)] } else { needs };
+        let held = held_nodes(self.view, self.job, Some(sets));
         for (i, label) in levels.labels.iter().enumerate() {
             let domains = self.domains.get(label);
             let candidates = match held.first().map(|n| domains.iter().position(|d| d.mask[n.index()])) {
                 Some(_) if i + 1 < levels.labels.len() => continue,
                 Some(d) => d.into_iter().collect(),
-                None => fitting_domains(self.view, snap, self.job, &[(set, need)], domains, within),
+                None => fitting_domains(self.view, snap, self.job, &needs, domains, within),
             };
-            if let Some(&d) = candidates.first() {
-                return Some(Some(inside(&domains[d].mask, within)));
+            // Its sets share the domain's nodes: the first (tightest) that holds them together,
+            // as a dry run of the gang's allocation finds.
+            let mut masks = candidates.into_iter().map(|d| inside(&domains[d].mask, within));
+            if let Some(mask) = masks.find(|m| fill(self.view, snap, self.job, &needs, Some(m)).is_some()) {
+                return Some(Some(mask));
             }
         }
         levels.anywhere.then_some(None)
@@ -176,11 +182,11 @@ fn inside(mask: &[bool], within: Option<&[bool]>) -> Vec<bool> {
     within.map_or_else(|| mask.to_vec(), |w| w.iter().zip(mask).map(|(a, b)| *a && *b).collect())
 }
 
-/// The nodes of the pods of the job's current start that hold resources, of set `set` or all.
-fn held_nodes(view: &ClusterView<'_>, job: JobId, set: Option<usize>) -> Vec<NodeId> {
+/// The nodes of the pods of the job's current start that hold resources, of `sets` or all.
+fn held_nodes(view: &ClusterView<'_>, job: JobId, sets: Option<&[usize]>) -> Vec<NodeId> {
     let j = view.job(job);
     (j.pods.iter().map(|&p| view.pod(p)))
-        .filter(|p| p.phase.holds() && set.is_none_or(|k| j.set_index(p.index) == k))
+        .filter(|p| p.phase.holds() && sets.is_none_or(|s| s.contains(&j.set_index(p.index))))
         .filter_map(|p| p.node)
         .collect()
 }
@@ -204,11 +210,12 @@ fn set_needs(view: &ClusterView<'_>, job: JobId, need: u32) -> Vec<(usize, u32)>
     needs
 }
 
-/// `gang::place_gang` with the job's topology constraints, if the model honours them: the gang is
-/// placed within the first domain of its level (tightest first) that takes it, and each set with
-/// a level of its own within a domain of that level inside; a required constraint no domain
-/// meets rejects the gang, a preferred one falls back to the whole cluster (a set's, to the
-/// gang's domain). A gang already partly placed stays in the domains of its placed pods.
+/// `gang::place_gang` with the job's topology constraints, if the model honours them: the job is
+/// placed within the first domain of its level (tightest first) that takes it, and each gang
+/// inside it with a level of its own within a domain of that level inside; a required constraint
+/// no domain meets rejects the job, a preferred one falls back to the whole cluster (a gang
+/// inside's, to the job's domain). A job already partly placed stays in the domains of its placed
+/// pods.
 pub fn place_gang(
     view: &ClusterView<'_>,
     snap: &mut Snapshot,
@@ -220,21 +227,27 @@ pub fn place_gang(
 ) -> GangPlacement {
     let j = view.job(job);
     let own = j.spec.topology.as_ref().map(|t| Levels::of(t, honours));
-    let set_levels: Vec<Option<Levels>> =
-        j.sets.iter().map(|s| s.topology.as_ref().map(|t| Levels::of(t, honours))).collect();
-    for levels in own.iter().chain(set_levels.iter().flatten()) {
+    let unit_levels: Vec<Levels> = j.spec.units.iter().map(|u| Levels::of(&u.topology, honours)).collect();
+    for levels in own.iter().chain(&unit_levels) {
         levels.labels.iter().for_each(|l| domains.load(view, l));
     }
-    let scope = Scope { view, job, domains, set_levels, needs: set_needs(view, job, need) };
+    // The gang inside each set belongs to, if any.
+    let unit_of: Vec<Option<usize>> =
+        (0..j.sets.len()).map(|k| j.spec.units.iter().position(|u| u.sets.contains(&k))).collect();
+    let scope = Scope { view, job, domains, unit_levels, needs: set_needs(view, job, need) };
     let mut place = |snap: &mut Snapshot, within: Option<&[bool]>| {
-        // Each set's nodes, chosen when its first pod is placed (after the sets before it).
-        let mut chosen: Vec<Option<Option<Vec<bool>>>> = vec![None; j.sets.len()];
+        // Each gang inside's nodes, chosen when its first pod is placed (after those before it).
+        let mut chosen: Vec<Option<Option<Vec<bool>>>> = vec![None; j.spec.units.len()];
         gang::place_gang(view, snap, job, need, |v, pod, s| {
-            let k = j.set_index(v.pod(pod).index);
-            if chosen[k].is_none() {
-                chosen[k] = Some(scope.set_domain(s, k, within)?);
-            }
-            let nodes = chosen[k].as_ref().and_then(|c| c.as_deref()).or(within);
+            let nodes = match unit_of[j.set_index(v.pod(pod).index)] {
+                None => within,
+                Some(u) => {
+                    if chosen[u].is_none() {
+                        chosen[u] = Some(scope.unit_domain(s, u, within)?);
+                    }
+                    chosen[u].as_ref().and_then(|c| c.as_deref()).or(within)
+                }
+            };
             placer.get_or_insert_with(|| Placer::new(v)).place_within(v, pod, s, nodes)
         })
     };
@@ -273,27 +286,34 @@ pub struct Slot {
     pub left: u32,
 }
 
+/// PodSets Kueue's TAS assigns together, within one domain of `label` (None: anywhere in the
+/// job's domain): one PodSet, or a PodSet group (a leader and its workers).
+pub struct TasPart<'l> {
+    pub sets: Vec<usize>,
+    pub label: Option<&'l str>,
+}
+
 /// Kueue TAS's admission of all the job's pods: per node and set, how many pods it gets, all
-/// within one domain of `label` (tightest first; None: no such domain) and the pods of each set
-/// with a label in `set_labels` within one domain of it inside that (tightest first once the sets
-/// before it are assigned), filling each domain's nodes in order; None when no domain holds them so.
+/// within one domain of `label` (tightest first; None: no such domain) and each of `parts` in
+/// turn within one domain of its own label inside that (tightest first once the parts before it
+/// are assigned), filling each domain's nodes in order; None when no domain holds them so.
 pub fn assign(
     view: &ClusterView<'_>,
     snap: &Snapshot,
     job: JobId,
     label: Option<&str>,
-    set_labels: &[Option<&str>],
+    parts: &[TasPart],
     domains: &mut Domains,
 ) -> Option<Vec<Slot>> {
     let j = view.job(job);
-    for l in label.iter().chain(set_labels.iter().flatten()) {
+    for l in label.iter().chain(parts.iter().filter_map(|p| p.label.as_ref())) {
         domains.load(view, l);
     }
     let domains = &*domains;
     // Every pod of the job: each set whole, the last one's up to the job's max.
-    let needs: Vec<(usize, u32)> = (0..j.sets.len())
-        .map(|k| (k, if k + 1 < j.sets.len() { j.sets[k].max_members } else { j.spec.max_members - j.fixed_members() }))
-        .collect();
+    let need =
+        |k: usize| if k + 1 < j.sets.len() { j.sets[k].max_members } else { j.spec.max_members - j.fixed_members() };
+    let needs: Vec<(usize, u32)> = (0..j.sets.len()).map(|k| (k, need(k))).collect();
     let outer: Vec<Option<&[bool]>> = match label {
         None => vec![None],
         Some(l) => {
@@ -307,36 +327,54 @@ pub fn assign(
     'outer: for within in outer {
         let mut trial = snap.clone();
         let mut slots = vec![];
-        for &(k, need) in &needs {
-            let owned;
-            let nodes = match set_labels[k] {
-                None => within,
+        for part in parts {
+            let part_needs: Vec<(usize, u32)> = part.sets.iter().map(|&k| (k, need(k))).collect();
+            let filled = match part.label {
+                None => fill(view, &trial, job, &part_needs, within),
                 Some(l) => {
                     let ds = domains.get(l);
-                    let Some(&d) = fitting_domains(view, &trial, job, &[(k, need)], ds, within).first() else {
-                        continue 'outer;
-                    };
-                    owned = inside(&ds[d].mask, within);
-                    Some(owned.as_slice())
+                    (fitting_domains(view, &trial, job, &part_needs, ds, within).into_iter())
+                        .find_map(|d| fill(view, &trial, job, &part_needs, Some(&inside(&ds[d].mask, within))))
                 }
             };
-            let mut left = u64::from(need);
-            for n in (0..view.nodes().len()).map(|i| NodeId(i as u32)).filter(|n| nodes.is_none_or(|m| m[n.index()])) {
-                let take = pods_fitting(view, &trial, job, k, n).min(left);
-                if take > 0 {
-                    (0..take).for_each(|_| trial.take(&j.sets[k].request, n));
-                    slots.push(Slot { set: k, node: n, left: take as u32 });
-                    left -= take;
-                }
-                if left == 0 {
-                    break;
-                }
-            }
-            if left > 0 {
-                continue 'outer;
-            }
+            let Some((after, part_slots)) = filled else { continue 'outer };
+            trial = after;
+            slots.extend(part_slots);
         }
         return Some(slots);
     }
     None
+}
+
+/// `needs` (set, pods) of the job's pods on the nodes `nodes` marks (all when None), set after set,
+/// each filling the nodes in order: the snapshot with them taken and the slots, or None when
+/// they do not all fit.
+fn fill(
+    view: &ClusterView<'_>,
+    snap: &Snapshot,
+    job: JobId,
+    needs: &[(usize, u32)],
+    nodes: Option<&[bool]>,
+) -> Option<(Snapshot, Vec<Slot>)> {
+    let mut trial = snap.clone();
+    let mut slots = vec![];
+    for &(k, need) in needs {
+        let mut left = u64::from(need);
+        let eligible = (0..view.nodes().len()).map(|i| NodeId(i as u32)).filter(|n| nodes.is_none_or(|m| m[n.index()]));
+        for n in eligible {
+            let take = pods_fitting(view, &trial, job, k, n).min(left);
+            if take > 0 {
+                (0..take).for_each(|_| trial.take(&view.job(job).sets[k].request, n));
+                slots.push(Slot { set: k, node: n, left: take as u32 });
+                left -= take;
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        if left > 0 {
+            return None;
+        }
+    }
+    Some((trial, slots))
 }

@@ -7,7 +7,7 @@ use muster_graph::cluster::ClusterDescription;
 use muster_graph::jobspec::TopologyConstraint;
 use serde::Deserialize;
 
-use super::{ClassTopology, JobSpec, RunStart, Tenants, class_topology, input, queue_of};
+use super::{ClassTopology, JobSpec, JobUnit, RunStart, Tenants, class_topology, input, queue_of};
 use crate::SimError;
 use crate::history::{self, RecordedRun};
 
@@ -55,11 +55,20 @@ pub(super) fn jobs(
             class_topology(file, &path, &t, cluster)
         };
         let topology = req.topology.as_ref().map(|t| resolve(t, format!("{at}: request.topology"))).transpose()?;
-        let set_topology = (req.sets.iter().enumerate())
-            .map(|(k, s)| {
-                s.topology.as_ref().map(|t| resolve(t, format!("{at}: request.sets[{k}].topology"))).transpose()
-            })
-            .collect::<Result<_, _>>()?;
+        let mut units = Vec::new();
+        // The models keep a set to one gang inside the job: a set's own level inside a sub-group
+        // is muster's alone here.
+        for (k, s) in req.sets.iter().enumerate().filter(|(k, _)| req.subgroup_of(*k).is_none()) {
+            if let Some(t) = &s.topology {
+                let topology = resolve(t, format!("{at}: request.sets[{k}].topology"))?;
+                units.push(JobUnit { name: s.name.clone(), sets: vec![k], topology, sub_group: false });
+            }
+        }
+        for (i, g) in req.subgroups.iter().enumerate() {
+            let topology = resolve(&g.topology, format!("{at}: request.subgroups[{i}].topology"))?;
+            let sets = g.sets.iter().filter_map(|name| req.sets.iter().position(|s| s.name == *name)).collect();
+            units.push(JobUnit { name: g.name.clone(), sets, topology, sub_group: true });
+        }
         let queue =
             if tenants.is_empty() { None } else { queue_of(file, &format!("{at}: queue"), Some(&r.queue), tenants)? };
         let mut requests = req.requests.clone();
@@ -75,7 +84,8 @@ pub(super) fn jobs(
             requests,
             filter: req.filter.clone(),
             sets: req.sets.clone(),
-            set_topology,
+            subgroups: req.subgroups.clone(),
+            units,
             run_ms: r.run_ms_at_max(),
             expected_run_ms: req.duration.map(|d| i64::try_from(d).unwrap_or(i64::MAX / 1000).saturating_mul(1000)),
             run_starts: RunStart::AllReady,

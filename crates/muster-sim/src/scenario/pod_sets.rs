@@ -1,16 +1,17 @@
 //! The pods of a job class: alike (`members`, `resources`, `nodeSelector`, `tolerations`), or
 //! several sets of alike pods (`sets`: an MPI launcher and its workers, a Ray head and its worker
-//! groups), each with its own count, requests and nodes.
+//! groups), each with its own count, requests and nodes, and gangs inside the job kept to one
+//! domain each (a set's own `topology`, or `subGroups` of sets).
 
 use std::collections::BTreeMap;
 
 use muster_graph::GroupRequest;
 use muster_graph::filter::{NodeFilter, Toleration};
-use muster_graph::jobspec::MemberSet;
+use muster_graph::jobspec::{MemberSet, SubGroup};
 use serde::Deserialize;
 
 use super::{
-    ClassTopology, ClusterDescription, JobClass, JobTopology, MAX_MEMBERS, Members, class_topology, input,
+    ClassTopology, ClusterDescription, JobClass, JobTopology, JobUnit, MAX_MEMBERS, Members, class_topology, input,
     parse_requests,
 };
 use crate::SimError;
@@ -35,6 +36,17 @@ pub struct PodSetClass {
     pub topology: Option<ClassTopology>,
 }
 
+/// Several sets of a class kept to one domain of a level together: a gang inside the job (a
+/// prefill leader and its workers in one rack).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SubGroupClass {
+    pub name: String,
+    /// The names of its sets; a set belongs to at most one sub-group.
+    pub sets: Vec<String>,
+    pub topology: ClassTopology,
+}
+
 /// What a class's jobs are made of: the bounds over all pods, what one pod asks (with sets, the
 /// most any set's pod asks, per resource), where the pods run, and the sets (empty when alike).
 pub(super) struct ClassPods {
@@ -43,8 +55,11 @@ pub(super) struct ClassPods {
     pub requests: Vec<(String, u64)>,
     pub filter: NodeFilter,
     pub sets: Vec<MemberSet>,
-    /// Each set's own topology constraint, by set (empty when alike).
-    pub set_topology: Vec<Option<JobTopology>>,
+    /// The sub-groups of sets, as muster's group form takes them.
+    pub subgroups: Vec<SubGroup>,
+    /// The gangs inside the job kept to one domain each: sets with a topology of their own, then
+    /// sub-groups (empty when alike).
+    pub units: Vec<JobUnit>,
 }
 
 /// Reads and checks the pods of class `c` (fields at `at`, such as `jobClasses[2]`), whose own
@@ -57,6 +72,13 @@ pub(super) fn class_pods(
     cluster: &ClusterDescription,
     offered: &BTreeMap<String, ()>,
 ) -> Result<ClassPods, SimError> {
+    if !c.sub_groups.is_empty() && c.sets.is_empty() {
+        return Err(input(
+            file,
+            format!("{at}.subGroups"),
+            "sub-groups gather sets; give the class sets, or drop its sub-groups",
+        ));
+    }
     if c.sets.is_empty() {
         let members = c.members.as_ref().ok_or_else(|| {
             input(file, format!("{at}.members"), "missing; give members and resources, or sets of pods")
@@ -76,7 +98,8 @@ pub(super) fn class_pods(
                 tolerations: c.tolerations.clone(),
             },
             sets: vec![],
-            set_topology: vec![],
+            subgroups: vec![],
+            units: vec![],
         });
     }
     let alike_fields = [
@@ -94,7 +117,7 @@ pub(super) fn class_pods(
         ));
     }
     let mut sets = Vec::with_capacity(c.sets.len());
-    let mut set_topology = Vec::with_capacity(c.sets.len());
+    let mut units = Vec::new();
     for (k, s) in c.sets.iter().enumerate() {
         let here = format!("{at}.sets[{k}]");
         let (min, max) = bounds(file, &format!("{here}.members"), &s.members)?;
@@ -108,8 +131,22 @@ pub(super) fn class_pods(
             ));
         }
         check_tolerations(file, &here, &s.tolerations)?;
-        let topology =
-            s.topology.as_ref().map(|t| set_level(file, &format!("{here}.topology"), t, group, cluster)).transpose()?;
+        let topology = s
+            .topology
+            .as_ref()
+            .map(|t| inner_level(file, &format!("{here}.topology"), t, group, cluster))
+            .transpose()?;
+        if let Some(g) = topology.as_ref().and(c.sub_groups.iter().find(|g| g.sets.contains(&s.name))) {
+            return Err(input(
+                file,
+                format!("{here}.topology"),
+                format!(
+                    "set {:?} is in sub-group {:?}, which keeps it to one domain; the simulator takes no level of \
+                     a set's own inside a sub-group: drop it, or the set from the sub-group",
+                    s.name, g.name
+                ),
+            ));
+        }
         sets.push(MemberSet {
             name: s.name.clone(),
             min_members: min,
@@ -123,13 +160,23 @@ pub(super) fn class_pods(
             },
             topology: topology.as_ref().map(JobTopology::constraint),
         });
-        set_topology.push(topology);
+        if let Some(topology) = topology {
+            units.push(JobUnit { name: s.name.clone(), sets: vec![k], topology, sub_group: false });
+        }
+    }
+    let mut subgroups = Vec::with_capacity(c.sub_groups.len());
+    for (i, g) in c.sub_groups.iter().enumerate() {
+        let topology = inner_level(file, &format!("{at}.subGroups[{i}].topology"), &g.topology, group, cluster)?;
+        subgroups.push(SubGroup { name: g.name.clone(), sets: g.sets.clone(), topology: topology.constraint() });
+        let sets = (g.sets.iter()).filter_map(|name| c.sets.iter().position(|s| s.name == *name)).collect();
+        units.push(JobUnit { name: g.name.clone(), sets, topology, sub_group: true });
     }
     // The graph's own rules for sets (names, the total), as muster
     // would check the group.
     let group = GroupRequest::simple(&c.name, 1, &[])
         .with_sets(sets)
-        .map_err(|e| input(file, format!("{at}.{}", e.path), e.message))?;
+        .and_then(|g| g.with_subgroups(subgroups))
+        .map_err(|e| input(file, format!("{at}.{}", e.path.replacen("subgroups", "subGroups", 1)), e.message))?;
     if i64::from(group.max_members) > MAX_MEMBERS {
         return Err(input(
             file,
@@ -143,13 +190,14 @@ pub(super) fn class_pods(
         requests: group.requests,
         filter: group.filter,
         sets: group.sets,
-        set_topology,
+        subgroups: group.subgroups,
+        units,
     })
 }
 
-/// Resolves set topology `t` (at `at`): its level must be the group's level or one inside it,
-/// since a set's pods are all within the group's domain.
-fn set_level(
+/// Resolves the topology `t` of a set or sub-group (at `at`): its level must be the group's level
+/// or one inside it, since its pods are all within the group's domain.
+fn inner_level(
     file: &str,
     at: &str,
     t: &ClassTopology,
@@ -164,7 +212,8 @@ fn set_level(
             file,
             format!("{at}.level"),
             format!(
-                "{:?} encloses the class's own level {:?}; a set's level must be {:?} or one inside it",
+                "{:?} encloses the class's own level {:?}; a set's or sub-group's level must be {:?} or one \
+                 inside it",
                 t.level, g.level, g.level
             ),
         ));

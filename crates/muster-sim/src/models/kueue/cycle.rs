@@ -19,7 +19,7 @@ use super::fair_share::{self, Head};
 use super::preemption::{self, Preemptor};
 use super::quota::QuotaTree;
 use super::{Admitted, Key, Kueue};
-use crate::models::topology;
+use crate::models::topology::{self, TasPart};
 use crate::scenario::JobTopology;
 use crate::scheduler::{Action, ClusterView, JobId};
 
@@ -241,32 +241,44 @@ impl Kueue {
     /// node and PodSet, its pods), unless every constraint is preferred (then the pods go
     /// anywhere). A PodSet takes one constraint: a preferred level kept within another is given
     /// as the enclosing level, required. Kueue has no constraint over a whole workload of several
-    /// PodSets: only a leader PodSet of one pod and its workers share a domain (a PodSet group),
-    /// and otherwise each PodSet keeps to a domain of its own level, or of the job's.
+    /// PodSets: only a leader PodSet of one pod and its workers share a domain (a PodSet group);
+    /// otherwise each PodSet keeps to a domain of its gang's level, or of the job's.
     fn place_topology(&mut self, view: &ClusterView<'_>, job: JobId) -> bool {
         let j = view.job(job);
-        let level = |t: &JobTopology| t.binding_label().unwrap_or(&t.label).to_string();
+        let level = |t: &'_ JobTopology| t.binding_label().unwrap_or(&t.label).to_string();
         let own = j.spec.topology.as_ref().map(level);
-        let set_own: Vec<Option<String>> = j.sets.iter().map(|s| s.topology.as_ref().map(level)).collect();
-        if own.is_none() && set_own.iter().all(Option::is_none) {
+        if own.is_none() && j.spec.units.is_empty() {
             return true;
         }
-        let leader_and_workers = j.sets.len() == 2 && j.sets[0].max_members == 1 && set_own.iter().all(Option::is_none);
-        let (label, set_labels) = if j.sets.len() == 1 || leader_and_workers {
-            (own, set_own)
-        } else {
-            (None, set_own.into_iter().map(|s| s.or_else(|| own.clone())).collect())
-        };
-        let set_labels: Vec<Option<&str>> = set_labels.iter().map(Option::as_deref).collect();
+        let leader_and_workers = |sets: &[usize]| sets.len() == 2 && sets.iter().any(|&k| j.sets[k].max_members == 1);
+        let all: Vec<usize> = (0..j.sets.len()).collect();
+        let whole_job = j.spec.units.is_empty() && (all.len() == 1 || leader_and_workers(&all));
+        // PodSets (or PodSet groups) in the workload's order, each with its level.
+        let mut parts: Vec<(Vec<usize>, Option<String>)> = Vec::new();
+        for k in 0..j.sets.len() {
+            match j.spec.units.iter().find(|u| u.sets.contains(&k)) {
+                _ if whole_job => parts.push((vec![k], None)),
+                None => parts.push((vec![k], own.clone())),
+                Some(u) if leader_and_workers(&u.sets) => {
+                    if u.sets.iter().min() == Some(&k) {
+                        parts.push((u.sets.clone(), Some(level(&u.topology))));
+                    }
+                }
+                Some(u) => parts.push((vec![k], Some(level(&u.topology)))),
+            }
+        }
+        let parts: Vec<TasPart> =
+            parts.iter().map(|(sets, l)| TasPart { sets: sets.clone(), label: l.as_deref() }).collect();
+        let label = own.as_deref().filter(|_| whole_job);
         let reserved = self.assigned_snapshot(view);
-        match topology::assign(view, &reserved, job, label.as_deref(), &set_labels, &mut self.domains) {
+        match topology::assign(view, &reserved, job, label, &parts, &mut self.domains) {
             Some(slots) => {
                 self.core.assigned.insert(job, slots);
                 true
             }
             None => {
-                let binding = j.spec.topology.iter().chain(j.sets.iter().filter_map(|s| s.topology.as_ref()));
-                binding.into_iter().all(|t| t.binding_label().is_none())
+                let mut binding = j.spec.topology.iter().chain(j.spec.units.iter().map(|u| &u.topology));
+                binding.all(|t| t.binding_label().is_none())
             }
         }
     }
