@@ -10,6 +10,7 @@
 //! Adding a kind: one file here implementing [`Workload`] plus its entry in [`HELD_KINDS`];
 //! the webhook's registration and the RBAC in `deploy/chart/templates/rbac.yaml` are generated from that entry.
 
+mod gangs;
 pub mod job;
 pub mod jobset;
 pub mod mpijob;
@@ -29,7 +30,9 @@ use muster_graph::dra::DeviceRequest;
 use muster_graph::jobspec::MAX_MEMBERS;
 
 use crate::dra::{DraError, PodDevices};
-use crate::group::{GroupSet, Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology};
+use crate::group::{
+    GroupSet, GroupSubGroup, Members, OwnerReference, TopologyConstraint, annotated_duration, annotated_topology,
+};
 use crate::pod::{Amounts, Placement, Uncountable, placement, requests};
 use crate::{GroupSpec, Quantity, labels};
 pub use place::{PodPlace, SetLayout};
@@ -115,6 +118,20 @@ pub struct PodSet<'a> {
     pub copied_metadata: Vec<(String, Option<&'a ObjectMeta>)>,
     /// Containers the kind's controller adds to each pod beyond the template.
     pub added: AddedContainers,
+}
+
+impl PodSet<'_> {
+    /// The field of its pod template's metadata, such as `spec.template.metadata`.
+    fn pod_metadata_field(&self) -> String {
+        let template = self.template_field.strip_suffix(".spec").unwrap_or(&self.template_field);
+        format!("{template}.metadata")
+    }
+
+    /// The annotations of its pod template (copied onto its pods).
+    fn pod_annotations(&self) -> Option<&BTreeMap<String, String>> {
+        let field = self.pod_metadata_field();
+        self.copied_metadata.iter().find(|(f, _)| *f == field)?.1?.annotations.as_ref()
+    }
 }
 
 /// What a kind's controller adds to each pod of a set (KubeRay's init container and autoscaler
@@ -221,6 +238,8 @@ pub struct Shape {
     pub priority_class_name: Option<String>,
     pub duration_seconds: Option<i64>,
     pub topology: Option<TopologyConstraint>,
+    /// Sets kept within one domain together, inside the group's (pod template annotations).
+    pub subgroups: Vec<GroupSubGroup>,
     pub shrinkable: bool,
     /// What sets the member count that must fit at once, for messages (`spec.parallelism` or the
     /// min-members annotation).
@@ -237,6 +256,8 @@ pub struct SetShape {
     /// What each pod asks of devices (claims from templates, extended resources devices may
     /// serve): its devices, once the templates and classes are read ([`fill_devices`]).
     pub devices: PodDevices,
+    /// Its pods within one domain of this level, inside the group's (its template's annotation).
+    pub topology: Option<TopologyConstraint>,
 }
 
 /// The one computation of a workload's group: size, one member's requests, placement and the
@@ -304,16 +325,22 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
             false
         }
     };
+    let running: Vec<&PodSet> = sets.iter().filter(|s| s.count() > 0).collect();
+    let gangs = gangs::of(&running).unwrap_or_else(|e| {
+        errors.extend(e);
+        gangs::Gangs::default()
+    });
     let mut shapes = Vec::new();
     let mut priorities = Vec::new();
-    for set in sets.iter().filter(|s| s.count() > 0) {
+    for (k, set) in running.into_iter().enumerate() {
         let requests = set.requests().map_err(|e| errors.push(e.to_string()));
         let placement = placement(set.template, &set.template_field).map_err(|e| errors.push(e));
         let devices = PodDevices::of(set.template, &set.template_field).map_err(|e| errors.push(e));
         priorities.push((set, set.template.priority_class_name.clone()));
         if let (Ok(requests), Ok(placement), Ok(devices)) = (requests, placement, devices) {
             let pods = u32::try_from(set.count()).unwrap_or(u32::MAX);
-            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement, devices });
+            let topology = gangs.set_topology.get(k).cloned().flatten();
+            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement, devices, topology });
         }
     }
     if let Some((first, first_priority)) = priorities.first()
@@ -337,18 +364,22 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
         priority_class_name,
         duration_seconds,
         topology,
+        subgroups: gangs.subgroups,
         shrinkable,
         count_field,
     })
 }
 
 impl Shape {
-    /// Whether every member asks the same and may run on the same nodes: one set of alike
-    /// members, as a group of one pod set is.
+    /// Whether every member asks the same and may run on the same nodes, and no set is a gang of
+    /// its own: one set of alike members, as a group of one pod set is.
     pub fn alike(&self) -> bool {
-        self.sets.windows(2).all(|w| {
-            (&w[0].requests, &w[0].placement, &w[0].devices) == (&w[1].requests, &w[1].placement, &w[1].devices)
-        })
+        // Sets that are gangs of their own stay sets, however alike their pods.
+        let gangs = !self.subgroups.is_empty() || self.sets.iter().any(|s| s.topology.is_some());
+        !gangs
+            && self.sets.windows(2).all(|w| {
+                (&w[0].requests, &w[0].placement, &w[0].devices) == (&w[1].requests, &w[1].placement, &w[1].devices)
+            })
     }
 
     /// What one member of each of the Group's sets asks of devices ([`Shape::group_spec`]'s;
@@ -392,7 +423,7 @@ impl Shape {
                     node_selector: s.placement.node_selector.clone(),
                     affinity: s.placement.affinity.clone(),
                     tolerations: s.placement.tolerations.clone(),
-                    topology: None,
+                    topology: s.topology.clone(),
                     optional: false,
                 }
             })
@@ -409,7 +440,7 @@ impl Shape {
             affinity,
             tolerations,
             sets,
-            subgroups: Vec::new(),
+            subgroups: self.subgroups,
             topology: self.topology,
             priority_class_name: self.priority_class_name,
             duration_seconds: self.duration_seconds,

@@ -390,3 +390,78 @@ fn amounts_in_the_apiservers_canonical_forms_count_and_an_uncountable_one_is_nam
     assert!(e[0].starts_with("spec.template.spec.containers[0].resources.requests[memory]: "), "{e:?}");
     assert!(e[0].contains("will not place"), "{e:?}");
 }
+
+/// A replicated Job whose pod template carries `annotations`.
+fn annotated(name: &str, parallelism: i32, annotations: serde_json::Value) -> serde_json::Value {
+    json!({"name": name, "replicas": 1, "template": {"spec": {"parallelism": parallelism, "template": {
+        "metadata": {"annotations": annotations}, "spec": pod("1", json!({}))}}}})
+}
+
+#[test]
+fn pod_templates_make_gangs_inside_the_group_as_a_plain_pods_set_does() {
+    // Prefill and decode each in a rack, the JobSet in one block: the sets stay apart though
+    // their pods ask alike.
+    let mut js = jobset(json!([
+        annotated("prefill", 4, json!({"muster.dev/set-topology": "rack"})),
+        annotated("decode", 3, json!({"muster.dev/set-topology": "rack"})),
+    ]));
+    js.metadata.annotations = Some([("muster.dev/required-topology".to_string(), "block".to_string())].into());
+    let g = shape(&js).unwrap().group_spec(&js, "q");
+    assert_eq!(g.topology.as_ref().map(|t| t.level.as_str()), Some("block"));
+    let sets: Vec<(&str, Option<&str>)> =
+        g.sets.iter().map(|s| (s.name.as_str(), s.topology.as_ref().map(|t| t.level.as_str()))).collect();
+    assert_eq!(sets, [("prefill", Some("rack")), ("decode", Some("rack"))]);
+    let request = g.to_request("ring").unwrap();
+    assert_eq!(
+        request.sets[0].topology.as_ref().map(|t| t.mode),
+        Some(muster_graph::jobspec::ConstraintMode::Required)
+    );
+
+    // A leader and its workers as one sub-group in a rack, a second sub-group in another.
+    let sub = |group: &str| json!({"muster.dev/subgroup": group, "muster.dev/subgroup-topology": "rack"});
+    let js = jobset(json!([
+        annotated("prefill-leader", 1, sub("prefill")),
+        annotated("prefill-workers", 2, sub("prefill")),
+        annotated("decode-leader", 1, sub("decode")),
+        annotated("decode-workers", 2, sub("decode")),
+    ]));
+    let g = shape(&js).unwrap().group_spec(&js, "q");
+    let groups: Vec<(&str, Vec<&str>, &str)> = (g.subgroups.iter())
+        .map(|s| (s.name.as_str(), s.sets.iter().map(String::as_str).collect(), s.topology.level.as_str()))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("prefill", vec!["prefill-leader", "prefill-workers"], "rack"),
+            ("decode", vec!["decode-leader", "decode-workers"], "rack")
+        ]
+    );
+    assert_eq!(g.to_request("ring").unwrap().subgroups.len(), 2);
+}
+
+#[test]
+fn gangs_a_template_cannot_say_are_refused_naming_the_annotation() {
+    let field = |k: usize, key: &str| {
+        format!("spec.replicatedJobs[{k}].template.spec.template.metadata.annotations[muster.dev/{key}]")
+    };
+    for (a, b, at, hint) in [
+        (json!({"muster.dev/set-topology": "a rack"}), json!({}), field(0, "set-topology"), "not a topology level"),
+        (json!({"muster.dev/subgroup": "p"}), json!({}), field(0, "subgroup"), "has no level"),
+        (
+            json!({"muster.dev/subgroup-topology": "rack"}),
+            json!({}),
+            field(0, "subgroup-topology"),
+            "names no sub-group",
+        ),
+        (
+            json!({"muster.dev/subgroup": "p", "muster.dev/subgroup-topology": "rack"}),
+            json!({"muster.dev/subgroup": "p", "muster.dev/subgroup-topology": "block"}),
+            field(1, "subgroup-topology"),
+            "name one level",
+        ),
+    ] {
+        let js = jobset(json!([annotated("x", 1, a), annotated("y", 1, b)]));
+        let e = shape(&js).unwrap_err();
+        assert!(e.len() == 1 && e[0].starts_with(&at) && e[0].contains(hint), "{e:?}");
+    }
+}
