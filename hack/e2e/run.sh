@@ -22,7 +22,7 @@ export KUBECONFIG=$MUSTER_CLUSTER_DIR/kubeconfig
 e2e=$hack_dir/e2e
 tests=("$@")
 (( ${#tests[@]} )) || tests=(nodes job gang-ready webhook crds admission cli scale muster-unsatisfiable muster-scale muster-restart muster-ha
-                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-real-nodes muster-helm-real muster-reservation muster-cohort muster-lws muster-cabundle muster-dra
+                                deadlock muster-deadlock muster-nodes muster-pods muster-podgroup muster-native muster-job-shapes muster-run-times muster-run-limit muster-ahead muster-shrink muster-priority muster-job-failures muster-jobset muster-trainjob muster-mpijob muster-rayjob muster-sets muster-composite muster-jobset-gangs muster-real-nodes muster-helm-real muster-reservation muster-cohort muster-lws muster-cabundle muster-dra
                                 muster-privilege muster-metrics muster-tenant muster-reclaim muster-tenants-real muster-flood muster-down muster-dashboard helm krew peer-kueue image)
 
 "$hack_dir/cluster-build.sh"
@@ -132,6 +132,11 @@ for t in "${tests[@]}"; do
     muster-composite)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/gpu-racks-32.yaml"
       run muster-composite "$e2e/test-muster-composite.sh" ;;
+    # Gangs inside a JobSet's group (pod template annotations), in racks and blocks of 32 nodes
+    # of 8 GPUs, against the real JobSet controller.
+    muster-jobset-gangs)
+      "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/gpu-racks-32.yaml"
+      run muster-jobset-gangs "$e2e/test-muster-jobset-gangs.sh" ;;
     # Real kubelets and containers beside the KWOK nodes (hack/real-nodes.sh), stopped after.
     muster-real-nodes)
       "$hack_dir/cluster-nodes.sh" "$repo_dir/scenarios/clusters/seed-deadlock.yaml"
