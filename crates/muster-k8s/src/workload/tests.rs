@@ -437,6 +437,16 @@ fn pod_templates_make_gangs_inside_the_group_as_a_plain_pods_set_does() {
         ]
     );
     assert_eq!(g.to_request("ring").unwrap().subgroups.len(), 2);
+
+    // Any kind whose sets have templates: an MPIJob's workers in a rack, its launcher anywhere.
+    let m = mpijob(json!({
+        "Launcher": {"template": {"spec": pod("500m", json!({}))}},
+        "Worker": {"replicas": 4, "template": {"metadata": {"annotations": {"muster.dev/set-topology": "rack"}},
+                                               "spec": pod("2", json!({}))}},
+    }));
+    let g = shape(&m).unwrap().group_spec(&m, "q");
+    let levels: Vec<Option<&str>> = g.sets.iter().map(|s| s.topology.as_ref().map(|t| t.level.as_str())).collect();
+    assert_eq!(levels, [None, Some("rack")]);
 }
 
 #[test]
