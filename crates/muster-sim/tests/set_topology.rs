@@ -12,10 +12,9 @@ use muster_sim::{SimError, Workload, scenario};
 const CLUSTER: &str = "name: blocks\nnodeClasses:\n  - {name: n, count: 8, capacity: {cpu: \"4\", pods: 110}, \
                        spread: {block: 4, rack: 2}}\n";
 
-/// Fillers of whole nodes (node, run time), then at 1 s a job of two sets of two whole-node pods
-/// (`prefill`, `decode`) with the set topology `set` and the class fields `class`; 50 s in place,
-/// twice that if a constraint is broken.
-fn workload(fillers: &[(u32, &str)], set: &str, class: &str) -> Result<Workload, SimError> {
+/// Fillers of whole nodes (node, run time), then at 1 s the job `pd` with the class fields
+/// `class` and `pods` (its sets and sub-groups), 50 s in place.
+fn with_job(fillers: &[(u32, &str)], class: &str, pods: &str) -> Result<Workload, SimError> {
     let fillers: String = fillers
         .iter()
         .map(|(node, run)| {
@@ -27,13 +26,20 @@ fn workload(fillers: &[(u32, &str)], set: &str, class: &str) -> Result<Workload,
         .collect();
     let text = format!(
         "name: t\ncluster: c.yaml\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s}}\njobClasses:\n{fillers}\
-         \x20 - name: pd\n    count: 1\n    runTime: 50s\n    arrival: {{start: 1s}}\n{class}\
-         \x20   sets:\n\
-         \x20     - {{name: prefill, members: 2, resources: {{cpu: \"4\"}}{set}}}\n\
-         \x20     - {{name: decode, members: 2, resources: {{cpu: \"4\"}}{set}}}\n"
+         \x20 - name: pd\n    count: 1\n    runTime: 50s\n    arrival: {{start: 1s}}\n{class}{pods}"
     );
     let read = |_: &std::path::Path| Ok(CLUSTER.to_string());
     scenario::from_text_with("t.yaml", &text, std::path::Path::new("."), 1, &read)
+}
+
+/// [`with_job`] where the job is two sets of two whole-node pods (`prefill`, `decode`) with the set
+/// topology `set`; twice as long if a constraint is broken.
+fn workload(fillers: &[(u32, &str)], set: &str, class: &str) -> Result<Workload, SimError> {
+    let sets = format!(
+        "    sets:\n      - {{name: prefill, members: 2, resources: {{cpu: \"4\"}}{set}}}\n      - {{name: decode, members: 2, \
+         resources: {{cpu: \"4\"}}{set}}}\n"
+    );
+    with_job(fillers, class, &sets)
 }
 
 fn run(w: &Workload, name: &str) -> RunRecord {
@@ -116,8 +122,8 @@ fn on_the_disaggregated_scenario_only_kueue_and_the_models_without_topology_brea
     assert!(spread("coscheduling") * 2 > constrained, "coscheduling spreads most");
 }
 
-/// [`workload`]'s job as two sub-groups of a 2-cpu leader and a whole-node worker each, every
-/// sub-group in one rack (two nodes), with the class fields `class`.
+/// [`with_job`] where the job is two sub-groups of a 2-cpu leader and a whole-node worker
+/// each, every sub-group in one rack (two nodes), with the class fields `class`.
 fn leaders_and_workers(fillers: &[(u32, &str)], class: &str) -> Workload {
     let leader = |name: &str| format!("      - {{name: {name}-leader, members: 1, resources: {{cpu: \"2\"}}}}\n");
     let worker = |name: &str| format!("      - {{name: {name}-worker, members: 1, resources: {{cpu: \"4\"}}}}\n");
@@ -127,19 +133,8 @@ fn leaders_and_workers(fillers: &[(u32, &str)], class: &str) -> Workload {
              spanSlowdown: 2}}}}\n"
         )
     };
-    let fillers: String = fillers
-        .iter()
-        .map(|(node, run)| {
-            format!(
-                "  - {{name: filler-{node}, count: 1, members: 1, resources: {{cpu: \"4\"}}, runTime: {run}, \
-                 nodeSelector: {{kubernetes.io/hostname: n-{node}}}}}\n"
-            )
-        })
-        .collect();
-    let text = format!(
-        "name: t\ncluster: c.yaml\ntiming: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s}}\njobClasses:\n{fillers}\
-         \x20 - name: pd\n    count: 1\n    runTime: 50s\n    arrival: {{start: 1s}}\n{class}    sets:\n{}{}{}{}\
-         \x20   subGroups:\n{}{}",
+    let pods = format!(
+        "    sets:\n{}{}{}{}    subGroups:\n{}{}",
         leader("prefill"),
         worker("prefill"),
         leader("decode"),
@@ -147,8 +142,7 @@ fn leaders_and_workers(fillers: &[(u32, &str)], class: &str) -> Workload {
         group("prefill"),
         group("decode"),
     );
-    let read = |_: &std::path::Path| Ok(CLUSTER.to_string());
-    scenario::from_text_with("t.yaml", &text, std::path::Path::new("."), 1, &read).unwrap()
+    with_job(fillers, class, &pods).unwrap()
 }
 
 #[test]
