@@ -117,7 +117,7 @@ pub enum Honours {
 }
 
 /// The node labels of the levels a constraint is tried at in turn, and whether no domain at all
-/// (the whole cluster, or for a set the gang's domain) is the last resort.
+/// (the whole cluster; for a gang inside a job, the job's domain) is the last resort.
 struct Levels<'t> {
     labels: Vec<&'t str>,
     anywhere: bool,
