@@ -138,6 +138,15 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
     if j.deadline_ms.is_some_and(|d| d % 1000 != 0) {
         return refuse("activeDeadlineSeconds needs a whole number of seconds");
     }
+    // Gangs inside the job (a set's own level, a sub-group of sets).
+    if let Some(u) = j.units.first() {
+        let what = if u.sub_group { "a sub-group of sets" } else { "a set's own topology" };
+        let kind = if u.sub_group { "sub-group" } else { "set" };
+        return refuse(&format!(
+            "{kind} {}: {what} is simulated only (the real peers are not sent it yet); drop it",
+            u.name
+        ));
+    }
     let mut sets = Vec::new();
     for s in &j.sets {
         if s.min_members < s.max_members {
@@ -145,12 +154,6 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
                 "set {}: an elastic set ({}..{} members) is simulated only; a group of several sets starts whole \
                  under every scheduler here: give the set a fixed members count",
                 s.name, s.min_members, s.max_members
-            ));
-        }
-        if s.topology.is_some() {
-            return refuse(&format!(
-                "set {}: a set's own topology is simulated only (the real peers are not sent it yet); drop it",
-                s.name
             ));
         }
         if s.filter != j.filter {
@@ -477,8 +480,13 @@ mod tests {
         assert!(e.contains("give the set a fixed members count"), "{e}");
         // A set's own topology: the real peers are not sent it.
         let pd = muster_sim::scenario::load(&scenario("suite/disaggregated.yaml"), 1).unwrap().jobs;
-        let e = record(pd.iter().find(|j| j.class == "pd").unwrap()).unwrap_err().to_string();
+        let mut job = pd.iter().find(|j| j.class == "pd").unwrap().clone();
+        let e = record(&job).unwrap_err().to_string();
         assert!(e.contains("class pd: set prefill: a set's own topology is simulated only"), "{e}");
+        // A sub-group of sets, likewise.
+        job.units.iter_mut().for_each(|u| u.sub_group = true);
+        let e = record(&job).unwrap_err().to_string();
+        assert!(e.contains("class pd: sub-group prefill: a sub-group of sets is simulated only"), "{e}");
     }
 
     #[test]

@@ -344,8 +344,6 @@ pub struct JobSpec {
     /// Its pods as several sets of alike pods, numbered set after set (each set but the last
     /// takes its count of completion indices, the last the rest); empty when all pods are alike.
     pub sets: Vec<MemberSet>,
-    /// Its sub-groups of sets, as muster's matcher takes them (sets' own levels are in `sets`).
-    pub subgroups: Vec<SubGroup>,
     /// The gangs inside the job kept to one domain each (sets with a level of their own, and
     /// sub-groups), resolved against the cluster; empty when all pods are alike.
     pub units: Vec<JobUnit>,
@@ -427,13 +425,24 @@ impl JobSpec {
         g.filter = self.filter.clone();
         if !self.sets.is_empty() {
             g = (g.with_sets(self.sets.clone()))
-                .and_then(|g| g.with_subgroups(self.subgroups.clone()))
+                .and_then(|g| g.with_subgroups(self.subgroups()))
                 .expect("the sets and sub-groups were checked when the scenario was loaded");
         }
         g.duration = self.expected_run_ms.map(|ms| (ms as u64).div_ceil(1000).max(1));
         g.topology = self.topology.as_ref().map(JobTopology::constraint);
         g.shrinkable = self.shrinkable;
         g
+    }
+
+    /// Its sub-groups as muster's matcher takes them (a set's own level is in its `MemberSet`).
+    fn subgroups(&self) -> Vec<SubGroup> {
+        (self.units.iter().filter(|u| u.sub_group))
+            .map(|u| SubGroup {
+                name: u.name.clone(),
+                sets: u.sets.iter().map(|&k| self.sets[k].name.clone()).collect(),
+                topology: u.topology.constraint(),
+            })
+            .collect()
     }
 
     pub fn is_elastic(&self) -> bool {
@@ -728,7 +737,6 @@ pub fn from_text_with(
                     requests: pods.requests.clone(),
                     filter: pods.filter.clone(),
                     sets: pods.sets.clone(),
-                    subgroups: pods.subgroups.clone(),
                     units: pods.units.clone(),
                     run_ms: run_ms.max(1),
                     expected_run_ms: c.declares_run_time.then(|| {
@@ -783,7 +791,6 @@ pub fn from_text_with(
                     requests,
                     filter: NodeFilter::default(),
                     sets: vec![],
-                    subgroups: vec![],
                     units: vec![],
                     run_ms: m.run_ms,
                     expected_run_ms: Some(m.expected_ms),

@@ -21,8 +21,8 @@ pub struct Gangs {
 pub fn of(sets: &[&PodSet<'_>]) -> Result<Gangs, Vec<String>> {
     let mut errors = Vec::new();
     let mut gangs = Gangs::default();
-    // Sub-group name -> its level and the template that first named it.
-    let mut levels: BTreeMap<&str, (TopologyConstraint, String)> = BTreeMap::new();
+    // Sub-group name -> the annotation that first gave its level, for messages.
+    let mut first: BTreeMap<&str, String> = BTreeMap::new();
     for set in sets {
         let meta = set.pod_metadata_field();
         let annotations = set.pod_annotations();
@@ -57,23 +57,19 @@ pub fn of(sets: &[&PodSet<'_>]) -> Result<Gangs, Vec<String>> {
                 labels::SUBGROUP_TOPOLOGY
             )),
             (Some(_), None) => {}
-            (Some(name), Some(t)) => match levels.get(name) {
-                Some((first, at)) if *first != t => errors.push(format!(
-                    "{}: {:?} where {at} says {:?} for sub-group {name}; the sets of a sub-group name one level",
+            (Some(name), Some(t)) => match gangs.subgroups.iter_mut().find(|g| g.name == name) {
+                Some(g) if g.topology != t => errors.push(format!(
+                    "{}: {:?} where {} says {:?} for sub-group {name}; the sets of a sub-group name one level",
                     field(labels::SUBGROUP_TOPOLOGY),
                     t.level,
-                    first.level
+                    first[name],
+                    g.topology.level
                 )),
-                Some(_) => gangs.subgroups.iter_mut().find(|g| g.name == name).into_iter().for_each(|g| {
-                    g.sets.push(set.name.clone());
-                }),
+                Some(g) => g.sets.push(set.name.clone()),
                 None => {
-                    levels.insert(name, (t.clone(), field(labels::SUBGROUP_TOPOLOGY)));
-                    gangs.subgroups.push(GroupSubGroup {
-                        name: name.to_string(),
-                        sets: vec![set.name.clone()],
-                        topology: t,
-                    });
+                    first.insert(name, field(labels::SUBGROUP_TOPOLOGY));
+                    let sets = vec![set.name.clone()];
+                    gangs.subgroups.push(GroupSubGroup { name: name.to_string(), sets, topology: t });
                 }
             },
         }

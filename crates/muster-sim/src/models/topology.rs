@@ -234,7 +234,10 @@ pub fn place_gang(
     // The gang inside each set belongs to, if any.
     let unit_of: Vec<Option<usize>> =
         (0..j.sets.len()).map(|k| j.spec.units.iter().position(|u| u.sets.contains(&k))).collect();
-    let scope = Scope { view, job, domains, unit_levels, needs: set_needs(view, job, need) };
+    // What the job's pods need is worked out only for a job with constraints: most have none.
+    let constrained = own.is_some() || !unit_levels.is_empty();
+    let needs = if constrained { set_needs(view, job, need) } else { Vec::new() };
+    let scope = Scope { view, job, domains, unit_levels, needs };
     let mut place = |snap: &mut Snapshot, within: Option<&[bool]>| {
         // Each gang inside's nodes, chosen when its first pod is placed (after those before it).
         let mut chosen: Vec<Option<Option<Vec<bool>>>> = vec![None; j.spec.units.len()];
@@ -288,9 +291,9 @@ pub struct Slot {
 
 /// PodSets Kueue's TAS assigns together, within one domain of `label` (None: anywhere in the
 /// job's domain): one PodSet, or a PodSet group (a leader and its workers).
-pub struct TasPart<'l> {
+pub struct TasPart {
     pub sets: Vec<usize>,
-    pub label: Option<&'l str>,
+    pub label: Option<String>,
 }
 
 /// Kueue TAS's admission of all the job's pods: per node and set, how many pods it gets, all
@@ -306,7 +309,7 @@ pub fn assign(
     domains: &mut Domains,
 ) -> Option<Vec<Slot>> {
     let j = view.job(job);
-    for l in label.iter().chain(parts.iter().filter_map(|p| p.label.as_ref())) {
+    for l in label.into_iter().chain(parts.iter().filter_map(|p| p.label.as_deref())) {
         domains.load(view, l);
     }
     let domains = &*domains;
@@ -329,7 +332,7 @@ pub fn assign(
         let mut slots = vec![];
         for part in parts {
             let part_needs: Vec<(usize, u32)> = part.sets.iter().map(|&k| (k, need(k))).collect();
-            let filled = match part.label {
+            let filled = match part.label.as_deref() {
                 None => fill(view, &trial, job, &part_needs, within),
                 Some(l) => {
                     let ds = domains.get(l);

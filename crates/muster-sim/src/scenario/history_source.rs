@@ -84,7 +84,6 @@ pub(super) fn jobs(
             requests,
             filter: req.filter.clone(),
             sets: req.sets.clone(),
-            subgroups: req.subgroups.clone(),
             units,
             run_ms: r.run_ms_at_max(),
             expected_run_ms: req.duration.map(|d| i64::try_from(d).unwrap_or(i64::MAX / 1000).saturating_mul(1000)),

@@ -55,8 +55,6 @@ pub(super) struct ClassPods {
     pub requests: Vec<(String, u64)>,
     pub filter: NodeFilter,
     pub sets: Vec<MemberSet>,
-    /// The sub-groups of sets, as muster's group form takes them.
-    pub subgroups: Vec<SubGroup>,
     /// The gangs inside the job kept to one domain each: sets with a topology of their own, then
     /// sub-groups (empty when alike).
     pub units: Vec<JobUnit>,
@@ -98,7 +96,6 @@ pub(super) fn class_pods(
                 tolerations: c.tolerations.clone(),
             },
             sets: vec![],
-            subgroups: vec![],
             units: vec![],
         });
     }
@@ -190,7 +187,6 @@ pub(super) fn class_pods(
         requests: group.requests,
         filter: group.filter,
         sets: group.sets,
-        subgroups: group.subgroups,
         units,
     })
 }

@@ -254,21 +254,19 @@ impl Kueue {
         let all: Vec<usize> = (0..j.sets.len()).collect();
         let whole_job = j.spec.units.is_empty() && (all.len() == 1 || leader_and_workers(&all));
         // PodSets (or PodSet groups) in the workload's order, each with its level.
-        let mut parts: Vec<(Vec<usize>, Option<String>)> = Vec::new();
+        let mut parts: Vec<TasPart> = Vec::new();
         for k in 0..j.sets.len() {
             match j.spec.units.iter().find(|u| u.sets.contains(&k)) {
-                _ if whole_job => parts.push((vec![k], None)),
-                None => parts.push((vec![k], own.clone())),
+                _ if whole_job => parts.push(TasPart { sets: vec![k], label: None }),
+                None => parts.push(TasPart { sets: vec![k], label: own.clone() }),
                 Some(u) if leader_and_workers(&u.sets) => {
                     if u.sets.iter().min() == Some(&k) {
-                        parts.push((u.sets.clone(), Some(level(&u.topology))));
+                        parts.push(TasPart { sets: u.sets.clone(), label: Some(level(&u.topology)) });
                     }
                 }
-                Some(u) => parts.push((vec![k], Some(level(&u.topology)))),
+                Some(u) => parts.push(TasPart { sets: vec![k], label: Some(level(&u.topology)) }),
             }
         }
-        let parts: Vec<TasPart> =
-            parts.iter().map(|(sets, l)| TasPart { sets: sets.clone(), label: l.as_deref() }).collect();
         let label = own.as_deref().filter(|_| whole_job);
         let reserved = self.assigned_snapshot(view);
         match topology::assign(view, &reserved, job, label, &parts, &mut self.domains) {
