@@ -49,7 +49,7 @@ topology=$(grep -qE '^\s+topology:' "$scenario" && echo 1 || echo 0)
 # tenants' figures.
 tenants=$(grep -qE '^tenants:' "$scenario" && echo 1 || echo 0)
 # 1 when a job class is given as sets of pods: muster and Kueue take such a job as a JobSet (the
-# JobSet controller runs beside them); Volcano's, a Volcano Job, is not measured yet (skipped).
+# JobSet controller runs beside them), Volcano as a Volcano Job.
 sets=$(grep -qE '^\s+sets:' "$scenario" && echo 1 || echo 0)
 # Kueue's fair sharing, when the scenario's kueue block turns it on: its strategies, comma-separated.
 fair_sharing=$(python3 - "$scenario" <<'PY'
@@ -215,10 +215,6 @@ print("%s: completed %s failed %s unfinished %s makespan %s s; spread %s/%s (req
 rounds=${ROUNDS:-1}
 for round in $(seq "$rounds"); do
   for peer in "$@"; do
-    if (( sets )) && [[ $peer == volcano ]]; then
-      log "== $peer skipped: a job of several sets reaches Volcano as a Volcano Job, which the harness does not measure yet"
-      continue
-    fi
     log "== $peer on $(basename "$scenario") (round $round of $rounds)"
     if (( rounds == 1 )); then run_one "$peer" "$peer"; else run_one "$peer" "$peer.$round"; fi
   done

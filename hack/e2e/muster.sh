@@ -10,6 +10,7 @@
 #                 JobSet, Kubeflow Trainer, MPI and KubeRay operators as local processes (_down
 #                 stops them and removes what they installed)
 #   sets_hold_pods NS GROUP SELECTOR   each bound pod asks what its member's set holds
+#   check_sets_hold NS GROUP SELECTOR WHAT   the same, as a check
 #   rust_e2e TEST WHAT MIN_POLLS [OBJECT...]   the whole of a test written in Rust
 # State in $MUSTER_CLUSTER_DIR/muster-e2e; the controller log is logs/muster-controller.log.
 resolve_muster_bin
@@ -475,6 +476,13 @@ if bad or not checked:
     print("\n".join(bad) or "no bound pod", file=sys.stderr)
     sys.exit(1)
 PY
+}
+
+# check_sets_hold NS GROUP SELECTOR WHAT: sets_hold_pods, its summary in the line it passes
+check_sets_hold() {
+  local out
+  out=$(sets_hold_pods "$1" "$2" "$3") || fail "$4: every bound pod asks what its member's set holds"
+  pass "$4: every bound pod asks what its member's set holds ($out)"
 }
 
 # placed_on_assigned NS JOB: on_assigned for the pods of a Job

@@ -189,4 +189,5 @@ check "its Group has a leader set and a worker set" test \
   = "leader=1x1000m worker=4x7000m "
 check "the leader pod is labelled with its set" test \
   "$(k -n $ns get pod lead-0 -o jsonpath='{.metadata.labels.muster\.dev/set}')" = leader
+check_sets_hold $ns lead-0 muster.dev/group=lead-0 "LeaderWorkerSet lead (replica lead-0)"
 k -n $ns delete leaderworkerset lead >/dev/null

@@ -74,12 +74,6 @@ sets_are() {
 }
 # gpus_of NAME SET: nvidia.com/gpu a member of set SET of the Group NAME holds
 gpus_of() { k -n $ns get groups.muster.dev "$1" -o jsonpath="{.spec.sets[$2].resources.nvidia\.com/gpu}"; }
-# check_sets_hold GROUP SELECTOR WHAT: sets_hold_pods, its summary in the line it passes
-check_sets_hold() {
-  local out
-  out=$(sets_hold_pods $ns "$1" "$2") || fail "$3: every bound pod asks what its member's set holds"
-  pass "$3: every bound pod asks what its member's set holds ($out)"
-}
 
 # --- MPIJobs: a 1-cpu launcher and 2 whole-node workers ------------------------------------------
 # The launcher runs 30 s (its MPIJob then succeeds and the operator removes the workers).
@@ -142,7 +136,7 @@ bound=$(k -n $ns get pods -l training.kubeflow.org/job-name="$waiting" -o jsonpa
 check "$waiting, with none of its pods bound" test -z "$bound"
 for i in 1 2 3 4 5; do
   [[ mpi-$i == "$waiting" ]] && continue
-  check_sets_hold mpi-$i training.kubeflow.org/job-name=mpi-$i "MPIJob mpi-$i"
+  check_sets_hold $ns mpi-$i training.kubeflow.org/job-name=mpi-$i "MPIJob mpi-$i"
 done
 all_succeeded() {
   [[ $(k -n $ns get mpijobs -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Succeeded")].status}{"\n"}{end}' |
@@ -218,8 +212,8 @@ ray_placed() { on_assigned $ns tune "ray.io/cluster=$cluster" 3 2>/dev/null; }
 eventually 60 "the RayJob's 3 pods are bound, each on its member's node" ray_placed
 jobset_placed() { on_assigned $ns train jobset.sigs.k8s.io/jobset-name=train 5 2>/dev/null; }
 eventually 60 "the JobSet's 5 pods are bound, each on its member's node" jobset_placed
-check_sets_hold tune "ray.io/cluster=$cluster" "RayJob tune"
-check_sets_hold train jobset.sigs.k8s.io/jobset-name=train "JobSet train"
+check_sets_hold $ns tune "ray.io/cluster=$cluster" "RayJob tune"
+check_sets_hold $ns train jobset.sigs.k8s.io/jobset-name=train "JobSet train"
 
 # --- plain pods of two elastic sets (muster.dev/set-min) ----------------------------------------
 # Set a (3 pods of a whole node's 8 GPUs, at least 1) and set b (4 such pods, at least 1) on the 4
@@ -259,6 +253,7 @@ for p in json.load(sys.stdin)["items"]:
 print(n["a"], n["b"])') == "$1" ]]
 }
 eventually 60 "the plain group starts each set's minimum, then a's extra members: a 3, b 1" bound_are "3 1"
+check_sets_hold $ns elastic muster.dev/group=elastic "plain pods elastic"
 sleep 3
 check "b's other 3 pods wait, gated, while no room is free" bound_are "3 1"
 check "the Group's members are 2..7, the sets' sums" test \

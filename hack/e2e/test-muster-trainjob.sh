@@ -2,14 +2,16 @@
 # e2e: a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1) with muster, against the
 # real Trainer controller manager and the real JobSet controller under it (both built from their
 # Go modules by hack/third-party.sh, run here as local processes with their webhooks registered
-# by URL). A TrainJob names a runtime (here the ClusterTrainingRuntime muster-e2e: one replicated
-# Job "node" whose pods KWOK finishes after 3 s) and the Trainer makes from the two a JobSet of
-# the TrainJob's name, owned by it, suspended while the TrainJob is, with numNodes pods.
+# by URL). A TrainJob names a runtime (here the ClusterTrainingRuntime muster-e2e: a replicated
+# Job "initializer" of one small pod beside the replicated Job "node", whose pods KWOK finishes
+# after 15 s) and the Trainer makes from the two a JobSet of the TrainJob's name, owned by it,
+# suspended while the TrainJob is, with numNodes node pods.
 # Without muster's say, a suspended TrainJob without the queue label gets its suspended JobSet of
 # 3 pods; resumed, kube-scheduler runs them and the TrainJob completes. With the queue label, the
 # webhook holds the TrainJob and puts its queue on the JobSet, which is ONE group (owned by the
-# JobSet); muster resumes the TrainJob once it is placed, the Trainer resumes the JobSet, and
-# each pod is bound to its member's node; the TrainJob completes and so does the Group. One too
+# JobSet) of two sets, each holding what its own pods ask; muster resumes the TrainJob once it is
+# placed, the Trainer resumes the JobSet, and each pod is bound to its member's node; the TrainJob
+# completes and so does the Group. One too
 # big for the cluster waits held, its user's resume is refused, and deleting it deletes its
 # Group. The CRDs of both are removed after, so later tests run without them.
 set -euo pipefail
@@ -33,8 +35,8 @@ trap 'exit 130' INT TERM
 mkdir -p "$tmp/jobset" "$tmp/trainer"
 jobset_controller_up "$tmp/jobset" "$MUSTER_CLUSTER_DIR/logs/jobset-controller.log"
 trainer_controller_up "$tmp/trainer" "$MUSTER_CLUSTER_DIR/logs/trainer-controller.log"
-# One replicated Job "node" (the Trainer's ancestor label marks it as the one that trains);
-# numNodes and resourcesPerNode come from each TrainJob.
+# An initializer of one small pod, then the replicated Job "node" (the Trainer's ancestor label
+# marks it as the one that trains); numNodes and resourcesPerNode come from each TrainJob.
 k apply -f - >/dev/null <<YAML
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
@@ -44,6 +46,20 @@ spec:
   template:
     spec:
       replicatedJobs:
+      - name: initializer
+        replicas: 1
+        template:
+          spec:
+            template:
+              metadata:
+                annotations: {kwok.muster.dev/run-seconds: "15", e2e.muster.dev/test: "true"}
+              spec:
+                restartPolicy: Never
+                terminationGracePeriodSeconds: 0
+                containers:
+                - name: initializer
+                  image: kwok-fake
+                  resources: {requests: {cpu: 100m, memory: 64Mi}}
       - name: node
         replicas: 1
         template:
@@ -51,7 +67,7 @@ spec:
           spec:
             template:
               metadata:
-                annotations: {kwok.muster.dev/run-seconds: "3", e2e.muster.dev/test: "true"}
+                annotations: {kwok.muster.dev/run-seconds: "15", e2e.muster.dev/test: "true"}
               spec:
                 restartPolicy: Never
                 terminationGracePeriodSeconds: 0
@@ -95,8 +111,8 @@ check "it is suspended, its replicated Job node of parallelism 3 ($out)" test "$
 k -n $ns patch trainjob plain --type merge -p '{"spec":{"suspend":false}}' >/dev/null
 eventually 30 "resuming the TrainJob resumes its JobSet" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get jobset plain -o jsonpath='{.spec.suspend}') == false ]]"
-eventually 60 "its 3 pods ran to completion (KWOK, 3 s)" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l jobset.sigs.k8s.io/jobset-name=plain --field-selector status.phase=Succeeded -o name | wc -l) == 3 ]]"
+eventually 60 "its 4 pods (the initializer and 3 nodes) ran to completion (KWOK, 15 s)" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get pods -l jobset.sigs.k8s.io/jobset-name=plain --field-selector status.phase=Succeeded -o name | wc -l) == 4 ]]"
 eventually 60 "the TrainJob is Complete" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get trainjob plain -o jsonpath='{.status.conditions[?(@.type==\"Complete\")].status}') == True ]]"
 # The garbage collector deletes the JobSet, once it watches TrainJobs: it looks for new kinds
@@ -111,15 +127,19 @@ eventually 30 "muster watches JobSets (the CRD is installed)" bash -c \
 out=$(trainjob_yaml llama 3 "muster.dev/queue: default" | sed '/^  suspend: true$/d' |
   k -n $ns create -f - -o jsonpath='{.spec.suspend} {.spec.labels.muster\.dev/queue}')
 check "the webhook held the TrainJob and named its JobSet's queue ($out)" test "$out" = "true default"
-check_workload_group $ns llama jobset JobSet 3 "the 3 pods of its JobSet's node Job"
+check_workload_group $ns llama jobset JobSet 4 "the pods of its JobSet's initializer and node Jobs (1 + 3)"
+check "its sets are the initializer's pod (100m) and the 3 nodes (500m each)" test \
+  "$(field groups.muster.dev llama -o jsonpath='{range .spec.sets[*]}{.name}={.members.min}x{.resources.cpu} {end}')" \
+  = "initializer=1x100m node=3x500m "
 out=$(field jobset llama -o jsonpath='{.metadata.labels.muster\.dev/queue} {.spec.replicatedJobs[0].template.spec.template.spec.schedulerName}')
 check "the Trainer's JobSet is in queue default and its pods name muster ($out)" test "$out" = "default muster"
 eventually 30 "muster admitted the group and resumed the TrainJob" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get trainjob llama -o jsonpath='{.spec.suspend}') == false ]]"
 eventually 30 "the Trainer resumed its JobSet" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get jobset llama -o jsonpath='{.spec.suspend}') == false ]]"
-trained() { on_assigned $ns llama jobset.sigs.k8s.io/jobset-name=llama 3 2>/dev/null; }
-eventually 60 "all 3 pods are bound, each on the node its Group assigned to its member" trained
+trained() { on_assigned $ns llama jobset.sigs.k8s.io/jobset-name=llama 4 2>/dev/null; }
+eventually 60 "all 4 pods are bound, each on the node its Group assigned to its member" trained
+check_sets_hold $ns llama jobset.sigs.k8s.io/jobset-name=llama "TrainJob llama"
 eventually 60 "the TrainJob is Complete" bash -c \
   "[[ \$('$K8S_BIN/kubectl' -n $ns get trainjob llama -o jsonpath='{.status.conditions[?(@.type==\"Complete\")].status}') == True ]]"
 eventually 30 "its Group is Succeeded" bash -c \
@@ -127,8 +147,8 @@ eventually 30 "its Group is Succeeded" bash -c \
 
 # --- one too big for the cluster waits, held; its user cannot resume it past the queue ---------
 trainjob_yaml huge 30000 "muster.dev/queue: default" | k -n $ns create -f - >/dev/null
-eventually 30 "a TrainJob of 30000 pods (15000 cpu, the cluster has 10004) has its Group" bash -c \
-  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.spec.members.min}') == 30000 ]]"
+eventually 30 "a TrainJob of 30000 node pods (15000 cpu, the cluster has 10004) has its Group" bash -c \
+  "[[ \$('$K8S_BIN/kubectl' -n $ns get groups.muster.dev huge -o jsonpath='{.spec.members.min}') == 30001 ]]"
 sleep 2
 check "it stays held, and no pod of it was made" test \
   "$(field trainjob huge -o jsonpath='{.spec.suspend}')/$(k -n $ns get pods -l jobset.sigs.k8s.io/jobset-name=huge -o name | wc -l)" = true/0

@@ -166,6 +166,8 @@ pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 /// The harness's label naming the scenario job of a pod, and of a Job, when the job is several
 /// objects (a job of several sets: a Job per set, a JobSet's child Jobs).
 pub const HARNESS_JOB_LABEL: &str = "harness.muster.dev/job";
+/// The harness's label naming the set of a pod of a job of several sets.
+pub const HARNESS_SET_LABEL: &str = "harness.muster.dev/set";
 /// The gang label and size muster-gang-ready (hack/k8s-build) reads on pods no Job owns.
 pub const KWOK_GANG_LABEL: &str = "kwok.muster.dev/gang";
 pub const KWOK_GANG_SIZE: &str = "kwok.muster.dev/gang-size";

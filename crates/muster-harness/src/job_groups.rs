@@ -1,12 +1,14 @@
 //! A scenario job made of several Jobs (a Job per set, a JobSet's child Jobs: the harness labels
 //! them `harness.muster.dev/job`, [`crate::peer_sets`]) read as the one Job `run` measures: made
 //! when its first Job was, of all their pods, Complete when every one is (at the last one's
-//! completion), Failed as soon as one is.
+//! completion), Failed as soon as one is. A Volcano Job (a job of several sets under Volcano, which
+//! makes pods but no batch/v1 Job) is read as that Job too ([`from_volcano_job`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
-use kube::api::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DynamicObject, ObjectMeta};
 
 use crate::cluster::{HARNESS_JOB_LABEL, true_condition};
 
@@ -51,6 +53,41 @@ fn one(namespace: Option<String>, name: String, jobs: &[Job]) -> Job {
             ..Default::default()
         }),
         status: Some(JobStatus { conditions: condition.map(|c| vec![c]), completion_time, ..Default::default() }),
+    }
+}
+
+/// A Volcano Job (`batch.volcano.sh/v1alpha1`) as the one Job `run` measures: made when it was,
+/// of all its tasks' pods, Complete or Failed when its phase says so, at the phase's transition.
+pub fn from_volcano_job(vj: &DynamicObject) -> Job {
+    let phase = vj.data.pointer("/status/state/phase").and_then(|p| p.as_str()).unwrap_or("");
+    let at: Option<Time> =
+        vj.data.pointer("/status/state/lastTransitionTime").and_then(|t| serde_json::from_value(t.clone()).ok());
+    let kind = match phase {
+        "Completed" => Some("Complete"),
+        "Failed" | "Aborted" | "Terminated" => Some("Failed"),
+        _ => None,
+    };
+    let condition = kind.map(|kind| JobCondition {
+        type_: kind.to_string(),
+        status: "True".into(),
+        last_transition_time: at.clone(),
+        ..Default::default()
+    });
+    let tasks = vj.data.pointer("/spec/tasks").and_then(|t| t.as_array()).cloned().unwrap_or_default();
+    let pods: i64 = tasks.iter().filter_map(|t| t["replicas"].as_i64()).sum();
+    Job {
+        metadata: ObjectMeta {
+            name: vj.metadata.name.clone(),
+            namespace: vj.metadata.namespace.clone(),
+            creation_timestamp: vj.metadata.creation_timestamp.clone(),
+            ..Default::default()
+        },
+        spec: Some(JobSpec { parallelism: i32::try_from(pods).ok(), ..Default::default() }),
+        status: Some(JobStatus {
+            completion_time: at.filter(|_| kind == Some("Complete")),
+            conditions: condition.map(|c| vec![c]),
+            ..Default::default()
+        }),
     }
 }
 
@@ -103,5 +140,29 @@ mod tests {
         assert_eq!(got[1].spec.as_ref().unwrap().parallelism, Some(5));
         assert_eq!(crate::outcome::created(&got[1].metadata), at(1).unwrap(), "made with its first Job");
         assert_eq!(got[1].metadata.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn a_volcano_job_reads_as_one_job_by_its_phase() {
+        let vj = |phase: &str| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "metadata": {"name": "mpi-0", "namespace": "ns", "creationTimestamp": "2026-11-28T07:00:01Z"},
+                "spec": {"tasks": [{"name": "launcher", "replicas": 1}, {"name": "worker", "replicas": 4}]},
+                "status": {"state": {"phase": phase, "lastTransitionTime": "2026-11-28T07:00:41Z"}},
+            }))
+            .unwrap()
+        };
+        let at = crate::cluster::parse_time("2026-11-28T07:00:41Z");
+        let done = from_volcano_job(&vj("Completed"));
+        assert_eq!(job_end(&done), (JobState::Complete, at));
+        assert_eq!(done.spec.as_ref().unwrap().parallelism, Some(5), "every task's pods");
+        assert_eq!(done.metadata.name.as_deref(), Some("mpi-0"));
+        assert_eq!(
+            crate::outcome::created(&done.metadata),
+            crate::cluster::parse_time("2026-11-28T07:00:01Z").unwrap()
+        );
+        assert_eq!(job_end(&from_volcano_job(&vj("Aborted"))), (JobState::Failed, at));
+        assert_eq!(job_end(&from_volcano_job(&vj("Running"))), (JobState::Active, None));
     }
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Condition, HARNESS_JOB_LABEL, JOB_NAME_LABEL, secs, true_condition};
+use crate::cluster::{Condition, HARNESS_JOB_LABEL, HARNESS_SET_LABEL, JOB_NAME_LABEL, secs, true_condition};
 use crate::simreal::job_end;
 use crate::workload::JobRecord;
 
@@ -98,30 +98,41 @@ pub struct TopologySpread {
     pub spread_required: usize,
 }
 
-/// How many of the topology-constrained jobs ran spread across domains, read off where their pods
+/// How many of the topology-constrained jobs ran with a constraint broken (the job's pods, or the
+/// pods of one of its gangs, across domains of the constraint's level), read off where their pods
 /// were bound (the Job controller keeps finished pods) and the nodes' labels.
 pub fn topology_spread(jobs: &[JobRecord], pods: &[Pod], nodes: &[Node]) -> Option<TopologySpread> {
     let label_of: HashMap<&str, &BTreeMap<String, String>> =
         nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.labels.as_ref()?))).collect();
     let mut count = TopologySpread { constrained: 0, spread: 0, spread_required: 0 };
     let mut any = false;
-    for job in jobs {
-        let Some(t) = &job.topology else { continue };
+    for job in jobs.iter().filter(|j| j.constrained()) {
         any = true;
-        let domains: Option<Vec<Option<&String>>> = pods
+        // Each pod's set and its node's labels; none unless every pod of the job was bound.
+        let placed: Option<Vec<(Option<&String>, &BTreeMap<String, String>)>> = pods
             .iter()
             .filter(|p| job_name(p).as_deref() == Some(job.name.as_str()))
             .map(|p| {
                 let node = p.spec.as_ref()?.node_name.as_deref()?;
-                Some(label_of.get(node).and_then(|l| l.get(&t.label)))
+                let set = p.metadata.labels.as_ref().and_then(|l| l.get(HARNESS_SET_LABEL));
+                Some((set, *label_of.get(node)?))
             })
             .collect();
-        let Some(mut domains) = domains.filter(|d| d.len() as u32 == job.pods) else { continue };
-        domains.dedup();
+        let Some(placed) = placed.filter(|p| p.len() as u32 == job.pods) else { continue };
+        let spans = |label: &str, sets: Option<&[String]>| {
+            let mut domains = placed
+                .iter()
+                .filter(|(set, _)| sets.is_none_or(|s| set.is_some_and(|set| s.contains(set))))
+                .map(|(_, labels)| labels.get(label));
+            let first = domains.next();
+            domains.any(|d| Some(d) != first)
+        };
+        let own = job.topology.iter().filter(|t| spans(&t.label, None)).map(|t| t.required);
+        let gangs = job.gangs.iter().filter(|g| spans(&g.label, Some(&g.sets))).map(|_| true);
+        let broken: Vec<bool> = own.chain(gangs).collect();
         count.constrained += 1;
-        let spread = usize::from(domains.iter().any(|d| *d != domains[0]));
-        count.spread += spread;
-        count.spread_required += spread * usize::from(t.required);
+        count.spread += usize::from(!broken.is_empty());
+        count.spread_required += usize::from(broken.contains(&true));
     }
     any.then_some(count)
 }
@@ -184,6 +195,61 @@ mod tests {
         let want = TopologySpread { constrained: 2, spread: 1, spread_required: 1 };
         assert_eq!(topology_spread(&jobs, &pods, &nodes), Some(want));
         assert_eq!(topology_spread(&jobs[3..], &pods, &nodes), None);
+    }
+
+    #[test]
+    fn a_job_breaks_a_constraint_when_one_of_its_gangs_spans_domains() {
+        let node = |name: &str, rack: &str, block: &str| -> Node {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name,
+                "labels": {"muster.dev/rack": rack, "muster.dev/block": block}}}))
+            .unwrap()
+        };
+        let pod = |job: &str, set: &str, node: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"labels": {HARNESS_JOB_LABEL: job, HARNESS_SET_LABEL: set}},
+                "spec": {"containers": [], "nodeName": node}}))
+            .unwrap()
+        };
+        // A router anywhere in the block, a prefill gang of 2 within one rack.
+        let rec = |name: &str| JobRecord {
+            pods: 3,
+            topology: Some(crate::workload::RecordTopology {
+                level: "block".into(),
+                label: "muster.dev/block".into(),
+                required: true,
+                within: None,
+            }),
+            gangs: vec![crate::workload::GangRecord {
+                name: "prefill".into(),
+                sets: vec!["prefill".into()],
+                sub_group: false,
+                level: "rack".into(),
+                label: "muster.dev/rack".into(),
+            }],
+            ..record(name, "pd")
+        };
+        let nodes = [node("a", "r0", "b0"), node("b", "r0", "b0"), node("c", "r1", "b0"), node("d", "r2", "b1")];
+        let pods = [
+            // The router in another rack of the block: nothing broken.
+            pod("kept", "router", "c"),
+            pod("kept", "prefill", "a"),
+            pod("kept", "prefill", "b"),
+            // The prefill gang over two racks of one block: its gang's constraint broken.
+            pod("gang", "router", "a"),
+            pod("gang", "prefill", "a"),
+            pod("gang", "prefill", "c"),
+        ];
+        let jobs = [rec("kept"), rec("gang")];
+        assert_eq!(
+            topology_spread(&jobs, &pods, &nodes),
+            Some(TopologySpread { constrained: 2, spread: 1, spread_required: 1 })
+        );
+        // The router in the other block: the job's own constraint broken.
+        let pods = [pod("block", "router", "d"), pod("block", "prefill", "a"), pod("block", "prefill", "b")];
+        assert_eq!(
+            topology_spread(&[rec("block")], &pods, &nodes),
+            Some(TopologySpread { constrained: 1, spread: 1, spread_required: 1 })
+        );
     }
 
     #[test]

@@ -312,7 +312,7 @@ pub(crate) fn native_gang(
 }
 
 /// `spec` with `priorityClassName` when the job has a priority.
-fn with_class(mut spec: Value, class: &Option<String>) -> Value {
+pub(crate) fn with_class(mut spec: Value, class: &Option<String>) -> Value {
     if let Some(c) = class {
         spec["priorityClassName"] = json!(c);
     }
@@ -320,7 +320,7 @@ fn with_class(mut spec: Value, class: &Option<String>) -> Value {
 }
 
 /// `spec` with `schedulingConstraints` when there are any.
-fn with_constraints(mut spec: Value, constraints: &Option<Value>) -> Value {
+pub(crate) fn with_constraints(mut spec: Value, constraints: &Option<Value>) -> Value {
     if let Some(c) = constraints {
         spec["schedulingConstraints"] = c.clone();
     }
@@ -347,7 +347,7 @@ pub fn kueue_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord], opts:
     let queue = PeerOptions { peer: Peer::Kueue, ..opts.clone() }.queue().unwrap_or_default();
     let mut flavor = json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": { "name": KUEUE_FLAVOR } });
     let mut out = vec![];
-    if jobs.iter().any(|j| j.topology.is_some()) {
+    if jobs.iter().any(|j| j.constrained()) {
         let (topology, node_labels) = kueue_topology(w, &nodes)?;
         out.push(Object::new(topology, "topologies", false));
         flavor["spec"] = json!({ "nodeLabels": node_labels, "topologyName": KUEUE_TOPOLOGY });
@@ -398,16 +398,31 @@ pub(crate) fn cluster_total(w: &muster_sim::scenario::Workload) -> Result<BTreeM
     Ok(total)
 }
 
-/// Volcano's network topology for the jobs' topology level, as its "network topology aware
-/// scheduling" guide builds it by hand: a HyperNode of tier 1 per domain of the level (its nodes
-/// chosen by their label), of tier 2 per domain of the level some jobs are kept within, and one
-/// over them all. Nothing when no job has a topology; an error when the jobs name more than one
-/// level, or more than one enclosing level (a tier is one level).
+/// Volcano's network topology for the jobs' topology levels, as its "network topology aware
+/// scheduling" guide builds it by hand: a HyperNode of tier 1 per domain of the inner level (a
+/// job's own, or a gang's inside a job), of tier 2 per domain of the outer level (one a job is
+/// kept within, or a job's own around its gangs), and one over them all. Nothing when no job has
+/// a topology; an error when the jobs name more than one level for a tier, or a sub-group of sets
+/// (a Volcano Job has no constraint over several tasks together).
 pub fn volcano_setup(w: &muster_sim::scenario::Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
     use std::collections::{BTreeMap, BTreeSet};
-    let topologies = || jobs.iter().filter_map(|j| j.topology.as_ref());
-    let labels: BTreeSet<&str> = topologies().map(|t| t.label.as_str()).collect();
-    let enclosing: BTreeSet<&str> = topologies().filter_map(|t| t.within.as_ref()).map(|w| w.label.as_str()).collect();
+    if let Some((j, g)) = jobs.iter().find_map(|j| Some((j, j.gangs.iter().find(|g| g.sub_group)?))) {
+        return Err(Error::Input(format!(
+            "job {} (class {}): sub-group {} keeps several sets within one domain together, which a Volcano Job \
+             cannot say (a task's partition policy keeps one task); run the scenario under the other peers",
+            j.name, j.class, g.name
+        )));
+    }
+    let mut inner: BTreeSet<&str> = BTreeSet::new();
+    let mut outer: BTreeSet<&str> = BTreeSet::new();
+    for j in jobs {
+        inner.extend(j.gangs.iter().map(|g| g.label.as_str()));
+        if let Some(t) = &j.topology {
+            if j.gangs.is_empty() { &mut inner } else { &mut outer }.insert(t.label.as_str());
+            outer.extend(t.within.as_ref().map(|w| w.label.as_str()));
+        }
+    }
+    let (labels, enclosing) = (inner, outer);
     let Some(label) = labels.first().copied() else { return Ok(vec![]) };
     if labels.len() > 1 || enclosing.len() > 1 {
         return Err(Error::Input(format!(

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{DynamicObject, ListParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client, Config};
 use muster_sim::metrics::{Occupancy, TenantResult};
 use muster_sim::scenario::Workload;
@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::cluster::{self, ALL_READY_AT, Condition, now, secs, true_condition};
-use crate::job_groups::merged;
+use crate::job_groups::{from_volcano_job, merged};
 use crate::occupancy::{Ledger, PartialGangs, capacity};
 use crate::outcome::{TopologySpread, Waits, bound_at, created, job_name, topology_spread, waits};
 use crate::peers::{Object, Peer, PeerOptions, job_objects, priority_classes};
@@ -192,6 +192,21 @@ impl Scope {
         items.retain(|o| o.meta().namespace.as_ref().is_some_and(|n| self.namespaces.contains(n)));
         Ok(items)
     }
+
+    /// The objects of a custom resource in the run's namespaces.
+    async fn list_dynamic(&self, client: &Client, ns: &str, ar: &ApiResource) -> Result<Vec<DynamicObject>> {
+        let api = if self.everywhere {
+            Api::all_with(client.clone(), ar)
+        } else {
+            Api::namespaced_with(client.clone(), ns, ar)
+        };
+        self.list(&api).await
+    }
+}
+
+/// Volcano's Job (`batch.volcano.sh/v1alpha1`).
+fn volcano_job_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("batch.volcano.sh", "v1alpha1", "Job"), "jobs")
 }
 
 /// Active Jobs by how many of their (non-terminal) pods are bound, and the pending pods.
@@ -285,16 +300,9 @@ pub async fn run(
         }
     }
     let Some(last) = jobs.last() else { return Err(Error::Input(format!("{}: no jobs", jobs_file.display()))) };
-    // What a run measures is read off batch/v1 Jobs and their pods; a Volcano Job makes none.
-    if let Some(j) = jobs.iter().find(|j| !j.sets.is_empty()).filter(|_| peer.peer == Peer::Volcano) {
-        return Err(Error::Input(format!(
-            "{}: class {} is a job of several sets, which reaches Volcano as a Volcano Job (batch.volcano.sh) \
-             that `run` cannot measure yet (it reads batch/v1 Jobs); `objects --peer volcano` prints it",
-            jobs_file.display(),
-            j.class
-        )));
-    }
     let (client, config) = cluster::client(kubeconfig).await?;
+    // A job of several sets reaches Volcano as a Volcano Job, read as the Job it stands for.
+    let volcano_jobs = peer.peer == Peer::Volcano && jobs.iter().any(|j| !j.sets.is_empty());
     let scope = Scope::new(ns, &jobs);
     let api: Api<Job> = scope.api(&client, ns);
     let pods: Api<Pod> = scope.api(&client, ns);
@@ -336,8 +344,15 @@ pub async fn run(
     }
     let limit = t0 + timeout;
     let mut series = Vec::new();
+    let jobs_now = || async {
+        let mut items = merged(scope.list(&api).await?);
+        if volcano_jobs {
+            items.extend(scope.list_dynamic(&client, ns, &volcano_job_resource()).await?.iter().map(from_volcano_job));
+        }
+        Ok::<_, Error>(items)
+    };
     loop {
-        let items = merged(scope.list(&api).await?);
+        let items = jobs_now().await?;
         let states: Vec<JobState> = items.iter().map(|j| job_end(j).0).collect();
         let count = |s: JobState| states.iter().filter(|x| **x == s).count();
         let active = count(JobState::Active);
@@ -371,12 +386,12 @@ pub async fn run(
         s.abort();
     }
     pod_watch.abort();
-    let items = merged(scope.list(&api).await?);
+    let items = jobs_now().await?;
     let all_pods = scope.list(&pods).await?;
     let nodes = list(&Api::<Node>::all(client.clone())).await?;
     let lag = lag.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut result = summarize(&items, &all_pods, &jobs, t0, &lag);
-    if jobs.iter().any(|j| j.topology.is_some()) {
+    if jobs.iter().any(JobRecord::constrained) {
         result.topology = topology_spread(&jobs, &all_pods, &nodes);
     }
     let ledger = cluster::lock(&ledger);
@@ -507,6 +522,7 @@ pub async fn calibrate(kubeconfig: &Path, ns: &str, jobs: usize, pods: u32, out:
             priority: 0,
             tenant: None,
             sets: Vec::new(),
+            gangs: Vec::new(),
         };
         let (api, creators) = (api.clone(), creators.clone());
         tasks.spawn(async move {

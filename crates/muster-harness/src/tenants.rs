@@ -127,10 +127,10 @@ fn muster_queue(w: &Workload, i: usize) -> Result<Object> {
 
 /// Kueue's ResourceFlavor, Cohorts, and a ClusterQueue and LocalQueue per tenant.
 fn kueue(w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>> {
-    if jobs.iter().any(|j| j.topology.is_some()) {
+    if jobs.iter().any(JobRecord::constrained) {
         return Err(Error::Input(
-            "jobClasses[].topology: Kueue's tenants here get one flavor without a Topology; drop the topology \
-             constraints or the tenants section to run this scenario under kueue"
+            "jobClasses[].topology (or a set's, or a sub-group's): Kueue's tenants here get one flavor without a \
+             Topology; drop the topology constraints or the tenants section to run this scenario under kueue"
                 .into(),
         ));
     }

@@ -59,6 +59,24 @@ pub struct JobRecord {
     /// alike pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sets: Vec<SetRecord>,
+    /// Gangs inside a job of several sets: a set kept to one domain of its own level, or sets
+    /// kept to one domain together (a sub-group); each within the job's own domain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gangs: Vec<GangRecord>,
+}
+
+/// A gang inside a job: its sets' pods, all within one domain of a required level.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GangRecord {
+    /// The set's name, or the sub-group's.
+    pub name: String,
+    /// The names of its sets.
+    pub sets: Vec<String>,
+    /// A sub-group of sets rather than one set's own level.
+    pub sub_group: bool,
+    pub level: String,
+    /// The node label naming a node's domain at `level`.
+    pub label: String,
 }
 
 /// One set of alike pods of a job of several sets.
@@ -138,15 +156,6 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
     if j.deadline_ms.is_some_and(|d| d % 1000 != 0) {
         return refuse("activeDeadlineSeconds needs a whole number of seconds");
     }
-    // Gangs inside the job (a set's own level, a sub-group of sets).
-    if let Some(u) = j.units.first() {
-        let what = if u.sub_group { "a sub-group of sets" } else { "a set's own topology" };
-        let kind = if u.sub_group { "sub-group" } else { "set" };
-        return refuse(&format!(
-            "{kind} {}: {what} is simulated only (the real peers are not sent it yet); drop it",
-            u.name
-        ));
-    }
     let mut sets = Vec::new();
     for s in &j.sets {
         if s.min_members < s.max_members {
@@ -165,8 +174,22 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
         }
         sets.push(SetRecord { name: s.name.clone(), pods: s.max_members, requests: quantities(&s.requests)? });
     }
-    if !sets.is_empty() && j.topology.is_some() {
-        return refuse("a topology for a job of several sets is simulated only; drop the class's topology");
+    let mut gangs = Vec::new();
+    for u in &j.units {
+        let kind = if u.sub_group { "sub-group" } else { "set" };
+        if u.topology.mode != ConstraintMode::Required {
+            return refuse(&format!(
+                "{kind} {}: a preferred level inside a job is simulated only; make it required",
+                u.name
+            ));
+        }
+        gangs.push(GangRecord {
+            name: u.name.clone(),
+            sets: u.sets.iter().map(|&k| j.sets[k].name.clone()).collect(),
+            sub_group: u.sub_group,
+            level: u.topology.level.clone(),
+            label: u.topology.label.clone(),
+        });
     }
     let requests = if sets.is_empty() { quantities(&j.requests)? } else { BTreeMap::new() };
     let tolerations = j
@@ -213,6 +236,7 @@ pub fn record(j: &muster_sim::JobSpec) -> Result<JobRecord> {
         priority: j.priority,
         tenant: None,
         sets,
+        gangs,
     })
 }
 
@@ -232,6 +256,11 @@ impl JobRecord {
         self.min_pods.unwrap_or(self.pods).min(self.pods)
     }
 
+    /// Whether it keeps pods to a topology domain: its own level, or a gang's inside it.
+    pub fn constrained(&self) -> bool {
+        self.topology.is_some() || !self.gangs.is_empty()
+    }
+
     /// The resources its pods ask for, over all its sets.
     pub fn requested(&self) -> impl Iterator<Item = &String> {
         self.requests.keys().chain(self.sets.iter().flat_map(|s| s.requests.keys()))
@@ -246,6 +275,8 @@ impl JobRecord {
             min_pods: None,
             requests: set.requests.clone(),
             sets: Vec::new(),
+            topology: None,
+            gangs: Vec::new(),
             ..self.clone()
         }
     }
@@ -369,6 +400,7 @@ pub(crate) fn test_record(name: &str, class: &str) -> JobRecord {
         priority: 0,
         tenant: None,
         sets: Vec::new(),
+        gangs: Vec::new(),
     }
 }
 
@@ -478,15 +510,36 @@ mod tests {
         let e = record(ray).unwrap_err().to_string();
         assert!(e.contains("class ray: set gpu-workers: an elastic set (2..8 members)"), "{e}");
         assert!(e.contains("give the set a fixed members count"), "{e}");
-        // A set's own topology: the real peers are not sent it.
+        // A gang inside a job takes a required level only.
         let pd = muster_sim::scenario::load(&scenario("suite/disaggregated.yaml"), 1).unwrap().jobs;
         let mut job = pd.iter().find(|j| j.class == "pd").unwrap().clone();
+        job.units[1].topology.mode = ConstraintMode::Preferred;
         let e = record(&job).unwrap_err().to_string();
-        assert!(e.contains("class pd: set prefill: a set's own topology is simulated only"), "{e}");
-        // A sub-group of sets, likewise.
-        job.units.iter_mut().for_each(|u| u.sub_group = true);
-        let e = record(&job).unwrap_err().to_string();
-        assert!(e.contains("class pd: sub-group prefill: a sub-group of sets is simulated only"), "{e}");
+        assert!(e.contains("class pd: set decode: a preferred level inside a job is simulated only"), "{e}");
+    }
+
+    #[test]
+    fn gangs_inside_a_job_keep_their_sets_and_levels() {
+        let jobs = jobs(&scenario("suite/disaggregated-sixtieth.yaml"), 1).unwrap();
+        let pd = jobs.iter().find(|j| j.class == "pd").unwrap();
+        assert_eq!(pd.topology.as_ref().map(|t| (t.label.as_str(), t.required)), Some(("muster.dev/block", true)));
+        let gangs: Vec<(&str, &[String], bool, &str)> =
+            pd.gangs.iter().map(|g| (g.name.as_str(), &g.sets[..], g.sub_group, g.label.as_str())).collect();
+        let one = |s: &str| vec![s.to_string()];
+        assert_eq!(
+            gangs,
+            [
+                ("prefill", &one("prefill")[..], false, "muster.dev/rack"),
+                ("decode", &one("decode")[..], false, "muster.dev/rack")
+            ]
+        );
+        assert!(pd.constrained());
+        let mpi = jobs.iter().find(|j| j.class == "mpi").unwrap();
+        assert!(mpi.topology.is_none() && mpi.gangs.len() == 1 && mpi.constrained());
+        // A set's own Job is not constrained itself: the gang is the job's.
+        let worker = mpi.set_job(&mpi.sets[1]);
+        assert!(!worker.constrained());
+        assert!(!jobs.iter().find(|j| j.class == "single").unwrap().constrained());
     }
 
     #[test]

@@ -175,6 +175,29 @@ async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in
         .map(|s| (s.name.as_str(), s.members.min, s.resources["nvidia.com/gpu"].amount("nvidia.com/gpu").unwrap()))
         .collect();
     assert_eq!(sets, [("decode", 3, 2), ("prefill", 2, 8)], "a set per PodGroup, each of its own size");
+    // Nothing held that no pod asks for: each pod's member is in its PodGroup's set (members are
+    // numbered set after set), and that set holds exactly what the pod asks.
+    let mut first = 0;
+    let ranges: Vec<(&str, std::ops::Range<i64>, BTreeMap<String, u64>)> = group
+        .spec
+        .sets
+        .iter()
+        .map(|s| {
+            let n = s.members.max.unwrap_or(s.members.min);
+            let holds = s.resources.iter().map(|(r, q)| (r.clone(), q.amount(r).unwrap())).filter(|(_, a)| *a > 0);
+            first += n;
+            (s.name.as_str(), first - n..first, holds.collect())
+        })
+        .collect();
+    for p in pods.list(&ListParams::default()).await.unwrap().items.iter().filter(|p| all.contains(&p.name_any())) {
+        let member: i64 = p.annotations()["muster.dev/member"].parse().unwrap();
+        let pod_group = p.spec.as_ref().unwrap().scheduling_group.as_ref().unwrap().pod_group_name.clone();
+        let (set, _, holds) = ranges.iter().find(|(_, r, _)| r.contains(&member)).expect("a member in a set");
+        assert_eq!(Some(set.to_string()), pod_group, "{}: member {member} is in its PodGroup's set", p.name_any());
+        let mut asks = muster_k8s::pod::requests(p.spec.as_ref().unwrap()).unwrap();
+        asks.retain(|r, a| r != "pods" && *a > 0);
+        assert_eq!(&asks, holds, "{}: what its set holds is what it asks", p.name_any());
+    }
 
     // Both PodGroups are marked scheduled, as kube-scheduler marks them.
     let pod_groups =

@@ -6,7 +6,10 @@
 //! every decode pod in another (9 nodes are more than a rack holds), both in one block. A JobSet
 //! of two sub-groups, each a 1-cpu leader and 2 whole-node workers kept within one rack
 //! (`muster.dev/subgroup`, `muster.dev/subgroup-topology`), binds each sub-group in one rack. A
-//! template naming a sub-group without a level is refused, naming the annotation.
+//! JobSet of 3 replicas of 5 whole-node pods, each replica kept within a rack
+//! (`muster.dev/replica-topology`: 15 nodes, more than a rack holds), gets a set per replica and
+//! binds each replica's pods in a rack of its own. A template naming a sub-group without a level
+//! is refused, naming the annotation.
 //!
 //! hack/e2e/test-muster-jobset-gangs.sh starts the JobSet controller, then muster and the
 //! over-commit checker around this test.
@@ -53,10 +56,15 @@ fn jobset(name: &str, annotations: Value, jobs: Vec<Value>) -> Value {
 
 /// The nodes of the pods of JobSet `js`, by replicated Job, once `count` of them are bound.
 async fn bound(client: &Client, js: &str, count: usize) -> Option<BTreeMap<String, Vec<String>>> {
+    bound_by(client, js, count, "jobset.sigs.k8s.io/replicatedjob-name").await
+}
+
+/// The nodes of the pods of JobSet `js`, by the value of their label `key`, once `count` are bound.
+async fn bound_by(client: &Client, js: &str, count: usize, key: &str) -> Option<BTreeMap<String, Vec<String>>> {
     let all = pods(client, NS, &format!("jobset.sigs.k8s.io/jobset-name={js}")).await;
     let mut by_job: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for p in &all {
-        let job = p.metadata.labels.as_ref()?.get("jobset.sigs.k8s.io/replicatedjob-name")?.clone();
+        let job = p.metadata.labels.as_ref()?.get(key)?.clone();
         let node = p.spec.as_ref()?.node_name.clone()?;
         by_job.entry(job).or_default().push(node);
     }
@@ -146,6 +154,36 @@ async fn a_jobsets_replicated_jobs_are_gangs_in_their_racks_and_sub_groups_share
         assert_eq!(domains(&labels, &nodes, "muster.dev/rack").len(), 1, "sub-group {g} in one rack: {by_job:?}");
     }
     eprintln!("  ok   each sub-group's leader shares its workers' rack");
+
+    // Three replicas of 5 whole nodes, each replica within a rack: a set per replica.
+    let mut slice = replicated("slice", 5, "8", 8, json!({"muster.dev/replica-topology": "rack"}));
+    slice["replicas"] = json!(3);
+    create::<JobSet>(&client, NS, jobset("slices", json!({}), vec![slice])).await.expect("the JobSet is created");
+    let sets = eventually(30, "the Group has a set per replica, each with its level", || async {
+        let g = group(&client, NS, "slices").await?;
+        let sets: Vec<String> = (g["spec"]["sets"].as_array()?.iter())
+            .map(|s| {
+                format!(
+                    "{}x{}@{}",
+                    s["name"].as_str().unwrap_or(""),
+                    s["members"]["min"],
+                    s["topology"]["level"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        (!sets.is_empty()).then_some(sets)
+    })
+    .await;
+    assert_eq!(sets, ["slice-0x5@rack", "slice-1x5@rack", "slice-2x5@rack"]);
+    let by_replica = eventually(90, "all 15 pods of slices are bound", || {
+        bound_by(&client, "slices", 15, "jobset.sigs.k8s.io/job-index")
+    })
+    .await;
+    let racks: Vec<BTreeSet<String>> =
+        by_replica.values().map(|nodes| domains(&labels, nodes, "muster.dev/rack")).collect();
+    assert!(racks.iter().all(|r| r.len() == 1), "each replica in one rack: {by_replica:?}");
+    assert_eq!(racks.iter().collect::<BTreeSet<_>>().len(), 3, "5 + 5 nodes do not fit a rack of 8: {by_replica:?}");
+    eprintln!("  ok   each of the 3 replicas in a rack of its own: {racks:?}");
 
     // A sub-group without a level.
     let bad = jobset("bad", json!({}), vec![replicated("x", 1, "1", 0, json!({"muster.dev/subgroup": "x"}))]);

@@ -28,6 +28,10 @@ pub const SET_MIN: &str = "muster.dev/set-min";
 /// All members of a plain pod's set within one domain of this topology level, inside the group's
 /// own domain (annotation, a level name such as `rack`).
 pub const SET_TOPOLOGY: &str = "muster.dev/set-topology";
+/// Each replica of a workload's pod set (a JobSet's replicated Job: each child Job) within one
+/// domain of this level, inside the group's own domain (pod template annotation, a level name such
+/// as `rack`): every replica is a gang of its own.
+pub const REPLICA_TOPOLOGY: &str = "muster.dev/replica-topology";
 /// The sub-group a plain pod's set belongs to (annotation, a name): the sets naming one sub-group
 /// are a gang inside the group, within one domain of [`SUBGROUP_TOPOLOGY`]. The webhook sets it
 /// for a PodGroup below a CompositePodGroup with a topology constraint of its own.
@@ -90,7 +94,7 @@ pub const FINALIZER: &str = "muster.dev/allocation";
 pub const FIELD_MANAGER: &str = "muster";
 
 /// Keys under `muster.dev/` that users may set themselves.
-pub const USER_KEYS: [&str; 15] = [
+pub const USER_KEYS: [&str; 16] = [
     QUEUE,
     GROUP,
     GROUP_SIZE,
@@ -99,6 +103,7 @@ pub const USER_KEYS: [&str; 15] = [
     SET_SIZE,
     SET_MIN,
     SET_TOPOLOGY,
+    REPLICA_TOPOLOGY,
     SUBGROUP,
     SUBGROUP_TOPOLOGY,
     MIN_MEMBERS,

@@ -14,8 +14,8 @@ use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, TrainJob, pod_gro
 use muster_k8s::group::{annotated_duration, plain_members};
 use muster_k8s::labels::{
     DURATION, FINALIZER, GROUP, GROUP_MIN, GROUP_SIZE, MANAGED_NAMESPACE, MIN_MEMBERS, POD_GROUP_ALIAS,
-    PREFERRED_TOPOLOGY, QUEUE, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SET, SET_MIN, SET_SIZE, SHRINKABLE,
-    SUSPEND_REQUESTED, USER_KEYS, is_reserved,
+    PREFERRED_TOPOLOGY, QUEUE, REPLICA_TOPOLOGY, REQUIRED_TOPOLOGY, RESUME_REQUESTED, SCHEDULER_NAME, SET, SET_MIN,
+    SET_SIZE, SET_TOPOLOGY, SHRINKABLE, SUBGROUP, SUSPEND_REQUESTED, USER_KEYS, is_reserved,
 };
 use muster_k8s::lws::LeaderWorkerSet;
 use muster_k8s::unsupported::{unsupported_annotations, unsupported_fields};
@@ -598,6 +598,12 @@ impl<S: ClusterState> Checker<'_, S> {
         }
         let spec = new.spec.as_ref();
         let group = get(labels, GROUP).filter(|_| owner.is_none());
+        if group.is_some() && get(new.metadata.annotations.as_ref(), REPLICA_TOPOLOGY).is_some() {
+            self.refuse(format!(
+                "metadata.annotations[{REPLICA_TOPOLOGY}]: a plain pod's set has no replicas to keep apart; use \
+                 {SET_TOPOLOGY} to keep the set within one domain, or {SUBGROUP} to keep sets together"
+            ));
+        }
         if let Some(node) = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
             && !self.user.starts_with("system:node:")
         {

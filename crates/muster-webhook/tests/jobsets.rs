@@ -102,7 +102,7 @@ async fn a_jobset_is_refused_what_a_job_is_and_what_one_group_cannot_be() {
         check(&create(&odd)).await.unwrap_err(),
         "spec.replicatedJobs[0].template.spec.template.metadata.annotations[muster.dev/member]: the key is reserved \
          for muster: only muster may set it; remove it (the muster.dev/ keys you may set are muster.dev/queue, \
-         muster.dev/group, muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, \
+         muster.dev/group, muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/replica-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, \
          muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable); \
          metadata.annotations[muster.dev/min-members]: JobSets start with all their pods (muster does not shrink \

@@ -238,6 +238,20 @@ async fn a_preset_node_name_is_refused_in_managed_namespaces_except_for_muster_a
 }
 
 #[tokio::test]
+async fn a_plain_pod_cannot_split_its_set_into_replicas() {
+    let mut p = pod("w-0", "web", json!({"muster.dev/group": "w", "muster.dev/set": "workers"}));
+    p["spec"]["schedulerName"] = json!("muster");
+    p["metadata"]["annotations"] = json!({"muster.dev/replica-topology": "rack"});
+    assert_eq!(
+        check(&request("CREATE", TENANT, POD, &p, None)).await.unwrap_err(),
+        "metadata.annotations[muster.dev/replica-topology]: a plain pod's set has no replicas to keep apart; use \
+         muster.dev/set-topology to keep the set within one domain, or muster.dev/subgroup to keep sets together"
+    );
+    p["metadata"]["annotations"] = json!({"muster.dev/set-topology": "rack"});
+    assert_eq!(check(&request("CREATE", TENANT, POD, &p, None)).await, Ok(()));
+}
+
+#[tokio::test]
 async fn a_tenant_cannot_forge_a_member_of_a_job() {
     let mut forged = job_owned(pod("train-x", "ml", json!({"batch.kubernetes.io/job-name": "train"})), "train");
     forged["spec"]["schedulerName"] = json!("muster");
@@ -265,7 +279,7 @@ async fn reserved_keys_cannot_be_added_changed_or_removed_by_tenants() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "metadata.labels[muster.dev/node]: the key is reserved for muster: only muster may set it; remove it (the \
          muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, muster.dev/group-size, \
-         muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/replica-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     assert_eq!(check(&request("CREATE", MUSTER, JOB, &j, None)).await, Ok(()));
@@ -305,7 +319,7 @@ async fn the_pod_template_cannot_carry_reserved_keys_but_job_pods_may() {
         check(&request("CREATE", TENANT, JOB, &j, None)).await.unwrap_err(),
         "spec.template.metadata.annotations[muster.dev/node]: the key is reserved for muster: only muster may set \
          it; remove it (the muster.dev/ keys you may set are muster.dev/queue, muster.dev/group, \
-         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
+         muster.dev/group-size, muster.dev/group-min, muster.dev/set, muster.dev/set-size, muster.dev/set-min, muster.dev/set-topology, muster.dev/replica-topology, muster.dev/subgroup, muster.dev/subgroup-topology, muster.dev/min-members, muster.dev/duration-seconds, \
          muster.dev/required-topology, muster.dev/preferred-topology, muster.dev/shrinkable)"
     );
     // The Job controller copies a template muster may have annotated.

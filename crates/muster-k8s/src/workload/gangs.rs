@@ -2,7 +2,9 @@
 //! takes them: a set whose template says [`labels::SET_TOPOLOGY`] keeps its pods within one domain
 //! of that level, and sets whose templates name one [`labels::SUBGROUP`] (each with the same
 //! [`labels::SUBGROUP_TOPOLOGY`]) keep within one domain together, inside the group's own domain
-//! (a JobSet's prefill and decode Jobs each in a rack, the JobSet in one block).
+//! (a JobSet's prefill and decode Jobs each in a rack, the JobSet in one block). A set whose
+//! template says [`labels::REPLICA_TOPOLOGY`] keeps each of its replicas (a JobSet's child Jobs)
+//! within one domain: [`super::shape`] makes each replica a set of its own.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +16,8 @@ use crate::labels;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Gangs {
     pub set_topology: Vec<Option<TopologyConstraint>>,
+    /// By set, in order: the level each of its replicas keeps within (a set of several replicas).
+    pub replica_topology: Vec<Option<TopologyConstraint>>,
     pub subgroups: Vec<GroupSubGroup>,
 }
 
@@ -42,7 +46,39 @@ pub fn of(sets: &[&PodSet<'_>]) -> Result<Gangs, Vec<String>> {
                 .push(format!("{}: {l:?} is not a topology level; name one, such as rack, block or zone", field(key)));
             None
         };
-        gangs.set_topology.push(level(labels::SET_TOPOLOGY, &mut errors));
+        let own = level(labels::SET_TOPOLOGY, &mut errors);
+        let replicas = level(labels::REPLICA_TOPOLOGY, &mut errors);
+        let (own, replicas) = match (own, replicas) {
+            (Some(own), Some(_)) => {
+                errors.push(format!(
+                    "{}: the set already keeps all its replicas within one domain ({}); give one of the two",
+                    field(labels::REPLICA_TOPOLOGY),
+                    labels::SET_TOPOLOGY
+                ));
+                (Some(own), None)
+            }
+            (None, Some(_)) if set.children <= 1 => {
+                errors.push(format!(
+                    "{}: the set makes no replicas of its own (a JobSet's replicated Job with replicas above 1 \
+                     does); use {} to keep its pods within one domain",
+                    field(labels::REPLICA_TOPOLOGY),
+                    labels::SET_TOPOLOGY
+                ));
+                (None, None)
+            }
+            (own, replicas) => (own, replicas),
+        };
+        if replicas.is_some() && get(labels::SUBGROUP).is_some() {
+            errors.push(format!(
+                "{}: a sub-group keeps whole sets together, and this set's replicas are gangs of their own; drop \
+                 one of {} and {}",
+                field(labels::REPLICA_TOPOLOGY),
+                labels::REPLICA_TOPOLOGY,
+                labels::SUBGROUP
+            ));
+        }
+        gangs.set_topology.push(own);
+        gangs.replica_topology.push(replicas);
         let subgroup_level = level(labels::SUBGROUP_TOPOLOGY, &mut errors);
         match (get(labels::SUBGROUP), subgroup_level) {
             (None, None) => {}

@@ -338,10 +338,32 @@ pub fn shape<W: Workload>(w: &W) -> Result<Shape, Vec<String>> {
         let devices = PodDevices::of(set.template, &set.template_field).map_err(|e| errors.push(e));
         priorities.push((set, set.template.priority_class_name.clone()));
         if let (Ok(requests), Ok(placement), Ok(devices)) = (requests, placement, devices) {
-            let pods = u32::try_from(set.count()).unwrap_or(u32::MAX);
-            let topology = gangs.set_topology.get(k).cloned().flatten();
-            shapes.push(SetShape { name: set.name.clone(), pods, requests, placement, devices, topology });
+            let shape = |name: String, pods: i64, topology| SetShape {
+                name,
+                pods: u32::try_from(pods).unwrap_or(u32::MAX),
+                requests: requests.clone(),
+                placement: placement.clone(),
+                devices: devices.clone(),
+                topology,
+            };
+            match gangs.replica_topology.get(k).cloned().flatten() {
+                // Members are numbered by replica within a set, so each replica's members stay
+                // the ones its pods fill ([`place::member_of`]).
+                Some(t) => shapes.extend(
+                    (0..set.children).map(|c| shape(format!("{}-{c}", set.name), set.pods.max(0), Some(t.clone()))),
+                ),
+                None => shapes.push(shape(set.name.clone(), set.count(), gangs.set_topology.get(k).cloned().flatten())),
+            }
         }
+    }
+    let mut names = std::collections::BTreeSet::new();
+    if let Some(twice) = shapes.iter().find(|s| !names.insert(s.name.as_str())) {
+        errors.push(format!(
+            "{size_field}: two sets would be named {:?}: a replica of a set whose template says {} is a set \
+             named <set>-<replica>; rename the other",
+            twice.name,
+            labels::REPLICA_TOPOLOGY
+        ));
     }
     if let Some((first, first_priority)) = priorities.first()
         && let Some((other, _)) = priorities.iter().find(|(_, p)| p != first_priority)

@@ -391,9 +391,19 @@ fn amounts_in_the_apiservers_canonical_forms_count_and_an_uncountable_one_is_nam
     assert!(e[0].contains("will not place"), "{e:?}");
 }
 
-/// A replicated Job whose pod template carries `annotations`.
+/// A replicated Job of one replica whose pod template carries `annotations`.
 fn annotated(name: &str, parallelism: i32, annotations: serde_json::Value) -> serde_json::Value {
-    json!({"name": name, "replicas": 1, "template": {"spec": {"parallelism": parallelism, "template": {
+    annotated_replicas(name, 1, parallelism, annotations)
+}
+
+/// A replicated Job of `replicas` child Jobs of `parallelism` pods, its template carrying `annotations`.
+fn annotated_replicas(
+    name: &str,
+    replicas: i32,
+    parallelism: i32,
+    annotations: serde_json::Value,
+) -> serde_json::Value {
+    json!({"name": name, "replicas": replicas, "template": {"spec": {"parallelism": parallelism, "template": {
         "metadata": {"annotations": annotations}, "spec": pod("1", json!({}))}}}})
 }
 
@@ -447,6 +457,59 @@ fn pod_templates_make_gangs_inside_the_group_as_a_plain_pods_set_does() {
     let g = shape(&m).unwrap().group_spec(&m, "q");
     let levels: Vec<Option<&str>> = g.sets.iter().map(|s| s.topology.as_ref().map(|t| t.level.as_str())).collect();
     assert_eq!(levels, [None, Some("rack")]);
+}
+
+#[test]
+fn each_replica_of_a_set_is_a_gang_of_its_own_and_keeps_the_members_its_pods_fill() {
+    // A driver anywhere, and 2 replicas of 3 workers, each replica within a rack.
+    let js = jobset(json!([
+        annotated_replicas("driver", 1, 1, json!({})),
+        annotated_replicas("workers", 2, 3, json!({"muster.dev/replica-topology": "rack"})),
+    ]));
+    let g = shape(&js).unwrap().group_spec(&js, "q");
+    let sets: Vec<(&str, i64, Option<&str>)> = g
+        .sets
+        .iter()
+        .map(|s| (s.name.as_str(), s.members.min, s.topology.as_ref().map(|t| t.level.as_str())))
+        .collect();
+    assert_eq!(sets, [("driver", 1, None), ("workers-0", 3, Some("rack")), ("workers-1", 3, Some("rack"))]);
+    assert_eq!(g.members.min, 7);
+    // The pod of child Job 1, completion index 2, fills member 1 + 3 + 2: the last of workers-1's.
+    let layout = place::layout(&js.pod_sets().unwrap());
+    let pod = PodPlace { workload: "js".into(), set: "workers".into(), child: 1, index: Some(2) };
+    assert_eq!(place::member_of(&layout, &pod), Some(6));
+    let request = g.to_request("ring").unwrap();
+    assert_eq!(request.sets.len(), 3);
+    assert!(request.sets[1..].iter().all(|s| s.topology.as_ref().is_some_and(|t| t.level == "rack")));
+}
+
+#[test]
+fn replica_gangs_that_cannot_be_told_apart_are_refused_naming_the_annotation() {
+    let at = "spec.replicatedJobs[0].template.spec.template.metadata.annotations[muster.dev/replica-topology]";
+    let both = json!({"muster.dev/replica-topology": "rack", "muster.dev/set-topology": "block"});
+    let e = shape(&jobset(json!([annotated_replicas("w", 2, 2, both)]))).unwrap_err();
+    assert!(e.len() == 1 && e[0].starts_with(at) && e[0].contains("give one of the two"), "{e:?}");
+    let in_sub_group = json!({"muster.dev/replica-topology": "rack", "muster.dev/subgroup": "s",
+                              "muster.dev/subgroup-topology": "block"});
+    let e = shape(&jobset(json!([annotated_replicas("w", 2, 2, in_sub_group)]))).unwrap_err();
+    assert!(e.len() == 1 && e[0].starts_with(at) && e[0].contains("drop one of"), "{e:?}");
+    // A set of one replica, and an MPIJob's workers (pods, not child objects).
+    let one = json!({"muster.dev/replica-topology": "rack"});
+    let e = shape(&jobset(json!([annotated_replicas("w", 1, 2, one.clone())]))).unwrap_err();
+    assert!(e.len() == 1 && e[0].starts_with(at) && e[0].contains("makes no replicas of its own"), "{e:?}");
+    let m = mpijob(json!({
+        "Launcher": {"template": {"spec": pod("500m", json!({}))}},
+        "Worker": {"replicas": 4, "template": {"metadata": {"annotations": one}, "spec": pod("2", json!({}))}},
+    }));
+    let e = shape(&m).unwrap_err();
+    assert!(e.len() == 1 && e[0].contains("[muster.dev/replica-topology]: the set makes no replicas"), "{e:?}");
+    // A replica's set name taken by another replicated Job.
+    let js = jobset(json!([
+        annotated_replicas("w", 2, 2, json!({"muster.dev/replica-topology": "rack"})),
+        annotated_replicas("w-1", 1, 1, json!({})),
+    ]));
+    let e = shape(&js).unwrap_err();
+    assert!(e.len() == 1 && e[0].starts_with("spec.replicatedJobs: two sets would be named \"w-1\""), "{e:?}");
 }
 
 #[test]
