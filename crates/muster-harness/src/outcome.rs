@@ -98,6 +98,9 @@ pub struct TopologySpread {
     pub spread_required: usize,
 }
 
+/// A bound pod's set (a job of several sets) and its node's labels.
+type PlacedPod<'a> = (Option<&'a String>, &'a BTreeMap<String, String>);
+
 /// How many of the topology-constrained jobs ran with a constraint broken (the job's pods, or the
 /// pods of one of its gangs, across domains of the constraint's level), read off where their pods
 /// were bound (the Job controller keeps finished pods) and the nodes' labels.
@@ -109,7 +112,7 @@ pub fn topology_spread(jobs: &[JobRecord], pods: &[Pod], nodes: &[Node]) -> Opti
     for job in jobs.iter().filter(|j| j.constrained()) {
         any = true;
         // Each pod's set and its node's labels; none unless every pod of the job was bound.
-        let placed: Option<Vec<(Option<&String>, &BTreeMap<String, String>)>> = pods
+        let placed: Option<Vec<PlacedPod>> = pods
             .iter()
             .filter(|p| job_name(p).as_deref() == Some(job.name.as_str()))
             .map(|p| {
