@@ -35,6 +35,24 @@ trap 'exit 130' INT TERM
 mkdir -p "$tmp/jobset" "$tmp/trainer"
 jobset_controller_up "$tmp/jobset" "$MUSTER_CLUSTER_DIR/logs/jobset-controller.log"
 trainer_controller_up "$tmp/trainer" "$MUSTER_CLUSTER_DIR/logs/trainer-controller.log"
+# runtime_job NAME CONTAINER [TEMPLATE_METADATA]: a replicated Job of the runtime, one replica
+# whose pods run CONTAINER (a YAML flow map) for 15 s on KWOK
+runtime_job() {
+  cat <<YAML
+      - name: $1
+        replicas: 1
+        template:
+          ${3:+metadata: $3}
+          spec:
+            template:
+              metadata:
+                annotations: {kwok.muster.dev/run-seconds: "15", e2e.muster.dev/test: "true"}
+              spec:
+                restartPolicy: Never
+                terminationGracePeriodSeconds: 0
+                containers: [$2]
+YAML
+}
 # An initializer of one small pod, then the replicated Job "node" (the Trainer's ancestor label
 # marks it as the one that trains); numNodes and resourcesPerNode come from each TrainJob.
 k apply -f - >/dev/null <<YAML
@@ -46,33 +64,8 @@ spec:
   template:
     spec:
       replicatedJobs:
-      - name: initializer
-        replicas: 1
-        template:
-          spec:
-            template:
-              metadata:
-                annotations: {kwok.muster.dev/run-seconds: "15", e2e.muster.dev/test: "true"}
-              spec:
-                restartPolicy: Never
-                terminationGracePeriodSeconds: 0
-                containers:
-                - name: initializer
-                  image: kwok-fake
-                  resources: {requests: {cpu: 100m, memory: 64Mi}}
-      - name: node
-        replicas: 1
-        template:
-          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
-          spec:
-            template:
-              metadata:
-                annotations: {kwok.muster.dev/run-seconds: "15", e2e.muster.dev/test: "true"}
-              spec:
-                restartPolicy: Never
-                terminationGracePeriodSeconds: 0
-                containers:
-                - {name: node, image: kwok-fake}
+$(runtime_job initializer '{name: initializer, image: kwok-fake, resources: {requests: {cpu: 100m, memory: 64Mi}}}')
+$(runtime_job node '{name: node, image: kwok-fake}' '{labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}')
 YAML
 pass "the ClusterTrainingRuntime muster-e2e is accepted by the Trainer's webhook"
 

@@ -76,6 +76,22 @@ fn domains(labels: &BTreeMap<String, BTreeMap<String, String>>, nodes: &[String]
     nodes.iter().map(|n| labels[n].get(key).cloned().unwrap_or_default()).collect()
 }
 
+/// A JSON string's text ("" for anything else).
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// Each entry of the list `spec.<field>` of the Group `name`, as `describe` writes it.
+async fn described(
+    client: &Client,
+    name: &str,
+    field: &str,
+    describe: impl Fn(&Value) -> String,
+) -> Option<Vec<String>> {
+    let g = group(client, NS, name).await?;
+    Some(g["spec"][field].as_array()?.iter().map(describe).collect())
+}
+
 #[tokio::test]
 async fn a_jobsets_replicated_jobs_are_gangs_in_their_racks_and_sub_groups_share_one() {
     let Some(client) = e2e::client().await else { return };
@@ -131,19 +147,9 @@ async fn a_jobsets_replicated_jobs_are_gangs_in_their_racks_and_sub_groups_share
         ],
     );
     create::<JobSet>(&client, NS, pair).await.expect("the JobSet is created");
+    let sub_group = |s: &Value| format!("{}:{}@{}", text(&s["name"]), s["sets"], text(&s["topology"]["level"]));
     let groups = eventually(30, "the Group has the two sub-groups", || async {
-        let g = group(&client, NS, "pair").await?;
-        let groups: Vec<String> = (g["spec"]["subgroups"].as_array()?.iter())
-            .map(|s| {
-                format!(
-                    "{}:{}@{}",
-                    s["name"].as_str().unwrap_or(""),
-                    s["sets"],
-                    s["topology"]["level"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
-        (groups.len() == 2).then_some(groups)
+        described(&client, "pair", "subgroups", sub_group).await.filter(|g| g.len() == 2)
     })
     .await;
     assert_eq!(groups, [r#"a:["a-leader","a-workers"]@rack"#, r#"b:["b-leader","b-workers"]@rack"#]);
@@ -159,19 +165,9 @@ async fn a_jobsets_replicated_jobs_are_gangs_in_their_racks_and_sub_groups_share
     let mut slice = replicated("slice", 5, "8", 8, json!({"muster.dev/replica-topology": "rack"}));
     slice["replicas"] = json!(3);
     create::<JobSet>(&client, NS, jobset("slices", json!({}), vec![slice])).await.expect("the JobSet is created");
+    let set = |s: &Value| format!("{}x{}@{}", text(&s["name"]), s["members"]["min"], text(&s["topology"]["level"]));
     let sets = eventually(30, "the Group has a set per replica, each with its level", || async {
-        let g = group(&client, NS, "slices").await?;
-        let sets: Vec<String> = (g["spec"]["sets"].as_array()?.iter())
-            .map(|s| {
-                format!(
-                    "{}x{}@{}",
-                    s["name"].as_str().unwrap_or(""),
-                    s["members"]["min"],
-                    s["topology"]["level"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
-        (!sets.is_empty()).then_some(sets)
+        described(&client, "slices", "sets", set).await.filter(|s| !s.is_empty())
     })
     .await;
     assert_eq!(sets, ["slice-0x5@rack", "slice-1x5@rack", "slice-2x5@rack"]);
