@@ -1,6 +1,9 @@
 //! The discrete-event engine: one modelled cluster, one scheduler, one workload. Events sit in a
 //! heap ordered by (time, sequence number), so equal times keep the order they were scheduled in
-//! and a run is a pure function of its inputs.
+//! and a run is a pure function of its inputs. Events scheduled for the current instant (a bind
+//! and a pod start under an instant control plane) skip the heap: they come after all of the
+//! heap's events of that instant, which were scheduled before it began, so a queue keeps the same
+//! order for less.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -143,6 +146,8 @@ pub struct Engine<'w> {
     work: Vec<Option<Work>>,
     scheduled: Vec<Option<i64>>,
     heap: BinaryHeap<Reverse<Entry>>,
+    /// Events scheduled for `now`, in the order they were scheduled.
+    now_events: VecDeque<Ev>,
     seq: u64,
     now: i64,
     binder_free_at: i64,
@@ -271,6 +276,7 @@ impl<'w> Engine<'w> {
             work: vec![None; n_jobs],
             scheduled: vec![None; n_jobs],
             heap: BinaryHeap::new(),
+            now_events: VecDeque::new(),
             seq: 0,
             now: 0,
             binder_free_at: 0,
@@ -311,6 +317,10 @@ impl<'w> Engine<'w> {
     }
 
     fn push(&mut self, time: i64, ev: Ev) {
+        if time == self.now {
+            self.now_events.push_back(ev);
+            return;
+        }
         self.seq += 1;
         self.heap.push(Reverse(Entry { time, seq: self.seq, ev }));
     }
@@ -904,8 +914,12 @@ impl<'w> Engine<'w> {
         let total = self.jobs.len();
         let show = progress && std::io::stderr().is_terminal();
         let mut horizon_hit = false;
-        while let Some(Reverse(top)) = self.heap.peek() {
-            let t = top.time;
+        loop {
+            let t = match self.heap.peek() {
+                _ if !self.now_events.is_empty() => self.now,
+                Some(Reverse(top)) => top.time,
+                None => break,
+            };
             if t > horizon {
                 horizon_hit = true;
                 self.account(horizon);
@@ -918,6 +932,10 @@ impl<'w> Engine<'w> {
                 let Reverse(e) = self.heap.pop().expect("peeked");
                 self.events += 1;
                 self.process(e.ev);
+            }
+            while let Some(ev) = self.now_events.pop_front() {
+                self.events += 1;
+                self.process(ev);
             }
             self.deliver(sched);
             let mut rounds = 0;

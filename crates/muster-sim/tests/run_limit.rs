@@ -24,9 +24,13 @@ fn workload(declared: &str) -> Workload {
     scenario::from_text("liar.yaml", &text, Path::new(&dir), 1).unwrap()
 }
 
-/// A directory with `cluster.yaml`: two 4-cpu nodes.
+/// A directory of its own with `cluster.yaml`: two 4-cpu nodes. Tests run in parallel threads of
+/// one process, so each call gets its own directory (a shared one was rewritten while another
+/// test read it).
 fn two_nodes(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("muster-sim-run-limit-{tag}-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("muster-sim-run-limit-{tag}-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("cluster.yaml"),
