@@ -3,7 +3,7 @@
 //! and a run is a pure function of its inputs. Events scheduled for the current instant (a bind
 //! and a pod start under an instant control plane) skip the heap: they come after all of the
 //! heap's events of that instant, which were scheduled before it began, so a queue keeps the same
-//! order for less.
+//! order for less. Arrivals, known from the start, are a sorted list beside the heap.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -907,19 +907,24 @@ impl<'w> Engine<'w> {
     /// Runs the workload to the end (every job terminal, nothing left to happen, or the horizon).
     pub fn run(mut self, sched: &mut dyn Scheduler, progress: bool) -> Result<RunRecord, SimError> {
         let name = sched.name();
-        for (i, j) in self.workload.jobs.iter().enumerate() {
-            self.push(j.submit_ms, Ev::Arrive(JobId(i as u32)));
-        }
+        // Arrivals in (submit time, job) order, outside the heap: scheduled before anything else,
+        // each comes first among the events of its instant, as the heap would have given it.
+        let mut arrivals: Vec<(i64, u32)> =
+            self.workload.jobs.iter().enumerate().map(|(i, j)| (j.submit_ms, i as u32)).collect();
+        arrivals.sort_unstable();
+        let mut arrivals = arrivals.into_iter().peekable();
         let horizon = self.workload.params.horizon_ms;
         let total = self.jobs.len();
         let show = progress && std::io::stderr().is_terminal();
         let mut horizon_hit = false;
         loop {
-            let t = match self.heap.peek() {
-                _ if !self.now_events.is_empty() => self.now,
-                Some(Reverse(top)) => top.time,
-                None => break,
+            let next = match (self.heap.peek(), arrivals.peek()) {
+                (_, _) if !self.now_events.is_empty() => Some(self.now),
+                (Some(Reverse(top)), Some(&(a, _))) => Some(top.time.min(a)),
+                (Some(Reverse(top)), None) => Some(top.time),
+                (None, a) => a.map(|&(a, _)| a),
             };
+            let Some(t) = next else { break };
             if t > horizon {
                 horizon_hit = true;
                 self.account(horizon);
@@ -928,6 +933,10 @@ impl<'w> Engine<'w> {
             }
             self.account(t);
             self.now = t;
+            while let Some((_, job)) = arrivals.next_if(|&(a, _)| a == t) {
+                self.events += 1;
+                self.process(Ev::Arrive(JobId(job)));
+            }
             while self.heap.peek().is_some_and(|Reverse(e)| e.time == t) {
                 let Reverse(e) = self.heap.pop().expect("peeked");
                 self.events += 1;
