@@ -62,7 +62,7 @@ pub fn objects(job: &JobRecord, opts: &PeerOptions) -> Vec<Object> {
             return vec![jobset(job, jobs, opts)];
         }
         Peer::Kueue => {
-            kueue_topology(job, &mut jobs);
+            kueue_podset_topology(job, &mut jobs);
             let mut js = jobset(job, jobs, opts);
             set(&mut js.value, &["metadata", "labels"], KUEUE_QUEUE, json!(opts.queue()));
             js.value["spec"]["suspend"] = json!(true);
@@ -142,7 +142,7 @@ fn leader_and_workers(job: &JobRecord, sets: &[String]) -> bool {
 
 /// Kueue TAS on each PodSet (a replicated Job): its gang's level, or the job's when it is in no
 /// gang; a leader and its workers as one PodSet group.
-fn kueue_topology(job: &JobRecord, set_jobs: &mut [Value]) {
+fn kueue_podset_topology(job: &JobRecord, set_jobs: &mut [Value]) {
     let own = job.topology.as_ref().map(|t| t.binding_label().unwrap_or(&t.label).to_string());
     let all: Vec<String> = job.sets.iter().map(|s| s.name.clone()).collect();
     let whole_job = job.gangs.is_empty() && (all.len() == 1 || leader_and_workers(job, &all));

@@ -1,12 +1,8 @@
-//! The discrete-event engine: one modelled cluster, one scheduler, one workload. Events sit in a
-//! heap ordered by (time, sequence number), so equal times keep the order they were scheduled in
-//! and a run is a pure function of its inputs. Events scheduled for the current instant (a bind
-//! and a pod start under an instant control plane) skip the heap: they come after all of the
-//! heap's events of that instant, which were scheduled before it began, so a queue keeps the same
-//! order for less. Arrivals, known from the start, are a sorted list beside the heap.
+//! The discrete-event engine: one modelled cluster, one scheduler, one workload. What is to
+//! happen waits in an [`agenda::Agenda`], by time and then in the order it was scheduled, so a
+//! run is a pure function of its inputs.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{IsTerminal, Write};
 
 use muster_graph::graph::Node;
@@ -22,24 +18,10 @@ use crate::scheduler::{
 };
 use crate::tenant_meter::{TenantMeter, TenantRecord};
 
+mod agenda;
 mod evictions;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
-    Arrive(JobId),
-    CreateTick,
-    BindDone(PodId),
-    PodReady(PodId),
-    PodDone(PodId),
-    /// One pod of a job whose run ended (`true`: the job completes with the last one) or that
-    /// failed (`false`) goes, when pod ends are spread out (`timing.podEndSpread`).
-    PodEnd(PodId, bool, bool),
-    RunDone(JobId, u32),
-    Deadline(JobId, u32),
-    /// The Job controller marks a job whose pods all succeeded Complete.
-    JobComplete(JobId),
-    Wakeup,
-}
+use agenda::{Agenda, Ev};
 
 /// What one run leaves behind for the metrics.
 #[derive(Debug, Clone)]
@@ -109,28 +91,6 @@ struct Work {
     ends_at: i64,
 }
 
-struct Entry {
-    time: i64,
-    seq: u64,
-    ev: Ev,
-}
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.time, self.seq) == (o.time, o.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.time, self.seq).cmp(&(o.time, o.seq))
-    }
-}
-
 /// The cluster, its jobs and pods, and the clocks of the modelled control plane.
 pub struct Engine<'w> {
     workload: &'w Workload,
@@ -145,10 +105,7 @@ pub struct Engine<'w> {
     /// Per job: the work its run has left, while it runs (AllReady jobs).
     work: Vec<Option<Work>>,
     scheduled: Vec<Option<i64>>,
-    heap: BinaryHeap<Reverse<Entry>>,
-    /// Events scheduled for `now`, in the order they were scheduled.
-    now_events: VecDeque<Ev>,
-    seq: u64,
+    agenda: Agenda,
     now: i64,
     binder_free_at: i64,
     /// Jobs waiting for a Job-controller sync to create their pods (job, epoch).
@@ -275,9 +232,7 @@ impl<'w> Engine<'w> {
             epochs: vec![0; n_jobs],
             work: vec![None; n_jobs],
             scheduled: vec![None; n_jobs],
-            heap: BinaryHeap::new(),
-            now_events: VecDeque::new(),
-            seq: 0,
+            agenda: Agenda::new(workload.jobs.iter().enumerate().map(|(i, j)| (j.submit_ms, JobId(i as u32)))),
             now: 0,
             binder_free_at: 0,
             creating: VecDeque::new(),
@@ -317,12 +272,7 @@ impl<'w> Engine<'w> {
     }
 
     fn push(&mut self, time: i64, ev: Ev) {
-        if time == self.now {
-            self.now_events.push_back(ev);
-            return;
-        }
-        self.seq += 1;
-        self.heap.push(Reverse(Entry { time, seq: self.seq, ev }));
+        self.agenda.push(self.now, time, ev);
     }
 
     /// Integrates held and clogged resources over [last_t, t).
@@ -907,24 +857,11 @@ impl<'w> Engine<'w> {
     /// Runs the workload to the end (every job terminal, nothing left to happen, or the horizon).
     pub fn run(mut self, sched: &mut dyn Scheduler, progress: bool) -> Result<RunRecord, SimError> {
         let name = sched.name();
-        // Arrivals in (submit time, job) order, outside the heap: scheduled before anything else,
-        // each comes first among the events of its instant, as the heap would have given it.
-        let mut arrivals: Vec<(i64, u32)> =
-            self.workload.jobs.iter().enumerate().map(|(i, j)| (j.submit_ms, i as u32)).collect();
-        arrivals.sort_unstable();
-        let mut arrivals = arrivals.into_iter().peekable();
         let horizon = self.workload.params.horizon_ms;
         let total = self.jobs.len();
         let show = progress && std::io::stderr().is_terminal();
         let mut horizon_hit = false;
-        loop {
-            let next = match (self.heap.peek(), arrivals.peek()) {
-                (_, _) if !self.now_events.is_empty() => Some(self.now),
-                (Some(Reverse(top)), Some(&(a, _))) => Some(top.time.min(a)),
-                (Some(Reverse(top)), None) => Some(top.time),
-                (None, a) => a.map(|&(a, _)| a),
-            };
-            let Some(t) = next else { break };
+        while let Some(t) = self.agenda.next_time(self.now) {
             if t > horizon {
                 horizon_hit = true;
                 self.account(horizon);
@@ -933,16 +870,7 @@ impl<'w> Engine<'w> {
             }
             self.account(t);
             self.now = t;
-            while let Some((_, job)) = arrivals.next_if(|&(a, _)| a == t) {
-                self.events += 1;
-                self.process(Ev::Arrive(JobId(job)));
-            }
-            while self.heap.peek().is_some_and(|Reverse(e)| e.time == t) {
-                let Reverse(e) = self.heap.pop().expect("peeked");
-                self.events += 1;
-                self.process(e.ev);
-            }
-            while let Some(ev) = self.now_events.pop_front() {
+            while let Some(ev) = self.agenda.pop(t) {
                 self.events += 1;
                 self.process(ev);
             }

@@ -2,7 +2,8 @@
 //! deleted and replaced (a peer reclaiming pod by pod), a run cut short, and what an evicted job
 //! loses, metered against its tenant.
 
-use super::{Engine, Ev, EvictionRecord};
+use super::agenda::Ev;
+use super::{Engine, EvictionRecord};
 use crate::scenario::RunStart;
 use crate::scheduler::{JobId, JobPhase, PodId, PodPhase, SimEvent};
 
