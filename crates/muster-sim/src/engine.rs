@@ -211,6 +211,8 @@ impl<'w> Engine<'w> {
                 ended_ms: None,
                 ready: 0,
                 bound: 0,
+                deleted: 0,
+                succeeded: 0,
                 starts: 0,
                 spread: None,
             });
@@ -374,6 +376,8 @@ impl<'w> Engine<'w> {
                 j.pods.clear();
                 j.ready = 0;
                 j.bound = 0;
+                j.deleted = 0;
+                j.succeeded = 0;
                 j.run_started_ms = None;
                 self.replacing[job.index()].clear();
                 self.epochs[job.index()] += 1;
@@ -474,7 +478,7 @@ impl<'w> Engine<'w> {
                 for &pod in pods {
                     let phase = self.pods[pod.index()].phase;
                     self.release(pod);
-                    self.pods[pod.index()].phase = PodPhase::Deleted;
+                    self.end_pod(pod, false);
                     let j = &mut self.jobs[job.index()];
                     j.members -= 1;
                     j.ready -= u32::from(phase == PodPhase::Ready);
@@ -517,8 +521,20 @@ impl<'w> Engine<'w> {
                 self.release(pod);
             }
             let ok = success && phase == PodPhase::Ready;
-            self.pods[pod.index()].phase = if ok { PodPhase::Succeeded } else { PodPhase::Deleted };
+            self.end_pod(pod, ok);
             self.out.push(SimEvent::PodFinished { pod, succeeded: ok });
+        }
+    }
+
+    /// The pod succeeded (`ok`) or was deleted, counted on its job.
+    fn end_pod(&mut self, pod: PodId, ok: bool) {
+        let p = &mut self.pods[pod.index()];
+        p.phase = if ok { PodPhase::Succeeded } else { PodPhase::Deleted };
+        let j = &mut self.jobs[p.job.index()];
+        if ok {
+            j.succeeded += 1;
+        } else {
+            j.deleted += 1;
         }
     }
 
@@ -792,7 +808,7 @@ impl<'w> Engine<'w> {
                     return;
                 }
                 self.release(pod);
-                self.pods[pod.index()].phase = PodPhase::Succeeded;
+                self.end_pod(pod, true);
                 self.out.push(SimEvent::PodFinished { pod, succeeded: true });
                 let job = self.pods[pod.index()].job;
                 if self.view().all_succeeded(job) {
@@ -825,7 +841,7 @@ impl<'w> Engine<'w> {
                     self.release(pod);
                 }
                 let ok = success && phase == PodPhase::Ready;
-                self.pods[pod.index()].phase = if ok { PodPhase::Succeeded } else { PodPhase::Deleted };
+                self.end_pod(pod, ok);
                 self.out.push(SimEvent::PodFinished { pod, succeeded: ok });
                 let job = self.pods[pod.index()].job;
                 if last && !self.jobs[job.index()].phase.is_terminal() {

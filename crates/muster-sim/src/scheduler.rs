@@ -250,6 +250,10 @@ pub struct JobState {
     pub ready: u32,
     /// Pods of the current start whose binding completed.
     pub bound: u32,
+    /// Pods of the current start that were deleted, and that succeeded (kept by the engine as
+    /// it ends pods, so the questions below need not walk every pod).
+    pub deleted: u32,
+    pub succeeded: u32,
     /// Times the job was started (more than 1 after suspensions).
     pub starts: u32,
     /// With a topology constraint: whether its last run's pods spanned more than one domain of its level.
@@ -301,13 +305,24 @@ impl ClusterView<'_> {
     /// its run is over.
     pub fn all_succeeded(&self, id: JobId) -> bool {
         let j = self.job(id);
-        let live = || j.pods.iter().filter(|&&p| self.pod(p).phase != PodPhase::Deleted);
-        live().count() as u32 == j.members && live().all(|&p| self.pod(p).phase == PodPhase::Succeeded)
+        let live = self.live_pods(id);
+        debug_assert_eq!(
+            j.succeeded as usize,
+            j.pods.iter().filter(|&&p| self.pod(p).phase == PodPhase::Succeeded).count(),
+            "succeeded pods counted as they end"
+        );
+        live == j.members && j.succeeded == live
     }
 
     /// Pods of the job's current start that were not deleted (a shrink deletes some).
     pub fn live_pods(&self, id: JobId) -> u32 {
-        self.job(id).pods.iter().filter(|&&p| self.pod(p).phase != PodPhase::Deleted).count() as u32
+        let j = self.job(id);
+        debug_assert_eq!(
+            j.deleted as usize,
+            j.pods.iter().filter(|&&p| self.pod(p).phase == PodPhase::Deleted).count(),
+            "deleted pods counted as they end"
+        );
+        j.pods.len() as u32 - j.deleted
     }
     /// The set of pods `pod` belongs to.
     pub fn set(&self, pod: PodId) -> &PodSetState {

@@ -18,7 +18,7 @@ impl Engine<'_> {
         let held_before = self.held_by(job);
         let run_started = self.jobs[job.index()].run_started_ms;
         self.release(pod);
-        self.pods[pod.index()].phase = PodPhase::Deleted;
+        self.end_pod(pod, false);
         let j = &mut self.jobs[job.index()];
         j.ready -= u32::from(phase == PodPhase::Ready);
         j.bound -= u32::from(matches!(phase, PodPhase::Starting | PodPhase::Ready));

@@ -59,6 +59,10 @@ pub struct Muster {
     window_evictions: Option<BTreeMap<String, u64>>,
     /// Each job's group key, made once: pods report one event after another.
     keys: Vec<GroupKey>,
+    /// The job and ready count the engine was last told, while nothing else has reached it
+    /// since: the pods of a job ready at one instant are told once (the view gives each event
+    /// the count of that instant, and telling the same count again changes nothing).
+    ready_told: Option<(JobId, u32)>,
 }
 
 /// The least time between two cycles, in ms: the controller's floor (`cycle_gap` in
@@ -127,6 +131,7 @@ impl Muster {
             unestimated: BTreeSet::new(),
             window_evictions: holds.then(BTreeMap::new),
             keys: Vec::new(),
+            ready_told: None,
         })
     }
 
@@ -258,6 +263,9 @@ impl Scheduler for Muster {
 
     fn on_event(&mut self, event: &SimEvent, view: &ClusterView<'_>, now_ms: i64) {
         let now = seconds(now_ms);
+        if !matches!(event, SimEvent::PodReady { .. }) {
+            self.ready_told = None;
+        }
         let result = match *event {
             SimEvent::JobSubmitted { job } => {
                 let spec = &view.job(job).spec;
@@ -292,15 +300,21 @@ impl Scheduler for Muster {
             }
             SimEvent::PodReady { pod } => {
                 let job = view.pod(pod).job;
-                self.engine.pods_ready(key_in(&mut self.keys, job), view.job(job).ready, now)
+                let ready = view.job(job).ready;
+                if self.ready_told == Some((job, ready)) {
+                    Ok(Vec::new())
+                } else {
+                    self.ready_told = Some((job, ready));
+                    self.engine.pods_ready(key_in(&mut self.keys, job), ready, now)
+                }
             }
             SimEvent::PodFinished { pod, succeeded: true } => {
                 // As the controller does for a Job: its group ends once every member's pod has
                 // succeeded, before the Job is marked Complete.
                 let job = view.pod(pod).job;
                 let key = key_in(&mut self.keys, job);
-                match self.engine.group(key).map(|g| g.state) {
-                    Some(s) if view.all_succeeded(job) && s.holds_allocation() => {
+                match view.all_succeeded(job).then(|| self.engine.group(key).map(|g| g.state)).flatten() {
+                    Some(s) if s.holds_allocation() => {
                         self.placements.remove(&job);
                         self.grown.remove(&job);
                         self.dirty = true;
@@ -331,6 +345,7 @@ impl Scheduler for Muster {
 
     fn decide(&mut self, view: &ClusterView<'_>, now_ms: i64) -> Vec<Action> {
         let now = seconds(now_ms);
+        self.ready_told = None;
         let due = self.dirty || self.next_timer.is_some_and(|t| t <= now_ms);
         let earliest = self.last_cycle_ms.map_or(now_ms, |t| t + CYCLE_GAP_MS);
         if due && now_ms < earliest {
