@@ -69,7 +69,7 @@ if [[ -z ${MUSTER_BIN:-} ]]; then
 fi
 "$MUSTER_HARNESS_BIN" jobs "$scenario" "${SEED:-1}" "$out_dir/jobs.json"
 if (( tenants )); then
-  "$MUSTER_HARNESS_BIN" volcano-tenants-conf > "$out_dir/volcano-scheduler.conf"
+  "$MUSTER_HARNESS_BIN" volcano-tenants-conf "$scenario" > "$out_dir/volcano-scheduler.conf"
   export VOLCANO_SCHEDULER_CONF=$out_dir/volcano-scheduler.conf
 fi
 trap '"$hack_dir/cluster-down.sh"' EXIT

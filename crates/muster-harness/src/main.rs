@@ -58,9 +58,10 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// Volcano's scheduler configuration for a scenario with tenants: reclaim and preempt, the
-    /// capacity plugin (what hack/peers/volcano.sh takes as VOLCANO_SCHEDULER_CONF).
-    VolcanoTenantsConf,
+    /// Volcano's scheduler configuration for SCENARIO's tenants: reclaim and preempt, the
+    /// capacity plugin, hierarchical when its cohorts form a tree (what hack/peers/volcano.sh
+    /// takes as VOLCANO_SCHEDULER_CONF).
+    VolcanoTenantsConf { scenario: PathBuf },
     /// Rates of the control plane on a burst of JOBS Jobs x PODS pods that fits.
     Calibrate { kubeconfig: PathBuf, namespace: String, jobs: usize, pods: u32, out: PathBuf },
     /// Real and sim side by side; exit status 1 beyond TOLERANCE (0.10) on completed or makespan.
@@ -177,8 +178,9 @@ fn run(cmd: Cmd) -> anyhow::Result<u8> {
             rt()?.block_on(simreal::run(&jobs, &kubeconfig, &namespace, &out, timeout, &opts, w.as_ref()))?;
             0
         }
-        Cmd::VolcanoTenantsConf => {
-            print!("{}", tenants::VOLCANO_SCHEDULER_CONF);
+        Cmd::VolcanoTenantsConf { scenario } => {
+            let w = muster_sim::scenario::load(&scenario, 1).map_err(muster_harness::Error::from)?;
+            print!("{}", tenants::volcano_scheduler_conf(&w));
             0
         }
         Cmd::Calibrate { kubeconfig, namespace, jobs, pods, out } => {

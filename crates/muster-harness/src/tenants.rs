@@ -7,12 +7,19 @@
 //! |---|---|---|
 //! | `muster` | Namespace; Queue `muster.dev/v1alpha1` with the quotas (nominal, borrowingLimit, lendingLimit), cohort, fairShareWeight, preemption (withinQueue, reclaimWithinCohort, fairShareWithinCohort), and a namespaceSelector of its namespace | a Cohort `muster.dev/v1alpha1` per declared cohort, with its parent and quotas |
 //! | `kueue` | Namespace; ClusterQueue `kueue.x-k8s.io/v1beta2` in its cohort (`cohortName`) with nominalQuota, borrowingLimit and lendingLimit, preemption `reclaimWithinCohort: Any`/`Never` and `withinClusterQueue: LowerPriority`/`Never`, `fairSharing.weight` (the tenant's fairShareWeight) when the scenario turns Kueue's fair sharing on, selecting its namespace; LocalQueue of the same name there | ResourceFlavor `default-flavor`; a Cohort per cohort, `parentName` for the tree, its own quotas as `resourceGroups` |
-//! | `volcano` | Namespace; Queue `scheduling.volcano.sh/v1beta1`: deserved = nominal, capability = nominal + borrowingLimit (no borrowingLimit: none, the cluster; in no cohort: nominal), guarantee = nominal - lendingLimit (none: 0), reclaimable | a scheduler configuration with the reclaim and preempt actions and the capacity plugin ([`VOLCANO_SCHEDULER_CONF`]) |
+//! | `volcano` | Namespace; Queue `scheduling.volcano.sh/v1beta1`: deserved = nominal, capability = nominal + borrowingLimit (no borrowingLimit: none, the cluster or its parent's; in no cohort: nominal), guarantee = nominal - lendingLimit (none: 0), reclaimable; `parent` its cohort's Queue in a cohort tree | a scheduler configuration with the reclaim and preempt actions and the capacity plugin ([`volcano_scheduler_conf`]); in a cohort tree a Queue per cohort (below) |
 //!
 //! Kueue's ClusterQueues cover every resource the jobs request: one the tenant does not name gets
 //! the cluster's allocatable of it times `kueue.quotaFactor` (as the single ClusterQueue of
-//! [`crate::peers::kueue_setup`] does), no limits. Volcano's Queues here are flat (no `parent`):
-//! cohorts, and their quotas, have no counterpart, every queue shares the whole cluster.
+//! [`crate::peers::kueue_setup`] does), no limits.
+//!
+//! Volcano's Queues are flat (no `parent`) while the tenants share one cohort with no quotas of
+//! its own: every queue shares the whole cluster. When the cohorts form a tree (a cohort with a
+//! parent, or with quotas of its own), each cohort is a Volcano Queue too, under its parent's (the
+//! top one under Volcano's `root`), and the capacity plugin runs with `enableHierarchy`: a
+//! cohort's Queue deserves what its subtree's queues and cohorts are nominally given, its
+//! capability is that plus its borrowingLimit (none: its parent's), its guarantee that less its
+//! lendingLimit (none: 0), and every Queue's pods count against each Queue above it.
 
 use std::collections::BTreeSet;
 
@@ -25,8 +32,8 @@ use crate::peers::{KUEUE_FLAVOR, Object, Peer, cluster_total};
 use crate::workload::JobRecord;
 use crate::{Error, Result};
 
-/// Volcano's scheduler configuration for tenants (hack/peers/volcano.sh takes it as
-/// VOLCANO_SCHEDULER_CONF): the Helm chart's, with the preempt and reclaim actions and the
+/// Volcano's scheduler configuration for flat tenants ([`volcano_scheduler_conf`]): the Helm
+/// chart's, with the preempt and reclaim actions and the
 /// capacity plugin (queues' deserved, capability and guarantee) in place of proportion, which
 /// reads only a queue's weight. The gang plugin keeps its default, preemptable on: it offers a
 /// gang's pods as victims only beyond its minMember.
@@ -45,6 +52,29 @@ tiers:
   - name: nodeorder
   - name: binpack
 "#;
+
+/// The capacity plugin's line in [`VOLCANO_SCHEDULER_CONF`], and what follows it when its queues
+/// form a tree.
+const CAPACITY_PLUGIN: &str = "  - name: capacity\n";
+const CAPACITY_HIERARCHY: &str = "    enableHierarchy: true\n";
+
+/// Whether `w`'s cohorts form a tree Volcano sees only as hierarchical queues: a cohort with a
+/// parent, or with quotas of its own.
+fn volcano_hierarchy(w: &Workload) -> bool {
+    w.tenants.cohorts.iter().any(|c| c.parent.is_some() || !c.quotas.is_empty())
+}
+
+/// Volcano's scheduler configuration for `w`'s tenants (hack/peers/volcano.sh takes it as
+/// VOLCANO_SCHEDULER_CONF): [`VOLCANO_SCHEDULER_CONF`], with the capacity plugin's hierarchy on
+/// when the cohorts form a tree.
+pub fn volcano_scheduler_conf(w: &Workload) -> String {
+    let conf = VOLCANO_SCHEDULER_CONF.to_string();
+    if volcano_hierarchy(w) {
+        conf.replace(CAPACITY_PLUGIN, &format!("{CAPACITY_PLUGIN}{CAPACITY_HIERARCHY}"))
+    } else {
+        conf
+    }
+}
 
 /// The objects that set up `w`'s tenants for `peer`, in creation order (namespaces first);
 /// nothing without tenants, an error for a peer without queues.
@@ -65,8 +95,12 @@ pub fn setup(peer: Peer, w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>
         }
         Peer::Kueue => out.extend(kueue(w, jobs)?),
         Peer::Volcano => {
+            let tree = volcano_hierarchy(w);
+            if tree {
+                out.extend(volcano_cohort_queues(w)?);
+            }
             for q in 0..tenants.queues.len() {
-                out.push(volcano_queue(w, q)?);
+                out.push(volcano_queue(w, q, tree)?);
             }
         }
         Peer::Default | Peer::Coscheduling | Peer::Native => {
@@ -249,8 +283,9 @@ fn quotas_of(
     Ok(out)
 }
 
-/// Queue `q`'s Volcano Queue (the mapping of `muster_sim::models::volcano::capacity`).
-fn volcano_queue(w: &Workload, q: usize) -> Result<Object> {
+/// Queue `q`'s Volcano Queue (the mapping of `muster_sim::models::volcano::capacity`), under its
+/// cohort's Queue when the cohorts form a `tree`.
+fn volcano_queue(w: &Workload, q: usize, tree: bool) -> Result<Object> {
     let tenant = &w.tenants.queues[q];
     let (mut deserved, mut capability, mut guarantee) = (Map::new(), Map::new(), Map::new());
     for r in tenant.quotas.keys() {
@@ -275,8 +310,107 @@ fn volcano_queue(w: &Workload, q: usize) -> Result<Object> {
     if !guarantee.is_empty() {
         spec["guarantee"] = json!({ "resource": guarantee });
     }
-    let queue = json!({ "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": { "name": tenant.name }, "spec": spec });
-    Ok(Object::new(queue, "queues", false))
+    if let Some(c) = tenant.cohort.as_ref().filter(|_| tree) {
+        spec["parent"] = json!(c);
+    }
+    Ok(volcano_queue_object(&tenant.name, spec))
+}
+
+fn volcano_queue_object(name: &str, spec: Value) -> Object {
+    let queue = json!({ "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": { "name": name }, "spec": spec });
+    Object::new(queue, "queues", false)
+}
+
+/// A Volcano Queue per cohort, parents first. Cohorts and tenants share Volcano's one namespace of
+/// Queues, beside its own `root` and `default`: a clash is refused, naming the cohort.
+fn volcano_cohort_queues(w: &Workload) -> Result<Vec<Object>> {
+    let cohorts = &w.tenants.cohorts;
+    let taken = |name: &str| ["root", "default"].contains(&name) || w.tenants.queues.iter().any(|q| q.name == name);
+    if let Some(c) = cohorts.iter().find(|c| taken(&c.name)) {
+        return Err(Error::Input(format!(
+            "tenants.cohorts: cohort {} would be a Volcano Queue of the same name as a tenant's queue or one of \
+             Volcano's own (root, default); rename the cohort to run this scenario under volcano",
+            c.name
+        )));
+    }
+    let depth = |c: &CohortConfig| {
+        let mut d = 0;
+        let mut parent = c.parent.as_deref();
+        while let Some(p) = parent.filter(|_| d <= cohorts.len()) {
+            d += 1;
+            parent = cohorts.iter().find(|x| x.name == p).and_then(|x| x.parent.as_deref());
+        }
+        d
+    };
+    let mut ordered: Vec<&CohortConfig> = cohorts.iter().collect();
+    ordered.sort_by_key(|&c| depth(c));
+    ordered.into_iter().map(|c| volcano_cohort_queue(w, c)).collect()
+}
+
+/// Cohort `c` as a Volcano Queue: deserved what its subtree is nominally given, capability that
+/// plus its borrowingLimit, guarantee that less its lendingLimit.
+fn volcano_cohort_queue(w: &Workload, c: &CohortConfig) -> Result<Object> {
+    let (mut deserved, mut capability, mut guarantee) = (Map::new(), Map::new(), Map::new());
+    for r in subtree_resources(w, &c.name) {
+        let unit = resources::unit_of(&r).map_err(Error::Input)?;
+        let fmt = |x: u64| json!(quantity::format_amount(x, unit));
+        let nominal = subtree_nominal(w, &c.name, &r);
+        deserved.insert(r.clone(), fmt(nominal));
+        let own = w.tenants.cohort_quota(&c.name, &r);
+        if let Some(b) = own.and_then(|q| q.borrowing_limit) {
+            capability.insert(r.clone(), fmt(nominal + b));
+        }
+        if let Some(l) = own.and_then(|q| q.lending_limit) {
+            guarantee.insert(r.clone(), fmt(nominal.saturating_sub(l)));
+        }
+    }
+    let mut spec = json!({ "reclaimable": true, "deserved": deserved });
+    if !capability.is_empty() {
+        spec["capability"] = Value::Object(capability);
+    }
+    if !guarantee.is_empty() {
+        spec["guarantee"] = json!({ "resource": guarantee });
+    }
+    if let Some(p) = &c.parent {
+        spec["parent"] = json!(p);
+    }
+    Ok(volcano_queue_object(&c.name, spec))
+}
+
+/// Whether `cohort` is `ancestor` or lies below it.
+fn within(w: &Workload, cohort: Option<&str>, ancestor: &str) -> bool {
+    let mut at = cohort;
+    for _ in 0..=w.tenants.cohorts.len() {
+        match at {
+            Some(c) if c == ancestor => return true,
+            Some(c) => at = w.tenants.cohorts.iter().find(|x| x.name == c).and_then(|x| x.parent.as_deref()),
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The resources quotas name in `cohort`'s subtree (its own, its cohorts', its tenants').
+fn subtree_resources(w: &Workload, cohort: &str) -> BTreeSet<String> {
+    let cohorts =
+        w.tenants.cohorts.iter().filter(|c| within(w, Some(c.name.as_str()), cohort)).flat_map(|c| c.quotas.keys());
+    let queues =
+        w.tenants.queues.iter().filter(|q| within(w, q.cohort.as_deref(), cohort)).flat_map(|q| q.quotas.keys());
+    cohorts.chain(queues).cloned().collect()
+}
+
+/// What `cohort`'s subtree is nominally given of `r`: its cohorts' own nominal quotas and its
+/// tenants'.
+fn subtree_nominal(w: &Workload, cohort: &str, r: &str) -> u64 {
+    let t = &w.tenants;
+    let cohorts = t
+        .cohorts
+        .iter()
+        .filter(|c| within(w, Some(c.name.as_str()), cohort))
+        .filter_map(|c| t.cohort_quota(&c.name, r));
+    let queues =
+        (0..t.queues.len()).filter(|&q| within(w, t.queues[q].cohort.as_deref(), cohort)).filter_map(|q| t.quota(q, r));
+    cohorts.chain(queues).map(|q| q.nominal).sum()
 }
 
 #[cfg(test)]
@@ -441,7 +575,7 @@ mod tests {
         // In no cohort: it borrows nothing.
         assert_eq!(queues[1]["spec"]["capability"], json!({"nvidia.com/gpu": "8"}));
         std::fs::remove_file(path).unwrap();
-        assert!(VOLCANO_SCHEDULER_CONF.contains("reclaim") && VOLCANO_SCHEDULER_CONF.contains("name: capacity"));
+        assert!(VOLCANO_SCHEDULER_CONF.contains("reclaim") && VOLCANO_SCHEDULER_CONF.contains(CAPACITY_PLUGIN));
         assert!(!VOLCANO_SCHEDULER_CONF.contains("name: proportion"), "capacity and proportion exclude each other");
     }
 
@@ -493,6 +627,43 @@ mod tests {
                 {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "32"}]}]}])
         );
         assert!(of_kind(&objs, "Cohort")[0]["spec"].get("resourceGroups").is_none());
+    }
+
+    #[test]
+    fn a_cohort_tree_goes_to_volcano_as_hierarchical_queues() {
+        let (w, jobs) = load(&scenario("tenants-departments-sixtieth.yaml"));
+        let objs = values(setup(Peer::Volcano, &w, &jobs).unwrap());
+        let queues = of_kind(&objs, "Queue");
+        let names: Vec<_> = queues.iter().map(|q| q["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["org", "research", "production", "team-a", "team-b", "team-c", "team-d"], "parents first");
+        // org declares no quota: it deserves its four teams' 64 GPUs and may take what the root has.
+        assert_eq!(queues[0]["spec"], json!({"reclaimable": true, "deserved": {"nvidia.com/gpu": "64"}}));
+        // A department deserves its two teams' 32 GPUs and borrows at most 8 more.
+        assert_eq!(
+            queues[1]["spec"],
+            json!({"reclaimable": true, "parent": "org", "deserved": {"nvidia.com/gpu": "32"},
+                   "capability": {"nvidia.com/gpu": "40"}})
+        );
+        // A team without a borrowingLimit takes its department's capability.
+        assert_eq!(
+            queues[3]["spec"],
+            json!({"reclaimable": true, "parent": "research", "deserved": {"nvidia.com/gpu": "16"}})
+        );
+        let conf = volcano_scheduler_conf(&w);
+        assert!(conf.contains(&format!("{CAPACITY_PLUGIN}{CAPACITY_HIERARCHY}")), "{conf}");
+        // One cohort without quotas stays flat: no parents, no hierarchy.
+        let (w, jobs) = load(&scenario("suite/tenants-reclaim-sixtieth.yaml"));
+        let objs = values(setup(Peer::Volcano, &w, &jobs).unwrap());
+        assert!(of_kind(&objs, "Queue").iter().all(|q| q["spec"].get("parent").is_none()));
+        assert_eq!(volcano_scheduler_conf(&w), VOLCANO_SCHEDULER_CONF);
+    }
+
+    #[test]
+    fn a_cohort_named_like_a_queue_is_refused_for_volcano() {
+        let (mut w, jobs) = load(&scenario("tenants-departments-sixtieth.yaml"));
+        w.tenants.cohorts[1].name = "team-a".into();
+        let e = setup(Peer::Volcano, &w, &jobs).unwrap_err().to_string();
+        assert!(e.contains("tenants.cohorts: cohort team-a") && e.contains("rename the cohort"), "{e}");
     }
 
     #[test]
