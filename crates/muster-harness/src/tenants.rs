@@ -333,17 +333,8 @@ fn volcano_cohort_queues(w: &Workload) -> Result<Vec<Object>> {
             c.name
         )));
     }
-    let depth = |c: &CohortConfig| {
-        let mut d = 0;
-        let mut parent = c.parent.as_deref();
-        while let Some(p) = parent.filter(|_| d <= cohorts.len()) {
-            d += 1;
-            parent = cohorts.iter().find(|x| x.name == p).and_then(|x| x.parent.as_deref());
-        }
-        d
-    };
     let mut ordered: Vec<&CohortConfig> = cohorts.iter().collect();
-    ordered.sort_by_key(|&c| depth(c));
+    ordered.sort_by_key(|c| cohort_chain(w, Some(&c.name)).count());
     ordered.into_iter().map(|c| volcano_cohort_queue(w, c)).collect()
 }
 
@@ -377,23 +368,21 @@ fn volcano_cohort_queue(w: &Workload, c: &CohortConfig) -> Result<Object> {
     Ok(volcano_queue_object(&c.name, spec))
 }
 
+/// `cohort` and the cohorts above it, nearest first (a scenario's cohort tree is checked for
+/// cycles when it loads).
+fn cohort_chain<'a>(w: &'a Workload, cohort: Option<&'a str>) -> impl Iterator<Item = &'a str> {
+    let parent = |c: &&'a str| w.tenants.cohorts.iter().find(|x| x.name == *c).and_then(|x| x.parent.as_deref());
+    std::iter::successors(cohort, parent)
+}
+
 /// Whether `cohort` is `ancestor` or lies below it.
 fn within(w: &Workload, cohort: Option<&str>, ancestor: &str) -> bool {
-    let mut at = cohort;
-    for _ in 0..=w.tenants.cohorts.len() {
-        match at {
-            Some(c) if c == ancestor => return true,
-            Some(c) => at = w.tenants.cohorts.iter().find(|x| x.name == c).and_then(|x| x.parent.as_deref()),
-            None => return false,
-        }
-    }
-    false
+    cohort_chain(w, cohort).any(|c| c == ancestor)
 }
 
 /// The resources quotas name in `cohort`'s subtree (its own, its cohorts', its tenants').
 fn subtree_resources(w: &Workload, cohort: &str) -> BTreeSet<String> {
-    let cohorts =
-        w.tenants.cohorts.iter().filter(|c| within(w, Some(c.name.as_str()), cohort)).flat_map(|c| c.quotas.keys());
+    let cohorts = w.tenants.cohorts.iter().filter(|c| within(w, Some(&c.name), cohort)).flat_map(|c| c.quotas.keys());
     let queues =
         w.tenants.queues.iter().filter(|q| within(w, q.cohort.as_deref(), cohort)).flat_map(|q| q.quotas.keys());
     cohorts.chain(queues).cloned().collect()
@@ -403,11 +392,8 @@ fn subtree_resources(w: &Workload, cohort: &str) -> BTreeSet<String> {
 /// tenants'.
 fn subtree_nominal(w: &Workload, cohort: &str, r: &str) -> u64 {
     let t = &w.tenants;
-    let cohorts = t
-        .cohorts
-        .iter()
-        .filter(|c| within(w, Some(c.name.as_str()), cohort))
-        .filter_map(|c| t.cohort_quota(&c.name, r));
+    let cohorts =
+        t.cohorts.iter().filter(|c| within(w, Some(&c.name), cohort)).filter_map(|c| t.cohort_quota(&c.name, r));
     let queues =
         (0..t.queues.len()).filter(|&q| within(w, t.queues[q].cohort.as_deref(), cohort)).filter_map(|q| t.quota(q, r));
     cohorts.chain(queues).map(|q| q.nominal).sum()
