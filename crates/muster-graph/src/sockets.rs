@@ -18,6 +18,13 @@ pub struct Socket {
     pub capacity: Vec<u64>,
 }
 
+impl Socket {
+    /// Whether the socket holds at least what `d` asks within one socket.
+    pub fn holds(&self, d: &SocketDemand) -> bool {
+        self.capacity.iter().zip(&d.per_socket).all(|(c, q)| c >= q)
+    }
+}
+
 /// The socket part of a demand, resolved against a graph's resource table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SocketDemand {
@@ -55,9 +62,7 @@ impl PoolRoom {
 
     /// Idle sockets that hold at least `d`'s request each, in node order.
     pub fn usable(&self, node_sockets: &[Socket], d: &SocketDemand) -> Vec<usize> {
-        (0..node_sockets.len())
-            .filter(|&s| self.idle[s] && node_sockets[s].capacity.iter().zip(&d.per_socket).all(|(c, q)| c >= q))
-            .collect()
+        (0..node_sockets.len()).filter(|&s| self.idle[s] && node_sockets[s].holds(d)).collect()
     }
 
     /// Splits `amounts` over the pools for a member that asks for no socket: outside first, then
@@ -142,6 +147,20 @@ impl Graph {
             }
         }
         room
+    }
+
+    /// Sockets of node `n` large enough for `d` that no running allocation uses any part of, in
+    /// node order. Reservations hold nothing yet: this is where a running group can be recorded
+    /// ([`crate::ResourceGraph::import`]), as its other resources are checked against what runs.
+    pub fn idle_while_running(&self, n: NodeId, d: &SocketDemand) -> Vec<usize> {
+        let node = self.node(n);
+        let running = || node.spans.iter().filter(|s| !s.reserved);
+        (0..node.sockets.len())
+            .filter(|&si| {
+                node.sockets[si].holds(d)
+                    && running().all(|s| s.sockets.get(si).is_none_or(|u| u.iter().all(|&x| x == 0)))
+            })
+            .collect()
     }
 
     /// Units of `d` node `n` can take in `window` as far as its pools allow (`units` is what its

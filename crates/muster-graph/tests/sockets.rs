@@ -169,6 +169,31 @@ fn importing_a_socket_group_onto_a_node_without_an_idle_socket_is_refused_and_ch
 }
 
 #[test]
+fn a_running_socket_group_is_recorded_as_it_runs_even_where_a_reservation_planned_its_sockets() {
+    let mut rg = two_sockets();
+    let running = flux(2, &cores_in_socket(1, 1), 10);
+    let id = allocated(rg.allocate(&running, 0));
+    // Both sockets are the group's until its expected end, so a 6-core job is planned from then.
+    let outcome = rg.allocate_orelse_reserve(&flux(1, &cores(6), 100), 0);
+    assert!(matches!(outcome, MatchOutcome::Reserved { at: 10, .. }), "{outcome:?}");
+    let first_socket = rg.allocation(id).unwrap().members[0].sockets[0];
+    let name = rg.graph.vertex(first_socket).meta.name.clone();
+    rg.cancel(id).unwrap();
+    // The group outran that end (a restart finds it running until 50): it is recorded where it
+    // runs, one member naming its socket and the other given the one left, as the resources
+    // outside sockets are checked against what runs and not against what is planned.
+    let members = [
+        muster_graph::ImportedMember { index: 0, node: "node0".into(), devices: vec![name] },
+        muster_graph::ImportedMember { index: 1, node: "node0".into(), devices: vec![] },
+    ];
+    rg.import(id, &running, &members, (0, 50)).unwrap();
+    let held: Vec<_> = rg.allocation(id).unwrap().members.iter().map(|m| m.sockets.clone()).collect();
+    assert_eq!(held[0], vec![first_socket]);
+    assert_eq!(held[1].len(), 1);
+    assert_ne!(held[1], held[0], "each member holds a socket of its own");
+}
+
+#[test]
 fn an_allocation_exported_as_jgf_reads_back_as_exactly_what_it_holds() {
     let mut rg = two_sockets();
     let small = allocated(rg.allocate(&flux(1, &cores(3), 100), 0));

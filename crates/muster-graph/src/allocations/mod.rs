@@ -446,8 +446,13 @@ impl ResourceGraph {
             return (amounts, sockets);
         };
         let held: BTreeSet<VertexId> = on_node.iter().flat_map(|&mi| a.members[mi].sockets.iter().copied()).collect();
-        let mut idle =
-            room.usable(&node.sockets, &demand).into_iter().filter(|&s| !held.contains(&node.sockets[s].vertex));
+        // Sockets free for the whole window first; then, for a running group recorded as it
+        // is, those only reservations plan to use (`import` checked there are enough).
+        let window_idle = room.usable(&node.sockets, &demand);
+        let running_idle = if a.reserved { Vec::new() } else { self.graph.idle_while_running(n, &demand) };
+        let mut idle = (window_idle.iter().chain(running_idle.iter().filter(|s| !window_idle.contains(s))))
+            .copied()
+            .filter(|&s| !held.contains(&node.sockets[s].vertex));
         for &mi in on_node {
             let missing = (demand.count as usize).saturating_sub(a.members[mi].sockets.len());
             let more: Vec<VertexId> = idle.by_ref().take(missing).map(|s| node.sockets[s].vertex).collect();
@@ -763,11 +768,10 @@ impl ResourceGraph {
         for &n in per_node.keys().filter(|_| check_capacity) {
             let node = self.graph.node(n);
             if let Some(sd) = &d.sockets {
-                // Sockets listed must be idle; the members' other sockets come from the idle rest.
-                let usable = self
-                    .graph
-                    .pool_room(n, Window::Now { now: start, end }, &req.reservations)
-                    .usable(&node.sockets, sd);
+                // Sockets listed must be unused by any other running group; the members' other
+                // sockets come from the unused rest. What reservations plan there does not count:
+                // the group runs, and they are planned around it again.
+                let usable = self.graph.idle_while_running(n, sd);
                 let usable: BTreeSet<VertexId> = usable.into_iter().map(|s| node.sockets[s].vertex).collect();
                 let on_node = alloc.members.iter().filter(|m| m.node == n);
                 let listed: Vec<VertexId> = on_node.clone().flat_map(|m| m.sockets.iter().copied()).collect();
