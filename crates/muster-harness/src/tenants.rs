@@ -13,18 +13,17 @@
 //! the cluster's allocatable of it times `kueue.quotaFactor` (as the single ClusterQueue of
 //! [`crate::peers::kueue_setup`] does), no limits.
 //!
-//! Volcano's Queues are flat (no `parent`) while the tenants share one cohort with no quotas of
-//! its own: every queue shares the whole cluster. When the cohorts form a tree (a cohort with a
-//! parent, or with quotas of its own), each cohort is a Volcano Queue too, under its parent's (the
-//! top one under Volcano's `root`), and the capacity plugin runs with `enableHierarchy`: a
-//! cohort's Queue deserves what its subtree's queues and cohorts are nominally given, its
-//! capability is that plus its borrowingLimit (none: its parent's), its guarantee that less its
-//! lendingLimit (none: 0), and every Queue's pods count against each Queue above it.
+//! Volcano's Queues are those of `muster_sim::models::volcano::queue_specs`, the mapping the
+//! simulator's model reads too: flat (no `parent`) while the tenants share one cohort with no
+//! quotas of its own, every queue sharing the whole cluster; when the cohorts form a tree, a
+//! Queue per cohort as well, and the capacity plugin runs with `enableHierarchy`, so that every
+//! Queue's pods count against each Queue above it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_graph::{quantity, resources};
 use muster_queue::config::{CohortConfig, FairShareStrategies, FairShareWithinCohort, Quota, QuotaSpec, WithinQueue};
+use muster_sim::models::volcano::queue_specs::{QueueSpec, hierarchical, queue_specs};
 use muster_sim::scenario::Workload;
 use serde_json::{Map, Value, json};
 
@@ -58,18 +57,12 @@ tiers:
 const CAPACITY_PLUGIN: &str = "  - name: capacity\n";
 const CAPACITY_HIERARCHY: &str = "    enableHierarchy: true\n";
 
-/// Whether `w`'s cohorts form a tree Volcano sees only as hierarchical queues: a cohort with a
-/// parent, or with quotas of its own.
-fn volcano_hierarchy(w: &Workload) -> bool {
-    w.tenants.cohorts.iter().any(|c| c.parent.is_some() || !c.quotas.is_empty())
-}
-
 /// Volcano's scheduler configuration for `w`'s tenants (hack/peers/volcano.sh takes it as
 /// VOLCANO_SCHEDULER_CONF): [`VOLCANO_SCHEDULER_CONF`], with the capacity plugin's hierarchy on
 /// when the cohorts form a tree.
 pub fn volcano_scheduler_conf(w: &Workload) -> String {
     let conf = VOLCANO_SCHEDULER_CONF.to_string();
-    if volcano_hierarchy(w) {
+    if hierarchical(&w.tenants) {
         conf.replace(CAPACITY_PLUGIN, &format!("{CAPACITY_PLUGIN}{CAPACITY_HIERARCHY}"))
     } else {
         conf
@@ -94,15 +87,7 @@ pub fn setup(peer: Peer, w: &Workload, jobs: &[JobRecord]) -> Result<Vec<Object>
             }
         }
         Peer::Kueue => out.extend(kueue(w, jobs)?),
-        Peer::Volcano => {
-            let tree = volcano_hierarchy(w);
-            if tree {
-                out.extend(volcano_cohort_queues(w)?);
-            }
-            for q in 0..tenants.queues.len() {
-                out.push(volcano_queue(w, q, tree)?);
-            }
-        }
+        Peer::Volcano => out.extend(volcano_queues(w)?),
         Peer::Default | Peer::Coscheduling | Peer::Native => {
             return Err(Error::Input(format!(
                 "peer {peer:?} has no queues to hold the scenario's tenants; run it with muster, kueue or volcano, \
@@ -283,120 +268,42 @@ fn quotas_of(
     Ok(out)
 }
 
-/// Queue `q`'s Volcano Queue (the mapping of `muster_sim::models::volcano::capacity`), under its
-/// cohort's Queue when the cohorts form a `tree`.
-fn volcano_queue(w: &Workload, q: usize, tree: bool) -> Result<Object> {
-    let tenant = &w.tenants.queues[q];
-    let (mut deserved, mut capability, mut guarantee) = (Map::new(), Map::new(), Map::new());
-    for r in tenant.quotas.keys() {
-        let Some(quota) = w.tenants.quota(q, r) else { continue };
-        let unit = resources::unit_of(r).map_err(Error::Input)?;
-        let fmt = |x: u64| json!(quantity::format_amount(x, unit));
-        deserved.insert(r.clone(), fmt(quota.nominal));
-        // A queue in no cohort borrows nothing; without a borrowingLimit it may take the cluster.
-        match (&tenant.cohort, quota.borrowing_limit) {
-            (None, _) => _ = capability.insert(r.clone(), fmt(quota.nominal)),
-            (Some(_), Some(b)) => _ = capability.insert(r.clone(), fmt(quota.nominal + b)),
-            (Some(_), None) => {}
-        }
-        if quota.lending_limit.is_some() {
-            guarantee.insert(r.clone(), fmt(quota.guaranteed()));
-        }
+/// One Volcano Queue of [`queue_specs`], amounts as quantities.
+fn volcano_queue(spec: &QueueSpec) -> Result<Object> {
+    let amounts = |m: &BTreeMap<String, u64>| -> Result<Map<String, Value>> {
+        m.iter()
+            .map(|(r, &x)| {
+                Ok((r.clone(), json!(quantity::format_amount(x, resources::unit_of(r).map_err(Error::Input)?))))
+            })
+            .collect()
+    };
+    let mut body = json!({ "reclaimable": true, "deserved": amounts(&spec.deserved)? });
+    if !spec.capability.is_empty() {
+        body["capability"] = Value::Object(amounts(&spec.capability)?);
     }
-    let mut spec = json!({ "reclaimable": true, "deserved": deserved });
-    if !capability.is_empty() {
-        spec["capability"] = Value::Object(capability);
+    if !spec.guarantee.is_empty() {
+        body["guarantee"] = json!({ "resource": amounts(&spec.guarantee)? });
     }
-    if !guarantee.is_empty() {
-        spec["guarantee"] = json!({ "resource": guarantee });
+    if let Some(p) = &spec.parent {
+        body["parent"] = json!(p);
     }
-    if let Some(c) = tenant.cohort.as_ref().filter(|_| tree) {
-        spec["parent"] = json!(c);
-    }
-    Ok(volcano_queue_object(&tenant.name, spec))
+    let queue = json!({ "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": { "name": spec.name }, "spec": body });
+    Ok(Object::new(queue, "queues", false))
 }
 
-fn volcano_queue_object(name: &str, spec: Value) -> Object {
-    let queue = json!({ "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": { "name": name }, "spec": spec });
-    Object::new(queue, "queues", false)
-}
-
-/// A Volcano Queue per cohort, parents first. Cohorts and tenants share Volcano's one namespace of
-/// Queues, beside its own `root` and `default`: a clash is refused, naming the cohort.
-fn volcano_cohort_queues(w: &Workload) -> Result<Vec<Object>> {
-    let cohorts = &w.tenants.cohorts;
+/// The Volcano Queues of `w`'s tenants, parents first. Cohorts and tenants share Volcano's one
+/// namespace of Queues, beside its own `root` and `default`: a clash is refused, naming the cohort.
+fn volcano_queues(w: &Workload) -> Result<Vec<Object>> {
+    let specs = queue_specs(&w.tenants);
     let taken = |name: &str| ["root", "default"].contains(&name) || w.tenants.queues.iter().any(|q| q.name == name);
-    if let Some(c) = cohorts.iter().find(|c| taken(&c.name)) {
+    if let Some(c) = specs.iter().find(|s| s.tenant.is_none() && taken(&s.name)) {
         return Err(Error::Input(format!(
             "tenants.cohorts: cohort {} would be a Volcano Queue of the same name as a tenant's queue or one of \
              Volcano's own (root, default); rename the cohort to run this scenario under volcano",
             c.name
         )));
     }
-    let mut ordered: Vec<&CohortConfig> = cohorts.iter().collect();
-    ordered.sort_by_key(|c| cohort_chain(w, Some(&c.name)).count());
-    ordered.into_iter().map(|c| volcano_cohort_queue(w, c)).collect()
-}
-
-/// Cohort `c` as a Volcano Queue: deserved what its subtree is nominally given, capability that
-/// plus its borrowingLimit, guarantee that less its lendingLimit.
-fn volcano_cohort_queue(w: &Workload, c: &CohortConfig) -> Result<Object> {
-    let (mut deserved, mut capability, mut guarantee) = (Map::new(), Map::new(), Map::new());
-    for r in subtree_resources(w, &c.name) {
-        let unit = resources::unit_of(&r).map_err(Error::Input)?;
-        let fmt = |x: u64| json!(quantity::format_amount(x, unit));
-        let nominal = subtree_nominal(w, &c.name, &r);
-        deserved.insert(r.clone(), fmt(nominal));
-        let own = w.tenants.cohort_quota(&c.name, &r);
-        if let Some(b) = own.and_then(|q| q.borrowing_limit) {
-            capability.insert(r.clone(), fmt(nominal + b));
-        }
-        if let Some(l) = own.and_then(|q| q.lending_limit) {
-            guarantee.insert(r.clone(), fmt(nominal.saturating_sub(l)));
-        }
-    }
-    let mut spec = json!({ "reclaimable": true, "deserved": deserved });
-    if !capability.is_empty() {
-        spec["capability"] = Value::Object(capability);
-    }
-    if !guarantee.is_empty() {
-        spec["guarantee"] = json!({ "resource": guarantee });
-    }
-    if let Some(p) = &c.parent {
-        spec["parent"] = json!(p);
-    }
-    Ok(volcano_queue_object(&c.name, spec))
-}
-
-/// `cohort` and the cohorts above it, nearest first (a scenario's cohort tree is checked for
-/// cycles when it loads).
-fn cohort_chain<'a>(w: &'a Workload, cohort: Option<&'a str>) -> impl Iterator<Item = &'a str> {
-    let parent = |c: &&'a str| w.tenants.cohorts.iter().find(|x| x.name == *c).and_then(|x| x.parent.as_deref());
-    std::iter::successors(cohort, parent)
-}
-
-/// Whether `cohort` is `ancestor` or lies below it.
-fn within(w: &Workload, cohort: Option<&str>, ancestor: &str) -> bool {
-    cohort_chain(w, cohort).any(|c| c == ancestor)
-}
-
-/// The resources quotas name in `cohort`'s subtree (its own, its cohorts', its tenants').
-fn subtree_resources(w: &Workload, cohort: &str) -> BTreeSet<String> {
-    let cohorts = w.tenants.cohorts.iter().filter(|c| within(w, Some(&c.name), cohort)).flat_map(|c| c.quotas.keys());
-    let queues =
-        w.tenants.queues.iter().filter(|q| within(w, q.cohort.as_deref(), cohort)).flat_map(|q| q.quotas.keys());
-    cohorts.chain(queues).cloned().collect()
-}
-
-/// What `cohort`'s subtree is nominally given of `r`: its cohorts' own nominal quotas and its
-/// tenants'.
-fn subtree_nominal(w: &Workload, cohort: &str, r: &str) -> u64 {
-    let t = &w.tenants;
-    let cohorts =
-        t.cohorts.iter().filter(|c| within(w, Some(&c.name), cohort)).filter_map(|c| t.cohort_quota(&c.name, r));
-    let queues =
-        (0..t.queues.len()).filter(|&q| within(w, t.queues[q].cohort.as_deref(), cohort)).filter_map(|q| t.quota(q, r));
-    cohorts.chain(queues).map(|q| q.nominal).sum()
+    specs.iter().map(volcano_queue).collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The Volcano model with tenants (models/volcano/): each tenant's queue a Volcano Queue under
-//! the capacity plugin, its capability capping a borrower, and the reclaim action taking lent
-//! room back for a returning owner, pod by pod, even from a gang at its minMember (without the
-//! overcommit plugin, which would keep the owner's group Pending). Two 4-cpu nodes and an instant
+//! the capacity plugin, its capability capping a borrower (in a cohort tree, its department's
+//! Queue capping its teams together), enqueue taking the queues in turn, and the reclaim action
+//! taking lent room back for a returning owner, pod by pod, even from a gang at its minMember
+//! (without the overcommit plugin, which would keep the owner's group Pending). Two 4-cpu nodes and an instant
 //! control plane; sessions every second.
 
 use muster_sim::engine::{Engine, RunRecord};
@@ -13,10 +14,22 @@ const TWO_NODES: &str = "name: two\nnodeClasses:\n  - {name: n, count: 2, capaci
 /// The scenario: `volcano` (its settings), `queues` (tenants' queue lines) and `classes` (job
 /// class lines), on two 4-cpu nodes, in a fresh directory.
 fn load(tag: &str, volcano: &str, queues: &[&str], classes: &[&str]) -> Result<Workload, SimError> {
+    load_with_cohorts(tag, volcano, &[], queues, classes)
+}
+
+/// [`load`] with `cohorts` (cohort lines) declared.
+fn load_with_cohorts(
+    tag: &str,
+    volcano: &str,
+    cohorts: &[&str],
+    queues: &[&str],
+    classes: &[&str],
+) -> Result<Workload, SimError> {
     let mut text = format!(
         "name: t\ncluster: cluster.yaml\nvolcano: {volcano}\n\
          timing: {{podCreateQps: 0, bindQps: 0, podStartDelay: 0s, jobCompleteDelay: 0s}}\n\
-         tenants:\n  queues:\n"
+         tenants:\n  cohorts: [{}]\n  queues:\n",
+        cohorts.join(", ")
     );
     queues.iter().for_each(|q| text += &format!("    - {q}\n"));
     text += "jobClasses:\n";
@@ -61,6 +74,54 @@ fn a_queues_capability_caps_what_it_borrows() {
     // No borrowingLimit: no capability, the idle node of b is borrowed at once.
     let free = run("{name: a, cohort: lab, quotas: {cpu: {nominal: 4}}}");
     assert!(free.iter().all(|&s| s <= 1), "{free:?}");
+}
+
+#[test]
+fn in_a_cohort_tree_a_departments_capability_caps_what_its_teams_borrow_together() {
+    let run = |dept: &str| {
+        let w = load_with_cohorts(
+            &format!("tree-{}", dept.len()),
+            "{}",
+            &["{name: org}", dept, "{name: other, parent: org}"],
+            &[
+                "{name: a, cohort: dept, quotas: {cpu: {nominal: 4}}}",
+                "{name: b, cohort: other, quotas: {cpu: {nominal: 4}}}",
+            ],
+            &["{name: a-job, queue: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 100s}"],
+        )
+        .unwrap();
+        placed_s(&run_volcano(&w))
+    };
+    // Team a sets no borrowingLimit, but its department's Queue has capability = its teams'
+    // nominal 4 cpu + borrowingLimit 0: a's second job waits for its first, b's node idle.
+    let capped = run("{name: dept, parent: org, quotas: {cpu: {nominal: 0, borrowingLimit: 0}}}");
+    assert!(capped[0] <= 1 && (100..=102).contains(&capped[1]), "{capped:?}");
+    // The department may borrow 4 cpu: b's idle node is a's at once.
+    let borrowing = run("{name: dept, parent: org, quotas: {cpu: {nominal: 0, borrowingLimit: 4}}}");
+    assert!(borrowing.iter().all(|&s| s <= 1), "{borrowing:?}");
+}
+
+#[test]
+fn enqueue_takes_queues_in_turn_so_a_returning_team_goes_before_an_earlier_flood() {
+    // a holds one node for long and borrows b's with a short job; its other short jobs wait
+    // Pending (overcommit: no headroom while the cluster is full). b's job comes at 10 s. When
+    // a's short run ends at 100 s, the headroom (1.2 x 8 cpu less a's 4 in use) admits one
+    // group: b's queue, at share 0 against a's 1, is tried first, so b's job runs then, ahead of
+    // a's jobs submitted before it.
+    let w = load(
+        "turns",
+        "{reclaim: false}",
+        &["{name: a, cohort: lab, quotas: {cpu: {nominal: 4}}}", "{name: b, cohort: lab, quotas: {cpu: {nominal: 4}}}"],
+        &[
+            "{name: a-long, queue: a, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 1000s}",
+            "{name: a-job, queue: a, count: 3, members: 1, resources: {cpu: \"4\"}, runTime: 100s}",
+            "{name: b-job, queue: b, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 100s, arrival: {start: 10s}}",
+        ],
+    )
+    .unwrap();
+    let placed = placed_s(&run_volcano(&w));
+    assert!((100..=102).contains(&placed[4]), "b's job placed at {placed:?}");
+    assert!(placed[2..4].iter().all(|&s| s >= 200), "a's waiting jobs go after b's: {placed:?}");
 }
 
 /// a fills both nodes at 0 with `a_jobs` (100 s runs), borrowing b's node; b comes at 10 s with

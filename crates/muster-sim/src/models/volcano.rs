@@ -4,8 +4,9 @@
 //! its pod's requests, in the one queue `default`, or with tenants in its tenant's queue under
 //! the `capacity` plugin in place of `proportion` (capacity.rs). The scheduler runs a session
 //! every `schedulePeriod`:
-//! - enqueue: PodGroups still Pending, by priority then creation, go Inqueue when their
-//!   minResources fit; the rest wait (a group that does not fit does not block those behind it).
+//! - enqueue: PodGroups still Pending, by priority then creation (with tenants, queue by queue
+//!   in the capacity plugin's queue order), go Inqueue when their minResources fit; the rest wait
+//!   (a group that does not fit does not block those behind it).
 //!   `proportion`: the queue's allocated + Inqueue-but-unallocated + minResources must not exceed
 //!   the cluster (the queue's capability); with tenants `capacity`'s check against the queue's
 //!   realCapability instead; `overcommit`: Inqueue-but-unallocated + minResources must not
@@ -21,12 +22,13 @@
 //!
 //! Node choice: the default model's Filter and least-allocated score (the chart's `binpack` and
 //! `nodeorder`'s least-requested weigh the same and pull opposite ways). No preemption,
-//! pipelining onto releasing resources, drf or hierarchy; sessions take no time. A job with a
+//! pipelining onto releasing resources or drf; sessions take no time. A job with a
 //! topology constraint is placed as network-topology-aware scheduling places a PodGroup whose
 //! HyperNodes follow the cluster's levels: hard mode for required, soft for preferred
 //! (`topology::place_gang`).
 
 mod capacity;
+pub mod queue_specs;
 mod reclaim;
 
 use std::cmp::Reverse;
@@ -165,7 +167,7 @@ impl Volcano {
         let mut queue_inqueue: Vec<Vec<u64>> = (0..n).map(|q| self.inqueue_unallocated(view, Some(q))).collect();
         let elastic: Vec<Vec<u64>> = (0..n).map(|q| self.elastic(view, q)).collect();
         let mut admitted = vec![];
-        for &key in &self.pending {
+        for key in self.enqueue_order(view) {
             let job = key.2;
             let j = view.job(job);
             // The PodGroup exists once the Job controller created a pod (the PodGroup controller
@@ -182,7 +184,7 @@ impl Volcano {
             // The queue's check: `capacity` for a tenant's queue, else `proportion` (the cluster
             // is the one queue's capability).
             let queue_ok = match (&self.queues, j.spec.queue) {
-                (Some(queues), Some(q)) => queues.enqueueable(q, &min, &queue_inqueue[q], &elastic[q]),
+                (Some(queues), Some(q)) => queues.enqueueable(q, &min, &queue_inqueue, &elastic),
                 _ => asked().all(|r| self.used[r] + inqueue[r] + min[r] <= self.total[r]),
             };
             if overcommit && queue_ok {
@@ -201,6 +203,20 @@ impl Volcano {
             self.pending.remove(&key);
             self.inqueue.insert(key);
         }
+    }
+
+    /// The Pending groups in the order enqueue tries them (enqueue.go): queue by queue in
+    /// QueueOrderFn's order (shares do not move while groups only go Inqueue), each queue's in
+    /// job order; one queue without tenants.
+    fn enqueue_order(&self, view: &ClusterView<'_>) -> Vec<Key> {
+        let Some(queues) = &self.queues else { return self.pending.iter().copied().collect() };
+        let queue_of = |key: &Key| view.job(key.2).spec.queue.unwrap_or(0);
+        let mut waiting: Vec<usize> = self.pending.iter().map(queue_of).collect();
+        waiting.dedup();
+        waiting.sort_unstable();
+        waiting.dedup();
+        let order = queues.ordered(waiting);
+        order.into_iter().flat_map(|q| self.pending.iter().filter(move |k| queue_of(k) == q).copied()).collect()
     }
 
     /// The allocate action; returns the session's snapshot of what it placed.

@@ -1,30 +1,38 @@
-//! Volcano's `capacity` plugin over flat queues (pkg/scheduler/plugins/capacity/capacity.go,
-//! v1.15.1): each tenant's queue is a Volcano Queue, its quotas written as
-//! - `deserved` = nominal,
-//! - `capability` = nominal + borrowingLimit (no borrowingLimit: no capability, the cluster;
-//!   a queue in no cohort, which borrows nothing: nominal),
-//! - `guarantee` = the part of nominal it never lends (nominal - lendingLimit; 0 without one),
-//! - `reclaimable: true`.
+//! Volcano's `capacity` plugin (pkg/scheduler/plugins/capacity/capacity.go, v1.15.1) over the
+//! Queues of [`super::queue_specs`]: flat (buildQueueAttrs), or a tree under `root` when the
+//! scenario's cohorts form one (`enableHierarchy`, buildHierarchicalQueueAttrs):
+//! - flat: a Queue's realCapability is the cluster less every Queue's guarantee plus its own,
+//!   capped by its capability; its deserved is clamped to that and raised to its guarantee;
+//! - tree: `root` may take anything; under each Queue its children's deserved are raised to their
+//!   guarantees, a resource a child's capability does not name is its parent's, and a child's
+//!   realCapability is its parent's less all the children's guarantees plus its own, capped by its
+//!   capability (checkHierarchicalQueue). A pod counts against its Queue and every one above it;
+//!   a job is enqueued and a pod allocated only within the realCapability of each (the
+//!   `...Hierarchically` checks); queues take turns by the shares of their ancestors where their
+//!   paths part (QueueOrderFn). Reclaim looks at the reclaimee's own Queue only, as it does with
+//!   `ancestorReclaimLevel` at its default of 0.
 //!
-//! Cohorts have no Volcano counterpart here: every queue shares the whole cluster (hierarchical
-//! queues are not modelled). A resource a queue does not list has no deserved or capability.
+//! A resource a Queue does not list has no deserved or capability.
 
+use super::queue_specs::{QueueSpec, hierarchical, queue_specs};
 use crate::scenario::Tenants;
 
-/// The queues' quotas in base units by resource index, and what each holds in the session.
+/// The Queues' quotas in base units by resource index, and what each holds in the session.
+/// Queues are indexed as the tenants' queues first, then (in a tree) the cohorts' and `root`.
 #[derive(Debug, Clone)]
 pub struct Queues {
     /// Resource indices the plugin compares (all but `pods`).
     dims: Vec<usize>,
-    /// Per queue: deserved (after the plugin's clamp to realCapability and raise to guarantee);
-    /// None where the queue sets none.
+    /// How many of the Queues are tenants' (the leaves jobs go to).
+    tenants: usize,
+    /// Per Queue: the Queues above it, `root` first; empty when flat.
+    ancestors: Vec<Vec<usize>>,
+    /// Per Queue: deserved (after the plugin's adjustments); None where the queue sets none.
     deserved: Vec<Vec<Option<u64>>>,
-    /// Per queue: realCapability, the cluster less every queue's guarantee plus its own, capped
-    /// by its capability (buildQueueAttrs).
     real_capability: Vec<Vec<u64>>,
     guarantee: Vec<Vec<u64>>,
-    /// Per queue: what its pods hold (Allocated, Binding, Bound, Running), kept current through
-    /// the session as pods are placed, pipelined and evicted.
+    /// Per Queue: what its pods (in a tree, its subtree's) hold (Allocated, Binding, Bound,
+    /// Running), kept current through the session as pods are placed, pipelined and evicted.
     pub allocated: Vec<Vec<u64>>,
 }
 
@@ -32,57 +40,139 @@ impl Queues {
     /// The tenants' queues over a cluster of `total`, resources named `resources`.
     pub fn new(tenants: &Tenants, resources: &[String], total: &[u64]) -> Self {
         let dims: Vec<usize> = (0..resources.len()).filter(|&r| resources[r] != "pods").collect();
-        let n = tenants.queues.len();
-        let quota = |q: usize, r: usize| tenants.quota(q, &resources[r]);
+        // Tenants' Queues first, so that a tenant's queue index is its Queue's.
+        let mut specs = queue_specs(tenants);
+        specs.sort_by_key(|s| s.tenant.is_none());
+        let amounts = |m: &std::collections::BTreeMap<String, u64>| -> Vec<Option<u64>> {
+            resources.iter().map(|r| m.get(r).copied()).collect()
+        };
         let guarantee: Vec<Vec<u64>> =
-            (0..n).map(|q| (0..resources.len()).map(|r| quota(q, r).map_or(0, |x| x.guaranteed())).collect()).collect();
-        let total_guarantee: Vec<u64> = (0..resources.len()).map(|r| guarantee.iter().map(|g| g[r]).sum()).collect();
-        let real_capability: Vec<Vec<u64>> = (0..n)
+            specs.iter().map(|s| amounts(&s.guarantee).into_iter().map(|g| g.unwrap_or(0)).collect()).collect();
+        let deserved: Vec<Vec<Option<u64>>> = specs.iter().map(|s| amounts(&s.deserved)).collect();
+        let capability: Vec<Vec<Option<u64>>> = specs.iter().map(|s| amounts(&s.capability)).collect();
+        let mut queues = Queues {
+            dims,
+            tenants: tenants.queues.len(),
+            ancestors: vec![Vec::new(); specs.len()],
+            deserved,
+            real_capability: Vec::new(),
+            guarantee,
+            allocated: vec![vec![0; resources.len()]; specs.len()],
+        };
+        if hierarchical(tenants) {
+            queues.build_tree(&specs, capability);
+        } else {
+            queues.build_flat(capability, total);
+        }
+        queues
+    }
+
+    /// buildQueueAttrs: every Queue shares the cluster.
+    fn build_flat(&mut self, capability: Vec<Vec<Option<u64>>>, total: &[u64]) {
+        let total_guarantee: Vec<u64> = (0..total.len()).map(|r| self.guarantee.iter().map(|g| g[r]).sum()).collect();
+        self.real_capability = (0..capability.len())
             .map(|q| {
-                (0..resources.len())
+                (0..total.len())
                     .map(|r| {
-                        let shared = total[r].saturating_sub(total_guarantee[r]) + guarantee[q][r];
-                        let alone = tenants.queues[q].cohort.is_none();
-                        let capability = quota(q, r).and_then(|x| match x.borrowing_limit {
-                            _ if alone => Some(x.nominal),
-                            limit => limit.map(|b| x.nominal + b),
-                        });
-                        capability.map_or(shared, |c| c.min(shared))
+                        let shared = total[r].saturating_sub(total_guarantee[r]) + self.guarantee[q][r];
+                        capability[q][r].map_or(shared, |c| c.min(shared))
                     })
                     .collect()
             })
             .collect();
-        let deserved = (0..n)
-            .map(|q| {
-                (0..resources.len())
-                    .map(|r| quota(q, r).map(|x| x.nominal.min(real_capability[q][r]).max(guarantee[q][r])))
-                    .collect()
-            })
-            .collect();
-        Queues { dims, deserved, real_capability, guarantee, allocated: vec![vec![0; resources.len()]; n] }
+        for q in 0..self.deserved.len() {
+            for r in 0..total.len() {
+                let (real, guarantee) = (self.real_capability[q][r], self.guarantee[q][r]);
+                self.deserved[q][r] = self.deserved[q][r].map(|d| d.min(real).max(guarantee));
+            }
+        }
     }
 
+    /// buildHierarchicalQueueAttrs and checkHierarchicalQueue: `root` (added last) without limit,
+    /// then each Queue's children from the top down (`specs` lists parents before children).
+    fn build_tree(&mut self, specs: &[QueueSpec], mut capability: Vec<Vec<Option<u64>>>) {
+        let r = self.allocated[0].len();
+        let root = specs.len();
+        let index = |name: &str| specs.iter().position(|s| s.name == name);
+        let parent: Vec<usize> = specs.iter().map(|s| s.parent.as_deref().and_then(index).unwrap_or(root)).collect();
+        self.ancestors.push(Vec::new());
+        self.deserved.push(vec![None; r]);
+        self.guarantee.push(vec![0; r]);
+        self.allocated.push(vec![0; r]);
+        capability.push(vec![Some(u64::MAX); r]);
+        self.real_capability = vec![vec![u64::MAX; r]; root + 1];
+        let mut order: Vec<usize> = Vec::new();
+        let depth = |mut q: usize| {
+            let mut d = 0;
+            while q != root {
+                q = parent[q];
+                d += 1;
+            }
+            d
+        };
+        order.extend(0..root);
+        order.sort_by_key(|&q| depth(q));
+        for &q in &order {
+            let p = parent[q];
+            self.ancestors[q] = self.ancestors[p].iter().copied().chain([p]).collect();
+        }
+        for p in std::iter::once(root).chain(order.iter().copied()) {
+            let children: Vec<usize> = (0..root).filter(|&c| parent[c] == p).collect();
+            let mut total_guarantee = vec![0u64; r];
+            for &c in &children {
+                for d in 0..r {
+                    let g = self.guarantee[c][d];
+                    if g > 0 {
+                        self.deserved[c][d] = Some(self.deserved[c][d].unwrap_or(0).max(g));
+                    }
+                    capability[c][d] = capability[c][d].or(capability[p][d]);
+                    total_guarantee[d] = total_guarantee[d].saturating_add(g);
+                }
+            }
+            for &c in &children {
+                for d in 0..r {
+                    let real = self.real_capability[p][d].saturating_sub(total_guarantee[d]);
+                    let real = real.saturating_add(self.guarantee[c][d]);
+                    self.real_capability[c][d] = capability[c][d].map_or(real, |cap| cap.min(real));
+                }
+            }
+        }
+    }
+
+    /// How many tenants' queues there are.
     pub fn len(&self) -> usize {
-        self.allocated.len()
+        self.tenants
+    }
+
+    /// Queue `q` and every Queue above it.
+    fn chain(&self, q: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(q).chain(self.ancestors[q].iter().rev().copied())
     }
 
     /// Whether `base` + `req` stays within the queue's realCapability on every dimension `req`
     /// asks for.
     fn within_capability(&self, q: usize, base: &[u64], req: &[u64]) -> bool {
-        self.dims.iter().all(|&d| req[d] == 0 || base[d] + req[d] <= self.real_capability[q][d])
+        self.dims.iter().all(|&d| req[d] == 0 || base[d].saturating_add(req[d]) <= self.real_capability[q][d])
     }
 
-    /// AllocatableFn: one more pod asking `req` keeps the queue within its realCapability.
+    /// AllocatableFn: one more pod asking `req` keeps its queue, and each Queue above it, within
+    /// its realCapability.
     pub fn allocatable(&self, q: usize, req: &[u64]) -> bool {
-        self.within_capability(q, &self.allocated[q], req)
+        self.chain(q).all(|a| self.within_capability(a, &self.allocated[a], req))
     }
 
     /// JobEnqueueableFn: the job's minResources on top of what the queue holds and what its
-    /// Inqueue groups still need, less its elastic part, stays within realCapability.
-    pub fn enqueueable(&self, q: usize, min: &[u64], inqueue: &[u64], elastic: &[u64]) -> bool {
-        let base: Vec<u64> =
-            (0..min.len()).map(|d| (self.allocated[q][d] + inqueue[d]).saturating_sub(elastic[d])).collect();
-        self.within_capability(q, &base, min)
+    /// Inqueue groups still need, less its elastic part, stays within realCapability, and so for
+    /// each Queue above it with its subtree's. `inqueue` and `elastic` are per tenant's queue.
+    pub fn enqueueable(&self, q: usize, min: &[u64], inqueue: &[Vec<u64>], elastic: &[Vec<u64>]) -> bool {
+        self.chain(q).all(|a| {
+            let leaves: Vec<usize> = (0..self.tenants).filter(|&t| t == a || self.ancestors[t].contains(&a)).collect();
+            let sum = |of: &[Vec<u64>], d: usize| leaves.iter().map(|&t| of[t][d]).sum::<u64>();
+            let base: Vec<u64> = (0..min.len())
+                .map(|d| (self.allocated[a][d] + sum(inqueue, d)).saturating_sub(sum(elastic, d)))
+                .collect();
+            self.within_capability(a, &base, min)
+        })
     }
 
     /// PreemptiveFn: the queue may reclaim for a pod asking `req` if it then stays within its
@@ -106,13 +196,32 @@ impl Queues {
         (share, true)
     }
 
-    /// QueueOrderFn (queues of equal priority): the lowest share first; on a tie, one that
-    /// deserves something first; then the tenants' order.
+    /// QueueOrderFn (queues of equal priority): the lowest share first, compared between the
+    /// Queues where the two paths from `root` part (the queues themselves under one parent); on a
+    /// tie, one that deserves something first; then the tenants' order.
+    fn queue_order(&self, a: usize, b: usize) -> std::cmp::Ordering {
+        let (pa, pb) = self.parted(a, b);
+        let ((sa, da), (sb, db)) = (self.share(pa), self.share(pb));
+        sa.total_cmp(&sb).then(db.cmp(&da)).then(a.cmp(&b))
+    }
+
+    /// The queue first in QueueOrderFn.
     pub fn first<'a>(&self, queues: impl Iterator<Item = &'a usize>) -> Option<usize> {
-        queues.copied().min_by(|&a, &b| {
-            let ((sa, da), (sb, db)) = (self.share(a), self.share(b));
-            sa.total_cmp(&sb).then(db.cmp(&da)).then(a.cmp(&b))
-        })
+        queues.copied().min_by(|&a, &b| self.queue_order(a, b))
+    }
+
+    /// `queues` in QueueOrderFn's order.
+    pub fn ordered(&self, mut queues: Vec<usize>) -> Vec<usize> {
+        queues.sort_by(|&a, &b| self.queue_order(a, b));
+        queues
+    }
+
+    /// The Queues whose shares QueueOrderFn compares for leaves `a` and `b` (getQueueLevel): the
+    /// ones just below the last ancestor their paths share, or the leaves themselves.
+    fn parted(&self, a: usize, b: usize) -> (usize, usize) {
+        let (xa, xb) = (&self.ancestors[a], &self.ancestors[b]);
+        let level = xa.iter().zip(xb).take_while(|(x, y)| x == y).count().saturating_sub(1);
+        (xa.get(level + 1).copied().unwrap_or(a), xb.get(level + 1).copied().unwrap_or(b))
     }
 
     /// ReclaimableFn for one reclaimee asking `req` of queue `q`, whose holdings as victims are
@@ -135,10 +244,14 @@ impl Queues {
         }
     }
 
-    /// Adds (`take`) or removes a pod's request from what queue `q` holds.
+    /// Adds (`take`) or removes a pod's request from what queue `q`, and each Queue above it,
+    /// holds.
     pub fn hold(&mut self, q: usize, req: &[u64], take: bool) {
-        for (a, r) in self.allocated[q].iter_mut().zip(req) {
-            *a = if take { *a + r } else { a.saturating_sub(*r) };
+        let chain: Vec<usize> = self.chain(q).collect();
+        for a in chain {
+            for (x, r) in self.allocated[a].iter_mut().zip(req) {
+                *x = if take { *x + r } else { x.saturating_sub(*r) };
+            }
         }
     }
 }
