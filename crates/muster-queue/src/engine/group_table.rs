@@ -6,7 +6,7 @@
 //! the groups still in play cost, not every group the engine has seen. Iteration is in key order,
 //! over both, as every reader of the groups expects.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::ops::Index;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ pub(super) struct Slot(u32);
 #[derive(Debug, Clone)]
 pub(super) struct GroupTable {
     /// Groups in play, for lookups; `ordered` holds the same keys, for iteration.
-    slots: HashMap<GroupKey, Slot>,
+    slots: foldhash::HashMap<GroupKey, Slot>,
     ordered: BTreeMap<GroupKey, Slot>,
     groups: Vec<Option<Arc<Group>>>,
     /// Slots of groups gone, taken again first.
@@ -36,7 +36,7 @@ pub(super) struct GroupTable {
 impl Default for GroupTable {
     fn default() -> Self {
         Self {
-            slots: HashMap::new(),
+            slots: foldhash::HashMap::default(),
             ordered: BTreeMap::new(),
             groups: Vec::new(),
             free: Vec::new(),

@@ -152,11 +152,12 @@ pub struct Engine {
     /// entry may be stale (the group moved on): it counts only while the group's timer is still
     /// that deadline, so that a cycle looks at due timers only, not at every running group.
     timers: BinaryHeap<Reverse<(i64, GroupKey)>>,
-    graph_alloc: BTreeMap<GroupKey, AllocId>,
+    /// Only looked up, never walked: hashed.
+    graph_alloc: foldhash::HashMap<GroupKey, AllocId>,
     by_graph_alloc: BTreeMap<AllocId, GroupKey>,
     reservations: BTreeMap<GroupKey, AllocId>,
     /// Only looked up, never walked: hashed, as a lookup per attempt is what a long queue costs.
-    shapes: HashMap<GroupKey, u64>,
+    shapes: foldhash::HashMap<GroupKey, u64>,
     /// Groups that may run with fewer members than they ask (min < max): the only ones a cycle
     /// tries to grow, so that it does not look up every running group to find them.
     elastic: BTreeSet<GroupKey>,
@@ -227,10 +228,10 @@ impl Engine {
             reserved: BTreeSet::new(),
             due_reservation: BTreeSet::new(),
             timers: BinaryHeap::new(),
-            graph_alloc: BTreeMap::new(),
+            graph_alloc: foldhash::HashMap::default(),
             by_graph_alloc: BTreeMap::new(),
             reservations: BTreeMap::new(),
-            shapes: HashMap::new(),
+            shapes: foldhash::HashMap::default(),
             elastic: BTreeSet::new(),
             sat_cache: BTreeMap::new(),
             demands: BTreeMap::new(),
