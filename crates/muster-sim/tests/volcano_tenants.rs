@@ -56,49 +56,51 @@ fn run_started_s(rec: &RunRecord) -> Vec<i64> {
     rec.jobs.iter().map(|j| j.run_started_ms.expect("ran") / 1000).collect()
 }
 
+/// When team a's two one-node jobs of 100 s, both submitted at 0, were placed, with `cohorts`
+/// and `queues` declared.
+fn a_two_jobs(tag: &str, cohorts: &[&str], queues: &[&str]) -> Vec<i64> {
+    let class = "{name: a-job, queue: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 100s}";
+    let w = load_with_cohorts(tag, "{}", cohorts, queues, &[class]).unwrap();
+    placed_s(&run_volcano(&w))
+}
+
+/// The second job waited for the first to end: a could not borrow the other node.
+fn assert_capped(placed: &[i64]) {
+    assert!(placed[0] <= 1 && (100..=102).contains(&placed[1]), "{placed:?}");
+}
+
+/// Both ran at once: a borrowed the idle node.
+fn assert_borrowed(placed: &[i64]) {
+    assert!(placed.iter().all(|&s| s <= 1), "{placed:?}");
+}
+
 #[test]
 fn a_queues_capability_caps_what_it_borrows() {
-    let run = |a: &str| {
-        let w = load(
-            &format!("cap-{}", a.len()),
-            "{}",
-            &[a, "{name: b, cohort: lab, quotas: {cpu: {nominal: 4}}}"],
-            &["{name: a-job, queue: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 100s}"],
-        )
-        .unwrap();
-        placed_s(&run_volcano(&w))
-    };
+    let b = "{name: b, cohort: lab, quotas: {cpu: {nominal: 4}}}";
     // capability = nominal + borrowingLimit = 4 cpu: the second job waits for the first to end.
-    let capped = run("{name: a, cohort: lab, quotas: {cpu: {nominal: 4, borrowingLimit: 0}}}");
-    assert!(capped[0] <= 1 && (100..=102).contains(&capped[1]), "{capped:?}");
+    assert_capped(&a_two_jobs(
+        "cap",
+        &[],
+        &["{name: a, cohort: lab, quotas: {cpu: {nominal: 4, borrowingLimit: 0}}}", b],
+    ));
     // No borrowingLimit: no capability, the idle node of b is borrowed at once.
-    let free = run("{name: a, cohort: lab, quotas: {cpu: {nominal: 4}}}");
-    assert!(free.iter().all(|&s| s <= 1), "{free:?}");
+    assert_borrowed(&a_two_jobs("nocap", &[], &["{name: a, cohort: lab, quotas: {cpu: {nominal: 4}}}", b]));
 }
 
 #[test]
 fn in_a_cohort_tree_a_departments_capability_caps_what_its_teams_borrow_together() {
-    let run = |dept: &str| {
-        let w = load_with_cohorts(
-            &format!("tree-{}", dept.len()),
-            "{}",
-            &["{name: org}", dept, "{name: other, parent: org}"],
-            &[
-                "{name: a, cohort: dept, quotas: {cpu: {nominal: 4}}}",
-                "{name: b, cohort: other, quotas: {cpu: {nominal: 4}}}",
-            ],
-            &["{name: a-job, queue: a, count: 2, members: 1, resources: {cpu: \"4\"}, runTime: 100s}"],
-        )
-        .unwrap();
-        placed_s(&run_volcano(&w))
-    };
+    let queues = [
+        "{name: a, cohort: dept, quotas: {cpu: {nominal: 4}}}",
+        "{name: b, cohort: other, quotas: {cpu: {nominal: 4}}}",
+    ];
+    let tree = |dept| ["{name: org}", dept, "{name: other, parent: org}"];
     // Team a sets no borrowingLimit, but its department's Queue has capability = its teams'
     // nominal 4 cpu + borrowingLimit 0: a's second job waits for its first, b's node idle.
-    let capped = run("{name: dept, parent: org, quotas: {cpu: {nominal: 0, borrowingLimit: 0}}}");
-    assert!(capped[0] <= 1 && (100..=102).contains(&capped[1]), "{capped:?}");
+    let capped = "{name: dept, parent: org, quotas: {cpu: {nominal: 0, borrowingLimit: 0}}}";
+    assert_capped(&a_two_jobs("tree-cap", &tree(capped), &queues));
     // The department may borrow 4 cpu: b's idle node is a's at once.
-    let borrowing = run("{name: dept, parent: org, quotas: {cpu: {nominal: 0, borrowingLimit: 4}}}");
-    assert!(borrowing.iter().all(|&s| s <= 1), "{borrowing:?}");
+    let borrowing = "{name: dept, parent: org, quotas: {cpu: {nominal: 0, borrowingLimit: 4}}}";
+    assert_borrowed(&a_two_jobs("tree-borrow", &tree(borrowing), &queues));
 }
 
 #[test]
