@@ -212,7 +212,6 @@ impl Volcano {
         let Some(queues) = &self.queues else { return self.pending.iter().copied().collect() };
         let queue_of = |key: &Key| view.job(key.2).spec.queue.unwrap_or(0);
         let mut waiting: Vec<usize> = self.pending.iter().map(queue_of).collect();
-        waiting.dedup();
         waiting.sort_unstable();
         waiting.dedup();
         let order = queues.ordered(waiting);

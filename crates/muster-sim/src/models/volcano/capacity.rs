@@ -89,7 +89,7 @@ impl Queues {
     }
 
     /// buildHierarchicalQueueAttrs and checkHierarchicalQueue: `root` (added last) without limit,
-    /// then each Queue's children from the top down (`specs` lists parents before children).
+    /// then each Queue's children, from the top down.
     fn build_tree(&mut self, specs: &[QueueSpec], mut capability: Vec<Vec<Option<u64>>>) {
         let r = self.allocated[0].len();
         let root = specs.len();
@@ -101,7 +101,6 @@ impl Queues {
         self.allocated.push(vec![0; r]);
         capability.push(vec![Some(u64::MAX); r]);
         self.real_capability = vec![vec![u64::MAX; r]; root + 1];
-        let mut order: Vec<usize> = Vec::new();
         let depth = |mut q: usize| {
             let mut d = 0;
             while q != root {
@@ -110,7 +109,7 @@ impl Queues {
             }
             d
         };
-        order.extend(0..root);
+        let mut order: Vec<usize> = (0..root).collect();
         order.sort_by_key(|&q| depth(q));
         for &q in &order {
             let p = parent[q];
