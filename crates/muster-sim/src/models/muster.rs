@@ -328,10 +328,20 @@ impl Scheduler for Muster {
                 self.grown.remove(&job);
                 self.dirty = true;
                 let key = key_in(&mut self.keys, job);
-                match self.engine.group(key).map(|g| g.state) {
+                let finished = match self.engine.group(key).map(|g| g.state) {
                     Some(s) if s.holds_allocation() => self.engine.finished(key, succeeded, now),
                     _ => Ok(Vec::new()),
-                }
+                };
+                // As the controller does when a finished Job is deleted: the engine forgets its
+                // group (what it learned of the run is kept apart). Nothing in the sim asks for
+                // an ended group, and a trace's history held would cost memory per job run.
+                finished.and_then(|mut out| match self.engine.group(key) {
+                    Some(_) => self.engine.delete(key, now).map(|deleted| {
+                        out.extend(deleted);
+                        out
+                    }),
+                    None => Ok(out),
+                })
             }
             _ => Ok(Vec::new()),
         };
