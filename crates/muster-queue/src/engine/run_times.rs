@@ -40,10 +40,15 @@ impl RunTimeSample {
     /// never admitted. Scaled to its full size as the planner scales a run time (the same work
     /// on fewer members takes longer).
     pub fn of(g: &Group, at: i64) -> Option<Self> {
+        Self::of_shape(g, at, request_shape(&g.spec.request))
+    }
+
+    /// As [`RunTimeSample::of`], with the request's shape already known.
+    fn of_shape(g: &Group, at: i64, shape: u64) -> Option<Self> {
         let admitted = g.admitted_at?;
         let held = u64::try_from(at.saturating_sub(admitted)).unwrap_or(0);
         let at_max = held.saturating_mul(u64::from(g.member_count())) / u64::from(g.spec.request.max_members.max(1));
-        Some(Self { queue: g.spec.queue.clone(), shape: request_shape(&g.spec.request), seconds: at_max.max(1) })
+        Some(Self { queue: g.spec.queue.clone(), shape, seconds: at_max.max(1) })
     }
 }
 
@@ -109,7 +114,10 @@ impl Engine {
 
     /// Learns from a group that succeeded at `now`.
     pub(super) fn learn_run_time(&mut self, g: &Group, now: i64) {
-        if let Some(s) = RunTimeSample::of(g, now) {
+        // The shape worked out at submission, while the group is in play: hashing the request's
+        // text again costs as much as the rest of a group's end.
+        let shape = self.shapes.get(&g.spec.key).copied().unwrap_or_else(|| request_shape(&g.spec.request));
+        if let Some(s) = RunTimeSample::of_shape(g, now, shape) {
             self.learned.record(&s.queue, s.shape, s.seconds);
         }
     }
