@@ -514,11 +514,16 @@ impl GroupRequest {
     /// back to whole optional sets ([`GroupRequest::whole_count`]): its duration becomes the run
     /// time with that max, so that the work stays the same.
     pub fn narrowed_to(&self, max: u32) -> GroupRequest {
-        let max = self.whole_count(max).max(self.min_members);
         let mut r = self.clone();
-        r.duration = self.run_time_with(max);
-        r.set_bounds(self.min_members, max);
+        r.narrow_to(max);
         r
+    }
+
+    /// [`GroupRequest::narrowed_to`] in place.
+    pub fn narrow_to(&mut self, max: u32) {
+        let max = self.whole_count(max).max(self.min_members);
+        self.duration = self.run_time_with(max);
+        self.set_bounds(self.min_members, max);
     }
 
     /// Sets the group's member bounds. Its sets keep theirs (they number the members), and each

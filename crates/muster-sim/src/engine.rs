@@ -97,7 +97,7 @@ pub struct Engine<'w> {
     resources: Vec<String>,
     nodes: Vec<NodeState>,
     node_by_name: BTreeMap<String, NodeId>,
-    jobs: Vec<JobState>,
+    jobs: Vec<JobState<'w>>,
     pods: Vec<PodState>,
     eligible: Vec<Vec<bool>>,
     index: NodeIndex,
@@ -201,7 +201,7 @@ impl<'w> Engine<'w> {
                 sets.push(PodSetState { request, filter, max_members: set.max_members });
             }
             jobs.push(JobState {
-                spec: spec.clone(),
+                spec,
                 phase: JobPhase::Future,
                 sets,
                 pods: vec![],

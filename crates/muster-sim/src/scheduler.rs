@@ -147,7 +147,7 @@ pub enum JobPhase {
     Failed,
 }
 
-impl JobState {
+impl JobState<'_> {
     /// The index of the set of the pod with completion index `index`: each set takes its count
     /// of indices in turn, the last set every index after (the pods an elastic job grows by).
     pub fn set_index(&self, index: u32) -> usize {
@@ -234,8 +234,9 @@ pub struct PodSetState {
 }
 
 #[derive(Debug, Clone)]
-pub struct JobState {
-    pub spec: JobSpec,
+pub struct JobState<'w> {
+    /// The workload's own: the run never changes it.
+    pub spec: &'w JobSpec,
     pub phase: JobPhase,
     /// Its sets of pods, in completion-index order; one when its pods are alike.
     pub sets: Vec<PodSetState>,
@@ -265,7 +266,7 @@ pub struct ClusterView<'a> {
     pub(crate) resources: &'a [String],
     pub(crate) nodes: &'a [NodeState],
     pub(crate) node_by_name: &'a BTreeMap<String, NodeId>,
-    pub(crate) jobs: &'a [JobState],
+    pub(crate) jobs: &'a [JobState<'a>],
     pub(crate) pods: &'a [PodState],
     pub(crate) eligible: &'a [Vec<bool>],
     pub(crate) index: &'a crate::node_index::NodeIndex,
@@ -292,10 +293,10 @@ impl ClusterView<'_> {
         self.node_by_name.get(name).copied()
     }
     /// All jobs, indexed by `JobId` (future ones too: their specs are not to be peeked at).
-    pub fn jobs(&self) -> &[JobState] {
+    pub fn jobs(&self) -> &[JobState<'_>] {
         self.jobs
     }
-    pub fn job(&self, id: JobId) -> &JobState {
+    pub fn job(&self, id: JobId) -> &JobState<'_> {
         &self.jobs[id.index()]
     }
     pub fn pod(&self, id: PodId) -> &PodState {

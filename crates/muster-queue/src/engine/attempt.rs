@@ -237,7 +237,8 @@ impl Engine {
         if let Some((limit, starting)) = self.start_window(&c.queue) {
             max = max.min(limit.saturating_sub(starting).max(c.min));
         }
-        Continue(req.narrowed_to(max))
+        req.narrow_to(max);
+        Continue(req)
     }
 
     /// The queue that reclaimed the group's room, while that queue has groups waiting, when the
