@@ -129,7 +129,7 @@ fn main() {
         for (index, node) in members {
             let pod = PodView {
                 uid: format!("{}-{index}", key.name),
-                namespace: key.namespace.clone(),
+                namespace: key.namespace.to_string(),
                 name: format!("{}-{index}", key.name),
                 node: Some(node),
                 ours: true,
@@ -137,7 +137,7 @@ fn main() {
                 ready: true,
                 requests: vec![("cpu".into(), 2000), ("memory".into(), 2 << 30)],
                 place: Some(Box::new(PodPlace {
-                    workload: key.name.clone(),
+                    workload: key.name.to_string(),
                     set: String::new(),
                     child: 0,
                     index: Some(index),

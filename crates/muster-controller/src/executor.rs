@@ -279,7 +279,7 @@ async fn write(client: Client, a: Action) {
                 let owner = OwnerReference {
                     api_version: o.api_version.clone(),
                     kind: o.kind.clone(),
-                    name: key.name.clone(),
+                    name: key.name.to_string(),
                     uid: job_uid,
                     controller: Some(true),
                     block_owner_deletion: None,
@@ -562,8 +562,8 @@ async fn publish(recorder: &Recorder, e: &PendingEvent) -> Result<(), kube::Erro
     let group = ObjectReference {
         api_version: Some("muster.dev/v1alpha1".into()),
         kind: Some("Group".into()),
-        name: Some(e.key.name.clone()),
-        namespace: Some(e.key.namespace.clone()),
+        name: Some(e.key.name.to_string()),
+        namespace: Some(e.key.namespace.to_string()),
         ..ObjectReference::default()
     };
     // One event per decision: on the Job (what its owner describes) with its Group as the
@@ -616,7 +616,7 @@ mod tests {
     }
 
     fn reasons(batch: &[PendingEvent]) -> Vec<(String, String, String)> {
-        batch.iter().map(|e| (e.key.name.clone(), e.reason.clone(), e.message.clone())).collect()
+        batch.iter().map(|e| (e.key.name.to_string(), e.reason.clone(), e.message.clone())).collect()
     }
 
     fn api_error(code: u16) -> kube::Error {

@@ -125,7 +125,7 @@ fn a_successor_keeps_a_workload_released_ahead_rather_than_suspending_it() {
     let b = h.cycle();
     assert_eq!(h.state("next"), Some(GroupState::Reserved));
     let suspends = |x: &[Action]| {
-        x.iter().filter(|x| matches!(x, Action::Suspend { key, suspend: true, .. } if key.name == "next")).count()
+        x.iter().filter(|x| matches!(x, Action::Suspend { key, suspend: true, .. } if &*key.name == "next")).count()
     };
     assert_eq!(suspends(&a) + suspends(&b), 0, "{a:?} {b:?}");
     assert!(binds(&b).is_empty(), "{b:?}");
@@ -137,7 +137,7 @@ fn the_queue_status_tells_how_far_its_estimated_starts_were_from_the_admissions(
     // The queue view gives next its estimated start: first's declared end.
     let engine = h.brain.queue_view_input().expect("started");
     let view = QueueView::of(&engine, h.now, false);
-    let estimate = view.waiting.iter().find(|x| x.key.name == "next").and_then(|x| x.estimated_start).unwrap();
+    let estimate = view.waiting.iter().find(|x| &*x.key.name == "next").and_then(|x| x.estimated_start).unwrap();
     h.brain.apply_queue_view(view.waiting);
     let submitted = h.brain.engine().unwrap().engine().group(&GroupKey::new(NS, "next")).unwrap().spec.submitted_at;
     // first ends 10 s before its declared end: next's wait was 10 s shorter than estimated.

@@ -13,7 +13,7 @@ fn a_job_is_queued_admitted_bound_exactly_and_runs() {
     let first = h.brain.take_actions();
     assert!(
         first.iter().any(
-            |a| matches!(a, Action::EnsureGroup { key, job_uid, .. } if key.name == "train" && job_uid == "uid-train")
+            |a| matches!(a, Action::EnsureGroup { key, job_uid, .. } if &*key.name == "train" && job_uid == "uid-train")
         ),
         "the Group object is created: {first:?}"
     );
@@ -222,7 +222,7 @@ fn nothing_is_written_into_a_namespace_being_deleted_but_its_groups_still_releas
     let other = WorkloadView { key: GroupKey::new("elsewhere", "next"), ..job("next", 2, 2) };
     let a = h.send(job_event(Change::Apply(other)));
     assert!(
-        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: false, .. } if key.namespace == "elsewhere")),
+        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: false, .. } if &*key.namespace == "elsewhere")),
         "{a:?}"
     );
 }
@@ -236,7 +236,7 @@ fn a_refused_binding_releases_the_whole_group() {
     assert_eq!(b.len(), 1);
     let a = h.send(Event::BindFailed { key: GroupKey::new(NS, "train"), pod: p0.name, message: "node full".into() });
     assert!(
-        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: true, .. } if key.name == "train")),
+        a.iter().any(|a| matches!(a, Action::Suspend { key, suspend: true, .. } if &*key.name == "train")),
         "the Job is suspended again (its pods go): {a:?}"
     );
     let suspend = a.iter().position(|a| matches!(a, Action::Suspend { suspend: true, .. })).unwrap();
@@ -301,7 +301,7 @@ fn a_restart_recovers_running_groups_from_the_store_and_bound_pods() {
     assert_eq!(unsuspends(&a, "a"), 0, "no second admission");
     // The status the last instance may not have written: a's again, with its allocation.
     let status = a.iter().rev().find_map(|x| match x {
-        Action::Status { key, status } if key.name == "a" => Some(status.clone()),
+        Action::Status { key, status } if &*key.name == "a" => Some(status.clone()),
         _ => None,
     });
     let status = status.expect("a's status is written again after the restart");
@@ -350,7 +350,7 @@ fn a_queue_view_computed_on_an_older_copy_leaves_groups_that_have_started_alone(
     h.brain.take_actions();
     // While the view is computed, a finishes and b starts.
     let view = QueueView::of(&copy, h.now, false);
-    assert_eq!(view.waiting.iter().map(|x| (x.key.name.as_str(), x.position)).collect::<Vec<_>>(), [("b", 1)]);
+    assert_eq!(view.waiting.iter().map(|x| (x.key.name.as_ref(), x.position)).collect::<Vec<_>>(), [("b", 1)]);
     let mut done = job("a", 1, 4);
     done.finished = Some(true);
     h.send(job_event(Change::Apply(done)));
@@ -369,7 +369,7 @@ fn a_plain_pod_group_is_admitted_ungated_bound_exactly_finishes_and_goes_with_it
     let a = h.send(Event::Pod(Change::Apply(pods[0].clone())));
     assert_eq!(h.state("ring"), None, "not queued with 1 of its 3 pods: {a:?}");
     let waiting = a.iter().find_map(|a| match a {
-        Action::Status { key, status } if key.name == "ring" => status.message.clone(),
+        Action::Status { key, status } if &*key.name == "ring" => status.message.clone(),
         _ => None,
     });
     assert!(waiting.as_deref().is_some_and(|m| m.contains("1 of the 3")), "{a:?}");
@@ -378,7 +378,7 @@ fn a_plain_pod_group_is_admitted_ungated_bound_exactly_finishes_and_goes_with_it
     assert_eq!(h.state("ring"), None);
     a.extend(h.send(Event::Pod(Change::Apply(pods[2].clone()))));
     let ensure = a.iter().find_map(|a| match a {
-        Action::EnsureGroup { key, spec, job_uid } if key.name == "ring" => Some((spec.clone(), job_uid.clone())),
+        Action::EnsureGroup { key, spec, job_uid } if &*key.name == "ring" => Some((spec.clone(), job_uid.clone())),
         _ => None,
     });
     let (spec, owner) = ensure.unwrap_or_else(|| panic!("the Group object is created: {a:?}"));
@@ -558,7 +558,7 @@ fn an_evicted_plain_group_deletes_its_pods_and_goes_with_them() {
     assert_eq!(binds(&all).len(), 2);
     let a = h.send(Event::BindFailed { key: GroupKey::new(NS, "ring"), pod: "ring-1".into(), message: "no".into() });
     let deleted = a.iter().find_map(|a| match a {
-        Action::DeletePods { key, pods, .. } if key.name == "ring" => Some(pods.clone()),
+        Action::DeletePods { key, pods, .. } if &*key.name == "ring" => Some(pods.clone()),
         _ => None,
     });
     let mut deleted = deleted.unwrap_or_else(|| panic!("the group's pods are deleted: {a:?}"));
@@ -664,7 +664,7 @@ fn a_restart_redoes_what_a_crash_lost_between_deciding_and_acting() {
     assert_eq!(unsuspends(&a, "b"), 0, "b's landed; nothing to redo");
     for name in ["a", "b"] {
         assert!(
-            a.iter().any(|x| matches!(x, Action::EnsureGroup { key, .. } if key.name == name)),
+            a.iter().any(|x| matches!(x, Action::EnsureGroup { key, .. } if &*key.name == name)),
             "the Group object of {name} is written again: {a:?}"
         );
     }
@@ -714,7 +714,7 @@ fn jobset_suspends(actions: &[Action]) -> Vec<bool> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Suspend { key, kind, suspend } if key.name == "train" && kind.kind == "JobSet" => Some(*suspend),
+            Action::Suspend { key, kind, suspend } if &*key.name == "train" && kind.kind == "JobSet" => Some(*suspend),
             _ => None,
         })
         .collect()
@@ -730,7 +730,7 @@ fn a_trainjobs_jobset_is_released_and_evicted_through_the_trainjob() {
     let patched: Vec<(&str, bool)> = a
         .iter()
         .filter_map(|a| match a {
-            Action::Suspend { key, kind, suspend } if key.name == "train" => Some((kind.kind, *suspend)),
+            Action::Suspend { key, kind, suspend } if &*key.name == "train" => Some((kind.kind, *suspend)),
             _ => None,
         })
         .collect();
@@ -742,7 +742,7 @@ fn a_jobset_is_one_group_and_its_pods_are_numbered_across_its_child_jobs() {
     let mut h = Harness::new(&[node("n1", 4), node("n2", 4)], &[], &[]);
     let a = h.send(jobset_event(Change::Apply(jobset(true))));
     let ensured = a.iter().find_map(|a| match a {
-        Action::EnsureGroup { key, spec, job_uid } if key.name == "train" => Some((spec.clone(), job_uid.clone())),
+        Action::EnsureGroup { key, spec, job_uid } if &*key.name == "train" => Some((spec.clone(), job_uid.clone())),
         _ => None,
     });
     let (spec, uid) = ensured.expect("the Group object is created");
@@ -783,7 +783,7 @@ fn a_jobset_is_one_group_and_its_pods_are_numbered_across_its_child_jobs() {
     assert_eq!(last_phase(&a, "train"), Some(GroupState::Succeeded));
     // Deleted: the group goes, and with it the Group object.
     let a = h.send(jobset_event(Change::Delete(jobset(false))));
-    assert!(a.iter().any(|a| matches!(a, Action::DeleteGroup { key } if key.name == "train")), "{a:?}");
+    assert!(a.iter().any(|a| matches!(a, Action::DeleteGroup { key } if &*key.name == "train")), "{a:?}");
     assert_eq!(h.state("train"), None);
 }
 
@@ -804,8 +804,9 @@ fn a_jobset_is_suspended_on_eviction_and_by_its_user_as_a_jobset() {
     let a = h.send(jobset_event(Change::Apply(asked)));
     assert_eq!(h.state("train"), Some(GroupState::Suspended));
     assert!(
-        a.iter()
-            .any(|a| matches!(a, Action::ClearRequests { key, kind } if key.name == "train" && kind.kind == "JobSet")),
+        a.iter().any(
+            |a| matches!(a, Action::ClearRequests { key, kind } if &*key.name == "train" && kind.kind == "JobSet")
+        ),
         "{a:?}"
     );
     // And asks to resume it: through the queue, then resumed by muster.
@@ -905,7 +906,7 @@ fn a_waiting_jobs_resize_reshapes_its_group() {
     let objects: Vec<_> = a
         .iter()
         .filter_map(|a| match a {
-            Action::EnsureGroup { key, spec, .. } if key.name == "big" => Some(spec.members.min),
+            Action::EnsureGroup { key, spec, .. } if &*key.name == "big" => Some(spec.members.min),
             _ => None,
         })
         .collect();
@@ -962,7 +963,7 @@ fn a_shrinkable_job_gives_back_pods_and_the_next_job_binds_only_once_they_are_go
     let deleted: Vec<String> = a
         .iter()
         .filter_map(|a| match a {
-            Action::DeletePods { key, pods, .. } if key.name == "el" => Some(pods.iter().map(|(n, _)| n.clone())),
+            Action::DeletePods { key, pods, .. } if &*key.name == "el" => Some(pods.iter().map(|(n, _)| n.clone())),
             _ => None,
         })
         .flatten()

@@ -23,7 +23,7 @@ fn deadlines(actions: &[Action], name: &str) -> Vec<u64> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::JobDeadline { key, seconds } if key.name == name => Some(*seconds),
+            Action::JobDeadline { key, seconds } if &*key.name == name => Some(*seconds),
             _ => None,
         })
         .collect()
@@ -62,7 +62,7 @@ fn a_job_past_its_run_time_and_grace_is_failed_through_its_deadline() {
     });
     assert!(event.expect("a warning event").contains("declared run time of 10 s"), "{a:?}");
     let status = a.iter().rev().find_map(|x| match x {
-        Action::Status { key, status } if key.name == "liar" => Some(status.clone()),
+        Action::Status { key, status } if &*key.name == "liar" => Some(status.clone()),
         _ => None,
     });
     let status = status.expect("its status");
@@ -110,7 +110,7 @@ fn a_plain_group_past_its_limit_has_its_pods_deleted() {
     }
     assert_eq!(h.state("ring"), Some(GroupState::Failed));
     let deleted = a.iter().find_map(|x| match x {
-        Action::DeletePods { key, pods, .. } if key.name == "ring" => Some(pods.len()),
+        Action::DeletePods { key, pods, .. } if &*key.name == "ring" => Some(pods.len()),
         _ => None,
     });
     assert_eq!(deleted, Some(2), "{a:?}");

@@ -86,7 +86,7 @@ fn a_plain_group_waits_for_its_pods_and_refuses_pods_that_differ_from_its_first(
     for p in &few {
         gone.extend(h.send(Event::Pod(Change::Delete(p.clone()))));
     }
-    assert!(gone.iter().any(|a| matches!(a, Action::DeleteGroup { key } if key.name == "big")), "{gone:?}");
+    assert!(gone.iter().any(|a| matches!(a, Action::DeleteGroup { key } if &*key.name == "big")), "{gone:?}");
     assert!(admitted(&h, "honest"), "both whole nodes are free for the honest Job");
     // Elastic (group-min 1): queued with its one pod, but for one member, not fifty.
     let lone = PodView { members: Some(Box::new(Ok(Members { min: 1, max: Some(50) }))), ..plain("lone", 0, 50, 1) };
@@ -194,7 +194,7 @@ fn a_group_status_written_by_someone_else_is_restored_and_a_deleted_group_recrea
         .iter()
         .rev()
         .find_map(|a| match a {
-            Action::Status { key, status } if key.name == "train" => Some((**status).clone()),
+            Action::Status { key, status } if &*key.name == "train" => Some((**status).clone()),
             _ => None,
         })
         .expect("muster wrote a status");
@@ -215,7 +215,7 @@ fn a_group_status_written_by_someone_else_is_restored_and_a_deleted_group_recrea
     h.send(Event::GroupObject(Change::Delete(group_object("train", mine, true))));
     h.now += 3;
     let a = h.cycle();
-    assert!(a.iter().any(|a| matches!(a, Action::EnsureGroup { key, .. } if key.name == "train")), "{a:?}");
+    assert!(a.iter().any(|a| matches!(a, Action::EnsureGroup { key, .. } if &*key.name == "train")), "{a:?}");
     assert_eq!(last_phase(&a, "train"), Some(GroupState::Admitted));
     assert!(admitted(&h, "train"), "the engine kept the group all along");
     // Deleted with its Job: gone for good.
@@ -293,7 +293,7 @@ impl Cluster {
                     events.push(Event::Pod(Change::Apply(b)));
                 }
                 Action::Suspend { key, suspend: false, .. } => {
-                    let Some(j) = self.jobs.get_mut(&key.name) else { continue };
+                    let Some(j) = self.jobs.get_mut(&*key.name) else { continue };
                     j.suspended = false;
                     events.push(job_event(Change::Apply(j.clone())));
                     // The Job controller creates its pods.

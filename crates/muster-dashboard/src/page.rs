@@ -185,7 +185,7 @@ pub struct EventLine {
 /// The content of one group's page; `None` when the plan has no such group (it ended, or the
 /// viewer may not see it).
 pub fn group(plan: &Plan, namespace: &str, name: &str, events: &[EventLine]) -> Option<String> {
-    let g = plan.groups.iter().find(|g| g.key.namespace == namespace && g.key.name == name)?;
+    let g = plan.groups.iter().find(|g| &*g.key.namespace == namespace && &*g.key.name == name)?;
     let mut out = String::new();
     let _ = write!(
         out,

@@ -195,7 +195,7 @@ fn token(headers: &HeaderMap) -> Option<String> {
 async fn seen(app: &App, headers: &HeaderMap, caller: IpAddr, html: bool) -> Result<Option<(Plan, Viewer)>, Response> {
     let plan = app.plan.borrow().clone();
     let namespaces: BTreeSet<String> =
-        plan.iter().flat_map(|p| p.groups.iter().map(|g| g.key.namespace.clone())).collect();
+        plan.iter().flat_map(|p| p.groups.iter().map(|g| g.key.namespace.to_string())).collect();
     match app.access.viewer(token(headers).as_deref(), &namespaces, caller).await {
         Ok(viewer) => Ok(plan.map(|p| (viewer.visible(&p), viewer))),
         Err(Denied::NoToken | Denied::NotAuthenticated) if html => Err(Redirect::to("/login").into_response()),

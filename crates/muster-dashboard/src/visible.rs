@@ -108,7 +108,7 @@ mod tests {
         };
         let seen = v.visible(&plan);
         assert_eq!(seen.groups.len(), 1);
-        assert_eq!(seen.groups[0].key.namespace, "a");
+        assert_eq!(seen.groups[0].key.namespace.as_ref(), "a");
         assert!(seen.queues.is_empty() && seen.nodes.is_empty() && seen.set_asides.is_empty());
     }
 }

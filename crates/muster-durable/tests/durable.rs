@@ -84,7 +84,7 @@ fn two_instances_never_double_admit<B: Backend>(b: &B) {
     drop(bb);
     let (a2, rec) = start(a.into_store(), "a", &cluster.report(), 70);
     assert!(rec.transitions.is_empty(), "{rec:?}");
-    let names: Vec<_> = a2.engine().groups().map(|g| g.spec.key.name.clone()).collect();
+    let names: Vec<_> = a2.engine().groups().map(|g| g.spec.key.name.to_string()).collect();
     assert_eq!(names, ["a0", "a1", "a2", "b0"]);
     a2.engine().check_invariants().unwrap();
 }
@@ -337,7 +337,7 @@ fn postgres_down_stops_admissions_then_catches_up() {
     server.restart().unwrap();
     assert!(d.tick(11).transitions.is_empty(), "backoff not over yet");
     let t = d.tick(12);
-    let moves: Vec<_> = t.transitions.iter().map(|t| (t.key.name.as_str(), t.to)).collect();
+    let moves: Vec<_> = t.transitions.iter().map(|t| (t.key.name.as_ref(), t.to)).collect();
     assert_eq!(moves, [("other", GroupState::Succeeded), ("late", GroupState::Queued)]);
     assert!(t.refused.is_empty());
     assert!(d.status().is_admitting(), "{}", d.status());

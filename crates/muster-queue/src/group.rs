@@ -10,13 +10,13 @@ use crate::clock;
 /// A group's identity: the namespace and name of the Job/JobSet/pod group it stands for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct GroupKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: std::sync::Arc<str>,
+    pub name: std::sync::Arc<str>,
 }
 
 impl GroupKey {
     pub fn new(namespace: &str, name: &str) -> Self {
-        Self { namespace: namespace.to_string(), name: name.to_string() }
+        Self { namespace: namespace.into(), name: name.into() }
     }
 }
 

@@ -141,7 +141,7 @@ fn outrun_work_waits_or_is_evicted_when_the_window_opens() {
                 assert_ne!(state(&e, "ours"), GroupState::Admitted);
             }
             AtStart::Evict => {
-                let evicted = ts.iter().find(|t| t.key.name == "overrun" && t.to == GroupState::Evicted).unwrap();
+                let evicted = ts.iter().find(|t| &*t.key.name == "overrun" && t.to == GroupState::Evicted).unwrap();
                 assert_eq!(evicted.reason, Reason::ReservationStarted { reservation: "training".into() });
                 assert_eq!(state(&e, "shared"), GroupState::Running, "only work on the set-aside room goes");
                 e.schedule(101);

@@ -55,7 +55,7 @@ fn submit_units(e: &mut Engine, q: &str, first: u32, n: u32, now: i64) -> Vec<St
         let ts = e.schedule(now + step);
         ready_all(e, &ts, now + step);
         e.check_invariants().unwrap();
-        evicted.extend(ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()));
+        evicted.extend(ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.to_string()));
     }
     evicted
 }
@@ -128,7 +128,7 @@ fn a_gang_reclaims_from_a_subtree_only_what_it_borrows_and_the_rest_elsewhere() 
     let ts = e.schedule(110);
     e.check_invariants().unwrap();
     let mut evicted: Vec<String> =
-        ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+        ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.to_string()).collect();
     evicted.sort();
     assert_eq!(evicted.iter().filter(|v| v.starts_with('b')).count(), 2, "{evicted:?}");
     assert_eq!(evicted.iter().filter(|v| v.starts_with('d')).count(), 2, "{evicted:?}");

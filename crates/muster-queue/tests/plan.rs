@@ -18,7 +18,7 @@ fn the_plan_shows_what_runs_what_is_reserved_and_what_the_planner_expects() {
     let reservations = e.graph().stat().reservations;
     let plan = e.plan(2);
     assert_eq!(plan.now, 2);
-    let names: Vec<&str> = plan.groups.iter().map(|g| g.key.name.as_str()).collect();
+    let names: Vec<&str> = plan.groups.iter().map(|g| g.key.name.as_ref()).collect();
     assert_eq!(names, ["run", "a", "b"], "running first, then the queue in order");
 
     let run = &plan.groups[0];

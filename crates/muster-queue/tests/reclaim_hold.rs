@@ -48,8 +48,10 @@ fn a_reclaimed_group_borrows_again_only_once_the_lender_has_nothing_waiting() {
     for i in 0..3 {
         e.submit(spec(&format!("l{i}"), "lender", 1, 1, None, 10), 10).unwrap();
     }
-    let reclaimed: Vec<String> =
-        (settle(&mut e, 10).into_iter()).filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    let reclaimed: Vec<String> = (settle(&mut e, 10).into_iter())
+        .filter(|t| t.to == GroupState::Evicted)
+        .map(|t| t.key.name.to_string())
+        .collect();
     assert_eq!(reclaimed.len(), 3, "{reclaimed:?}");
     e.submit(spec("node", "lender", 1, 2, None, 20), 20).unwrap();
     settle(&mut e, 20);

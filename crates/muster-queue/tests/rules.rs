@@ -54,7 +54,7 @@ fn easy_backfills_only_what_does_not_delay_the_reservation() {
     let ts = e.schedule(3);
     assert_eq!(state(&e, "long"), GroupState::Queued, "would run past 50 on big's node");
     assert_eq!(state(&e, "short"), GroupState::Admitted);
-    let adm = ts.iter().find(|t| t.key.name == "short").unwrap();
+    let adm = ts.iter().find(|t| &*t.key.name == "short").unwrap();
     assert_eq!(adm.reason, Reason::Admitted { backfill: true });
     assert_eq!(e.group(&key("big")).unwrap().reserved_at, Some(50));
     // EASY reserves only the head: `long` gets no reservation.
@@ -160,7 +160,7 @@ fn selective_protects_at_once_a_group_that_declares_no_run_time() {
 
 #[test]
 fn a_reserved_group_of_fixed_size_is_starting_soon_within_its_queues_lead() {
-    let soon = |e: &Engine, now: i64| e.starting_soon(now).map(|g| g.spec.key.name.clone()).collect::<Vec<_>>();
+    let soon = |e: &Engine, now: i64| e.starting_soon(now).map(|g| g.spec.key.name.to_string()).collect::<Vec<_>>();
     for (ahead, at_40) in [(10, vec!["big".to_string()]), (0, vec![])] {
         let mut c = one_queue(QueuePolicy::Conservative { depth: 16 });
         c.queues[0].create_pods_ahead_s = ahead;
@@ -181,7 +181,7 @@ fn a_reserved_group_of_fixed_size_is_starting_soon_within_its_queues_lead() {
 
 #[test]
 fn the_first_in_line_behind_a_group_without_a_run_time_is_starting_soon_and_only_it() {
-    let soon = |e: &Engine| e.starting_soon(5).map(|g| g.spec.key.name.clone()).collect::<Vec<_>>();
+    let soon = |e: &Engine| e.starting_soon(5).map(|g| g.spec.key.name.to_string()).collect::<Vec<_>>();
     for (ahead, first) in [(60, vec!["next".to_string()]), (0, vec![])] {
         let mut c = one_queue(QueuePolicy::Conservative { depth: 16 });
         c.queues[0].create_pods_ahead_s = ahead;
@@ -273,7 +273,7 @@ fn overrun_moves_the_reservation_and_says_so() {
     let ts = e.schedule(60);
     assert!(
         ts.iter()
-            .any(|t| t.key.name == "big" && t.to == GroupState::Reserved && t.reason == Reason::Reserved { at: 61 }),
+            .any(|t| &*t.key.name == "big" && t.to == GroupState::Reserved && t.reason == Reason::Reserved { at: 61 }),
         "{ts:?}"
     );
     assert!(e.explain(&key("big"), 60).unwrap().reason.contains("reserved to start at t=61 s"));
@@ -433,7 +433,7 @@ fn preemption_evicts_the_fewest_whole_groups() {
     e.submit(hi, 3).unwrap();
     let ts = e.schedule(3);
     assert_eq!(state(&e, "hi"), GroupState::Admitted);
-    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.to_string()).collect();
     assert_eq!(victims, vec!["wide"], "{ts:?}");
     let evicted = &ts.iter().find(|t| t.to == GroupState::Evicted).unwrap();
     assert_eq!(evicted.allocation.as_ref().unwrap().members.len(), 2);
@@ -459,10 +459,10 @@ fn preemption_minimises_after_greedy() {
     hi.priority_class = Some("high".into());
     e.submit(hi, 3).unwrap();
     let ts = e.schedule(3);
-    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.to_string()).collect();
     assert_eq!(victims, vec!["s2", "wide"], "{ts:?}");
     assert_eq!(state(&e, "s1"), GroupState::Admitted);
-    let adm = ts.iter().find(|t| t.key.name == "hi").unwrap();
+    let adm = ts.iter().find(|t| &*t.key.name == "hi").unwrap();
     assert!(matches!(&adm.reason, Reason::AdmittedByPreemption { victims } if victims.len() == 2));
     e.check_invariants().unwrap();
 }
@@ -486,7 +486,7 @@ fn preemption_loses_the_least_work_rather_than_evicting_the_fewest_groups() {
     e.submit(hi, 100).unwrap();
     let ts = e.schedule(100);
     assert_eq!(state(&e, "hi"), GroupState::Admitted);
-    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.to_string()).collect();
     assert_eq!(victims, vec!["s1", "s2"], "{ts:?}");
     assert_eq!(state(&e, "old"), GroupState::Running);
     e.check_invariants().unwrap();
@@ -548,7 +548,7 @@ fn reclaim_evicts_the_borrower_that_loses_the_least_work() {
     // b-new 2 x 10 = 20: b-new goes, though it has more members.
     e.submit(spec("a1", "a", 1, 4, None, 110), 110).unwrap();
     let ts = e.schedule(110);
-    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    let victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.to_string()).collect();
     assert_eq!(victims, vec!["b-new"], "{ts:?}");
     assert_eq!(state(&e, "a1"), GroupState::Admitted);
     assert_eq!(state(&e, "b-long"), GroupState::Running);
@@ -576,7 +576,8 @@ fn a_group_may_preempt_in_its_queue_and_reclaim_in_the_cohort_at_once() {
     hi.priority_class = Some("high".into());
     e.submit(hi, 10).unwrap();
     let ts = e.schedule(10);
-    let mut victims: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.clone()).collect();
+    let mut victims: Vec<_> =
+        ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.to_string()).collect();
     victims.sort();
     assert_eq!(victims, ["a-low", "b-new"], "{ts:?}");
     assert_eq!(state(&e, "hi"), GroupState::Admitted);
@@ -596,11 +597,11 @@ fn a_group_its_queue_can_never_hold_is_unsatisfiable_and_says_which_limit() {
         g.reason,
         "unsatisfiable: quota: its 3 members need cpu 12, but queue a can hold at most 8 (its nominal 4 + 4 the rest of cohort co can lend)"
     );
-    assert!(ts.iter().any(|t| t.key.name == "big" && matches!(t.reason, Reason::Unsatisfiable { .. })), "{ts:?}");
+    assert!(ts.iter().any(|t| &*t.key.name == "big" && matches!(t.reason, Reason::Unsatisfiable { .. })), "{ts:?}");
     assert_eq!(state(&e, "fits"), GroupState::Admitted, "8 cpu is within reach");
     let view = e.queue_view(0);
     assert!(
-        view.iter().all(|x| x.key.name != "big" || x.estimated_start.is_none()),
+        view.iter().all(|x| x.key.name.as_ref() != "big" || x.estimated_start.is_none()),
         "no estimate for what can never start: {view:?}"
     );
     let mut c = quota_cfg();
@@ -627,7 +628,7 @@ fn reclaim_lent_quota_within_cohort() {
     assert_eq!(state(&e, "a1"), GroupState::Admitted);
     let ev: Vec<_> = ts.iter().filter(|t| t.to == GroupState::Evicted).collect();
     assert_eq!(ev.len(), 1);
-    assert_eq!(ev[0].key.name, "b2", "the most recently admitted borrower");
+    assert_eq!(ev[0].key.name.as_ref(), "b2", "the most recently admitted borrower");
     assert!(matches!(ev[0].reason, Reason::Reclaimed { .. }));
     e.check_invariants().unwrap();
 }
@@ -656,7 +657,7 @@ fn reclaim_asks_a_shrinkable_borrower_for_its_surplus_members_instead_of_evictin
     assert!(!ts.iter().any(|t| t.to == GroupState::Evicted), "nothing starts over: {ts:?}");
     let given = ts.iter().find(|t| matches!(t.reason, Reason::GivingWay { .. })).expect("asked back");
     let Reason::GivingWay { members, to: waiting } = &given.reason else { unreachable!() };
-    assert_eq!((given.key.name.as_str(), waiting.name.as_str(), members.len()), ("b-el", "a1", 4));
+    assert_eq!((given.key.name.as_ref(), &*waiting.name, members.len()), ("b-el", "a1", 4));
     // a1 waits for the pods to go, and another cycle asks nothing more of anyone.
     assert_ne!(state(&e, "a1"), GroupState::Admitted);
     assert!(e.explain(&key("a1"), 10).unwrap().reason.contains("asked back for it (preemption)"));
@@ -789,7 +790,7 @@ fn a_shrinkable_group_gives_back_members_and_the_first_in_line_starts_once_they_
     // Without giving way, big would start at 100; with it, now, and el loses 4 x 20 / 8 = 10 s.
     let given = ts.iter().find(|t| matches!(t.reason, Reason::GivingWay { .. })).expect("asked to give way");
     let Reason::GivingWay { members, to: waiting } = &given.reason else { unreachable!() };
-    assert_eq!((given.key.name.as_str(), given.to, waiting.name.as_str()), ("el", GroupState::Running, "big"));
+    assert_eq!((given.key.name.as_ref(), given.to, &*waiting.name), ("el", GroupState::Running, "big"));
     assert_eq!(members.len(), 4);
     let alloc = e.group(&key("el")).unwrap().allocation.clone().unwrap();
     let nodes: std::collections::BTreeSet<_> =
@@ -856,7 +857,7 @@ fn readiness_timeout_backoff_then_deactivate() {
     for round in 1..=4 {
         assert_eq!(to(&ts, "g").last(), Some(&GroupState::Admitted), "round {round}");
         e.pods_ready(&key("g"), 1, now + 10).unwrap();
-        assert!(e.schedule(now + 299).iter().all(|t| t.key.name != "g"));
+        assert!(e.schedule(now + 299).iter().all(|t| t.key.name.as_ref() != "g"));
         let out = e.schedule(now + 300);
         if round == 4 {
             assert_eq!(to(&out, "g"), vec![GroupState::Evicted, GroupState::Deactivated]);
@@ -1189,7 +1190,7 @@ fn unsatisfiable_is_marked_once_and_not_retried() {
     // Not retried: later cycles do not call the matcher for it.
     e.submit(spec("ok2", "q", 1, 1, None, 5), 5).unwrap();
     let ts = e.schedule(5);
-    assert!(ts.iter().all(|t| t.key.name != "huge"));
+    assert!(ts.iter().all(|t| t.key.name.as_ref() != "huge"));
     assert_eq!(e.last_cycle().match_calls, 1, "only ok2 was matched");
     let x = e.explain(&key("huge"), 5).unwrap();
     assert!(x.reason.starts_with("unsatisfiable: needs 40 members in one rack"), "{}", x.reason);
@@ -1363,7 +1364,7 @@ fn a_copy_of_the_engine_shares_the_groups_a_batch_leaves_alone() {
         |a: &Engine, b: &Engine, name: &str| std::ptr::eq(a.group(&key(name)).unwrap(), b.group(&key(name)).unwrap());
     // A cycle that changes nothing (the waiting groups' reasons are rewritten to the same text).
     e.schedule(8);
-    let names: Vec<String> = e.groups().map(|g| g.spec.key.name.clone()).collect();
+    let names: Vec<String> = e.groups().map(|g| g.spec.key.name.to_string()).collect();
     assert!(names.len() >= 6, "{names:?}");
     for n in &names {
         assert!(shared(&before, &e, n), "{n} was copied by a cycle that changed nothing");
@@ -1500,7 +1501,7 @@ fn forecast_case(policy: QueuePolicy) -> Engine {
 fn estimated_starts_follow_the_policy_not_the_queue_order() {
     let starts = |e: &Engine| {
         let view = e.queue_view(2);
-        let at = |name: &str| view.iter().find(|x| x.key.name == name).and_then(|x| x.estimated_start);
+        let at = |name: &str| view.iter().find(|x| &*x.key.name == name).and_then(|x| x.estimated_start);
         (at("big"), at("small"))
     };
     // Best effort: `small` takes r1's node at 100 and holds it until 250, so `big` starts then.
@@ -1528,7 +1529,7 @@ fn estimated_starts_expect_the_run_times_of_past_runs_while_reservations_keep_th
     assert_eq!(e.group(&key("next")).unwrap().reserved_at, Some(1400));
     assert_eq!(e.explain(&key("next"), 401).unwrap().estimated_start, Some(400 + 200));
     let plan = e.plan(401);
-    let window = plan.groups.iter().find(|g| g.key.name == "next").and_then(|g| g.window.clone()).unwrap();
+    let window = plan.groups.iter().find(|g| &*g.key.name == "next").and_then(|g| g.window.clone()).unwrap();
     assert_eq!(
         (window.kind, window.start),
         (muster_queue::WindowKind::Reserved, 1400),

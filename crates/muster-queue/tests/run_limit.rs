@@ -29,7 +29,7 @@ fn liar_backfilled(mode: RunTimeLimitMode, declared: u64) -> Engine {
     assert_eq!(e.group(&key("gang")).unwrap().reserved_at, Some(50));
     e.submit(spec("liar", "q", 1, 4, Some(declared), 2), 2).unwrap();
     let ts = e.schedule(2);
-    let admitted = ts.iter().find(|t| t.key.name == "liar").expect("liar is backfilled");
+    let admitted = ts.iter().find(|t| &*t.key.name == "liar").expect("liar is backfilled");
     assert_eq!(admitted.reason, Reason::Admitted { backfill: true });
     ready_all(&mut e, &ts, 2);
     e
@@ -44,7 +44,7 @@ fn run_until(e: &mut Engine, from: i64, to: i64) -> Option<i64> {
             e.finished(&key("filler"), true, t).unwrap();
         }
         let ts = e.schedule(t);
-        if ts.iter().any(|x| x.key.name == "gang" && x.to == GroupState::Admitted) {
+        if ts.iter().any(|x| &*x.key.name == "gang" && x.to == GroupState::Admitted) {
             admitted = Some(t);
         }
         e.check_invariants().unwrap();
@@ -58,7 +58,7 @@ fn a_group_that_outruns_its_declared_run_time_is_ended_after_the_grace() {
     assert!(run_until(&mut e, 3, 2 + 1 + GRACE - 1).is_none());
     assert_eq!(state(&e, "liar"), GroupState::Running, "still within its run time and grace");
     let ts = e.schedule(2 + 1 + GRACE);
-    let ended = ts.iter().find(|t| t.key.name == "liar").expect("liar is ended at 1 s + grace");
+    let ended = ts.iter().find(|t| &*t.key.name == "liar").expect("liar is ended at 1 s + grace");
     assert_eq!((ended.from, ended.to), (GroupState::Running, GroupState::Failed));
     assert_eq!(ended.reason, Reason::RunTimeExceeded { run_time_s: 1, grace_s: GRACE as u64 });
     assert!(ended.allocation.is_some(), "its room is released");
@@ -106,7 +106,7 @@ fn the_limit_survives_a_restore() {
     let mut back = Engine::restore(graph(2, 4), serde_json::from_str(&json).unwrap()).unwrap();
     assert_eq!(back.next_timer(), Some(2 + 1 + GRACE), "the limit is a timer of the restored engine");
     let ts = back.schedule(100);
-    assert!(ts.iter().any(|t| t.key.name == "liar" && matches!(t.reason, Reason::RunTimeExceeded { .. })), "{ts:?}");
+    assert!(ts.iter().any(|t| &*t.key.name == "liar" && matches!(t.reason, Reason::RunTimeExceeded { .. })), "{ts:?}");
 }
 
 #[test]

@@ -36,18 +36,18 @@ fn seed_001_every_job_completes_without_deadlock() {
     for now in 0..600 {
         for (t, k, n) in ready_at.iter().filter(|(t, ..)| *t == now) {
             e.pods_ready(k, *n, *t).unwrap();
-            let run = if k.name == "quick-job" { 1 } else { 10 };
+            let run = if &*k.name == "quick-job" { 1 } else { 10 };
             done_at.push((now + run, k.clone()));
         }
         for (_, k) in done_at.iter().filter(|(t, _)| *t == now) {
             e.finished(k, true, now).unwrap();
-            completed.push(k.name.clone());
+            completed.push(k.name.to_string());
         }
         for t in e.schedule(now) {
             assert_ne!(t.to, GroupState::Evicted, "no timeout is ever needed: {t:?}");
             if t.to == GroupState::Admitted {
                 let n = t.allocation.as_ref().unwrap().members.len() as u32;
-                assert_eq!(n, if t.key.name == "quick-job" { 50 } else { 20 }, "all members placed at once");
+                assert_eq!(n, if &*t.key.name == "quick-job" { 50 } else { 20 }, "all members placed at once");
                 ready_at.push((now + 3, t.key.clone(), n));
             }
         }

@@ -45,6 +45,6 @@ fn the_owners_group_takes_free_room_before_an_older_borrower() {
     e.check_invariants().unwrap();
     assert_eq!(state(&e, "o1"), GroupState::Admitted, "{ts:?}");
     assert_eq!(state(&e, "b2"), GroupState::Queued, "{ts:?}");
-    let evicted: Vec<&str> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.as_str()).collect();
+    let evicted: Vec<&str> = ts.iter().filter(|t| t.to == GroupState::Evicted).map(|t| t.key.name.as_ref()).collect();
     assert!(evicted.is_empty(), "nothing is admitted only to be evicted: {ts:?}");
 }

@@ -74,7 +74,7 @@ impl<S: Store> Brain<S> {
     fn devices_changed(&mut self, namespace: Option<&str>) {
         let asking: Vec<String> = (self.workloads())
             .filter(|j| j.devices.iter().any(|d| !d.is_empty()))
-            .filter(|j| namespace.is_none_or(|ns| j.key.namespace == ns))
+            .filter(|j| namespace.is_none_or(|ns| &*j.key.namespace == ns))
             .map(|j| j.key.to_string())
             .collect();
         self.dirty_jobs.extend(asking);

@@ -36,7 +36,7 @@ impl<S: Store> Brain<S> {
         }
         let pods: Vec<(String, String)> = self.live_plain_pods(key).map(|p| (p.name.clone(), p.uid.clone())).collect();
         if !pods.is_empty() {
-            self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.clone(), pods });
+            self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.to_string(), pods });
         }
     }
 }

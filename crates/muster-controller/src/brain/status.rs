@@ -172,7 +172,11 @@ impl<S: Store> Brain<S> {
                     self.plain_pods(key).filter(|p| !p.deleting).map(|p| (p.name.clone(), p.uid.clone())).collect();
                 let n = pods.len();
                 if n > 0 {
-                    self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.clone(), pods });
+                    self.actions.push(Action::DeletePods {
+                        key: key.clone(),
+                        namespace: key.namespace.to_string(),
+                        pods,
+                    });
                 }
                 let text =
                     format!("{message}; deleting its {n} pods (plain pods cannot be suspended; create them again)");
@@ -209,7 +213,11 @@ impl<S: Store> Brain<S> {
                     .collect();
                 let text = format!("{message}; deleting {} pods", pods.len());
                 if !pods.is_empty() {
-                    self.actions.push(Action::DeletePods { key: key.clone(), namespace: key.namespace.clone(), pods });
+                    self.actions.push(Action::DeletePods {
+                        key: key.clone(),
+                        namespace: key.namespace.to_string(),
+                        pods,
+                    });
                 }
                 self.event(key, EventType::Normal, "GivingWay", &text);
             }

@@ -225,14 +225,14 @@ pub fn unsuspends(actions: &[Action], name: &str) -> usize {
     actions
         .iter()
         .filter(
-            |a| matches!(a, Action::Suspend { key, kind, suspend: false } if key.name == name && kind.kind == "Job"),
+            |a| matches!(a, Action::Suspend { key, kind, suspend: false } if &*key.name == name && kind.kind == "Job"),
         )
         .count()
 }
 
 pub fn last_phase(actions: &[Action], name: &str) -> Option<GroupState> {
     actions.iter().rev().find_map(|a| match a {
-        Action::Status { key, status } if key.name == name => status.phase,
+        Action::Status { key, status } if &*key.name == name => status.phase,
         _ => None,
     })
 }
@@ -294,5 +294,5 @@ pub fn allocation(h: &Harness, name: &str) -> Vec<(u32, String)> {
 }
 
 pub fn deleted_groups(actions: &[Action], name: &str) -> usize {
-    actions.iter().filter(|a| matches!(a, Action::DeleteGroup { key } if key.name == name)).count()
+    actions.iter().filter(|a| matches!(a, Action::DeleteGroup { key } if &*key.name == name)).count()
 }

@@ -158,7 +158,7 @@ pub fn recovery_reconciles_with_the_cluster<B: Backend>(b: &B) {
     report.running.insert(key("stranger"), vec![pod(0, 2)]);
 
     let (r, rec) = start(b.open(), "a", &report, 10);
-    let moves: Vec<_> = rec.transitions.iter().map(|t| (t.key.name.as_str(), t.from, t.to)).collect();
+    let moves: Vec<_> = rec.transitions.iter().map(|t| (t.key.name.as_ref(), t.from, t.to)).collect();
     use GroupState::*;
     assert_eq!(
         moves,

@@ -215,7 +215,7 @@ mod tests {
     }
 
     fn names(t: &GroupTable) -> Vec<&str> {
-        t.iter().map(|(k, _)| k.name.as_str()).collect()
+        t.iter().map(|(k, _)| &*k.name).collect()
     }
 
     #[test]
@@ -229,7 +229,7 @@ mod tests {
         t.retire(&c);
         assert_eq!(t.slot(&b), None, "an ended group holds no slot");
         assert!(t.slot(&GroupKey::new("ns", "a")).is_some());
-        assert_eq!(t.get(&b).map(|g| g.spec.key.name.as_str()), Some("b"));
+        assert_eq!(t.get(&b).map(|g| g.spec.key.name.as_ref()), Some("b"));
         assert_eq!(names(&t), ["a", "b", "c", "d"]);
         assert_eq!(t.len(), 4);
         // A slot given up is taken again.

@@ -25,8 +25,8 @@ impl Engine {
         if sel.is_empty() {
             return Ok(());
         }
-        let mut labels = self.namespaces.get(&key.namespace).cloned().unwrap_or_default();
-        labels.insert("kubernetes.io/metadata.name".into(), key.namespace.clone());
+        let mut labels = self.namespaces.get(&*key.namespace).cloned().unwrap_or_default();
+        labels.insert("kubernetes.io/metadata.name".into(), key.namespace.to_string());
         if sel.admits(&key.namespace, &labels) {
             Ok(())
         } else {

@@ -38,7 +38,7 @@ pub fn state(e: &Engine, name: &str) -> GroupState {
 }
 
 pub fn to(ts: &[Transition], name: &str) -> Vec<GroupState> {
-    ts.iter().filter(|t| t.key.name == name).map(|t| t.to).collect()
+    ts.iter().filter(|t| &*t.key.name == name).map(|t| t.to).collect()
 }
 
 /// Admits and marks all members ready for every group admitted by `ts`.
