@@ -149,7 +149,9 @@ struct Cursor {
 impl Cursor {
     fn block(&mut self, key: &GroupKey) {
         self.blocked = true;
-        self.first_blocked.get_or_insert(key.clone());
+        if self.first_blocked.is_none() {
+            self.first_blocked = Some(key.clone());
+        }
     }
 }
 
