@@ -258,6 +258,9 @@ impl Engine {
     /// The most members (up to the request's max) the quota lets `queue` add now, and, when that
     /// is fewer than max, why (amounts in the graph's units).
     fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
+        if self.compiled.queues[queue].quotas.is_empty() {
+            return (request.max_members, None);
+        }
         let asks = quota::Asks::of(request);
         let fmt = |r: &str, a: u64| self.show_amount(r, a);
         quota::max_members(&self.compiled, &self.usage, queue, &asks, request.max_members, &fmt)
@@ -266,6 +269,9 @@ impl Engine {
     /// Whether the group's minimum could ever be in `queue`, the whole cohort idle: the queue's
     /// quota is fixed while the engine runs (a changed Queue makes a new engine).
     fn quota_reachable(&self, queue: &str, request: &GroupRequest) -> Result<(), String> {
+        if self.compiled.queues[queue].quotas.is_empty() {
+            return Ok(());
+        }
         let asks = quota::Asks::of(request);
         let fmt = |r: &str, a: u64| self.show_amount(r, a);
         quota::never_fits(&self.compiled, queue, &asks, request.min_members, &fmt).map_or(Ok(()), Err)
@@ -415,18 +421,19 @@ impl Engine {
     /// Adds to `reason` what a waiting group's reason ends with when it may not hold a
     /// reservation: why it can only backfill.
     pub(super) fn push_backfill_only_tail(&self, g: &Group, reason: &mut String) {
-        let policy = self.queue_cfg(&g.spec.queue).policy;
-        let depth = policy.reservation_depth();
+        let qi = self.compiled.queues[&g.spec.queue].index;
+        let policy = self.config.queues[qi].policy;
         let not_due = reservation_due_at(g, policy).filter(|&t| self.now < t);
-        let _ = match (not_due, policy) {
-            (Some(t), QueuePolicy::Selective { slowdown, .. }) => write!(
-                reason,
-                "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
-                clock::show(t)
-            ),
-            _ if depth == 0 => Ok(()),
-            _ => write!(reason, "; beyond the reservation depth {depth}, so it can only backfill"),
-        };
+        match (not_due, policy) {
+            (Some(t), QueuePolicy::Selective { slowdown, .. }) => {
+                let _ = write!(
+                    reason,
+                    "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
+                    clock::show(t)
+                );
+            }
+            _ => reason.push_str(&self.backfill_tails[qi]),
+        }
     }
 
     /// Reserves the earliest time the whole group fits (or admits it, if that is now), where its

@@ -5,8 +5,8 @@
 //! afresh every cycle: those that moved or were not made again are reported at the end, and
 //! running elastic groups grow last.
 
-use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -85,14 +85,15 @@ impl HeadKey {
 /// share by then (what the cycle admitted raises it).
 struct Heads {
     queues: Vec<String>,
-    set: BTreeSet<HeadKey>,
+    /// A heap, not an ordered set: a set of one head would allocate a node at every insert.
+    next: BinaryHeap<Reverse<HeadKey>>,
 }
 
 impl Heads {
     /// Every queue's first pending group.
     fn new(e: &Engine) -> Self {
         let queues: Vec<String> = e.config.queues.iter().map(|q| q.name.clone()).collect();
-        let mut heads = Self { queues, set: BTreeSet::new() };
+        let mut heads = Self { queues, next: BinaryHeap::new() };
         for qi in 0..heads.queues.len() {
             heads.push_after(e, qi, None);
         }
@@ -113,12 +114,12 @@ impl Heads {
                 true => (e.would_borrow(&p[&pk]), e.fair_share(name)),
                 false => (false, 0.0),
             };
-            self.set.insert(HeadKey::new(pk, borrows, share, qi));
+            self.next.push(Reverse(HeadKey::new(pk, borrows, share, qi)));
         }
     }
 
     fn pop(&mut self) -> Option<HeadKey> {
-        self.set.pop_first()
+        self.next.pop().map(|Reverse(h)| h)
     }
 }
 
@@ -130,6 +131,9 @@ impl Engine {
     }
 
     fn group_would_borrow(&self, g: &Group) -> bool {
+        if self.compiled.queues[&g.spec.queue].quotas.is_empty() {
+            return false;
+        }
         let request = &g.spec.request;
         let asks = crate::quota::Asks::of(request).with(request.min_members);
         crate::quota::would_borrow(&self.compiled, &self.usage, &g.spec.queue, &asks)
@@ -359,12 +363,12 @@ impl Engine {
         };
         while let Some(head) = heads.pop() {
             let qi = head.queue;
-            let q = heads.queues[qi].clone();
+            let q = &heads.queues[qi];
             let pk = head.pending_key();
-            let Some(head) = self.pending[&q].get(&pk).cloned() else { continue };
-            match self.take_head(&head, &q, pk, &mut cursors[qi], &mut pass) {
+            let Some(head) = self.pending[q].get(&pk).cloned() else { continue };
+            match self.take_head(&head, q, pk, &mut cursors[qi], &mut pass) {
                 Then::NextInQueue => heads.push_after(self, qi, Some(pk)),
-                Then::StopQueue { window_full } => self.explain_stopped_queue(&q, pk, &head, &cursors[qi], window_full),
+                Then::StopQueue { window_full } => self.explain_stopped_queue(q, pk, &head, &cursors[qi], window_full),
                 Then::EndCycle => break,
             }
         }
@@ -391,15 +395,16 @@ impl Engine {
         }
         self.last_stats.examined += 1;
         let may_reserve = cursor.reservations < policy.reservation_depth() && self.due_a_reservation(key, policy);
-        let outcome = match self.reservations.get(key) {
-            Some(_) if pass.keep => {
+        // Looked up only when kept: with thousands waiting, most cycles plan afresh.
+        let outcome = match pass.keep && self.reservations.contains_key(key) {
+            true => {
                 // Kept: still its earliest start, so planning it again would find the same.
                 let at = self.groups[key].reserved_at.unwrap_or(self.now);
                 pass.reserved.insert(key.clone(), at);
                 pass.quota.hold(self.quota_hold(key, at));
                 Attempt::Reserved
             }
-            _ => self.attempt(head, may_reserve, pass),
+            false => self.attempt(head, may_reserve, pass),
         };
         let stops_queue = match outcome {
             Attempt::Admitted => {

@@ -78,7 +78,7 @@ pub use self::plan::{NodePlan, Plan, PlanWindow, PlannedGroup, PlannedSet, Queue
 pub use self::run_times::{LearnedRunTime, LearnedRunTimes, RUN_TIMES_KEPT, RunTimeSample};
 pub use self::snapshot::Snapshot;
 pub use self::state::request_shape;
-use crate::config::{Compiled, EngineConfig};
+use crate::config::{Compiled, EngineConfig, QueuePolicy};
 use crate::group::{Group, GroupKey, IllegalTransition};
 use crate::quota::Usage;
 
@@ -197,6 +197,18 @@ pub struct Engine {
     compare_by_size: bool,
     /// Where a settled attempt's reason is written, so that an unchanged one costs no allocation.
     reason_scratch: String,
+    /// Per queue (by its index in the configuration), how the reason of a group beyond the
+    /// reservation depth ends: written once, as thousands of such groups are tried every cycle.
+    backfill_tails: Vec<String>,
+}
+
+/// What the reason of a group of a queue with `policy` ends with when the group is beyond the
+/// queue's reservation depth.
+fn backfill_tail(policy: QueuePolicy) -> String {
+    match policy.reservation_depth() {
+        0 => String::new(),
+        depth => format!("; beyond the reservation depth {depth}, so it can only backfill"),
+    }
 }
 
 impl Engine {
@@ -207,7 +219,6 @@ impl Engine {
         let pending = config.queues.iter().map(|q| (q.name.clone(), BTreeMap::new())).collect();
         Ok(Self {
             graph,
-            config,
             compiled,
             now: i64::MIN,
             seq: 0,
@@ -247,6 +258,8 @@ impl Engine {
             settle_repeat_misfits: true,
             compare_by_size: true,
             reason_scratch: String::new(),
+            backfill_tails: config.queues.iter().map(|q| backfill_tail(q.policy)).collect(),
+            config,
         })
     }
 

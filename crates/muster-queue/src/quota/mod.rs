@@ -152,10 +152,11 @@ pub fn max_members(
     for r in asks.resources() {
         let Some(quota) = cq.quotas.get(r) else { continue };
         let u = used(usage, q, r);
-        let (limit, why) = limit_of(compiled, usage, q, r, quota, format);
+        let (limit, bound) = limit_of(compiled, usage, q, r);
         let (m, next) = asks.most_within(r, limit.saturating_sub(u));
         if m < best {
             best = m;
+            let why = why_bounded(compiled, bound, r, quota, format);
             let each = if asks.uniform(r) {
                 format!("each member needs {}", format(r, next))
             } else {
@@ -168,20 +169,12 @@ pub fn max_members(
     (best.min(u64::from(want)) as u32, reason)
 }
 
-/// The most of resource `r` queue `q` (whose quota of it is `quota`) may hold with the cohort
-/// trees' use as in `usage`, and why: its nominal without a cohort; else what it holds plus what
-/// its cohort tree lets it take (`tree.rs`).
-fn limit_of(
-    compiled: &Compiled,
-    usage: &Usage,
-    q: &str,
-    r: &str,
-    quota: &Quota,
-    format: &dyn Fn(&str, u64) -> String,
-) -> (u64, String) {
+/// The most of resource `r` queue `q` may hold with the cohort trees' use as in `usage`, and
+/// what bounds it (`why_bounded` says it, when a reason needs it): its nominal without a cohort;
+/// else what it holds plus what its cohort tree lets it take (`tree.rs`).
+fn limit_of<'a>(compiled: &'a Compiled, usage: &'a Usage, q: &'a str, r: &'a str) -> (u64, Bound<'a>) {
     let (more, bound) = ResourceTree { compiled, usage, r }.available(Node::Queue(q));
-    let limit = used(usage, q, r).saturating_add(more);
-    (limit, why_bounded(compiled, bound, r, quota, format))
+    (used(usage, q, r).saturating_add(more), bound)
 }
 
 /// Why a queue's limit is what it is: what bounds it, named.
@@ -221,16 +214,16 @@ pub fn never_fits(
     asks.with(members).iter().find_map(|(r, need)| {
         let quota = cq.quotas.get(r)?;
         let (limit, bound) = ResourceTree { compiled, usage: &idle, r }.available(Node::Queue(q));
-        let why = match bound {
-            Bound::Nominal => format!("its nominal {}; it is in no cohort", format(r, quota.nominal)),
-            Bound::Pool { cohort, .. } => format!(
-                "its nominal {} + {} the rest of cohort {cohort} can lend",
-                format(r, quota.nominal),
-                format(r, limit.saturating_sub(quota.nominal))
-            ),
-            bound => format!("its {}", why_bounded(compiled, bound, r, quota, format)),
-        };
         (*need > limit).then(|| {
+            let why = match bound {
+                Bound::Nominal => format!("its nominal {}; it is in no cohort", format(r, quota.nominal)),
+                Bound::Pool { cohort, .. } => format!(
+                    "its nominal {} + {} the rest of cohort {cohort} can lend",
+                    format(r, quota.nominal),
+                    format(r, limit.saturating_sub(quota.nominal))
+                ),
+                bound => format!("its {}", why_bounded(compiled, bound, r, quota, format)),
+            };
             format!(
                 "quota: its {members} members need {r} {}, but queue {q} can hold at most {} ({why})",
                 format(r, *need),
