@@ -167,12 +167,12 @@ pub(super) struct Pass<'o> {
     /// Requests that did not fit now: the same request behind one does not either, nor one that
     /// contains it, until a preemption frees room.
     pub(super) failed: FailedRequests,
-    backfill_budget: usize,
+    pub(super) backfill_budget: usize,
     pub(super) preempt_budget: usize,
     /// A reservation was made earlier in this cycle: a group admitted now is backfill.
     pub(super) any_reservation: bool,
     /// The reservations the last cycle made are kept, not made afresh.
-    keep: bool,
+    pub(super) keep: bool,
     /// What the reservations made (or kept) so far in this cycle hold of their queues' quotas:
     /// the groups behind them in line may not take it (`quota_holds.rs`).
     pub(super) quota: QuotaTimeline,
@@ -367,7 +367,20 @@ impl Engine {
             let pk = head.pending_key();
             let Some(head) = self.pending[q].get(&pk).cloned() else { continue };
             match self.take_head(&head, q, pk, &mut cursors[qi], &mut pass) {
-                Then::NextInQueue => heads.push_after(self, qi, Some(pk)),
+                Then::NextInQueue => {
+                    let cursor = &cursors[qi];
+                    let policy = self.queue_cfg(q).policy;
+                    // The last queue with groups left, blocked: what follows is backfill, and
+                    // the misfits among it are settled in a run.
+                    let last = match cursor.blocked && heads.next.is_empty() && policy != QueuePolicy::StrictFifo {
+                        true => {
+                            let may_reserve_more = cursor.reservations < policy.reservation_depth();
+                            self.settle_misfit_run(q, policy, may_reserve_more, pk, &mut pass)
+                        }
+                        false => pk,
+                    };
+                    heads.push_after(self, qi, Some(last))
+                }
                 Then::StopQueue { window_full } => self.explain_stopped_queue(q, pk, &head, &cursors[qi], window_full),
                 Then::EndCycle => break,
             }

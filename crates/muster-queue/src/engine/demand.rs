@@ -2,7 +2,6 @@
 //! has free, in all and per member? Its demand is worked out once per request, in the graph's
 //! resource ids, so that the test is a few integer comparisons however long the queue.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use muster_graph::GroupRequest;
@@ -53,8 +52,8 @@ impl Demand {
 }
 
 /// Demands by (request shape, min members): the same for every request derived from a group's own
-/// by its bounds (the sets before the last are fixed).
-pub(super) type Demands = BTreeMap<(u64, u32), Demand>;
+/// by its bounds (the sets before the last are fixed). Hashed: looked up at every attempt.
+pub(super) type Demands = foldhash::HashMap<(u64, u32), Demand>;
 
 impl Engine {
     /// Necessary condition for a fit now of `req` (of shape `shape`), from the cluster's

@@ -10,12 +10,11 @@ impl Engine {
     /// The member count an elastic group asks for now: all of max while it waits for max.
     pub(super) fn effective_min(&self, g: &Group) -> u32 {
         let r = &g.spec.request;
-        let wait = self.queue_cfg(&g.spec.queue).elastic_max_wait_s;
-        if r.min_members < r.max_members && wait > 0 && self.now < g.spec.submitted_at.saturating_add(wait) {
-            r.max_members
-        } else {
-            r.min_members
+        if r.min_members >= r.max_members {
+            return r.min_members;
         }
+        let wait = self.queue_cfg(&g.spec.queue).elastic_max_wait_s;
+        if wait > 0 && self.now < g.spec.submitted_at.saturating_add(wait) { r.max_members } else { r.min_members }
     }
 
     /// Whether group `key` is elastic and below its max: once all its members are ready, the next

@@ -63,7 +63,7 @@ mod state;
 mod timers;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use muster_graph::{AllocId, GraphError, NodeSpec, ResourceGraph};
 use serde::{Deserialize, Serialize};
@@ -161,13 +161,14 @@ pub struct Engine {
     /// Groups that may run with fewer members than they ask (min < max): the only ones a cycle
     /// tries to grow, so that it does not look up every running group to find them.
     elastic: BTreeSet<GroupKey>,
-    /// Satisfiability by (shape, min members), valid for the current structure version.
-    sat_cache: BTreeMap<(u64, u32), Result<(), String>>,
+    /// Satisfiability by (shape, min members), valid for the current structure version. Hashed:
+    /// looked up at every attempt, never walked.
+    sat_cache: foldhash::HashMap<(u64, u32), Result<(), String>>,
     /// What requests ask, for the aggregate test before a match; valid likewise.
     demands: demand::Demands,
     /// Request kinds (a request without its member count and run time) by request shape, for
     /// settling requests that contain one that failed (`failed_requests.rs`).
-    kinds: HashMap<u64, u64>,
+    kinds: foldhash::HashMap<u64, u64>,
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
     /// the snapshot: a restore builds the graph from the nodes as they are now.
     deferred_reshapes: BTreeMap<String, NodeSpec>,
@@ -244,9 +245,9 @@ impl Engine {
             reservations: BTreeMap::new(),
             shapes: foldhash::HashMap::default(),
             elastic: BTreeSet::new(),
-            sat_cache: BTreeMap::new(),
-            demands: BTreeMap::new(),
-            kinds: HashMap::new(),
+            sat_cache: foldhash::HashMap::default(),
+            demands: foldhash::HashMap::default(),
+            kinds: foldhash::HashMap::default(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),

@@ -5,15 +5,22 @@
 //! With thousands of groups waiting, most attempts behind a blocked head end one of these two
 //! ways. Such an attempt would copy the request, ask the quota and look the group up several times
 //! only to reach the answer these tests give; when nothing on its way could decide otherwise, it
-//! is settled here with the outcome and reason the full attempt gives.
+//! is settled here with the outcome and reason the full attempt gives. Where the blocked queue is
+//! the last one the cycle has groups of, a whole run of such groups is settled in one go
+//! ([`Engine::settle_misfit_run`]), without taking each one as the cycle's head.
 
+use std::ops::Bound;
 use std::sync::Arc;
 
-use super::Engine;
 use super::attempt::Attempt;
-use super::cycle::Pass;
-use super::group_table::PendingGroup;
-use crate::config::{FairShareWithinCohort, WithinQueue};
+use super::cycle::{Pass, reservation_due_at};
+use super::group_table::{PendingGroup, Slot};
+use super::{Engine, PendingKey};
+use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
+
+/// How many groups a run takes from the pending index at a time: at first, and at most. A run
+/// often ends after a few groups, at one that must be attempted in full.
+const RUN_BATCH: (usize, usize) = (8, 256);
 
 impl Engine {
     /// Blocked, with its reason set, when the full attempt is sure to end so: the request (shape,
@@ -30,10 +37,77 @@ impl Engine {
         if !self.settle_repeat_misfits || may_reserve {
             return None;
         }
+        let g = self.groups.at(head.slot);
+        debug_assert_eq!(g.spec.key, *head.key, "the pending index holds the group's slot");
+        let q = &g.spec.queue;
+        if !self.queue_settles_misfits(q, pass) {
+            return None;
+        }
+        self.settle_misfit(head.slot, pass).then_some(Attempt::Blocked)
+    }
+
+    /// Settles the groups of blocked queue `q` (index `qi`, under `policy`) after `after`, in
+    /// order, for as long as each is a repeat misfit and the backfill budget lasts, as taking each
+    /// one as the cycle's head would: the same budget spent, the same reasons. Only for the last
+    /// queue the cycle has groups of, so that no other queue's group would come in between.
+    /// Returns the last group settled (`after` if none): the cycle goes on from there.
+    pub(super) fn settle_misfit_run(
+        &mut self,
+        q: &str,
+        policy: QueuePolicy,
+        may_reserve_more: bool,
+        after: PendingKey,
+        pass: &mut Pass<'_>,
+    ) -> PendingKey {
+        let mut last = after;
+        if !self.settle_repeat_misfits || !self.queue_settles_misfits(q, pass) {
+            return last;
+        }
+        let (mut size, mut batch) = (RUN_BATCH.0, Vec::new());
+        loop {
+            batch.clear();
+            let next = self.pending[q].range((Bound::Excluded(last), Bound::Unbounded));
+            batch.extend(next.take(size.min(pass.backfill_budget)).map(|(pk, p)| (*pk, p.slot)));
+            size = (2 * size).min(RUN_BATCH.1);
+            if batch.is_empty() {
+                return last;
+            }
+            for &(pk, slot) in &batch {
+                let g = self.groups.at(slot);
+                // A group that may reserve, or keeps its reservation, is attempted in full.
+                if pass.keep && self.reservations.contains_key(&g.spec.key) {
+                    return last;
+                }
+                let due = reservation_due_at(g, policy).is_none_or(|t| self.now >= t);
+                if (may_reserve_more && due) || !self.settle_misfit(slot, pass) {
+                    return last;
+                }
+                pass.backfill_budget -= 1;
+                self.last_stats.examined += 1;
+                last = pk;
+            }
+        }
+    }
+
+    /// Whether the steps of an attempt that do not depend on the group itself leave a misfit
+    /// blocked: queue `q` has no quota to narrow or block the request and no start window, and
+    /// no preemption could make room.
+    fn queue_settles_misfits(&self, q: &str, pass: &Pass<'_>) -> bool {
+        let cfg = self.queue_cfg(q);
+        let preemption_off = cfg.preemption.within_queue == WithinQueue::Never
+            && !cfg.preemption.reclaim_within_cohort
+            && cfg.preemption.fair_share_within_cohort == FairShareWithinCohort::Never;
+        self.compiled.queues[q].quotas.is_empty()
+            && cfg.readiness.max_starting_members.is_none()
+            && (pass.preempt_budget == 0 || preemption_off)
+    }
+
+    /// Settles the group in `slot` as blocked, its reason written, if it is a repeat misfit in a
+    /// queue that settles them (`queue_settles_misfits`); false if it must be attempted in full.
+    fn settle_misfit(&mut self, slot: Slot, pass: &mut Pass<'_>) -> bool {
         // By slot: with thousands waiting, looking a group up by its key is what costs.
-        let g = Arc::clone(self.groups.at(head.slot));
-        let key = &*head.key;
-        debug_assert_eq!(g.spec.key, *key, "the pending index holds the group's slot");
+        let g = Arc::clone(self.groups.at(slot));
+        let key = &g.spec.key;
         let shape = self.shapes[key];
         let r = &g.spec.request;
         // The tests that usually fail first, before any other lookup.
@@ -42,25 +116,18 @@ impl Engine {
         let busy: &str = if let Some(ahead) = pass.failed.ahead((shape, r.min_members, r.max_members), size) {
             ahead
         } else {
-            short = self.may_fit_now(shape, r).err()?;
+            let Err(s) = self.may_fit_now(shape, r) else { return false };
+            short = s;
             &short
         };
-        let q = &g.spec.queue;
-        let cfg = self.queue_cfg(q);
-        let preemption_off = cfg.preemption.within_queue == WithinQueue::Never
-            && !cfg.preemption.reclaim_within_cohort
-            && cfg.preemption.fair_share_within_cohort == FairShareWithinCohort::Never
-            && self.leaving_for.as_ref() != Some(key);
         let settled = g.unsatisfiable.is_none()
-            // No quota narrows the request or blocks it, no start window holds it.
-            && self.compiled.queues[q].quotas.is_empty()
-            && cfg.readiness.max_starting_members.is_none()
-            && (pass.preempt_budget == 0 || preemption_off)
+            // Giving way is a kind of preemption.
+            && (pass.preempt_budget == 0 || self.leaving_for.as_ref() != Some(key))
             // Not an elastic group waiting for all its members.
             && self.effective_min(&g) == r.min_members
             && self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok);
         if !settled {
-            return None;
+            return false;
         }
         let mut reason = std::mem::take(&mut self.reason_scratch);
         reason.clear();
@@ -72,11 +139,11 @@ impl Engine {
         let changed = g.reason != reason;
         drop(g);
         if changed {
-            let old = &mut Arc::make_mut(self.groups.at_mut(head.slot)).reason;
+            let old = &mut Arc::make_mut(self.groups.at_mut(slot)).reason;
             old.clone_from(&reason);
         }
         self.reason_scratch = reason;
-        Some(Attempt::Blocked)
+        true
     }
 }
 
