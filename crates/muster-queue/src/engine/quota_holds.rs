@@ -92,7 +92,8 @@ impl Engine {
         }
         let g = &self.groups[key];
         // Planned as the graph plans its reservation: a run time only learned is no promise.
-        let request = self.request_to_match(g, &self.planned_request(g));
+        let planned = self.planned_request(g);
+        let request = self.request_to_match(g, &planned);
         let min = self.effective_min(g);
         Some(QuotaHold {
             key: key.clone(),

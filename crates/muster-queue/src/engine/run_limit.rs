@@ -10,6 +10,8 @@
 //! matched as if it ran forever ([`Engine::match_planned`]), so that it starts, or is
 //! reserved, only where it delays no reservation made ahead of it however long it runs.
 
+use std::borrow::Cow;
+
 use muster_graph::allocations::FOREVER;
 use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
@@ -44,12 +46,14 @@ impl Engine {
     /// The request a group is matched with, now or for a reservation: `planned` itself, or, for
     /// a group whose run time is only learned, `planned` running forever. An estimate is no
     /// promise: a group that outran it would delay the reservations it was started ahead of.
-    pub(super) fn request_to_match(&self, g: &Group, planned: &GroupRequest) -> GroupRequest {
-        let mut req = planned.clone();
-        if g.spec.request.duration.is_none() {
-            req.duration = None;
+    /// Copied only where the run time is taken out: a match per attempt is the common case.
+    pub(super) fn request_to_match<'p>(&self, g: &Group, planned: &'p GroupRequest) -> Cow<'p, GroupRequest> {
+        if g.spec.request.duration.is_some() || planned.duration.is_none() {
+            return Cow::Borrowed(planned);
         }
-        req
+        let mut req = planned.clone();
+        req.duration = None;
+        Cow::Owned(req)
     }
 
     /// Places `key`'s group now as `planned` asks (with `reserve`, or reserves its earliest
