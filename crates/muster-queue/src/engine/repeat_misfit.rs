@@ -63,6 +63,11 @@ impl Engine {
         if !self.settle_repeat_misfits || !self.queue_settles_misfits(q, pass) {
             return last;
         }
+        // The groups whose reservations this cycle keeps, by slot: compared with every group.
+        let kept: Vec<Slot> = match pass.keep {
+            true => self.reservations.keys().filter_map(|k| self.groups.slot(k)).collect(),
+            false => Vec::new(),
+        };
         let (mut size, mut batch) = (RUN_BATCH.0, Vec::new());
         loop {
             batch.clear();
@@ -73,12 +78,11 @@ impl Engine {
                 return last;
             }
             for &(pk, slot) in &batch {
-                let g = self.groups.at(slot);
                 // A group that may reserve, or keeps its reservation, is attempted in full.
-                if pass.keep && self.reservations.contains_key(&g.spec.key) {
+                if kept.contains(&slot) {
                     return last;
                 }
-                let due = reservation_due_at(g, policy).is_none_or(|t| self.now >= t);
+                let due = reservation_due_at(self.groups.at(slot), policy).is_none_or(|t| self.now >= t);
                 if (may_reserve_more && due) || !self.settle_misfit(slot, pass) {
                     return last;
                 }
