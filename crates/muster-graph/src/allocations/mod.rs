@@ -290,7 +290,7 @@ impl ResourceGraph {
         reserved: bool,
         domain: Option<VertexId>,
     ) -> Allocation {
-        let mut members = Vec::new();
+        let mut members = Vec::with_capacity(p.iter().map(|&(_, units)| d.members(units) as usize).sum());
         let mut index = 0;
         for &(n, units) in p {
             let count = d.members(units);
