@@ -96,8 +96,8 @@ struct Candidate<'k> {
     key: &'k GroupKey,
     queue: String,
     shape: u64,
-    /// The group's own request.
-    request: GroupRequest,
+    /// The least members of its own request.
+    own_min: u32,
     /// The members it asks for now: its min, or all of max while an elastic group waits for max.
     min: u32,
     /// Its queue's reservation depth is not used up in this cycle.
@@ -106,7 +106,7 @@ struct Candidate<'k> {
 
 impl Candidate<'_> {
     fn waiting_for_max(&self) -> bool {
-        self.min > self.request.min_members
+        self.min > self.own_min
     }
 }
 
@@ -124,9 +124,9 @@ impl Engine {
             return Break(outcome);
         }
         let key = &*head.key;
-        let c = self.check_satisfiable(key, may_reserve, pass.out)?;
+        let (c, planned) = self.check_satisfiable(key, may_reserve, pass.out)?;
         self.check_start_window(&c)?;
-        let req = self.apply_quota(&c, pass)?;
+        let req = self.apply_quota(&c, planned, pass)?;
         let wait = match self.quota_held_against(key, &c.queue, &req, self.now, &mut pass.quota) {
             Some(short) => Wait { short: Short::HeldQuota, busy: short.to_string() },
             None => {
@@ -138,13 +138,14 @@ impl Engine {
         Continue(self.reserve_or_wait(&c, &req, &wait, pass))
     }
 
-    /// Step 1: skips a group that can never fit on the cluster as it is built.
+    /// Step 1: skips a group that can never fit on the cluster as it is built; else the group
+    /// and the request it is planned with (its own, with the run time learned for it).
     fn check_satisfiable<'k>(
         &mut self,
         key: &'k GroupKey,
         may_reserve: bool,
         out: &mut Vec<Transition>,
-    ) -> Step<Candidate<'k>> {
+    ) -> Step<(Candidate<'k>, GroupRequest)> {
         let g = &self.groups[key];
         // Unsatisfiable: decided once per graph structure version, never retried in between.
         if g.unsatisfiable.as_ref().is_some_and(|(_, v)| *v == self.structure_version) {
@@ -163,7 +164,8 @@ impl Engine {
             Ok(()) => {}
         }
         let min = self.members_now(key, shape, &request);
-        Continue(Candidate { key, queue, shape, request, min, may_reserve })
+        let own_min = request.min_members;
+        Continue((Candidate { key, queue, shape, own_min, min, may_reserve }, request))
     }
 
     /// The members the group asks for now: all of max while an elastic group waits for max, which
@@ -206,12 +208,12 @@ impl Engine {
     }
 
     /// Step 3: the quota must allow the members the group asks for now (else preemption may make
-    /// room); the request is then capped at what the quota and the start window allow.
-    fn apply_quota(&mut self, c: &Candidate<'_>, pass: &mut Pass<'_>) -> Step<GroupRequest> {
-        let (qmax, qreason) = self.quota_room(&c.queue, &c.request);
-        let mut req = c.request.clone();
-        req.set_bounds(c.min, req.max_members);
+    /// room); the request (`planned`) is then capped at what the quota and the start window allow.
+    fn apply_quota(&mut self, c: &Candidate<'_>, planned: GroupRequest, pass: &mut Pass<'_>) -> Step<GroupRequest> {
+        let (qmax, qreason) = self.quota_room(&c.queue, &planned);
         if qmax < c.min {
+            let mut req = planned;
+            req.set_bounds(c.min, req.max_members);
             self.preempt(c, &req, pass)?;
             let busy = qreason.unwrap_or_else(|| "quota".into());
             // A group reserved before keeps its promise while the quota holds it at its start:
@@ -223,7 +225,7 @@ impl Engine {
             self.set_reason(c.key, busy);
             return Break(Attempt::Blocked);
         }
-        if let Some(lender) = self.reclaim_pending(c) {
+        if let Some(lender) = self.reclaim_pending(c, &planned) {
             self.set_reason(
                 c.key,
                 format!(
@@ -233,6 +235,8 @@ impl Engine {
             );
             return Break(Attempt::Blocked);
         }
+        let mut req = planned;
+        req.set_bounds(c.min, req.max_members);
         let mut max = qmax.max(c.min).min(req.max_members);
         if let Some((limit, starting)) = self.start_window(&c.queue) {
             max = max.min(limit.saturating_sub(starting).max(c.min));
@@ -245,13 +249,13 @@ impl Engine {
     /// group's minimum would borrow: that queue wants its room back as soon as it can place them,
     /// so what the group borrowed would be reclaimed again, its run so far lost each time. The
     /// hold ends once the queue has no group waiting.
-    fn reclaim_pending(&mut self, c: &Candidate<'_>) -> Option<String> {
+    fn reclaim_pending(&mut self, c: &Candidate<'_>, planned: &GroupRequest) -> Option<String> {
         let lender = self.groups[c.key].reclaimed_for.clone()?;
         if self.pending.get(&lender).is_none_or(|p| p.is_empty()) {
             self.group_mut(c.key).reclaimed_for = None;
             return None;
         }
-        let asks = quota::Asks::of(&c.request).with(c.min);
+        let asks = quota::Asks::of(planned).with(c.min);
         quota::would_borrow(&self.compiled, &self.usage, &c.queue, &asks).then_some(lender)
     }
 
