@@ -17,7 +17,7 @@
 //! 6. `reserve_or_wait`: the earliest start reserved (where the quota holds the group then), or
 //!    blocked with its reason.
 
-use std::fmt::Write;
+use std::borrow::Cow;
 use std::ops::ControlFlow::{self, Break, Continue};
 
 use muster_graph::{AllocId, GroupRequest, MatchOutcome};
@@ -37,6 +37,9 @@ const GIVEN_WAY: &str = "; shrinkable groups are giving back members for it, and
 /// The reason of a group for which preemption asked members back.
 const ASKED_BACK: &str = ": members that shrinkable groups hold above their minimum are asked back for it (preemption), and it starts \
      once their pods are gone";
+
+/// How a waiting group's reason starts when what it asks is not free now.
+pub(super) const CAPACITY: &str = "waiting for capacity: ";
 
 /// How a cycle left a group.
 pub(super) enum Attempt {
@@ -74,7 +77,7 @@ impl Wait {
     /// Its reason while it holds no reservation.
     fn waiting(&self) -> String {
         match self.short {
-            Short::Capacity => format!("waiting for capacity: {}", self.busy),
+            Short::Capacity => format!("{CAPACITY}{}", self.busy),
             Short::Quota => self.busy.clone(),
             Short::HeldQuota => format!("waiting for quota: {}", self.busy),
         }
@@ -416,27 +419,24 @@ impl Engine {
         }
         let mut reason = format!("{prefix}{}", wait.waiting());
         if !c.may_reserve {
-            self.push_backfill_only_tail(&self.groups[c.key], &mut reason);
+            reason.push_str(&self.backfill_only_tail(&self.groups[c.key]));
         }
         self.set_reason(c.key, reason);
         Attempt::Blocked
     }
 
-    /// Adds to `reason` what a waiting group's reason ends with when it may not hold a
-    /// reservation: why it can only backfill.
-    pub(super) fn push_backfill_only_tail(&self, g: &Group, reason: &mut String) {
+    /// What a waiting group's reason ends with when it may not hold a reservation: why it can
+    /// only backfill. Written once per queue, except while a group is not yet due a reservation.
+    pub(super) fn backfill_only_tail(&self, g: &Group) -> Cow<'_, str> {
         let qi = self.compiled.queues[&g.spec.queue].index;
         let policy = self.config.queues[qi].policy;
         let not_due = reservation_due_at(g, policy).filter(|&t| self.now < t);
         match (not_due, policy) {
-            (Some(t), QueuePolicy::Selective { slowdown, .. }) => {
-                let _ = write!(
-                    reason,
-                    "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
-                    clock::show(t)
-                );
-            }
-            _ => reason.push_str(&self.backfill_tails[qi]),
+            (Some(t), QueuePolicy::Selective { slowdown, .. }) => Cow::Owned(format!(
+                "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
+                clock::show(t)
+            )),
+            _ => Cow::Borrowed(&self.backfill_tails[qi]),
         }
     }
 

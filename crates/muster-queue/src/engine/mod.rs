@@ -196,8 +196,6 @@ pub struct Engine {
     /// Requests that contain one that failed earlier in the cycle are settled without a match
     /// (`failed_requests.rs`); off only to check that a match would find the same.
     compare_by_size: bool,
-    /// Where a settled attempt's reason is written, so that an unchanged one costs no allocation.
-    reason_scratch: String,
     /// Per queue (by its index in the configuration), how the reason of a group beyond the
     /// reservation depth ends: written once, as thousands of such groups are tried every cycle.
     backfill_tails: Vec<String>,
@@ -258,7 +256,6 @@ impl Engine {
             calendar: BTreeMap::new(),
             settle_repeat_misfits: true,
             compare_by_size: true,
-            reason_scratch: String::new(),
             backfill_tails: config.queues.iter().map(|q| backfill_tail(q.policy)).collect(),
             config,
         })

@@ -12,7 +12,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::attempt::Attempt;
+use super::attempt::{Attempt, CAPACITY};
 use super::cycle::{Pass, reservation_due_at};
 use super::group_table::{PendingGroup, Slot};
 use super::{Engine, PendingKey};
@@ -133,20 +133,18 @@ impl Engine {
         if !settled {
             return false;
         }
-        let mut reason = std::mem::take(&mut self.reason_scratch);
-        reason.clear();
-        reason.push_str("waiting for capacity: ");
-        reason.push_str(busy);
-        self.push_backfill_only_tail(&g, &mut reason);
-        // Mostly the reason it had: then nothing is written.
-        // The copy must be gone before the reason is set, or setting it would copy the group.
-        let changed = g.reason != reason;
-        drop(g);
-        if changed {
-            let old = &mut Arc::make_mut(self.groups.at_mut(slot)).reason;
-            old.clone_from(&reason);
+        // Mostly the reason it had: then nothing is written, nor put together.
+        let tail = self.backfill_only_tail(&g);
+        let unchanged = (g.reason.strip_prefix(CAPACITY))
+            .and_then(|rest| rest.strip_prefix(busy))
+            .is_some_and(|rest| rest == tail);
+        if !unchanged {
+            let reason = [CAPACITY, busy, &tail].concat();
+            drop(tail);
+            // The copy must be gone before the reason is set, or setting it would copy the group.
+            drop(g);
+            Arc::make_mut(self.groups.at_mut(slot)).reason = reason;
         }
-        self.reason_scratch = reason;
         true
     }
 }
