@@ -178,12 +178,15 @@ impl Index<&GroupKey> for GroupTable {
     }
 }
 
-/// A waiting group in the pending index: its key, and its slot in the [`GroupTable`].
+/// A waiting group in the pending index: its key, its slot in the [`GroupTable`] and its request
+/// shape (a group's spec changes only while it is out of the index).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct PendingGroup {
     /// Shared, not copied: a cycle takes one per group it looks at.
     pub key: Arc<GroupKey>,
     pub slot: Slot,
+    /// Kept here so that settling the groups behind a blocked head reads no other table for it.
+    pub shape: u64,
 }
 
 impl std::ops::Deref for PendingGroup {

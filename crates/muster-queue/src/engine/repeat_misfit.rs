@@ -43,7 +43,7 @@ impl Engine {
         if !self.queue_settles_misfits(q, pass) {
             return None;
         }
-        self.settle_misfit(head.slot, pass).then_some(Attempt::Blocked)
+        self.settle_misfit(head.slot, head.shape, pass).then_some(Attempt::Blocked)
     }
 
     /// Settles the groups of blocked queue `q` (index `qi`, under `policy`) after `after`, in
@@ -72,18 +72,18 @@ impl Engine {
         loop {
             batch.clear();
             let next = self.pending[q].range((Bound::Excluded(last), Bound::Unbounded));
-            batch.extend(next.take(size.min(pass.backfill_budget)).map(|(pk, p)| (*pk, p.slot)));
+            batch.extend(next.take(size.min(pass.backfill_budget)).map(|(pk, p)| (*pk, p.slot, p.shape)));
             size = (2 * size).min(RUN_BATCH.1);
             if batch.is_empty() {
                 return last;
             }
-            for &(pk, slot) in &batch {
+            for &(pk, slot, shape) in &batch {
                 // A group that may reserve, or keeps its reservation, is attempted in full.
                 if kept.contains(&slot) {
                     return last;
                 }
                 let due = reservation_due_at(self.groups.at(slot), policy).is_none_or(|t| self.now >= t);
-                if (may_reserve_more && due) || !self.settle_misfit(slot, pass) {
+                if (may_reserve_more && due) || !self.settle_misfit(slot, shape, pass) {
                     return last;
                 }
                 pass.backfill_budget -= 1;
@@ -106,13 +106,14 @@ impl Engine {
             && (pass.preempt_budget == 0 || preemption_off)
     }
 
-    /// Settles the group in `slot` as blocked, its reason written, if it is a repeat misfit in a
-    /// queue that settles them (`queue_settles_misfits`); false if it must be attempted in full.
-    fn settle_misfit(&mut self, slot: Slot, pass: &mut Pass<'_>) -> bool {
+    /// Settles the group in `slot` (of request shape `shape`) as blocked, its reason written, if
+    /// it is a repeat misfit in a queue that settles them (`queue_settles_misfits`); false if it
+    /// must be attempted in full.
+    fn settle_misfit(&mut self, slot: Slot, shape: u64, pass: &mut Pass<'_>) -> bool {
         // By slot: with thousands waiting, looking a group up by its key is what costs.
         let g = Arc::clone(self.groups.at(slot));
         let key = &g.spec.key;
-        let shape = self.shapes[key];
+        debug_assert_eq!(self.shapes[key], shape, "the pending index holds the group's shape");
         let r = &g.spec.request;
         // The tests that usually fail first, before any other lookup.
         let short: Arc<str>;

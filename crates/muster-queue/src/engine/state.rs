@@ -80,7 +80,8 @@ impl Engine {
             self.due_reservation.insert((t, key.clone()));
         }
         let slot = self.groups.slot(key).expect("a known group");
-        self.pending.entry(queue).or_default().insert(pk, PendingGroup { key: Arc::new(key.clone()), slot });
+        let shape = self.shapes[key];
+        self.pending.entry(queue).or_default().insert(pk, PendingGroup { key: Arc::new(key.clone()), slot, shape });
     }
 
     pub(super) fn remove_pending(&mut self, key: &GroupKey) {
@@ -232,12 +233,15 @@ impl Engine {
             } else if placed.is_some() {
                 return Err(format!("{} is {} but holds an allocation", g.spec.key, g.state));
             }
-            let in_pending = self
-                .pending
-                .get(&g.spec.queue)
-                .is_some_and(|p| p.get(&self.pending_key(g)).is_some_and(|k| **k == g.spec.key));
+            let entry = self.pending.get(&g.spec.queue).and_then(|p| p.get(&self.pending_key(g)));
+            let in_pending = entry.is_some_and(|k| **k == g.spec.key);
             if g.state.is_pending() != in_pending {
                 return Err(format!("{} is {} but pending index says {in_pending}", g.spec.key, g.state));
+            }
+            if let Some(e) = entry.filter(|_| in_pending)
+                && (e.shape != self.shapes[&g.spec.key] || self.groups.slot(&g.spec.key) != Some(e.slot))
+            {
+                return Err(format!("{}'s pending entry holds another shape or slot than the group", g.spec.key));
             }
             if (g.state == GroupState::Reserved) != self.reserved.contains(&g.spec.key) {
                 return Err(format!("{} is {} but the reserved index disagrees", g.spec.key, g.state));
