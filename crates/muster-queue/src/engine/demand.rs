@@ -2,8 +2,6 @@
 //! has free, in all and per member? Its demand is worked out once per request, in the graph's
 //! resource ids, so that the test is a few integer comparisons however long the queue.
 
-use std::sync::Arc;
-
 use muster_graph::GroupRequest;
 use muster_graph::resources::{ResourceId, ResourceTable};
 
@@ -16,9 +14,9 @@ use crate::quota;
 #[derive(Debug, Clone)]
 pub(super) struct Demand {
     /// In all, per resource, in resource name order (the first short one is the one named).
-    total: Vec<(ResourceId, u64, Arc<str>)>,
+    total: Vec<(ResourceId, u64, Box<str>)>,
     /// One member of each set: (set index, resource, amount).
-    each: Vec<(usize, ResourceId, u64, Arc<str>)>,
+    each: Vec<(usize, ResourceId, u64, Box<str>)>,
 }
 
 impl Demand {
@@ -55,26 +53,36 @@ impl Demand {
 /// by its bounds (the sets before the last are fixed). Hashed: looked up at every attempt.
 pub(super) type Demands = foldhash::HashMap<(u64, u32), Demand>;
 
+/// Works out (once) what a request of shape `shape` asks for its minimum. `bound`: the engine's
+/// group count, which the table is kept within (shapes are nearly one per group, as declared run
+/// times differ). A free function over the table, so that a caller may hold other parts of the
+/// engine while it runs.
+pub(super) fn work_out(demands: &mut Demands, bound: usize, resources: &ResourceTable, shape: u64, req: &GroupRequest) {
+    let key = (shape, req.min_members);
+    if demands.len() > 2 * bound + 1024 && !demands.contains_key(&key) {
+        demands.clear();
+    }
+    demands.entry(key).or_insert_with(|| Demand::of(req, resources));
+}
+
 impl Engine {
     /// Necessary condition for a fit now of `req` (of shape `shape`), from the cluster's
     /// aggregates: Err says what is short.
-    pub(super) fn may_fit_now(&mut self, shape: u64, req: &GroupRequest) -> Result<(), Arc<str>> {
-        let key = (shape, req.min_members);
-        // Shapes are nearly one per group (declared run times differ): bounded by the groups.
-        if self.demands.len() > 2 * self.groups.len() + 1024 && !self.demands.contains_key(&key) {
-            self.demands.clear();
-        }
-        let resources = &self.graph.graph.resources;
-        let d = self.demands.entry(key).or_insert_with(|| Demand::of(req, resources));
+    pub(super) fn may_fit_now(&mut self, shape: u64, req: &GroupRequest) -> Result<(), &str> {
+        work_out(&mut self.demands, self.groups.len(), &self.graph.graph.resources, shape, req);
+        self.short_now(shape, req.min_members).map_or(Ok(()), Err)
+    }
+
+    /// What is short now for the minimum (`min` members) of a request of shape `shape`, whose
+    /// demand is worked out (`work_out`): None if the aggregates do not rule out a fit.
+    pub(super) fn short_now(&self, shape: u64, min: u32) -> Option<&str> {
+        let d = self.demands.get(&(shape, min))?;
         let g = &self.graph.graph;
         let (_, free) = g.totals();
         if let Some((_, _, text)) = d.total.iter().find(|(id, need, _)| *need > free[id.index()]) {
-            return Err(Arc::clone(text));
+            return Some(text);
         }
         let max_free = &g.domain(g.root_domain).max_free;
-        if let Some((_, _, _, text)) = d.each.iter().find(|(_, id, per, _)| *per > max_free[id.index()]) {
-            return Err(Arc::clone(text));
-        }
-        Ok(())
+        d.each.iter().find(|(_, id, per, _)| *per > max_free[id.index()]).map(|(_, _, _, text)| &**text)
     }
 }

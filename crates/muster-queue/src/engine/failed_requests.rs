@@ -80,25 +80,40 @@ impl Engine {
     /// such members that exists, would find that one. `shape` is its group's request shape (kinds
     /// are kept by it).
     pub(super) fn size_of(&mut self, shape: u64, req: &GroupRequest, declares_run_time: bool) -> Option<Size> {
-        let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
-        let plain = req.topology.is_none() && req.sockets.is_none() && req.members_per_node.is_none();
-        if !self.compare_by_size || !alike || !plain || req.min_members != req.max_members {
-            return None;
-        }
-        // Kinds are nearly one per shape: bounded as the demands are.
-        if self.kinds.len() > 2 * self.groups.len() + 1024 && !self.kinds.contains_key(&shape) {
-            self.kinds.clear();
-        }
-        let kind = *self.kinds.entry(shape).or_insert_with(|| {
-            let mut k = req.clone();
-            k.duration = None;
-            k.set_bounds(1, 1);
-            request_shape(&k)
-        });
-        // A group that declares no run time is matched to run until cancelled.
-        let run = if declares_run_time { req.duration.unwrap_or(u64::MAX) } else { u64::MAX };
-        Some(Size { kind, members: req.min_members, run })
+        let kinds = self.compare_by_size.then_some(&mut self.kinds);
+        size_in(kinds, self.groups.len(), shape, req, declares_run_time)
     }
+}
+
+/// [`Engine::size_of`] over the engine's table of kinds (None: containment is off), kept within
+/// `bound` (the engine's group count). A free function, so that a caller may hold other parts of
+/// the engine while it runs.
+pub(super) fn size_in(
+    kinds: Option<&mut foldhash::HashMap<u64, u64>>,
+    bound: usize,
+    shape: u64,
+    req: &GroupRequest,
+    declares_run_time: bool,
+) -> Option<Size> {
+    let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
+    let plain = req.topology.is_none() && req.sockets.is_none() && req.members_per_node.is_none();
+    let kinds = kinds?;
+    if !alike || !plain || req.min_members != req.max_members {
+        return None;
+    }
+    // Kinds are nearly one per shape: bounded as the demands are.
+    if kinds.len() > 2 * bound + 1024 && !kinds.contains_key(&shape) {
+        kinds.clear();
+    }
+    let kind = *kinds.entry(shape).or_insert_with(|| {
+        let mut k = req.clone();
+        k.duration = None;
+        k.set_bounds(1, 1);
+        request_shape(&k)
+    });
+    // A group that declares no run time is matched to run until cancelled.
+    let run = if declares_run_time { req.duration.unwrap_or(u64::MAX) } else { u64::MAX };
+    Some(Size { kind, members: req.min_members, run })
 }
 
 impl Engine {

@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use super::attempt::{Attempt, CAPACITY};
 use super::cycle::{Pass, reservation_due_at};
+use super::failed_requests::size_in;
 use super::group_table::{PendingGroup, Slot};
-use super::{Engine, PendingKey};
+use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
 
 /// How many groups a run takes from the pending index at a time: at first, and at most. A run
@@ -110,39 +111,36 @@ impl Engine {
     /// it is a repeat misfit in a queue that settles them (`queue_settles_misfits`); false if it
     /// must be attempted in full.
     fn settle_misfit(&mut self, slot: Slot, shape: u64, pass: &mut Pass<'_>) -> bool {
-        // By slot: with thousands waiting, looking a group up by its key is what costs.
-        let g = Arc::clone(self.groups.at(slot));
-        let key = &g.spec.key;
-        debug_assert_eq!(self.shapes[key], shape, "the pending index holds the group's shape");
+        // Reached by slot, and borrowed, not shared: with thousands waiting, a lookup by key or a
+        // count taken on the group is what costs. What the tests below look up is worked out
+        // first, into the engine's tables, beside the borrowed group.
+        let bound = self.groups.len();
+        let g = self.groups.at(slot);
         let r = &g.spec.request;
+        let kinds = self.compare_by_size.then_some(&mut self.kinds);
+        let ahead = pass
+            .failed
+            .ahead((shape, r.min_members, r.max_members), || size_in(kinds, bound, shape, r, r.duration.is_some()));
+        if ahead.is_none() {
+            demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
+        }
         // The tests that usually fail first, before any other lookup.
-        let short: Arc<str>;
-        let size = || self.size_of(shape, r, r.duration.is_some());
-        let busy: &str = if let Some(ahead) = pass.failed.ahead((shape, r.min_members, r.max_members), size) {
-            ahead
-        } else {
-            let Err(s) = self.may_fit_now(shape, r) else { return false };
-            short = s;
-            &short
-        };
+        let Some(busy) = ahead.or_else(|| self.short_now(shape, r.min_members)) else { return false };
         let settled = g.unsatisfiable.is_none()
             // Giving way is a kind of preemption.
-            && (pass.preempt_budget == 0 || self.leaving_for.as_ref() != Some(key))
+            && (pass.preempt_budget == 0 || self.leaving_for.as_ref() != Some(&g.spec.key))
             // Not an elastic group waiting for all its members.
-            && self.effective_min(&g) == r.min_members
+            && self.effective_min(g) == r.min_members
             && self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok);
         if !settled {
             return false;
         }
         // Mostly the reason it had: then nothing is written, nor put together.
-        let tail = self.backfill_only_tail(&g);
+        let tail = self.backfill_only_tail(g);
         let unchanged =
             (g.reason.strip_prefix(CAPACITY)).and_then(|rest| rest.strip_prefix(busy)).is_some_and(|rest| rest == tail);
         if !unchanged {
             let reason = [CAPACITY, busy, &tail].concat();
-            drop(tail);
-            // The copy must be gone before the reason is set, or setting it would copy the group.
-            drop(g);
             Arc::make_mut(self.groups.at_mut(slot)).reason = reason;
         }
         true
