@@ -24,7 +24,7 @@ use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
 use super::Engine;
 use super::cycle::{Pass, reservation_due_at};
-use super::group_table::PendingGroup;
+use super::group_table::{PendingGroup, Slot};
 use super::preemption::Preemption;
 use super::quota_holds::Shortfall;
 use crate::clock;
@@ -97,6 +97,8 @@ type Step<T> = ControlFlow<Attempt, T>;
 /// The group an attempt is for, as its steps read it.
 struct Candidate<'k> {
     key: &'k GroupKey,
+    /// Where the group is kept: each step reaches it without a lookup by key.
+    slot: Slot,
     queue: String,
     shape: u64,
     /// The least members of its own request.
@@ -127,7 +129,7 @@ impl Engine {
             return Break(outcome);
         }
         let key = &*head.key;
-        let (c, planned) = self.check_satisfiable(key, may_reserve, pass.out)?;
+        let (c, planned) = self.check_satisfiable(head, may_reserve, pass.out)?;
         self.check_start_window(&c)?;
         let req = self.apply_quota(&c, planned, pass)?;
         let wait = match self.quota_held_against(key, &c.queue, &req, self.now, &mut pass.quota) {
@@ -145,16 +147,16 @@ impl Engine {
     /// and the request it is planned with (its own, with the run time learned for it).
     fn check_satisfiable<'k>(
         &mut self,
-        key: &'k GroupKey,
+        head: &'k PendingGroup,
         may_reserve: bool,
         out: &mut Vec<Transition>,
     ) -> Step<(Candidate<'k>, GroupRequest)> {
-        let g = &self.groups[key];
+        let (key, slot, shape) = (&*head.key, head.slot, head.shape);
+        let g = self.groups.at(slot);
         // Unsatisfiable: decided once per graph structure version, never retried in between.
         if g.unsatisfiable.as_ref().is_some_and(|(_, v)| *v == self.structure_version) {
             return Break(Attempt::Skipped);
         }
-        let shape = self.shapes[key];
         let request = self.planned_request(g);
         let queue = g.spec.queue.clone();
         let had_unsat = g.unsatisfiable.is_some();
@@ -166,15 +168,15 @@ impl Engine {
             Ok(()) if had_unsat => self.group_mut(key).unsatisfiable = None,
             Ok(()) => {}
         }
-        let min = self.members_now(key, shape, &request);
+        let min = self.members_now(slot, shape, &request);
         let own_min = request.min_members;
-        Continue((Candidate { key, queue, shape, own_min, min, may_reserve }, request))
+        Continue((Candidate { key, slot, queue, shape, own_min, min, may_reserve }, request))
     }
 
     /// The members the group asks for now: all of max while an elastic group waits for max, which
     /// makes sense only if max could ever fit.
-    fn members_now(&mut self, key: &GroupKey, shape: u64, request: &GroupRequest) -> u32 {
-        let eff_min = self.effective_min(&self.groups[key]);
+    fn members_now(&mut self, slot: Slot, shape: u64, request: &GroupRequest) -> u32 {
+        let eff_min = self.effective_min(self.groups.at(slot));
         if eff_min > request.min_members {
             let mut full = request.clone();
             full.set_bounds(full.max_members, full.max_members);
@@ -221,7 +223,7 @@ impl Engine {
             let busy = qreason.unwrap_or_else(|| "quota".into());
             // A group reserved before keeps its promise while the quota holds it at its start:
             // groups behind it may have used the quota now only if they give it back by then.
-            if c.may_reserve && self.groups[c.key].state == GroupState::Reserved {
+            if c.may_reserve && self.groups.at(c.slot).state == GroupState::Reserved {
                 let wait = Wait { short: Short::Quota, busy };
                 return Break(self.reserve(c.key, &req.narrowed_to(c.min), "", &wait, pass));
             }
@@ -253,7 +255,7 @@ impl Engine {
     /// so what the group borrowed would be reclaimed again, its run so far lost each time. The
     /// hold ends once the queue has no group waiting.
     fn reclaim_pending(&mut self, c: &Candidate<'_>, planned: &GroupRequest) -> Option<String> {
-        let lender = self.groups[c.key].reclaimed_for.clone()?;
+        let lender = self.groups.at(c.slot).reclaimed_for.clone()?;
         if self.pending.get(&lender).is_none_or(|p| p.is_empty()) {
             self.group_mut(c.key).reclaimed_for = None;
             return None;
@@ -301,7 +303,7 @@ impl Engine {
     /// this cycle.
     fn match_now(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<String> {
         let shape_key = (c.shape, req.min_members, req.max_members);
-        let declares_run_time = self.groups[c.key].spec.request.duration.is_some();
+        let declares_run_time = self.groups.at(c.slot).spec.request.duration.is_some();
         if let Some(ahead) = pass.failed.ahead(shape_key, || self.size_of(c.shape, req, declares_run_time)) {
             return Continue(ahead.to_string());
         }
@@ -320,7 +322,7 @@ impl Engine {
                 return Break(Attempt::Skipped);
             }
             MatchOutcome::Busy(r) => {
-                let matched = self.request_to_match(&self.groups[c.key], req);
+                let matched = self.request_to_match(self.groups.at(c.slot), req);
                 self.held_by_calendar(&matched).unwrap_or(r)
             }
             MatchOutcome::Reserved { id, .. } => {
@@ -345,7 +347,7 @@ impl Engine {
     ) -> Step<AllocId> {
         let placed = self.graph.allocation(id).map_or(req.max_members, |a| a.members.len() as u32);
         // A learned run time is no promise to reserve on: such a group starts with what fits.
-        let promised = self.request_to_match(&self.groups[c.key], req).duration;
+        let promised = self.request_to_match(self.groups.at(c.slot), req).duration;
         let (Some(run_now), Some(run_all)) = (req.run_time_with(placed), promised) else {
             return Continue(id);
         };
@@ -406,20 +408,20 @@ impl Engine {
     /// and its reason says for what.
     fn reserve_or_wait(&mut self, c: &Candidate<'_>, req: &GroupRequest, wait: &Wait, pass: &mut Pass<'_>) -> Attempt {
         let prefix = if c.waiting_for_max() {
-            let until = self.groups[c.key].spec.submitted_at + self.queue_cfg(&c.queue).elastic_max_wait_s;
+            let until = self.groups.at(c.slot).spec.submitted_at + self.queue_cfg(&c.queue).elastic_max_wait_s;
             format!("elastic: waiting until {} for all {} members; ", clock::show(until), req.min_members)
         } else {
             String::new()
         };
         // Short of quota: only a group reserved before is reserved again, from when the quota
         // frees; searching that start for every group short of quota costs too much per cycle.
-        let reserved_before = self.groups[c.key].state == GroupState::Reserved;
+        let reserved_before = self.groups.at(c.slot).state == GroupState::Reserved;
         if c.may_reserve && (!wait.for_quota() || reserved_before) {
             return self.reserve(c.key, req, &prefix, wait, pass);
         }
         let mut reason = format!("{prefix}{}", wait.waiting());
         if !c.may_reserve {
-            reason.push_str(&self.backfill_only_tail(&self.groups[c.key]));
+            reason.push_str(&self.backfill_only_tail(self.groups.at(c.slot)));
         }
         self.set_reason(c.key, reason);
         Attempt::Blocked
