@@ -18,6 +18,7 @@ use super::failed_requests::size_in;
 use super::group_table::{PendingGroup, Slot};
 use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
+use crate::group::GroupState;
 
 /// How many groups a run takes from the pending index at a time: at first, and at most. A run
 /// often ends after a few groups, at one that must be attempted in full.
@@ -64,11 +65,6 @@ impl Engine {
         if !self.settle_repeat_misfits || !self.queue_settles_misfits(q, pass) {
             return last;
         }
-        // The groups whose reservations this cycle keeps, by slot: compared with every group.
-        let kept: Vec<Slot> = match pass.keep {
-            true => self.reservations.keys().filter_map(|k| self.groups.slot(k)).collect(),
-            false => Vec::new(),
-        };
         let (mut size, mut batch) = (RUN_BATCH.0, Vec::new());
         loop {
             batch.clear();
@@ -79,11 +75,13 @@ impl Engine {
                 return last;
             }
             for &(pk, slot, shape) in &batch {
-                // A group that may reserve, or keeps its reservation, is attempted in full.
-                if kept.contains(&slot) {
+                // A group that may reserve, or keeps its reservation, is attempted in full. Only a
+                // reserved group holds one (the invariants say so).
+                let g = self.groups.at(slot);
+                if pass.keep && g.state == GroupState::Reserved && self.reservations.contains_key(&g.spec.key) {
                     return last;
                 }
-                let due = reservation_due_at(self.groups.at(slot), policy).is_none_or(|t| self.now >= t);
+                let due = reservation_due_at(g, policy).is_none_or(|t| self.now >= t);
                 if (may_reserve_more && due) || !self.settle_misfit(slot, shape, pass) {
                     return last;
                 }

@@ -247,6 +247,11 @@ impl Engine {
                 return Err(format!("{} is {} but the reserved index disagrees", g.spec.key, g.state));
             }
         }
+        if let Some(k) =
+            self.reservations.keys().find(|k| self.groups.get(k).is_none_or(|g| g.state != GroupState::Reserved))
+        {
+            return Err(format!("{k} holds a reservation on the graph but is not reserved"));
+        }
         // Quota usage equals the sum of placed groups.
         let mut usage: Usage = BTreeMap::new();
         for g in self.groups.values().filter(|g| g.state.holds_allocation()) {
