@@ -25,7 +25,7 @@
 //! | `attempt.rs` | one group's attempt, as a pipeline of small steps |
 //! | `demand.rs` | the cheap aggregate test before a match: what a request asks against what is free |
 //! | `failed_requests.rs` | what failed to match in the cycle: the same request, or one contained in it, is not matched again |
-//! | `repeat_misfit.rs` | attempts settled at once because a request like theirs failed earlier in the cycle, or more is asked than is free |
+//! | `repeat_misfit.rs` | attempts settled at once because a request like theirs failed earlier in the cycle, or more is asked than is free; runs of them behind a blocked head settled in one go |
 //! | `quota_holds.rs` | quota along the planned timeline: what reservations hold of it, and when a group short of it may start |
 //! | `preemption.rs` | gang-aware preemption: candidates, the fewest victims, eviction |
 //! | `elastic.rs` | elastic groups: how many members they ask for now, growing running ones |
