@@ -48,11 +48,12 @@ impl Engine {
         self.settle_misfit(head.slot, head.shape, pass).then_some(Attempt::Blocked)
     }
 
-    /// Settles the groups of blocked queue `q` (index `qi`, under `policy`) after `after`, in
-    /// order, for as long as each is a repeat misfit and the backfill budget lasts, as taking each
-    /// one as the cycle's head would: the same budget spent, the same reasons. Only for the last
-    /// queue the cycle has groups of, so that no other queue's group would come in between.
-    /// Returns the last group settled (`after` if none): the cycle goes on from there.
+    /// Settles the groups of blocked queue `q` (under `policy`; `may_reserve_more`: its
+    /// reservation depth is not used up in this cycle) after `after`, in order, for as long as
+    /// each is a repeat misfit and the backfill budget lasts, as taking each one as the cycle's
+    /// head would: the same budget spent, the same reasons. Only for the last queue the cycle has
+    /// groups of, so that no other queue's group would come in between. Returns the last group
+    /// settled (`after` if none): the cycle goes on from there.
     pub(super) fn settle_misfit_run(
         &mut self,
         q: &str,
