@@ -267,7 +267,7 @@ impl Engine {
     /// The most members (up to the request's max) the quota lets `queue` add now, and, when that
     /// is fewer than max, why (amounts in the graph's units).
     fn quota_room(&self, queue: &str, request: &GroupRequest) -> (u32, Option<String>) {
-        if self.compiled.queues[queue].quotas.is_empty() {
+        if !self.queue_has_quota(queue) {
             return (request.max_members, None);
         }
         let asks = quota::Asks::of(request);
@@ -278,7 +278,7 @@ impl Engine {
     /// Whether the group's minimum could ever be in `queue`, the whole cohort idle: the queue's
     /// quota is fixed while the engine runs (a changed Queue makes a new engine).
     fn quota_reachable(&self, queue: &str, request: &GroupRequest) -> Result<(), String> {
-        if self.compiled.queues[queue].quotas.is_empty() {
+        if !self.queue_has_quota(queue) {
             return Ok(());
         }
         let asks = quota::Asks::of(request);

@@ -131,7 +131,7 @@ impl Engine {
     }
 
     fn group_would_borrow(&self, g: &Group) -> bool {
-        if self.compiled.queues[&g.spec.queue].quotas.is_empty() {
+        if !self.queue_has_quota(&g.spec.queue) {
             return false;
         }
         let request = &g.spec.request;

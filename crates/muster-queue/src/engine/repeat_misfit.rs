@@ -101,7 +101,7 @@ impl Engine {
         let preemption_off = cfg.preemption.within_queue == WithinQueue::Never
             && !cfg.preemption.reclaim_within_cohort
             && cfg.preemption.fair_share_within_cohort == FairShareWithinCohort::Never;
-        self.compiled.queues[q].quotas.is_empty()
+        !self.queue_has_quota(q)
             && cfg.readiness.max_starting_members.is_none()
             && (pass.preempt_budget == 0 || preemption_off)
     }

@@ -53,6 +53,11 @@ impl Engine {
         &self.config.queues[self.compiled.queues[q].index]
     }
 
+    /// Whether queue `q` has a quota of anything: a queue without one skips every quota step.
+    pub(super) fn queue_has_quota(&self, q: &str) -> bool {
+        !self.compiled.queues[q].quotas.is_empty()
+    }
+
     pub(super) fn unknown_queue_err(&self, key: &GroupKey, queue: &str) -> EngineError {
         EngineError::InvalidGroup {
             key: key.clone(),
