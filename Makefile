@@ -22,7 +22,7 @@ bench:  ## criterion benchmarks of the matcher, and its 50k-node memory figure (
 	$(CARGO) bench -p muster-graph --bench matcher
 	$(CARGO) run --release -q -p muster-graph --example graph_memory
 
-ref-sim:  ## muster's FCFS and EASY schedules against the Python reference simulator, job for job (hack/ref-sim/)
+ref-sim:  ## muster's FCFS, best-effort, EASY, conservative and selective schedules against the Python reference simulator, job for job (hack/ref-sim/)
 	hack/ref-sim/compare.sh
 
 bench-ref-sim:  ## time muster sim's policies and the Python reference on one SWF trace (hack/ref-sim/bench.sh)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Times `muster sim` under each of muster's policies and the reference simulator's FCFS and EASY
-# on the same SWF trace (docs/benchmarks.md, "Simulator against a plain reference"): the best of
+# Times `muster sim` under each of muster's policies and the reference simulator's under each of
+# its four on the same SWF trace (docs/benchmarks.md, "Simulator against a plain reference"): the best of
 # RUNS runs each, with the load average beside every figure.
 #   hack/ref-sim/bench.sh [SCENARIO.yaml TRACE.swf PROCESSORS]   (default: scenarios/swf-example-procs.yaml)
 #   RUNS=3 (default); MUSTER=target/release/muster (default; built when absent)
@@ -23,6 +23,6 @@ echo "$scenario ($(grep -vc '^;' "$trace") jobs), best of $runs, $(date -u +%FT%
 for s in muster muster-conservative muster-easy muster-fifo muster-besteffort; do
   echo "muster sim --schedulers $s: $(best "$muster" sim "$scenario" --schedulers "$s") s (load $(load))"
 done
-for p in fcfs easy; do
+for p in fcfs besteffort easy conservative selective; do
   echo "refsim.py $p: $(best python3 hack/ref-sim/refsim.py "$trace" "$p" "$procs") s (load $(load))"
 done

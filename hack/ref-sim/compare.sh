@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# muster's FCFS (muster-fifo) and EASY (muster-easy) schedules against the reference simulator's,
-# job for job, on SWF scenarios mapped one pod per processor onto one node (docs/simulator.md,
-# "Checked against a reference simulator"). Fails on the first job whose start differs.
+# muster's schedules under each of its policies against the reference simulator's, job for job:
+# FCFS (muster-fifo), best-effort FIFO (muster-besteffort), EASY (muster-easy), conservative
+# (muster-conservative, depth 16) and selective (muster, depth 16, slowdown 3), on SWF scenarios
+# mapped one pod per processor onto one node (docs/simulator.md, "Checked against a reference
+# simulator"). Fails on the first job whose start differs.
 #   hack/ref-sim/compare.sh [SCENARIO.yaml TRACE.swf PROCESSORS]...
 # With no arguments: the synthetic traces and the real Gaia trace (fetched by hack/traces/fetch.sh).
 set -euo pipefail
@@ -17,7 +19,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 while (( $# >= 3 )); do
   scenario=$1 trace=$2 procs=$3; shift 3
-  for pair in fcfs:muster-fifo easy:muster-easy; do
+  for pair in fcfs:muster-fifo besteffort:muster-besteffort easy:muster-easy conservative:muster-conservative selective:muster; do
     ref=${pair%%:*} ours=${pair#*:}
     python3 hack/ref-sim/refsim.py "$trace" "$ref" "$procs" >"$out/ref"
     target/release/examples/schedule "$scenario" "$ours" >"$out/ours"
