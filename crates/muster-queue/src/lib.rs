@@ -13,6 +13,7 @@ pub mod engine;
 pub mod group;
 pub mod quota;
 pub mod reservation;
+mod text;
 
 pub use config::{EngineConfig, MATCH_POLICY, QueueConfig, QueuePolicy, ReadinessConfig, RequeueOrder};
 pub use engine::{

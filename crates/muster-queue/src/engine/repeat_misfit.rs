@@ -136,8 +136,7 @@ impl Engine {
         }
         // Mostly the reason it had: then nothing is written, nor put together.
         let tail = self.backfill_only_tail(g);
-        let unchanged =
-            (g.reason.strip_prefix(CAPACITY)).and_then(|rest| rest.strip_prefix(busy)).is_some_and(|rest| rest == tail);
+        let unchanged = crate::text::is_concat(&g.reason, &[CAPACITY, busy, &tail]);
         if !unchanged {
             let reason = [CAPACITY, busy, &tail].concat();
             Arc::make_mut(self.groups.at_mut(slot)).reason = reason;
