@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::RunRecord;
 
 pub mod evictions;
+pub mod jobs;
 pub mod reservations;
 pub mod tenants;
 use crate::scenario::Workload;
@@ -150,6 +151,9 @@ pub struct RunResult {
     pub completion_times_s: Vec<f64>,
     /// Wait times of completed jobs, ascending.
     pub waits_s: Vec<f64>,
+    /// Each job's outcome, in the scenario's order (`muster sim --jobs`; not in the JSON).
+    #[serde(skip)]
+    pub jobs: Vec<jobs::JobOutcome>,
     /// Wall-clock time of the run; left out of every output so that output is reproducible.
     #[serde(skip)]
     pub wall_ms: u64,
@@ -360,6 +364,7 @@ pub fn summarize(w: &Workload, rec: &RunRecord) -> RunResult {
         },
         completion_times_s: completed_at.iter().map(|t| round3(*t as f64 / 1000.0)).collect(),
         waits_s,
+        jobs: jobs::list(w, rec),
         wall_ms: 0,
     }
 }

@@ -208,6 +208,17 @@ impl Report {
         serde_json::to_string_pretty(self).expect("report serializes") + "\n"
     }
 
+    /// A line per job and scheduler ([`crate::metrics::jobs::CSV_HEADER`]), without the header.
+    pub fn jobs_csv(&self) -> String {
+        let mut out = String::new();
+        for r in &self.runs {
+            for j in &r.jobs {
+                crate::metrics::jobs::csv_row(&mut out, &self.scenario, &r.scheduler, j);
+            }
+        }
+        out
+    }
+
     /// Long format: scheduler,class,metric,value (class `*` for whole-run metrics).
     pub fn to_csv(&self) -> String {
         let mut out = String::from("scheduler,class,metric,value\n");

@@ -59,6 +59,10 @@ pub struct Args {
     /// Also write plots (SVG and PNG) into this directory.
     #[arg(long)]
     plots: Option<PathBuf>,
+    /// Also write a CSV line per job and scheduler to this file: when each job was submitted,
+    /// placed, started and ended, its wait and outcome, in the scenario's order.
+    #[arg(long)]
+    jobs: Option<PathBuf>,
     /// Do not measure muster's estimated starts (the queue view's forecast, most of a muster
     /// run's cost on long queues); the schedules are the same.
     #[arg(long)]
@@ -185,8 +189,8 @@ fn history_workload(args: &Args, source: &str) -> Result<muster_sim::Workload> {
     Ok(scenario::from_text_with("--history", &text, Path::new(""), args.seed, &read)?)
 }
 
-/// JSON (one report, or an array for the suite), CSV (a `scenario` column first) and plots (a
-/// directory per scenario for the suite).
+/// JSON (one report, or an array for the suite), CSV (a `scenario` column first), the jobs' CSV
+/// and plots (a directory per scenario for the suite).
 fn write_outputs(args: &Args, reports: &[muster_sim::Report]) -> Result<()> {
     let write = |path: &PathBuf, text: String| {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
@@ -206,6 +210,13 @@ fn write_outputs(args: &Args, reports: &[muster_sim::Report]) -> Result<()> {
             for line in r.to_csv().lines().skip(1) {
                 csv.push_str(&format!("{},{line}\n", r.scenario));
             }
+        }
+        write(p, csv)?;
+    }
+    if let Some(p) = &args.jobs {
+        let mut csv = format!("{}\n", muster_sim::metrics::jobs::CSV_HEADER);
+        for r in reports {
+            csv.push_str(&r.jobs_csv());
         }
         write(p, csv)?;
     }

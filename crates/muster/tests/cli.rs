@@ -194,6 +194,58 @@ fn sim_runs_the_built_in_suite_deterministically() {
     assert_ne!(text, stdout(&run("8")), "the seed changes the workload");
 }
 
+/// `--jobs` lists each job under each scheduler, and agrees with the run's own figures: as many
+/// completed as the JSON counts, and the completed jobs' waits are its sorted waits.
+#[test]
+fn sim_writes_each_jobs_outcome() {
+    let dir = std::env::temp_dir().join(format!("muster-sim-jobs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (jobs, json) = (dir.join("jobs.csv"), dir.join("run.json"));
+    let out = muster(
+        &[
+            "sim",
+            "scenarios/swf-example-procs.yaml",
+            "--schedulers",
+            "muster-fifo,muster-easy",
+            "--no-estimates",
+            "--jobs",
+            jobs.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(&jobs).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} column"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let jobs_in_scenario = report["jobs"].as_u64().unwrap() as usize;
+    assert_eq!(rows.len(), 2 * jobs_in_scenario, "a line per job and scheduler");
+    for run in report["runs"].as_array().unwrap() {
+        let scheduler = run["scheduler"].as_str().unwrap();
+        let mine: Vec<&Vec<&str>> = rows.iter().filter(|r| r[col("scheduler")] == scheduler).collect();
+        let completed: Vec<&&Vec<&str>> = mine.iter().filter(|r| r[col("outcome")] == "completed").collect();
+        assert_eq!(completed.len() as u64, run["completed"].as_u64().unwrap(), "{scheduler}");
+        let mut waits: Vec<f64> = completed.iter().map(|r| r[col("wait_s")].parse().unwrap()).collect();
+        waits.sort_by(f64::total_cmp);
+        let expected: Vec<f64> = run["waits_s"].as_array().unwrap().iter().map(|w| w.as_f64().unwrap()).collect();
+        assert_eq!(waits, expected, "{scheduler}: the jobs' waits are the run's");
+        for r in &completed {
+            let (submitted, placed): (f64, f64) =
+                (r[col("submitted_s")].parse().unwrap(), r[col("placed_s")].parse().unwrap());
+            assert!(submitted <= placed, "{scheduler}: placed before it came: {r:?}");
+        }
+    }
+    let starts = |s: &str| -> Vec<&str> {
+        rows.iter().filter(|r| r[col("scheduler")] == s).map(|r| r[col("placed_s")]).collect()
+    };
+    assert_ne!(starts("muster-fifo"), starts("muster-easy"), "EASY backfills where FIFO does not");
+}
+
 /// The suite tables in README.md and docs/benchmarks.md are what `muster sim` prints now. A
 /// table is shown in a ```text block whose first line is the command (`$ muster sim ARGS`);
 /// each blank-line-separated part of the block must be a part of that command's output, verbatim.
