@@ -25,7 +25,7 @@ bench:  ## criterion benchmarks of the matcher, and its 50k-node memory figure (
 ref-sim:  ## muster's FCFS, best-effort, EASY, conservative and selective schedules against the Python reference simulator, job for job (hack/ref-sim/)
 	hack/ref-sim/compare.sh
 
-bench-ref-sim:  ## time muster sim's policies and the Python reference on one SWF trace (hack/ref-sim/bench.sh)
+bench-ref-sim:  ## time each of muster's policies against the Python reference running the same one, in pairs (hack/ref-sim/bench.sh)
 	hack/ref-sim/bench.sh
 
 fuzz:  ## run every fuzz target for FUZZ_SECONDS each (needs a nightly toolchain and cargo-fuzz)
