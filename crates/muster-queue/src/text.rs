@@ -4,7 +4,7 @@
 //! (docs/benchmarks.md, "Reasons compared in words").
 
 /// Whether `a` and `b` hold the same bytes, compared a word at a time.
-pub(crate) fn same(a: &str, b: &str) -> bool {
+fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
         return false;
