@@ -71,6 +71,9 @@ pub struct RunOptions {
     /// muster's models run without the scenario's calendar reservations, as the peers do (the
     /// reservations are still measured): what holding them costs and what it buys.
     pub ignore_reservations: bool,
+    /// Keep each job's outcome (`RunResult::jobs`, `muster sim --jobs`); off, a run keeps only its
+    /// figures (a list per job and scheduler is tens of megabytes on a trace of 50,000 jobs).
+    pub jobs: bool,
     pub custom: Vec<CustomScheduler>,
 }
 
@@ -83,6 +86,7 @@ impl RunOptions {
             progress: false,
             estimates: true,
             ignore_reservations: false,
+            jobs: false,
             custom: vec![],
         }
     }
@@ -143,7 +147,7 @@ pub fn run_workload(w: &Workload, opts: &RunOptions) -> Result<Report, SimError>
         scheds.push(build(n, w, opts)?);
     }
     let (cluster, ideal, lower_bound_s) = targets(w, &engine::Engine::new(w)?);
-    let runs = run_in_parallel(w, scheds, opts.progress)?;
+    let runs = run_in_parallel(w, scheds, opts.progress, opts.jobs)?;
     Ok(Report {
         scenario: w.name.clone(),
         description: w.description.clone(),
@@ -164,6 +168,7 @@ fn run_in_parallel(
     w: &Workload,
     scheds: Vec<Box<dyn Scheduler>>,
     progress: bool,
+    keep_jobs: bool,
 ) -> Result<Vec<metrics::RunResult>, SimError> {
     let count = scheds.len();
     let mut order: Vec<(usize, Box<dyn Scheduler>)> = scheds.into_iter().enumerate().collect();
@@ -176,6 +181,9 @@ fn run_in_parallel(
         let clock = std::time::Instant::now();
         let rec = engine::Engine::new(w)?.run(s.as_mut(), progress)?;
         let mut result = metrics::summarize(w, &rec);
+        if keep_jobs {
+            result.jobs = metrics::jobs::list(w, &rec);
+        }
         result.wall_ms = clock.elapsed().as_millis() as u64;
         Ok(result)
     };

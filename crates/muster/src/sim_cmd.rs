@@ -97,6 +97,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     opts.progress = true;
     opts.estimates = !args.no_estimates;
     opts.ignore_reservations = args.ignore_reservations;
+    opts.jobs = args.jobs.is_some();
     let one = match (&args.scenario, &args.history) {
         (Some(path), _) => Some(scenario::load(path, args.seed)?),
         (None, Some(source)) => Some(history_workload(args, source)?),
