@@ -347,9 +347,33 @@ impl ClusterDescription {
         self.for_each_node(file, |n| {
             graph.insert_node(&n.spec).map(drop).map_err(|m| InputError::new(file, format!("node {}", n.spec.name), m))
         })?;
+        check_totals(file, &graph)?;
         graph.rebuild_index();
         Ok(graph)
     }
+}
+
+/// Refuses a cluster whose nodes hold more of a resource in all than a count of base units can
+/// say (2^64 - 1): its totals would wrap and read as nearly nothing free.
+fn check_totals(file: &str, graph: &Graph) -> Result<(), InputError> {
+    for (i, def) in (0..graph.resources.len()).map(|i| (i, graph.resources.def(crate::resources::ResourceId(i as u16))))
+    {
+        let total =
+            graph.nodes.iter().try_fold(0u64, |sum, n| sum.checked_add(n.capacity.get(i).copied().unwrap_or(0)));
+        if total.is_none() {
+            return Err(InputError::new(
+                file,
+                "nodeClasses",
+                format!(
+                    "the nodes hold more {} in all than muster can count ({} base units); give fewer nodes or \
+                     smaller capacities",
+                    def.name,
+                    u64::MAX
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parses and builds in one step.

@@ -25,13 +25,58 @@ impl InputError {
 
     /// Parses `text` as YAML (a superset of JSON) into `T`, reporting the path of a bad field.
     pub fn parse_yaml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, Self> {
+        if flow_depth(text) > MAX_FLOW_DEPTH {
+            // The YAML reader would refuse it too, but only after time that grows with the
+            // square of the depth (minutes for a few hundred kilobytes).
+            return Err(Self::new(
+                file,
+                "",
+                format!("brackets nested more than {MAX_FLOW_DEPTH} deep; no muster input needs that many"),
+            ));
+        }
         let de = serde_yaml_ng::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
+            // The YAML reader's message may start with where it was (the path, or the map that
+            // holds it): the path says that once.
+            let inner = match inner.split_once(": ") {
+                Some((at, rest)) if at == "." || (!at.is_empty() && path.starts_with(at)) => rest.to_string(),
+                _ => inner,
+            };
             Self::new(file, if path == "." { String::new() } else { path }, inner)
         })
     }
+}
+
+/// The deepest nesting of `[` and `{` a YAML or JSON input may have.
+const MAX_FLOW_DEPTH: usize = 128;
+
+/// How deep `[` and `{` nest in `text`, outside quoted strings and comments.
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut quote, mut comment, mut escaped) = (0usize, 0usize, None, false, false);
+    for c in text.chars() {
+        match (quote, c) {
+            (Some('"'), '\\') if !escaped => escaped = true,
+            (Some(q), c) => {
+                if c == q && !escaped {
+                    quote = None;
+                }
+                escaped = false;
+            }
+            (None, '\n') => comment = false,
+            (None, _) if comment => {}
+            (None, '#') => comment = true,
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Why an operation on the graph was refused. The graph is unchanged after any of these.

@@ -30,6 +30,24 @@ pub enum TolerationOperator {
 }
 
 impl Toleration {
+    /// Checks Kubernetes' rules for a toleration: Err names the field at fault (`key`, `value`,
+    /// `effect`) and what to write instead.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        match self.operator {
+            TolerationOperator::Exists if !self.value.is_empty() => {
+                return Err(("value", "operator Exists takes no value; drop it, or use operator Equal"));
+            }
+            TolerationOperator::Equal if self.key.is_empty() => {
+                return Err(("key", "operator Equal needs a key; give one, or use operator Exists for every taint"));
+            }
+            _ => {}
+        }
+        match self.effect.as_deref() {
+            None | Some("" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") => Ok(()),
+            Some(_) => Err(("effect", "allowed: NoSchedule, PreferNoSchedule, NoExecute, or none for every effect")),
+        }
+    }
+
     fn tolerates(&self, taint: &Taint) -> bool {
         if let Some(e) = &self.effect
             && !e.is_empty()
@@ -108,7 +126,8 @@ impl MatchExpression {
 pub struct NodeFilter {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
-    /// Terms are ORed; empty means no affinity requirement.
+    /// Terms are ORed; no terms means no affinity requirement. A term without expressions matches
+    /// no node, as in Kubernetes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub affinity: Vec<NodeSelectorTerm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -120,7 +139,9 @@ impl NodeFilter {
     pub fn admits(&self, node: &Node) -> bool {
         self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
             && (self.affinity.is_empty()
-                || self.affinity.iter().any(|t| t.match_expressions.iter().all(|e| e.matches(&node.labels))))
+                || self.affinity.iter().any(|t| {
+                    !t.match_expressions.is_empty() && t.match_expressions.iter().all(|e| e.matches(&node.labels))
+                }))
             && node
                 .taints
                 .iter()
@@ -179,6 +200,11 @@ mod tests {
         assert!(!f(vec![vec![expr("zone", In, &["a"]), expr("gen", Lt, &["4"])]]).admits(&n));
         assert!(f(vec![vec![expr("zone", NotIn, &["a"])], vec![expr("gpu", DoesNotExist, &[])]]).admits(&n));
         assert!(!f(vec![vec![expr("zone", NotIn, &["a"])]]).admits(&n));
+        // An empty term matches nothing (k8s.io/component-helpers nodeaffinity): alone it admits
+        // no node, beside another it adds none.
+        assert!(!f(vec![vec![]]).admits(&n));
+        assert!(!f(vec![vec![], vec![expr("zone", In, &["b"])]]).admits(&n));
+        assert!(f(vec![vec![], vec![expr("zone", In, &["a"])]]).admits(&n));
         assert!(expr("k", In, &[]).validate().is_err());
         assert!(expr("k", Gt, &["x"]).validate().is_err());
         let sel = NodeFilter { node_selector: [("zone".into(), "b".into())].into(), ..Default::default() };

@@ -578,7 +578,7 @@ impl GroupRequest {
 
 /// A count: an integer or a min/max range.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "a whole number such as 4, or a range such as {min: 2, max: 8}")]
 pub enum Count {
     Exact(i64),
     Range {
@@ -734,9 +734,26 @@ fn check_affinity(file: &str, path: &str, affinity: &[NodeSelectorTerm]) -> Resu
     Ok(())
 }
 
+/// `path`: the tolerations' field, such as `sets[1].tolerations`.
+fn check_tolerations(file: &str, path: &str, tolerations: &[Toleration]) -> Result<(), InputError> {
+    for (i, t) in tolerations.iter().enumerate() {
+        t.validate().map_err(|(field, m)| InputError::new(file, format!("{path}[{i}].{field}"), m))?;
+    }
+    Ok(())
+}
+
 fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
     if form.name.is_empty() {
         return Err(InputError::new(file, "name", "a group needs a name"));
+    }
+    // Names are printed and logged as given: no control characters (a terminal would act on
+    // them), and no longer than a Kubernetes object's.
+    if form.name.len() > 253 || form.name.chars().any(char::is_control) {
+        return Err(InputError::new(
+            file,
+            "name",
+            "a group's name has 1 to 253 characters and none of them control characters, such as mpi-16",
+        ));
     }
     if !form.sets.is_empty() {
         return from_set_forms(file, form);
@@ -754,6 +771,7 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
     let requests = parse_requests(file, "resources", resources)?;
     check_devices(&form.devices).map_err(|(path, m)| InputError::new(file, format!("devices{path}"), m))?;
     check_affinity(file, "affinity", &form.affinity)?;
+    check_tolerations(file, "tolerations", &form.tolerations)?;
     let duration = match form.duration {
         Some(d) => check_duration(file, "duration", d as f64)?,
         None => None,
@@ -816,6 +834,7 @@ fn from_set_forms(file: &str, form: &GroupForm) -> Result<GroupRequest, InputErr
             bounds => bounds,
         };
         check_affinity(file, &path("affinity"), &f.affinity)?;
+        check_tolerations(file, &path("tolerations"), &f.tolerations)?;
         check_devices(&f.devices).map_err(|(p, m)| InputError::new(file, format!("{}{p}", path("devices")), m))?;
         sets.push(MemberSet {
             name: f.name.clone(),

@@ -447,7 +447,7 @@ impl Graph {
 
     /// Refuses a constraint on a level this graph lacks, or kept `within` a level that does not
     /// enclose its own; the message names the levels there are.
-    fn check_topology(&self, t: &TopologyConstraint) -> Result<(), Unsatisfiable> {
+    pub(crate) fn check_topology(&self, t: &TopologyConstraint) -> Result<(), Unsatisfiable> {
         let known: Vec<_> = self.levels.keys().filter(|l| *l != "cluster").collect();
         for level in std::iter::once(&t.level).chain(&t.within).chain(t.weights.keys()) {
             if !self.levels.contains_key(level) {

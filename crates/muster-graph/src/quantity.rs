@@ -26,6 +26,7 @@ pub enum QuantityError {
     Malformed(String),
     Negative(String),
     TooLarge(String),
+    Fractional(String),
 }
 
 impl fmt::Display for QuantityError {
@@ -39,6 +40,11 @@ impl fmt::Display for QuantityError {
             ),
             Self::Negative(s) => write!(f, "{s:?} is negative; amounts must be at least 0"),
             Self::TooLarge(s) => write!(f, "{s:?} is absurdly large; the limit is {MAX_AMOUNT} base units"),
+            Self::Fractional(s) => write!(
+                f,
+                "{s:?} is not a whole number; this resource is counted in whole units (Kubernetes refuses a \
+                 fraction of an extended resource or of pods), so write a whole number such as \"1\""
+            ),
         }
     }
 }
@@ -115,10 +121,29 @@ fn decimal_exponent(suffix: &str) -> Option<i64> {
 /// millicore; 1 for everything else), rounded up as Kubernetes counts requests (a non-zero
 /// amount never counts as zero).
 pub fn parse_scaled(text: &str, scale: u64) -> Result<u64, QuantityError> {
+    scaled(text, scale).map(|(value, _)| value)
+}
+
+/// Parses `text` as a count of whole units (an extended resource, pods): Kubernetes refuses a
+/// fraction of one, so rounding it up would hold what nobody asked for. As apimachinery judges
+/// it, by the amount in thousandths rounded up: less than a thousandth over a whole number is
+/// that number's next.
+pub fn parse_whole(text: &str) -> Result<u64, QuantityError> {
+    match scaled(text, 1)? {
+        (value, false) => Ok(value),
+        (_, true) => match scaled(text, 1000) {
+            Ok((milli, _)) if milli.is_multiple_of(1000) => Ok(milli / 1000),
+            _ => Err(QuantityError::Fractional(text.to_string())),
+        },
+    }
+}
+
+/// [`parse_scaled`], and whether it rounded a fraction up.
+fn scaled(text: &str, scale: u64) -> Result<(u64, bool), QuantityError> {
     let q = read(text)?;
     let too_large = || QuantityError::TooLarge(text.to_string());
     if q.digits.is_empty() {
-        return Ok(0);
+        return Ok((0, false));
     }
     if q.negative {
         return Err(QuantityError::Negative(text.to_string()));
@@ -154,13 +179,14 @@ pub fn parse_scaled(text: &str, scale: u64) -> Result<u64, QuantityError> {
     for d in whole.iter().copied().chain(std::iter::repeat_n(0, q.exp10.max(0) as usize)) {
         value = value.checked_mul(10).and_then(|v| v.checked_add(u128::from(d))).ok_or_else(too_large)?;
     }
-    if dropped.iter().any(|d| *d != 0) {
+    let rounded = dropped.iter().any(|d| *d != 0);
+    if rounded {
         value += 1;
     }
     if value > u128::from(MAX_AMOUNT) {
         return Err(too_large());
     }
-    Ok(value as u64)
+    Ok((value as u64, rounded))
 }
 
 /// Formats an amount in base units the way `kubectl` shows it: cpu as cores or millicores,
@@ -271,6 +297,18 @@ mod tests {
             Err(QuantityError::TooLarge(_))
         ));
         assert_eq!(parse_scaled("", 1), Err(QuantityError::Empty));
+    }
+
+    #[test]
+    fn whole_units_refuse_a_fraction_in_any_form() {
+        for whole in ["8", "1e3", "2k", "1500e-3k", "0", "100000m", "1.9999999"] {
+            assert_eq!(parse_whole(whole), parse_scaled(whole, 1), "{whole}");
+        }
+        for fraction in ["0.5", "500m", "1e-3", "1.5", "1n"] {
+            let e = parse_whole(fraction).unwrap_err();
+            assert!(matches!(e, QuantityError::Fractional(_)), "{fraction}: {e:?}");
+            assert!(e.to_string().contains("whole number"), "{e}");
+        }
     }
 
     #[test]

@@ -54,7 +54,11 @@ pub fn unit_of(name: &str) -> Result<Unit, String> {
 
 /// Parses an amount of the named resource into its base unit.
 pub fn parse_amount(unit: Unit, text: &str) -> Result<u64, QuantityError> {
-    quantity::parse_scaled(text, if unit == Unit::Millicores { 1000 } else { 1 })
+    match unit {
+        Unit::Millicores => quantity::parse_scaled(text, 1000),
+        Unit::Bytes => quantity::parse_scaled(text, 1),
+        Unit::Count => quantity::parse_whole(text),
+    }
 }
 
 impl ResourceTable {

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use muster_graph::quantity::{MAX_AMOUNT, QuantityError, parse_scaled};
+use muster_graph::quantity::{MAX_AMOUNT, QuantityError, parse_scaled, parse_whole};
 
 /// A small deterministic generator (xorshift64*), so that a failure can be replayed.
 struct Rng(u64);
@@ -145,6 +145,7 @@ fn muster(text: &str, scale: u64) -> Result<u64, &'static str> {
         QuantityError::TooLarge(_) => "too large",
         QuantityError::Negative(_) => "negative",
         QuantityError::Empty | QuantityError::Malformed(_) => "refused",
+        QuantityError::Fractional(_) => unreachable!("parse_scaled rounds a fraction up"),
     })
 }
 
@@ -168,6 +169,17 @@ fn muster_reads_every_quantity_as_apimachinery_does() {
         let got = [muster(text, 1), muster(text, 1000)];
         if got != want {
             disagreements.push(format!("{text:?}: apimachinery {want:?}, muster {got:?}"));
+        }
+        // Kubernetes takes a count of an extended resource only whole (its milli-value a multiple
+        // of 1000): muster's whole-unit reading must refuse exactly the others.
+        if let ["ok", "1" | "0", value, milli, _] = fields.as_slice()
+            && let (Ok(value), Ok(milli)) = (expected(value), expected(milli))
+        {
+            let whole = parse_whole(text).map_err(|e| matches!(e, QuantityError::Fractional(_)));
+            let want = if milli % 1000 == 0 { Ok(value) } else { Err(true) };
+            if whole != want {
+                disagreements.push(format!("{text:?} as a whole count: apimachinery {want:?}, muster {whole:?}"));
+            }
         }
         if let ["ok", sign, value, milli, canonical] = fields.as_slice() {
             accepted += 1;

@@ -204,6 +204,35 @@ fn a_selector_that_fails_on_every_device_is_unsatisfiable_and_says_why() {
 }
 
 #[test]
+fn a_selector_too_costly_or_too_long_is_refused_before_any_device_is_tried() {
+    // Macros nested over a list of ten: each level multiplies the work per device by ten. Four
+    // levels (10^4) are evaluated; seven (10^7) would take seconds per device and are refused as
+    // Kubernetes refuses them, by an estimate made when the selector compiles.
+    let nested = |depth: usize| {
+        let vars: Vec<String> = (0..depth).map(|i| format!("v{i}")).collect();
+        let mut body = format!("{} > 0", vars.join(" + "));
+        for v in vars.iter().rev() {
+            body = format!("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all({v}, {body})");
+        }
+        format!("{body} && {H100}")
+    };
+    let mut r = cluster(1, 1);
+    assert!(matches!(r.allocate(&gang("four", 1, devices(1, &[&nested(4)])), 0), MatchOutcome::Allocated(_)));
+    let started = std::time::Instant::now();
+    match r.allocate(&gang("seven", 1, devices(1, &[&nested(7)])), 0) {
+        MatchOutcome::Unsatisfiable(why) => assert!(why.contains("more than the 1000000"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused without evaluating");
+    let long = format!("{H100}{}", " && true".repeat(1300));
+    match r.allocate(&gang("long", 1, devices(1, &[&long])), 0) {
+        MatchOutcome::Unsatisfiable(why) => assert!(why.contains("at most 10240"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    check_invariants(&r);
+}
+
+#[test]
 fn a_gang_waits_for_the_selected_devices_to_free_up_not_for_others() {
     let mut r = cluster(2, 2);
     let mut busy = gang("busy", 2, devices(8, &[H100]));

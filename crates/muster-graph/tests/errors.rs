@@ -30,6 +30,21 @@ fn cluster_counts_out_of_range() {
 }
 
 #[test]
+fn cluster_totals_past_what_a_count_holds_and_fractions_of_whole_units() {
+    // 16 nodes of 1Ei memory hold 2^64 bytes: one more than a total can say.
+    let text = cluster_with("    count: 16\n    capacity: {cpu: 8, memory: 1Ei}\n");
+    let e = expect_err(cluster::load("c.yaml", &text).map(|_| ()), "c.yaml", "nodeClasses", "more memory in all");
+    assert!(e.message.contains("fewer nodes or smaller capacities"), "{e}");
+    assert!(cluster::load("c.yaml", &cluster_with("    count: 15\n    capacity: {cpu: 8, memory: 1Ei}\n")).is_ok());
+    // Half a GPU, or half a pod, is no capacity Kubernetes would publish.
+    for (resource, amount) in [("nvidia.com/gpu", "0.5"), ("pods", "500m")] {
+        let text = cluster_with(&format!("    count: 1\n    capacity: {{cpu: 8, {resource}: \"{amount}\"}}\n"));
+        let e = cluster::load("c.yaml", &text).unwrap_err();
+        assert!(e.to_string().contains("not a whole number"), "{resource}: {e}");
+    }
+}
+
+#[test]
 fn cluster_unknown_resource_and_duplicates() {
     let text = cluster_with("    count: 1\n    capacity: {cpu: 1, gpu: 1}\n");
     let e =
@@ -83,6 +98,47 @@ fn jobspec_counts_out_of_range() {
 
 /// What a member asks of its sockets in all is the per-socket amount times the sockets; each
 /// count is within 1..=1000000 but the product is not, and must be refused, not overflow.
+#[test]
+fn group_tolerations_names_and_yaml_paths_are_checked_as_kubernetes_would() {
+    let group = |extra: &str| format!("name: x\nmembers: 2\nresources: {{cpu: 1}}\n{extra}");
+    for (toleration, field, part) in [
+        ("{key: gpu, operator: Exists, value: x}", "value", "Exists takes no value"),
+        ("{operator: Equal, value: x}", "key", "Equal needs a key"),
+        ("{key: gpu, operator: Exists, effect: Sometimes}", "effect", "allowed: NoSchedule"),
+    ] {
+        let text = group(&format!("tolerations: [{{key: ok, operator: Exists}}, {toleration}]\n"));
+        expect_err(jobspec::parse("g.yaml", &text), "g.yaml", &format!("tolerations[1].{field}"), part);
+        let sets = format!(
+            "name: x\nsets:\n  - {{name: a, members: 1, resources: {{cpu: 1}}, tolerations: [{toleration}]}}\n"
+        );
+        expect_err(jobspec::parse("g.yaml", &sets), "g.yaml", &format!("sets[0].tolerations[0].{field}"), part);
+    }
+    assert!(jobspec::parse("g.yaml", &group("tolerations: [{operator: Exists, effect: NoExecute}]\n")).is_ok());
+    for name in ["\"a\\nb\"", "\"a\\u001b[31m\"", &"n".repeat(254)] {
+        let text = format!("name: {name}\nmembers: 2\nresources: {{cpu: 1}}\n");
+        expect_err(jobspec::parse("g.yaml", &text), "g.yaml", "name", "control characters");
+    }
+    // The YAML reader's own path is not said twice.
+    let e = jobspec::parse("g.yaml", &group("topology: {level: rack, mode: sometimes}\n")).unwrap_err();
+    assert_eq!(e.path, "topology.mode", "{e}");
+    assert!(!e.message.starts_with("topology.mode"), "{e}");
+}
+
+#[test]
+fn deeply_nested_brackets_are_refused_at_once() {
+    // 200,000 levels took the YAML reader minutes to refuse; quoted and commented brackets do
+    // not count, and 128 levels are still read (and refused for what they hold).
+    let deep = format!("a: {}{}\n", "[".repeat(200_000), "]".repeat(200_000));
+    let started = std::time::Instant::now();
+    let e = jobspec::parse("g.yaml", &deep).unwrap_err();
+    assert!(e.message.contains("nested more than 128 deep"), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    let quoted = format!("name: \"{}\" # {}\nmembers: 2\nresources: {{cpu: 1}}\n", "[".repeat(200), "{".repeat(300));
+    assert!(jobspec::parse("g.yaml", &quoted).is_ok());
+    let at_limit = format!("a: {}{}\n", "[".repeat(128), "]".repeat(128));
+    assert!(!jobspec::parse("g.yaml", &at_limit).unwrap_err().message.contains("nested more than"));
+}
+
 #[test]
 fn flux_socket_products_do_not_overflow() {
     let slot = |inner: &str| format!("version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n{inner}");

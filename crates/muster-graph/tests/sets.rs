@@ -118,6 +118,41 @@ fn sub_gangs_share_their_own_rack_within_the_groups_block() {
 }
 
 #[test]
+fn a_level_no_node_carries_is_refused_for_sets_as_for_alike_members() {
+    // "zone" is no level of this cluster. A group of alike members naming it is unsatisfiable;
+    // a group of sets naming it, for the whole group or a sub-group, required or preferred, is
+    // refused the same way: never placed (its allocation could not be recorded again with that
+    // constraint) and never left waiting for room that cannot come.
+    let zone = |mode: &str| match mode {
+        "required" => TopologyConstraint::required("zone"),
+        _ => TopologyConstraint::preferred("zone"),
+    };
+    for mode in ["required", "preferred"] {
+        let mut alike = GroupRequest::simple("alike", 2, &[("nvidia.com/gpu", 8)]);
+        alike.topology = Some(zone(mode));
+        let mut on_group = mpijob("on-group", 2);
+        on_group.topology = Some(zone(mode));
+        let sub = jobspec::SubGroup { name: "workers".into(), sets: vec!["worker".into()], topology: zone(mode) };
+        let on_subgroup = mpijob("on-subgroup", 2).with_subgroups(vec![sub]).unwrap();
+        for req in [&alike, &on_group, &on_subgroup] {
+            let mut r = rg(GPU_NODES, Policy::First);
+            let before = fingerprint(&r.graph);
+            for outcome in [r.allocate(req, 0), r.allocate_orelse_reserve(req, 0)] {
+                match outcome {
+                    MatchOutcome::Unsatisfiable(why) => {
+                        assert!(why.contains("no topology level \"zone\""), "{} ({mode}): {why}", req.name)
+                    }
+                    other => panic!("{} ({mode}): {other:?}", req.name),
+                }
+            }
+            assert_eq!(fingerprint(&r.graph), before, "{} ({mode}) holds nothing", req.name);
+            let why = r.satisfiability(req).unwrap_err();
+            assert!(why.contains("zone"), "{} ({mode}): {why}", req.name);
+        }
+    }
+}
+
+#[test]
 fn a_rigid_set_never_grows_or_gives_back() {
     let mut r = rg(GPU_NODES, Policy::First);
     let mut workers = set("worker", 8, &[("nvidia.com/gpu", 1)]);
@@ -197,6 +232,18 @@ fn a_flux_jobspec_of_several_slots_is_a_group_of_sets() {
                  - {type: slot, count: 2, label: gpus, with: [{type: node, count: 1}]}\n";
     let e = jobspec::parse("ray.yaml", nodes).unwrap_err();
     assert_eq!(e.path, "resources[1]", "{e}");
+
+    // A count of a Kubernetes resource type is of whole units: 9 `cpu` is 9 cores, as 9 `core`
+    // is, and asks more than an 8-core node has; two slots may each have a range.
+    let cpu = "version: 1\nresources:\n  - {type: slot, count: {min: 1, max: 2}, label: a, with: [{type: cpu, count: 9}]}\n  \
+               - {type: slot, count: {min: 1, max: 3}, label: b, with: [{type: core, count: 2}, {type: cpu, count: 1}]}\n";
+    let g = jobspec::parse("cpu.yaml", cpu).unwrap();
+    assert_eq!(g.sets[0].requests, [("cpu".to_string(), 9000)]);
+    assert_eq!(g.sets[1].requests, [("cpu".to_string(), 3000)]);
+    assert_eq!((g.min_members, g.max_members), (2, 5));
+    let eight = "name: c\nnodeClasses:\n  - {name: n, count: 4, capacity: {cpu: 8, memory: 32Gi, pods: 110}}\n";
+    let r = ResourceGraph::new(muster_graph::cluster::load("c.yaml", eight).unwrap(), Policy::First);
+    assert!(r.satisfiability(&g).unwrap_err().contains("a:"), "set a's 9 cores fit no 8-core node");
 }
 
 #[test]

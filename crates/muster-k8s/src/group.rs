@@ -507,19 +507,14 @@ fn node_filter(
     }
     let mut engine_tolerations = Vec::new();
     for (i, t) in tolerations.iter().enumerate() {
-        let operator = t.operator.unwrap_or_default();
-        if operator == TolerationOperator::Exists && !t.value.is_empty() {
-            return Err(err(format!("{at}.tolerations[{i}].value"), "operator Exists takes no value"));
-        }
-        if operator == TolerationOperator::Equal && t.key.is_empty() {
-            return Err(err(format!("{at}.tolerations[{i}].key"), "operator Equal needs a key"));
-        }
-        engine_tolerations.push(EngineToleration {
+        let toleration = EngineToleration {
             key: t.key.clone(),
-            operator,
+            operator: t.operator.unwrap_or_default(),
             value: t.value.clone(),
             effect: t.effect.map(|e| e.as_str().to_string()),
-        });
+        };
+        toleration.validate().map_err(|(field, m)| err(format!("{at}.tolerations[{i}].{field}"), m))?;
+        engine_tolerations.push(toleration);
     }
     Ok(NodeFilter { node_selector: node_selector.clone(), affinity, tolerations: engine_tolerations })
 }

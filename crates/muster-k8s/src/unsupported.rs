@@ -53,6 +53,19 @@ pub fn unsupported_fields(spec: &PodSpec, field: &str) -> Vec<String> {
             ));
         }
     }
+    let node_terms = affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map_or(&[][..], |s| s.node_selector_terms.as_slice());
+    for (i, t) in node_terms.iter().enumerate() {
+        if t.match_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+            out.push(format!(
+                "{field}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]\
+                 .matchFields: muster reads node labels only, so it could bind the pod where the field forbids; \
+                 select nodes by label instead (kubernetes.io/hostname in matchExpressions), {OR_WITHOUT_MUSTER}"
+            ));
+        }
+    }
     for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
         if c.when_unsatisfiable == "DoNotSchedule" {
             out.push(format!(
@@ -169,7 +182,10 @@ mod tests {
             "hostNetwork": true,
             "initContainers": [{"name": "init", "image": "busybox", "ports": [{"containerPort": 9000, "protocol": "TCP"}]}],
             "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}]}},
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}]},
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}},
             "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
         }));
         let out = unsupported_fields(&s, "spec");
@@ -179,6 +195,8 @@ mod tests {
             [
                 "spec.initContainers[0].ports[0]",
                 "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[1]\
+                 .matchFields",
                 "spec.topologySpreadConstraints[0]"
             ]
         );

@@ -138,9 +138,13 @@ pub fn fifo_gang(capacity: &[Vec<u64>], jobs: &[IdealJob<'_>]) -> IdealSchedule 
     IdealSchedule { starts, makespan_ms: makespan }
 }
 
-/// max(total work / capacity over every resource, the latest submit + run time of any job).
+/// max(total work / capacity over every resource, the latest submit + run time of any job), over
+/// the jobs that fit the empty cluster: one that does not (a trace's job larger than the machine)
+/// runs in no schedule, so it adds no work to any.
 pub fn lower_bound(capacity: &[Vec<u64>], jobs: &[IdealJob<'_>]) -> i64 {
     let r = capacity.first().map_or(0, Vec::len);
+    let runs: Vec<&IdealJob<'_>> = jobs.iter().filter(|j| fit(capacity, j).is_some()).collect();
+    let jobs = runs.as_slice();
     let mut bound = jobs.iter().map(|j| j.submit_ms + j.run_ms).max().unwrap_or(0) as f64;
     for k in 0..r {
         let cap: u64 = capacity.iter().map(|c| c[k]).sum();
@@ -176,8 +180,9 @@ mod tests {
         assert_eq!(s.makespan_ms, 35_000);
         // Work: 6*10 + 4*5 + 2*1 + 8*20 = 242 cpu-s on 8 cpu = 30.25 s; latest end alone 23 s.
         assert_eq!(lower_bound(&cap, &jobs), 30_250);
-        // A gang larger than the cluster never starts and blocks nobody.
+        // A gang larger than the cluster never starts and blocks nobody, nor adds to the bound.
         let big = vec![job(0, 1_000, 3, 4), job(0, 1_000, 1, 1)];
         assert_eq!(fifo_gang(&cap, &big).starts, vec![None, Some(0)]);
+        assert_eq!(lower_bound(&cap, &big), 1_000);
     }
 }

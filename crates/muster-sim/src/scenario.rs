@@ -167,7 +167,7 @@ pub struct Lull {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "a whole number such as 4, or a range such as {min: 2, max: 8}")]
 pub enum Members {
     Exact(i64),
     Range { min: i64, max: i64 },
@@ -500,6 +500,38 @@ pub struct Workload {
     pub jobs: Vec<JobSpec>,
 }
 
+/// Refuses a job class no placement can hold even on the empty cluster (larger than any node or
+/// domain, a level no node carries, a selector no node matches): its jobs would wait for ever
+/// under muster and be run anyway by models that do not check the same constraint, and no
+/// figure of such a run means anything. Judged by muster's matcher on the first job of each.
+fn never_placed(
+    file: &str,
+    classes: &[JobClass],
+    jobs: &[(i64, usize, JobSpec)],
+    cluster: &ClusterDescription,
+    cluster_file: &str,
+) -> Result<(), SimError> {
+    if classes.is_empty() {
+        return Ok(());
+    }
+    let graph = muster_graph::ResourceGraph::new(cluster.build(cluster_file)?, muster_queue::MATCH_POLICY);
+    for (ci, c) in classes.iter().enumerate() {
+        let Some((_, _, job)) = jobs.iter().find(|(_, i, _)| *i == ci) else { continue };
+        if let Err(why) = graph.satisfiability(&job.to_group_request()) {
+            return Err(input(
+                file,
+                format!("jobClasses[{ci}]"),
+                format!(
+                    "class {:?} can never be placed, not even on the empty cluster: {why}; make its members fewer or \
+                     smaller, or loosen its constraints",
+                    c.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn class_topology(
     file: &str,
     at: &str,
@@ -756,6 +788,7 @@ pub fn from_text_with(
         }
         classes.push(ClassInfo { name: c.name.clone(), probe: c.probe });
     }
+    never_placed(file, &sf.job_classes, &pending, &cluster, &cluster_file)?;
     if let Some(src) = &sf.swf {
         let ci = classes.len();
         let swf_path = base.join(&src.file);

@@ -98,24 +98,39 @@ fn default_model_reproduces_the_seed_001_deadlock() {
 
 #[test]
 fn coscheduling_releases_a_group_at_the_permit_timeout() {
-    // Ten members on nine nodes: nine wait at Permit, the tenth fails Filter, and PostFilter lets
-    // a gang that lacks a tenth of minMember keep waiting, so only the 60 s permit timeout
-    // rejects the nine; the loop has nothing else to try, so their nodes come back at once.
+    // Ten members on ten nodes, one of them held for longer than the run by a job that came
+    // first: nine wait at Permit, the tenth fails Filter, and PostFilter lets a gang that lacks a
+    // tenth of minMember keep waiting, so only the 60 s permit timeout rejects the nine; the loop
+    // has nothing else to try, so their nodes come back at once.
     let w = workload(
         "permit",
-        "name: c\nnodeClasses:\n  - {name: n, count: 9, capacity: {cpu: \"4\", pods: 10}}\n",
+        "name: c\nnodeClasses:\n  - {name: n, count: 10, capacity: {cpu: \"4\", pods: 10}}\n",
         "name: permit\nhorizon: 250s\ntiming: {podCreateQps: 0, podStartDelay: 0s}\n\
-         jobClasses:\n  - {name: gang, count: 1, members: 10, resources: {cpu: \"4\"}, runTime: 10s}\n",
+         jobClasses:\n  - {name: hold, count: 1, members: 1, resources: {cpu: \"4\"}, runTime: 1000s}\n\
+         \x20 - {name: gang, count: 1, members: 10, resources: {cpu: \"4\"}, runTime: 10s, \
+         arrival: {pattern: burst, start: 1s}}\n",
         1,
     )
     .unwrap();
     let (t, _) = tap(&w, models::cosched::Coscheduling::new(60_000));
-    let reserve = t.actions.iter().find(|(_, a)| matches!(a, Action::Reserve { .. })).unwrap().0;
+    // The holding job is reserved and bound at 0 s, the gang's members from 1 s.
+    let reserve = t.actions.iter().find(|(at, a)| *at >= 1_000 && matches!(a, Action::Reserve { .. })).unwrap().0;
     let unreserve = t.actions.iter().find(|(_, a)| matches!(a, Action::Unreserve { .. })).unwrap().0;
     assert_eq!(unreserve - reserve, 60_000);
     let at_timeout = t.actions.iter().filter(|(at, a)| *at == unreserve && matches!(a, Action::Unreserve { .. }));
     assert_eq!(at_timeout.count(), 9);
-    assert!(!t.actions.iter().any(|(at, a)| matches!(a, Action::Bind { .. }) && *at < unreserve));
+    // The job of each pod, from the pods created in order.
+    let created = t.events.iter().filter_map(|(_, e)| match e {
+        SimEvent::PodCreated { pod } => Some(*pod),
+        _ => None,
+    });
+    let job_of: std::collections::BTreeMap<_, _> = created.zip(t.created.iter().copied()).collect();
+    let gang = w.jobs.iter().position(|j| j.class == "gang").unwrap() as u32;
+    let gang_bound_before = t
+        .actions
+        .iter()
+        .any(|(at, a)| matches!(a, Action::Bind { pod, .. } if job_of[pod].0 == gang && *at < unreserve));
+    assert!(!gang_bound_before, "no member of the gang is bound before its permit times out");
 }
 
 #[test]
@@ -319,6 +334,7 @@ fn scenario_errors_name_the_field() {
     assert!(e.contains("jobClasses[0].resources.nvidia.com/gpu") && e.contains("no node offers"), "{e}");
     let e = bad("name: e\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: soon}\n");
     assert!(e.contains("jobClasses[0].runTime") && e.contains("duration"), "{e}");
+    assert!(!e.contains("jobClasses[0].runTime: jobClasses[0]"), "the path is said once: {e}");
     let e = bad(
         "name: e\njobClasses:\n  - {name: j, count: 1, members: {min: 3, max: 2}, resources: {cpu: \"1\"}, runTime: 1s}\n",
     );
@@ -337,6 +353,13 @@ fn scenario_errors_name_the_field() {
         "name: e\nkueue: {fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanInitialShare]}}\njobClasses: []\n",
     );
     assert!(e.contains("kueue.fairSharing.preemptionStrategies") && e.contains("[LessThanInitialShare]"), "{e}");
+    // Jobs no placement holds, even on the empty cluster, are refused, not left waiting for ever:
+    // larger than the node, or naming a topology level the tiny cluster's one node does not carry.
+    let e = bad("name: e\njobClasses:\n  - {name: j, count: 1, members: 2, resources: {cpu: \"3\"}, runTime: 1s}\n");
+    assert!(e.contains("jobClasses[0]") && e.contains("can never be placed") && e.contains("2 members"), "{e}");
+    let e = bad("name: e\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s, \
+         topology: {level: rack, mode: preferred}}\n");
+    assert!(e.contains("jobClasses[0]") && e.contains("no topology level \"rack\""), "{e}");
 }
 
 #[test]

@@ -543,7 +543,7 @@ impl ResourceGraph {
         let held = alloc.members.len() as u32;
         let (k, room) = alloc.request.growing_set(alloc.members.iter().map(|m| m.index)).unwrap_or((0, 0));
         if count > room {
-            return Err(GraphError::TooManyMembers { alloc: id, wanted: held + count, max: held + room });
+            return Err(GraphError::TooManyMembers { alloc: id, wanted: held.saturating_add(count), max: held + room });
         }
         if count < room && alloc.request.is_optional(k) {
             return Err(GraphError::PartOfOptionalSet { alloc: id, wanted: count, whole: room });

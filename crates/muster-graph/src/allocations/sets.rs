@@ -24,7 +24,7 @@ impl ResourceGraph {
 
     pub(super) fn match_sets(&mut self, req: &GroupRequest, now: i64, otherwise: Otherwise) -> MatchOutcome {
         let requests = set_requests(req);
-        let demands = match self.resolve_sets(&requests) {
+        let demands = match self.resolve_sets(req, &requests) {
             Ok(d) => d,
             Err(u) => return MatchOutcome::Unsatisfiable(u.0),
         };
@@ -51,20 +51,30 @@ impl ResourceGraph {
     /// [`ResourceGraph::satisfiability`] of a group of sets.
     pub(super) fn satisfiability_sets(&self, req: &GroupRequest) -> Result<(), String> {
         let requests = set_requests(req);
-        let demands = self.resolve_sets(&requests).map_err(|u| u.0)?;
+        let demands = self.resolve_sets(req, &requests).map_err(|u| u.0)?;
         self.sets_satisfiable(req, &demands)
     }
 
     /// [`ResourceGraph::reserve`] of a group of sets.
     pub(super) fn reserve_sets(&mut self, req: &GroupRequest, now: i64) -> MatchOutcome {
         let requests = set_requests(req);
-        match self.resolve_sets(&requests) {
+        match self.resolve_sets(req, &requests) {
             Ok(demands) => self.reserve_set_demands(req, &demands, "the sets do not fit now".into(), now),
             Err(u) => MatchOutcome::Unsatisfiable(u.0),
         }
     }
 
-    fn resolve_sets<'a>(&self, requests: &'a [GroupRequest]) -> Result<Vec<Demand<'a>>, Unsatisfiable> {
+    /// Each set's demand, once the group's own constraint and its sub-groups' are known to name
+    /// levels this cluster has (as each set's are, in its demand): a level no node carries is
+    /// refused as it is for a group of alike members, never placed or waited for.
+    fn resolve_sets<'a>(
+        &self,
+        req: &GroupRequest,
+        requests: &'a [GroupRequest],
+    ) -> Result<Vec<Demand<'a>>, Unsatisfiable> {
+        for t in req.topology.iter().chain(req.subgroups.iter().map(|g| &g.topology)) {
+            self.graph.check_topology(t)?;
+        }
         requests.iter().map(|r| Demand::resolve(&self.graph, r)).collect()
     }
 

@@ -101,7 +101,20 @@ fn bind(
 impl Selector {
     pub fn compile(expression: &str) -> Result<Self, SelectorError> {
         let err = |message: String| SelectorError { expression: expression.to_string(), message };
+        if expression.len() > MAX_LENGTH {
+            return Err(err(format!(
+                "{} bytes long; a device selector may have at most {MAX_LENGTH}, as in Kubernetes",
+                expression.len()
+            )));
+        }
         let program = env().compile(expression).map_err(|e| err(e.to_string()))?;
+        let (cost, _) = worst_cost(program.expression());
+        if cost > MAX_COST {
+            return Err(err(format!(
+                "evaluating it may take about {cost} steps per device, more than the {MAX_COST} Kubernetes allows a \
+                 device selector; nest fewer macros (all, exists, map, filter) or loop over shorter lists"
+            )));
+        }
         let mut reads = Some(Vec::new());
         let mut domains = Vec::new();
         walk(program.expression(), &mut reads, &mut domains);
@@ -294,6 +307,55 @@ impl Opaque for Semver {
 
 /// Collects the fixed paths `e` reads of `device` into `reads` (None once it reads it any other
 /// way) and the domains it names into `domains`.
+/// The longest device selector Kubernetes accepts, in bytes (`resource.k8s.io`,
+/// `SelectorExpressionMaxLength`).
+const MAX_LENGTH: usize = 10 * 1024;
+
+/// The most a selector may cost per device: Kubernetes' `SelectorExpressionMaxCost`. A tenant's
+/// selector is evaluated once per device the matcher looks at; nested macros multiply.
+const MAX_COST: u64 = 1_000_000;
+
+/// How many elements a list or map is taken to have when its length is not written out: more
+/// than the attributes and capacities a device may publish (32 in all).
+const UNKNOWN_LENGTH: u64 = 64;
+
+/// An upper bound on the steps evaluating `e` takes, and on the elements of what it yields (for
+/// a collection): a macro's body counts once per element of its range.
+fn worst_cost(e: &Expression) -> (u64, u64) {
+    let sum = |parts: &mut dyn Iterator<Item = &Expression>| {
+        parts.fold(1u64, |total, p| total.saturating_add(worst_cost(p).0))
+    };
+    match &e.expr {
+        Expr::Comprehension(c) => {
+            let (range_cost, range_len) = worst_cost(&c.iter_range);
+            let per_element = worst_cost(&c.loop_cond).0.saturating_add(worst_cost(&c.loop_step).0);
+            let cost = range_cost
+                .saturating_add(worst_cost(&c.accu_init).0)
+                .saturating_add(range_len.saturating_mul(per_element))
+                .saturating_add(worst_cost(&c.result).0);
+            (cost, range_len)
+        }
+        Expr::List(l) => (sum(&mut l.elements.iter()), l.elements.len() as u64),
+        Expr::Map(m) => {
+            let mut parts = m.entries.iter().filter_map(|entry| match &entry.expr {
+                cel::common::ast::EntryExpr::MapEntry(me) => Some([&me.key, &me.value]),
+                _ => None,
+            });
+            (sum(&mut parts.by_ref().flatten()), m.entries.len() as u64)
+        }
+        Expr::Struct(st) => {
+            let mut parts = st.entries.iter().filter_map(|entry| match &entry.expr {
+                cel::common::ast::EntryExpr::StructField(f) => Some(&f.value),
+                _ => None,
+            });
+            (sum(&mut parts), UNKNOWN_LENGTH)
+        }
+        Expr::Call(c) => (sum(&mut c.target.iter().map(|t| &**t).chain(&c.args)), UNKNOWN_LENGTH),
+        Expr::Select(sel) => (worst_cost(&sel.operand).0.saturating_add(1), UNKNOWN_LENGTH),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => (1, UNKNOWN_LENGTH),
+    }
+}
+
 fn walk(e: &Expression, reads: &mut Option<Vec<DevicePath>>, domains: &mut Vec<(Part, String)>) {
     if let Some(path) = device_path(&e.expr) {
         if let DevicePath::Entry(part, domain, ..) = &path {

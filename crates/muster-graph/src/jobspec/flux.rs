@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::{Count, GroupRequest, MAX_MEMBERS, MemberSet, SocketRequest, TopologyConstraint, check_duration};
 use crate::error::InputError;
 use crate::filter::NodeFilter;
+use crate::quantity::Unit;
 use crate::resources;
 
 /// Flux jobspec version 1.
@@ -356,8 +357,9 @@ fn walk_flux(file: &str, path: &str, r: &FluxResource, shape: &mut FluxShape, in
                 "core" => ("cpu".to_string(), scaled(1000)?),
                 "gpu" => ("nvidia.com/gpu".to_string(), scaled(1)?),
                 "memory" => ("memory".to_string(), scaled(memory_unit(file, path, r.unit.as_deref())?)?),
+                // A count is of whole units: `cpu` as `core`, in thousandths.
                 other => match resources::unit_of(other) {
-                    Ok(_) => (other.to_string(), scaled(1)?),
+                    Ok(unit) => (other.to_string(), scaled(if unit == Unit::Millicores { 1000 } else { 1 })?),
                     Err(m) => {
                         return Err(InputError::new(
                             file,

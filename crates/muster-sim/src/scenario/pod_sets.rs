@@ -234,9 +234,7 @@ fn bounds(file: &str, at: &str, members: &Members) -> Result<(u32, u32), SimErro
 
 fn check_tolerations(file: &str, at: &str, tolerations: &[Toleration]) -> Result<(), SimError> {
     for (i, tol) in tolerations.iter().enumerate() {
-        if tol.key.is_empty() && tol.operator == muster_graph::filter::TolerationOperator::Equal {
-            return Err(input(file, format!("{at}.tolerations[{i}].key"), "an empty key needs operator Exists"));
-        }
+        tol.validate().map_err(|(field, m)| input(file, format!("{at}.tolerations[{i}].{field}"), m))?;
     }
     Ok(())
 }
