@@ -22,7 +22,8 @@ pub use tenants::TenantResult;
 pub const SLOWDOWN_BOUND_MS: i64 = 10_000;
 
 pub fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+    // + 0.0 turns the -0.0 of a sum a hair below zero into 0.0, which is what it means.
+    (x * 1000.0).round() / 1000.0 + 0.0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -403,6 +404,14 @@ fn estimate_accuracy(rec: &RunRecord) -> Option<EstimateAccuracy> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_never_prints_minus_zero() {
+        assert_eq!(round3(1.23456), 1.235);
+        assert!(round3(-1e-9).is_sign_positive(), "a sum a hair below zero is 0, not -0");
+        assert_eq!(format!("{:.1}", round3(-1e-12)), "0.0");
+        assert_eq!(round3(-0.5), -0.5);
+    }
 
     #[test]
     fn nearest_rank_percentiles_and_slowdown() {

@@ -9,6 +9,8 @@ use muster_graph::cluster::ClusterDescription;
 use muster_graph::filter::{NodeFilter, Toleration};
 use muster_graph::jobspec::{ConstraintMode, MemberSet, SubGroup, TopologyConstraint};
 use muster_graph::resources;
+use muster_queue::QueuePolicy;
+use muster_queue::quota::Asks;
 use serde::{Deserialize, Deserializer};
 
 use crate::SimError;
@@ -501,32 +503,42 @@ pub struct Workload {
 }
 
 /// Refuses a job class no placement can hold even on the empty cluster (larger than any node or
-/// domain, a level no node carries, a selector no node matches): its jobs would wait for ever
-/// under muster and be run anyway by models that do not check the same constraint, and no
-/// figure of such a run means anything. Judged by muster's matcher on the first job of each.
+/// domain, a level no node carries, a selector no node matches), or that asks more than its
+/// queue may ever use with the whole cohort idle: its jobs would wait for ever under muster and
+/// be run anyway by models that do not check the same constraint, and no figure of such a run
+/// means anything. Judged by muster's matcher and quotas on the first job of each.
 fn never_placed(
     file: &str,
     classes: &[JobClass],
     jobs: &[(i64, usize, JobSpec)],
-    cluster: &ClusterDescription,
-    cluster_file: &str,
+    (cluster, cluster_file): (&ClusterDescription, &str),
+    tenants: &Tenants,
 ) -> Result<(), SimError> {
     if classes.is_empty() {
         return Ok(());
     }
     let graph = muster_graph::ResourceGraph::new(cluster.build(cluster_file)?, muster_queue::MATCH_POLICY);
+    let config = tenants.engine_config(QueuePolicy::StrictFifo);
+    let quotas = config.compile(file)?;
+    let show = |r: &str, a: u64| {
+        resources::unit_of(r).map_or_else(|_| a.to_string(), |u| muster_graph::quantity::format_amount(a, u))
+    };
     for (ci, c) in classes.iter().enumerate() {
         let Some((_, _, job)) = jobs.iter().find(|(_, i, _)| *i == ci) else { continue };
-        if let Err(why) = graph.satisfiability(&job.to_group_request()) {
-            return Err(input(
-                file,
-                format!("jobClasses[{ci}]"),
-                format!(
-                    "class {:?} can never be placed, not even on the empty cluster: {why}; make its members fewer or \
-                     smaller, or loosen its constraints",
-                    c.name
-                ),
-            ));
+        let req = job.to_group_request();
+        let refuse = |why: String| input(file, format!("jobClasses[{ci}]"), format!("class {:?} {why}", c.name));
+        if let Err(why) = graph.satisfiability(&req) {
+            return Err(refuse(format!(
+                "can never be placed, not even on the empty cluster: {why}; make its members fewer or smaller, or \
+                 loosen its constraints"
+            )));
+        }
+        let queue = tenants.name_of(job.queue);
+        if let Some(why) = muster_queue::quota::never_fits(&quotas, queue, &Asks::of(&req), req.min_members, &show) {
+            return Err(refuse(format!(
+                "can never start in queue {queue:?}, even with its cohort idle: {why}; raise the queue's quota or \
+                 its borrowing, or make the jobs smaller"
+            )));
         }
     }
     Ok(())
@@ -670,6 +682,14 @@ pub fn from_text_with(
     if v.schedule_period.0 < 1 {
         return Err(input(file, "volcano.schedulePeriod", "must be at least 1ms"));
     }
+    // kube-scheduler refuses the same configuration (podMaxBackoffSeconds below the initial).
+    if sf.native.pod_max_backoff.0 < sf.native.pod_initial_backoff.0 {
+        return Err(input(
+            file,
+            "native.podMaxBackoff",
+            "is shorter than native.podInitialBackoff; kube-scheduler takes the maximum at least as long",
+        ));
+    }
     if sf.job_classes.is_empty() && sf.swf.is_none() && sf.history.is_none() {
         return Err(input(file, "jobClasses", "no jobs; give at least one job class, an swf trace or a history"));
     }
@@ -788,7 +808,7 @@ pub fn from_text_with(
         }
         classes.push(ClassInfo { name: c.name.clone(), probe: c.probe });
     }
-    never_placed(file, &sf.job_classes, &pending, &cluster, &cluster_file)?;
+    never_placed(file, &sf.job_classes, &pending, (&cluster, &cluster_file), &tenants)?;
     if let Some(src) = &sf.swf {
         let ci = classes.len();
         let swf_path = base.join(&src.file);

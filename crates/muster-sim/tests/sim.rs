@@ -353,6 +353,8 @@ fn scenario_errors_name_the_field() {
         "name: e\nkueue: {fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanInitialShare]}}\njobClasses: []\n",
     );
     assert!(e.contains("kueue.fairSharing.preemptionStrategies") && e.contains("[LessThanInitialShare]"), "{e}");
+    let e = bad("name: e\nnative: {podInitialBackoff: 10s, podMaxBackoff: 1s}\njobClasses: []\n");
+    assert!(e.contains("native.podMaxBackoff") && e.contains("podInitialBackoff"), "{e}");
     // Jobs no placement holds, even on the empty cluster, are refused, not left waiting for ever:
     // larger than the node, or naming a topology level the tiny cluster's one node does not carry.
     let e = bad("name: e\njobClasses:\n  - {name: j, count: 1, members: 2, resources: {cpu: \"3\"}, runTime: 1s}\n");

@@ -107,6 +107,17 @@ fn the_tenants_section_and_each_class_queue_are_checked_by_field() {
     let untenanted = "name: t\ncluster: cluster.yaml\njobClasses:\n\
                       \x20 - {name: j, queue: a, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s}\n";
     assert!(refused("untenanted", untenanted).contains("jobClasses[0].queue: the scenario declares no tenants"));
+    // A class asking more than its queue may ever hold, the cohort idle, is refused by name:
+    // here b leaves the cohort, so its 4 cpu are all it may use, and its jobs ask 8.
+    let alone = base
+        .replacen("{name: b, cohort: lab, quotas: {cpu: {nominal: 4}}", "{name: b, quotas: {cpu: {nominal: 4}}", 1)
+        .replace("count: 1, members: 1, resources: {cpu: \"4\"}", "count: 1, members: 2, resources: {cpu: \"4\"}");
+    let msg = refused("alone", &alone);
+    assert!(msg.contains("jobClasses[1]") && msg.contains("can never start in queue \"b\""), "{msg}");
+    // Within the cohort it may borrow a's 4 cpu: the same jobs are taken.
+    let shared =
+        base.replace("count: 1, members: 1, resources: {cpu: \"4\"}", "count: 1, members: 2, resources: {cpu: \"4\"}");
+    assert!(load("shared", &shared).is_ok());
 }
 
 #[test]

@@ -17,6 +17,9 @@ pub enum StoreError {
     /// A stored row (or the database file) cannot be decoded.
     #[error("corrupt row in {table} (key {key}): {message}")]
     Corrupt { table: String, key: String, message: String },
+    /// A file opened to be read is not a muster store.
+    #[error("{path} is not a muster store ({why}); name the file the controller's --store writes")]
+    NotAStore { path: String, why: String },
     /// The schema could not be brought up to date.
     #[error("migration failed: {0}")]
     Migration(String),

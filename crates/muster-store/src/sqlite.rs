@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 use serde_json::Value;
 
 use crate::common::{self, FREE, LeaseRow, Sums};
@@ -33,6 +33,29 @@ impl SqliteStore {
         store.configure().map_err(|e| sql_err(&store.path, e))?;
         store.migrate()?;
         Ok(store)
+    }
+
+    /// Opens an existing store only to read it, changing nothing, its schema included (as
+    /// `muster history export` and `muster sim --history` do). A file that is not a muster store,
+    /// or one whose schema a controller has not brought up to date, is refused, saying so.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let not_a_store = |why: String| StoreError::NotAStore { path: path.display().to_string(), why };
+        let conn =
+            Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| sql_err(&path, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| sql_err(&path, e))?;
+        let applied: Vec<i64> = conn
+            .prepare("SELECT version FROM schema_migrations")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(|e| not_a_store(e.to_string()))?;
+        if !migrate::pending(SQLITE_MIGRATIONS, &applied)?.is_empty() {
+            return Err(StoreError::Migration(format!(
+                "{}: its schema is older than this muster's; let the controller open it once (it migrates the \
+                 schema), then read it",
+                path.display()
+            )));
+        }
+        Ok(SqliteStore { conn, path })
     }
 
     fn configure(&self) -> rusqlite::Result<()> {

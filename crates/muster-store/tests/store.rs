@@ -88,6 +88,38 @@ fn sqlite_file_is_in_wal_mode() {
 }
 
 #[test]
+fn sqlite_read_only_open_changes_nothing_and_names_what_is_not_a_store() {
+    let dir = TempDir::new("muster-store-ro");
+    // An empty file and one of other bytes are refused as no store, and left as they were.
+    for (name, bytes) in [("empty.db", &b""[..]), ("garbage.db", &[7u8; 4096][..])] {
+        let path = dir.0.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        match SqliteStore::open_read_only(&path) {
+            Err(e @ StoreError::NotAStore { .. }) => assert!(e.to_string().contains("--store"), "{e}"),
+            Err(e) => panic!("{name}: {e}"),
+            Ok(_) => panic!("{name}: opened as a store"),
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} is unchanged");
+    }
+    // A store the controller wrote reads the same as through a writable open, and cannot be
+    // written through the read-only one.
+    let db = Sqlite::new();
+    let mut writer = support::Backend::open(&db);
+    let fence = lead(&mut writer);
+    writer.apply(&fence, 1, &[put(group("ns/a", "Pending"), None)]).unwrap();
+    drop(writer);
+    let before = std::fs::read(db.path()).unwrap();
+    let mut reader = SqliteStore::open_read_only(db.path()).unwrap();
+    assert!(reader.runs(0, i64::MAX).unwrap().is_empty());
+    assert!(reader.load().unwrap().groups.iter().any(|g| g.group.key == "ns/a"));
+    assert!(matches!(
+        reader.apply(&fence, 2, &[Write::DeleteGroup { key: "ns/a".into() }]),
+        Err(StoreError::Unavailable(_))
+    ));
+    assert_eq!(std::fs::read(db.path()).unwrap(), before);
+}
+
+#[test]
 fn sqlite_unreachable_file_is_unavailable() {
     let dir = TempDir::new("muster-store-test");
     let missing = dir.0.join("no/such/dir/muster.db");

@@ -61,7 +61,7 @@ pub fn read_runs(url: &str, since: i64, until: i64) -> Result<Vec<RecordedRun>> 
             if !Path::new(&path).exists() {
                 bail!("store {url}: no such file; name the controller's store (its --store)");
             }
-            SqliteStore::open(&path)?.runs(since, until)?
+            SqliteStore::open_read_only(&path)?.runs(since, until)?
         }
         Some(StoreUrl::Postgres(url)) => PgStore::connect(&url)?.runs(since, until)?,
         None => bail!("store {url}: not a store URL; give sqlite:PATH or a PostgreSQL URL"),

@@ -20,6 +20,8 @@ commands (one per line; # starts a comment):
   schedule                            run one scheduling cycle; print every change
   ready NAME                          all of NAME's members are running (readiness met)
   finish NAME [failed]                NAME's run ended
+  delete NAME                         forget NAME (its Job deleted): it leaves the queue, and
+                                      its members free their room if it still ran
   gone NAME                           the members NAME was asked to give back (giving way, or
                                       asked back by preemption) are gone: their pods deleted
   queue                               pending groups, in order, with estimated start and reason
@@ -81,6 +83,7 @@ impl QueueSession {
             }
             ["finish", name] => self.engine.finished(&self.known(name)?, true, self.now)?,
             ["finish", name, "failed"] => self.engine.finished(&self.known(name)?, false, self.now)?,
+            ["delete", name] => self.engine.delete(&self.known(name)?, self.now)?,
             ["queue"] => return self.print_queue(out),
             ["usage"] => return self.print_usage(out),
             ["time", t @ ..] if t.len() <= 1 => return clock(&mut self.now, t.first().copied(), out),

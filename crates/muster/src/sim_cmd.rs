@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use muster_sim::{RunOptions, SimError, scenario};
 
 use crate::cluster_cmd::emit;
@@ -91,6 +91,20 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<ExitCode> {
+    if args.history.is_none() {
+        let history_only = [
+            ("--cluster", args.cluster.is_some()),
+            ("--tenants", args.tenants.is_some()),
+            ("--since", args.since.is_some()),
+            ("--until", args.until.is_some()),
+        ];
+        if let Some((flag, _)) = history_only.iter().find(|(_, given)| *given) {
+            bail!("{flag} is for --history replays; a scenario names its own cluster and tenants: edit the scenario");
+        }
+    }
+    if let Some(twice) = args.schedulers.iter().enumerate().find(|(i, s)| args.schedulers[..*i].contains(s)) {
+        bail!("--schedulers lists {:?} twice; name each scheduler once", twice.1);
+    }
     let mut opts = RunOptions::new(args.scenario.clone().unwrap_or_default());
     opts.seed = args.seed;
     opts.schedulers = args.schedulers.clone();

@@ -136,6 +136,19 @@ fn a_queue_session_refuses_unknown_queues_classes_and_groups() {
 }
 
 #[test]
+fn a_queue_session_deletes_a_group_so_its_name_may_be_submitted_again() {
+    let queues = "scenarios/match/reclaim/queues.yaml";
+    let job = "scenarios/match/reclaim/node-job.yaml";
+    let out = muster(
+        &["match", "scenarios/match/reclaim/cluster.yaml", "--queues", queues],
+        &format!("submit team-a x {job} high\nsubmit team-a x {job} high\ndelete x\nsubmit team-a x {job} high\n"),
+    );
+    let text = stdout(&out);
+    assert!(text.contains("group match/x already exists (delete it first)"), "{text}");
+    assert_eq!(text.matches("x: New -> Queued: submitted").count(), 2, "submitted again once deleted: {text}");
+}
+
+#[test]
 fn a_bad_graph_names_the_file_and_field() {
     let dir = std::env::temp_dir().join(format!("muster-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -192,6 +205,22 @@ fn sim_runs_the_built_in_suite_deterministically() {
     assert!(text.contains("DEFAULT") && text.contains("KUEUE"), "a column per scheduler\n{text}");
     assert_eq!(text, stdout(&run("7")), "same seed, same output");
     assert_ne!(text, stdout(&run("8")), "the seed changes the workload");
+}
+
+#[test]
+fn sim_refuses_flags_it_would_ignore() {
+    for (args, says) in [
+        (&["--cluster", "scenarios/clusters/gpu-8.yaml"][..], "--cluster is for --history"),
+        (&["--since", "0"][..], "--history"),
+        (&["--schedulers", "muster,kueue,muster"][..], "lists \"muster\" twice"),
+    ] {
+        let mut all = vec!["sim", "scenarios/suite/seed-001.yaml"];
+        all.extend(args);
+        let out = muster(&all, "");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing is run");
+    }
 }
 
 /// `--jobs` lists each job under each scheduler, and agrees with the run's own figures: as many
