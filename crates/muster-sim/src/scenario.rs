@@ -696,6 +696,9 @@ pub fn from_text_with(
     let tenants = sf.tenants.map(|t| Tenants::check(file, t, &offered)).transpose()?.unwrap_or_default();
     let reservations = reservations::check(file, sf.reservations, &tenants, &cluster, &offered)?;
     let mut horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
+    if horizon_ms < 1 {
+        return Err(input(file, "horizon", "must be at least 1ms: the run stops there"));
+    }
     let sample_ms = sf.sample_interval.map_or(10_000, |d| d.0);
     if sample_ms < 1 {
         return Err(input(file, "sampleInterval", "must be at least 1ms"));
@@ -806,6 +809,18 @@ pub fn from_text_with(
                 },
             ));
         }
+        if pending.iter().filter(|(_, i, _)| *i == ci).all(|(t, _, _)| *t >= horizon_ms) {
+            return Err(input(
+                file,
+                at("arrival"),
+                format!(
+                    "no job of class {:?} arrives before the horizon ({} s): start its arrivals sooner, or make the \
+                     horizon longer",
+                    c.name,
+                    horizon_ms as f64 / 1000.0
+                ),
+            ));
+        }
         classes.push(ClassInfo { name: c.name.clone(), probe: c.probe });
     }
     never_placed(file, &sf.job_classes, &pending, (&cluster, &cluster_file), &tenants)?;
@@ -826,6 +841,7 @@ pub fn from_text_with(
         };
         let queue = queue_of(file, "swf.queue", src.queue.as_deref(), &tenants)?;
         let trace = swf::parse(&swf_file, &read_file(&swf_path)?)?;
+        let before = pending.len();
         for job in trace.iter().take(src.max_jobs.unwrap_or(usize::MAX)) {
             let Some(m) = rule.map(job) else { continue };
             let mut requests = vec![("cpu".to_string(), m.cpu_per_pod), ("memory".to_string(), m.memory_per_pod)];
@@ -857,6 +873,16 @@ pub fn from_text_with(
                     queue,
                 },
             ));
+        }
+        if pending.len() == before {
+            let why = match (trace.len(), src.max_jobs) {
+                (0, _) => "it holds no job line".to_string(),
+                (_, Some(0)) => "swf.maxJobs is 0".to_string(),
+                (n, _) => format!(
+                    "none of its {n} jobs has a run time and a processor count (above 0) and a submit time of 0 or more"
+                ),
+            };
+            return Err(input(file, "swf.file", format!("{swf_file}: nothing to run: {why}")));
         }
         classes.push(ClassInfo { name: "swf".into(), probe: false });
     }

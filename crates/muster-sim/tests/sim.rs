@@ -353,6 +353,15 @@ fn scenario_errors_name_the_field() {
         "name: e\nkueue: {fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanInitialShare]}}\njobClasses: []\n",
     );
     assert!(e.contains("kueue.fairSharing.preemptionStrategies") && e.contains("[LessThanInitialShare]"), "{e}");
+    let e = bad(
+        "name: e\nhorizon: 0s\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s}\n",
+    );
+    assert!(e.contains("horizon: must be at least 1ms"), "{e}");
+    let e = bad(
+        "name: e\nhorizon: 1h\njobClasses:\n  - {name: j, count: 2, members: 1, resources: {cpu: \"1\"}, runTime: 1s, \
+         arrival: {pattern: uniform, start: 2h, interval: 1m}}\n",
+    );
+    assert!(e.contains("jobClasses[0].arrival") && e.contains("before the horizon (3600 s)"), "{e}");
     let e = bad("name: e\nnative: {podInitialBackoff: 10s, podMaxBackoff: 1s}\njobClasses: []\n");
     assert!(e.contains("native.podMaxBackoff") && e.contains("podInitialBackoff"), "{e}");
     // Jobs no placement holds, even on the empty cluster, are refused, not left waiting for ever:
@@ -362,6 +371,33 @@ fn scenario_errors_name_the_field() {
     let e = bad("name: e\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s, \
          topology: {level: rack, mode: preferred}}\n");
     assert!(e.contains("jobClasses[0]") && e.contains("no topology level \"rack\""), "{e}");
+}
+
+#[test]
+fn a_trace_with_nothing_to_run_is_refused_saying_why() {
+    let dir = std::env::temp_dir().join(format!("muster-sim-swf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), TINY_CLUSTER).unwrap();
+    // Fields: job, submit, wait, run, allocated procs, ... requested procs (8th).
+    let traces = [
+        ("empty", "; only a header\n", "it holds no job line"),
+        (
+            "unknown",
+            "1 0 -1 -1 -1 -1 -1 -1 -1 -1 1 1 1 1 1 -1 -1 -1\n2 5 -1 0 2 -1 -1 2 -1 -1 1 1 1 1 1 -1 -1 -1\n",
+            "none of its 2 jobs",
+        ),
+    ];
+    for (name, trace, says) in traces {
+        std::fs::write(dir.join(format!("{name}.swf")), trace).unwrap();
+        let scen =
+            format!("name: t\ncluster: cluster.yaml\nswf: {{file: {name}.swf, procsPerPod: 1, cpuPerProc: \"1\"}}\n");
+        let e = scenario::from_text("t.yaml", &scen, &dir, 1).unwrap_err().to_string();
+        assert!(e.contains("swf.file") && e.contains(says), "{name}: {e}");
+    }
+    let one = "1 0 -1 10 2 -1 -1 2 -1 -1 1 1 1 1 1 -1 -1 -1\n";
+    std::fs::write(dir.join("one.swf"), one).unwrap();
+    let scen = "name: t\ncluster: cluster.yaml\nswf: {file: one.swf, procsPerPod: 1, cpuPerProc: \"1\"}\n";
+    assert_eq!(scenario::from_text("t.yaml", scen, &dir, 1).unwrap().jobs.len(), 1);
 }
 
 #[test]

@@ -26,6 +26,8 @@ commands (one per line; # starts a comment):
                                       asked back by preemption) are gone: their pods deleted
   queue                               pending groups, in order, with estimated start and reason
   usage                               each queue's use of its quotas
+  reservations                        each calendar reservation's windows held as of the last
+                                      cycle: the nodes set aside, or why it holds nothing
   time [T]                            show or set the clock (seconds)
   help | quit";
 
@@ -86,6 +88,7 @@ impl QueueSession {
             ["delete", name] => self.engine.delete(&self.known(name)?, self.now)?,
             ["queue"] => return self.print_queue(out),
             ["usage"] => return self.print_usage(out),
+            ["reservations"] => return self.print_reservations(out),
             ["time", t @ ..] if t.len() <= 1 => return clock(&mut self.now, t.first().copied(), out),
             _ => bail!("cannot parse {line:?}; type help for the commands"),
         };
@@ -145,6 +148,18 @@ impl QueueSession {
                     show(used.saturating_sub(quota.nominal))
                 )?;
             }
+        }
+        Ok(())
+    }
+
+    fn print_reservations(&self, out: &mut impl Write) -> Result<()> {
+        writeln!(out, "{:<20} {:>10} {:>10}  NODES", "RESERVATION", "START", "END")?;
+        for w in self.engine.reservation_windows() {
+            let held = match &w.error {
+                Some(why) => format!("none: {why}"),
+                None => w.nodes.join(","),
+            };
+            writeln!(out, "{:<20} {:>10} {:>10}  {held}", w.reservation, clock::show(w.start), clock::show(w.end))?;
         }
         Ok(())
     }

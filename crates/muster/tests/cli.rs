@@ -136,6 +136,28 @@ fn a_queue_session_refuses_unknown_queues_classes_and_groups() {
 }
 
 #[test]
+fn a_queue_session_shows_which_reservation_holds_nothing_and_why() {
+    let dir = std::env::temp_dir().join(format!("muster-cli-res-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let queues = dir.join("queues.yaml");
+    std::fs::write(
+        &queues,
+        "queues: [{name: team-a}, {name: team-b}]\nreservations:\n\
+         \x20 - {name: r1, queues: [team-a], nodeSelector: {pool: booked}, start: 100, end: 500}\n\
+         \x20 - {name: r2, queues: [team-b], nodeSelector: {pool: booked}, start: 200, end: 600}\n",
+    )
+    .unwrap();
+    let out = muster(
+        &["match", "scenarios/match/reservation/cluster.yaml", "--queues", queues.to_str().unwrap()],
+        "time 250\nschedule\nreservations\n",
+    );
+    let text = stdout(&out);
+    let line = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_string();
+    assert!(line("r1 ").contains("booked-0"), "{text}");
+    assert!(line("r2 ").contains("none: reservation \"r2\" overlaps reservation \"r1\""), "{text}");
+}
+
+#[test]
 fn a_queue_session_deletes_a_group_so_its_name_may_be_submitted_again() {
     let queues = "scenarios/match/reclaim/queues.yaml";
     let job = "scenarios/match/reclaim/node-job.yaml";
