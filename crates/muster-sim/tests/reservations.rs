@@ -118,6 +118,13 @@ fn bad_reservations_name_their_field() {
     assert_eq!(path, "reservations[0].end");
     let gpus = "{name: slot, queues: [a], amount: {members: 1, resources: {nvidia.com/gpu: 1}}, start: 1, end: 2}";
     assert_eq!(field("gpu", gpus).0, "reservations[0].amount.resources.nvidia.com/gpu");
+    // Three nodes of 4 cpu hold no 4 members of 4 cpu, nor two on the one reserved node left.
+    let (path, message) =
+        field("big", "{name: slot, queues: [a], amount: {members: 4, resources: {cpu: \"4\"}}, start: 1, end: 2}");
+    assert_eq!(path, "reservations[0].amount");
+    assert!(message.contains("can never be set aside") && message.contains("4 members"), "{message}");
+    let pool = "{name: slot, queues: [a], nodeSelector: {pool: shared}, amount: {members: 2, resources: {cpu: \"4\"}}, start: 1, end: 2}";
+    assert_eq!(field("pool", pool).0, "reservations[0].amount");
 }
 
 /// The shipped scenario (docs/benchmarks.md, "Calendar reservations"): muster starts team A's run

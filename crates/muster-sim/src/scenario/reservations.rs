@@ -45,7 +45,16 @@ pub fn check(
     config.reservations = list;
     config.compile(file).map_err(|e| input(file, e.path, e.message))?;
     let list = config.reservations;
+    let graph = muster_graph::ResourceGraph::new(cluster.build(file)?, muster_queue::MATCH_POLICY);
     for (i, r) in list.iter().enumerate() {
+        // An amount no placement holds on the empty cluster would be set aside in no window.
+        if let Some(why) = r.amount_request().and_then(|req| graph.satisfiability(&req).err()) {
+            return Err(input(
+                file,
+                format!("reservations[{i}].amount"),
+                format!("can never be set aside, not even on the empty cluster: {why}; reserve less"),
+            ));
+        }
         if !r.node_selector.is_empty() && room_nodes(r, cluster).iter().all(|on| !on) {
             return Err(input(
                 file,
