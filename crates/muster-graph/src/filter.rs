@@ -137,16 +137,23 @@ pub struct NodeFilter {
 impl NodeFilter {
     /// True if the node's labels and taints admit the member (ignores cordon and health).
     pub fn admits(&self, node: &Node) -> bool {
+        self.selects(node) && self.untolerated(node).is_none()
+    }
+
+    /// Whether the node selector and affinity take the node, its taints aside.
+    pub fn selects(&self, node: &Node) -> bool {
         self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
             && (self.affinity.is_empty()
                 || self.affinity.iter().any(|t| {
                     !t.match_expressions.is_empty() && t.match_expressions.iter().all(|e| e.matches(&node.labels))
                 }))
-            && node
-                .taints
-                .iter()
-                .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
-                .all(|t| self.tolerations.iter().any(|tol| tol.tolerates(t)))
+    }
+
+    /// The first of the node's taints that keeps the member off it, if any.
+    pub fn untolerated<'n>(&self, node: &'n Node) -> Option<&'n Taint> {
+        (node.taints.iter())
+            .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+            .find(|t| !self.tolerations.iter().any(|tol| tol.tolerates(t)))
     }
 
     pub fn is_trivial(&self) -> bool {

@@ -727,8 +727,26 @@ impl Graph {
                 } else {
                     "each member".to_string()
                 };
+                // A node with that much that the group's own filter leaves out is the likelier fix.
+                let left_out = self.live_nodes().find(|(_, n)| n.capacity[i] >= need && !req.filter.admits(n));
+                let hint = match left_out {
+                    Some((_, n)) => match req.filter.untolerated(n).filter(|_| req.filter.selects(n)) {
+                        Some(t) => format!(
+                            "; node {} has that much, but its taint {}={}:{} is not tolerated (add a toleration)",
+                            n.name,
+                            t.key,
+                            t.value,
+                            t.effect.as_str()
+                        ),
+                        None => format!(
+                            "; node {} has that much, but the group's node selector or affinity leaves it out",
+                            n.name
+                        ),
+                    },
+                    None => String::new(),
+                };
                 return format!(
-                    "{what} needs {} {}; the largest matching node has {}",
+                    "{what} needs {} {}; the largest matching node has {}{hint}",
                     self.resources.format(id, need),
                     self.resources.def(id).name,
                     self.resources.format(id, largest)

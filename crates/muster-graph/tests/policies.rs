@@ -688,3 +688,25 @@ fn weights_that_do_not_rank_the_preferred_levels_are_refused_with_the_fix() {
         }
     }
 }
+
+#[test]
+fn an_unsatisfiable_reason_names_the_taint_or_selector_that_leaves_a_large_enough_node_out() {
+    let cluster = "name: c\nnodeClasses:\n  - {name: cpu, count: 2, capacity: {cpu: 8, pods: 110}, labels: {kind: cpu}}\n  \
+                   - name: gpu\n    count: 1\n    capacity: {cpu: 16, pods: 110}\n    devices: {nvidia.com/gpu: 4}\n    \
+                   labels: {kind: gpu}\n    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]\n";
+    let r = ResourceGraph::new(muster_graph::cluster::load("c.yaml", cluster).unwrap(), Policy::First);
+    let gpu = GroupRequest::simple("gpu", 1, &[("nvidia.com/gpu", 1)]);
+    let why = r.satisfiability(&gpu).unwrap_err();
+    assert!(
+        why.contains("node gpu-0 has that much, but its taint nvidia.com/gpu=present:NoSchedule is not tolerated"),
+        "{why}"
+    );
+    let mut big = cpu("big", 1, 12);
+    big.filter.node_selector = [("kind".to_string(), "cpu".to_string())].into();
+    let why = r.satisfiability(&big).unwrap_err();
+    assert!(why.contains("the largest matching node has 8"), "{why}");
+    assert!(why.contains("node gpu-0 has that much, but the group's node selector or affinity leaves it out"), "{why}");
+    // Nothing to point at: no node of any kind has 32 cores.
+    let why = r.satisfiability(&cpu("huge", 1, 32)).unwrap_err();
+    assert!(why.ends_with("the largest matching node has 8"), "{why}");
+}
