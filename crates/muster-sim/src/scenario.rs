@@ -753,6 +753,13 @@ pub fn from_text_with(
             return Err(input(file, at("deadline"), "must be at least 1ms"));
         }
         let interval = c.arrival.interval.map_or(0, |d| d.0);
+        if c.arrival.pattern == Pattern::Burst && c.arrival.interval.is_some() {
+            return Err(input(
+                file,
+                at("arrival.interval"),
+                "a burst arrives all at once; drop the interval, or use pattern uniform or poisson",
+            ));
+        }
         if c.arrival.pattern != Pattern::Burst && interval < 1 {
             return Err(input(file, at("arrival.interval"), "uniform and poisson arrivals need an interval >= 1ms"));
         }

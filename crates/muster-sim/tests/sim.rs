@@ -357,6 +357,12 @@ fn scenario_errors_name_the_field() {
         "name: e\nhorizon: 0s\njobClasses:\n  - {name: j, count: 1, members: 1, resources: {cpu: \"1\"}, runTime: 1s}\n",
     );
     assert!(e.contains("horizon: must be at least 1ms"), "{e}");
+    let e = bad("name: e\njobClasses:\n  - {name: j, count: 2, members: 1, resources: {cpu: \"1\"}, runTime: 1s, \
+         arrival: {pattern: burst, interval: 30s}}\n");
+    assert!(e.contains("jobClasses[0].arrival.interval") && e.contains("burst arrives all at once"), "{e}");
+    let e = bad("name: e\njobClasses:\n  - name: j\n    count: 1\n    runTime: 1s\n    sets:\n      \
+         - {name: Launcher, members: 1, resources: {cpu: \"1\"}}\n");
+    assert!(e.contains("jobClasses[0].sets[0].name") && e.contains("a-z, 0-9"), "{e}");
     let e = bad(
         "name: e\nhorizon: 1h\njobClasses:\n  - {name: j, count: 2, members: 1, resources: {cpu: \"1\"}, runTime: 1s, \
          arrival: {pattern: uniform, start: 2h, interval: 1m}}\n",

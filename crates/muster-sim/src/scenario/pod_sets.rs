@@ -117,6 +117,10 @@ pub(super) fn class_pods(
     let mut units = Vec::new();
     for (k, s) in c.sets.iter().enumerate() {
         let here = format!("{at}.sets[{k}]");
+        // A set becomes a pod set of the job (pod names and labels carry it), as a class's name does.
+        if !muster_graph::names::is_dns_label(&s.name) {
+            return Err(input(file, format!("{here}.name"), format!("{:?}: use 1-63 of a-z, 0-9 and '-'", s.name)));
+        }
         let (min, max) = bounds(file, &format!("{here}.members"), &s.members)?;
         if min < max && k + 1 < c.sets.len() {
             // The simulated job numbers its pods as one Indexed Job whose count changes at its end.
