@@ -59,6 +59,38 @@ impl TopologyConstraint {
     pub fn preferred(level: impl Into<String>) -> Self {
         Self { level: level.into(), mode: ConstraintMode::Preferred, within: None, weights: BTreeMap::new() }
     }
+
+    /// The rules that hold on any cluster: a required constraint is kept within nothing else and
+    /// has no weights; a preferred one weighs each level 1..=100, its own level included. Err
+    /// says what to write instead. (Which levels exist, and their order, the matcher checks.)
+    pub fn check_shape(&self) -> Result<(), String> {
+        if self.mode == ConstraintMode::Required {
+            if let Some(within) = &self.within {
+                return Err(format!(
+                    "a required {:?} constraint cannot also be kept within {within:?}; require one level, or prefer \
+                     {:?} within {within:?}",
+                    self.level, self.level
+                ));
+            }
+            if !self.weights.is_empty() {
+                return Err(format!(
+                    "weights rank preferred levels; a required {:?} constraint has none (prefer it instead)",
+                    self.level
+                ));
+            }
+            return Ok(());
+        }
+        if let Some((level, w)) = self.weights.iter().find(|(_, w)| !(1..=MAX_TOPOLOGY_WEIGHT).contains(*w)) {
+            return Err(format!("weight {w} of {level:?} is out of range; allowed 1..={MAX_TOPOLOGY_WEIGHT}"));
+        }
+        if !self.weights.is_empty() && !self.weights.contains_key(&self.level) {
+            return Err(format!(
+                "the weights leave out {:?}, the innermost preferred level; give it a weight too",
+                self.level
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Whole sockets of one node per member (Flux `slot > socket[count] > ...`): the member holds
@@ -754,6 +786,19 @@ fn from_form(file: &str, form: &GroupForm) -> Result<GroupRequest, InputError> {
             "name",
             "a group's name has 1 to 253 characters and none of them control characters, such as mpi-16",
         ));
+    }
+    // What a constraint says on its own is checked here, by field; which levels the cluster has,
+    // the matcher checks.
+    let topologies = (form.topology.iter().map(|t| ("topology".to_string(), t)))
+        .chain(
+            form.sets
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| Some((format!("sets[{i}].topology"), s.topology.as_ref()?))),
+        )
+        .chain(form.subgroups.iter().enumerate().map(|(i, g)| (format!("subgroups[{i}].topology"), &g.topology)));
+    for (path, t) in topologies {
+        t.check_shape().map_err(|m| InputError::new(file, path, m))?;
     }
     if !form.sets.is_empty() {
         return from_set_forms(file, form);

@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use crate::dra::DeviceMatcher;
 use crate::graph::{DomainId, Graph, NodeId, VertexId};
-use crate::jobspec::{ConstraintMode, GroupRequest, MAX_TOPOLOGY_WEIGHT, TopologyConstraint};
+use crate::jobspec::{ConstraintMode, GroupRequest, TopologyConstraint};
 use crate::policy::Policy;
 use crate::resources::ResourceKind;
 use crate::sockets::SocketDemand;
@@ -448,6 +448,7 @@ impl Graph {
     /// Refuses a constraint on a level this graph lacks, or kept `within` a level that does not
     /// enclose its own; the message names the levels there are.
     pub(crate) fn check_topology(&self, t: &TopologyConstraint) -> Result<(), Unsatisfiable> {
+        t.check_shape().map_err(Unsatisfiable)?;
         let known: Vec<_> = self.levels.keys().filter(|l| *l != "cluster").collect();
         for level in std::iter::once(&t.level).chain(&t.within).chain(t.weights.keys()) {
             if !self.levels.contains_key(level) {
@@ -456,13 +457,6 @@ impl Graph {
         }
         self.check_weights(t)?;
         let Some(within) = &t.within else { return Ok(()) };
-        if t.mode == ConstraintMode::Required {
-            return Err(Unsatisfiable(format!(
-                "a required {:?} constraint cannot also be kept within {within:?}; require one level, or prefer \
-                 {:?} within {within:?}",
-                t.level, t.level
-            )));
-        }
         let order = self.levels_innermost_first();
         let depth = |l: &String| order.iter().position(|x| x == l);
         if depth(within) <= depth(&t.level) {
@@ -475,28 +469,10 @@ impl Graph {
         Ok(())
     }
 
-    /// Refuses weights on a required constraint, out of range, without one for `level`, or on a
-    /// level inside `level` or outside `within`.
+    /// Refuses weights (their shape checked) on a level inside `level` or outside `within`.
     fn check_weights(&self, t: &TopologyConstraint) -> Result<(), Unsatisfiable> {
         if t.weights.is_empty() {
             return Ok(());
-        }
-        if t.mode == ConstraintMode::Required {
-            return Err(Unsatisfiable(format!(
-                "weights rank preferred levels; a required {:?} constraint has none (prefer it instead)",
-                t.level
-            )));
-        }
-        if let Some((level, w)) = t.weights.iter().find(|(_, w)| !(1..=MAX_TOPOLOGY_WEIGHT).contains(*w)) {
-            return Err(Unsatisfiable(format!(
-                "weight {w} of {level:?} is out of range; allowed 1..={MAX_TOPOLOGY_WEIGHT}"
-            )));
-        }
-        if !t.weights.contains_key(&t.level) {
-            return Err(Unsatisfiable(format!(
-                "the weights leave out {:?}, the innermost preferred level; give it a weight too",
-                t.level
-            )));
         }
         let order = self.levels_innermost_first();
         let depth = |l: &String| order.iter().position(|x| x == l);

@@ -118,6 +118,20 @@ fn group_tolerations_names_and_yaml_paths_are_checked_as_kubernetes_would() {
         let text = format!("name: {name}\nmembers: 2\nresources: {{cpu: 1}}\n");
         expect_err(jobspec::parse("g.yaml", &text), "g.yaml", "name", "control characters");
     }
+    // A constraint that is wrong on any cluster is refused by field, not matched as unsatisfiable.
+    let weights = group("topology: {level: rack, mode: preferred, weights: {rack: 0}}\n");
+    expect_err(jobspec::parse("g.yaml", &weights), "g.yaml", "topology", "weight 0 of \"rack\" is out of range");
+    let within = "name: x\nsets:\n  - {name: a, members: 1, resources: {cpu: 1}, \
+                  topology: {level: rack, mode: required, within: zone}}\n";
+    expect_err(jobspec::parse("g.yaml", within), "g.yaml", "sets[0].topology", "cannot also be kept within \"zone\"");
+    let sub = "name: x\nsets:\n  - {name: a, members: 1, resources: {cpu: 1}}\n\
+               subgroups: [{name: s, sets: [a], topology: {level: rack, mode: required, weights: {rack: 2}}}]\n";
+    expect_err(
+        jobspec::parse("g.yaml", sub),
+        "g.yaml",
+        "subgroups[0].topology",
+        "a required \"rack\" constraint has none",
+    );
     // The YAML reader's own path is not said twice.
     let e = jobspec::parse("g.yaml", &group("topology: {level: rack, mode: sometimes}\n")).unwrap_err();
     assert_eq!(e.path, "topology.mode", "{e}");
