@@ -9,8 +9,6 @@ use muster_graph::cluster::ClusterDescription;
 use muster_graph::filter::{NodeFilter, Toleration};
 use muster_graph::jobspec::{ConstraintMode, MemberSet, SubGroup, TopologyConstraint};
 use muster_graph::resources;
-use muster_queue::QueuePolicy;
-use muster_queue::quota::Asks;
 use serde::{Deserialize, Deserializer};
 
 use crate::SimError;
@@ -19,6 +17,7 @@ use crate::swf;
 
 mod history_source;
 mod peers;
+mod placeable;
 mod pod_sets;
 pub mod reservations;
 mod tenants;
@@ -502,48 +501,6 @@ pub struct Workload {
     pub jobs: Vec<JobSpec>,
 }
 
-/// Refuses a job class no placement can hold even on the empty cluster (larger than any node or
-/// domain, a level no node carries, a selector no node matches), or that asks more than its
-/// queue may ever use with the whole cohort idle: its jobs would wait for ever under muster and
-/// be run anyway by models that do not check the same constraint, and no figure of such a run
-/// means anything. Judged by muster's matcher and quotas on the first job of each.
-fn never_placed(
-    file: &str,
-    classes: &[JobClass],
-    jobs: &[(i64, usize, JobSpec)],
-    (cluster, cluster_file): (&ClusterDescription, &str),
-    tenants: &Tenants,
-) -> Result<(), SimError> {
-    if classes.is_empty() {
-        return Ok(());
-    }
-    let graph = muster_graph::ResourceGraph::new(cluster.build(cluster_file)?, muster_queue::MATCH_POLICY);
-    let config = tenants.engine_config(QueuePolicy::StrictFifo);
-    let quotas = config.compile(file)?;
-    let show = |r: &str, a: u64| {
-        resources::unit_of(r).map_or_else(|_| a.to_string(), |u| muster_graph::quantity::format_amount(a, u))
-    };
-    for (ci, c) in classes.iter().enumerate() {
-        let Some((_, _, job)) = jobs.iter().find(|(_, i, _)| *i == ci) else { continue };
-        let req = job.to_group_request();
-        let refuse = |why: String| input(file, format!("jobClasses[{ci}]"), format!("class {:?} {why}", c.name));
-        if let Err(why) = graph.satisfiability(&req) {
-            return Err(refuse(format!(
-                "can never be placed, not even on the empty cluster: {why}; make its members fewer or smaller, or \
-                 loosen its constraints"
-            )));
-        }
-        let queue = tenants.name_of(job.queue);
-        if let Some(why) = muster_queue::quota::never_fits(&quotas, queue, &Asks::of(&req), req.min_members, &show) {
-            return Err(refuse(format!(
-                "can never start in queue {queue:?}, even with its cohort idle: {why}; raise the queue's quota or \
-                 its borrowing, or make the jobs smaller"
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn class_topology(
     file: &str,
     at: &str,
@@ -694,7 +651,8 @@ pub fn from_text_with(
         return Err(input(file, "jobClasses", "no jobs; give at least one job class, an swf trace or a history"));
     }
     let tenants = sf.tenants.map(|t| Tenants::check(file, t, &offered)).transpose()?.unwrap_or_default();
-    let reservations = reservations::check(file, sf.reservations, &tenants, &cluster, &offered)?;
+    let placeable = placeable::Placeable::new(file, &cluster, &cluster_file, &tenants)?;
+    let reservations = reservations::check(file, sf.reservations, &tenants, &cluster, &offered, placeable.graph())?;
     let mut horizon_ms = sf.horizon.map_or(24 * 3600 * 1000, |d| d.0);
     if horizon_ms < 1 {
         return Err(input(file, "horizon", "must be at least 1ms: the run stops there"));
@@ -772,6 +730,7 @@ pub fn from_text_with(
             .chain(pods.units.iter().map(|u| &u.topology))
             .map(JobTopology::worst_slowdown)
             .fold(1.0, f64::max);
+        let first = pending.len();
         let mut arrivals = Rng::stream(seed, &format!("arrival:{}", c.name));
         let mut runtimes = Rng::stream(seed, &format!("runtime:{}", c.name));
         let start = c.arrival.start.map_or(0, |d| d.0);
@@ -816,7 +775,8 @@ pub fn from_text_with(
                 },
             ));
         }
-        if pending.iter().filter(|(_, i, _)| *i == ci).all(|(t, _, _)| *t >= horizon_ms) {
+        let class_jobs = &pending[first..];
+        if class_jobs.iter().all(|(t, _, _)| *t >= horizon_ms) {
             return Err(input(
                 file,
                 at("arrival"),
@@ -828,9 +788,10 @@ pub fn from_text_with(
                 ),
             ));
         }
+        // The jobs of a class differ only in run time: the first stands for all.
+        placeable.check_class(file, ci, &c.name, &class_jobs[0].2, &tenants)?;
         classes.push(ClassInfo { name: c.name.clone(), probe: c.probe });
     }
-    never_placed(file, &sf.job_classes, &pending, (&cluster, &cluster_file), &tenants)?;
     if let Some(src) = &sf.swf {
         let ci = classes.len();
         let swf_path = base.join(&src.file);

@@ -44,10 +44,7 @@ impl SqliteStore {
         let conn =
             Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| sql_err(&path, e))?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| sql_err(&path, e))?;
-        let applied: Vec<i64> = conn
-            .prepare("SELECT version FROM schema_migrations")
-            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-            .map_err(|e| not_a_store(e.to_string()))?;
+        let applied = applied_versions(&conn).map_err(|e| not_a_store(e.to_string()))?;
         if !migrate::pending(SQLITE_MIGRATIONS, &applied)?.is_empty() {
             return Err(StoreError::Migration(format!(
                 "{}: its schema is older than this muster's; let the controller open it once (it migrates the \
@@ -82,10 +79,7 @@ impl SqliteStore {
             )",
         )
         .map_err(err)?;
-        let applied: Vec<i64> = tx
-            .prepare("SELECT version FROM schema_migrations")
-            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-            .map_err(migration_err)?;
+        let applied = applied_versions(&tx).map_err(migration_err)?;
         for m in migrate::pending(SQLITE_MIGRATIONS, &applied)? {
             tx.execute_batch(m.sql).map_err(|e| StoreError::Migration(format!("{} {}: {e}", m.version, m.name)))?;
             tx.execute("INSERT INTO schema_migrations (version, name) VALUES (?1, ?2)", params![m.version, m.name])
@@ -475,6 +469,11 @@ fn json(row: &Row<'_>, idx: usize, table: &str, key: &str) -> Result<Value, Stor
 
 fn corrupt(table: &str, key: &str, message: String) -> StoreError {
     StoreError::Corrupt { table: table.to_string(), key: key.to_string(), message }
+}
+
+/// The schema versions the database has applied.
+fn applied_versions(conn: &Connection) -> rusqlite::Result<Vec<i64>> {
+    conn.prepare("SELECT version FROM schema_migrations")?.query_map([], |r| r.get(0))?.collect()
 }
 
 fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use muster_graph::ResourceGraph;
 use muster_graph::cluster::ClusterDescription;
 use muster_queue::{QueuePolicy, ReservationConfig};
 
@@ -21,6 +22,7 @@ pub fn check(
     tenants: &Tenants,
     cluster: &ClusterDescription,
     offered: &BTreeMap<String, ()>,
+    graph: &ResourceGraph,
 ) -> Result<Vec<ReservationConfig>, SimError> {
     for (i, r) in list.iter().enumerate() {
         if !r.namespaces.is_empty() {
@@ -45,7 +47,6 @@ pub fn check(
     config.reservations = list;
     config.compile(file).map_err(|e| input(file, e.path, e.message))?;
     let list = config.reservations;
-    let graph = muster_graph::ResourceGraph::new(cluster.build(file)?, muster_queue::MATCH_POLICY);
     for (i, r) in list.iter().enumerate() {
         // An amount no placement holds on the empty cluster would be set aside in no window.
         if let Some(why) = r.amount_request().and_then(|req| graph.satisfiability(&req).err()) {
