@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod dra;
 pub mod error;
 pub mod filter;
+pub mod free_ahead;
 pub mod graph;
 pub mod jgf;
 pub mod jobspec;

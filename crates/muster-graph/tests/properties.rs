@@ -285,6 +285,8 @@ fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), Test
             Op::Allocate(s) | Op::Reserve(s) => {
                 let req = request(i, s, socketed);
                 let sat = rg.satisfiability(&req);
+                let ahead = rg.graph.free_ahead(now);
+                check_free_ahead(&rg, now, &ahead)?;
                 let outcome = if matches!(op, Op::Allocate(_)) {
                     rg.allocate(&req, now)
                 } else {
@@ -294,6 +296,12 @@ fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), Test
                     MatchOutcome::Allocated(id) => {
                         prop_assert!(sat.is_ok(), "placed a group satisfiability rejected: {sat:?}");
                         check_placement(&rg, id, true);
+                        // What it holds in all fits the room ahead at every moment of its run.
+                        let end = rg.allocation(id).unwrap().end;
+                        if let Some(least) = ahead.least_before(end) {
+                            let held = held_in_all(&rg, id);
+                            prop_assert!(held.iter().zip(least).all(|(h, l)| h <= l), "{held:?} over {least:?}");
+                        }
                         // Cancel is the exact inverse of the allocation.
                         let mut undo = rg.clone();
                         undo.cancel(id).unwrap();
@@ -397,6 +405,53 @@ fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), Test
             }
         }
         check_invariants(&rg);
+    }
+    Ok(())
+}
+
+/// What allocation `id` holds in all, by resource.
+fn held_in_all(rg: &ResourceGraph, id: u64) -> Vec<u64> {
+    let mut held = vec![0u64; rg.graph.resources.len()];
+    for s in rg.graph.nodes.iter().flat_map(|n| &n.spans).filter(|s| s.alloc == id) {
+        for (h, a) in held.iter_mut().zip(&s.amounts) {
+            *h += a;
+        }
+    }
+    held
+}
+
+/// The room ahead against a count at every moment of every schedulable node's spans: the least
+/// total free before each moment (the room just after `now` included) is what the spans say.
+fn check_free_ahead(
+    rg: &ResourceGraph,
+    now: i64,
+    ahead: &muster_graph::free_ahead::FreeAhead,
+) -> Result<(), TestCaseError> {
+    let g = &rg.graph;
+    let free_at = |t: i64| -> Vec<u64> {
+        let mut total = vec![0u64; g.resources.len()];
+        for (_, n) in g.live_nodes().filter(|(_, n)| n.schedulable()) {
+            for (k, f) in total.iter_mut().enumerate() {
+                let used: u64 = n.spans.iter().filter(|s| s.start <= t && t < s.end).map(|s| s.amounts[k]).sum();
+                *f += n.capacity[k].saturating_sub(used);
+            }
+        }
+        total
+    };
+    let least_with = |base: &[u64], other: Option<&[u64]>| -> Vec<u64> {
+        base.iter().enumerate().map(|(k, &b)| other.map_or(b, |o| b.min(o[k]))).collect()
+    };
+    let base = free_at(now);
+    let mut moments: Vec<i64> =
+        g.nodes.iter().flat_map(|n| &n.spans).flat_map(|s| [s.start, s.end]).filter(|&t| t > now).collect();
+    moments.sort_unstable();
+    moments.dedup();
+    for end in moments.iter().copied().chain([i64::MAX]) {
+        let mut brute = base.clone();
+        for &t in moments.iter().filter(|&&t| t < end) {
+            brute = least_with(&brute, Some(&free_at(t)));
+        }
+        prop_assert_eq!(least_with(&base, ahead.least_before(end)), brute, "least free before {}", end);
     }
     Ok(())
 }

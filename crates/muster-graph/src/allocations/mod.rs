@@ -20,6 +20,10 @@ mod sets;
 /// "Runs until cancelled": the end of an allocation without a duration.
 pub const FOREVER: i64 = i64::MAX;
 
+/// Why a group that fits the cluster's free room in total does not fit now.
+pub const NOT_ON_THE_NODES: &str =
+    "enough is free in total but not on the nodes (or in the one domain) the group needs";
+
 /// One member of an allocation and where it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -269,7 +273,7 @@ impl ResourceGraph {
                 );
             }
         }
-        "enough is free in total but not on the nodes (or in the one domain) the group needs".to_string()
+        NOT_ON_THE_NODES.to_string()
     }
 
     fn take_id(&mut self) -> AllocId {

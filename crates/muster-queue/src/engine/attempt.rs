@@ -431,15 +431,7 @@ impl Engine {
     /// only backfill. Written once per queue, except while a group is not yet due a reservation.
     pub(super) fn backfill_only_tail(&self, g: &Group) -> Cow<'_, str> {
         let qi = self.compiled.queues[&g.spec.queue].index;
-        let policy = self.config.queues[qi].policy;
-        let not_due = reservation_due_at(g, policy).filter(|&t| self.now < t);
-        match (not_due, policy) {
-            (Some(t), QueuePolicy::Selective { slowdown, .. }) => Cow::Owned(format!(
-                "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
-                clock::show(t)
-            )),
-            _ => Cow::Borrowed(&self.backfill_tails[qi]),
-        }
+        backfill_tail(&self.backfill_tails[qi], self.config.queues[qi].policy, self.now, g)
     }
 
     /// Reserves the earliest time the whole group fits (or admits it, if that is now), where its
@@ -555,5 +547,18 @@ impl Engine {
             let state = g.state;
             self.step(key, state, Reason::Unsatisfiable { message }, None, out);
         }
+    }
+}
+
+/// [`Engine::backfill_only_tail`] of group `g` at `now`, in a queue under `policy` whose tail
+/// is `queue_tail`: over the parts of the engine it reads, so that a caller may hold others.
+pub(super) fn backfill_tail<'t>(queue_tail: &'t str, policy: QueuePolicy, now: i64, g: &Group) -> Cow<'t, str> {
+    let not_due = reservation_due_at(g, policy).filter(|&t| now < t);
+    match (not_due, policy) {
+        (Some(t), QueuePolicy::Selective { slowdown, .. }) => Cow::Owned(format!(
+            "; it may only backfill until its slowdown reaches {slowdown} at {}, when it gets a reservation",
+            clock::show(t)
+        )),
+        _ => Cow::Borrowed(queue_tail),
     }
 }

@@ -2,8 +2,10 @@
 //! has free, in all and per member? Its demand is worked out once per request, in the graph's
 //! resource ids, so that the test is a few integer comparisons however long the queue.
 
-use muster_graph::GroupRequest;
+use muster_graph::allocations::NOT_ON_THE_NODES;
+use muster_graph::free_ahead::FreeAhead;
 use muster_graph::resources::{ResourceId, ResourceTable};
+use muster_graph::{Graph, GroupRequest};
 
 use super::Engine;
 use crate::quota;
@@ -17,6 +19,10 @@ pub(super) struct Demand {
     total: Vec<(ResourceId, u64, Box<str>)>,
     /// One member of each set: (set index, resource, amount).
     each: Vec<(usize, ResourceId, u64, Box<str>)>,
+    /// In all, as the matcher counts it (each member's pod included), for the test against the
+    /// room ahead (`short_ahead`); None where that test does not apply: members of several sets,
+    /// with devices or whole sockets, or placed a fixed number per node.
+    matched: Option<Vec<(ResourceId, u64)>>,
 }
 
 impl Demand {
@@ -45,7 +51,28 @@ impl Demand {
                 })
             })
             .collect();
-        Self { total, each }
+        Self { total, each, matched: Self::matched(req, resources) }
+    }
+
+    /// What the matcher's demand for the minimum (`muster_graph::matcher::Demand`) holds in all,
+    /// where members are alike and placed one at a time.
+    fn matched(req: &GroupRequest, resources: &ResourceTable) -> Option<Vec<(ResourceId, u64)>> {
+        let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
+        if !alike || req.sockets.is_some() || req.members_per_node.is_some() {
+            return None;
+        }
+        let mut per_member: Vec<(ResourceId, u64)> =
+            req.requests.iter().map(|(r, a)| Some((resources.get(r)?, *a))).collect::<Option<_>>()?;
+        // The matcher counts a pod for each member where the nodes count pods.
+        if let Some(pods) = resources.get("pods") {
+            match per_member.iter_mut().find(|(id, _)| *id == pods) {
+                Some((_, a)) if *a == 0 => *a = 1,
+                Some(_) => {}
+                None => per_member.push((pods, 1)),
+            }
+        }
+        let members = u64::from(req.min_members);
+        Some(per_member.into_iter().map(|(id, a)| (id, a.saturating_mul(members))).collect())
     }
 }
 
@@ -57,12 +84,18 @@ pub(super) type Demands = foldhash::HashMap<(u64, u32), Demand>;
 /// group count, which the table is kept within (shapes are nearly one per group, as declared run
 /// times differ). A free function over the table, so that a caller may hold other parts of the
 /// engine while it runs.
-pub(super) fn work_out(demands: &mut Demands, bound: usize, resources: &ResourceTable, shape: u64, req: &GroupRequest) {
+pub(super) fn work_out<'d>(
+    demands: &'d mut Demands,
+    bound: usize,
+    resources: &ResourceTable,
+    shape: u64,
+    req: &GroupRequest,
+) -> &'d Demand {
     let key = (shape, req.min_members);
     if demands.len() > 2 * bound + 1024 && !demands.contains_key(&key) {
         demands.clear();
     }
-    demands.entry(key).or_insert_with(|| Demand::of(req, resources));
+    demands.entry(key).or_insert_with(|| Demand::of(req, resources))
 }
 
 impl Engine {
@@ -76,13 +109,34 @@ impl Engine {
     /// What is short now for the minimum (`min` members) of a request of shape `shape`, whose
     /// demand is worked out (`work_out`): None if the aggregates do not rule out a fit.
     pub(super) fn short_now(&self, shape: u64, min: u32) -> Option<&str> {
-        let d = self.demands.get(&(shape, min))?;
-        let g = &self.graph.graph;
+        self.demands.get(&(shape, min))?.short_now(&self.graph.graph)
+    }
+}
+
+impl Demand {
+    /// What is short now on graph `g` for this demand: None if the aggregates do not rule out a
+    /// fit.
+    pub(super) fn short_now(&self, g: &Graph) -> Option<&str> {
         let (_, free) = g.totals();
-        if let Some((_, _, text)) = d.total.iter().find(|(id, need, _)| *need > free[id.index()]) {
+        if let Some((_, _, text)) = self.total.iter().find(|(id, need, _)| *need > free[id.index()]) {
             return Some(text);
         }
         let max_free = &g.domain(g.root_domain).max_free;
-        d.each.iter().find(|(_, id, per, _)| *per > max_free[id.index()]).map(|(_, _, _, text)| &**text)
+        self.each.iter().find(|(_, id, per, _)| *per > max_free[id.index()]).map(|(_, _, _, text)| &**text)
+    }
+
+    /// For a demand that passed `short_now`, matched over a window from now to `end`: the
+    /// reason the match gives when what it asks in all is more than the cluster has free in total
+    /// at some moment of the window (`ahead`, worked out from graph `g` as it is), so that no
+    /// placement exists. None where the test does not apply or does not rule out a fit; also
+    /// where the match would give another reason (a total it counts that is short now).
+    pub(super) fn short_ahead(&self, g: &Graph, end: i64, ahead: &FreeAhead) -> Option<&'static str> {
+        let matched = self.matched.as_ref()?;
+        let (_, free) = g.totals();
+        if matched.iter().any(|(id, need)| *need > free[id.index()]) {
+            return None;
+        }
+        let least = ahead.least_before(end)?;
+        matched.iter().any(|(id, need)| *need > least[id.index()]).then_some(NOT_ON_THE_NODES)
     }
 }

@@ -12,13 +12,15 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::attempt::{Attempt, CAPACITY};
+use super::attempt::{Attempt, CAPACITY, backfill_tail};
 use super::cycle::{Pass, reservation_due_at};
 use super::failed_requests::size_in;
 use super::group_table::{PendingGroup, Slot};
 use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
 use crate::group::GroupState;
+use muster_graph::allocations::FOREVER;
+use muster_graph::free_ahead::FreeAhead;
 
 /// How many groups a run takes from the pending index at a time: at first, and at most. A run
 /// often ends after a few groups, at one that must be attempted in full.
@@ -45,7 +47,8 @@ impl Engine {
         if !self.queue_settles_misfits(q, pass) {
             return None;
         }
-        self.settle_misfit(head.slot, head.shape, pass).then_some(Attempt::Blocked)
+        let qi = self.compiled.queues[q].index;
+        self.settle_misfit(head.slot, head.shape, qi, None, pass).then_some(Attempt::Blocked)
     }
 
     /// Settles the groups of blocked queue `q` (under `policy`; `may_reserve_more`: its
@@ -67,6 +70,9 @@ impl Engine {
             return last;
         }
         let (mut size, mut batch) = (RUN_BATCH.0, Vec::new());
+        // Nothing changes the graph while a run lasts: the room ahead is worked out once, when
+        // a group first needs it.
+        let (mut ahead, qi) = (None, self.compiled.queues[q].index);
         loop {
             batch.clear();
             let next = self.pending[q].range((Bound::Excluded(last), Bound::Unbounded));
@@ -83,7 +89,7 @@ impl Engine {
                     return last;
                 }
                 let due = reservation_due_at(g, policy).is_none_or(|t| self.now >= t);
-                if (may_reserve_more && due) || !self.settle_misfit(slot, shape, pass) {
+                if (may_reserve_more && due) || !self.settle_misfit(slot, shape, qi, Some(&mut ahead), pass) {
                     return last;
                 }
                 pass.backfill_budget -= 1;
@@ -106,36 +112,61 @@ impl Engine {
             && (pass.preempt_budget == 0 || preemption_off)
     }
 
-    /// Settles the group in `slot` (of request shape `shape`) as blocked, its reason written, if
+    /// Settles the group in `slot` (of request shape `shape`, in the queue of index `qi`) as blocked, its reason written, if
     /// it is a repeat misfit in a queue that settles them (`queue_settles_misfits`); false if it
-    /// must be attempted in full.
-    fn settle_misfit(&mut self, slot: Slot, shape: u64, pass: &mut Pass<'_>) -> bool {
+    /// must be attempted in full. With `ahead` (the graph's room ahead, worked out on first use),
+    /// also a group whose match would fail for lack of room in total during its run
+    /// (`short_ahead`): that failure is recorded as the match would record it.
+    fn settle_misfit(
+        &mut self,
+        slot: Slot,
+        shape: u64,
+        qi: usize,
+        ahead: Option<&mut Option<FreeAhead>>,
+        pass: &mut Pass<'_>,
+    ) -> bool {
         // Reached by slot, and borrowed, not shared: with thousands waiting, a lookup by key or a
         // count taken on the group is what costs. What the tests below look up is worked out
         // first, into the engine's tables, beside the borrowed group.
         let bound = self.groups.len();
         let g = self.groups.at(slot);
         let r = &g.spec.request;
-        let kinds = self.compare_by_size.then_some(&mut self.kinds);
-        let ahead = pass
-            .failed
-            .ahead((shape, r.min_members, r.max_members), || size_in(kinds, bound, shape, r, r.duration.is_some()));
-        if ahead.is_none() {
-            demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
-        }
-        // The tests that usually fail first, before any other lookup.
-        let Some(busy) = ahead.or_else(|| self.short_now(shape, r.min_members)) else { return false };
-        let settled = g.unsatisfiable.is_none()
+        // What does not depend on why it is short.
+        let settles = g.unsatisfiable.is_none()
             // Giving way is a kind of preemption.
             && (pass.preempt_budget == 0 || self.leaving_for.as_ref() != Some(&g.spec.key))
             // Not an elastic group waiting for all its members.
             && self.effective_min(g) == r.min_members
             && self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok);
-        if !settled {
+        if !settles {
             return false;
         }
+        let kinds = self.compare_by_size.then_some(&mut self.kinds);
+        let shape_key = (shape, r.min_members, r.max_members);
+        let failed_ahead = pass.failed.ahead(shape_key, || size_in(kinds, bound, shape, r, r.duration.is_some()));
+        let busy = match failed_ahead {
+            Some(busy) => busy,
+            None => {
+                let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
+                match d.short_now(&self.graph.graph) {
+                    Some(busy) => busy,
+                    None => {
+                        let calendar = !self.config.reservations.is_empty() || !r.reservations.is_empty();
+                        let Some(ahead) = ahead.filter(|_| !calendar) else { return false };
+                        // Matched as the attempt matches it: for its declared run time, else for ever.
+                        let end = r.run_time_with(r.min_members).map_or(FOREVER, |t| self.now.saturating_add(t as i64));
+                        let ahead = ahead.get_or_insert_with(|| self.graph.graph.free_ahead(self.now));
+                        let Some(busy) = d.short_ahead(&self.graph.graph, end, ahead) else { return false };
+                        // The match's failure, as the attempt records it.
+                        let kinds = self.compare_by_size.then_some(&mut self.kinds);
+                        pass.failed.record(shape_key, size_in(kinds, bound, shape, r, r.duration.is_some()));
+                        busy
+                    }
+                }
+            }
+        };
         // Mostly the reason it had: then nothing is written, nor put together.
-        let tail = self.backfill_only_tail(g);
+        let tail = backfill_tail(&self.backfill_tails[qi], self.config.queues[qi].policy, self.now, g);
         let unchanged = crate::text::is_concat(&g.reason, &[CAPACITY, busy, &tail]);
         if !unchanged {
             let reason = [CAPACITY, busy, &tail].concat();
