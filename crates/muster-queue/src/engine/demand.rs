@@ -8,6 +8,7 @@ use muster_graph::resources::{ResourceId, ResourceTable};
 use muster_graph::{Graph, GroupRequest};
 
 use super::Engine;
+use super::failed_requests::kind_of;
 use crate::quota;
 
 /// What a request's minimum asks, in the graph's resource ids, each amount with the text that
@@ -23,6 +24,8 @@ pub(super) struct Demand {
     /// room ahead (`short_ahead`); None where that test does not apply: members of several sets,
     /// with devices or whole sockets, or placed a fixed number per node.
     matched: Option<Vec<(ResourceId, u64)>>,
+    /// The request's kind, where containment may apply (`failed_requests::kind_of`).
+    pub(super) kind: Option<u64>,
 }
 
 impl Demand {
@@ -51,7 +54,7 @@ impl Demand {
                 })
             })
             .collect();
-        Self { total, each, matched: Self::matched(req, resources) }
+        Self { total, each, matched: Self::matched(req, resources), kind: kind_of(req) }
     }
 
     /// What the matcher's demand for the minimum (`muster_graph::matcher::Demand`) holds in all,

@@ -166,9 +166,6 @@ pub struct Engine {
     sat_cache: foldhash::HashMap<(u64, u32), Result<(), String>>,
     /// What requests ask, for the aggregate test before a match; valid likewise.
     demands: demand::Demands,
-    /// Request kinds (a request without its member count and run time) by request shape, for
-    /// settling requests that contain one that failed (`failed_requests.rs`).
-    kinds: foldhash::HashMap<u64, u64>,
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
     /// the snapshot: a restore builds the graph from the nodes as they are now.
     deferred_reshapes: BTreeMap<String, NodeSpec>,
@@ -245,7 +242,6 @@ impl Engine {
             elastic: BTreeSet::new(),
             sat_cache: foldhash::HashMap::default(),
             demands: foldhash::HashMap::default(),
-            kinds: foldhash::HashMap::default(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),

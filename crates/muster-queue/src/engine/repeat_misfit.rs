@@ -1,12 +1,13 @@
 //! A cheap way through an attempt that is sure to fail: the same request, or one it contains,
 //! failed to match ahead of it in this cycle (`failed_requests.rs`), or what its minimum asks is
-//! more than the cluster has free.
+//! more than the cluster has free, now or, within a run, at some moment of its run as planned
+//! (the room ahead, `muster_graph::free_ahead`).
 //!
-//! With thousands of groups waiting, most attempts behind a blocked head end one of these two
-//! ways. Such an attempt would copy the request, ask the quota and look the group up several times
-//! only to reach the answer these tests give; when nothing on its way could decide otherwise, it
-//! is settled here with the outcome and reason the full attempt gives. Where the blocked queue is
-//! the last one the cycle has groups of, a whole run of such groups is settled in one go
+//! With thousands of groups waiting behind a blocked head, most attempts behind it end one of
+//! these ways. Such an attempt would copy the request, ask the quota and look the group up several
+//! times only to reach the answer these tests give; when nothing on its way could decide otherwise,
+//! it is settled here with the outcome and reason the full attempt gives. Where the blocked queue
+//! is the last one the cycle has groups of, a whole run of such groups is settled in one go
 //! ([`Engine::settle_misfit_run`]), without taking each one as the cycle's head.
 
 use std::ops::Bound;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 use super::attempt::{Attempt, CAPACITY, backfill_tail};
 use super::cycle::{Pass, reservation_due_at};
-use super::failed_requests::size_in;
+use super::failed_requests::size_of;
 use super::group_table::{PendingGroup, Slot};
 use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
@@ -25,6 +26,17 @@ use muster_graph::free_ahead::FreeAhead;
 /// How many groups a run takes from the pending index at a time: at first, and at most. A run
 /// often ends after a few groups, at one that must be attempted in full.
 const RUN_BATCH: (usize, usize) = (8, 256);
+
+/// The room ahead as a run of settled groups sees it, each part worked out when a group first
+/// needs it: nothing changes the graph while a run lasts.
+#[derive(Default)]
+struct RunAhead {
+    /// The earliest start of a reservation the engine holds ([`FOREVER`]: none). A group whose
+    /// run ends by then is not tested: where nothing is reserved ahead of its end, the room only
+    /// grows after now, and the test would not rule it out.
+    first_reserved: Option<i64>,
+    free: Option<FreeAhead>,
+}
 
 impl Engine {
     /// Blocked, with its reason set, when the full attempt is sure to end so: the request (shape,
@@ -70,9 +82,7 @@ impl Engine {
             return last;
         }
         let (mut size, mut batch) = (RUN_BATCH.0, Vec::new());
-        // Nothing changes the graph while a run lasts: the room ahead is worked out once, when
-        // a group first needs it.
-        let (mut ahead, qi) = (None, self.compiled.queues[q].index);
+        let (mut ahead, qi) = (RunAhead::default(), self.compiled.queues[q].index);
         loop {
             batch.clear();
             let next = self.pending[q].range((Bound::Excluded(last), Bound::Unbounded));
@@ -122,7 +132,7 @@ impl Engine {
         slot: Slot,
         shape: u64,
         qi: usize,
-        ahead: Option<&mut Option<FreeAhead>>,
+        ahead: Option<&mut RunAhead>,
         pass: &mut Pass<'_>,
     ) -> bool {
         // Reached by slot, and borrowed, not shared: with thousands waiting, a lookup by key or a
@@ -141,28 +151,30 @@ impl Engine {
         if !settles {
             return false;
         }
-        let kinds = self.compare_by_size.then_some(&mut self.kinds);
         let shape_key = (shape, r.min_members, r.max_members);
-        let failed_ahead = pass.failed.ahead(shape_key, || size_in(kinds, bound, shape, r, r.duration.is_some()));
-        let busy = match failed_ahead {
+        let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
+        let size = size_of(self.compare_by_size.then_some(d.kind).flatten(), r, r.duration.is_some());
+        // The tests that usually fail first, before any other lookup.
+        let busy = match pass.failed.ahead(shape_key, size).or_else(|| d.short_now(&self.graph.graph)) {
             Some(busy) => busy,
             None => {
-                let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
-                match d.short_now(&self.graph.graph) {
-                    Some(busy) => busy,
-                    None => {
-                        let calendar = !self.config.reservations.is_empty() || !r.reservations.is_empty();
-                        let Some(ahead) = ahead.filter(|_| !calendar) else { return false };
-                        // Matched as the attempt matches it: for its declared run time, else for ever.
-                        let end = r.run_time_with(r.min_members).map_or(FOREVER, |t| self.now.saturating_add(t as i64));
-                        let ahead = ahead.get_or_insert_with(|| self.graph.graph.free_ahead(self.now));
-                        let Some(busy) = d.short_ahead(&self.graph.graph, end, ahead) else { return false };
-                        // The match's failure, as the attempt records it.
-                        let kinds = self.compare_by_size.then_some(&mut self.kinds);
-                        pass.failed.record(shape_key, size_in(kinds, bound, shape, r, r.duration.is_some()));
-                        busy
-                    }
+                let calendar = !self.config.reservations.is_empty() || !r.reservations.is_empty();
+                let Some(run) = ahead.filter(|_| !calendar) else { return false };
+                // Matched as the attempt matches it: for its declared run time, else for ever.
+                let end = r.run_time_with(r.min_members).map_or(FOREVER, |t| self.now.saturating_add(t as i64));
+                let (reservations, graph) = (&self.reservations, &self.graph);
+                let first_reserved = *run.first_reserved.get_or_insert_with(|| {
+                    let starts = reservations.values().filter_map(|id| graph.allocation(*id).ok()).map(|a| a.start);
+                    starts.min().unwrap_or(FOREVER)
+                });
+                if end <= first_reserved {
+                    return false;
                 }
+                let free = run.free.get_or_insert_with(|| self.graph.graph.free_ahead(self.now));
+                let Some(busy) = d.short_ahead(&self.graph.graph, end, free) else { return false };
+                // The match's failure, as the attempt records it.
+                pass.failed.record(shape_key, size);
+                busy
             }
         };
         // Mostly the reason it had: then nothing is written, nor put together.
