@@ -17,6 +17,9 @@ pub struct FreeAhead {
     /// Per moment, per resource: the least total free at any moment in (now, that moment].
     least: Vec<u64>,
     resources: usize,
+    /// Working space kept between builds: (moment, resource, change) for one node, and for all.
+    node_events: Vec<(i64, usize, i128)>,
+    changes: Vec<(i64, usize, i128)>,
 }
 
 impl FreeAhead {
@@ -35,11 +38,17 @@ impl Graph {
     /// window's start): what its spans active at a moment hold, taken from its capacity and
     /// never below zero. Costs a sort of the spans that end after now.
     pub fn free_ahead(&self, now: i64) -> FreeAhead {
+        let mut ahead = FreeAhead::default();
+        self.free_ahead_into(now, &mut ahead);
+        ahead
+    }
+
+    /// [`Graph::free_ahead`] into `ahead`, whose room is reused.
+    pub fn free_ahead_into(&self, now: i64, ahead: &mut FreeAhead) {
         let r = self.resources.len();
         let mut total = vec![0i128; r];
-        // (moment, resource, change of one node's free room), over every node.
-        let mut changes: Vec<(i64, usize, i128)> = Vec::new();
-        let mut events: Vec<(i64, usize, i128)> = Vec::new();
+        let (mut events, mut changes) = (std::mem::take(&mut ahead.node_events), std::mem::take(&mut ahead.changes));
+        changes.clear();
         let mut used = vec![0i128; r];
         for (_, node) in self.live_nodes().filter(|(_, n)| n.schedulable()) {
             events.clear();
@@ -70,7 +79,9 @@ impl Graph {
             }
         }
         changes.sort_unstable_by_key(|&(t, k, _)| (t, k));
-        let mut ahead = FreeAhead { resources: r, ..FreeAhead::default() };
+        ahead.times.clear();
+        ahead.least.clear();
+        ahead.resources = r;
         let mut i = 0;
         while i < changes.len() {
             let t = changes[i].0;
@@ -87,6 +98,6 @@ impl Graph {
             }
             ahead.times.push(t);
         }
-        ahead
+        (ahead.node_events, ahead.changes) = (events, changes);
     }
 }

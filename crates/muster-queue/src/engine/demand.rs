@@ -26,6 +26,10 @@ pub(super) struct Demand {
     matched: Option<Vec<(ResourceId, u64)>>,
     /// The request's kind, where containment may apply (`failed_requests::kind_of`).
     pub(super) kind: Option<u64>,
+    /// The engine found the request satisfiable (its `sat_cache`): kept here so that a group
+    /// settled cycle after cycle costs no second lookup. A change of the graph's structure clears
+    /// both tables.
+    pub(super) satisfiable: bool,
 }
 
 impl Demand {
@@ -54,7 +58,7 @@ impl Demand {
                 })
             })
             .collect();
-        Self { total, each, matched: Self::matched(req, resources), kind: kind_of(req) }
+        Self { total, each, matched: Self::matched(req, resources), kind: kind_of(req), satisfiable: false }
     }
 
     /// What the matcher's demand for the minimum (`muster_graph::matcher::Demand`) holds in all,
@@ -93,7 +97,7 @@ pub(super) fn work_out<'d>(
     resources: &ResourceTable,
     shape: u64,
     req: &GroupRequest,
-) -> &'d Demand {
+) -> &'d mut Demand {
     let key = (shape, req.min_members);
     if demands.len() > 2 * bound + 1024 && !demands.contains_key(&key) {
         demands.clear();

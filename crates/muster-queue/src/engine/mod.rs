@@ -166,6 +166,9 @@ pub struct Engine {
     sat_cache: foldhash::HashMap<(u64, u32), Result<(), String>>,
     /// What requests ask, for the aggregate test before a match; valid likewise.
     demands: demand::Demands,
+    /// The room ahead as the last run of settled groups worked it out (`repeat_misfit.rs`): kept
+    /// for its storage, which the next run reuses.
+    room_ahead: muster_graph::free_ahead::FreeAhead,
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
     /// the snapshot: a restore builds the graph from the nodes as they are now.
     deferred_reshapes: BTreeMap<String, NodeSpec>,
@@ -242,6 +245,7 @@ impl Engine {
             elastic: BTreeSet::new(),
             sat_cache: foldhash::HashMap::default(),
             demands: foldhash::HashMap::default(),
+            room_ahead: Default::default(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),

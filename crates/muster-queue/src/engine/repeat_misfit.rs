@@ -21,7 +21,6 @@ use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
 use crate::group::GroupState;
 use muster_graph::allocations::FOREVER;
-use muster_graph::free_ahead::FreeAhead;
 
 /// How many groups a run takes from the pending index at a time: at first, and at most. A run
 /// often ends after a few groups, at one that must be attempted in full.
@@ -35,7 +34,8 @@ struct RunAhead {
     /// run ends by then is not tested: where nothing is reserved ahead of its end, the room only
     /// grows after now, and the test would not rule it out.
     first_reserved: Option<i64>,
-    free: Option<FreeAhead>,
+    /// The engine's `room_ahead` holds this run's room.
+    worked_out: bool,
 }
 
 impl Engine {
@@ -146,13 +146,18 @@ impl Engine {
             // Giving way is a kind of preemption.
             && (pass.preempt_budget == 0 || self.leaving_for.as_ref() != Some(&g.spec.key))
             // Not an elastic group waiting for all its members.
-            && self.effective_min(g) == r.min_members
-            && self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok);
+            && self.effective_min(g) == r.min_members;
         if !settles {
             return false;
         }
         let shape_key = (shape, r.min_members, r.max_members);
         let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
+        if !d.satisfiable {
+            if !self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok) {
+                return false;
+            }
+            d.satisfiable = true;
+        }
         let size = size_of(self.compare_by_size.then_some(d.kind).flatten(), r, r.duration.is_some());
         // The tests that usually fail first, before any other lookup.
         let busy = match pass.failed.ahead(shape_key, size).or_else(|| d.short_now(&self.graph.graph)) {
@@ -170,8 +175,11 @@ impl Engine {
                 if end <= first_reserved {
                     return false;
                 }
-                let free = run.free.get_or_insert_with(|| self.graph.graph.free_ahead(self.now));
-                let Some(busy) = d.short_ahead(&self.graph.graph, end, free) else { return false };
+                if !run.worked_out {
+                    self.graph.graph.free_ahead_into(self.now, &mut self.room_ahead);
+                    run.worked_out = true;
+                }
+                let Some(busy) = d.short_ahead(&self.graph.graph, end, &self.room_ahead) else { return false };
                 // The match's failure, as the attempt records it.
                 pass.failed.record(shape_key, size);
                 busy
