@@ -36,7 +36,7 @@ impl Graph {
     /// The cluster's free room after `now`, as [`FreeAhead`] keeps it. Each node's room is
     /// counted as the matcher counts it in a window that starts now (`spans_at`, after the
     /// window's start): what its spans active at a moment hold, taken from its capacity and
-    /// never below zero. Costs a sort of the spans that end after now.
+    /// never below zero. Costs a sort of the spans that end after now and before the last start.
     pub fn free_ahead(&self, now: i64) -> FreeAhead {
         let mut ahead = FreeAhead::default();
         self.free_ahead_into(now, &mut ahead);
@@ -46,11 +46,18 @@ impl Graph {
     /// [`Graph::free_ahead`] into `ahead`, whose room is reused.
     pub fn free_ahead_into(&self, now: i64, ahead: &mut FreeAhead) {
         let r = self.resources.len();
+        ahead.times.clear();
+        ahead.least.clear();
+        ahead.resources = r;
+        let schedulable = || self.live_nodes().filter(|(_, n)| n.schedulable());
+        // After the last moment a span starts, the room only grows: no later moment is the least.
+        let starts = schedulable().flat_map(|(_, n)| &n.spans).map(|s| s.start).filter(|&t| t > now);
+        let Some(last_start) = starts.max() else { return };
         let mut total = vec![0i128; r];
         let (mut events, mut changes) = (std::mem::take(&mut ahead.node_events), std::mem::take(&mut ahead.changes));
         changes.clear();
         let mut used = vec![0i128; r];
-        for (_, node) in self.live_nodes().filter(|(_, n)| n.schedulable()) {
+        for (_, node) in schedulable() {
             events.clear();
             used.fill(0);
             for s in node.spans.iter().filter(|s| s.end > now) {
@@ -60,7 +67,9 @@ impl Graph {
                     } else {
                         used[k] += i128::from(a);
                     }
-                    events.push((s.end, k, -i128::from(a)));
+                    if s.end <= last_start {
+                        events.push((s.end, k, -i128::from(a)));
+                    }
                 }
             }
             let room = |k: usize, used: i128| (i128::from(node.capacity[k]) - used).max(0);
@@ -79,9 +88,6 @@ impl Graph {
             }
         }
         changes.sort_unstable_by_key(|&(t, k, _)| (t, k));
-        ahead.times.clear();
-        ahead.least.clear();
-        ahead.resources = r;
         let mut i = 0;
         while i < changes.len() {
             let t = changes[i].0;

@@ -712,38 +712,28 @@ fn an_unsatisfiable_reason_names_the_taint_or_selector_that_leaves_a_large_enoug
 }
 
 #[test]
-fn the_room_ahead_counts_each_node_as_the_matcher_does_and_rules_out_groups_that_run_into_a_reservation() {
+fn the_room_ahead_counts_each_node_as_the_matcher_does() {
     let mut r = rg(RACKS, Policy::First);
     let rack = r.graph.node(r.graph.node_id("a-0").unwrap()).labels["muster.dev/rack"].clone();
     let mut held = cpu("held", 1, 8);
     held.duration = Some(100);
     allocated(&mut r, &held); // a-0 until t=100
-    let mut short = cpu("short", 1, 8);
-    short.duration = Some(50);
-    allocated(&mut r, &short); // a-1 until t=50
+    let mut fill = cpu("fill", 9, 8);
+    fill.duration = Some(50);
+    allocated(&mut r, &fill); // the other nine nodes until t=50
     // a-0 shrinks to 4 cores under its 8: nothing free there (not -4) until t=100.
     r.update_node(&rack_node("a-0", &rack, 4)).unwrap();
-    let cpu_id = r.graph.resources.get("cpu").unwrap().index();
-    let cores = |least: &[u64]| least[cpu_id] / 1000;
-    let all_cores: u64 = r.graph.totals().0[0] / 1000;
-    let ahead = r.graph.free_ahead(0);
-    assert_eq!(ahead.least_before(50), None, "nothing changes before t=50");
-    assert_eq!(cores(ahead.least_before(60).unwrap()), all_cores - 4 - 8 + 8, "a-1 free from t=50, a-0 still full");
+    assert_eq!(r.graph.free_ahead(0).least_before(1_000), None, "nothing reserved: the room only grows");
 
-    // Nine whole nodes are reserved from t=50, when a-1 frees: a group that fits now but runs
-    // past t=50 is ruled out, and the match agrees.
-    let mut wide = cpu("wide", 9, 8);
-    wide.duration = Some(10);
-    let MatchOutcome::Reserved { at, .. } = r.allocate_orelse_reserve(&wide, 0) else { panic!("reserved") };
+    let mut next = cpu("next", 1, 8);
+    next.duration = Some(10);
+    let MatchOutcome::Reserved { at, .. } = r.allocate_orelse_reserve(&next, 0) else { panic!("reserved") };
     assert_eq!(at, 50);
     let ahead = r.graph.free_ahead(0);
+    let cpu_id = r.graph.resources.get("cpu").unwrap().index();
     assert_eq!(ahead.least_before(50), None, "nothing changes before t=50");
-    assert_eq!(cores(ahead.least_before(150).unwrap()), 0, "every core is held or reserved at t=50");
-    let mut over = cpu("over", 3, 4);
-    over.duration = Some(150);
-    assert!(matches!(r.allocate(&over, 0), MatchOutcome::Busy(_)), "would run into the reservation");
-    over.duration = Some(40);
-    assert!(matches!(r.allocate(&over, 0), MatchOutcome::Allocated(_)), "ends before it");
+    assert_eq!(ahead.least_before(55).unwrap()[cpu_id], 64_000, "nine nodes free at t=50, one reserved, none on a-0");
+    assert_eq!(ahead.least_before(1_000), ahead.least_before(55), "after the last start the room only grows");
     r.update_node(&rack_node("a-0", &rack, 8)).unwrap();
     check_invariants(&r);
 }

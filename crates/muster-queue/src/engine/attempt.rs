@@ -22,12 +22,11 @@ use std::ops::ControlFlow::{self, Break, Continue};
 
 use muster_graph::{AllocId, GroupRequest, MatchOutcome};
 
+use super::Engine;
 use super::cycle::{Pass, reservation_due_at};
-use super::failed_requests::size_of;
 use super::group_table::{PendingGroup, Slot};
 use super::preemption::Preemption;
 use super::quota_holds::Shortfall;
-use super::{Engine, demand};
 use crate::clock;
 use crate::config::QueuePolicy;
 use crate::group::{Group, GroupKey, GroupState, Reason, Transition};
@@ -305,12 +304,10 @@ impl Engine {
     fn match_now(&mut self, c: &Candidate<'_>, req: &GroupRequest, pass: &mut Pass<'_>) -> Step<String> {
         let shape_key = (c.shape, req.min_members, req.max_members);
         let declares_run_time = self.groups.at(c.slot).spec.request.duration.is_some();
-        let d = demand::work_out(&mut self.demands, self.groups.len(), &self.graph.graph.resources, c.shape, req);
-        let size = size_of(self.compare_by_size.then_some(d.kind).flatten(), req, declares_run_time);
-        if let Some(ahead) = pass.failed.ahead(shape_key, size) {
+        if let Some(ahead) = pass.failed.ahead(shape_key, || self.size_of(c.shape, req, declares_run_time)) {
             return Continue(ahead.to_string());
         }
-        if let Some(busy) = d.short_now(&self.graph.graph) {
+        if let Err(busy) = self.may_fit_now(c.shape, req) {
             return Continue(busy.to_string());
         }
         self.last_stats.match_calls += 1;
@@ -333,7 +330,7 @@ impl Engine {
                 "busy".into()
             }
         };
-        pass.failed.record(shape_key, size);
+        pass.failed.record(shape_key, self.size_of(c.shape, req, declares_run_time));
         Continue(busy)
     }
 

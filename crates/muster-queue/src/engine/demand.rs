@@ -8,7 +8,6 @@ use muster_graph::resources::{ResourceId, ResourceTable};
 use muster_graph::{Graph, GroupRequest};
 
 use super::Engine;
-use super::failed_requests::kind_of;
 use crate::quota;
 
 /// What a request's minimum asks, in the graph's resource ids, each amount with the text that
@@ -21,11 +20,10 @@ pub(super) struct Demand {
     /// One member of each set: (set index, resource, amount).
     each: Vec<(usize, ResourceId, u64, Box<str>)>,
     /// In all, as the matcher counts it (each member's pod included), for the test against the
-    /// room ahead (`short_ahead`); None where that test does not apply: members of several sets,
-    /// with devices or whole sockets, or placed a fixed number per node.
-    matched: Option<Vec<(ResourceId, u64)>>,
-    /// The request's kind, where containment may apply (`failed_requests::kind_of`).
-    pub(super) kind: Option<u64>,
+    /// room ahead (`short_ahead`), worked out when that test first needs it; None where that test
+    /// does not apply: members of several sets, with devices or whole sockets, or placed a fixed
+    /// number per node.
+    matched: Option<Option<Vec<(ResourceId, u64)>>>,
     /// The engine found the request satisfiable (its `sat_cache`): kept here so that a group
     /// settled cycle after cycle costs no second lookup. A change of the graph's structure clears
     /// both tables.
@@ -58,7 +56,7 @@ impl Demand {
                 })
             })
             .collect();
-        Self { total, each, matched: Self::matched(req, resources), kind: kind_of(req), satisfiable: false }
+        Self { total, each, matched: None, satisfiable: false }
     }
 
     /// What the matcher's demand for the minimum (`muster_graph::matcher::Demand`) holds in all,
@@ -132,13 +130,19 @@ impl Demand {
         self.each.iter().find(|(_, id, per, _)| *per > max_free[id.index()]).map(|(_, _, _, text)| &**text)
     }
 
-    /// For a demand that passed `short_now`, matched over a window from now to `end`: the
+    /// For a demand (of request `req`) that passed `short_now`, matched over a window from now to `end`: the
     /// reason the match gives when what it asks in all is more than the cluster has free in total
     /// at some moment of the window (`ahead`, worked out from graph `g` as it is), so that no
     /// placement exists. None where the test does not apply or does not rule out a fit; also
     /// where the match would give another reason (a total it counts that is short now).
-    pub(super) fn short_ahead(&self, g: &Graph, end: i64, ahead: &FreeAhead) -> Option<&'static str> {
-        let matched = self.matched.as_ref()?;
+    pub(super) fn short_ahead(
+        &mut self,
+        req: &GroupRequest,
+        g: &Graph,
+        end: i64,
+        ahead: &FreeAhead,
+    ) -> Option<&'static str> {
+        let matched = self.matched.get_or_insert_with(|| Self::matched(req, &g.resources)).as_ref()?;
         let (_, free) = g.totals();
         if matched.iter().any(|(id, need)| *need > free[id.index()]) {
             return None;

@@ -48,12 +48,16 @@ impl FailedRequests {
     }
 
     /// Why a request (`shape`, min, max; `size` says where containment applies to it) is sure not
-    /// to fit: None when it must be matched.
-    pub(super) fn ahead(&self, shape: (u64, u32, u32), size: Option<Size>) -> Option<&'static str> {
+    /// to fit: None when it must be matched. Its size is worked out only once something it could
+    /// contain has failed: most cycles have nothing to compare it with.
+    pub(super) fn ahead(&self, shape: (u64, u32, u32), size: impl FnOnce() -> Option<Size>) -> Option<&'static str> {
         if self.shapes.contains(&shape) {
             return Some(SAME_SHAPE_AHEAD);
         }
-        let s = size?;
+        if self.sizes.is_empty() {
+            return None;
+        }
+        let s = size()?;
         let failed = self.sizes.get(&s.kind)?;
         failed.iter().any(|&(members, run)| members <= s.members && run <= s.run).then_some(SMALLER_AHEAD)
     }
@@ -69,29 +73,44 @@ impl FailedRequests {
     }
 }
 
-/// The kind of a request of alike members with no topology, devices, sets, whole sockets or
-/// fixed members per node (the request with its member count and run time left out), where
-/// containment may apply to it: a placement of more such members for longer holds one of fewer
-/// for less time, and the matcher, which finds any placement of such members that exists, would
-/// find that one. None for any other request.
-pub(super) fn kind_of(req: &GroupRequest) -> Option<u64> {
+impl Engine {
+    /// `req`'s size where containment applies: a rigid group of alike members, with no topology,
+    /// devices, sets, whole sockets or fixed members per node, so that a placement of more members
+    /// for longer holds one of fewer for less time and the matcher, which finds any placement of
+    /// such members that exists, would find that one. `shape` is its group's request shape (kinds
+    /// are kept by it).
+    pub(super) fn size_of(&mut self, shape: u64, req: &GroupRequest, declares_run_time: bool) -> Option<Size> {
+        let kinds = self.compare_by_size.then_some(&mut self.kinds);
+        size_in(kinds, self.groups.len(), shape, req, declares_run_time)
+    }
+}
+
+/// [`Engine::size_of`] over the engine's table of kinds (None: containment is off), kept within
+/// `bound` (the engine's group count). A free function, so that a caller may hold other parts of
+/// the engine while it runs.
+pub(super) fn size_in(
+    kinds: Option<&mut foldhash::HashMap<u64, u64>>,
+    bound: usize,
+    shape: u64,
+    req: &GroupRequest,
+    declares_run_time: bool,
+) -> Option<Size> {
     let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
     let plain = req.topology.is_none() && req.sockets.is_none() && req.members_per_node.is_none();
-    (alike && plain).then(|| {
+    let kinds = kinds?;
+    if !alike || !plain || req.min_members != req.max_members {
+        return None;
+    }
+    // Kinds are nearly one per shape: bounded as the demands are.
+    if kinds.len() > 2 * bound + 1024 && !kinds.contains_key(&shape) {
+        kinds.clear();
+    }
+    let kind = *kinds.entry(shape).or_insert_with(|| {
         let mut k = req.clone();
         k.duration = None;
         k.set_bounds(1, 1);
         request_shape(&k)
-    })
-}
-
-/// `req`'s size, for a request of kind `kind` ([`kind_of`]; None: containment does not apply, or
-/// is off): only a rigid request has one.
-pub(super) fn size_of(kind: Option<u64>, req: &GroupRequest, declares_run_time: bool) -> Option<Size> {
-    let kind = kind?;
-    if req.min_members != req.max_members {
-        return None;
-    }
+    });
     // A group that declares no run time is matched to run until cancelled.
     let run = if declares_run_time { req.duration.unwrap_or(u64::MAX) } else { u64::MAX };
     Some(Size { kind, members: req.min_members, run })

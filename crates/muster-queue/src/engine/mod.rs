@@ -166,6 +166,9 @@ pub struct Engine {
     sat_cache: foldhash::HashMap<(u64, u32), Result<(), String>>,
     /// What requests ask, for the aggregate test before a match; valid likewise.
     demands: demand::Demands,
+    /// Request kinds (a request without its member count and run time) by request shape, for
+    /// settling requests that contain one that failed (`failed_requests.rs`).
+    kinds: foldhash::HashMap<u64, u64>,
     /// The room ahead as the last run of settled groups worked it out (`repeat_misfit.rs`): kept
     /// for its storage, which the next run reuses.
     room_ahead: muster_graph::free_ahead::FreeAhead,
@@ -245,6 +248,7 @@ impl Engine {
             elastic: BTreeSet::new(),
             sat_cache: foldhash::HashMap::default(),
             demands: foldhash::HashMap::default(),
+            kinds: foldhash::HashMap::default(),
             room_ahead: Default::default(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::attempt::{Attempt, CAPACITY, backfill_tail};
 use super::cycle::{Pass, reservation_due_at};
-use super::failed_requests::size_of;
+use super::failed_requests::size_in;
 use super::group_table::{PendingGroup, Slot};
 use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
@@ -151,6 +151,8 @@ impl Engine {
             return false;
         }
         let shape_key = (shape, r.min_members, r.max_members);
+        let kinds = self.compare_by_size.then_some(&mut self.kinds);
+        let failed_ahead = pass.failed.ahead(shape_key, || size_in(kinds, bound, shape, r, r.duration.is_some()));
         let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
         if !d.satisfiable {
             if !self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok) {
@@ -158,32 +160,35 @@ impl Engine {
             }
             d.satisfiable = true;
         }
-        let size = size_of(self.compare_by_size.then_some(d.kind).flatten(), r, r.duration.is_some());
         // The tests that usually fail first, before any other lookup.
-        let busy = match pass.failed.ahead(shape_key, size).or_else(|| d.short_now(&self.graph.graph)) {
+        let busy = match failed_ahead {
             Some(busy) => busy,
-            None => {
-                let calendar = !self.config.reservations.is_empty() || !r.reservations.is_empty();
-                let Some(run) = ahead.filter(|_| !calendar) else { return false };
-                // Matched as the attempt matches it: for its declared run time, else for ever.
-                let end = r.run_time_with(r.min_members).map_or(FOREVER, |t| self.now.saturating_add(t as i64));
-                let (reservations, graph) = (&self.reservations, &self.graph);
-                let first_reserved = *run.first_reserved.get_or_insert_with(|| {
-                    let starts = reservations.values().filter_map(|id| graph.allocation(*id).ok()).map(|a| a.start);
-                    starts.min().unwrap_or(FOREVER)
-                });
-                if end <= first_reserved {
-                    return false;
+            None => match d.short_now(&self.graph.graph) {
+                Some(busy) => busy,
+                None => {
+                    let calendar = !self.config.reservations.is_empty() || !r.reservations.is_empty();
+                    let Some(run) = ahead.filter(|_| !calendar) else { return false };
+                    // Matched as the attempt matches it: for its declared run time, else for ever.
+                    let end = r.run_time_with(r.min_members).map_or(FOREVER, |t| self.now.saturating_add(t as i64));
+                    let (reservations, graph) = (&self.reservations, &self.graph);
+                    let first_reserved = *run.first_reserved.get_or_insert_with(|| {
+                        let starts = reservations.values().filter_map(|id| graph.allocation(*id).ok()).map(|a| a.start);
+                        starts.min().unwrap_or(FOREVER)
+                    });
+                    if end <= first_reserved {
+                        return false;
+                    }
+                    if !run.worked_out {
+                        self.graph.graph.free_ahead_into(self.now, &mut self.room_ahead);
+                        run.worked_out = true;
+                    }
+                    let Some(busy) = d.short_ahead(r, &self.graph.graph, end, &self.room_ahead) else { return false };
+                    // The match's failure, as the attempt records it.
+                    let kinds = self.compare_by_size.then_some(&mut self.kinds);
+                    pass.failed.record(shape_key, size_in(kinds, bound, shape, r, r.duration.is_some()));
+                    busy
                 }
-                if !run.worked_out {
-                    self.graph.graph.free_ahead_into(self.now, &mut self.room_ahead);
-                    run.worked_out = true;
-                }
-                let Some(busy) = d.short_ahead(&self.graph.graph, end, &self.room_ahead) else { return false };
-                // The match's failure, as the attempt records it.
-                pass.failed.record(shape_key, size);
-                busy
-            }
+            },
         };
         // Mostly the reason it had: then nothing is written, nor put together.
         let tail = backfill_tail(&self.backfill_tails[qi], self.config.queues[qi].policy, self.now, g);
