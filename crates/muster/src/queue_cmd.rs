@@ -66,6 +66,7 @@ pub struct WhyArgs {
     #[command(flatten)]
     kube: KubeArgs,
     /// The Job (or pod group) to explain.
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     job: String,
 }
 

@@ -388,3 +388,12 @@ fn the_charts_app_version_is_the_crate_version() {
         "set appVersion in deploy/chart/Chart.yaml to the crate version"
     );
 }
+
+#[test]
+fn why_refuses_an_empty_name_once_before_reaching_a_cluster() {
+    let out = muster(&["why", ""], "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+    assert!(err.contains("<JOB>"), "names the argument: {err}");
+}
