@@ -5,7 +5,7 @@
 use muster_graph::allocations::NOT_ON_THE_NODES;
 use muster_graph::free_ahead::FreeAhead;
 use muster_graph::resources::{ResourceId, ResourceTable};
-use muster_graph::{Graph, GroupRequest};
+use muster_graph::{Graph, GroupRequest, matcher};
 
 use super::Engine;
 use crate::quota;
@@ -59,25 +59,17 @@ impl Demand {
         Self { total, each, matched: None, satisfiable: false }
     }
 
-    /// What the matcher's demand for the minimum (`muster_graph::matcher::Demand`) holds in all,
-    /// where members are alike and placed one at a time.
-    fn matched(req: &GroupRequest, resources: &ResourceTable) -> Option<Vec<(ResourceId, u64)>> {
+    /// What the matcher's demand for the minimum holds in all (its own resolution of `req` on
+    /// graph `g`, each member's pod included), where members are alike and placed one at a time.
+    fn matched(req: &GroupRequest, g: &Graph) -> Option<Vec<(ResourceId, u64)>> {
         let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
         if !alike || req.sockets.is_some() || req.members_per_node.is_some() {
             return None;
         }
-        let mut per_member: Vec<(ResourceId, u64)> =
-            req.requests.iter().map(|(r, a)| Some((resources.get(r)?, *a))).collect::<Option<_>>()?;
-        // The matcher counts a pod for each member where the nodes count pods.
-        if let Some(pods) = resources.get("pods") {
-            match per_member.iter_mut().find(|(id, _)| *id == pods) {
-                Some((_, a)) if *a == 0 => *a = 1,
-                Some(_) => {}
-                None => per_member.push((pods, 1)),
-            }
-        }
-        let members = u64::from(req.min_members);
-        Some(per_member.into_iter().map(|(id, a)| (id, a.saturating_mul(members))).collect())
+        let d = matcher::Demand::resolve(g, req).ok()?;
+        let members = u64::from(d.members(d.min_units));
+        let asked = d.per_member.iter().enumerate().filter(|(_, a)| **a > 0);
+        Some(asked.map(|(i, a)| (ResourceId(i as u16), a.saturating_mul(members))).collect())
     }
 }
 
@@ -130,10 +122,10 @@ impl Demand {
         self.each.iter().find(|(_, id, per, _)| *per > max_free[id.index()]).map(|(_, _, _, text)| &**text)
     }
 
-    /// For a demand (of request `req`) that passed `short_now`, matched over a window from now to `end`: the
-    /// reason the match gives when what it asks in all is more than the cluster has free in total
-    /// at some moment of the window (`ahead`, worked out from graph `g` as it is), so that no
-    /// placement exists. None where the test does not apply or does not rule out a fit; also
+    /// For a demand (of request `req`) that passed `short_now`, matched over a window from now to
+    /// `end`: the reason the match gives when what it asks in all is more than the cluster has
+    /// free in total at some moment of the window (`ahead`, worked out from graph `g` as it is),
+    /// so that no placement exists. None where the test does not apply or does not rule out a fit; also
     /// where the match would give another reason (a total it counts that is short now).
     pub(super) fn short_ahead(
         &mut self,
@@ -142,7 +134,7 @@ impl Demand {
         end: i64,
         ahead: &FreeAhead,
     ) -> Option<&'static str> {
-        let matched = self.matched.get_or_insert_with(|| Self::matched(req, &g.resources)).as_ref()?;
+        let matched = self.matched.get_or_insert_with(|| Self::matched(req, g)).as_ref()?;
         let (_, free) = g.totals();
         if matched.iter().any(|(id, need)| *need > free[id.index()]) {
             return None;

@@ -13,6 +13,8 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use muster_graph::allocations::FOREVER;
+
 use super::attempt::{Attempt, CAPACITY, backfill_tail};
 use super::cycle::{Pass, reservation_due_at};
 use super::failed_requests::size_in;
@@ -20,7 +22,6 @@ use super::group_table::{PendingGroup, Slot};
 use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
 use crate::group::GroupState;
-use muster_graph::allocations::FOREVER;
 
 /// How many groups a run takes from the pending index at a time: at first, and at most. A run
 /// often ends after a few groups, at one that must be attempted in full.
@@ -122,9 +123,9 @@ impl Engine {
             && (pass.preempt_budget == 0 || preemption_off)
     }
 
-    /// Settles the group in `slot` (of request shape `shape`, in the queue of index `qi`) as blocked, its reason written, if
-    /// it is a repeat misfit in a queue that settles them (`queue_settles_misfits`); false if it
-    /// must be attempted in full. With `ahead` (the graph's room ahead, worked out on first use),
+    /// Settles the group in `slot` (of request shape `shape`, in the queue of index `qi`) as
+    /// blocked, its reason written, if it is a repeat misfit in a queue that settles them
+    /// (`queue_settles_misfits`); false if it must be attempted in full. With `ahead` (the graph's room ahead, worked out on first use),
     /// also a group whose match would fail for lack of room in total during its run
     /// (`short_ahead`): that failure is recorded as the match would record it.
     fn settle_misfit(
@@ -160,7 +161,7 @@ impl Engine {
             }
             d.satisfiable = true;
         }
-        // The tests that usually fail first, before any other lookup.
+        // Why it is short: what failed ahead of it, the room now, then the room during its run.
         let busy = match failed_ahead {
             Some(busy) => busy,
             None => match d.short_now(&self.graph.graph) {
