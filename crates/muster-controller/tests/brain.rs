@@ -274,6 +274,41 @@ fn user_suspend_releases_and_resume_requeues() {
 }
 
 #[test]
+fn a_job_evicted_with_its_node_is_released_again_only_once_its_earlier_pods_are_gone() {
+    // Each member takes a whole node: the group moves to n2 and n3 once n1 is gone.
+    let mut h = Harness::new(&[node("n1", 4), node("n2", 4), node("n3", 4)], &[job("steady", 2, 4)], &[]);
+    h.cycle();
+    let placed = allocation(&h, "steady");
+    let pods: Vec<PodView> = placed.iter().map(|(m, n)| bound(&pod("steady", *m, 4), n, *m, true)).collect();
+    for p in &pods {
+        h.send(Event::Pod(Change::Apply(p.clone())));
+    }
+    assert_eq!(h.state("steady"), Some(GroupState::Running));
+    let (lost, kept) = (&placed[0].1, &pods[1]);
+    let a = h.send(Event::Node(Change::Delete(node(lost, 4))));
+    assert!(
+        a.iter().any(|x| matches!(x, Action::Suspend { suspend: true, .. })),
+        "the Job is suspended, so its controller deletes the pods without counting them failed: {a:?}"
+    );
+    assert_eq!(h.state("steady"), Some(GroupState::Admitted), "placed again at once on what is left");
+    assert!(allocation(&h, "steady").iter().all(|(_, n)| n != lost));
+    // Released now, the Job's controller might never see it suspended: it would keep the pod on
+    // the surviving node and count the lost node's pod as failed.
+    assert_eq!(unsuspends(&a, "steady"), 0, "{a:?}");
+    let mut j = job("steady", 2, 4);
+    j.suspended = true;
+    let a = h.send(job_event(Change::Apply(j)));
+    assert_eq!(unsuspends(&a, "steady"), 0, "a pod of the evicted run still runs: {a:?}");
+    let a = h.send(Event::Pod(Change::Apply(PodView { deleting: true, ..kept.clone() })));
+    assert_eq!(unsuspends(&a, "steady"), 0, "still stopping: {a:?}");
+    let mut a = h.send(Event::Pod(Change::Delete(kept.clone())));
+    assert_eq!(unsuspends(&a, "steady"), 0, "the lost node's pod is still there: {a:?}");
+    a.extend(h.send(Event::Pod(Change::Delete(pods[0].clone()))));
+    assert_eq!(unsuspends(&a, "steady"), 1, "released once every earlier pod is gone: {a:?}");
+    assert_eq!(h.state("steady"), Some(GroupState::Admitted));
+}
+
+#[test]
 fn a_restart_recovers_running_groups_from_the_store_and_bound_pods() {
     let jobs = [job("a", 2, 2), job("b", 2, 8)];
     let nodes = [node("n1", 8), node("n2", 8)];

@@ -25,7 +25,7 @@ impl<S: Store> Brain<S> {
         for (key, at) in due {
             // A plain group's pods exist already.
             let Some(w) = self.workload(&key.to_string()) else { continue };
-            if !may_release_ahead(w) || !w.suspended {
+            if !may_release_ahead(w) || !w.suspended || self.earlier_run_stopping(&key) {
                 continue;
             }
             self.ahead.insert(key.clone());

@@ -21,6 +21,13 @@ impl<S: Store> Brain<S> {
         if !self.state(key).is_some_and(GroupState::holds_allocation) || self.finish_if_done_by_pods(key) {
             return;
         }
+        // Pods of the run before this placement are neither bound to it nor ready in it.
+        if !self.is_plain(key) && self.suspend_held(key) {
+            if self.earlier_run_stopping(key) {
+                return;
+            }
+            self.set_suspend(key, false);
+        }
         let Some(g) = self.engine.as_ref().and_then(|e| e.engine().group(key)) else { return };
         let Some(alloc) = g.allocation.clone() else { return };
         let uids: Vec<String> = self.group_pods.get(key).into_iter().flatten().cloned().collect();

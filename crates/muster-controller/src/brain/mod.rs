@@ -10,7 +10,8 @@
 //!
 //! Rooms: this file holds the mirror, the batches and Jobs; `actions` the vocabulary between the
 //! watchers, the brain and the executor; `ahead` pods made ahead of a start; `done` groups finished
-//! by their pods before their Job says so; `binding` a placed group's pods bound to its members;
+//! by their pods before their Job says so; `earlier_run` a held workload released only once its
+//! earlier run's pods have stopped; `binding` a placed group's pods bound to its members;
 //! `over_limit` groups ended at their run-time limit;
 //! `plain` plain-pod groups; `status` what muster tells
 //! (Group and Queue statuses, events) and the repair of Group objects others changed.
@@ -22,6 +23,7 @@ mod binding;
 mod claims;
 mod devices;
 mod done;
+mod earlier_run;
 mod node_room;
 mod over_limit;
 mod plain;
@@ -604,11 +606,12 @@ impl<S: Store> Brain<S> {
             let (key, job_uid) = (j.key.clone(), j.uid.clone());
             self.actions.push(Action::EnsureGroup { key, spec: Box::new(spec), job_uid });
         }
-        if j.suspended != released {
+        let release = released && !self.earlier_run_stopping(&j.key);
+        if j.suspended != release {
             // The Job is as its group wants it.
             self.suspend_sent.remove(&j.key);
         } else if !j.suspend_requested && !state.is_terminal() && state != GroupState::Suspended {
-            self.set_suspend(&j.key, !released);
+            self.set_suspend(&j.key, !release);
         }
     }
 

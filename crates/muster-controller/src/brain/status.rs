@@ -159,7 +159,8 @@ impl<S: Store> Brain<S> {
                 // A workload released ahead of its start has its pods already.
                 let released =
                     self.ahead.contains(key) && self.workload(&key.to_string()).is_some_and(|w| !w.suspended);
-                if !self.is_plain(key) && !released {
+                // A workload whose earlier run still stops is released once it has (`pods_changed`).
+                if !self.is_plain(key) && !released && !self.earlier_run_stopping(key) {
                     self.set_suspend(key, false);
                 }
                 let text = format!("{message}: {members} members on {} nodes", nodes.len());
