@@ -106,10 +106,11 @@ fn memory_multiplier(unit: &str) -> Option<u64> {
     })
 }
 
-/// What a leaf vertex under a node stands for: (resource name, kind, amount).
-fn classify_leaf(meta: &VertexMeta) -> Result<(String, ResourceKind, u64), String> {
+/// What a leaf vertex under a node stands for: (resource name, kind, amount). An error names the
+/// field of the vertex's metadata at fault.
+fn classify_leaf(meta: &VertexMeta) -> Result<(String, ResourceKind, u64), (String, String)> {
     if let Some(name) = meta.properties.get(PROP_RESOURCE) {
-        resources::unit_of(name)?;
+        resources::unit_of(name).map_err(|m| (format!("properties[{PROP_RESOURCE:?}]"), m))?;
         let kind = if meta.properties.get(PROP_KIND).map(String::as_str) == Some("device") {
             ResourceKind::Device
         } else {
@@ -121,14 +122,18 @@ fn classify_leaf(meta: &VertexMeta) -> Result<(String, ResourceKind, u64), Strin
     match meta.vtype.as_str() {
         "core" => Ok(("cpu".into(), ResourceKind::Pooled, meta.size.saturating_mul(1000))),
         "memory" => {
-            let m = memory_multiplier(&meta.unit)
-                .ok_or_else(|| format!("memory unit {:?}: allowed B, KB, MB, GB (default), TB", meta.unit))?;
+            let m = memory_multiplier(&meta.unit).ok_or_else(|| {
+                ("unit".to_string(), format!("memory unit {:?}: allowed B, KB, MB, GB (default), TB", meta.unit))
+            })?;
             Ok(("memory".into(), ResourceKind::Pooled, meta.size.saturating_mul(m)))
         }
         "gpu" => Ok(("nvidia.com/gpu".into(), ResourceKind::Device, 1)),
-        other => Err(format!(
-            "unknown resource type {other:?} under a node; allowed: core, memory, gpu, or a vertex with \
-             property {PROP_RESOURCE:?} naming a Kubernetes resource"
+        other => Err((
+            "type".to_string(),
+            format!(
+                "unknown resource type {other:?} under a node; allowed: core, memory, gpu, or a vertex with \
+                 property {PROP_RESOURCE:?} naming a Kubernetes resource"
+            ),
         )),
     }
 }
@@ -304,7 +309,8 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
             owner[old] = Some(nid);
             socket_of[old] = p.and_then(|p| socket_of[p]);
             if children[old].is_empty() {
-                let (name, kind, amount) = classify_leaf(&vmeta).map_err(|m| err(format!("{at}.metadata.type"), m))?;
+                let (name, kind, amount) =
+                    classify_leaf(&vmeta).map_err(|(field, m)| err(format!("{at}.metadata.{field}"), m))?;
                 let unit = resources::unit_of(&name).map_err(|m| err(at.clone(), m))?;
                 let rid = table.intern(&name, unit, kind).map_err(|m| err(at.clone(), m))?;
                 let node = &mut nodes[nid.0 as usize];

@@ -227,7 +227,7 @@ fn jgf_unknown_leaf_type() {
     expect_err(
         jgf::import("g.json", &doc.to_string()),
         "g.json",
-        "graph.nodes[2].metadata.type",
+        "graph.nodes[2].metadata.properties[\"muster.dev/resource\"]",
         "unknown resource \"gpu\"",
     );
     let mut doc = small_jgf();
@@ -236,7 +236,7 @@ fn jgf_unknown_leaf_type() {
     expect_err(
         jgf::import("g.json", &doc.to_string()),
         "g.json",
-        "graph.nodes[2].metadata.type",
+        "graph.nodes[2].metadata.unit",
         "allowed B, KB, MB, GB",
     );
 }
