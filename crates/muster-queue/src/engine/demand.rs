@@ -7,7 +7,7 @@ use muster_graph::free_ahead::FreeAhead;
 use muster_graph::resources::{ResourceId, ResourceTable};
 use muster_graph::{Graph, GroupRequest, matcher};
 
-use super::Engine;
+use super::{Engine, failed_requests};
 use crate::quota;
 
 /// What a request's minimum asks, in the graph's resource ids, each amount with the text that
@@ -28,6 +28,9 @@ pub(super) struct Demand {
     /// settled cycle after cycle costs no second lookup. A change of the graph's structure clears
     /// both tables.
     pub(super) satisfiable: bool,
+    /// The request's kind, as containment compares requests (`failed_requests::kind_of`), worked
+    /// out when first compared.
+    kind: Option<u64>,
 }
 
 impl Demand {
@@ -56,7 +59,12 @@ impl Demand {
                 })
             })
             .collect();
-        Self { total, each, matched: None, satisfiable: false }
+        Self { total, each, matched: None, satisfiable: false, kind: None }
+    }
+
+    /// The kind of `req`, the request this demand was worked out for.
+    pub(super) fn kind(&mut self, req: &GroupRequest) -> u64 {
+        *self.kind.get_or_insert_with(|| failed_requests::kind_of(req))
     }
 
     /// What the matcher's demand for the minimum holds in all (its own resolution of `req` on

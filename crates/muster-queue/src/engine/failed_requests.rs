@@ -9,12 +9,12 @@
 //! cannot start, since they would run into the reservation; the longer and larger of them are
 //! settled here without a match.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use muster_graph::GroupRequest;
 
-use super::Engine;
 use super::state::request_shape;
+use super::{Engine, demand};
 
 /// What a group's reason says when a request like its own failed ahead of it in the cycle.
 pub(super) const SAME_SHAPE_AHEAD: &str = "a group of the same shape ahead of it did not fit";
@@ -35,7 +35,8 @@ pub(super) struct Size {
 /// The requests that did not fit in this cycle.
 #[derive(Debug, Default)]
 pub(super) struct FailedRequests {
-    shapes: BTreeSet<(u64, u32, u32)>,
+    /// Looked up for every group settled behind a blocked head: hashed, not ordered.
+    shapes: foldhash::HashSet<(u64, u32, u32)>,
     /// By kind: (members, run) of failed requests, none containing another.
     sizes: BTreeMap<u64, Vec<(u32, u64)>>,
 }
@@ -77,43 +78,36 @@ impl Engine {
     /// `req`'s size where containment applies: a rigid group of alike members, with no topology,
     /// devices, sets, whole sockets or fixed members per node, so that a placement of more members
     /// for longer holds one of fewer for less time and the matcher, which finds any placement of
-    /// such members that exists, would find that one. `shape` is its group's request shape (kinds
-    /// are kept by it).
+    /// such members that exists, would find that one. `shape` is its group's request shape (its
+    /// kind is kept with the demand of that shape).
     pub(super) fn size_of(&mut self, shape: u64, req: &GroupRequest, declares_run_time: bool) -> Option<Size> {
-        let kinds = self.compare_by_size.then_some(&mut self.kinds);
-        size_in(kinds, self.groups.len(), shape, req, declares_run_time)
+        if !self.compare_by_size {
+            return None;
+        }
+        let d = demand::work_out(&mut self.demands, self.groups.len(), &self.graph.graph.resources, shape, req);
+        size(|| d.kind(req), req, declares_run_time)
     }
 }
 
-/// [`Engine::size_of`] over the engine's table of kinds (None: containment is off), kept within
-/// `bound` (the engine's group count). A free function, so that a caller may hold other parts of
-/// the engine while it runs.
-pub(super) fn size_in(
-    kinds: Option<&mut foldhash::HashMap<u64, u64>>,
-    bound: usize,
-    shape: u64,
-    req: &GroupRequest,
-    declares_run_time: bool,
-) -> Option<Size> {
+/// [`Engine::size_of`] with the request's kind from `kind`, asked only where containment applies.
+/// A free function, so that a caller may hold other parts of the engine while it runs.
+pub(super) fn size(kind: impl FnOnce() -> u64, req: &GroupRequest, declares_run_time: bool) -> Option<Size> {
     let alike = req.sets.is_empty() && req.subgroups.is_empty() && req.devices.is_empty();
     let plain = req.topology.is_none() && req.sockets.is_none() && req.members_per_node.is_none();
-    let kinds = kinds?;
     if !alike || !plain || req.min_members != req.max_members {
         return None;
     }
-    // Kinds are nearly one per shape: bounded as the demands are.
-    if kinds.len() > 2 * bound + 1024 && !kinds.contains_key(&shape) {
-        kinds.clear();
-    }
-    let kind = *kinds.entry(shape).or_insert_with(|| {
-        let mut k = req.clone();
-        k.duration = None;
-        k.set_bounds(1, 1);
-        request_shape(&k)
-    });
     // A group that declares no run time is matched to run until cancelled.
     let run = if declares_run_time { req.duration.unwrap_or(u64::MAX) } else { u64::MAX };
-    Some(Size { kind, members: req.min_members, run })
+    Some(Size { kind: kind(), members: req.min_members, run })
+}
+
+/// A request's kind: the request with its member count and run time left out.
+pub(super) fn kind_of(req: &GroupRequest) -> u64 {
+    let mut k = req.clone();
+    k.duration = None;
+    k.set_bounds(1, 1);
+    request_shape(&k)
 }
 
 impl Engine {

@@ -72,7 +72,7 @@ pub use self::calendar::ReservationWindow;
 pub use self::cycle::CycleStats;
 pub use self::explanations::Explanation;
 pub use self::fair_share::QueueUsage;
-use self::group_table::{GroupTable, PendingGroup};
+use self::group_table::{GroupTable, PendingGroup, Slot};
 pub use self::nodes::ExternalHold;
 pub use self::plan::{NodePlan, Plan, PlanWindow, PlannedGroup, PlannedSet, QueuePlan, WindowKind};
 pub use self::run_times::{LearnedRunTime, LearnedRunTimes, RUN_TIMES_KEPT, RunTimeSample};
@@ -166,12 +166,11 @@ pub struct Engine {
     sat_cache: foldhash::HashMap<(u64, u32), Result<(), String>>,
     /// What requests ask, for the aggregate test before a match; valid likewise.
     demands: demand::Demands,
-    /// Request kinds (a request without its member count and run time) by request shape, for
-    /// settling requests that contain one that failed (`failed_requests.rs`).
-    kinds: foldhash::HashMap<u64, u64>,
     /// The room ahead as the last run of settled groups worked it out (`repeat_misfit.rs`): kept
     /// for its storage, which the next run reuses.
     room_ahead: muster_graph::free_ahead::FreeAhead,
+    /// The batch of pending groups a run of settled groups takes at a time, kept likewise.
+    run_batch: Vec<(PendingKey, Slot, u64)>,
     /// Nodes whose new topology place or resource set waits until nothing runs on them. Not in
     /// the snapshot: a restore builds the graph from the nodes as they are now.
     deferred_reshapes: BTreeMap<String, NodeSpec>,
@@ -248,8 +247,8 @@ impl Engine {
             elastic: BTreeSet::new(),
             sat_cache: foldhash::HashMap::default(),
             demands: foldhash::HashMap::default(),
-            kinds: foldhash::HashMap::default(),
             room_ahead: Default::default(),
+            run_batch: Vec::new(),
             deferred_reshapes: BTreeMap::new(),
             starting: BTreeMap::new(),
             window_held: BTreeMap::new(),

@@ -17,7 +17,7 @@ use muster_graph::allocations::FOREVER;
 
 use super::attempt::{Attempt, CAPACITY, backfill_tail};
 use super::cycle::{Pass, reservation_due_at};
-use super::failed_requests::size_in;
+use super::failed_requests::size;
 use super::group_table::{PendingGroup, Slot};
 use super::{Engine, PendingKey, demand};
 use crate::config::{FairShareWithinCohort, QueuePolicy, WithinQueue};
@@ -78,11 +78,27 @@ impl Engine {
         after: PendingKey,
         pass: &mut Pass<'_>,
     ) -> PendingKey {
-        let mut last = after;
         if !self.settle_repeat_misfits || !self.queue_settles_misfits(q, pass) {
-            return last;
+            return after;
         }
-        let (mut size, mut batch) = (RUN_BATCH.0, Vec::new());
+        let mut batch = std::mem::take(&mut self.run_batch);
+        let last = self.settle_batches(q, policy, may_reserve_more, after, &mut batch, pass);
+        self.run_batch = batch;
+        last
+    }
+
+    /// [`Engine::settle_misfit_run`] past its checks, taking the pending groups into `batch` (the
+    /// engine's reused storage) a batch at a time.
+    fn settle_batches(
+        &mut self,
+        q: &str,
+        policy: QueuePolicy,
+        may_reserve_more: bool,
+        mut last: PendingKey,
+        batch: &mut Vec<(PendingKey, Slot, u64)>,
+        pass: &mut Pass<'_>,
+    ) -> PendingKey {
+        let mut size = RUN_BATCH.0;
         let (mut ahead, qi) = (RunAhead::default(), self.compiled.queues[q].index);
         loop {
             batch.clear();
@@ -92,7 +108,7 @@ impl Engine {
             if batch.is_empty() {
                 return last;
             }
-            for &(pk, slot, shape) in &batch {
+            for &(pk, slot, shape) in batch.iter() {
                 // A group that may reserve, or keeps its reservation, is attempted in full. Only a
                 // reserved group holds one (the invariants say so).
                 let g = self.groups.at(slot);
@@ -152,9 +168,11 @@ impl Engine {
             return false;
         }
         let shape_key = (shape, r.min_members, r.max_members);
-        let kinds = self.compare_by_size.then_some(&mut self.kinds);
-        let failed_ahead = pass.failed.ahead(shape_key, || size_in(kinds, bound, shape, r, r.duration.is_some()));
         let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
+        let compare = self.compare_by_size;
+        let declares_run_time = r.duration.is_some();
+        let size_of = |d: &mut demand::Demand| compare.then(|| size(|| d.kind(r), r, declares_run_time)).flatten();
+        let failed_ahead = pass.failed.ahead(shape_key, || size_of(d));
         if !d.satisfiable {
             if !self.sat_cache.get(&(shape, r.min_members)).is_some_and(Result::is_ok) {
                 return false;
@@ -185,8 +203,7 @@ impl Engine {
                     }
                     let Some(busy) = d.short_ahead(r, &self.graph.graph, end, &self.room_ahead) else { return false };
                     // The match's failure, as the attempt records it.
-                    let kinds = self.compare_by_size.then_some(&mut self.kinds);
-                    pass.failed.record(shape_key, size_in(kinds, bound, shape, r, r.duration.is_some()));
+                    pass.failed.record(shape_key, size_of(d));
                     busy
                 }
             },
@@ -195,8 +212,11 @@ impl Engine {
         let tail = backfill_tail(&self.backfill_tails[qi], self.config.queues[qi].policy, self.now, g);
         let unchanged = crate::text::is_concat(&g.reason, &[CAPACITY, busy, &tail]);
         if !unchanged {
-            let reason = [CAPACITY, busy, &tail].concat();
-            Arc::make_mut(self.groups.at_mut(slot)).reason = reason;
+            // Written over the old text: reasons that flip between two causes then reuse its
+            // storage.
+            let reason = &mut Arc::make_mut(self.groups.at_mut(slot)).reason;
+            reason.clear();
+            reason.extend([CAPACITY, busy, &tail]);
         }
         true
     }
