@@ -7,6 +7,7 @@ use muster_graph::free_ahead::FreeAhead;
 use muster_graph::resources::{ResourceId, ResourceTable};
 use muster_graph::{Graph, GroupRequest, matcher};
 
+use super::group_table::Slot;
 use super::{Engine, failed_requests};
 use crate::quota;
 
@@ -82,32 +83,70 @@ impl Demand {
 }
 
 /// Demands by (request shape, min members): the same for every request derived from a group's own
-/// by its bounds (the sets before the last are fixed). Hashed: looked up at every attempt.
-pub(super) type Demands = foldhash::HashMap<(u64, u32), Demand>;
+/// by its bounds (the sets before the last are fixed). Hashed, as looked up at every attempt; and
+/// found by the slot of the group last worked out for, without a hash lookup, as a group settled
+/// behind a blocked head is cycle after cycle.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Demands {
+    ids: foldhash::HashMap<(u64, u32), u32>,
+    table: Vec<((u64, u32), Demand)>,
+    /// By group slot, the index in `table` of the demand last worked out for the group there
+    /// (`u32::MAX`: none). A slot another group has taken since is told by the demand's key.
+    by_slot: Vec<u32>,
+}
 
-/// Works out (once) what a request of shape `shape` asks for its minimum. `bound`: the engine's
-/// group count, which the table is kept within (shapes are nearly one per group, as declared run
-/// times differ). A free function over the table, so that a caller may hold other parts of the
-/// engine while it runs.
+impl Demands {
+    /// Forgets every demand: the graph's resources changed.
+    pub(super) fn clear(&mut self) {
+        self.ids.clear();
+        self.table.clear();
+        self.by_slot.clear();
+    }
+
+    fn get(&self, key: &(u64, u32)) -> Option<&Demand> {
+        self.ids.get(key).map(|&i| &self.table[i as usize].1)
+    }
+}
+
+/// Works out (once) what a request of shape `shape` asks for its minimum, for the group in `slot`
+/// if given. `bound`: the engine's group count, which the table is kept within (shapes are nearly
+/// one per group, as declared run times differ). A free function over the table, so that a caller
+/// may hold other parts of the engine while it runs.
 pub(super) fn work_out<'d>(
     demands: &'d mut Demands,
     bound: usize,
     resources: &ResourceTable,
     shape: u64,
     req: &GroupRequest,
+    slot: Option<Slot>,
 ) -> &'d mut Demand {
     let key = (shape, req.min_members);
-    if demands.len() > 2 * bound + 1024 && !demands.contains_key(&key) {
+    let cached = slot.and_then(|s| demands.by_slot.get(s.index())).map(|&i| i as usize);
+    if let Some(i) = cached.filter(|&i| demands.table.get(i).is_some_and(|(k, _)| *k == key)) {
+        return &mut demands.table[i].1;
+    }
+    if demands.table.len() > 2 * bound + 1024 && !demands.ids.contains_key(&key) {
         demands.clear();
     }
-    demands.entry(key).or_insert_with(|| Demand::of(req, resources))
+    let table = &mut demands.table;
+    let i = *demands.ids.entry(key).or_insert_with(|| {
+        table.push((key, Demand::of(req, resources)));
+        (table.len() - 1) as u32
+    });
+    if let Some(s) = slot {
+        if demands.by_slot.len() <= s.index() {
+            demands.by_slot.resize(s.index() + 1, u32::MAX);
+        }
+        demands.by_slot[s.index()] = i;
+    }
+    &mut demands.table[i as usize].1
 }
 
 impl Engine {
     /// Necessary condition for a fit now of `req` (of shape `shape`), from the cluster's
     /// aggregates: Err says what is short.
     pub(super) fn may_fit_now(&mut self, shape: u64, req: &GroupRequest) -> Result<(), &str> {
-        work_out(&mut self.demands, self.groups.len(), &self.graph.graph.resources, shape, req);
+        work_out(&mut self.demands, self.groups.len(), &self.graph.graph.resources, shape, req, None);
         self.short_now(shape, req.min_members).map_or(Ok(()), Err)
     }
 
@@ -149,5 +188,37 @@ impl Demand {
         }
         let least = ahead.least_before(end)?;
         matched.iter().any(|(id, need)| *need > least[id.index()]).then_some(NOT_ON_THE_NODES)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_graph::quantity::Unit;
+    use muster_graph::resources::ResourceKind;
+
+    use super::*;
+
+    fn total(d: &Demand) -> Vec<u64> {
+        d.total.iter().map(|(_, a, _)| *a).collect()
+    }
+
+    #[test]
+    fn a_slot_taken_by_another_group_finds_that_groups_demand() {
+        let mut resources = ResourceTable::default();
+        resources.intern("cpu", Unit::Millicores, ResourceKind::Pooled).unwrap();
+        let (small, large) =
+            (GroupRequest::simple("a", 2, &[("cpu", 1000)]), GroupRequest::simple("b", 3, &[("cpu", 4000)]));
+        let mut demands = Demands::default();
+        let slot = Slot::at(5);
+        assert_eq!(total(work_out(&mut demands, 10, &resources, 1, &small, Some(slot))), [2000]);
+        // Found again by its slot, as the same demand.
+        work_out(&mut demands, 10, &resources, 1, &small, Some(slot)).satisfiable = true;
+        assert!(work_out(&mut demands, 10, &resources, 1, &small, None).satisfiable);
+        // The slot's group gone, another group there asks for its own.
+        assert_eq!(total(work_out(&mut demands, 10, &resources, 2, &large, Some(slot))), [12000]);
+        assert_eq!(total(work_out(&mut demands, 10, &resources, 1, &small, Some(slot))), [2000]);
+        // Cleared with the graph's resources, the slot's entry is forgotten too.
+        demands.clear();
+        assert!(!work_out(&mut demands, 10, &resources, 1, &small, Some(slot)).satisfiable);
     }
 }

@@ -84,7 +84,7 @@ impl Engine {
         if !self.compare_by_size {
             return None;
         }
-        let d = demand::work_out(&mut self.demands, self.groups.len(), &self.graph.graph.resources, shape, req);
+        let d = demand::work_out(&mut self.demands, self.groups.len(), &self.graph.graph.resources, shape, req, None);
         size(|| d.kind(req), req, declares_run_time)
     }
 }

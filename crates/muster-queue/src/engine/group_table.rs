@@ -17,6 +17,18 @@ use crate::group::{Group, GroupKey};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Slot(u32);
 
+impl Slot {
+    /// Its place, for tables kept beside the groups.
+    pub(super) fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    #[cfg(test)]
+    pub(super) fn at(index: u32) -> Self {
+        Slot(index)
+    }
+}
+
 /// Groups shared with the engine's copies: a group is copied only when changed (`Arc::make_mut`).
 #[derive(Debug, Clone)]
 pub(super) struct GroupTable {

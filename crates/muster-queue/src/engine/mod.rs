@@ -246,7 +246,7 @@ impl Engine {
             shapes: foldhash::HashMap::default(),
             elastic: BTreeSet::new(),
             sat_cache: foldhash::HashMap::default(),
-            demands: foldhash::HashMap::default(),
+            demands: demand::Demands::default(),
             room_ahead: Default::default(),
             run_batch: Vec::new(),
             deferred_reshapes: BTreeMap::new(),

@@ -168,7 +168,7 @@ impl Engine {
             return false;
         }
         let shape_key = (shape, r.min_members, r.max_members);
-        let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r);
+        let d = demand::work_out(&mut self.demands, bound, &self.graph.graph.resources, shape, r, Some(slot));
         let compare = self.compare_by_size;
         let declares_run_time = r.duration.is_some();
         let size_of = |d: &mut demand::Demand| compare.then(|| size(|| d.kind(r), r, declares_run_time)).flatten();
