@@ -72,10 +72,26 @@ pub enum AtStart {
     Evict,
 }
 
+/// The latest time a reservation may name, 9999-12-31T23:59:59Z in Unix seconds (the last an
+/// RFC 3339 time can say), and the longest period; a time is within this of zero. Far from the
+/// engine's own "never" (`i64::MAX`), so that no window's end is taken for it or lost to an
+/// overflow.
+pub const LATEST_TIME: i64 = 253_402_300_799;
+
 impl ReservationConfig {
     /// Checks every field; `known_queues` are the configuration's queues. Errors are (field, message).
     pub fn check(&self, known_queues: &BTreeSet<&str>) -> Result<(), (String, String)> {
         let err = |f: &str, m: String| Err((f.to_string(), m));
+        for (field, v) in [("start", self.start), ("end", self.end), ("everyS", self.every_s)] {
+            if !(-LATEST_TIME..=LATEST_TIME).contains(&v) {
+                return err(
+                    field,
+                    format!(
+                        "{v} is out of range; times and periods are seconds within {LATEST_TIME} of 0 (years 0 to 9999)"
+                    ),
+                );
+            }
+        }
         if self.queues.is_empty() && self.namespaces.is_empty() {
             return err("queues", "say who may use it: list queues, namespaces or both".into());
         }
@@ -194,6 +210,16 @@ mod tests {
         assert_eq!(field(ReservationConfig { queues: Vec::new(), ..weekly() }), "queues");
         assert_eq!(field(ReservationConfig { end: 1000, ..weekly() }), "end");
         assert_eq!(field(ReservationConfig { every_s: 50, ..weekly() }), "everyS");
+        // Times near the engine's "never" (i64::MAX) and beyond year 9999 are refused, where a
+        // window's end would be lost.
+        let late = ReservationConfig { start: i64::MAX - 100, end: i64::MAX - 10, every_s: 0, ..weekly() };
+        assert_eq!(field(late.clone()), "start");
+        assert_eq!(field(ReservationConfig { start: LATEST_TIME - 100, ..late.clone() }), "end");
+        assert_eq!(field(ReservationConfig { start: i64::MIN, ..weekly() }), "start");
+        assert_eq!(field(ReservationConfig { every_s: LATEST_TIME + 1, ..weekly() }), "everyS");
+        let last = ReservationConfig { start: LATEST_TIME - 100, end: LATEST_TIME, ..late };
+        assert!(last.check(&queues).is_ok(), "up to the last second of year 9999");
+        assert_eq!(last.windows(0), vec![(LATEST_TIME - 100, LATEST_TIME)]);
         assert_eq!(field(ReservationConfig { node_selector: BTreeMap::new(), ..weekly() }), "nodeSelector");
         let amount =
             ReservedAmount { members: 1, resources: [("cpu".to_string(), "lots".into())].into(), topology: None };
