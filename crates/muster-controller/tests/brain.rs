@@ -295,6 +295,11 @@ fn a_job_evicted_with_its_node_is_released_again_only_once_its_earlier_pods_are_
     // Released now, the Job's controller might never see it suspended: it would keep the pod on
     // the surviving node and count the lost node's pod as failed.
     assert_eq!(unsuspends(&a, "steady"), 0, "{a:?}");
+    let admitted = told(&a, "Admitted");
+    assert!(
+        admitted.iter().any(|m| m.ends_with("its pods are made once the 2 pods of its earlier run have stopped")),
+        "the admission says what it waits for: {admitted:?}"
+    );
     let mut j = job("steady", 2, 4);
     j.suspended = true;
     let a = h.send(job_event(Change::Apply(j)));

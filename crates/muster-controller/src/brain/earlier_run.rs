@@ -9,7 +9,6 @@ use muster_queue::GroupKey;
 use muster_store::Store;
 
 use super::Brain;
-use crate::convert::PodView;
 
 impl<S: Store> Brain<S> {
     /// Whether muster holds `key`'s workload: its suspend is on its way, or it is seen suspended
@@ -21,10 +20,18 @@ impl<S: Store> Brain<S> {
         }
     }
 
-    /// Whether `key`'s workload is held while a pod of its earlier run still holds a node (an
-    /// unbound one is simply bound to the new placement).
+    /// How many pods of its earlier run still hold a node while `key`'s workload is held (0 when
+    /// it is not held; an unbound pod is simply bound to the new placement).
+    pub(super) fn earlier_run_pods(&self, key: &GroupKey) -> usize {
+        if !self.suspend_held(key) {
+            return 0;
+        }
+        let pods = self.group_pods.get(key).into_iter().flatten().filter_map(|u| self.pods.items.get(u));
+        pods.filter(|p| p.holds_capacity()).count()
+    }
+
+    /// Whether `key`'s workload is held while a pod of its earlier run still holds a node.
     pub(super) fn earlier_run_stopping(&self, key: &GroupKey) -> bool {
-        let mut pods = self.group_pods.get(key).into_iter().flatten().filter_map(|u| self.pods.items.get(u));
-        self.suspend_held(key) && pods.any(PodView::holds_capacity)
+        self.earlier_run_pods(key) > 0
     }
 }

@@ -160,10 +160,14 @@ impl<S: Store> Brain<S> {
                 let released =
                     self.ahead.contains(key) && self.workload(&key.to_string()).is_some_and(|w| !w.suspended);
                 // A workload whose earlier run still stops is released once it has (`pods_changed`).
-                if !self.is_plain(key) && !released && !self.earlier_run_stopping(key) {
+                let stopping = if self.is_plain(key) { 0 } else { self.earlier_run_pods(key) };
+                if !self.is_plain(key) && !released && stopping == 0 {
                     self.set_suspend(key, false);
                 }
-                let text = format!("{message}: {members} members on {} nodes", nodes.len());
+                let mut text = format!("{message}: {members} members on {} nodes", nodes.len());
+                if stopping > 0 {
+                    text += &format!("; its pods are made once the {stopping} pods of its earlier run have stopped");
+                }
                 self.event(key, EventType::Normal, "Admitted", &text);
             }
             (_, GroupState::Evicted) if self.is_plain(key) => {
