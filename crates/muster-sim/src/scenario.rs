@@ -685,7 +685,7 @@ pub fn from_text_with(
             ));
         }
         let topology = c.topology.as_ref().map(|t| class_topology(file, &at("topology"), t, &cluster)).transpose()?;
-        let pods = pod_sets::class_pods(file, &format!("jobClasses[{ci}]"), c, topology.as_ref(), &cluster, &offered)?;
+        let pods = pod_sets::class_pods(file, &format!("jobClasses[{ci}]"), c, &cluster, &offered)?;
         if c.shrinkable && pods.min == pods.max {
             return Err(input(file, at("shrinkable"), muster_graph::jobspec::SHRINKABLE_NEEDS_ELASTIC));
         }

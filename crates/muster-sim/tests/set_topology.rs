@@ -93,10 +93,32 @@ fn muster_receives_each_sets_topology_and_the_jobs_own() {
 }
 
 #[test]
-fn a_sets_level_outside_the_jobs_is_refused_with_the_field() {
-    let rack = "    topology: {level: rack, mode: required}\n";
-    let e = workload(&[], ", topology: {level: block, mode: required}", rack).unwrap_err().to_string();
-    assert!(e.contains("jobClasses[0].sets[0].topology.level") && e.contains("one inside it"), "{e}");
+fn a_sets_level_wider_than_the_jobs_is_kept_as_muster_keeps_it() {
+    // The job in one rack, each set in one block: the blocks hold already, as muster's matcher
+    // takes them. At 1 s rack n-4/5 is whole, n-0..n-3 busy until 10 s.
+    let rack = "    topology: {level: rack, mode: required, spanSlowdown: 2}\n";
+    let fillers = [(0, "10s"), (1, "10s"), (2, "10s"), (3, "10s"), (6, "100s"), (7, "100s")];
+    let block = ", topology: {level: block, mode: required, spanSlowdown: 2}";
+    let single = |set: &str| {
+        with_job(
+            &fillers,
+            rack,
+            &format!("    sets:\n      - {{name: all, members: 2, resources: {{cpu: \"4\"}}{set}}}\n"),
+        )
+    };
+    let w = single(block).unwrap();
+    let g = w.jobs.iter().find(|j| j.class == "pd").unwrap().to_group_request();
+    assert_eq!(g.sets[0].topology.as_ref().map(|t| t.level.as_str()), Some("block"), "kept as written");
+    expect(&w, &["muster", "volcano", "native"], false, 51.0..=56.0, "the whole rack n-4/5 at once");
+    // With the job's rack only preferred, the set's block still holds it: at 1 s only n-1 (block
+    // 0) and n-4 (block 1) are free, so it waits for the cluster to free at 100 s, not spread.
+    let preferred = "    topology: {level: rack, mode: preferred, spanSlowdown: 2}\n";
+    let fillers = [(0, "100s"), (2, "100s"), (3, "100s"), (5, "100s"), (6, "100s"), (7, "100s")];
+    let sets = format!("    sets:\n      - {{name: all, members: 2, resources: {{cpu: \"4\"}}{block}}}\n");
+    let w = with_job(&fillers, preferred, &sets).unwrap();
+    expect(&w, &["muster"], false, 150.0..=156.0, "in one rack from 100 s, not over two blocks at 1 s");
+    let w = with_job(&fillers, preferred, &sets.replace(block, "")).unwrap();
+    expect(&w, &["muster"], true, 100.0..=106.0, "without the set's level: over both blocks at 1 s");
     let e = workload(&[], ", topology: {level: row, mode: required}", "").unwrap_err().to_string();
     assert!(e.contains("jobClasses[0].sets[0].topology.level") && e.contains("levels are"), "{e}");
 }

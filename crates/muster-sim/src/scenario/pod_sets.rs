@@ -29,9 +29,10 @@ pub struct PodSetClass {
     pub node_selector: BTreeMap<String, String>,
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
-    /// The set's pods within one domain of a level: the group's own level or one inside it
-    /// (prefill in one rack, decode in another, both in the group's block). The set is then a
-    /// gang of its own within the group.
+    /// The set's pods within one domain of a level, usually one inside the group's own (prefill
+    /// in one rack, decode in another, both in the group's block). The set is then a gang of its
+    /// own within the group. A level as wide as the group's, or wider, holds already where the
+    /// group's is required, as muster's matcher takes it.
     #[serde(default)]
     pub topology: Option<ClassTopology>,
 }
@@ -60,13 +61,12 @@ pub(super) struct ClassPods {
     pub units: Vec<JobUnit>,
 }
 
-/// Reads and checks the pods of class `c` (fields at `at`, such as `jobClasses[2]`), whose own
-/// topology constraint is `group` (resolved against `cluster`).
+/// Reads and checks the pods of class `c` (fields at `at`, such as `jobClasses[2]`); levels are
+/// resolved against `cluster`.
 pub(super) fn class_pods(
     file: &str,
     at: &str,
     c: &JobClass,
-    group: Option<&JobTopology>,
     cluster: &ClusterDescription,
     offered: &BTreeMap<String, ()>,
 ) -> Result<ClassPods, SimError> {
@@ -132,11 +132,8 @@ pub(super) fn class_pods(
             ));
         }
         check_tolerations(file, &here, &s.tolerations)?;
-        let topology = s
-            .topology
-            .as_ref()
-            .map(|t| inner_level(file, &format!("{here}.topology"), t, group, cluster))
-            .transpose()?;
+        let topology =
+            s.topology.as_ref().map(|t| class_topology(file, &format!("{here}.topology"), t, cluster)).transpose()?;
         if let Some(g) = topology.as_ref().and(c.sub_groups.iter().find(|g| g.sets.contains(&s.name))) {
             return Err(input(
                 file,
@@ -167,7 +164,7 @@ pub(super) fn class_pods(
     }
     let mut subgroups = Vec::with_capacity(c.sub_groups.len());
     for (i, g) in c.sub_groups.iter().enumerate() {
-        let topology = inner_level(file, &format!("{at}.subGroups[{i}].topology"), &g.topology, group, cluster)?;
+        let topology = class_topology(file, &format!("{at}.subGroups[{i}].topology"), &g.topology, cluster)?;
         subgroups.push(SubGroup { name: g.name.clone(), sets: g.sets.clone(), topology: topology.constraint() });
         let sets = (g.sets.iter()).filter_map(|name| c.sets.iter().position(|s| s.name == *name)).collect();
         units.push(JobUnit { name: g.name.clone(), sets, topology, sub_group: true });
@@ -193,32 +190,6 @@ pub(super) fn class_pods(
         sets: group.sets,
         units,
     })
-}
-
-/// Resolves the topology `t` of a set or sub-group (at `at`): its level must be the group's level
-/// or one inside it, since its pods are all within the group's domain.
-fn inner_level(
-    file: &str,
-    at: &str,
-    t: &ClassTopology,
-    group: Option<&JobTopology>,
-    cluster: &ClusterDescription,
-) -> Result<JobTopology, SimError> {
-    let resolved = class_topology(file, at, t, cluster)?;
-    // The cluster lists its levels outermost first.
-    let depth = |level: &str| cluster.topology.iter().position(|l| l.level == level);
-    if let Some(g) = group.filter(|g| depth(&g.level) > depth(&t.level)) {
-        return Err(input(
-            file,
-            format!("{at}.level"),
-            format!(
-                "{:?} encloses the class's own level {:?}; a set's or sub-group's level must be {:?} or one \
-                 inside it",
-                t.level, g.level, g.level
-            ),
-        ));
-    }
-    Ok(resolved)
 }
 
 fn bounds(file: &str, at: &str, members: &Members) -> Result<(u32, u32), SimError> {
