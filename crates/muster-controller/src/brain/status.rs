@@ -166,7 +166,7 @@ impl<S: Store> Brain<S> {
                 }
                 let mut text = format!("{message}: {members} members on {} nodes", nodes.len());
                 if stopping > 0 {
-                    text += &format!("; its pods are made once the {stopping} pods of its earlier run have stopped");
+                    text += &format!("; its pods are made once the {stopping} pods of its earlier run are deleted");
                 }
                 self.event(key, EventType::Normal, "Admitted", &text);
             }
