@@ -272,7 +272,9 @@ kuberay_operator_down() {
 }
 
 muster_start() {
-  "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" \
+  # Its decisions (each transition, each hold patched) in the log, for a failed run to be read back.
+  RUST_LOG=${MUSTER_E2E_LOG:-info,kube=warn,muster_controller::brain=debug,muster_controller::executor=debug} \
+    "$MUSTER_BIN" controller --kubeconfig "$muster_dir/controller.kubeconfig" \
     --store "sqlite:$muster_dir/muster.db" --identity e2e-controller --lease-seconds 6 \
     --webhook-addr "127.0.0.1:$(cat "$muster_dir/port")" \
     --metrics-addr "127.0.0.1:$(cat "$muster_dir/metrics-port")" \

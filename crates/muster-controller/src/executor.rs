@@ -237,6 +237,7 @@ async fn write(client: Client, a: Action) {
             let api = Api::<DynamicObject>::namespaced_with(client.clone(), &key.namespace, &kind.resource());
             let patch = Patch::Merge(kind.hold_patch(suspend));
             let r = api.patch(&key.name, &PatchParams::default(), &patch).await.map(drop);
+            debug!(group = %key, kind = kind.kind, suspend, ok = r.is_ok(), "hold patched");
             (key, r)
         }
         Action::JobDeadline { key, seconds } => {

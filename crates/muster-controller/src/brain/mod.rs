@@ -47,7 +47,7 @@ use muster_queue::{
     EngineConfig, ExternalHold, GroupKey, GroupSpec, GroupState, MemberPlacement, Plan, Reason, Transition,
 };
 use muster_store::{Fence, Store};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::convert::{
     self, ClaimView, ClassView, GroupObjectView, NamespaceView, NodeView, PodPhase, PodView, SliceView, TemplateView,
@@ -774,6 +774,8 @@ impl<S: Store> Brain<S> {
         self.queue_statuses_stale |= !ts.is_empty();
         let mut touched = BTreeMap::new();
         for t in &ts {
+            // What was decided, for a run's log to be read back (`RUST_LOG=muster_controller=debug`).
+            debug!(group = %t.key, from = ?t.from, to = ?t.to, reason = %t.reason.message(), "transition");
             let group = self.engine.as_ref().and_then(|e| e.engine().group(&t.key));
             if let (Some(error), Some(g)) = (self.metrics.transition(t, group), group) {
                 self.estimate_errors.record(&g.spec.queue, error);
