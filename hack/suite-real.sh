@@ -147,7 +147,8 @@ run_one() {
     muster)
       . "$hack_dir/e2e/muster.sh"
       (( sets )) && jobset_controller_up "$MUSTER_CLUSTER_DIR/jobset" "$out_dir/$run.jobset.log"
-      muster_up
+      # Measured as deployed: no decision log beside the bindings.
+      MUSTER_E2E_LOG=${MUSTER_E2E_LOG:-info,kube=warn} muster_up
       pidfiles=("$muster_dir/pid") ;;
     kueue|coscheduling|volcano)
       if (( sets )) && [[ $peer == kueue ]]; then
