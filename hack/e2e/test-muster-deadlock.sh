@@ -30,7 +30,9 @@ while :; do
   for j in job1 job2; do
     n=$b1; [[ $j == job2 ]] && n=$b2
     if (( n == 20 )) && [[ " ${checked[*]} " != *" $j "* ]]; then
-      check "$j: every pod on the node its Group assigned" placed_on_assigned $ns $j
+      # The Group's status may land a moment after its pods are bound (a group admitted in the
+      # cycle that saw its Job has its object created beside its first status).
+      eventually 3 "$j: every pod on the node its Group assigned" placed_on_assigned $ns $j
       checked+=("$j")
     fi
   done

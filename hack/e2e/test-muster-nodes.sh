@@ -98,7 +98,7 @@ eventually 60 "the group is released and requeued (requeue count >= 1)" evicted
 moved() { running steady && [[ -n $(nodes_of steady) && " $(nodes_of steady)" != *" $victim "* ]] &&
   [[ $(k -n $ns get pods -l job-name=steady --field-selector status.phase=Running -o name | wc -l) -eq 12 ]]; }
 eventually 90 "it runs again, whole (12 pods), without $victim" moved
-check "every pod on the node its Group assigned" placed_on_assigned $ns steady
+eventually 3 "every pod on the node its Group assigned" placed_on_assigned $ns steady
 
 # --- the namespace deleted under the running group -----------------------------------------
 # Its pods go before its Job: muster writes nothing into a namespace being deleted (no readiness

@@ -367,7 +367,8 @@ fn clear_requests() -> Patch<serde_json::Value> {
 }
 
 /// Group statuses: the latest per group, written a batch at a time. A status whose Group object
-/// does not exist yet is retried with the next batch.
+/// does not exist yet is retried with the next batch: soon at first, as a group admitted in the
+/// cycle that saw its Job has its object created beside its first status.
 async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::UnboundedReceiver<(GroupKey, GroupStatus)>) {
     let apply = PatchParams::apply(labels::FIELD_MANAGER).force();
     let mut pending: HashMap<GroupKey, (GroupStatus, u32)> = HashMap::new();
@@ -419,12 +420,13 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
             .buffer_unordered(concurrency.max(1))
             .collect()
             .await;
-        let mut retry = false;
+        let mut retry: Option<u32> = None;
         for (key, status, tries, r) in results {
             match r {
                 Ok(_) => {}
                 Err(e) if is_code(&e, 404) && tries < 20 => {
-                    retry = true;
+                    debug!(group = %key, tries, "status written before its group object: tried again");
+                    retry = retry.max(Some(tries));
                     // A newer status that arrived meanwhile wins.
                     pending.entry(key).or_insert((status, tries + 1));
                 }
@@ -433,10 +435,16 @@ async fn status_writer(client: Client, concurrency: usize, mut rx: mpsc::Unbound
                 Err(e) => warn!(group = %key, "writing the group status: {e}"),
             }
         }
-        if retry {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some(tries) = retry {
+            tokio::time::sleep(status_retry_delay(tries)).await;
         }
     }
+}
+
+/// How long a status written before its Group object waits to be tried again, after `tries`
+/// tries: 20 ms, doubling to at most 500 ms (20 tries: about 8 s in all).
+fn status_retry_delay(tries: u32) -> Duration {
+    Duration::from_millis((20u64 << tries.min(5)).min(500))
 }
 
 /// Events in flight at once: enough to keep up with a burst's decisions, few beside the
@@ -622,6 +630,15 @@ mod tests {
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(Box::new(kube::core::Status::failure(&format!("code {code}"), "").with_code(code)))
+    }
+
+    #[test]
+    fn a_status_before_its_group_object_is_tried_again_soon_then_less_often() {
+        let delays: Vec<u128> = (0..20).map(|t| status_retry_delay(t).as_millis()).collect();
+        assert_eq!(&delays[..6], [20, 40, 80, 160, 320, 500]);
+        assert!(delays[6..].iter().all(|&d| d == 500));
+        let total: u128 = delays.iter().sum();
+        assert!((7_000..=9_000).contains(&total), "about 8 s before a status is given up: {total} ms");
     }
 
     #[test]
