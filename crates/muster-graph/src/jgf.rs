@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::allocations::Allocation;
 use crate::error::InputError;
 use crate::graph::{DeviceSlot, Graph, Node, NodeId, Role, Taint, TaintEffect, Vertex, VertexId, VertexMeta};
+use crate::quantity::MAX_AMOUNT;
 use crate::resources::{self, ResourceKind, ResourceTable};
 use crate::sockets::Socket;
 
@@ -116,16 +117,16 @@ fn classify_leaf(meta: &VertexMeta) -> Result<(String, ResourceKind, u64), (Stri
         } else {
             ResourceKind::Pooled
         };
-        let amount = if kind == ResourceKind::Device { 1 } else { meta.size };
+        let amount = if kind == ResourceKind::Device { 1 } else { within_limit(meta.size, 1)? };
         return Ok((name.clone(), kind, amount));
     }
     match meta.vtype.as_str() {
-        "core" => Ok(("cpu".into(), ResourceKind::Pooled, meta.size.saturating_mul(1000))),
+        "core" => Ok(("cpu".into(), ResourceKind::Pooled, within_limit(meta.size, 1000)?)),
         "memory" => {
             let m = memory_multiplier(&meta.unit).ok_or_else(|| {
                 ("unit".to_string(), format!("memory unit {:?}: allowed B, KB, MB, GB (default), TB", meta.unit))
             })?;
-            Ok(("memory".into(), ResourceKind::Pooled, meta.size.saturating_mul(m)))
+            Ok(("memory".into(), ResourceKind::Pooled, within_limit(meta.size, m)?))
         }
         "gpu" => Ok(("nvidia.com/gpu".into(), ResourceKind::Device, 1)),
         other => Err((
@@ -136,6 +137,17 @@ fn classify_leaf(meta: &VertexMeta) -> Result<(String, ResourceKind, u64), (Stri
             ),
         )),
     }
+}
+
+/// A leaf's `size` in base units (`per_unit` of them each), refused above the largest amount
+/// muster accepts, as a quantity string that large is: clamped, it would stand for less than written.
+fn within_limit(size: u64, per_unit: u64) -> Result<u64, (String, String)> {
+    size.checked_mul(per_unit).filter(|&a| a <= MAX_AMOUNT).ok_or_else(|| {
+        (
+            "size".to_string(),
+            format!("{size} is absurdly large for this vertex; the limit is {MAX_AMOUNT} base units (of which one unit is {per_unit})"),
+        )
+    })
 }
 
 /// A node's labels and state, read back from its vertex properties.
@@ -314,13 +326,24 @@ pub fn import(file: &str, text: &str) -> Result<Graph, InputError> {
                 let unit = resources::unit_of(&name).map_err(|m| err(at.clone(), m))?;
                 let rid = table.intern(&name, unit, kind).map_err(|m| err(at.clone(), m))?;
                 let node = &mut nodes[nid.0 as usize];
-                let add = |cap: &mut Vec<u64>| {
-                    cap.resize(table.len(), 0);
-                    cap[rid.index()] = cap[rid.index()].saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
-                };
-                add(&mut node.capacity);
+                node.capacity.resize(table.len(), 0);
+                let total = node.capacity[rid.index()] + amount;
+                if total > MAX_AMOUNT {
+                    return Err(err(
+                        format!("{at}.metadata.size"),
+                        format!(
+                            "node {:?} holds more than {MAX_AMOUNT} base units of {name} with this vertex; a node's total \
+                             must stay within that limit",
+                            node.name
+                        ),
+                    ));
+                }
+                node.capacity[rid.index()] = total;
+                // A socket's share is part of its node's total, so it is within the limit too.
                 if let Some(s) = socket_of[old] {
-                    add(&mut node.sockets[usize::from(s)].capacity);
+                    let socket = &mut node.sockets[usize::from(s)].capacity;
+                    socket.resize(table.len(), 0);
+                    socket[rid.index()] += amount;
                 }
                 match kind {
                     ResourceKind::Pooled => Role::Pooled { node: nid, resource: rid, amount },

@@ -212,6 +212,20 @@ fn jobspec_unknown_resources() {
 }
 
 #[test]
+fn jobspec_slot_whose_leaves_sum_beyond_the_limit_is_refused() {
+    let slot = |second: u64| {
+        format!(
+            "version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n      - type: memory\n        count: 1000000\n        \
+             unit: TB\n      - type: memory\n        count: {second}\n        unit: TB\n"
+        )
+    };
+    // 1,000,000 + 48,576 TB is exactly the limit, 2^60 bytes.
+    let g = jobspec::parse("j.yaml", &slot(48_576)).unwrap();
+    assert_eq!(g.requests, vec![("memory".to_string(), 1 << 60)]);
+    expect_err(jobspec::parse("j.yaml", &slot(48_577)), "j.yaml", "resources[0].with[1].count", "absurdly large");
+}
+
+#[test]
 fn jgf_unknown_leaf_type() {
     let mut doc = small_jgf();
     doc["graph"]["nodes"][2]["metadata"]["type"] = json!("widget");
@@ -238,6 +252,52 @@ fn jgf_unknown_leaf_type() {
         "g.json",
         "graph.nodes[2].metadata.unit",
         "allowed B, KB, MB, GB",
+    );
+}
+
+#[test]
+fn jgf_amounts_beyond_the_limit_are_refused_not_clamped() {
+    const LIMIT: u64 = 1 << 60;
+    // The largest size that fits and one more, for each way a leaf counts its size.
+    let cases = [
+        (json!({"type": "core"}), LIMIT / 1000),
+        (json!({"type": "memory", "unit": "TB"}), LIMIT >> 40),
+        (json!({"type": "memory", "unit": "B"}), LIMIT),
+        (json!({"type": "widget", "properties": {"muster.dev/resource": "memory"}}), LIMIT),
+    ];
+    for (meta, largest) in cases {
+        let leaf = |size: u64| {
+            let mut doc = small_jgf();
+            let m = &mut doc["graph"]["nodes"][2]["metadata"];
+            for (k, v) in meta.as_object().unwrap() {
+                m[k] = v.clone();
+            }
+            m["size"] = json!(size);
+            doc
+        };
+        jgf::import("g.json", &leaf(largest).to_string()).unwrap_or_else(|e| panic!("{meta} size {largest}: {e}"));
+        for size in [largest + 1, u64::MAX] {
+            expect_err(
+                jgf::import("g.json", &leaf(size).to_string()),
+                "g.json",
+                "graph.nodes[2].metadata.size",
+                &format!("{size} is absurdly large"),
+            );
+        }
+    }
+    // Two leaves each within the limit whose sum on one node is not.
+    let mut doc = small_jgf();
+    doc["graph"]["nodes"][2]["metadata"] =
+        json!({"type": "memory", "basename": "memory", "unit": "B", "size": LIMIT, "name": "m0"});
+    doc["graph"]["nodes"].as_array_mut().unwrap().push(
+        json!({"id": "d", "metadata": {"type": "memory", "basename": "memory", "unit": "B", "size": 1, "name": "m1"}}),
+    );
+    doc["graph"]["edges"].as_array_mut().unwrap().push(json!({"source": "b", "target": "d"}));
+    expect_err(
+        jgf::import("g.json", &doc.to_string()),
+        "g.json",
+        "graph.nodes[3].metadata.size",
+        "node \"n0\" holds more than 1152921504606846976 base units of memory",
     );
 }
 

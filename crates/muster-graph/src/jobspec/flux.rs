@@ -371,7 +371,7 @@ fn walk_flux(file: &str, path: &str, r: &FluxResource, shape: &mut FluxShape, in
             };
             let into = if shape.in_socket { &mut shape.socket_requests } else { &mut shape.requests };
             let slot = into.entry(name).or_insert(0);
-            *slot = slot.saturating_add(amount).min(crate::quantity::MAX_AMOUNT);
+            *slot = slot.checked_add(amount).filter(|a| *a <= crate::quantity::MAX_AMOUNT).ok_or_else(too_large)?;
             Ok(())
         }
         t if is_level(t) && !in_slot => {
