@@ -310,3 +310,48 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_open_windows_amount_made_again_counts_its_users_work_inside_it() {
+    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
+    let r = ReservationConfig { node_selector: Default::default(), amount: Some(amount), ..reservation() };
+    let mut e = with(r);
+    e.submit(spec("ours", "a", 1, 4, Some(50), 110), 110).unwrap();
+    e.submit(spec("theirs", "b", 2, 4, Some(500), 110), 110).unwrap();
+    let ts = e.schedule(110);
+    ready_all(&mut e, &ts, 110);
+    assert_eq!(state(&e, "ours"), GroupState::Running);
+    assert_eq!(state(&e, "theirs"), GroupState::Running);
+    let held = |e: &Engine| e.reservation_windows().into_iter().map(|w| (w.nodes, w.error)).collect::<Vec<_>>();
+    let before = held(&e);
+    assert_eq!(before, [(nodes(&e, "ours"), None)], "its user runs in the room set aside");
+    // The controller recovers the engine from its store (a restart, a Queue changed): the window
+    // is made again while its user runs in it.
+    let mut e = Engine::restore(cluster(), e.snapshot()).unwrap();
+    e.schedule(111);
+    assert_eq!(held(&e), before, "the same room, its user's work inside it");
+    // Once its user ends, the room stays set aside for the rest of the window.
+    e.finished(&key("ours"), true, 160).unwrap();
+    e.submit(spec("later", "b", 1, 4, Some(10), 160), 160).unwrap();
+    e.schedule(160);
+    assert_ne!(state(&e, "later"), GroupState::Admitted, "the window's room is not queue b's before 200");
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn an_amount_goes_beside_its_users_work_where_there_is_room() {
+    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
+    let r = ReservationConfig { node_selector: Default::default(), amount: Some(amount), ..reservation() };
+    let mut c = config(r);
+    // The window is made again after a restart, while its user's long run holds the first node.
+    c.reservations[0].start = 1000;
+    c.reservations[0].end = 1100;
+    let mut e = engine(cluster(), c.clone());
+    e.submit(spec("long", "a", 1, 4, Some(5000), 0), 0).unwrap();
+    e.schedule(0);
+    let mut e = Engine::restore(cluster(), e.snapshot()).unwrap();
+    e.schedule(1);
+    let [w] = &e.reservation_windows()[..] else { panic!("one window") };
+    assert_eq!(nodes(&e, "long"), ["r-0"]);
+    assert_eq!(w.nodes, ["r-1"], "a node of its own while one is free, its user's run aside");
+}

@@ -57,6 +57,10 @@ impl ResourceGraph {
     /// filter and topology allow), placed by the matcher as a group starting at `start` would be,
     /// over `[start, end)`, for reservation `name`. Refused, changing nothing, when it does not
     /// fit then (running work expected to end later, or other reservations, are in the way).
+    /// Where it does not fit beside the work of the reservation's users (allocations whose
+    /// request names it), that work is counted inside it, as it is once the set-aside is made:
+    /// so a window made again while its users run in it (after a restart, on a full cluster)
+    /// holds their room rather than nothing.
     pub fn set_aside_amount(
         &mut self,
         name: &str,
@@ -68,7 +72,17 @@ impl ResourceGraph {
         req.reservations.clear();
         let d = Demand::resolve(&self.graph, &req).map_err(|u| no_room(u.0))?;
         let policy = req.policy.unwrap_or(self.policy);
-        let (p, domain) = self.graph.search(&d, Window::Future { start, end }, policy, None);
+        let window = Window::Future { start, end };
+        let (mut p, mut domain) = self.graph.search(&d, window, policy, None);
+        let users: Vec<AllocId> =
+            (self.allocations()).filter(|a| a.request.reservations.iter().any(|r| r == name)).map(|a| a.id).collect();
+        if placed_units(&p) < d.min_units && !users.is_empty() {
+            let mut without_users = self.clone();
+            for id in users {
+                without_users.cancel(id).expect("listed above");
+            }
+            (p, domain) = without_users.graph.search(&d, window, policy, None);
+        }
         if placed_units(&p) < d.min_units {
             let reason = match self.satisfiability(&req) {
                 Err(never) => never,
