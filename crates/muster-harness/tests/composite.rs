@@ -216,12 +216,20 @@ async fn a_composite_pod_group_is_placed_whole_each_pod_group_in_its_rack_all_in
     })
     .await;
 
-    // k of n over PodGroups that differ is refused: any one would not serve as well.
+    // k of n over PodGroups that differ: the smallest gang is required, the other optional, and
+    // both run once there is room for them.
     composite_pod_group(&client, "either", None, 1, None).await;
-    pod_group(&client, "either-a", "either", 1, None).await;
-    pod_group(&client, "either-b", "either", 2, None).await;
-    let e = pods.create(&post, &pod("either-a-0", "either-a", 1, 5)).await.expect_err("a k-of-n gang's pod is refused");
-    assert!(e.to_string().contains("minGroupCount is 1, below its 2 child groups"), "{e}");
+    pod_group(&client, "either-a", "either", 2, None).await;
+    pod_group(&client, "either-b", "either", 1, None).await;
+    let mut either = Vec::new();
+    for (name, pod_group_name) in [("either-a-0", "either-a"), ("either-a-1", "either-a"), ("either-b-0", "either-b")] {
+        let made = pods.create(&post, &pod(name, pod_group_name, 1, 5)).await.expect("a pod of a k-of-n gang");
+        either.push((name.to_string(), made.labels().get("muster.dev/set-min").cloned()));
+    }
+    let optional: Vec<Option<&str>> = either.iter().map(|(_, min)| min.as_deref()).collect();
+    assert_eq!(optional, [Some("0"), Some("0"), None], "either-b, the smaller gang, is the one required");
+    let names: Vec<String> = either.into_iter().map(|(name, _)| name).collect();
+    eventually(60, "the three pods of either are bound", || nodes_of(&pods, &names)).await;
 
     // A gang of gangs of three levels: two replicas, each a CompositePodGroup kept within one rack
     // over a leader of no GPU and three whole-node workers, both replicas in one block.

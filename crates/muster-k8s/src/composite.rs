@@ -6,14 +6,15 @@
 //! group's, a PodGroup's that of its set, and one of a CompositePodGroup between them makes the
 //! PodGroups below it a sub-group kept within one domain of that level.
 //!
-//! A CompositePodGroup whose gang `minGroupCount` k is below its n children (k of n replicas)
-//! starts once k of them are placed: its PodGroups, in name order, are k required sets and n - k
-//! optional ones, each placed whole when room comes (`muster_graph::jobspec::MemberSet`). So
-//! that any k serve, they must be alike: PodGroups only, of one `minCount` and one topology
-//! level (the pods of each must ask alike too, which the group's sets then show).
+//! A CompositePodGroup whose gang `minGroupCount` k is below its n children (k of n) starts
+//! once k of them are placed: its PodGroups are k required sets and n - k optional ones, each
+//! placed whole when room comes (`muster_graph::jobspec::MemberSet`). The required ones are the
+//! k smallest gangs (by `minCount`, then name), those most likely to fit: of alike replicas the
+//! first k by name. kube-scheduler starts with any k; muster waits for these k, never starting
+//! fewer.
 //!
 //! What muster cannot keep is refused, naming the object and field: k of n over children that
-//! are not alike PodGroups, a topology constraint on a CompositePodGroup below another that has
+//! are CompositePodGroups, a topology constraint on a CompositePodGroup below another that has
 //! one (below the root), a PodGroup without a gang policy. A basic CompositePodGroup lets its
 //! children run apart; muster places them together all the same.
 
@@ -211,15 +212,28 @@ impl Tree<'_> {
             }
             _ => {}
         }
-        let required = match policy.gang.as_ref().and_then(|g| usize::try_from(g.min_group_count).ok()) {
+        // None: every child is required.
+        let required: Option<BTreeSet<&str>> = match policy
+            .gang
+            .as_ref()
+            .and_then(|g| usize::try_from(g.min_group_count).ok())
+        {
             Some(k) if k < count => {
-                replicas_alike(ns, &field, k, &children, &leaves)?;
-                k
+                if let Some(c) = children.first() {
+                    return Err(format!(
+                        "{field} is {k}, below its {count} child groups, and CompositePodGroup {ns}/{} is one of them: \
+                         muster starts k of n child groups only when they are PodGroups; set minGroupCount to {count}, \
+                         or make the children PodGroups",
+                        name(c)
+                    ));
+                }
+                Some(smallest_gangs(&leaves, k))
             }
-            _ => count,
+            _ => None,
         };
-        for (i, pg) in leaves.into_iter().enumerate() {
-            self.leaf(pg, subgroup.clone(), i >= required)?;
+        for pg in leaves {
+            let optional = required.as_ref().is_some_and(|r| !r.contains(pg_name(pg)));
+            self.leaf(pg, subgroup.clone(), optional)?;
         }
         for child in children {
             self.walk(child, Some(subgroup.clone()), seen)?;
@@ -236,37 +250,18 @@ impl Tree<'_> {
     }
 }
 
-/// The children of a k-of-n CompositePodGroup (`field` its minGroupCount) must be alike replicas
-/// for any k of them to serve: PodGroups, each of one gang `minCount` and topology level.
-fn replicas_alike(
-    ns: &str,
-    field: &str,
-    k: usize,
-    children: &[&CompositePodGroup],
-    leaves: &[&PodGroup],
-) -> Result<(), String> {
-    let count = children.len() + leaves.len();
-    if let Some(c) = children.first() {
-        return Err(format!(
-            "{field} is {k}, below its {count} child groups, and CompositePodGroup {ns}/{} is one of them: muster \
-             starts k of n child groups only when they are PodGroups; set minGroupCount to {count}, or make the \
-             children PodGroups",
-            name(c)
-        ));
-    }
-    let shape = |pg: &PodGroup| (native_pod_group_min_count(pg, u32::MAX).ok(), native_pod_group_level(pg).ok());
-    let first = leaves[0];
-    if let Some(other) = leaves.iter().find(|pg| shape(pg) != shape(first)) {
-        let pg_name = |pg: &PodGroup| pg.metadata.name.clone().unwrap_or_default();
-        return Err(format!(
-            "{field} is {k}, below its {count} child groups, but PodGroup {ns}/{} differs from {ns}/{} in its gang \
-             minCount or topology: any {k} of them must serve alike; make the PodGroups alike, or set minGroupCount \
-             to {count}",
-            pg_name(other),
-            pg_name(first)
-        ));
-    }
-    Ok(())
+fn pg_name(pg: &PodGroup) -> &str {
+    pg.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// The names of the `k` PodGroups of `leaves` with the smallest gangs (`minCount`, then name):
+/// the required ones of a k-of-n CompositePodGroup. A PodGroup whose gang cannot be read sorts
+/// first, so that its error is the one reported.
+fn smallest_gangs<'a>(leaves: &[&'a PodGroup], k: usize) -> BTreeSet<&'a str> {
+    let mut by_size: Vec<(Option<u32>, &str)> =
+        leaves.iter().map(|pg| (native_pod_group_min_count(pg, u32::MAX).ok(), pg_name(pg))).collect();
+    by_size.sort();
+    by_size.into_iter().take(k).map(|(_, name)| name).collect()
 }
 
 #[cfg(test)]

@@ -916,11 +916,16 @@ async fn pods_of_a_composite_pod_group_are_one_group_with_a_set_per_pod_group() 
         e.contains("metadata.labels[muster.dev/set-min]: a Kubernetes PodGroup's gang starts with its minCount"),
         "{e}"
     );
-    // k of n over children that differ: one would not serve as well as the other.
+    // One of two children that differ: the smaller gang (prefill's 2) is required, decode's 4
+    // optional.
     let s = tree(1);
     let after = patched(&p, &patch_with(&create(&p), &c, &s).unwrap());
-    let e = check_with(&create(&after), &c, &s).await.unwrap_err();
-    assert!(e.contains("minGroupCount is 1, below its 2 child groups"), "{e}");
+    assert_eq!(after["metadata"]["labels"].get("muster.dev/set-min"), None, "prefill is required");
+    assert_eq!(check_with(&create(&after), &c, &s).await, Ok(()));
+    let d = native("decode-0", "decode", json!({QUEUE: "open"}));
+    let d = patched(&d, &patch_with(&create(&d), &c, &s).unwrap());
+    assert_eq!(d["metadata"]["labels"]["muster.dev/set-min"], json!("0"), "decode is optional");
+    assert_eq!(check_with(&create(&d), &c, &s).await, Ok(()));
 }
 
 #[tokio::test]

@@ -125,12 +125,6 @@ fn a_composite_with_a_topology_below_the_root_makes_its_pod_groups_a_sub_group()
 #[test]
 fn what_muster_cannot_keep_is_refused_naming_the_object_and_field() {
     let (mut composites, mut pod_groups) = serving();
-    // k of n over children that are not alike: any one of them would not serve as well.
-    composites[0] = composite("serve", None, gang(1), None);
-    let e = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap_err();
-    assert!(e.contains("ml/serve: spec.schedulingPolicy.gang.minGroupCount is 1, below its 2 child groups"), "{e}");
-    assert!(e.contains("PodGroup ml/prefill differs from ml/decode"), "{e}");
-    assert!(e.contains("set minGroupCount to 2"), "{e}");
     composites[0] = composite("serve", None, gang(0), None);
     let e = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap_err();
     assert!(e.contains("minGroupCount is 0; a gang needs at least 1 child group"), "{e}");
@@ -178,7 +172,7 @@ fn a_pod_group_without_a_gang_policy_is_refused() {
 }
 
 #[test]
-fn k_of_n_alike_replicas_are_k_required_sets_and_the_rest_optional() {
+fn k_of_n_children_are_the_k_smallest_gangs_required_and_the_rest_optional() {
     // Two of four inference replicas, each a gang of 4 in a rack, all in one block.
     let composites = vec![composite("serve", None, gang(2), Some("muster.dev/block"))];
     let replica = |i: u32| pod_group(&format!("replica-{i}"), Some("serve"), 4, Some("muster.dev/rack"));
@@ -197,6 +191,20 @@ fn k_of_n_alike_replicas_are_k_required_sets_and_the_rest_optional() {
         "the first two by name are required"
     );
     assert_eq!(got.members(), 16, "every pod of the tree is a member");
+    // Of gangs that differ, the smallest are required, whatever their names or levels.
+    let composites = vec![composite("serve", None, gang(2), None)];
+    let pod_groups = vec![
+        pod_group("a-large", Some("serve"), 8, Some("muster.dev/rack")),
+        pod_group("b-small", Some("serve"), 2, None),
+        pod_group("c-small", Some("serve"), 2, Some("muster.dev/block")),
+        pod_group("d-medium", Some("serve"), 4, None),
+    ];
+    let got = resolve(&pod_groups[0], &composites, &pod_groups, 1000).unwrap().unwrap();
+    let optional: Vec<(&str, bool)> = got.sets.iter().map(|s| (s.name.as_str(), s.optional)).collect();
+    assert_eq!(optional, [("a-large", true), ("b-small", false), ("c-small", false), ("d-medium", true)]);
+    let e = resolve(&pod_groups[0], &[composite("serve", None, gang(3), None)], &pod_groups, 1000).unwrap().unwrap();
+    let required: Vec<&str> = e.sets.iter().filter(|s| !s.optional).map(|s| s.name.as_str()).collect();
+    assert_eq!(required, ["b-small", "c-small", "d-medium"]);
     // Below a sub-group's CompositePodGroup, k of n replicas whose children are trees are refused.
     let composites = vec![
         composite("serve", None, gang(1), None),
