@@ -17,10 +17,15 @@ use std::fmt;
 
 use muster_graph::NodeSpec;
 use muster_queue::{Engine, EngineError, ExternalHold, GroupKey, GroupSpec, Transition};
-use muster_store::{Fence, Store, StoreError};
+use muster_store::{Fence, Store, StoreError, Write};
 use thiserror::Error;
 
 pub use recover::{ClusterReport, Conflict, RecoverError, Recovery};
+
+/// How often, in engine seconds, a batch also folds the older usage records.
+const USAGE_FOLD_EVERY_S: i64 = 3600;
+/// Usage records younger than this are kept as recorded, each group's own.
+const USAGE_KEPT_AS_RECORDED_S: i64 = 24 * 3600;
 
 /// Leader lease settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,6 +244,8 @@ pub struct DurableEngine<S: Store> {
     versions: BTreeMap<String, i64>,
     renewed_at: i64,
     lease_expires_at: i64,
+    /// Engine time of the last batch that folded the older usage records.
+    usage_folded_at: i64,
     status: Status,
     /// Inputs that failed on an unavailable store, with their times, oldest first.
     waiting: VecDeque<(Input, i64)>,
@@ -414,6 +421,7 @@ impl<S: Store> DurableEngine<S> {
         ) {
             Ok(mut w) => {
                 w.extend(rows::ended_runs(&before, &out.transitions));
+                self.fold_usage_when_due(next.now(), &mut w);
                 w
             }
             Err(e) => {
@@ -582,6 +590,20 @@ impl<S: Store> DurableEngine<S> {
         Ok(())
     }
 
+    /// Adds to a batch that writes anyway, at most once an hour of engine time, the folding of the
+    /// usage older than a day into one record per (queue, resource), as fair share reads it:
+    /// without it the table grows with every group that ends. Usage is not read without fair
+    /// share, and not folded either.
+    fn fold_usage_when_due(&mut self, now: i64, writes: &mut Vec<Write>) {
+        let half_life_seconds = self.engine.config().fair_share_half_life_s;
+        if half_life_seconds <= 0 || writes.is_empty() || now < self.usage_folded_at.saturating_add(USAGE_FOLD_EVERY_S)
+        {
+            return;
+        }
+        writes.push(Write::FoldUsage { at: now.saturating_sub(USAGE_KEPT_AS_RECORDED_S), half_life_seconds });
+        self.usage_folded_at = now;
+    }
+
     /// Runs `input` at `at` on a copy of the engine, writes what changed in one fenced batch at
     /// `now`, and only then makes the copy the engine.
     fn commit(&mut self, input: &Input, at: i64, now: i64) -> Result<Vec<Transition>, Failure> {
@@ -592,6 +614,7 @@ impl<S: Store> DurableEngine<S> {
         let mut writes = rows::diff(&before, &rows::group_map(next.groups()), &ts, history, next.now(), &self.versions)
             .map_err(|e| Failure::Input(e.into()))?;
         writes.extend(rows::ended_runs(&before, &ts));
+        self.fold_usage_when_due(next.now(), &mut writes);
         if !writes.is_empty() {
             let puts = self.store.apply(&self.fence, now, &writes).map_err(Failure::Store)?;
             rows::note_versions(&mut self.versions, &writes, puts);

@@ -397,6 +397,7 @@ impl<S: Store> DurableEngine<S> {
             versions,
             renewed_at: now,
             lease_expires_at: now.saturating_add(options.lease.ttl_s),
+            usage_folded_at: i64::MIN,
             options,
             waiting: VecDeque::new(),
         };

@@ -35,12 +35,13 @@ both_backends!(
     runs_recorded_as_they_end,
     two_instances_never_double_admit,
     two_instances_interleaved,
+    older_usage_is_folded_as_fair_share_reads_it,
 );
 
 use suite::{
     admission_written_before_returned, failed_apply_rolls_back_and_retries, learned_run_times_survive_recovery,
-    recovery_reconciles_with_the_cluster, recovery_replays_the_store, run_time_limits_survive_recovery,
-    runs_recorded_as_they_end,
+    older_usage_is_folded_as_fair_share_reads_it, recovery_reconciles_with_the_cluster, recovery_replays_the_store,
+    run_time_limits_survive_recovery, runs_recorded_as_they_end,
 };
 
 /// A leader, a follower that cannot take the lease, a hand-over after the lease lapses, the old

@@ -158,6 +158,14 @@ pub enum Write {
     },
     AppendHistory(HistoryEntry),
     AddUsage(UsageRecord),
+    /// Replaces the usage recorded at or before `at` with one record per (queue, resource) at
+    /// `at`: what [`Store::decayed_usage`] with this half-life sums at `at`. Its sums at `at` and
+    /// later stay the same (to rounding); records it no longer reads go. [`Store::usage_since`]
+    /// then counts the folded records decayed to `at`.
+    FoldUsage {
+        at: i64,
+        half_life_seconds: i64,
+    },
     AddRunTime(RunTimeRecord),
     AddRun(RunRecord),
 }

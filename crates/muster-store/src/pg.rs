@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
+use postgres::{Client, GenericClient, IsolationLevel, NoTls, Row, Statement, Transaction};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::common::{self, FREE, Sums};
@@ -44,6 +44,7 @@ struct Stmts {
     delete_allocation: Statement,
     append_history: Statement,
     add_usage: Statement,
+    fold_usage: Statement,
     add_run_time: Statement,
     add_run: Statement,
 }
@@ -146,6 +147,7 @@ impl Stmts {
                  VALUES ($1, $2, $3, $4, $5, $6)",
             )?,
             add_usage: client.prepare("INSERT INTO usage (queue, resource, at, amount) VALUES ($1, $2, $3, $4)")?,
+            fold_usage: client.prepare("DELETE FROM usage WHERE at <= $1")?,
             add_run_time: client
                 .prepare("INSERT INTO run_times (queue, shape, at, seconds) VALUES ($1, $2, $3, $4)")?,
             add_run: client.prepare(&common::insert_run_sql(|i| format!("${i}")))?,
@@ -276,26 +278,7 @@ impl Store for PgStore {
 
     fn decayed_usage(&mut self, now: i64, half_life_seconds: i64) -> Result<Vec<UsageSum>, StoreError> {
         common::check_half_life(half_life_seconds)?;
-        self.with_conn(|c| {
-            // Same split as SQLite (sums per timestamp in SQL, weights in Rust) so both backends
-            // return bit-identical figures.
-            let rows = c
-                .client
-                .query(
-                    "SELECT queue, resource, at, SUM(amount) FROM usage WHERE at <= $1 AND at >= $2 \
-                     GROUP BY queue, resource, at",
-                    &[&now, &common::decay_horizon(now, half_life_seconds)],
-                )
-                .map_err(pg_err)?;
-            let mut sums = Sums::default();
-            for row in &rows {
-                let (queue, resource) = usage_key(row)?;
-                let at = get(row, 2, "usage", &queue)?;
-                let amount = get(row, 3, "usage", &queue)?;
-                sums.add_decayed(queue, resource, amount, at, now, half_life_seconds);
-            }
-            Ok(sums.into_vec())
-        })
+        self.with_conn(|c| decayed_sums(&mut c.client, now, half_life_seconds))
     }
 
     fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError> {
@@ -365,6 +348,32 @@ impl Store for PgStore {
     }
 }
 
+/// [`Store::decayed_usage`] on `client` (a connection, or a transaction of it).
+fn decayed_sums(
+    client: &mut impl GenericClient,
+    now: i64,
+    half_life_seconds: i64,
+) -> Result<Vec<UsageSum>, StoreError> {
+    common::check_half_life(half_life_seconds)?;
+    // Same split as SQLite (sums per timestamp in SQL, weights in Rust) so both backends return
+    // bit-identical figures.
+    let rows = client
+        .query(
+            "SELECT queue, resource, at, SUM(amount) FROM usage WHERE at <= $1 AND at >= $2 \
+             GROUP BY queue, resource, at",
+            &[&now, &common::decay_horizon(now, half_life_seconds)],
+        )
+        .map_err(pg_err)?;
+    let mut sums = Sums::default();
+    for row in &rows {
+        let (queue, resource) = usage_key(row)?;
+        let at = get(row, 2, "usage", &queue)?;
+        let amount = get(row, 3, "usage", &queue)?;
+        sums.add_decayed(queue, resource, amount, at, now, half_life_seconds);
+    }
+    Ok(sums.into_vec())
+}
+
 fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Option<PutResult>, StoreError> {
     match write {
         Write::PutGroup { group, expected_version } => return put_group(tx, st, group, *expected_version).map(Some),
@@ -378,6 +387,14 @@ fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Opti
         }
         Write::AddUsage(UsageRecord { queue, resource, at, amount }) => {
             tx.execute(&st.add_usage, &[queue, resource, at, amount])
+        }
+        Write::FoldUsage { at, half_life_seconds } => {
+            let folded = decayed_sums(tx, *at, *half_life_seconds)?;
+            tx.execute(&st.fold_usage, &[at]).map_err(pg_err)?;
+            for u in folded {
+                tx.execute(&st.add_usage, &[&u.queue, &u.resource, at, &u.amount]).map_err(pg_err)?;
+            }
+            Ok(0)
         }
         Write::AddRunTime(RunTimeRecord { queue, shape, at, seconds }) => {
             tx.execute(&st.add_run_time, &[queue, shape, at, seconds])

@@ -207,26 +207,7 @@ impl Store for SqliteStore {
     }
 
     fn decayed_usage(&mut self, now: i64, half_life_seconds: i64) -> Result<Vec<UsageSum>, StoreError> {
-        common::check_half_life(half_life_seconds)?;
-        let path = self.path.clone();
-        let err = |e| sql_err(&path, e);
-        // The bundled SQLite has no pow(): SQL sums per timestamp, Rust applies the weights.
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT queue, resource, at, SUM(amount) FROM usage WHERE at <= ?1 AND at >= ?2 \
-                 GROUP BY queue, resource, at",
-            )
-            .map_err(err)?;
-        let mut rows = stmt.query(params![now, common::decay_horizon(now, half_life_seconds)]).map_err(err)?;
-        let mut sums = Sums::default();
-        while let Some(row) = rows.next().map_err(err)? {
-            let (queue, resource) = usage_key(row)?;
-            let at = get(row, 2, "usage", &queue)?;
-            let amount = get(row, 3, "usage", &queue)?;
-            sums.add_decayed(queue, resource, amount, at, now, half_life_seconds);
-        }
-        Ok(sums.into_vec())
+        decayed_sums(&self.conn, now, half_life_seconds, &self.path)
     }
 
     fn history(&mut self, group_key: &str) -> Result<Vec<HistoryEntry>, StoreError> {
@@ -309,6 +290,28 @@ fn missing_lease(name: &str) -> StoreError {
     }
 }
 
+/// [`Store::decayed_usage`] on `conn` (the store's connection, or a transaction of it).
+fn decayed_sums(conn: &Connection, now: i64, half_life_seconds: i64, path: &Path) -> Result<Vec<UsageSum>, StoreError> {
+    common::check_half_life(half_life_seconds)?;
+    let err = |e| sql_err(path, e);
+    // The bundled SQLite has no pow(): SQL sums per timestamp, Rust applies the weights.
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT queue, resource, at, SUM(amount) FROM usage WHERE at <= ?1 AND at >= ?2 \
+             GROUP BY queue, resource, at",
+        )
+        .map_err(err)?;
+    let mut rows = stmt.query(params![now, common::decay_horizon(now, half_life_seconds)]).map_err(err)?;
+    let mut sums = Sums::default();
+    while let Some(row) = rows.next().map_err(err)? {
+        let (queue, resource) = usage_key(row)?;
+        let at = get(row, 2, "usage", &queue)?;
+        let amount = get(row, 3, "usage", &queue)?;
+        sums.add_decayed(queue, resource, amount, at, now, half_life_seconds);
+    }
+    Ok(sums.into_vec())
+}
+
 fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<PutResult>, StoreError> {
     let err = |e| sql_err(path, e);
     match write {
@@ -348,6 +351,18 @@ fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<
             tx.prepare_cached("INSERT INTO usage (queue, resource, at, amount) VALUES (?1, ?2, ?3, ?4)")
                 .and_then(|mut s| s.execute(params![queue, resource, at, amount]))
                 .map_err(err)?;
+            Ok(None)
+        }
+        Write::FoldUsage { at, half_life_seconds } => {
+            let folded = decayed_sums(tx, *at, *half_life_seconds, path)?;
+            tx.prepare_cached("DELETE FROM usage WHERE at <= ?1")
+                .and_then(|mut s| s.execute(params![at]))
+                .map_err(err)?;
+            for u in folded {
+                tx.prepare_cached("INSERT INTO usage (queue, resource, at, amount) VALUES (?1, ?2, ?3, ?4)")
+                    .and_then(|mut s| s.execute(params![u.queue, u.resource, at, u.amount]))
+                    .map_err(err)?;
+            }
             Ok(None)
         }
         Write::AddRunTime(RunTimeRecord { queue, shape, at, seconds }) => {

@@ -36,6 +36,7 @@ both_backends!(
     delete_group_drops_allocation_keeps_history,
     history_in_order,
     usage_sums_and_decay,
+    usage_folded_as_fair_share_reads_it,
     recent_run_times_per_shape,
     runs_by_end,
     lease_lifecycle,

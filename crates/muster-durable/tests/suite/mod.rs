@@ -43,6 +43,48 @@ pub fn admission_written_before_returned<B: Backend>(b: &B) {
     assert_eq!(cpu.amount, 40_000.0);
 }
 
+/// Usage older than a day is folded, as fair share reads it, into one record per (queue,
+/// resource) by the first batch an instance writes and at most once an hour after that.
+pub fn older_usage_is_folded_as_fair_share_reads_it<B: Backend>(b: &B) {
+    let half_life = config().fair_share_half_life_s;
+    let run = |d: &mut DurableEngine<B::S>, name: &str, at: i64| {
+        d.submit(spec(name, "a", 1, 1, 1, Some(10), at), at).unwrap();
+        d.schedule(at + 1).unwrap();
+        d.pods_ready(&key(name), 1, at + 2).unwrap();
+        d.finished(&key(name), true, at + 11).unwrap();
+    };
+    let mut other = b.open();
+    let cpu = |s: &mut B::S, since: i64| {
+        s.usage_since(None, since).unwrap().into_iter().find(|u| u.resource == "cpu").map(|u| u.amount)
+    };
+    let decay = |amount: f64, from: i64, to: i64| amount * 0.5f64.powf((to - from) as f64 / half_life as f64);
+    let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
+    run(&mut d, "first", 0);
+    run(&mut d, "second", 100);
+    assert_eq!(cpu(&mut other, 0), Some(20_000.0), "two runs of 1 cpu for 10 s, as recorded");
+    // Two days on, another instance leads: its first batch folds what ended more than a day ago.
+    let later = 2 * 86_400;
+    let (mut d, _) = start(b.open(), "b", &ClusterReport::default(), later);
+    let read = other.decayed_usage(later, half_life).unwrap();
+    d.submit(spec("third", "a", 1, 1, 1, Some(10), later), later).unwrap();
+    let folded = decay(10_000.0, 11, 86_400) + decay(10_000.0, 111, 86_400);
+    let got = cpu(&mut other, 0).unwrap();
+    assert!((got - folded).abs() < 1e-9 * folded, "{got} where the two runs decayed to a day are {folded}");
+    let now_read = other.decayed_usage(later, half_life).unwrap();
+    assert!((now_read[0].amount - read[0].amount).abs() < 1e-9 * read[0].amount, "fair share reads the same");
+    // The third run, less than a day old at every fold, stays as recorded.
+    d.schedule(later + 1).unwrap();
+    d.pods_ready(&key("third"), 1, later + 2).unwrap();
+    d.finished(&key("third"), true, later + 11).unwrap();
+    assert_eq!(cpu(&mut other, later), Some(10_000.0), "the third run as recorded");
+    // A day and an hour on, the third run is folded too, decayed to the day before.
+    let (mut d, _) = start(b.open(), "c", &ClusterReport::default(), later + 90_000);
+    d.submit(spec("fourth", "a", 1, 1, 1, Some(10), later + 90_000), later + 90_000).unwrap();
+    let got = cpu(&mut other, later).unwrap();
+    let want = decay(10_000.0, later + 11, later + 3_600) + decay(folded, 86_400, later + 3_600);
+    assert!((got - want).abs() < 1e-9 * want, "{got} where {want} was expected");
+}
+
 /// A batch the store refuses leaves the engine exactly as before the input; the input waits and
 /// is retried with doubling backoff on tick, and then nothing is lost.
 pub fn failed_apply_rolls_back_and_retries<B: Backend>(b: &B) {

@@ -186,6 +186,47 @@ pub fn usage_sums_and_decay<B: Backend>(b: &B) {
     assert!(matches!(s.decayed_usage(300, 0), Err(StoreError::Rejected(_))));
 }
 
+pub fn usage_folded_as_fair_share_reads_it<B: Backend>(b: &B) {
+    let mut s = b.open();
+    let f = lead(&mut s);
+    // Half-life 10 s: folded at t=1000, records before 1000 - 64 x 10 = 360 are read by nothing.
+    let records = [
+        usage("q", "cpu", 0, 1e30),
+        usage("q", "cpu", 359, 1e20),
+        usage("q", "cpu", 360, 4.0),
+        usage("q", "cpu", 990, 8.0),
+        usage("q", "gpu", 1000, 2.0),
+        usage("q", "cpu", 1001, 1.0),
+    ];
+    s.apply(&f, 1, &records).unwrap();
+    let reads = |s: &mut B::S| -> Vec<Vec<UsageSum>> {
+        [1000, 1005, 1100, 1500].into_iter().map(|now| s.decayed_usage(now, 10).unwrap()).collect()
+    };
+    let before = reads(&mut s);
+    s.apply(&f, 2, &[Write::FoldUsage { at: 1000, half_life_seconds: 10 }]).unwrap();
+    for (a, b) in before.iter().flatten().zip(reads(&mut s).iter().flatten()) {
+        assert_eq!((&a.queue, &a.resource), (&b.queue, &b.resource));
+        assert!((a.amount - b.amount).abs() <= 1e-12 * a.amount.abs(), "{a:?} read as {b:?} once folded");
+    }
+    // What was recorded up to t=1000 is one record per resource, decayed to then; later records
+    // are as written.
+    let sum = |q: &str, r: &str, amount: f64| UsageSum { queue: q.into(), resource: r.into(), amount };
+    let cpu_folded = 4.0 * 0.5f64.powi(64) + 8.0 * 0.5;
+    let all = s.usage_since(None, 0).unwrap();
+    assert_eq!(all.len(), 2);
+    assert!((all[0].amount - (cpu_folded + 1.0)).abs() < 1e-12, "{all:?}");
+    assert_eq!(all[1], sum("q", "gpu", 2.0));
+    assert_eq!(s.usage_since(None, 1001).unwrap(), [sum("q", "cpu", 1.0)]);
+    // Fenced as every write: an instance that lost the lease folds nothing.
+    let stale = muster_store::Fence { epoch: f.epoch + 1, ..f.clone() };
+    assert!(fenced(s.apply(&stale, 3, &[Write::FoldUsage { at: 2000, half_life_seconds: 10 }])));
+    assert_eq!(s.usage_since(None, 0).unwrap(), all);
+    assert!(matches!(
+        s.apply(&f, 3, &[Write::FoldUsage { at: 2000, half_life_seconds: 0 }]),
+        Err(StoreError::Rejected(_))
+    ));
+}
+
 pub fn recent_run_times_per_shape<B: Backend>(b: &B) {
     let mut s = b.open();
     let f = lead(&mut s);
