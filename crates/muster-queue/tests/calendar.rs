@@ -32,6 +32,12 @@ fn reservation() -> ReservationConfig {
     }
 }
 
+/// The reservation, of an amount rather than nodes: one member of 4 cpu, a node's worth.
+fn one_node_of_cpu() -> ReservationConfig {
+    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
+    ReservationConfig { node_selector: Default::default(), amount: Some(amount), ..reservation() }
+}
+
 /// Queues `a` and `b`, conservative backfill (every pending group gets its planned start).
 fn config(r: ReservationConfig) -> EngineConfig {
     let mut c = EngineConfig::single_queue("a");
@@ -174,8 +180,7 @@ fn windows_repeat_and_work_fits_between_them() {
 
 #[test]
 fn an_amount_is_set_aside_where_it_fits_and_the_rest_stays_open() {
-    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
-    let r = ReservationConfig { node_selector: Default::default(), amount: Some(amount), ..reservation() };
+    let r = one_node_of_cpu();
     let mut e = with(r);
     e.submit(spec("two", "b", 2, 4, Some(500), 0), 0).unwrap();
     e.submit(spec("third", "b", 1, 4, Some(500), 0), 0).unwrap();
@@ -300,14 +305,11 @@ proptest! {
         restarts in prop::collection::btree_set(0i64..250, 0..5),
         evict in any::<bool>(),
     ) {
-        let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
         let r = ReservationConfig {
             start,
             end: start + length,
-            node_selector: Default::default(),
-            amount: Some(amount),
             at_start: if evict { AtStart::Evict } else { AtStart::Wait },
-            ..reservation()
+            ..one_node_of_cpu()
         };
         let mut run = Honest::new(config(r.clone()));
         for now in 0..250 {
@@ -356,8 +358,7 @@ proptest! {
 
 #[test]
 fn an_open_windows_amount_made_again_counts_its_users_work_inside_it() {
-    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
-    let r = ReservationConfig { node_selector: Default::default(), amount: Some(amount), ..reservation() };
+    let r = one_node_of_cpu();
     let mut e = with(r);
     e.submit(spec("ours", "a", 1, 4, Some(50), 110), 110).unwrap();
     e.submit(spec("theirs", "b", 2, 4, Some(500), 110), 110).unwrap();
@@ -383,8 +384,7 @@ fn an_open_windows_amount_made_again_counts_its_users_work_inside_it() {
 
 #[test]
 fn an_amount_goes_beside_its_users_work_where_there_is_room() {
-    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
-    let r = ReservationConfig { node_selector: Default::default(), amount: Some(amount), ..reservation() };
+    let r = one_node_of_cpu();
     let mut c = config(r);
     // The window is made again after a restart, while its user's long run holds the first node.
     c.reservations[0].start = 1000;

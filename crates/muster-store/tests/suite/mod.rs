@@ -156,18 +156,27 @@ pub fn history_in_order<B: Backend>(b: &B) {
     assert!(s.history("ns/none").unwrap().is_empty());
 }
 
-pub fn usage_sums_and_decay<B: Backend>(b: &B) {
+/// A store led by a fresh fence, holding the usage `records` (queue, resource, at, amount).
+fn with_usage<B: Backend>(b: &B, records: &[(&str, &str, i64, f64)]) -> (B::S, muster_store::Fence) {
     let mut s = b.open();
     let f = lead(&mut s);
-    let records = [
-        usage("research", "cpu", 0, 100.0),
-        usage("research", "cpu", 100, 50.0),
-        usage("research", "gpu", 100, 8.0),
-        usage("prod", "cpu", 200, 10.0),
-        usage("prod", "cpu", 200, 5.0),
-        usage("prod", "cpu", 400, 1000.0),
-    ];
-    s.apply(&f, 1, &records).unwrap();
+    let writes: Vec<Write> = records.iter().map(|&(q, r, at, amount)| usage(q, r, at, amount)).collect();
+    s.apply(&f, 1, &writes).unwrap();
+    (s, f)
+}
+
+pub fn usage_sums_and_decay<B: Backend>(b: &B) {
+    let (mut s, _) = with_usage(
+        b,
+        &[
+            ("research", "cpu", 0, 100.0),
+            ("research", "cpu", 100, 50.0),
+            ("research", "gpu", 100, 8.0),
+            ("prod", "cpu", 200, 10.0),
+            ("prod", "cpu", 200, 5.0),
+            ("prod", "cpu", 400, 1000.0),
+        ],
+    );
     let sum = |q: &str, r: &str, amount: f64| UsageSum { queue: q.into(), resource: r.into(), amount };
     let all = s.usage_since(None, 100).unwrap();
     assert_eq!(all, [sum("prod", "cpu", 1015.0), sum("research", "cpu", 50.0), sum("research", "gpu", 8.0)]);
@@ -187,18 +196,18 @@ pub fn usage_sums_and_decay<B: Backend>(b: &B) {
 }
 
 pub fn usage_folded_as_fair_share_reads_it<B: Backend>(b: &B) {
-    let mut s = b.open();
-    let f = lead(&mut s);
     // Half-life 10 s: folded at t=1000, records before 1000 - 64 x 10 = 360 are read by nothing.
-    let records = [
-        usage("q", "cpu", 0, 1e30),
-        usage("q", "cpu", 359, 1e20),
-        usage("q", "cpu", 360, 4.0),
-        usage("q", "cpu", 990, 8.0),
-        usage("q", "gpu", 1000, 2.0),
-        usage("q", "cpu", 1001, 1.0),
-    ];
-    s.apply(&f, 1, &records).unwrap();
+    let (mut s, f) = with_usage(
+        b,
+        &[
+            ("q", "cpu", 0, 1e30),
+            ("q", "cpu", 359, 1e20),
+            ("q", "cpu", 360, 4.0),
+            ("q", "cpu", 990, 8.0),
+            ("q", "gpu", 1000, 2.0),
+            ("q", "cpu", 1001, 1.0),
+        ],
+    );
     let reads = |s: &mut B::S| -> Vec<Vec<UsageSum>> {
         [1000, 1005, 1100, 1500].into_iter().map(|now| s.decayed_usage(now, 10).unwrap()).collect()
     };
