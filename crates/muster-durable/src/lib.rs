@@ -26,6 +26,9 @@ pub use recover::{ClusterReport, Conflict, RecoverError, Recovery};
 const USAGE_FOLD_EVERY_S: i64 = 3600;
 /// Usage records younger than this are kept as recorded, each group's own.
 const USAGE_KEPT_AS_RECORDED_S: i64 = 24 * 3600;
+/// The most of the oldest usage one fold reads: a store that kept every record (as muster did
+/// before folding) is caught up a week an hour, never in one long batch.
+const USAGE_FOLD_SPAN_S: i64 = 7 * 24 * 3600;
 
 /// Leader lease settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -600,7 +603,8 @@ impl<S: Store> DurableEngine<S> {
         {
             return;
         }
-        writes.push(Write::FoldUsage { at: now.saturating_sub(USAGE_KEPT_AS_RECORDED_S), half_life_seconds });
+        let at = now.saturating_sub(USAGE_KEPT_AS_RECORDED_S);
+        writes.push(Write::FoldUsage { at, half_life_seconds, span_seconds: USAGE_FOLD_SPAN_S });
         self.usage_folded_at = now;
     }
 

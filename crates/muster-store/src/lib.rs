@@ -158,13 +158,16 @@ pub enum Write {
     },
     AppendHistory(HistoryEntry),
     AddUsage(UsageRecord),
-    /// Replaces the usage recorded at or before `at` with one record per (queue, resource) at
-    /// `at`: what [`Store::decayed_usage`] with this half-life sums at `at`. Its sums at `at` and
-    /// later stay the same (to rounding); records it no longer reads go. [`Store::usage_since`]
-    /// then counts the folded records decayed to `at`.
+    /// Replaces the usage recorded at or before a point with one record per (queue, resource) at
+    /// that point: what [`Store::decayed_usage`] with this half-life sums there. Its sums from
+    /// then on stay the same (to rounding); records it no longer reads go. The point is `at`, or
+    /// `span_seconds` after the oldest record if that is sooner, so that one batch reads a
+    /// bounded stretch of records however many have piled up. [`Store::usage_since`] then counts
+    /// the folded records decayed to the point.
     FoldUsage {
         at: i64,
         half_life_seconds: i64,
+        span_seconds: i64,
     },
     AddRunTime(RunTimeRecord),
     AddRun(RunRecord),

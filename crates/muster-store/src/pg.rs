@@ -388,11 +388,14 @@ fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Opti
         Write::AddUsage(UsageRecord { queue, resource, at, amount }) => {
             tx.execute(&st.add_usage, &[queue, resource, at, amount])
         }
-        Write::FoldUsage { at, half_life_seconds } => {
-            let folded = decayed_sums(tx, *at, *half_life_seconds)?;
-            tx.execute(&st.fold_usage, &[at]).map_err(pg_err)?;
+        Write::FoldUsage { at, half_life_seconds, span_seconds } => {
+            let row = tx.query_one("SELECT MIN(at) FROM usage", &[]).map_err(pg_err)?;
+            let Some(oldest) = get::<Option<i64>>(&row, 0, "usage", "MIN(at)")? else { return Ok(None) };
+            let point = (*at).min(oldest.saturating_add(*span_seconds));
+            let folded = decayed_sums(tx, point, *half_life_seconds)?;
+            tx.execute(&st.fold_usage, &[&point]).map_err(pg_err)?;
             for u in folded {
-                tx.execute(&st.add_usage, &[&u.queue, &u.resource, at, &u.amount]).map_err(pg_err)?;
+                tx.execute(&st.add_usage, &[&u.queue, &u.resource, &point, &u.amount]).map_err(pg_err)?;
             }
             Ok(0)
         }

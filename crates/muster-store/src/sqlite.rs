@@ -353,14 +353,17 @@ fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<
                 .map_err(err)?;
             Ok(None)
         }
-        Write::FoldUsage { at, half_life_seconds } => {
-            let folded = decayed_sums(tx, *at, *half_life_seconds, path)?;
+        Write::FoldUsage { at, half_life_seconds, span_seconds } => {
+            let oldest: Option<i64> = tx.query_row("SELECT MIN(at) FROM usage", [], |r| r.get(0)).map_err(err)?;
+            let Some(oldest) = oldest else { return Ok(None) };
+            let point = (*at).min(oldest.saturating_add(*span_seconds));
+            let folded = decayed_sums(tx, point, *half_life_seconds, path)?;
             tx.prepare_cached("DELETE FROM usage WHERE at <= ?1")
-                .and_then(|mut s| s.execute(params![at]))
+                .and_then(|mut s| s.execute(params![point]))
                 .map_err(err)?;
             for u in folded {
                 tx.prepare_cached("INSERT INTO usage (queue, resource, at, amount) VALUES (?1, ?2, ?3, ?4)")
-                    .and_then(|mut s| s.execute(params![u.queue, u.resource, at, u.amount]))
+                    .and_then(|mut s| s.execute(params![u.queue, u.resource, point, u.amount]))
                     .map_err(err)?;
             }
             Ok(None)

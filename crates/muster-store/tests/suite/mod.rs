@@ -212,7 +212,9 @@ pub fn usage_folded_as_fair_share_reads_it<B: Backend>(b: &B) {
         [1000, 1005, 1100, 1500].into_iter().map(|now| s.decayed_usage(now, 10).unwrap()).collect()
     };
     let before = reads(&mut s);
-    s.apply(&f, 2, &[Write::FoldUsage { at: 1000, half_life_seconds: 10 }]).unwrap();
+    let fold = |at: i64, span_seconds: i64| Write::FoldUsage { at, half_life_seconds: 10, span_seconds };
+    // At most 1,000 s after the oldest record: up to t=1000.
+    s.apply(&f, 2, &[fold(5000, 1000)]).unwrap();
     for (a, b) in before.iter().flatten().zip(reads(&mut s).iter().flatten()) {
         assert_eq!((&a.queue, &a.resource), (&b.queue, &b.resource));
         assert!((a.amount - b.amount).abs() <= 1e-12 * a.amount.abs(), "{a:?} read as {b:?} once folded");
@@ -228,12 +230,14 @@ pub fn usage_folded_as_fair_share_reads_it<B: Backend>(b: &B) {
     assert_eq!(s.usage_since(None, 1001).unwrap(), [sum("q", "cpu", 1.0)]);
     // Fenced as every write: an instance that lost the lease folds nothing.
     let stale = muster_store::Fence { epoch: f.epoch + 1, ..f.clone() };
-    assert!(fenced(s.apply(&stale, 3, &[Write::FoldUsage { at: 2000, half_life_seconds: 10 }])));
+    assert!(fenced(s.apply(&stale, 3, &[fold(5000, i64::MAX)])));
     assert_eq!(s.usage_since(None, 0).unwrap(), all);
-    assert!(matches!(
-        s.apply(&f, 3, &[Write::FoldUsage { at: 2000, half_life_seconds: 0 }]),
-        Err(StoreError::Rejected(_))
-    ));
+    let zero = Write::FoldUsage { at: 5000, half_life_seconds: 0, span_seconds: 1 };
+    assert!(matches!(s.apply(&f, 3, &[zero]), Err(StoreError::Rejected(_))));
+    // Up to `at` when that is sooner than the span: the record at t=1001 joins the folded ones.
+    s.apply(&f, 4, &[fold(1001, i64::MAX)]).unwrap();
+    assert!(s.usage_since(None, 1001).unwrap().iter().all(|u| u.amount > 0.0));
+    assert!(s.usage_since(None, 1002).unwrap().is_empty(), "nothing after t=1001");
 }
 
 pub fn recent_run_times_per_shape<B: Backend>(b: &B) {
