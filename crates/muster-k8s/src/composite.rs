@@ -191,7 +191,7 @@ impl Tree<'_> {
             .iter()
             .filter(|pg| parent_is_here(pg.spec.parent_composite_pod_group_name.as_deref()))
             .collect();
-        leaves.sort_by_key(|pg| pg.metadata.name.clone());
+        leaves.sort_by_key(|pg| pg_name(pg));
         let count = children.len() + leaves.len();
         let policy = &c.spec.scheduling_policy;
         let field = format!("CompositePodGroup {ns}/{here}: spec.schedulingPolicy.gang.minGroupCount");
@@ -243,7 +243,7 @@ impl Tree<'_> {
 
     fn leaf(&mut self, pg: &PodGroup, subgroup: Option<(String, &'static str)>, optional: bool) -> Result<(), String> {
         let members = native_pod_group_min_count(pg, self.max_members)?;
-        let pg_name = pg.metadata.name.clone().unwrap_or_default();
+        let pg_name = pg_name(pg).to_string();
         let level = native_pod_group_level(pg).map_err(|e| format!("PodGroup {}/{pg_name}: {e}", self.ns))?;
         self.sets.push(CompositeSet { name: pg_name, members, level, subgroup, optional });
         Ok(())

@@ -312,6 +312,8 @@ fn decayed_sums(conn: &Connection, now: i64, half_life_seconds: i64, path: &Path
     Ok(sums.into_vec())
 }
 
+const INSERT_USAGE: &str = "INSERT INTO usage (queue, resource, at, amount) VALUES (?1, ?2, ?3, ?4)";
+
 fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<PutResult>, StoreError> {
     let err = |e| sql_err(path, e);
     match write {
@@ -348,7 +350,7 @@ fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<
             Ok(None)
         }
         Write::AddUsage(UsageRecord { queue, resource, at, amount }) => {
-            tx.prepare_cached("INSERT INTO usage (queue, resource, at, amount) VALUES (?1, ?2, ?3, ?4)")
+            tx.prepare_cached(INSERT_USAGE)
                 .and_then(|mut s| s.execute(params![queue, resource, at, amount]))
                 .map_err(err)?;
             Ok(None)
@@ -362,7 +364,7 @@ fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<
                 .and_then(|mut s| s.execute(params![point]))
                 .map_err(err)?;
             for u in folded {
-                tx.prepare_cached("INSERT INTO usage (queue, resource, at, amount) VALUES (?1, ?2, ?3, ?4)")
+                tx.prepare_cached(INSERT_USAGE)
                     .and_then(|mut s| s.execute(params![u.queue, u.resource, point, u.amount]))
                     .map_err(err)?;
             }

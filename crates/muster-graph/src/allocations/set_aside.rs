@@ -74,14 +74,21 @@ impl ResourceGraph {
         let policy = req.policy.unwrap_or(self.policy);
         let window = Window::Future { start, end };
         let (mut p, mut domain) = self.graph.search(&d, window, policy, None);
-        let users: Vec<AllocId> =
-            (self.allocations()).filter(|a| a.request.reservations.iter().any(|r| r == name)).map(|a| a.id).collect();
-        if placed_units(&p) < d.min_units && !users.is_empty() {
-            let mut without_users = self.clone();
-            for id in users {
-                without_users.cancel(id).expect("listed above");
+        if placed_units(&p) < d.min_units {
+            // Only users' work that overlaps the window can have been in the way.
+            let in_the_way = |a: &&Allocation| a.start < end && start < a.end;
+            let users: Vec<AllocId> = (self.allocations())
+                .filter(|a| a.request.reservations.iter().any(|r| r == name))
+                .filter(in_the_way)
+                .map(|a| a.id)
+                .collect();
+            if !users.is_empty() {
+                let mut without_users = self.clone();
+                for id in users {
+                    without_users.cancel(id).expect("listed above");
+                }
+                (p, domain) = without_users.graph.search(&d, window, policy, None);
             }
-            (p, domain) = without_users.graph.search(&d, window, policy, None);
         }
         if placed_units(&p) < d.min_units {
             let reason = match self.satisfiability(&req) {
