@@ -412,21 +412,8 @@ impl<S: Store> DurableEngine<S> {
                 Err(e) => out.refused.push((input, e.to_string())),
             }
         }
-        let history = out.transitions.iter().map(|t| rows::history_entry(t, t.reason.message())).collect();
-        let before = rows::group_map(self.engine.groups());
-        let writes = match rows::diff(
-            &before,
-            &rows::group_map(next.groups()),
-            &out.transitions,
-            history,
-            next.now(),
-            &self.versions,
-        ) {
-            Ok(mut w) => {
-                w.extend(rows::ended_runs(&before, &out.transitions));
-                self.fold_usage_when_due(next.now(), &mut w);
-                w
-            }
+        let writes = match self.writes_to(&next, &out.transitions) {
+            Ok(w) => w,
             Err(e) => {
                 let e = DurableError::from(e).to_string();
                 out.refused.extend(ran.into_iter().map(|i| (i, e.clone())));
@@ -608,17 +595,24 @@ impl<S: Store> DurableEngine<S> {
         self.usage_folded_at = now;
     }
 
+    /// Every write that takes the store from the engine to `next`, which `transitions` led to.
+    fn writes_to(&mut self, next: &Engine, transitions: &[Transition]) -> Result<Vec<Write>, EncodeError> {
+        let history = transitions.iter().map(|t| rows::history_entry(t, t.reason.message())).collect();
+        let before = rows::group_map(self.engine.groups());
+        let after = rows::group_map(next.groups());
+        let mut writes = rows::diff(&before, &after, transitions, history, next.now(), &self.versions)?;
+        writes.extend(rows::ended_runs(&before, transitions));
+        writes.extend(rows::windows_held(&self.engine, next));
+        self.fold_usage_when_due(next.now(), &mut writes);
+        Ok(writes)
+    }
+
     /// Runs `input` at `at` on a copy of the engine, writes what changed in one fenced batch at
     /// `now`, and only then makes the copy the engine.
     fn commit(&mut self, input: &Input, at: i64, now: i64) -> Result<Vec<Transition>, Failure> {
         let mut next = self.engine.clone();
         let ts = input.run(&mut next, at).map_err(|e| Failure::Input(e.into()))?;
-        let history = ts.iter().map(|t| rows::history_entry(t, t.reason.message())).collect();
-        let before = rows::group_map(self.engine.groups());
-        let mut writes = rows::diff(&before, &rows::group_map(next.groups()), &ts, history, next.now(), &self.versions)
-            .map_err(|e| Failure::Input(e.into()))?;
-        writes.extend(rows::ended_runs(&before, &ts));
-        self.fold_usage_when_due(next.now(), &mut writes);
+        let writes = self.writes_to(&next, &ts).map_err(|e| Failure::Input(e.into()))?;
         if !writes.is_empty() {
             let puts = self.store.apply(&self.fence, now, &writes).map_err(Failure::Store)?;
             rows::note_versions(&mut self.versions, &writes, puts);

@@ -6,7 +6,7 @@ use muster_graph::ResourceGraph;
 use muster_queue::engine::{LearnedRunTimes, QueueUsage, RUN_TIMES_KEPT, RunTimeSample};
 use muster_queue::{
     AllocationRecord, Engine, EngineConfig, EngineError, Group, GroupKey, GroupState, MemberPlacement, Reason,
-    Snapshot, Transition,
+    ReservationWindow, Snapshot, Transition,
 };
 use muster_store::{Fence, HistoryEntry, Store, StoreError};
 use thiserror::Error;
@@ -65,7 +65,14 @@ fn corrupt(key: &str, message: impl Into<String>) -> RecoverError {
 
 /// An engine snapshot of `groups` at `now`. Counters come from the groups (the store keeps no
 /// others); every unsatisfiable mark is made stale so that it is checked against today's graph.
-fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>, learned: LearnedRunTimes) -> Snapshot {
+/// `windows_held`: the stored nodes of reservation windows, where the engine makes them again.
+fn snapshot(
+    config: &EngineConfig,
+    now: i64,
+    groups: &BTreeMap<GroupKey, Group>,
+    learned: LearnedRunTimes,
+    windows_held: &[ReservationWindow],
+) -> Snapshot {
     Snapshot {
         config: config.clone(),
         now,
@@ -91,6 +98,7 @@ fn snapshot(config: &EngineConfig, now: i64, groups: &BTreeMap<GroupKey, Group>,
         down: BTreeSet::new(),
         external: BTreeMap::new(),
         learned_run_times: learned,
+        windows_held: windows_held.to_vec(),
     }
 }
 
@@ -325,13 +333,14 @@ impl<S: Store> DurableEngine<S> {
         let mut rec =
             Reconcile { graph: &graph, now, transitions: Vec::new(), history: Vec::new(), conflicts: Vec::new() };
         let orphans = rec.run(&mut groups, cluster);
-        let mut engine = Engine::restore(graph.clone(), snapshot(&config, now, &groups, learned.clone()))?;
+        let windows: Vec<ReservationWindow> = stored.windows_held.iter().map(rows::decode_window).collect();
+        let mut engine = Engine::restore(graph.clone(), snapshot(&config, now, &groups, learned.clone(), &windows))?;
         // One at a time, each checked (capacity and quota) with the ones accepted before it.
         for (key, pods) in orphans {
             let trial = rec.imported(&groups[&key], &pods, next_alloc_id(&groups)).and_then(|cand| {
                 let mut trial = groups.clone();
                 trial.insert(key.clone(), cand);
-                let e = Engine::restore(graph.clone(), snapshot(&config, now, &trial, learned.clone()))
+                let e = Engine::restore(graph.clone(), snapshot(&config, now, &trial, learned.clone(), &windows))
                     .map_err(|e| e.to_string())?;
                 e.check_invariants()?;
                 Ok((trial, e))

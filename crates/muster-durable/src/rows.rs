@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use muster_queue::engine::RunTimeSample;
 use muster_queue::quota;
-use muster_queue::{AllocationRecord, Group, GroupKey, GroupState, Transition};
-use muster_store::{Allocation, HistoryEntry, RunRecord, RunTimeRecord, UsageRecord, Write};
+use muster_queue::{AllocationRecord, Engine, Group, GroupKey, GroupState, ReservationWindow, Transition};
+use muster_store::{Allocation, HistoryEntry, RunRecord, RunTimeRecord, UsageRecord, WindowHeld, Write};
 use serde_json::Value;
 
 use muster_store::PutResult;
@@ -230,6 +230,37 @@ pub(crate) fn note_versions(versions: &mut BTreeMap<String, i64>, writes: &[Writ
     }
     for p in puts {
         versions.insert(p.key, p.version);
+    }
+}
+
+/// The writes that keep the stored nodes of reservation windows as `after` holds them: a window
+/// made, or made again elsewhere, is put; one no longer held at all is deleted. One that could
+/// not be made now keeps its row, so that a restart still tries its old nodes first.
+pub(crate) fn windows_held(before: &Engine, after: &Engine) -> Vec<Write> {
+    let key = |w: &ReservationWindow| (w.reservation.clone(), w.start);
+    let before: BTreeMap<_, _> = before.reservation_windows().into_iter().map(|w| (key(&w), w)).collect();
+    let after: BTreeMap<_, _> = after.reservation_windows().into_iter().map(|w| (key(&w), w)).collect();
+    let gone = (before.keys())
+        .filter(|k| !after.contains_key(*k))
+        .map(|(reservation, start)| Write::DeleteWindowHeld { reservation: reservation.clone(), start: *start });
+    let made = (after.iter())
+        .filter(|(k, w)| !w.nodes.is_empty() && before.get(*k) != Some(*w))
+        .map(|(_, w)| Write::PutWindowHeld(window_row(w)));
+    gone.chain(made).collect()
+}
+
+fn window_row(w: &ReservationWindow) -> WindowHeld {
+    WindowHeld { reservation: w.reservation.clone(), start: w.start, end: w.end, nodes: w.nodes.clone() }
+}
+
+/// A stored window's nodes as the engine takes them in a snapshot.
+pub(crate) fn decode_window(w: &WindowHeld) -> ReservationWindow {
+    ReservationWindow {
+        reservation: w.reservation.clone(),
+        start: w.start,
+        end: w.end,
+        nodes: w.nodes.clone(),
+        error: None,
     }
 }
 

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use common::*;
 use muster_graph::{Policy, ResourceGraph};
 use muster_queue::{
@@ -296,7 +298,8 @@ proptest! {
 
     /// An amount set aside is never entered by others' work, however often the engine is
     /// recovered from its snapshot (a controller restart) before or inside a window: while one is
-    /// open, queue b holds at most the cluster less the node's worth set aside for queue a.
+    /// open, queue b holds at most the cluster less the node's worth set aside for queue a. And a
+    /// restart does not move the window (its users' work stays inside it).
     #[test]
     fn an_amount_is_never_entered_by_others_work_across_restarts(
         jobs in jobs(),
@@ -312,11 +315,20 @@ proptest! {
             ..one_node_of_cpu()
         };
         let mut run = Honest::new(config(r.clone()));
+        let nodes_held = |e: &Engine| {
+            e.reservation_windows().into_iter().map(|w| ((w.reservation, w.start), w.nodes)).collect::<BTreeMap<_, _>>()
+        };
         for now in 0..250 {
-            if restarts.contains(&now) {
+            let before = restarts.contains(&now).then(|| {
+                let held = nodes_held(&run.e);
                 run.e = Engine::restore(cluster(), run.e.snapshot()).unwrap();
-            }
+                held
+            });
             run.step(now, &jobs);
+            for (window, nodes) in nodes_held(&run.e) {
+                let was = before.as_ref().and_then(|b| b.get(&window));
+                prop_assert!(was.is_none_or(|was| *was == nodes), "a restart at {now} moved {window:?} from {was:?} to {nodes:?}");
+            }
             if start <= now && now < start + length {
                 let held = run.e.reservation_windows();
                 prop_assert!(held.iter().all(|w| w.error.is_none()), "at {now}: {held:?}");
@@ -382,19 +394,58 @@ fn an_open_windows_amount_made_again_counts_its_users_work_inside_it() {
     e.check_invariants().unwrap();
 }
 
-#[test]
-fn an_amount_goes_beside_its_users_work_where_there_is_room() {
-    let r = one_node_of_cpu();
-    let mut c = config(r);
-    // The window is made again after a restart, while its user's long run holds the first node.
+/// Queue a's long run (to 5000) placed at 0 inside the window [1000, 1100) of a node's worth.
+fn user_running_inside_the_window() -> Engine {
+    let mut c = config(one_node_of_cpu());
     c.reservations[0].start = 1000;
     c.reservations[0].end = 1100;
-    let mut e = engine(cluster(), c.clone());
+    let mut e = engine(cluster(), c);
     e.submit(spec("long", "a", 1, 4, Some(5000), 0), 0).unwrap();
     e.schedule(0);
+    assert_eq!(nodes(&e, "long"), ["r-0"]);
+    assert_eq!(window_nodes(&e), ["r-0"], "its user runs in the room set aside");
+    e
+}
+
+fn window_nodes(e: &Engine) -> Vec<String> {
+    let [w] = &e.reservation_windows()[..] else { panic!("one window") };
+    w.nodes.clone()
+}
+
+#[test]
+fn a_window_made_again_stays_on_its_nodes_with_its_users_work_inside() {
+    let e = user_running_inside_the_window();
+    // Made again after a restart, then when a node is added.
     let mut e = Engine::restore(cluster(), e.snapshot()).unwrap();
     e.schedule(1);
-    let [w] = &e.reservation_windows()[..] else { panic!("one window") };
-    assert_eq!(nodes(&e, "long"), ["r-0"]);
-    assert_eq!(w.nodes, ["r-1"], "a node of its own while one is free, its user's run aside");
+    assert_eq!(window_nodes(&e), ["r-0"], "after a restart");
+    let extra = muster_graph::NodeSpec {
+        name: "extra".into(),
+        topology: Vec::new(),
+        pooled: vec![("cpu".into(), 1000), ("memory".into(), 1 << 30), ("pods".into(), 110)],
+        devices: vec![],
+        published: Vec::new(),
+        labels: Default::default(),
+        taints: vec![],
+        unschedulable: false,
+    };
+    e.node_added(&extra, 2).unwrap();
+    e.schedule(2);
+    assert_eq!(window_nodes(&e), ["r-0"], "after a node was added");
+    // So the other two nodes stay open to others through the window.
+    e.submit(spec("theirs", "b", 2, 4, Some(2000), 3), 3).unwrap();
+    e.schedule(3);
+    assert_eq!(state(&e, "theirs"), GroupState::Admitted);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_window_whose_nodes_are_not_known_goes_beside_its_users_work_where_there_is_room() {
+    let e = user_running_inside_the_window();
+    // A snapshot that kept no window's nodes (written before they were kept).
+    let mut snap = e.snapshot();
+    snap.windows_held.clear();
+    let mut e = Engine::restore(cluster(), snap).unwrap();
+    e.schedule(1);
+    assert_eq!(window_nodes(&e), ["r-1"], "a node of its own while one is free, its user's run aside");
 }

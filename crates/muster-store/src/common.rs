@@ -108,3 +108,17 @@ pub(crate) fn insert_run_sql(p: impl Fn(usize) -> String) -> String {
     let values: Vec<String> = (1..=9).map(p).collect();
     format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES ({})", values.join(", "))
 }
+
+/// A window's nodes as stored: a JSON array of node names.
+pub(crate) fn nodes_json(nodes: &[String]) -> serde_json::Value {
+    serde_json::Value::from(nodes.to_vec())
+}
+
+/// A window's nodes read back; anything but an array of strings is a corrupt row.
+pub(crate) fn nodes_from_json(v: serde_json::Value, reservation: &str) -> Result<Vec<String>, StoreError> {
+    serde_json::from_value(v).map_err(|e| StoreError::Corrupt {
+        table: "windows_held".into(),
+        key: reservation.to_string(),
+        message: format!("nodes: {e}"),
+    })
+}

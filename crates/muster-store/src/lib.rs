@@ -137,6 +137,17 @@ pub struct RunRecord {
     pub request: Value,
 }
 
+/// The nodes a window of a calendar reservation holds its room on, kept so that a restart makes
+/// the window again there, its users' work inside it, rather than on other nodes beside that work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowHeld {
+    pub reservation: String,
+    /// The window, seconds.
+    pub start: i64,
+    pub end: i64,
+    pub nodes: Vec<String>,
+}
+
 /// One write of a batch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
@@ -171,6 +182,13 @@ pub enum Write {
     },
     AddRunTime(RunTimeRecord),
     AddRun(RunRecord),
+    /// Create or replace the nodes of a reservation's window (keyed by reservation and start).
+    PutWindowHeld(WindowHeld),
+    /// Absent keys are ignored.
+    DeleteWindowHeld {
+        reservation: String,
+        start: i64,
+    },
 }
 
 /// Proof of leadership: writes carry it and land only while it is still the lease's current
@@ -196,8 +214,10 @@ pub struct PutResult {
 pub struct Snapshot {
     /// Ordered by `seq`.
     pub groups: Vec<StoredGroup>,
-    /// Ordered by `group_key`.
+    /// Ordered by `alloc_id`.
     pub allocations: Vec<Allocation>,
+    /// Ordered by reservation, then start.
+    pub windows_held: Vec<WindowHeld>,
 }
 
 /// The durable store. Times are seconds, passed in by the caller (the store never reads a clock).

@@ -16,6 +16,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration { version: 2, name: "usage", sql: include_str!("../migrations/sqlite/0002_usage.sql") },
     Migration { version: 3, name: "run_times", sql: include_str!("../migrations/sqlite/0003_run_times.sql") },
     Migration { version: 4, name: "runs", sql: include_str!("../migrations/sqlite/0004_runs.sql") },
+    Migration { version: 5, name: "windows_held", sql: include_str!("../migrations/sqlite/0005_windows_held.sql") },
 ];
 
 pub const PG_MIGRATIONS: &[Migration] = &[
@@ -23,6 +24,7 @@ pub const PG_MIGRATIONS: &[Migration] = &[
     Migration { version: 2, name: "usage", sql: include_str!("../migrations/postgres/0002_usage.sql") },
     Migration { version: 3, name: "run_times", sql: include_str!("../migrations/postgres/0003_run_times.sql") },
     Migration { version: 4, name: "runs", sql: include_str!("../migrations/postgres/0004_runs.sql") },
+    Migration { version: 5, name: "windows_held", sql: include_str!("../migrations/postgres/0005_windows_held.sql") },
 ];
 
 /// The migrations still to apply, given the versions already applied. A database written by a

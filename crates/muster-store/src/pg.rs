@@ -13,7 +13,7 @@ use crate::migrate::{self, PG_MIGRATIONS};
 use crate::pg_tls;
 use crate::{
     Allocation, Fence, Group, HistoryEntry, PutResult, RunRecord, RunTimeRecord, Snapshot, Store, StoreError,
-    StoredGroup, UsageRecord, UsageSum, Write,
+    StoredGroup, UsageRecord, UsageSum, WindowHeld, Write,
 };
 
 /// Any constant: it only has to be the same for every muster that migrates one database.
@@ -47,6 +47,8 @@ struct Stmts {
     fold_usage: Statement,
     add_run_time: Statement,
     add_run: Statement,
+    put_window_held: Statement,
+    delete_window_held: Statement,
 }
 
 impl PgStore {
@@ -151,6 +153,13 @@ impl Stmts {
             add_run_time: client
                 .prepare("INSERT INTO run_times (queue, shape, at, seconds) VALUES ($1, $2, $3, $4)")?,
             add_run: client.prepare(&common::insert_run_sql(|i| format!("${i}")))?,
+            put_window_held: client.prepare(
+                "INSERT INTO windows_held (reservation, window_start, window_end, nodes) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (reservation, window_start) DO UPDATE SET window_end = excluded.window_end, \
+                 nodes = excluded.nodes",
+            )?,
+            delete_window_held: client
+                .prepare("DELETE FROM windows_held WHERE reservation = $1 AND window_start = $2")?,
         })
     }
 }
@@ -203,8 +212,18 @@ impl Store for PgStore {
                 .iter()
                 .map(decode_allocation)
                 .collect::<Result<_, _>>()?;
+            let windows_held = tx
+                .query(
+                    "SELECT reservation, window_start, window_end, nodes FROM windows_held \
+                     ORDER BY reservation, window_start",
+                    &[],
+                )
+                .map_err(pg_err)?
+                .iter()
+                .map(decode_window_held)
+                .collect::<Result<_, _>>()?;
             tx.commit().map_err(pg_err)?;
-            Ok(Snapshot { groups, allocations })
+            Ok(Snapshot { groups, allocations, windows_held })
         })
     }
 
@@ -402,6 +421,11 @@ fn apply_one(tx: &mut Transaction<'_>, st: &Stmts, write: &Write) -> Result<Opti
         Write::AddRunTime(RunTimeRecord { queue, shape, at, seconds }) => {
             tx.execute(&st.add_run_time, &[queue, shape, at, seconds])
         }
+        Write::PutWindowHeld(w) => {
+            let nodes = common::nodes_json(&w.nodes);
+            tx.execute(&st.put_window_held, &[&w.reservation, &w.start, &w.end, &nodes])
+        }
+        Write::DeleteWindowHeld { reservation, start } => tx.execute(&st.delete_window_held, &[reservation, start]),
         Write::AddRun(r) => tx.execute(
             &st.add_run,
             &[
@@ -482,6 +506,17 @@ fn decode_allocation(row: &Row) -> Result<Allocation, StoreError> {
         start: get(row, 3, "allocations", k)?,
         end: get(row, 4, "allocations", k)?,
         group_key: group_key.clone(),
+    })
+}
+
+fn decode_window_held(row: &Row) -> Result<WindowHeld, StoreError> {
+    let reservation: String = get(row, 0, "windows_held", "?")?;
+    let r = reservation.as_str();
+    Ok(WindowHeld {
+        start: get(row, 1, "windows_held", r)?,
+        end: get(row, 2, "windows_held", r)?,
+        nodes: common::nodes_from_json(get(row, 3, "windows_held", r)?, r)?,
+        reservation: reservation.clone(),
     })
 }
 

@@ -11,7 +11,7 @@ use crate::common::{self, FREE, LeaseRow, Sums};
 use crate::migrate::{self, SQLITE_MIGRATIONS};
 use crate::{
     Allocation, Fence, Group, HistoryEntry, PutResult, RunRecord, RunTimeRecord, Snapshot, Store, StoreError,
-    StoredGroup, UsageRecord, UsageSum, Write,
+    StoredGroup, UsageRecord, UsageSum, WindowHeld, Write,
 };
 
 /// How long a writer waits for another connection's write lock before giving up (Unavailable).
@@ -139,8 +139,21 @@ impl Store for SqliteStore {
                 allocations.push(decode_allocation(row)?);
             }
         }
+        let mut windows_held = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT reservation, window_start, window_end, nodes FROM windows_held \
+                     ORDER BY reservation, window_start",
+                )
+                .map_err(err)?;
+            let mut rows = stmt.query([]).map_err(err)?;
+            while let Some(row) = rows.next().map_err(err)? {
+                windows_held.push(decode_window_held(row)?);
+            }
+        }
         tx.commit().map_err(err)?;
-        Ok(Snapshot { groups, allocations })
+        Ok(Snapshot { groups, allocations, windows_held })
     }
 
     fn acquire_lease(&mut self, name: &str, holder: &str, now: i64, ttl: i64) -> Result<Option<Fence>, StoreError> {
@@ -376,6 +389,24 @@ fn apply_one(tx: &Transaction<'_>, write: &Write, path: &Path) -> Result<Option<
                 .map_err(err)?;
             Ok(None)
         }
+        Write::PutWindowHeld(w) => {
+            tx.prepare_cached(
+                "INSERT INTO windows_held (reservation, window_start, window_end, nodes) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (reservation, window_start) DO UPDATE SET window_end = excluded.window_end, \
+                 nodes = excluded.nodes",
+            )
+            .and_then(|mut s| {
+                s.execute(params![w.reservation, w.start, w.end, common::nodes_json(&w.nodes).to_string()])
+            })
+            .map_err(err)?;
+            Ok(None)
+        }
+        Write::DeleteWindowHeld { reservation, start } => {
+            tx.prepare_cached("DELETE FROM windows_held WHERE reservation = ?1 AND window_start = ?2")
+                .and_then(|mut s| s.execute(params![reservation, start]))
+                .map_err(err)?;
+            Ok(None)
+        }
         Write::AddRun(r) => {
             tx.prepare_cached(&common::insert_run_sql(|i| format!("?{i}")))
                 .and_then(|mut s| {
@@ -467,6 +498,17 @@ fn decode_allocation(row: &Row<'_>) -> Result<Allocation, StoreError> {
         start: get(row, 3, "allocations", k)?,
         end: get(row, 4, "allocations", k)?,
         group_key: group_key.clone(),
+    })
+}
+
+fn decode_window_held(row: &Row<'_>) -> Result<WindowHeld, StoreError> {
+    let reservation: String = get(row, 0, "windows_held", "?")?;
+    let r = reservation.as_str();
+    Ok(WindowHeld {
+        start: get(row, 1, "windows_held", r)?,
+        end: get(row, 2, "windows_held", r)?,
+        nodes: common::nodes_from_json(json(row, 3, "windows_held", r)?, r)?,
+        reservation: reservation.clone(),
     })
 }
 

@@ -30,6 +30,7 @@ macro_rules! both_backends {
 
 both_backends!(
     put_and_load,
+    windows_held_replaced_and_deleted,
     seq_is_never_reused,
     version_conflict_writes_nothing,
     constraint_failure_mid_batch_writes_nothing,

@@ -1,7 +1,7 @@
 //! The suite, written once over a [`Backend`] and run against SQLite and PostgreSQL.
 
 use muster_durable::{ClusterReport, DurableEngine, DurableError, Status};
-use muster_queue::{GroupState, MemberPlacement, Reason};
+use muster_queue::{AtStart, GroupState, MemberPlacement, Reason, ReservationConfig, ReservedAmount};
 use muster_store::Store;
 
 use crate::support::*;
@@ -299,4 +299,44 @@ pub fn run_time_limits_survive_recovery<B: Backend>(b: &B) {
     let (again, _) = start(b.open(), "a", &ClusterReport::default(), 100);
     let g = again.engine().group(&key("liar")).unwrap();
     assert_eq!((g.state, g.run_time_exceeded), (GroupState::Failed, Some(10 + grace as u64)));
+}
+
+/// A calendar reservation's window keeps its nodes across a restart: made again where it was,
+/// its user's work inside it, not on another node beside that work (which would keep a second
+/// node from others until the window ends).
+pub fn reservation_windows_keep_their_nodes_across_recovery<B: Backend>(b: &B) {
+    let mut c = config();
+    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
+    c.reservations = vec![ReservationConfig {
+        name: "training".into(),
+        queues: vec!["a".into()],
+        namespaces: Vec::new(),
+        node_selector: Default::default(),
+        amount: Some(amount),
+        start: 1000,
+        end: 1100,
+        every_s: 0,
+        at_start: AtStart::Wait,
+    }];
+    let recover = |mut store: B::S, cluster: &Cluster, now: i64| {
+        let fence = store.acquire_lease("engine", "a", now, options().lease.ttl_s).unwrap().expect("lease free");
+        DurableEngine::recover(graph(), c.clone(), store, fence, options(), &cluster.report(), now).unwrap().0
+    };
+    let mut cluster = Cluster::default();
+    let mut d = recover(b.open(), &cluster, 0);
+    d.submit(spec("long", "a", 1, 1, 4, Some(5000), 0), 0).unwrap();
+    cluster.act(&d.schedule(0).unwrap());
+    d.pods_ready(&key("long"), 1, 1).unwrap();
+    let windows = |d: &DurableEngine<B::S>| d.engine().reservation_windows();
+    let [held] = &windows(&d)[..] else { panic!("one window") };
+    assert_eq!(held.nodes, [cluster.pods[&key("long")][0].node.clone()], "its user runs inside it");
+    let stored = b.open().load().unwrap().windows_held;
+    assert_eq!(stored.iter().map(|w| (w.start, w.end, &w.nodes)).collect::<Vec<_>>(), [(1000, 1100, &held.nodes)]);
+    let held = held.clone();
+    drop(d);
+
+    let mut d = recover(b.open(), &cluster, 40);
+    d.schedule(41).unwrap();
+    assert_eq!(state(&d, "long"), Some(GroupState::Running));
+    assert_eq!(windows(&d), [held], "made again on its node");
 }

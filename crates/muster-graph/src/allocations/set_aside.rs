@@ -11,7 +11,7 @@ use super::{Allocation, ResourceGraph};
 use crate::error::GraphError;
 use crate::graph::{AllocId, NodeId};
 use crate::jobspec::GroupRequest;
-use crate::matcher::{Demand, Window, placed_units};
+use crate::matcher::{Demand, Placement, Window, placed_units};
 
 impl ResourceGraph {
     /// Sets aside the whole of every node whose labels match `selector`, over `[start, end)`,
@@ -57,15 +57,19 @@ impl ResourceGraph {
     /// filter and topology allow), placed by the matcher as a group starting at `start` would be,
     /// over `[start, end)`, for reservation `name`. Refused, changing nothing, when it does not
     /// fit then (running work expected to end later, or other reservations, are in the way).
-    /// Where it does not fit beside the work of the reservation's users (allocations whose
-    /// request names it), that work is counted inside it, as it is once the set-aside is made:
-    /// so a window made again while its users run in it (after a restart, on a full cluster)
-    /// holds their room rather than nothing.
+    ///
+    /// A window made again (after a restart, or when nodes change) goes back first on the nodes
+    /// it `held_before`, its users' work inside it as then: moved elsewhere, it would hold a
+    /// whole amount beside that work and keep others out of room nobody uses. Else it goes
+    /// beside the work of the reservation's users (allocations whose request names it) and,
+    /// where that leaves no room, counts that work inside it, as it is once the set-aside is
+    /// made: so a window made again while its users run in it holds their room, not nothing.
     pub fn set_aside_amount(
         &mut self,
         name: &str,
         req: &GroupRequest,
         (start, end): (i64, i64),
+        held_before: &[String],
     ) -> Result<AllocId, GraphError> {
         let no_room = |reason: String| GraphError::SetAsideNoRoom { reservation: name.to_string(), reason };
         let mut req = req.clone();
@@ -73,35 +77,53 @@ impl ResourceGraph {
         let d = Demand::resolve(&self.graph, &req).map_err(|u| no_room(u.0))?;
         let policy = req.policy.unwrap_or(self.policy);
         let window = Window::Future { start, end };
-        let (mut p, mut domain) = self.graph.search(&d, window, policy, None);
-        if placed_units(&p) < d.min_units {
-            // Only users' work that overlaps the window can have been in the way.
-            let in_the_way = |a: &&Allocation| a.start < end && start < a.end;
-            let users: Vec<AllocId> = (self.allocations())
-                .filter(|a| a.request.reservations.iter().any(|r| r == name))
-                .filter(in_the_way)
-                .map(|a| a.id)
+        let without_users = self.without_users_work(name, (start, end));
+        let fits = |p: &Placement| placed_units(p) >= d.min_units;
+        let mut found = None;
+        if !held_before.is_empty() {
+            let mut only_there = without_users.as_ref().unwrap_or(self).clone();
+            let elsewhere: Vec<String> = (only_there.graph.live_nodes())
+                .filter(|(_, n)| !held_before.contains(&n.name))
+                .map(|(_, n)| n.name.clone())
                 .collect();
-            if !users.is_empty() {
-                let mut without_users = self.clone();
-                for id in users {
-                    without_users.cancel(id).expect("listed above");
-                }
-                (p, domain) = without_users.graph.search(&d, window, policy, None);
+            for n in elsewhere {
+                only_there.set_unschedulable(&n, true)?;
             }
+            found = Some(only_there.graph.search(&d, window, policy, None)).filter(|(p, _)| fits(p));
         }
-        if placed_units(&p) < d.min_units {
-            let reason = match self.satisfiability(&req) {
-                Err(never) => never,
-                Ok(()) => format!("{} members fit of {}", d.members(placed_units(&p)), req.min_members),
-            };
-            return Err(no_room(reason));
-        }
+        let (p, domain) = found
+            .or_else(|| Some(self.graph.search(&d, window, policy, None)).filter(|(p, _)| fits(p)))
+            .or_else(|| without_users.map(|g| g.graph.search(&d, window, policy, None)).filter(|(p, _)| fits(p)))
+            .ok_or_else(|| {
+                let (p, _) = self.graph.search(&d, window, policy, None);
+                no_room(match self.satisfiability(&req) {
+                    Err(never) => never,
+                    Ok(()) => format!("{} members fit of {}", d.members(placed_units(&p)), req.min_members),
+                })
+            })?;
         let id = self.take_id();
         let alloc = self.commit(id, &d, &p, start, end, true, domain);
         self.allocations.insert(id, Arc::new(alloc));
         self.graph.set_asides.insert(id, name.to_string());
         Ok(id)
+    }
+
+    /// A copy of the graph without the work of reservation `name`'s users that overlaps
+    /// `[start, end)`: the room the set-aside may count that work inside. None when there is none.
+    fn without_users_work(&self, name: &str, (start, end): (i64, i64)) -> Option<ResourceGraph> {
+        let users: Vec<AllocId> = (self.allocations())
+            .filter(|a| a.request.reservations.iter().any(|r| r == name))
+            .filter(|a| a.start < end && start < a.end)
+            .map(|a| a.id)
+            .collect();
+        if users.is_empty() {
+            return None;
+        }
+        let mut without = self.clone();
+        for id in users {
+            without.cancel(id).expect("listed above");
+        }
+        Some(without)
     }
 
     /// Another reservation's set-aside on one of `nodes` that overlaps `[start, end)`.

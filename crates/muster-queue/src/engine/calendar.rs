@@ -25,6 +25,9 @@ pub(super) struct HeldWindow {
 /// Held windows by (reservation, window start).
 pub(super) type Calendar = BTreeMap<(String, i64), HeldWindow>;
 
+/// The nodes windows held before they were given back to be made again, by (reservation, start).
+pub(super) type HeldBefore = BTreeMap<(String, i64), Vec<String>>;
+
 impl Engine {
     /// The reservations a group of `queue` in `namespace` may use, by name.
     fn usable_reservations(&self, queue: &str, namespace: &str) -> Vec<String> {
@@ -51,26 +54,34 @@ impl Engine {
             .map(|(k, _)| k.clone())
             .collect();
         for k in stale {
-            if let Some(HeldWindow { set_aside: Ok(id), .. }) = self.calendar.remove(&k) {
-                let _ = self.graph.cancel(id);
+            if let Some(HeldWindow { set_aside: Ok(id), .. }) = self.calendar.remove(&k)
+                && let Ok(a) = self.graph.cancel(id)
+            {
+                self.held_before.insert(k, node_names(&self.graph, &a));
             }
         }
+        self.held_before.retain(|k, _| wanted.contains_key(k));
         for ((name, start), (end, ri)) in wanted {
-            if self.calendar.contains_key(&(name.clone(), start)) {
+            let k = (name, start);
+            if self.calendar.contains_key(&k) {
                 continue;
             }
             let r = &self.config.reservations[ri];
+            let held_before = self.held_before.get(&k).map_or(&[][..], |n| &n[..]);
             let made = match r.amount_request() {
-                Some(req) => self.graph.set_aside_amount(&name, &req, (start, end)),
-                None => self.graph.set_aside_nodes(&name, &r.node_selector, (start, end)),
+                Some(req) => self.graph.set_aside_amount(&k.0, &req, (start, end), held_before),
+                None => self.graph.set_aside_nodes(&k.0, &r.node_selector, (start, end)),
             };
+            if made.is_ok() {
+                self.held_before.remove(&k);
+            }
             let held = HeldWindow {
                 end,
                 set_aside: made.map_err(|e| e.to_string()),
                 opened: false,
                 structure: self.structure_version,
             };
-            self.calendar.insert((name, start), held);
+            self.calendar.insert(k, held);
         }
         self.open_windows(out);
     }
@@ -223,22 +234,23 @@ pub struct ReservationWindow {
 }
 
 impl Engine {
+    /// Where the windows made now hold their room, for a snapshot: a restore makes them again
+    /// there first.
+    pub(super) fn windows_held(&self) -> Vec<ReservationWindow> {
+        self.reservation_windows().into_iter().filter(|w| !w.nodes.is_empty()).collect()
+    }
+
+    /// Takes the windows a snapshot held as where to make them again first.
+    pub(super) fn remember_windows_held(&mut self, held: Vec<ReservationWindow>) {
+        self.held_before = held.into_iter().map(|w| ((w.reservation, w.start), w.nodes)).collect();
+    }
+
     /// Every window the engine holds now, by reservation then start.
     pub fn reservation_windows(&self) -> Vec<ReservationWindow> {
-        let g = &self.graph.graph;
         (self.calendar.iter())
             .map(|((name, start), w)| {
-                let nodes = match &w.set_aside {
-                    Ok(id) => self.graph.allocation(*id).map_or_else(
-                        |_| Vec::new(),
-                        |a| {
-                            let mut n: Vec<String> = a.members.iter().map(|m| g.node(m.node).name.clone()).collect();
-                            n.dedup();
-                            n
-                        },
-                    ),
-                    Err(_) => Vec::new(),
-                };
+                let held = w.set_aside.as_ref().ok().and_then(|id| self.graph.allocation(*id).ok());
+                let nodes = held.map(|a| node_names(&self.graph, a)).unwrap_or_default();
                 ReservationWindow {
                     reservation: name.clone(),
                     start: *start,
@@ -249,4 +261,16 @@ impl Engine {
             })
             .collect()
     }
+}
+
+/// The nodes an allocation's members are on, each once, in member order.
+fn node_names(graph: &muster_graph::ResourceGraph, a: &muster_graph::Allocation) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for m in &a.members {
+        let name = &graph.graph.node(m.node).name;
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
 }

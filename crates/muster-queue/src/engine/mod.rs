@@ -190,8 +190,11 @@ pub struct Engine {
     /// The group `leaving` is given back for (by giving way, or asked back by preemption).
     leaving_for: Option<GroupKey>,
     /// Calendar reservations' windows held in the graph. Not in snapshots: a restore makes them
-    /// again from the configuration.
+    /// again from the configuration, on the nodes of `held_before`.
     calendar: calendar::Calendar,
+    /// Where windows to be made again held their room (by reservation and start): they go back
+    /// there first. Filled by a restore and by nodes that change.
+    held_before: calendar::HeldBefore,
     /// Attempts sure to fail as one before them did are settled cheaply (`repeat_misfit.rs`);
     /// off only to check that doing so decides as attempting them in full.
     settle_repeat_misfits: bool,
@@ -257,6 +260,7 @@ impl Engine {
             leaving: BTreeMap::new(),
             leaving_for: None,
             calendar: BTreeMap::new(),
+            held_before: BTreeMap::new(),
             settle_repeat_misfits: true,
             compare_by_size: true,
             backfill_tails: config.queues.iter().map(|q| backfill_tail(q.policy)).collect(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use muster_graph::{ImportedMember, ResourceGraph};
 use serde::{Deserialize, Serialize};
 
-use super::{Engine, EngineError, ExternalHold, LearnedRunTimes, QueueUsage};
+use super::{Engine, EngineError, ExternalHold, LearnedRunTimes, QueueUsage, ReservationWindow};
 use crate::config::EngineConfig;
 use crate::group::{Group, GroupState};
 
@@ -38,6 +38,10 @@ pub struct Snapshot {
     /// Run times learned from finished groups that declared none.
     #[serde(default)]
     pub learned_run_times: LearnedRunTimes,
+    /// The calendar reservations' windows and the nodes each held: a restore makes each again
+    /// on its nodes first, with its users' work inside it as before.
+    #[serde(default)]
+    pub windows_held: Vec<ReservationWindow>,
 }
 
 impl Engine {
@@ -58,6 +62,7 @@ impl Engine {
             down: self.down.clone(),
             external: self.external.iter().map(|(id, (h, _))| (id.clone(), h.clone())).collect(),
             learned_run_times: self.learned.clone(),
+            windows_held: self.windows_held(),
         }
     }
 
@@ -86,6 +91,7 @@ impl Engine {
         e.cordoned = snap.cordoned;
         e.down = snap.down;
         e.learned = snap.learned_run_times;
+        e.remember_windows_held(snap.windows_held);
         for (q, u) in snap.usage {
             e.usage_hist.insert(q, u);
         }

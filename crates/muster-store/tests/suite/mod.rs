@@ -5,7 +5,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use muster_store::{
-    Allocation, Fence, HistoryEntry, RunRecord, RunTimeRecord, Store, StoreError, UsageRecord, UsageSum, Write,
+    Allocation, Fence, HistoryEntry, RunRecord, RunTimeRecord, Store, StoreError, UsageRecord, UsageSum, WindowHeld,
+    Write,
 };
 use serde_json::json;
 
@@ -66,6 +67,31 @@ pub fn put_and_load<B: Backend>(b: &B) {
     assert_eq!(snap.allocations.len(), 1);
     assert_eq!(snap.allocations[0].alloc_id, 7);
     assert_eq!(snap.allocations[0].placement["0"]["devices"][0], "gpu0");
+}
+
+pub fn windows_held_replaced_and_deleted<B: Backend>(b: &B) {
+    let held = |reservation: &str, start: i64, nodes: &[&str]| WindowHeld {
+        reservation: reservation.into(),
+        start,
+        end: start + 100,
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+    };
+    let mut s = b.open();
+    let f = lead(&mut s);
+    let (week2, week1, other) =
+        (held("weekly", 700, &["n3"]), held("weekly", 0, &["n1", "n2"]), held("adhoc", 50, &[]));
+    let puts = [week2.clone(), week1.clone(), other.clone()].map(Write::PutWindowHeld);
+    s.apply(&f, 1, &puts).unwrap();
+    assert_eq!(
+        b.open().load().unwrap().windows_held,
+        [other.clone(), week1, week2.clone()],
+        "by reservation, then start"
+    );
+    let moved = held("weekly", 0, &["n4"]);
+    let delete = Write::DeleteWindowHeld { reservation: "adhoc".into(), start: 50 };
+    let absent = Write::DeleteWindowHeld { reservation: "gone".into(), start: 1 };
+    s.apply(&f, 2, &[Write::PutWindowHeld(moved.clone()), delete, absent]).unwrap();
+    assert_eq!(b.open().load().unwrap().windows_held, [moved, week2], "replaced in place, the deleted one gone");
 }
 
 pub fn seq_is_never_reused<B: Backend>(b: &B) {
@@ -426,7 +452,7 @@ pub fn migrations_applied_once<B: Backend>(b: &B) {
     let first = b.migrations();
     assert_eq!(
         first.iter().map(|m| (m.0, m.1.as_str())).collect::<Vec<_>>(),
-        [(1, "init"), (2, "usage"), (3, "run_times"), (4, "runs")]
+        [(1, "init"), (2, "usage"), (3, "run_times"), (4, "runs"), (5, "windows_held")]
     );
     let mut s = b.open();
     assert_eq!(b.migrations(), first);
@@ -443,7 +469,8 @@ pub fn older_schema_upgraded<B: Backend>(b: &B) {
          VALUES ('ns/old', 5, NULL, 'Queued', 'Submitted', '')",
     );
     let mut s = b.open();
-    assert_eq!(b.migrations().iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert_eq!(b.migrations().iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    assert_eq!(s.load().unwrap().windows_held, [], "a store written before holds no window's nodes");
     assert_eq!(s.history("ns/old").unwrap()[0].reason, "Submitted");
     let f = lead(&mut s);
     s.apply(&f, 6, &[usage("q", "cpu", 6, 2.0)]).unwrap();
