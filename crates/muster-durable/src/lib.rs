@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use muster_graph::NodeSpec;
+use muster_queue::config::DEFAULT_FAIR_SHARE_HALF_LIFE_S;
 use muster_queue::{Engine, EngineError, ExternalHold, GroupKey, GroupSpec, Transition};
 use muster_store::{Fence, Store, StoreError, Write};
 use thiserror::Error;
@@ -582,14 +583,17 @@ impl<S: Store> DurableEngine<S> {
 
     /// Adds to a batch that writes anyway, at most once an hour of engine time, the folding of the
     /// usage older than a day into one record per (queue, resource), as fair share reads it:
-    /// without it the table grows with every group that ends. Usage is not read without fair
-    /// share, and not folded either.
+    /// without it the table grows with every group that ends. Without fair share (half-life 0)
+    /// nothing reads usage, and it is folded as the default half-life reads it, so that fair
+    /// share turned on later with that half-life finds the history it would have had.
     fn fold_usage_when_due(&mut self, now: i64, writes: &mut Vec<Write>) {
-        let half_life_seconds = self.engine.config().fair_share_half_life_s;
-        if half_life_seconds <= 0 || writes.is_empty() || now < self.usage_folded_at.saturating_add(USAGE_FOLD_EVERY_S)
-        {
+        if writes.is_empty() || now < self.usage_folded_at.saturating_add(USAGE_FOLD_EVERY_S) {
             return;
         }
+        let half_life_seconds = match self.engine.config().fair_share_half_life_s {
+            off if off <= 0 => DEFAULT_FAIR_SHARE_HALF_LIFE_S,
+            configured => configured,
+        };
         let at = now.saturating_sub(USAGE_KEPT_AS_RECORDED_S);
         writes.push(Write::FoldUsage { at, half_life_seconds, span_seconds: USAGE_FOLD_SPAN_S });
         self.usage_folded_at = now;

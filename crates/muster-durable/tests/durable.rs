@@ -37,12 +37,14 @@ both_backends!(
     two_instances_interleaved,
     older_usage_is_folded_as_fair_share_reads_it,
     reservation_windows_keep_their_nodes_across_recovery,
+    usage_is_folded_without_fair_share,
 );
 
 use suite::{
     admission_written_before_returned, failed_apply_rolls_back_and_retries, learned_run_times_survive_recovery,
     older_usage_is_folded_as_fair_share_reads_it, recovery_reconciles_with_the_cluster, recovery_replays_the_store,
     reservation_windows_keep_their_nodes_across_recovery, run_time_limits_survive_recovery, runs_recorded_as_they_end,
+    usage_is_folded_without_fair_share,
 };
 
 /// A leader, a follower that cannot take the lease, a hand-over after the lease lapses, the old

@@ -523,8 +523,11 @@ pub struct EngineConfig {
     pub reservations: Vec<ReservationConfig>,
 }
 
+/// The half-life of past usage in fair share unless configured: a week.
+pub const DEFAULT_FAIR_SHARE_HALF_LIFE_S: i64 = 7 * 24 * 3600;
+
 fn default_half_life() -> i64 {
-    7 * 24 * 3600
+    DEFAULT_FAIR_SHARE_HALF_LIFE_S
 }
 fn default_estimate_depth() -> usize {
     100

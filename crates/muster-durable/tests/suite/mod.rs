@@ -1,7 +1,8 @@
 //! The suite, written once over a [`Backend`] and run against SQLite and PostgreSQL.
 
 use muster_durable::{ClusterReport, DurableEngine, DurableError, Status};
-use muster_queue::{AtStart, GroupState, MemberPlacement, Reason, ReservationConfig, ReservedAmount};
+use muster_queue::config::DEFAULT_FAIR_SHARE_HALF_LIFE_S;
+use muster_queue::{AtStart, EngineConfig, GroupState, MemberPlacement, Reason, ReservationConfig, ReservedAmount};
 use muster_store::Store;
 
 use crate::support::*;
@@ -45,19 +46,30 @@ pub fn admission_written_before_returned<B: Backend>(b: &B) {
 
 /// Usage older than a day is folded, as fair share reads it, into one record per (queue,
 /// resource) by the first batch an instance writes and at most once an hour after that.
+/// Runs group `name` of 1 cpu in queue a from `at` + 1 to `at` + 11.
+fn run_for_ten_seconds<S: Store>(d: &mut DurableEngine<S>, name: &str, at: i64) {
+    d.submit(spec(name, "a", 1, 1, 1, Some(10), at), at).unwrap();
+    d.schedule(at + 1).unwrap();
+    d.pods_ready(&key(name), 1, at + 2).unwrap();
+    d.finished(&key(name), true, at + 11).unwrap();
+}
+
+/// The cpu-seconds recorded since `since`, all queues.
+fn cpu_since<S: Store>(s: &mut S, since: i64) -> Option<f64> {
+    s.usage_since(None, since).unwrap().into_iter().find(|u| u.resource == "cpu").map(|u| u.amount)
+}
+
+/// `amount` decayed from `from` to `to` with half-life `half_life`.
+fn decayed(amount: f64, from: i64, to: i64, half_life: i64) -> f64 {
+    amount * 0.5f64.powf((to - from) as f64 / half_life as f64)
+}
+
 pub fn older_usage_is_folded_as_fair_share_reads_it<B: Backend>(b: &B) {
     let half_life = config().fair_share_half_life_s;
-    let run = |d: &mut DurableEngine<B::S>, name: &str, at: i64| {
-        d.submit(spec(name, "a", 1, 1, 1, Some(10), at), at).unwrap();
-        d.schedule(at + 1).unwrap();
-        d.pods_ready(&key(name), 1, at + 2).unwrap();
-        d.finished(&key(name), true, at + 11).unwrap();
-    };
+    let run = run_for_ten_seconds::<B::S>;
     let mut other = b.open();
-    let cpu = |s: &mut B::S, since: i64| {
-        s.usage_since(None, since).unwrap().into_iter().find(|u| u.resource == "cpu").map(|u| u.amount)
-    };
-    let decay = |amount: f64, from: i64, to: i64| amount * 0.5f64.powf((to - from) as f64 / half_life as f64);
+    let cpu = cpu_since::<B::S>;
+    let decay = |amount: f64, from: i64, to: i64| decayed(amount, from, to, half_life);
     let (mut d, _) = start(b.open(), "a", &ClusterReport::default(), 0);
     run(&mut d, "first", 0);
     run(&mut d, "second", 100);
@@ -83,6 +95,21 @@ pub fn older_usage_is_folded_as_fair_share_reads_it<B: Backend>(b: &B) {
     let got = cpu(&mut other, later).unwrap();
     let want = decay(10_000.0, later + 11, later + 3_600) + decay(folded, 86_400, later + 3_600);
     assert!((got - want).abs() < 1e-9 * want, "{got} where {want} was expected");
+}
+
+/// Without fair share nothing reads usage, and it is folded all the same, as the default
+/// half-life reads it: the table does not grow with every group that ends.
+pub fn usage_is_folded_without_fair_share<B: Backend>(b: &B) {
+    let off = EngineConfig { fair_share_half_life_s: 0, ..config() };
+    let (mut d, _) = start_with(off.clone(), b.open(), "a", &ClusterReport::default(), 0);
+    run_for_ten_seconds(&mut d, "first", 0);
+    assert_eq!(cpu_since(&mut b.open(), 0), Some(10_000.0), "as recorded");
+    let later = 2 * 86_400;
+    let (mut d, _) = start_with(off, b.open(), "b", &ClusterReport::default(), later);
+    d.submit(spec("second", "a", 1, 1, 1, Some(10), later), later).unwrap();
+    let want = decayed(10_000.0, 11, 86_400, DEFAULT_FAIR_SHARE_HALF_LIFE_S);
+    let got = cpu_since(&mut b.open(), 0).unwrap();
+    assert!((got - want).abs() < 1e-9 * want, "{got} where the run decayed a day at the default half-life is {want}");
 }
 
 /// A batch the store refuses leaves the engine exactly as before the input; the input waits and
@@ -318,10 +345,8 @@ pub fn reservation_windows_keep_their_nodes_across_recovery<B: Backend>(b: &B) {
         every_s: 0,
         at_start: AtStart::Wait,
     }];
-    let recover = |mut store: B::S, cluster: &Cluster, now: i64| {
-        let fence = store.acquire_lease("engine", "a", now, options().lease.ttl_s).unwrap().expect("lease free");
-        DurableEngine::recover(graph(), c.clone(), store, fence, options(), &cluster.report(), now).unwrap().0
-    };
+    let recover =
+        |store: B::S, cluster: &Cluster, now: i64| start_with(c.clone(), store, "a", &cluster.report(), now).0;
     let mut cluster = Cluster::default();
     let mut d = recover(b.open(), &cluster, 0);
     d.submit(spec("long", "a", 1, 1, 4, Some(5000), 0), 0).unwrap();

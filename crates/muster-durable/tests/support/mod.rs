@@ -174,9 +174,20 @@ pub fn options() -> Options {
 }
 
 /// Takes the lease for `holder` and recovers.
-pub fn start<S: Store>(mut store: S, holder: &str, cluster: &ClusterReport, now: i64) -> (DurableEngine<S>, Recovery) {
+pub fn start<S: Store>(store: S, holder: &str, cluster: &ClusterReport, now: i64) -> (DurableEngine<S>, Recovery) {
+    start_with(config(), store, holder, cluster, now)
+}
+
+/// [`start`] with configuration `c`.
+pub fn start_with<S: Store>(
+    c: EngineConfig,
+    mut store: S,
+    holder: &str,
+    cluster: &ClusterReport,
+    now: i64,
+) -> (DurableEngine<S>, Recovery) {
     let fence = store.acquire_lease("engine", holder, now, options().lease.ttl_s).unwrap().expect("lease free");
-    DurableEngine::recover(graph(), config(), store, fence, options(), cluster, now).unwrap()
+    DurableEngine::recover(graph(), c, store, fence, options(), cluster, now).unwrap()
 }
 
 /// The pods a binder runs: it acts on acknowledged transitions only.
