@@ -8,7 +8,8 @@
 //! window opens: its Job suspended again, an Evicted event naming the reservation. In the window
 //! queue B's Job still waits, `muster why` naming the reservation, and queue A's gang runs on the
 //! reserved pool. The Reservation's status lists the window and its nodes, Accepted and Active; an
-//! invalid one is refused with Accepted=False naming the field.
+//! invalid one is refused with Accepted=False naming the field. A Reservation of an amount keeps
+//! its node, with its queue's Job inside, when muster recovers its engine from the store.
 //!
 //! hack/e2e/test-muster-reservation.sh starts muster and the over-commit checker around this test.
 
@@ -31,6 +32,7 @@ const A: &str = "e2e-resv-a";
 const B: &str = "e2e-resv-b";
 const RESERVATION: &str = "e2e-training";
 const BAD: &str = "e2e-no-length";
+const AMOUNT: &str = "e2e-amount";
 const MANAGER: &str = "muster-e2e";
 /// Seconds from the Reservation's making to its window's opening: room for the checks before it.
 const LEAD_S: i64 = 45;
@@ -135,10 +137,63 @@ async fn a_calendar_reservation_keeps_its_pool_for_its_queue_over_its_window() {
     clean_up(&client).await;
 }
 
+/// A Reservation of an amount, a node's worth for queue A over an open window, with queue A's Job
+/// running inside it: a Queue changed makes muster recover its engine from the store, which
+/// makes the window again. It goes back on its node, the Job inside it, so queue B still has the
+/// three other nodes; placed anew beside the Job, it would hold a second node until it ends.
+#[tokio::test]
+async fn a_reservation_of_an_amount_keeps_its_node_when_made_again() {
+    let Some(client) = e2e::client().await else { return };
+    clean_up(&client).await;
+    for ns in [A, B] {
+        e2e::fresh_namespace(&client, ns, json!({})).await;
+    }
+    apply(&client, queue(A, json!({}))).await;
+    apply(&client, queue(B, json!({"policy": {"kind": "bestEffortFifo"}, "createPodsAheadSeconds": 0}))).await;
+    let start = Timestamp::now();
+    let end = start.checked_add(SignedDuration::from_secs(600)).unwrap();
+    let mut amount = reservation(AMOUNT, start, end);
+    let spec = amount["spec"].as_object_mut().unwrap();
+    spec.remove("nodeSelector");
+    spec.insert("amount".into(), json!({"members": 1, "resources": {"cpu": "8"}}));
+    apply(&client, amount).await;
+    let reservations = Api::<Reservation>::all(client.clone());
+    let window_nodes = || async {
+        let w = reservations.get(AMOUNT).await.ok()?.status?.windows.into_iter().next()?;
+        (!w.nodes.is_empty()).then_some(w.nodes)
+    };
+    let held = eventually(30, "the window holds a node", window_nodes).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+
+    // Queue B fills the three other nodes for a while; queue A's Job then runs in the window.
+    create_job(&client, B, "while", 3, 40, 40).await;
+    eventually(60, "while's three pods are bound", || bound(&client, B, "while", 3)).await;
+    create_job(&client, A, "ours", 1, 600, 600).await;
+    let ours = eventually(60, "ours is bound", || bound(&client, A, "ours", 1)).await;
+    assert_eq!(ours.iter().collect::<Vec<_>>(), held.iter().collect::<Vec<_>>(), "the only room left is the window's");
+    wait_phase(&client, B, "while", 90, &["Succeeded"]).await;
+
+    // A Queue changed: the engine is recovered from the store and the window made again.
+    apply(&client, queue(B, json!({"policy": {"kind": "bestEffortFifo"}, "createPodsAheadSeconds": 1}))).await;
+    let queues = Api::<Queue>::all(client.clone());
+    eventually(60, "muster runs with queue B's new spec", || async {
+        let q = queues.get(B).await.ok()?;
+        (q.status?.observed_generation? == q.metadata.generation?).then_some(())
+    })
+    .await;
+    let again = eventually(30, "the window holds a node again", window_nodes).await;
+    assert_eq!(again, held, "made again on its node, ours inside it");
+    create_job(&client, B, "after", 3, 300, 300).await;
+    let after = eventually(60, "after's three pods are bound", || bound(&client, B, "after", 3)).await;
+    assert!(!after.iter().any(|n| held.contains(n)), "{after:?} beside the window on {held:?}");
+
+    clean_up(&client).await;
+}
+
 /// What a test leaves: namespaces, Queues and Reservations.
 async fn clean_up(client: &Client) {
     let dp = DeleteParams::default();
-    for name in [RESERVATION, BAD] {
+    for name in [RESERVATION, BAD, AMOUNT] {
         let _ = Api::<Reservation>::all(client.clone()).delete(name, &dp).await;
     }
     for ns in [A, B] {

@@ -365,6 +365,7 @@ impl QueueSpec {
                 },
                 grace_s: limit.grace_seconds.unwrap_or(limit_defaults.grace_s),
             },
+            closed: false,
         };
         // The engine's own checks, with its paths (`queues[0].readiness.backoffBaseS`) turned into
         // the object's (`spec.readiness.backoffBaseSeconds`).

@@ -430,6 +430,11 @@ pub struct QueueConfig {
     /// Whether declared run times are limits, and their grace.
     #[serde(default)]
     pub run_time_limit: RunTimeLimitConfig,
+    /// Admits nothing: its waiting groups wait, its placed ones run on, and no group is queued
+    /// in it. What a queue whose definition was removed while groups still name it becomes
+    /// ([`QueueConfig::closed`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closed: bool,
 }
 
 fn default_create_pods_ahead() -> i64 {
@@ -459,7 +464,17 @@ impl QueueConfig {
             elastic_max_wait_s: 0,
             create_pods_ahead_s: default_create_pods_ahead(),
             run_time_limit: RunTimeLimitConfig::default(),
+            closed: false,
         }
+    }
+
+    /// Queue `name`, closed, for the groups of `namespaces` that still name it after its
+    /// definition was removed: they keep their places and runs, and nothing new comes in.
+    pub fn closed(name: &str, namespaces: impl IntoIterator<Item = String>) -> Self {
+        let mut q = Self::new(name);
+        q.namespace_selector.namespaces = namespaces.into_iter().collect();
+        q.closed = true;
+        q
     }
 }
 

@@ -365,3 +365,37 @@ pub fn reservation_windows_keep_their_nodes_across_recovery<B: Backend>(b: &B) {
     assert_eq!(state(&d, "long"), Some(GroupState::Running));
     assert_eq!(windows(&d), [held], "made again on its node");
 }
+
+/// A Queue removed while groups still name it: recovery keeps it, closed, rather than fail. Its
+/// running group runs on and its waiting one waits; once none is left, a recovery leaves it out.
+pub fn a_removed_queue_is_kept_closed_while_groups_name_it<B: Backend>(b: &B) {
+    let mut cluster = Cluster::default();
+    let (mut d, _) = start(b.open(), "a", &cluster.report(), 0);
+    d.submit(spec("runs", "b", 4, 4, 4, Some(100), 0), 0).unwrap();
+    d.submit(spec("waits", "b", 1, 1, 1, Some(100), 0), 0).unwrap();
+    cluster.act(&d.schedule(1).unwrap());
+    d.pods_ready(&key("runs"), 4, 2).unwrap();
+    drop(d);
+
+    let without_b =
+        EngineConfig { queues: config().queues.into_iter().filter(|q| q.name != "b").collect(), ..config() };
+    let (mut d, rec) = start_with(without_b.clone(), b.open(), "a", &cluster.report(), 10);
+    let [conflict] = &rec.conflicts[..] else { panic!("one conflict: {:?}", rec.conflicts) };
+    assert_eq!(conflict.subject, "b");
+    assert!(conflict.message.contains("2 group(s) still name it"), "{}", conflict.message);
+    assert_eq!((state(&d, "runs"), state(&d, "waits")), (Some(GroupState::Running), Some(GroupState::Queued)));
+    cluster.act(&d.finished(&key("runs"), true, 100).unwrap());
+    cluster.act(&d.schedule(101).unwrap());
+    assert_eq!(state(&d, "waits"), Some(GroupState::Queued), "a closed queue admits nothing");
+    let refused = d.submit(spec("new", "b", 1, 1, 1, Some(10), 102), 102);
+    assert!(refused.is_err_and(|e| e.to_string().contains("closed")));
+    // A finished group still names it until its object goes.
+    for name in ["runs", "waits"] {
+        cluster.act(&d.delete(&key(name), 103).unwrap());
+    }
+    drop(d);
+
+    let (d, rec) = start_with(without_b, b.open(), "a", &cluster.report(), 110);
+    assert!(rec.conflicts.iter().all(|c| !c.message.contains("kept closed")), "{:?}", rec.conflicts);
+    assert!(d.engine().config().queues.iter().all(|q| q.name != "b"), "no group names it any more");
+}

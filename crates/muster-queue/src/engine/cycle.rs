@@ -90,11 +90,11 @@ struct Heads {
 }
 
 impl Heads {
-    /// Every queue's first pending group.
+    /// Every open queue's first pending group (a closed queue admits nothing).
     fn new(e: &Engine) -> Self {
         let queues: Vec<String> = e.config.queues.iter().map(|q| q.name.clone()).collect();
         let mut heads = Self { queues, next: BinaryHeap::new() };
-        for qi in 0..heads.queues.len() {
+        for qi in (0..heads.queues.len()).filter(|&qi| !e.config.queues[qi].closed) {
             heads.push_after(e, qi, None);
         }
         heads

@@ -48,7 +48,10 @@ impl Engine {
             let g = &self.groups[&key];
             let mut reason = g.reason.clone();
             let mut aggregate = false;
-            let estimated_start = if position > depth {
+            let estimated_start = if self.queue_cfg(&q).closed {
+                reason = closed_queue_reason(&q);
+                None
+            } else if position > depth {
                 reason = format!("position {position} in queue {q}; estimate not computed (beyond the first {depth})");
                 None
             } else if !estimable(&pk, &q, position, &key) {
@@ -110,9 +113,11 @@ impl Engine {
     }
 
     /// Whether the group at `position` (1-based) of queue `q` gets an estimate: within the first
-    /// `estimate_depth`, satisfiable, and not held behind its queue's start window.
+    /// `estimate_depth`, satisfiable, not held behind its queue's start window, and in an open
+    /// queue.
     fn is_estimable(&self, pk: &PendingKey, q: &str, position: usize, key: &GroupKey) -> bool {
         position <= self.config.estimate_depth
+            && !self.queue_cfg(q).closed
             && self.groups[key].unsatisfiable.is_none()
             && self.window_held.get(q).is_none_or(|held| pk < held)
     }
@@ -230,4 +235,12 @@ impl Engine {
             reason,
         })
     }
+}
+
+/// Why a group of closed queue `q` waits.
+pub(super) fn closed_queue_reason(q: &str) -> String {
+    format!(
+        "queue {q} is closed: its definition was removed while groups still name it, and it admits nothing; the \
+         group waits until the queue is defined again"
+    )
 }

@@ -46,6 +46,17 @@ impl Engine {
             return Err(EngineError::DuplicateGroup(key));
         }
         let priority = self.check_spec(&spec)?;
+        if self.queue_cfg(&spec.queue).closed {
+            return Err(EngineError::InvalidGroup {
+                key,
+                field: "queue".into(),
+                message: format!(
+                    "queue {:?} is closed: its definition was removed while groups still name it, and nothing new \
+                     enters it; name another queue, or define it again",
+                    spec.queue
+                ),
+            });
+        }
         self.advance(now);
         self.seq += 1;
         let g = Group::submitted(spec, priority, self.seq);
