@@ -178,7 +178,8 @@ async fn a_reservation_of_an_amount_keeps_its_node_when_made_again() {
     let queues = Api::<Queue>::all(client.clone());
     eventually(60, "muster runs with queue B's new spec", || async {
         let q = queues.get(B).await.ok()?;
-        (q.status?.observed_generation? == q.metadata.generation?).then_some(())
+        let accepted = q.status?.conditions.into_iter().find(|c| c.type_ == "Accepted")?;
+        (accepted.observed_generation? == q.metadata.generation?).then_some(())
     })
     .await;
     let again = eventually(30, "the window holds a node again", window_nodes).await;
