@@ -395,6 +395,11 @@ impl<S: Store> DurableEngine<S> {
             }
         }
 
+        for (node, held) in engine.graph().graph.over_committed() {
+            let message =
+                format!("its running groups hold more than it has ({held}): nothing more goes there until enough ends");
+            rec.conflicts.push(Conflict { subject: node, message });
+        }
         let writes = rows::diff(
             &group_map(before.values()),
             &group_map(groups.values()),

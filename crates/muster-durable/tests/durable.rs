@@ -26,6 +26,7 @@ macro_rules! both_backends {
 }
 
 both_backends!(
+    nodes_that_shrank_under_a_running_group_are_recovered_over_committed,
     a_removed_queue_is_kept_closed_while_groups_name_it,
     admission_written_before_returned,
     failed_apply_rolls_back_and_retries,
@@ -44,7 +45,8 @@ both_backends!(
 use suite::{
     a_removed_queue_is_kept_closed_while_groups_name_it, admission_written_before_returned,
     failed_apply_rolls_back_and_retries, learned_run_times_survive_recovery,
-    older_usage_is_folded_as_fair_share_reads_it, recovery_reconciles_with_the_cluster, recovery_replays_the_store,
+    nodes_that_shrank_under_a_running_group_are_recovered_over_committed, older_usage_is_folded_as_fair_share_reads_it,
+    recovery_reconciles_with_the_cluster, recovery_replays_the_store,
     reservation_windows_keep_their_nodes_across_recovery, run_time_limits_survive_recovery, runs_recorded_as_they_end,
     usage_is_folded_without_fair_share,
 };

@@ -322,6 +322,20 @@ impl Graph {
         self.node_by_name.get(name).copied().ok_or_else(|| GraphError::UnknownNode(name.to_string()))
     }
 
+    /// Every node whose running allocations hold more than it has (its capacity shrank under
+    /// them), by name, with each such resource as `cpu 4 held of 2`.
+    pub fn over_committed(&self) -> Vec<(String, String)> {
+        let over = |n: &Node| {
+            let each = (0..self.resources.len()).filter(|&i| n.used[i] > n.capacity[i]).map(|i| {
+                let id = ResourceId(i as u16);
+                let (held, has) = (self.resources.format(id, n.used[i]), self.resources.format(id, n.capacity[i]));
+                format!("{} {held} held of {has}", self.resources.def(id).name)
+            });
+            each.collect::<Vec<_>>().join(", ")
+        };
+        (self.live_nodes()).map(|(_, n)| (n.name.clone(), over(n))).filter(|(_, o)| !o.is_empty()).collect()
+    }
+
     /// Nodes that exist (not removed), in id order.
     pub fn live_nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
         self.nodes.iter().enumerate().filter(|(_, n)| !n.removed).map(|(i, n)| (NodeId(i as u32), n))

@@ -399,3 +399,27 @@ pub fn a_removed_queue_is_kept_closed_while_groups_name_it<B: Backend>(b: &B) {
     assert!(rec.conflicts.iter().all(|c| !c.message.contains("kept closed")), "{:?}", rec.conflicts);
     assert!(d.engine().config().queues.iter().all(|q| q.name != "b"), "no group names it any more");
 }
+
+/// Nodes that shrank while no instance led (an unhealthy device, more set aside for the system):
+/// the group running on them is recovered as it runs, not refused, each such node is reported,
+/// and nothing more goes there until enough has ended.
+pub fn nodes_that_shrank_under_a_running_group_are_recovered_over_committed<B: Backend>(b: &B) {
+    let mut cluster = Cluster::default();
+    let (mut d, _) = start(b.open(), "a", &cluster.report(), 0);
+    d.submit(spec("big", "a", 4, 4, 4, Some(100), 0), 0).unwrap();
+    cluster.act(&d.schedule(1).unwrap());
+    d.pods_ready(&key("big"), 4, 2).unwrap();
+    drop(d);
+
+    let (mut d, rec) = start_on(graph_of(NODE_CPU / 2), config(), b.open(), "a", &cluster.report(), 10);
+    assert_eq!(state(&d, "big"), Some(GroupState::Running));
+    let subjects: Vec<&str> = rec.conflicts.iter().map(|c| c.subject.as_str()).collect();
+    assert_eq!(subjects, (0..NODES as usize).map(node).collect::<Vec<_>>());
+    assert!(rec.conflicts[0].message.contains("cpu 4 held of 2"), "{}", rec.conflicts[0].message);
+    d.submit(spec("small", "a", 1, 1, 1, Some(10), 11), 11).unwrap();
+    d.schedule(12).unwrap();
+    assert_eq!(state(&d, "small"), Some(GroupState::Queued), "no room on nodes that hold more than they have");
+    cluster.act(&d.finished(&key("big"), true, 100).unwrap());
+    d.schedule(101).unwrap();
+    assert_eq!(state(&d, "small"), Some(GroupState::Admitted), "room once big ended");
+}

@@ -130,8 +130,13 @@ pub const NODE_CPU: u64 = 4;
 
 /// `NODES` nodes of `NODE_CPU` cores.
 pub fn graph() -> ResourceGraph {
+    graph_of(NODE_CPU)
+}
+
+/// `NODES` nodes of `cpu` cores, named as in [`graph`].
+pub fn graph_of(cpu: u64) -> ResourceGraph {
     let text = format!(
-        "name: t\nnodeClasses:\n  - name: n\n    count: {NODES}\n    capacity: {{cpu: {NODE_CPU}, memory: 64Gi, pods: 110}}\n    spread: {{rack: 2}}\n"
+        "name: t\nnodeClasses:\n  - name: n\n    count: {NODES}\n    capacity: {{cpu: {cpu}, memory: 64Gi, pods: 110}}\n    spread: {{rack: 2}}\n"
     );
     ResourceGraph::new(muster_graph::cluster::load("t.yaml", &text).unwrap(), Policy::First)
 }
@@ -181,13 +186,25 @@ pub fn start<S: Store>(store: S, holder: &str, cluster: &ClusterReport, now: i64
 /// [`start`] with configuration `c`.
 pub fn start_with<S: Store>(
     c: EngineConfig,
+    store: S,
+    holder: &str,
+    cluster: &ClusterReport,
+    now: i64,
+) -> (DurableEngine<S>, Recovery) {
+    start_on(graph(), c, store, holder, cluster, now)
+}
+
+/// [`start`] on nodes `g` with configuration `c`.
+pub fn start_on<S: Store>(
+    g: ResourceGraph,
+    c: EngineConfig,
     mut store: S,
     holder: &str,
     cluster: &ClusterReport,
     now: i64,
 ) -> (DurableEngine<S>, Recovery) {
     let fence = store.acquire_lease("engine", holder, now, options().lease.ttl_s).unwrap().expect("lease free");
-    DurableEngine::recover(graph(), c, store, fence, options(), cluster, now).unwrap()
+    DurableEngine::recover(g, c, store, fence, options(), cluster, now).unwrap()
 }
 
 /// The pods a binder runs: it acts on acknowledged transitions only.

@@ -694,10 +694,10 @@ impl ResourceGraph {
     }
 
     /// Puts back an allocation exactly as it was before [`ResourceGraph::cancel`] took it out (a
-    /// what-if that was undone, such as a preemption that does not go ahead). Capacity is not
-    /// checked: the allocation held this room a moment ago, and a node that others over-committed
-    /// meanwhile (a pod of another scheduler is counted whatever the room) must not make the undo
-    /// fail.
+    /// what-if that was undone, such as a preemption that does not go ahead), or one whose pods
+    /// run on a node that shrank since. Capacity is not checked: the allocation held this room a
+    /// moment ago, and a node that others over-committed meanwhile (a pod of another scheduler is
+    /// counted whatever the room) must not make the undo fail.
     pub fn restore(
         &mut self,
         id: AllocId,

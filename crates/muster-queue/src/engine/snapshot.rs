@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use muster_graph::{ImportedMember, ResourceGraph};
+use muster_graph::{GraphError, ImportedMember, ResourceGraph};
 use serde::{Deserialize, Serialize};
 
 use super::{Engine, EngineError, ExternalHold, LearnedRunTimes, QueueUsage, ReservationWindow};
@@ -68,7 +68,8 @@ impl Engine {
 
     /// Rebuilds an engine from a snapshot and a graph of the cluster's nodes (without this engine's
     /// allocations; it may hold other schedulers' pods). Placed groups are imported onto the graph
-    /// under their recorded nodes and devices; an import that no longer fits is an error.
+    /// under their recorded nodes and devices, beyond a node's capacity if it shrank since (see
+    /// `Graph::over_committed`); an import whose node or devices are gone is an error.
     pub fn restore(mut graph: ResourceGraph, snap: Snapshot) -> Result<Self, EngineError> {
         for n in &snap.cordoned {
             if graph.graph.node_id(n).is_ok() {
@@ -131,7 +132,13 @@ impl Engine {
                 let req = e.groups[&key].spec.request.clone();
                 let id = next_graph_id;
                 next_graph_id += 1;
-                e.graph.import(id, &req, &members, (a.start, a.end))?;
+                // Its pods run there: a node that shrank since (an unhealthy device, more set
+                // aside for the system) holds more than it has until enough ends, as when it
+                // shrinks under a running engine, rather than making the state unreadable.
+                match e.graph.import(id, &req, &members, (a.start, a.end)) {
+                    Err(GraphError::Insufficient { .. }) => e.graph.restore(id, &req, &members, (a.start, a.end))?,
+                    imported => imported?,
+                }
                 e.graph_alloc.insert(key.clone(), id);
                 e.by_graph_alloc.insert(id, key.clone());
                 e.add_usage(&key, a.members.iter().map(|m| m.index), 1);
