@@ -322,6 +322,14 @@ impl Graph {
         self.node_by_name.get(name).copied().ok_or_else(|| GraphError::UnknownNode(name.to_string()))
     }
 
+    /// Whether node `node` has a device or socket vertex named `name`, held or not.
+    pub fn node_has(&self, node: &str, name: &str) -> bool {
+        let Ok(n) = self.node_id(node) else { return false };
+        let n = self.node(n);
+        let named = |v: VertexId| self.vertex(v).meta.name == name;
+        n.devices.iter().any(|s| named(s.vertex)) || n.sockets.iter().any(|s| named(s.vertex))
+    }
+
     /// Every node whose running allocations hold more than it has (its capacity shrank under
     /// them), by name, with each such resource as `cpu 4 held of 2`.
     pub fn over_committed(&self) -> Vec<(String, String)> {

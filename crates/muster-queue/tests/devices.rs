@@ -7,7 +7,7 @@ use common::*;
 use muster_graph::dra::DeviceRequest;
 use muster_graph::{Policy, ResourceGraph};
 use muster_queue::config::QuotaSpec;
-use muster_queue::{EngineConfig, GroupState};
+use muster_queue::{Engine, EngineConfig, GroupState};
 
 /// Two nodes of 8 H100s a driver publishes.
 fn gpu_graph() -> ResourceGraph {
@@ -72,4 +72,22 @@ fn a_quota_on_an_extended_resource_bounds_the_devices_that_serve_it() {
     let plan = e.plan(0);
     let g = plan.groups.iter().find(|g| g.key == key("elastic")).unwrap();
     assert_eq!(g.devices, [r#"8 gpu.example.com devices where device.attributes["gpu.example.com"].model == "h100""#]);
+}
+
+#[test]
+fn a_group_whose_device_is_gone_is_restored_on_the_devices_left() {
+    let mut e = engine(gpu_graph(), EngineConfig::single_queue("q"));
+    e.submit(gpu_gang("runs", 1, 1, 0), 0).unwrap();
+    let ts = e.schedule(0);
+    ready_all(&mut e, &ts, 0);
+    let node = e.group(&key("runs")).unwrap().allocation.as_ref().unwrap().members[0].node.clone();
+    // The driver no longer publishes one of the GPUs the group holds (found unhealthy while no
+    // instance led): the group runs on and is restored on the seven left, its node over-committed.
+    let text = "name: t\nnodeClasses:\n  - name: n\n    count: 2\n    capacity: {cpu: 64, memory: 512Gi, pods: 110}\n    published:\n      - {driver: gpu.example.com, count: 7, attributes: {model: h100}}\n";
+    let fewer = ResourceGraph::new(muster_graph::cluster::load("t.yaml", text).unwrap(), Policy::First);
+    let e = Engine::restore(fewer, e.snapshot()).unwrap();
+    assert_eq!(state(&e, "runs"), GroupState::Running);
+    let over = e.graph().graph.over_committed();
+    assert_eq!(over, [(node, "gpu.example.com 8 held of 7".to_string())]);
+    e.check_invariants().unwrap();
 }

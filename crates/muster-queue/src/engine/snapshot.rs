@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Engine, EngineError, ExternalHold, LearnedRunTimes, QueueUsage, ReservationWindow};
 use crate::config::EngineConfig;
-use crate::group::{Group, GroupState};
+use crate::group::{Group, GroupState, MemberPlacement};
 
 /// The engine's whole state, serializable. `Engine::restore` rebuilds an engine from it and a graph
 /// of the cluster's nodes.
@@ -69,7 +69,8 @@ impl Engine {
     /// Rebuilds an engine from a snapshot and a graph of the cluster's nodes (without this engine's
     /// allocations; it may hold other schedulers' pods). Placed groups are imported onto the graph
     /// under their recorded nodes and devices, beyond a node's capacity if it shrank since (see
-    /// `Graph::over_committed`); an import whose node or devices are gone is an error.
+    /// `Graph::over_committed`) and without the devices no longer there; an import whose node is
+    /// gone is an error.
     pub fn restore(mut graph: ResourceGraph, snap: Snapshot) -> Result<Self, EngineError> {
         for n in &snap.cordoned {
             if graph.graph.node_id(n).is_ok() {
@@ -124,10 +125,13 @@ impl Engine {
             if state.holds_allocation()
                 && let Some(a) = alloc
             {
-                let members: Vec<ImportedMember> = a
-                    .members
-                    .iter()
-                    .map(|m| ImportedMember { index: m.index, node: m.node.clone(), devices: m.devices.clone() })
+                // A device gone since (no longer published: found unhealthy) is left out: the
+                // member holds what is left, its node over-committed as one that shrank.
+                let still_there = |m: &MemberPlacement| {
+                    m.devices.iter().filter(|d| e.graph.graph.node_has(&m.node, d)).cloned().collect()
+                };
+                let members: Vec<ImportedMember> = (a.members.iter())
+                    .map(|m| ImportedMember { index: m.index, node: m.node.clone(), devices: still_there(m) })
                     .collect();
                 let req = e.groups[&key].spec.request.clone();
                 let id = next_graph_id;
