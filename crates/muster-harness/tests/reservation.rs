@@ -41,11 +41,7 @@ const WINDOW_S: i64 = 60;
 #[tokio::test]
 async fn a_calendar_reservation_keeps_its_pool_for_its_queue_over_its_window() {
     let Some(client) = e2e::client().await else { return };
-    clean_up(&client).await;
-    for ns in [A, B] {
-        e2e::fresh_namespace(&client, ns, json!({})).await;
-    }
-    apply(&client, queue(A, json!({}))).await;
+    fresh_namespaces_and_queue_a(&client).await;
     // No reservations of its own (best effort), so B's waiting Job is told what holds it; an
     // advisory run-time limit, so that a Job may outrun what it declared; no pods made ahead of
     // admission, so that an evicted Job stays suspended while it waits.
@@ -144,11 +140,7 @@ async fn a_calendar_reservation_keeps_its_pool_for_its_queue_over_its_window() {
 #[tokio::test]
 async fn a_reservation_of_an_amount_keeps_its_node_when_made_again() {
     let Some(client) = e2e::client().await else { return };
-    clean_up(&client).await;
-    for ns in [A, B] {
-        e2e::fresh_namespace(&client, ns, json!({})).await;
-    }
-    apply(&client, queue(A, json!({}))).await;
+    fresh_namespaces_and_queue_a(&client).await;
     apply(&client, queue(B, json!({"policy": {"kind": "bestEffortFifo"}, "createPodsAheadSeconds": 0}))).await;
     let start = Timestamp::now();
     let end = start.checked_add(SignedDuration::from_secs(600)).unwrap();
@@ -189,6 +181,15 @@ async fn a_reservation_of_an_amount_keeps_its_node_when_made_again() {
     assert!(!after.iter().any(|n| held.contains(n)), "{after:?} beside the window on {held:?}");
 
     clean_up(&client).await;
+}
+
+/// Namespaces A and B made afresh, and queue A (queue B is each test's own).
+async fn fresh_namespaces_and_queue_a(client: &Client) {
+    clean_up(client).await;
+    for ns in [A, B] {
+        e2e::fresh_namespace(client, ns, json!({})).await;
+    }
+    apply(client, queue(A, json!({}))).await;
 }
 
 /// What a test leaves: namespaces, Queues and Reservations.
