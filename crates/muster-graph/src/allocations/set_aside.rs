@@ -77,23 +77,27 @@ impl ResourceGraph {
         let d = Demand::resolve(&self.graph, &req).map_err(|u| no_room(u.0))?;
         let policy = req.policy.unwrap_or(self.policy);
         let window = Window::Future { start, end };
-        let without_users = self.without_users_work(name, (start, end));
         let fits = |p: &Placement| placed_units(p) >= d.min_units;
-        let mut found = None;
-        if !held_before.is_empty() {
-            let mut only_there = without_users.as_ref().unwrap_or(self).clone();
-            let elsewhere: Vec<String> = (only_there.graph.live_nodes())
-                .filter(|(_, n)| !held_before.contains(&n.name))
-                .map(|(_, n)| n.name.clone())
-                .collect();
-            for n in elsewhere {
-                only_there.set_unschedulable(&n, true)?;
+        let search = |g: &ResourceGraph| Some(g.graph.search(&d, window, policy, None)).filter(|(p, _)| fits(p));
+        let found = match held_before.is_empty() {
+            true => None,
+            false => {
+                let mut only_there = self.without_users_work(name, (start, end)).unwrap_or_else(|| self.clone());
+                let elsewhere: Vec<String> = (only_there.graph.live_nodes())
+                    .filter(|(_, n)| !held_before.contains(&n.name))
+                    .map(|(_, n)| n.name.clone())
+                    .collect();
+                for n in elsewhere {
+                    only_there.set_unschedulable(&n, true)?;
+                }
+                search(&only_there)
             }
-            found = Some(only_there.graph.search(&d, window, policy, None)).filter(|(p, _)| fits(p));
-        }
+        };
+        // Copies of the graph only where the search needs them: a window is made rarely, but
+        // on a large cluster a copy costs more than the search.
         let (p, domain) = found
-            .or_else(|| Some(self.graph.search(&d, window, policy, None)).filter(|(p, _)| fits(p)))
-            .or_else(|| without_users.map(|g| g.graph.search(&d, window, policy, None)).filter(|(p, _)| fits(p)))
+            .or_else(|| search(self))
+            .or_else(|| self.without_users_work(name, (start, end)).and_then(|g| search(&g)))
             .ok_or_else(|| {
                 let (p, _) = self.graph.search(&d, window, policy, None);
                 no_room(match self.satisfiability(&req) {
