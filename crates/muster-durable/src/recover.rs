@@ -366,12 +366,19 @@ impl<S: Store> DurableEngine<S> {
         let mut engine = Engine::restore(graph.clone(), snapshot(&config, now, &groups, learned.clone(), &windows))?;
         // One at a time, each checked (capacity and quota) with the ones accepted before it.
         for (key, pods) in orphans {
+            // The stored groups may hold more than a node that shrank has; a candidate must add
+            // nothing over any node's capacity.
+            let over_before = engine.graph().graph.over_committed();
             let trial = rec.imported(&groups[&key], &pods, next_alloc_id(&groups)).and_then(|cand| {
                 let mut trial = groups.clone();
                 trial.insert(key.clone(), cand);
                 let e = Engine::restore(graph.clone(), snapshot(&config, now, &trial, learned.clone(), &windows))
                     .map_err(|e| e.to_string())?;
                 e.check_invariants()?;
+                let over = e.graph().graph.over_committed();
+                if let Some((node, held)) = over.iter().find(|o| !over_before.contains(o)) {
+                    return Err(format!("no room for them on node {node}: {held}"));
+                }
                 Ok((trial, e))
             });
             match trial {

@@ -430,8 +430,8 @@ pub struct QueueConfig {
     /// Whether declared run times are limits, and their grace.
     #[serde(default)]
     pub run_time_limit: RunTimeLimitConfig,
-    /// Admits nothing: its waiting groups wait, its placed ones run on, and no group is queued
-    /// in it. What a queue whose definition was removed while groups still name it becomes
+    /// Admits nothing: its waiting groups wait, its placed ones run on without growing, and no
+    /// group is queued in it. What a queue whose definition was removed while groups still name it becomes
     /// ([`QueueConfig::closed`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closed: bool,

@@ -17,11 +17,12 @@ impl Engine {
         if wait > 0 && self.now < g.spec.submitted_at.saturating_add(wait) { r.max_members } else { r.min_members }
     }
 
-    /// Whether group `key` is elastic and below its max: once all its members are ready, the next
-    /// cycle may grow it (a cycle runs only when something changed, and its readiness is a change).
+    /// Whether group `key` is elastic, below its max and in an open queue: once all its members
+    /// are ready, the next cycle may grow it (a cycle runs only when something changed, and its
+    /// readiness is a change).
     pub(super) fn may_grow(&self, key: &GroupKey) -> bool {
         let g = &self.groups[key];
-        g.member_count() < g.spec.request.max_members
+        g.member_count() < g.spec.request.max_members && !self.queue_cfg(&g.spec.queue).closed
     }
 
     /// Grows running elastic groups toward max where capacity (and quota, beside what the
@@ -37,7 +38,7 @@ impl Engine {
                 g.state == GroupState::Running
                     && g.not_ready_since.is_none()
                     && g.spec.request.members_per_node.is_none()
-                    && g.member_count() < g.spec.request.max_members
+                    && self.may_grow(k)
             })
             .cloned()
             .collect();
