@@ -415,7 +415,9 @@ fn window_nodes(e: &Engine) -> Vec<String> {
 #[test]
 fn a_window_made_again_stays_on_its_nodes_with_its_users_work_inside() {
     let e = user_running_inside_the_window();
-    // Made again after a restart, then when a node is added.
+    // Made again after a restart (the second before any cycle made the window again), then
+    // when a node is added.
+    let e = Engine::restore(cluster(), e.snapshot()).unwrap();
     let mut e = Engine::restore(cluster(), e.snapshot()).unwrap();
     e.schedule(1);
     assert_eq!(window_nodes(&e), ["r-0"], "after a restart");

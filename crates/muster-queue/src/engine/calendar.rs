@@ -25,8 +25,8 @@ pub(super) struct HeldWindow {
 /// Held windows by (reservation, window start).
 pub(super) type Calendar = BTreeMap<(String, i64), HeldWindow>;
 
-/// The nodes windows held before they were given back to be made again, by (reservation, start).
-pub(super) type HeldBefore = BTreeMap<(String, i64), Vec<String>>;
+/// The end and nodes of windows given back to be made again, by (reservation, start).
+pub(super) type HeldBefore = BTreeMap<(String, i64), (i64, Vec<String>)>;
 
 impl Engine {
     /// The reservations a group of `queue` in `namespace` may use, by name.
@@ -54,10 +54,10 @@ impl Engine {
             .map(|(k, _)| k.clone())
             .collect();
         for k in stale {
-            if let Some(HeldWindow { set_aside: Ok(id), .. }) = self.calendar.remove(&k)
+            if let Some(HeldWindow { set_aside: Ok(id), end, .. }) = self.calendar.remove(&k)
                 && let Ok(a) = self.graph.cancel(id)
             {
-                self.held_before.insert(k, node_names(&self.graph, &a));
+                self.held_before.insert(k, (end, node_names(&self.graph, &a)));
             }
         }
         self.held_before.retain(|k, _| wanted.contains_key(k));
@@ -67,7 +67,7 @@ impl Engine {
                 continue;
             }
             let r = &self.config.reservations[ri];
-            let held_before = self.held_before.get(&k).map_or(&[][..], |n| &n[..]);
+            let held_before = self.held_before.get(&k).map_or(&[][..], |(_, n)| &n[..]);
             let made = match r.amount_request() {
                 Some(req) => self.graph.set_aside_amount(&k.0, &req, (start, end), held_before),
                 None => self.graph.set_aside_nodes(&k.0, &r.node_selector, (start, end)),
@@ -234,15 +234,26 @@ pub struct ReservationWindow {
 }
 
 impl Engine {
-    /// Where the windows made now hold their room, for a snapshot: a restore makes them again
-    /// there first.
+    /// Where the windows hold their room, for a snapshot (a restore makes them again there
+    /// first): those made now, and those still to be made again where they were.
     pub(super) fn windows_held(&self) -> Vec<ReservationWindow> {
-        self.reservation_windows().into_iter().filter(|w| !w.nodes.is_empty()).collect()
+        let made = self.reservation_windows().into_iter().filter(|w| !w.nodes.is_empty());
+        // Only windows not made (yet, or this time) keep an entry there.
+        let to_make = self.held_before.iter().map(|((reservation, start), (end, nodes))| ReservationWindow {
+            reservation: reservation.clone(),
+            start: *start,
+            end: *end,
+            nodes: nodes.clone(),
+            error: None,
+        });
+        let mut all: Vec<ReservationWindow> = made.chain(to_make).collect();
+        all.sort_by(|a, b| (&a.reservation, a.start).cmp(&(&b.reservation, b.start)));
+        all
     }
 
     /// Takes the windows a snapshot held as where to make them again first.
     pub(super) fn remember_windows_held(&mut self, held: Vec<ReservationWindow>) {
-        self.held_before = held.into_iter().map(|w| ((w.reservation, w.start), w.nodes)).collect();
+        self.held_before = held.into_iter().map(|w| ((w.reservation, w.start), (w.end, w.nodes))).collect();
     }
 
     /// Every window the engine holds now, by reservation then start.
