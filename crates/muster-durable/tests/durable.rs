@@ -430,3 +430,56 @@ fn recovery_keeps_members_whose_pods_are_still_coming() {
     assert!(rec.transitions.iter().any(|t| t.to == GroupState::Evicted), "{:?}", rec.transitions);
     assert_eq!(r.engine().group(&key("coming")).unwrap().state, GroupState::Queued);
 }
+
+/// The nodes of [`graph`], node `i` with `cpu[i]` cores, or gone where that is 0.
+fn changed_nodes(cpu: &[u64]) -> muster_graph::ResourceGraph {
+    let specs: Vec<muster_graph::NodeSpec> = (cpu.iter().enumerate())
+        .filter(|(_, c)| **c > 0)
+        .map(|(i, c)| muster_graph::NodeSpec {
+            name: node(i),
+            topology: vec![("rack".into(), format!("rack-{}", i / 2))],
+            pooled: vec![("cpu".into(), c * 1000), ("memory".into(), 64 << 30), ("pods".into(), 110)],
+            devices: vec![],
+            published: Vec::new(),
+            labels: Default::default(),
+            taints: vec![],
+            unschedulable: false,
+        })
+        .collect();
+    let g = muster_graph::Graph::from_nodes("t", &specs).unwrap();
+    muster_graph::ResourceGraph::new(g, muster_graph::Policy::First)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Whatever changed while no instance led (nodes that shrank or are gone, queue b's
+    /// definition removed), recovery succeeds and the engine keeps its invariants.
+    #[test]
+    fn recovery_survives_what_changed_while_no_instance_led(
+        ops in prop::collection::vec(op(), 1..40),
+        cpu in prop::collection::vec(0u64..=NODE_CPU, NODES as usize),
+        drop_b in any::<bool>(),
+    ) {
+        let b = Sqlite::new();
+        let mut cluster = Cluster::default();
+        let (mut d, _) = start(b.open(), "a", &cluster.report(), 0);
+        let mut names = Vec::new();
+        for (n, o) in ops.iter().enumerate() {
+            let input = to_input(o, &names, n, n as i64);
+            if let Input::Submit(s) = &input {
+                names.push(s.key.clone());
+            }
+            if let Ok(ts) = d.input(input, n as i64) {
+                cluster.act(&ts);
+            }
+        }
+        drop(d);
+        let mut c = config();
+        if drop_b {
+            c.queues.retain(|q| q.name != "b");
+        }
+        let (d, _) = start_on(changed_nodes(&cpu), c, b.open(), "a", &cluster.report(), 100);
+        d.engine().check_invariants().map_err(TestCaseError::fail)?;
+    }
+}
