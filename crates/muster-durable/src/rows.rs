@@ -233,19 +233,19 @@ pub(crate) fn note_versions(versions: &mut BTreeMap<String, i64>, writes: &[Writ
     }
 }
 
-/// The writes that keep the stored nodes of reservation windows as `after` holds them: a window
-/// made, or made again elsewhere, is put; one no longer held at all is deleted. One that could
-/// not be made now keeps its row, so that a restart still tries its old nodes first.
+/// The writes that keep the stored nodes of reservation windows as `after` holds them
+/// ([`Engine::windows_held`]): a window made, or made again elsewhere, is put; one no longer held
+/// (ended, or its reservation removed) is deleted. One still to be made again keeps its row.
 pub(crate) fn windows_held(before: &Engine, after: &Engine) -> Vec<Write> {
-    let key = |w: &ReservationWindow| (w.reservation.clone(), w.start);
-    let before: BTreeMap<_, _> = before.reservation_windows().into_iter().map(|w| (key(&w), w)).collect();
-    let after: BTreeMap<_, _> = after.reservation_windows().into_iter().map(|w| (key(&w), w)).collect();
+    let by_key = |e: &Engine| -> BTreeMap<(String, i64), ReservationWindow> {
+        e.windows_held().into_iter().map(|w| ((w.reservation.clone(), w.start), w)).collect()
+    };
+    let (before, after) = (by_key(before), by_key(after));
     let gone = (before.keys())
         .filter(|k| !after.contains_key(*k))
         .map(|(reservation, start)| Write::DeleteWindowHeld { reservation: reservation.clone(), start: *start });
-    let made = (after.iter())
-        .filter(|(k, w)| !w.nodes.is_empty() && before.get(*k) != Some(*w))
-        .map(|(_, w)| Write::PutWindowHeld(window_row(w)));
+    let made =
+        (after.iter()).filter(|(k, w)| before.get(*k) != Some(*w)).map(|(_, w)| Write::PutWindowHeld(window_row(w)));
     gone.chain(made).collect()
 }
 

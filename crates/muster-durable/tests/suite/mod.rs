@@ -364,6 +364,13 @@ pub fn reservation_windows_keep_their_nodes_across_recovery<B: Backend>(b: &B) {
     d.schedule(41).unwrap();
     assert_eq!(state(&d, "long"), Some(GroupState::Running));
     assert_eq!(windows(&d), [held], "made again on its node");
+    drop(d);
+
+    // The Reservation removed: the first cycle after the recovery drops its stored nodes.
+    let (mut d, _) = start(b.open(), "a", &cluster.report(), 50);
+    assert_eq!(b.open().load().unwrap().windows_held.len(), 1, "kept until a cycle knows better");
+    d.schedule(51).unwrap();
+    assert_eq!(b.open().load().unwrap().windows_held, []);
 }
 
 /// A Queue removed while groups still name it: recovery keeps it, closed, rather than fail. Its

@@ -46,6 +46,8 @@ impl Engine {
     /// given back, new ones made, and windows that opened are acted on.
     pub(super) fn refresh_calendar(&mut self, out: &mut Vec<Transition>) {
         if self.config.reservations.is_empty() {
+            // Where removed reservations' windows were is of no more use.
+            self.held_before.clear();
             return;
         }
         let wanted = self.wanted_windows();
@@ -234,9 +236,11 @@ pub struct ReservationWindow {
 }
 
 impl Engine {
-    /// Where the windows hold their room, for a snapshot (a restore makes them again there
-    /// first): those made now, and those still to be made again where they were.
-    pub(super) fn windows_held(&self) -> Vec<ReservationWindow> {
+    /// Where the windows hold their room, by reservation then start: those made now, and those
+    /// still to be made again where they were (after a restore, or one that could not be made
+    /// this time). A snapshot carries them, and a store keeps them, so that a restore makes each
+    /// again there first.
+    pub fn windows_held(&self) -> Vec<ReservationWindow> {
         let made = self.reservation_windows().into_iter().filter(|w| !w.nodes.is_empty());
         // Only windows not made (yet, or this time) keep an entry there.
         let to_make = self.held_before.iter().map(|((reservation, start), (end, nodes))| ReservationWindow {
