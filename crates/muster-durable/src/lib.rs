@@ -17,7 +17,7 @@ use std::fmt;
 
 use muster_graph::NodeSpec;
 use muster_queue::config::DEFAULT_FAIR_SHARE_HALF_LIFE_S;
-use muster_queue::{Engine, EngineError, ExternalHold, GroupKey, GroupSpec, Transition};
+use muster_queue::{Engine, EngineConfig, EngineError, ExternalHold, GroupKey, GroupSpec, Transition};
 use muster_store::{Fence, Store, StoreError, Write};
 use thiserror::Error;
 
@@ -114,6 +114,9 @@ pub enum Input {
         hold: ExternalHold,
     },
     Vacate(String),
+    /// The Queues, Cohorts, Reservations or PriorityClasses changed: the whole new
+    /// configuration ([`Engine::reconfigure`]).
+    Reconfigure(Box<EngineConfig>),
     /// A scheduling cycle. Never kept for a retry: the next cycle does the same work.
     Schedule,
 }
@@ -136,6 +139,7 @@ impl Input {
             Input::NodeUp { name, up } => e.node_up(name, *up, at),
             Input::Occupy { id, hold } => e.occupy(id, hold.clone(), at),
             Input::Vacate(id) => e.vacate(id, at),
+            Input::Reconfigure(config) => e.reconfigure(EngineConfig::clone(config)).map(|()| Vec::new()),
             Input::Schedule => Ok(e.schedule(at)),
         }
     }
@@ -338,6 +342,10 @@ impl<S: Store> DurableEngine<S> {
 
     pub fn node_up(&mut self, name: &str, up: bool, now: i64) -> Result<Vec<Transition>, DurableError> {
         self.input(Input::NodeUp { name: name.to_string(), up }, now)
+    }
+
+    pub fn reconfigure(&mut self, config: EngineConfig, now: i64) -> Result<Vec<Transition>, DurableError> {
+        self.input(Input::Reconfigure(Box::new(config)), now)
     }
 
     pub fn schedule(&mut self, now: i64) -> Result<Vec<Transition>, DurableError> {

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use muster_graph::ResourceGraph;
 use muster_queue::engine::{LearnedRunTimes, QueueUsage, RUN_TIMES_KEPT, RunTimeSample};
 use muster_queue::{
-    AllocationRecord, Engine, EngineConfig, EngineError, Group, GroupKey, GroupState, MemberPlacement, QueueConfig,
-    Reason, ReservationWindow, Snapshot, Transition,
+    AllocationRecord, Engine, EngineConfig, EngineError, Group, GroupKey, GroupState, MemberPlacement, Reason,
+    ReservationWindow, Snapshot, Transition,
 };
 use muster_store::{Fence, HistoryEntry, Store, StoreError};
 use thiserror::Error;
@@ -102,30 +102,21 @@ fn snapshot(
     }
 }
 
-/// `config` with a closed queue ([`QueueConfig::closed`]) for each queue that stored groups name
-/// but `config` does not define (its Queue was removed while they existed): they keep their
-/// places and runs, nothing new enters, and each such queue is reported. A recovery after its
-/// last group is gone leaves it out.
+/// `config` with a closed queue for each queue that stored groups name but `config` does not
+/// define ([`EngineConfig::close_undefined_queues`]), each reported.
 fn with_closed_queues(
     mut config: EngineConfig,
     groups: &BTreeMap<GroupKey, Group>,
     conflicts: &mut Vec<Conflict>,
 ) -> EngineConfig {
-    let mut undefined: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
-    for g in groups.values().filter(|g| !config.queues.iter().any(|q| q.name == g.spec.queue)) {
-        let (count, namespaces) = undefined.entry(g.spec.queue.clone()).or_default();
-        *count += 1;
-        namespaces.insert(g.spec.key.namespace.to_string());
-    }
-    for (name, (count, namespaces)) in undefined {
+    for (name, count) in config.close_undefined_queues(groups.values().map(|g| &g.spec)) {
         conflicts.push(Conflict {
             message: format!(
                 "queue {name:?} is not defined, but {count} group(s) still name it: it is kept closed (its placed \
                  groups run on, its waiting ones wait, nothing new enters) until none does"
             ),
-            subject: name.clone(),
+            subject: name,
         });
-        config.queues.push(QueueConfig::closed(&name, namespaces));
     }
     config
 }

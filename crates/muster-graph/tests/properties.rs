@@ -279,6 +279,8 @@ fn check_placement(rg: &ResourceGraph, id: u64, at_least_min: bool) {
 /// sockets.
 fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), TestCaseError> {
     let mut now = 0i64;
+    // The same nodes, cordoned alike, never allocated on.
+    let mut fresh = rg.without_allocations();
     for (i, op) in ops.iter().enumerate() {
         let before = fingerprint(&rg.graph);
         match op {
@@ -402,10 +404,16 @@ fn run_ops(mut rg: ResourceGraph, ops: &[Op], socketed: bool) -> Result<(), Test
             Op::Cordon(n, c) => {
                 let names: Vec<String> = rg.graph.live_nodes().map(|(_, n)| n.name.clone()).collect();
                 rg.set_unschedulable(&names[n % names.len()], *c).unwrap();
+                fresh.set_unschedulable(&names[n % names.len()], *c).unwrap();
             }
         }
         check_invariants(&rg);
     }
+    // Released of everything, the graph is its nodes as if nothing had ever been placed.
+    let bare = rg.without_allocations();
+    prop_assert_eq!(bare.allocations().count(), 0);
+    prop_assert_eq!(fingerprint(&bare.graph), fingerprint(&fresh.graph));
+    check_invariants(&bare);
     Ok(())
 }
 

@@ -2,12 +2,13 @@
 //! timeouts and backoff, preemption, priority classes. Parsed from YAML (or JSON); every refused
 //! value is reported with the path of its field.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_graph::InputError;
 use muster_graph::resources;
 use serde::{Deserialize, Serialize};
 
+use crate::group::GroupSpec;
 use crate::reservation::ReservationConfig;
 
 /// How the matcher chooses nodes for the groups of a cluster: fewest nodes first (Fluxion's
@@ -575,6 +576,28 @@ impl EngineConfig {
         }
     }
 
+    /// Adds a closed queue ([`QueueConfig::closed`]) for each queue that `groups` name and this
+    /// configuration does not define (its definition was removed while they existed): they keep
+    /// their places and runs, and nothing new enters. Returns each queue closed so with how many
+    /// of the groups name it. A configuration made after its last group is gone leaves it out.
+    pub fn close_undefined_queues<'a>(
+        &mut self,
+        groups: impl IntoIterator<Item = &'a GroupSpec>,
+    ) -> Vec<(String, usize)> {
+        let mut undefined: BTreeMap<&str, (usize, BTreeSet<String>)> = BTreeMap::new();
+        for g in groups.into_iter().filter(|g| !self.queues.iter().any(|q| q.name == g.queue)) {
+            let (count, namespaces) = undefined.entry(&g.queue).or_default();
+            *count += 1;
+            namespaces.insert(g.key.namespace.to_string());
+        }
+        let mut closed = Vec::new();
+        for (name, (count, namespaces)) in undefined {
+            self.queues.push(QueueConfig::closed(name, namespaces));
+            closed.push((name.to_string(), count));
+        }
+        closed
+    }
+
     /// Parses and validates a configuration; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
         let c: Self = InputError::parse_yaml(file, text)?;
@@ -777,7 +800,7 @@ impl EngineConfig {
 
     /// Names unique and valid, every field checked ([`ReservationConfig::check`]).
     fn check_reservations(&self, file: &str) -> Result<(), InputError> {
-        let known: std::collections::BTreeSet<&str> = self.queues.iter().map(|q| q.name.as_str()).collect();
+        let known: BTreeSet<&str> = self.queues.iter().map(|q| q.name.as_str()).collect();
         let mut names = std::collections::BTreeSet::new();
         for (i, r) in self.reservations.iter().enumerate() {
             let at = |f: &str| format!("reservations[{i}].{f}");

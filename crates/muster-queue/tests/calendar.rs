@@ -297,15 +297,16 @@ proptest! {
     }
 
     /// An amount set aside is never entered by others' work, however often the engine is
-    /// recovered from its snapshot (a controller restart) before or inside a window: while one is
-    /// open, queue b holds at most the cluster less the node's worth set aside for queue a. And a
-    /// restart does not move the window (its users' work stays inside it).
+    /// recovered from its snapshot (a controller restart) or given its configuration again (a
+    /// Queue or Reservation edited) before or inside a window: while one is open, queue b holds
+    /// at most the cluster less the node's worth set aside for queue a. And neither moves the
+    /// window (its users' work stays inside it).
     #[test]
     fn an_amount_is_never_entered_by_others_work_across_restarts(
         jobs in jobs(),
         start in 20i64..120,
         length in 10i64..80,
-        restarts in prop::collection::btree_set(0i64..250, 0..5),
+        restarts in prop::collection::btree_map(0i64..250, any::<bool>(), 0..5),
         evict in any::<bool>(),
     ) {
         let r = ReservationConfig {
@@ -319,15 +320,19 @@ proptest! {
             e.reservation_windows().into_iter().map(|w| ((w.reservation, w.start), w.nodes)).collect::<BTreeMap<_, _>>()
         };
         for now in 0..250 {
-            let before = restarts.contains(&now).then(|| {
+            let before = restarts.get(&now).map(|&reconfigure| {
                 let held = nodes_held(&run.e);
-                run.e = Engine::restore(cluster(), run.e.snapshot()).unwrap();
+                if reconfigure {
+                    run.e.reconfigure(config(r.clone())).unwrap();
+                } else {
+                    run.e = Engine::restore(cluster(), run.e.snapshot()).unwrap();
+                }
                 held
             });
             run.step(now, &jobs);
             for (window, nodes) in nodes_held(&run.e) {
                 let was = before.as_ref().and_then(|b| b.get(&window));
-                prop_assert!(was.is_none_or(|was| *was == nodes), "a restart at {now} moved {window:?} from {was:?} to {nodes:?}");
+                prop_assert!(was.is_none_or(|was| *was == nodes), "a restart or reconfiguration at {now} moved {window:?} from {was:?} to {nodes:?}");
             }
             if start <= now && now < start + length {
                 let held = run.e.reservation_windows();

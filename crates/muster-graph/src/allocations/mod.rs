@@ -489,6 +489,19 @@ impl ResourceGraph {
         Ok(alloc)
     }
 
+    /// A copy of the graph with every allocation, reservation, hold and set-aside released: the
+    /// cluster's nodes as they are now (cordoned, down or removed as here), as a fresh graph of
+    /// them would be, for an engine to be rebuilt on.
+    pub fn without_allocations(&self) -> ResourceGraph {
+        let mut bare = self.clone();
+        let ids: Vec<AllocId> = bare.allocations.keys().copied().collect();
+        for id in ids {
+            // Known ids: a cancel cannot fail.
+            let _ = bare.cancel(id);
+        }
+        bare
+    }
+
     /// Releases some members (shrink). Releasing all of them is a cancel. The expected end stays:
     /// moving it later could overlap reservations planned after it, and a group that outruns its
     /// end is re-planned as any overrun is.

@@ -203,6 +203,9 @@ impl Engine {
         if !self.deferred_reshapes.is_empty() {
             self.apply_deferred_reshapes();
         }
+        if self.over_quota_from_config {
+            self.over_quota_from_config = crate::quota::check(&self.compiled, &self.usage).is_err();
+        }
         if !self.dirty && !self.timer_due() {
             return out;
         }

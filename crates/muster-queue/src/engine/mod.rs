@@ -55,6 +55,7 @@ mod placement;
 mod plan;
 mod preemption;
 mod quota_holds;
+mod reconfigure;
 mod repeat_misfit;
 mod run_limit;
 mod run_times;
@@ -201,6 +202,11 @@ pub struct Engine {
     /// Requests that contain one that failed earlier in the cycle are settled without a match
     /// (`failed_requests.rs`); off only to check that a match would find the same.
     compare_by_size: bool,
+    /// A configuration taken at a restore or a reconfigure set some quotas below what placed
+    /// groups hold: they run on, and the queue admits nothing it asks for until it is back
+    /// within (as any admission checks). Cleared by the first cycle that finds every quota kept;
+    /// until then the quota invariant does not hold and is not checked.
+    over_quota_from_config: bool,
     /// Per queue (by its index in the configuration), how the reason of a group beyond the
     /// reservation depth ends: written once, as thousands of such groups are tried every cycle.
     backfill_tails: Vec<String>,
@@ -263,6 +269,7 @@ impl Engine {
             held_before: BTreeMap::new(),
             settle_repeat_misfits: true,
             compare_by_size: true,
+            over_quota_from_config: false,
             backfill_tails: config.queues.iter().map(|q| backfill_tail(q.policy)).collect(),
             config,
         })

@@ -152,6 +152,8 @@ impl Engine {
         for (id, hold) in snap.external {
             e.occupy(&id, hold, e.now)?;
         }
+        // A quota lowered below what runs (while no instance led, or by a reconfigure).
+        e.over_quota_from_config = crate::quota::check(&e.compiled, &e.usage).is_err();
         Ok(e)
     }
 }
