@@ -1,9 +1,11 @@
 # muster on the harness cluster (sourced by the test-muster-*.sh tests, after lib.sh):
 #   muster_up     install muster (CRDs, RBAC, webhook registration, default Queue) and start
 #                 `muster controller` with its webhook under the muster ServiceAccount's identity
-#   muster_kill   SIGKILL the controller (a crash); muster_start starts it again (same store)
-#                 with $MUSTER_CONTROLLER_ARGS added to its flags
-#   muster_down   stop it and remove the webhook registration (it fails closed)
+#   muster_kill   SIGKILL the controller (a crash); muster_stop SIGTERM it (it gives its Lease
+#                 up); muster_start starts it again (same store) with $MUSTER_CONTROLLER_ARGS
+#                 added to its flags
+#   muster_down   stop it and remove the webhook registration (it fails closed); a controller
+#                 that exited by itself before that fails the test
 #   muster_metric NAME   a sample of the controller's /metrics (NAME with its labels, if any)
 #   group_status_writes  Group status writes the apiserver has served (its /metrics)
 #   jobset_controller_up, trainer_controller_up, mpi_operator_up, kuberay_operator_up   the real
@@ -338,17 +340,30 @@ remove_unreleased_muster() {
     --wait=true >/dev/null
 }
 
-muster_kill() {
+# muster_signal SIGNAL: send SIGNAL to the controller, wait for it to exit, and forget its pid
+# (a controller the test stopped is not one that exited by itself)
+muster_signal() {
   local pid
   pid=$(cat "$muster_dir/pid" 2>/dev/null) || return 0
-  kill -KILL "$pid" 2>/dev/null || true
+  kill -"$1" "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+  rm -f "$muster_dir/pid"
 }
+muster_kill() { muster_signal KILL; }
+muster_stop() { muster_signal TERM; }
 
+# A controller that exited by itself during a test fails the test, whatever the test checked:
+# muster_down says so and leaves $muster_exited for hack/e2e/run.sh, which counts it.
+muster_exited=$MUSTER_CLUSTER_DIR/muster-exited
 muster_down() {
   local pid
   pid=$(cat "$muster_dir/pid" 2>/dev/null) || pid=""
-  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
+  if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+    printf '  FAIL the muster controller exited during the test; the end of its log:\n' >&2
+    tail -n 20 "$muster_log" >&2 || true
+    touch "$muster_exited"
+  fi
+  muster_stop
   k delete mutatingwebhookconfiguration muster --ignore-not-found >/dev/null 2>&1 || true
   k delete validatingwebhookconfiguration muster --ignore-not-found >/dev/null 2>&1 || true
 }

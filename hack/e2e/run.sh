@@ -63,8 +63,11 @@ await_namespaces_gone() {
 run() {
   local name=$1; shift
   await_namespaces_gone
+  rm -f "$MUSTER_CLUSTER_DIR/muster-exited"
   "$@" > >(tee "$MUSTER_CLUSTER_DIR/logs/e2e-$name.log") 2>&1 & test_pid=$!
   if wait "$test_pid"; then :; else failed+=("$name"); fi
+  # hack/e2e/muster.sh's muster_down leaves this when the controller had exited by itself
+  if [[ -e $MUSTER_CLUSTER_DIR/muster-exited && ! " ${failed[*]} " =~ " $name " ]]; then failed+=("$name"); fi
   test_pid=""
 }
 for t in "${tests[@]}"; do

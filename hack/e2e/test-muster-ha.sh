@@ -26,7 +26,7 @@ queued_job_yaml before 4 run=2 | k -n $ns create -f - >/dev/null
 eventually 60 "a Job submitted to the leader completes" job_complete $ns before
 check "the standby did nothing (no admission in its log)" bash -c "! grep -q 'recovered from the store' '$MUSTER_CLUSTER_DIR/logs/muster-standby.log'"
 # Stop the leader (its webhook goes with it; the standby's is not registered, so submit after).
-kill -TERM "$(cat "$muster_dir/pid")"; wait "$(cat "$muster_dir/pid")" 2>/dev/null || true
+muster_stop
 k delete mutatingwebhookconfiguration muster >/dev/null; k delete validatingwebhookconfiguration muster >/dev/null
 eventually 30 "the standby takes the Lease" bash -c "[[ \$('$K8S_BIN/kubectl' -n muster-system get lease muster-controller -o jsonpath='{.spec.holderIdentity}') == e2e-standby ]]"
 # Without the webhook the Job is held by hand, as the webhook would have.

@@ -19,6 +19,7 @@ pub mod metrics_auth;
 mod reservation_status;
 mod watch;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -233,8 +234,10 @@ pub async fn run(
     result
 }
 
-/// One term of leadership: sessions that end when the Queue, Cohort, Reservation or PriorityClass objects change (the
-/// engine is then recovered from the store with the new configuration).
+/// One term of leadership. The engine is recovered from the store once; each change of the
+/// Queue, Cohort, Reservation or PriorityClass objects after that is given to the running engine
+/// ([`Brain::reconfigure`]): nothing is listed again and no group moves. Only a cluster left
+/// without a valid Queue ends the session; the next one waits for a Queue and recovers.
 async fn lead(
     client: Client,
     opts: &Options,
@@ -242,41 +245,36 @@ async fn lead(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
     loop {
-        let Loaded { config, queues, cohorts, reservations, listed_reservations, verdicts } =
-            engine_config(&client).await?;
-        accepted::write(&client, &verdicts).await;
+        let mut loaded = engine_config(&client).await?;
+        accepted::write(&client, &loaded.verdicts).await;
         // A cluster without a Queue yet (a chart makes its Queue after its pods are Ready): wait
         // for one, alive and leading, rather than crash-loop; the webhook holds new work meanwhile.
-        if config.queues.is_empty() {
+        if loaded.config.queues.is_empty() {
             warn!(
                 "no valid Queue: nothing is placed until one exists (kubectl apply a Queue; the chart makes `default`)"
             );
             tokio::select! {
-                () = watch::changed::<Queue>(client.clone(), queues) => continue,
+                () = watch::changed::<Queue>(client.clone(), loaded.queues) => continue,
                 _ = stop.changed() => return Ok(()),
             }
         }
-        info!(queues = config.queues.len(), reservations = config.reservations.len(), "queue configuration loaded");
-        let classes = watch::PriorityClasses {
-            values: config.priority_classes.clone(),
-            global_default: config.default_priority_class.clone(),
-        };
+        info!(
+            queues = loaded.config.queues.len(),
+            reservations = loaded.config.reservations.len(),
+            "queue configuration loaded"
+        );
         let (tx, rx) = mpsc::channel();
         let (act_tx, act_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = watch::spawn(client.clone(), opts.levels.clone(), tx.clone());
         let exec = tokio::spawn(executor::run(client.clone(), opts.clone(), act_rx, tx.clone(), metrics.clone()));
         let (windows, windows_rx) = reservation_status::WindowsPublisher::channel();
-        let statuses = tokio::spawn(reservation_status::run(client.clone(), listed_reservations, windows_rx));
-        let left_out_queues = verdicts
-            .iter()
-            .filter(|v| v.kind == ConfigKind::Queue)
-            .filter_map(|v| v.refusal.as_ref().map(|r| (v.name.clone(), r.message.clone())))
-            .collect();
+        let listed = std::mem::take(&mut loaded.listed_reservations);
+        let mut statuses = tokio::spawn(reservation_status::run(client.clone(), listed, windows_rx.clone()));
         let cfg = BrainConfig {
-            engine: config,
+            engine: loaded.config.clone(),
             options: DurableOptions::new(&opts.lease_name, STORE_LEASE_TTL_S),
             policy: opts.policy,
-            left_out_queues,
+            left_out_queues: left_out_queues(&loaded.verdicts),
         };
         let (store, identity) = (opts.store.clone(), opts.identity.clone());
         let pace = Pace { queue_view_every: opts.queue_view_every, plan: opts.plan.clone(), windows };
@@ -290,29 +288,41 @@ async fn lead(
             }
             None => Err(ControllerError::StoreUrl(store)),
         });
-        let config_changed = async {
-            tokio::select! {
-                () = watch::changed::<Queue>(client.clone(), queues) => info!("a Queue changed; recovering with the new configuration"),
-                () = watch::changed::<Cohort>(client.clone(), cohorts) => info!("a Cohort changed; recovering with the new configuration"),
-                () = watch::changed::<Reservation>(client.clone(), reservations) =>
-                    info!("a Reservation changed; recovering with the new configuration"),
-                () = watch::priority_classes_changed(client.clone(), classes) =>
-                    info!("a PriorityClass changed; recovering with the new configuration"),
-            }
-        };
         let joined = |r: Result<Result<(), ControllerError>, tokio::task::JoinError>| {
             r.map_err(|e| ControllerError::Stopped(e.to_string())).and_then(|r| r)
         };
-        let (outcome, again) = tokio::select! {
-            r = &mut brain => (joined(r), false),
-            () = config_changed => {
-                // The next session starts only once this one's brain has stopped: never two.
-                let _ = tx.send(Message::Stop);
-                (joined((&mut brain).await), true)
-            }
-            _ = stop.changed() => {
-                let _ = tx.send(Message::Stop);
-                (joined((&mut brain).await), false)
+        // Whether the session ended for a cluster left without a valid Queue (to start again).
+        let (outcome, again) = loop {
+            tokio::select! {
+                r = &mut brain => break (joined(r), false),
+                () = config_changed(&client, &loaded) => {
+                    let next = match engine_config(&client).await {
+                        Ok(next) => next,
+                        Err(e) => {
+                            // The next session starts only once this one's brain has stopped: never two.
+                            let _ = tx.send(Message::Stop);
+                            let _ = (&mut brain).await;
+                            break (Err(e), false);
+                        }
+                    };
+                    accepted::write(&client, &next.verdicts).await;
+                    if next.config.queues.is_empty() {
+                        let _ = tx.send(Message::Stop);
+                        break (joined((&mut brain).await), true);
+                    }
+                    loaded = next;
+                    statuses.abort();
+                    let listed = std::mem::take(&mut loaded.listed_reservations);
+                    statuses = tokio::spawn(reservation_status::run(client.clone(), listed, windows_rx.clone()));
+                    let _ = tx.send(Message::Reconfigure(Box::new(Reconfiguration {
+                        engine: loaded.config.clone(),
+                        left_out_queues: left_out_queues(&loaded.verdicts),
+                    })));
+                }
+                _ = stop.changed() => {
+                    let _ = tx.send(Message::Stop);
+                    break (joined((&mut brain).await), false);
+                }
             }
         };
         watchers.abort_all();
@@ -325,11 +335,45 @@ async fn lead(
     }
 }
 
+/// Completes when the Queue, Cohort, Reservation or PriorityClass objects differ from those
+/// `loaded` was read from.
+async fn config_changed(client: &Client, loaded: &Loaded) {
+    let classes = watch::PriorityClasses {
+        values: loaded.config.priority_classes.clone(),
+        global_default: loaded.config.default_priority_class.clone(),
+    };
+    tokio::select! {
+        () = watch::changed::<Queue>(client.clone(), loaded.queues.clone()) => info!("a Queue changed; taking the new configuration"),
+        () = watch::changed::<Cohort>(client.clone(), loaded.cohorts.clone()) => info!("a Cohort changed; taking the new configuration"),
+        () = watch::changed::<Reservation>(client.clone(), loaded.reservations.clone()) =>
+            info!("a Reservation changed; taking the new configuration"),
+        () = watch::priority_classes_changed(client.clone(), classes) =>
+            info!("a PriorityClass changed; taking the new configuration"),
+    }
+}
+
+/// The Queue objects left out of the configuration, with why.
+fn left_out_queues(verdicts: &[accepted::Verdict]) -> BTreeMap<String, String> {
+    verdicts
+        .iter()
+        .filter(|v| v.kind == ConfigKind::Queue)
+        .filter_map(|v| v.refusal.as_ref().map(|r| (v.name.clone(), r.message.clone())))
+        .collect()
+}
+
+/// A configuration read again after a change, for the running brain.
+pub(crate) struct Reconfiguration {
+    engine: EngineConfig,
+    left_out_queues: BTreeMap<String, String>,
+}
+
 /// What the brain thread receives.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Message {
     /// An event, and when it was sent (how long a decision took counts from then).
     Event(Event, Instant),
+    /// The Queues, Cohorts, Reservations or PriorityClasses changed.
+    Reconfigure(Box<Reconfiguration>),
     Stop,
 }
 
@@ -422,6 +466,10 @@ fn think<S: Store>(
                 Message::Event(e, sent) => {
                     pending_since = Some(pending_since.map_or(sent, |p| p.min(sent)));
                     brain.handle(e, now);
+                }
+                Message::Reconfigure(r) => {
+                    pending_since = Some(pending_since.unwrap_or_else(Instant::now));
+                    brain.reconfigure(r.engine, r.left_out_queues, now);
                 }
                 Message::Stop => {
                     brain.release();

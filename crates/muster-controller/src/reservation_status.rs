@@ -65,8 +65,9 @@ impl WindowsPublisher {
     }
 }
 
-/// Writes the statuses of `listed`: refused ones at once, honoured ones each time the brain
-/// publishes windows. Runs until aborted (the session's end).
+/// Writes the statuses of `listed`: refused ones at once, honoured ones from the windows the
+/// brain published last and each time it publishes again. Runs until aborted (the session's
+/// end, or a new configuration with its own list).
 pub async fn run(client: Client, listed: Vec<Listed>, mut windows: watch::Receiver<Option<HeldWindows>>) {
     let api = Api::<Reservation>::all(client);
     let mut written: BTreeMap<String, ReservationStatus> = BTreeMap::new();
@@ -75,9 +76,10 @@ pub async fn run(client: Client, listed: Vec<Listed>, mut windows: watch::Receiv
             ReservationStatus::new(r.generation, r.refused.as_ref(), &[], crate::unix_now(), r.status.as_ref());
         write(&api, &r.name, &status).await;
     }
-    while windows.changed().await.is_ok() {
-        let Some(held) = windows.borrow_and_update().clone() else { continue };
+    loop {
+        let held = windows.borrow_and_update().clone();
         for r in listed.iter().filter(|r| r.refused.is_none()) {
+            let Some(held) = &held else { break };
             let mine: Vec<ReservationWindow> =
                 held.windows.iter().filter(|w| w.reservation == r.name).cloned().collect();
             let previous = written.get(&r.name).or(r.status.as_ref());
@@ -85,6 +87,9 @@ pub async fn run(client: Client, listed: Vec<Listed>, mut windows: watch::Receiv
             if written.get(&r.name) != Some(&status) && write(&api, &r.name, &status).await {
                 written.insert(r.name.clone(), status);
             }
+        }
+        if windows.changed().await.is_err() {
+            return;
         }
     }
 }

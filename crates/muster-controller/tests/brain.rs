@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use muster_queue::QueueConfig;
 
 #[test]
 fn a_job_is_queued_admitted_bound_exactly_and_runs() {
@@ -600,6 +601,44 @@ fn a_group_in_a_queue_left_out_is_told_why() {
     });
     let told = told.unwrap_or_else(|| panic!("a NotQueued event: {a:?}"));
     assert!(told.contains("queue \"team-c\" is left out") && told.contains(why), "{told}");
+}
+
+/// A Queue fixed while muster runs: the running engine takes the new configuration (no restart,
+/// no group moves), and the group refused under the old one is queued and placed under the new.
+/// A configuration the engine refuses leaves the running one in place.
+#[test]
+fn a_queue_fixed_while_muster_runs_takes_the_group_it_refused() {
+    let mut cfg = brain_config(EngineConfig::single_queue("default"));
+    cfg.left_out_queues.insert("team-c".into(), "spec.quotas.cpu.nominal: \"lots\" is not a quantity".into());
+    let mut h = Harness::configured(TempDir::new("muster-brain"), cfg, &[node("n1", 8)], &[], &[], &[], 1000);
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        runs.extend(h.send(Event::Pod(Change::Apply(plain("here", i, 2, 2)))));
+    }
+    let here = allocation(&h, "here");
+    assert_eq!(here.len(), 2, "{runs:?}");
+    let mut far = plain("far", 0, 1, 1);
+    far.queue = Some("team-c".into());
+    let a = h.send(Event::Pod(Change::Apply(far)));
+    assert!(a.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "NotQueued")), "{a:?}");
+    assert_eq!(h.state("far"), None);
+
+    let mut bad = EngineConfig::single_queue("default");
+    bad.fair_share_half_life_s = -1;
+    h.brain.reconfigure(bad, Default::default(), h.now);
+    let queues = |h: &Harness| -> Vec<String> {
+        h.brain.engine().unwrap().engine().config().queues.iter().map(|q| q.name.clone()).collect()
+    };
+    assert_eq!(queues(&h), ["default"], "refused: the running configuration stays");
+
+    let mut fixed = EngineConfig::single_queue("default");
+    fixed.queues.push(QueueConfig::new("team-c"));
+    h.brain.reconfigure(fixed, Default::default(), h.now);
+    assert_eq!(queues(&h), ["default", "team-c"]);
+    let a = h.cycle();
+    assert_eq!(binds(&a).len(), 1, "the refused group is queued and placed: {a:?}");
+    assert_eq!(h.state("far"), Some(GroupState::Admitted));
+    assert_eq!(allocation(&h, "here"), here, "a placed group stays where it is");
 }
 
 #[test]

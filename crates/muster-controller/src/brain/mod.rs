@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use muster_durable::{ClusterReport, DurableEngine, Input, Options};
+use muster_durable::{ClusterReport, DurableEngine, DurableError, Input, Options};
 use muster_graph::{Graph, GroupRequest, NodeSpec, Policy, ResourceGraph};
 use muster_k8s::group::{MemberAllocation, RequeueState};
 use muster_k8s::{GroupConditionType as Cond, GroupStatus, QueueStatus, labels, workload};
@@ -329,6 +329,37 @@ impl<S: Store> Brain<S> {
         self.after(recovery.transitions, now);
         self.reconcile(now);
         Ok(())
+    }
+
+    /// A new configuration (Queues, Cohorts, Reservations or PriorityClasses changed), taken by
+    /// the running engine ([`DurableEngine::reconfigure`]): no group moves and nothing is read
+    /// again. Refused by the engine, it is logged and the running one is kept; with the store
+    /// unavailable it waits with the other inputs. Then every workload is looked at again, as
+    /// after a start: one its queue did not take before may be taken now.
+    pub fn reconfigure(&mut self, engine: EngineConfig, left_out_queues: BTreeMap<String, String>, now: i64) {
+        // What came before the change goes in under the configuration it came under.
+        self.flush(now);
+        if let Some(e) = self.engine.as_mut() {
+            match e.reconfigure(engine.clone(), now) {
+                Ok(_) | Err(DurableError::Unavailable { kept: true, .. }) => {}
+                Err(err) => return warn!("the new configuration is refused; the running one is kept: {err}"),
+            }
+            for q in e.engine().config().queues.iter().filter(|q| q.closed) {
+                warn!(
+                    queue = q.name,
+                    "no valid Queue defines it, but groups still name it: kept closed until none does"
+                );
+            }
+        }
+        info!(queues = engine.queues.len(), reservations = engine.reservations.len(), "configuration taken");
+        self.cfg.engine = engine;
+        self.cfg.left_out_queues = left_out_queues;
+        self.queue_statuses_stale = true;
+        let keys: Vec<String> = self.workloads().map(|j| j.key.to_string()).collect();
+        self.dirty_jobs.extend(keys);
+        let plain: Vec<GroupKey> = self.group_pods.keys().filter(|k| self.is_plain(k)).cloned().collect();
+        self.dirty_plain.extend(plain);
+        self.plain_refused.clear();
     }
 
     /// What the cluster runs, for recovery: bound pods with their members (a member whose pod

@@ -407,6 +407,60 @@ pub fn a_removed_queue_is_kept_closed_while_groups_name_it<B: Backend>(b: &B) {
     assert!(d.engine().config().queues.iter().all(|q| q.name != "b"), "no group names it any more");
 }
 
+/// A new configuration taken by the running engine (`DurableEngine::reconfigure`) is what a
+/// recovery under it gives: the same groups, the same windows, stored. Queue b removed while
+/// its groups remain is kept closed; a reservation added is held and its nodes stored. A
+/// configuration the engine refuses changes neither the engine nor the store.
+pub fn a_reconfigured_engine_is_what_a_recovery_under_its_configuration_gives<B: Backend>(b: &B) {
+    let mut cluster = Cluster::default();
+    let (mut d, _) = start(b.open(), "a", &cluster.report(), 0);
+    d.submit(spec("runs", "b", 2, 2, 4, Some(100), 0), 0).unwrap();
+    d.submit(spec("waits", "b", 4, 4, 4, Some(500), 0), 0).unwrap();
+    d.submit(spec("mine", "a", 1, 1, 4, Some(5000), 0), 0).unwrap();
+    cluster.act(&d.schedule(1).unwrap());
+    d.pods_ready(&key("runs"), 2, 2).unwrap();
+    d.pods_ready(&key("mine"), 1, 2).unwrap();
+
+    let mut bad = config();
+    bad.fair_share_half_life_s = -1;
+    let stored = b.open().load().unwrap();
+    let groups = durable_groups(d.engine());
+    let refused = d.reconfigure(bad, 3).unwrap_err().to_string();
+    assert!(refused.contains("fairShareHalfLifeS"), "{refused}");
+    assert_eq!(durable_groups(d.engine()), groups);
+    assert_eq!(b.open().load().unwrap(), stored, "nothing written");
+
+    let mut next = EngineConfig { queues: config().queues.into_iter().filter(|q| q.name != "b").collect(), ..config() };
+    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
+    next.reservations = vec![ReservationConfig {
+        name: "training".into(),
+        queues: vec!["a".into()],
+        namespaces: Vec::new(),
+        node_selector: Default::default(),
+        amount: Some(amount),
+        start: 1000,
+        end: 1100,
+        every_s: 0,
+        at_start: AtStart::Wait,
+    }];
+    d.reconfigure(next.clone(), 4).unwrap();
+    cluster.act(&d.schedule(5).unwrap());
+    assert!(d.engine().config().queues.iter().any(|q| q.name == "b" && q.closed), "b kept closed");
+    assert_eq!((state(&d, "runs"), state(&d, "waits")), (Some(GroupState::Running), Some(GroupState::Queued)));
+    let windows = d.engine().reservation_windows();
+    let [held] = &windows[..] else { panic!("one window: {windows:?}") };
+    assert_eq!(held.nodes.len(), 1, "{held:?}");
+    let stored = b.open().load().unwrap().windows_held;
+    assert_eq!(stored.iter().map(|w| (w.start, &w.nodes)).collect::<Vec<_>>(), [(1000, &held.nodes)]);
+    let groups = durable_groups(d.engine());
+    drop(d);
+
+    let (mut r, _) = start_with(next, b.open(), "a", &cluster.report(), 6);
+    r.schedule(6).unwrap();
+    assert_eq!(durable_groups(r.engine()), groups, "a recovery reads what the reconfigured engine had");
+    assert_eq!(r.engine().reservation_windows(), windows);
+}
+
 /// Nodes that shrank while no instance led (an unhealthy device, more set aside for the system):
 /// the group running on them is recovered as it runs, not refused, each such node is reported,
 /// and nothing more goes there until enough has ended.
