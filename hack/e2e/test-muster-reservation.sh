@@ -2,7 +2,7 @@
 # e2e: a calendar Reservation sets two of 4 KWOK nodes of 8 cpu aside for one queue over a short
 # window (scenarios/clusters/reservation-4.yaml): backfill before it, only its queue inside it,
 # others' work evicted whole at its opening, its status and `muster why`; a Reservation of an amount
-# keeps its node when the engine is recovered from the store. The test itself is Rust
+# keeps its node when a Queue changes and the engine takes the new configuration. The test itself is Rust
 # (crates/muster-harness/tests/reservation.rs); rust_e2e (hack/e2e/muster.sh) starts muster and,
 # for the whole test, the over-commit checker, which checks every 0.5 s that no node has more
 # requested by its bound pods than it has allocatable.

@@ -4,8 +4,9 @@
 //! keeps compact views of them, and feeds the durable queue engine ([`brain`]); the engine's
 //! decisions become API calls ([`executor`]): Group objects and their status, unsuspending Jobs,
 //! binding every pod of an admitted group to its node through the binding subresource, and
-//! events. On start (or after a Queue or Reservation changes) the engine is recovered from the
-//! store and reconciled with what the cluster runs. See docs/controller.md.
+//! events. On start the engine is recovered from the store and reconciled with what the cluster
+//! runs; a changed Queue, Cohort, Reservation or PriorityClass is given to the running engine
+//! ([`brain::Brain::reconfigure`]). See docs/controller.md.
 
 mod accepted;
 pub mod allocate;

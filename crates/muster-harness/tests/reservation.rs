@@ -165,7 +165,7 @@ async fn a_reservation_of_an_amount_keeps_its_node_when_made_again() {
     assert_eq!(ours.iter().collect::<Vec<_>>(), held.iter().collect::<Vec<_>>(), "the only room left is the window's");
     wait_phase(&client, B, "while", 90, &["Succeeded"]).await;
 
-    // A Queue changed: the engine is recovered from the store and the window made again.
+    // A Queue changed: the running engine takes the new configuration and makes the window again.
     apply(&client, queue(B, json!({"policy": {"kind": "bestEffortFifo"}, "createPodsAheadSeconds": 1}))).await;
     let queues = Api::<Queue>::all(client.clone());
     eventually(60, "muster runs with queue B's new spec", || async {
