@@ -637,6 +637,13 @@ fn a_queue_fixed_while_muster_runs_takes_the_group_it_refused() {
     assert_eq!(queues(&h), ["default", "team-c"]);
     let a = h.cycle();
     assert_eq!(binds(&a).len(), 1, "the refused group is queued and placed: {a:?}");
+    let statuses: Vec<&str> = (a.iter())
+        .filter_map(|a| match a {
+            Action::QueueStatus { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses, ["default", "team-c"], "every Queue's status written again");
     assert_eq!(h.state("far"), Some(GroupState::Admitted));
     assert_eq!(allocation(&h, "here"), here, "a placed group stays where it is");
 }

@@ -354,6 +354,8 @@ impl<S: Store> Brain<S> {
         info!(queues = engine.queues.len(), reservations = engine.reservations.len(), "configuration taken");
         self.cfg.engine = engine;
         self.cfg.left_out_queues = left_out_queues;
+        // Every Queue's status is written again: one deleted and made anew has none.
+        self.queue_statuses.clear();
         self.queue_statuses_stale = true;
         let keys: Vec<String> = self.workloads().map(|j| j.key.to_string()).collect();
         self.dirty_jobs.extend(keys);
