@@ -328,13 +328,10 @@ pub fn run_time_limits_survive_recovery<B: Backend>(b: &B) {
     assert_eq!((g.state, g.run_time_exceeded), (GroupState::Failed, Some(10 + grace as u64)));
 }
 
-/// A calendar reservation's window keeps its nodes across a restart: made again where it was,
-/// its user's work inside it, not on another node beside that work (which would keep a second
-/// node from others until the window ends).
-pub fn reservation_windows_keep_their_nodes_across_recovery<B: Backend>(b: &B) {
-    let mut c = config();
+/// Reservation `training`: a node's worth of cpu (4) for queue a over [1000, 1100).
+fn a_node_for_queue_a() -> ReservationConfig {
     let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
-    c.reservations = vec![ReservationConfig {
+    ReservationConfig {
         name: "training".into(),
         queues: vec!["a".into()],
         namespaces: Vec::new(),
@@ -344,7 +341,15 @@ pub fn reservation_windows_keep_their_nodes_across_recovery<B: Backend>(b: &B) {
         end: 1100,
         every_s: 0,
         at_start: AtStart::Wait,
-    }];
+    }
+}
+
+/// A calendar reservation's window keeps its nodes across a restart: made again where it was,
+/// its user's work inside it, not on another node beside that work (which would keep a second
+/// node from others until the window ends).
+pub fn reservation_windows_keep_their_nodes_across_recovery<B: Backend>(b: &B) {
+    let mut c = config();
+    c.reservations = vec![a_node_for_queue_a()];
     let recover =
         |store: B::S, cluster: &Cluster, now: i64| start_with(c.clone(), store, "a", &cluster.report(), now).0;
     let mut cluster = Cluster::default();
@@ -431,18 +436,7 @@ pub fn a_reconfigured_engine_is_what_a_recovery_under_its_configuration_gives<B:
     assert_eq!(b.open().load().unwrap(), stored, "nothing written");
 
     let mut next = EngineConfig { queues: config().queues.into_iter().filter(|q| q.name != "b").collect(), ..config() };
-    let amount = ReservedAmount { members: 1, resources: [("cpu".to_string(), "4".into())].into(), topology: None };
-    next.reservations = vec![ReservationConfig {
-        name: "training".into(),
-        queues: vec!["a".into()],
-        namespaces: Vec::new(),
-        node_selector: Default::default(),
-        amount: Some(amount),
-        start: 1000,
-        end: 1100,
-        every_s: 0,
-        at_start: AtStart::Wait,
-    }];
+    next.reservations = vec![a_node_for_queue_a()];
     d.reconfigure(next.clone(), 4).unwrap();
     cluster.act(&d.schedule(5).unwrap());
     assert!(d.engine().config().queues.iter().any(|q| q.name == "b" && q.closed), "b kept closed");
