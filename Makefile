@@ -10,9 +10,10 @@ help:  ## list the targets
 test: lint  ## format check, clippy, and every test of the workspace
 	$(CARGO) test --workspace
 
-lint:  ## cargo fmt --check and clippy with warnings as errors
+lint:  ## cargo fmt --check, clippy and the API docs (every intra-doc link resolves) with warnings as errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 properties:  ## the engine's and the matcher's property tests at depth (3,000 and 20,000 cases; `make test` runs 48 and 192)
 	PROPTEST_CASES=3000 $(CARGO) test -p muster-queue --test properties

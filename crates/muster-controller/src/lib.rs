@@ -2,7 +2,7 @@
 //!
 //! One leader (a `coordination.k8s.io` Lease) watches nodes, pods and Jobs with the queue label,
 //! keeps compact views of them, and feeds the durable queue engine ([`brain`]); the engine's
-//! decisions become API calls ([`executor`]): Group objects and their status, unsuspending Jobs,
+//! decisions become API calls (`executor`): Group objects and their status, unsuspending Jobs,
 //! binding every pod of an admitted group to its node through the binding subresource, and
 //! events. On start the engine is recovered from the store and reconciled with what the cluster
 //! runs; a changed Queue, Cohort, Reservation or PriorityClass is given to the running engine
@@ -135,7 +135,7 @@ pub struct Loaded {
 /// The engine configuration from the Queue, Cohort and Reservation objects and PriorityClasses of the
 /// cluster. An invalid Queue, Cohort or Reservation is left out (with a warning; its `Accepted`
 /// condition says why), and so is every Queue below a Cohort left out; the others still work. With no valid Queue the configuration has none and is not
-/// compiled: the controller then waits for one ([`lead`]).
+/// compiled: the controller then waits for one (`lead`).
 pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     let queues = Api::<Queue>::all(client.clone()).list(&ListParams::default()).await?;
     let queue_versions = watch::Versions::of(&queues.items);

@@ -39,7 +39,7 @@ pub(crate) struct PodSpan {
     pub(crate) succeeded: bool,
 }
 
-/// Every pod of a run by uid, fed by [`cluster::watch`] through [`Ledger::observe`].
+/// Every pod of a run by uid, fed by [`crate::cluster::watch`] through [`Ledger::observe`].
 #[derive(Debug, Default)]
 pub struct Ledger {
     pub(crate) pods: HashMap<String, PodSpan>,

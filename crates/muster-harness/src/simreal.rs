@@ -65,7 +65,7 @@ pub struct RealResult {
     /// before it was measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<JobTimeline>,
-    /// Per tenant of a scenario with tenants, the simulator's measures ([`tenant_figures`]);
+    /// Per tenant of a scenario with tenants, the simulator's measures ([`fn@tenant_figures`]);
     /// empty without tenants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tenants: Vec<TenantResult>,

@@ -1,5 +1,5 @@
 //! The discrete-event engine: one modelled cluster, one scheduler, one workload. What is to
-//! happen waits in an [`agenda::Agenda`], by time and then in the order it was scheduled, so a
+//! happen waits in an `agenda::Agenda`, by time and then in the order it was scheduled, so a
 //! run is a pure function of its inputs.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

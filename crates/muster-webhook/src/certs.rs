@@ -35,7 +35,7 @@ const CA_NAME: &str = "muster-webhook-ca";
 
 impl ServingCert {
     /// A fresh CA and a serverAuth certificate it signs for `dns_names` and `ips`, valid from
-    /// yesterday for [`CA_VALID_DAYS`] and [`SERVING_VALID_DAYS`].
+    /// yesterday for `CA_VALID_DAYS` and `SERVING_VALID_DAYS`.
     pub fn generate(dns_names: &[String], ips: &[IpAddr]) -> Result<ServingCert, WebhookError> {
         let ca_key = KeyPair::generate()?;
         let now = Timestamp::now().as_second();
@@ -45,7 +45,7 @@ impl ServingCert {
     }
 
     /// A new serving certificate for `dns_names` and `ips` from the CA `ca_pem` (made by
-    /// [`ServingCert::generate`]) and its key, valid for [`SERVING_VALID_DAYS`] but no longer
+    /// [`ServingCert::generate`]) and its key, valid for `SERVING_VALID_DAYS` but no longer
     /// than the CA.
     pub fn issue(
         ca_pem: &str,

@@ -63,7 +63,7 @@ impl Metrics {
         Metrics { registry, requests, duration }
     }
 
-    /// Counts one answered review. `kind` is a [`kind_label`] value.
+    /// Counts one answered review. `kind` is a `kind_label` value.
     pub fn review(&self, hook: Hook, kind: &'static str, verdict: Verdict, took: Duration) {
         let labels = RequestLabels { hook: hook.label(), kind, result: verdict.label() };
         self.requests.get_or_create(&labels).inc();

@@ -156,7 +156,7 @@ impl ClusterState for MemoryState {
 /// store (an object created a moment ago, or a store still filling) falls back to a GET, so a Job
 /// created right after its Queue is not refused; Groups, muster's own, are read from the store
 /// alone. PodGroups are watched only once their CRD is
-/// served (checked every [`CRD_POLL`]); until then every lookup is a GET.
+/// served (checked every `CRD_POLL`); until then every lookup is a GET.
 #[derive(Clone)]
 pub struct KubeState {
     client: Client,

@@ -545,7 +545,7 @@ impl ResourceGraph {
 
     /// Adds `count` members to a running allocation, all or none, to the set that grows next
     /// ([`GroupRequest::growing_set`]; more than it may take is an error), as close to its members
-    /// as its topology allows ([`Self::growth_scopes`]). Returns the new members' indices, or
+    /// as its topology allows (`growth_scopes`). Returns the new members' indices, or
     /// None if they do not fit now.
     pub fn grow(&mut self, id: AllocId, count: u32, now: i64) -> Result<Option<Vec<u32>>, GraphError> {
         let alloc = self.allocation(id)?;

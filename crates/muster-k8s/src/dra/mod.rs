@@ -1,7 +1,7 @@
 //! Dynamic Resource Allocation (`resource.k8s.io/v1`) as the graph takes it: the devices a
 //! ResourceSlice publishes for one node, and what a ResourceClaimTemplate asks of each pod made
 //! from it, with its DeviceClasses' selectors first; extended resources that devices serve
-//! ([`extended`]).
+//! (`extended`).
 //!
 //! What is not read yet is refused by name rather than half read: slices for several nodes (a
 //! node selector, all nodes, per-device nodes), partitionable devices (shared counters),

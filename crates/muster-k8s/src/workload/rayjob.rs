@@ -1,7 +1,7 @@
 //! RayJob (`ray.io/v1`, KubeRay): one group of its Ray cluster's head and every worker, held with
 //! `spec.suspend`. While it is suspended KubeRay creates no Ray cluster; released, it creates a
 //! RayCluster named `<rayjob>-<5 random characters>` that it controls, whose pods are the group.
-//! The cluster's pod sets are [`super::ray`]'s.
+//! The cluster's pod sets are `super::ray`'s.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 

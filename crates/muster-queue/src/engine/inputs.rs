@@ -99,7 +99,7 @@ impl Engine {
     /// Replaces the spec of a group that holds nothing (queued, reserved, suspended or
     /// deactivated): its job was resized or reshaped while it waited. It keeps its place in its
     /// queue; a reservation is dropped (Reserved -> Queued) and planned anew by the next cycle. A
-    /// placed group may change only its member counts ([`Engine::resize_placed`]); an evicted one
+    /// placed group may change only its member counts (`resize_placed`); an evicted one
     /// keeps the spec it was placed for, and a group never changes queue.
     pub fn update(&mut self, spec: GroupSpec, now: i64) -> Result<Vec<Transition>, EngineError> {
         let spec = self.with_usable_reservations(spec);
