@@ -55,8 +55,6 @@ pub enum ControllerError {
     Engine(#[from] DurableError),
     #[error("queue configuration: {0}")]
     Config(String),
-    #[error("cluster: {0}")]
-    Cluster(String),
     #[error("--store {0:?}: use sqlite:PATH or postgres://...")]
     StoreUrl(String),
     #[error("lost leadership (lease {0})")]

@@ -603,6 +603,22 @@ fn a_group_in_a_queue_left_out_is_told_why() {
     assert!(told.contains("queue \"team-c\" is left out") && told.contains(why), "{told}");
 }
 
+/// A node whose labels the graph cannot take (its block label forgotten, so its rack "1" would
+/// sit beside block "1") is left out at the start, as a running engine refuses it; it no longer
+/// stops the controller, and the rest of the cluster is scheduled on.
+#[test]
+fn a_node_the_graph_refuses_is_left_out_at_the_start() {
+    let mut labelled = node("n1", 8);
+    labelled.spec.topology = vec![("block".into(), "1".into()), ("rack".into(), "1".into())];
+    let mut forgotten = node("n2", 8);
+    forgotten.spec.topology = vec![("rack".into(), "1".into())];
+    let mut h = Harness::new(&[labelled, forgotten], &[job("j", 1, 8)], &[]);
+    h.cycle();
+    assert_eq!(allocation(&h, "j"), [(0, "n1".to_string())]);
+    let stat = h.brain.engine().unwrap().engine().graph().stat();
+    assert_eq!(stat.nodes, 1, "n2 left out");
+}
+
 /// A Queue fixed while muster runs: the running engine takes the new configuration (no restart,
 /// no group moves), and the group refused under the old one is queued and placed under the new.
 /// A configuration the engine refuses leaves the running one in place.

@@ -59,14 +59,29 @@ impl Graph {
         Graph::from_parts(ResourceTable::default(), vec![root], VertexId(0), vec![])
     }
 
-    /// A graph of `nodes` (as a controller sees them), indexed and ready to match on.
+    /// A graph of `nodes` (as a controller sees them), indexed and ready to match on. Refuses
+    /// them all if it refuses one.
     pub fn from_nodes(cluster_name: &str, nodes: &[NodeSpec]) -> Result<Self, InputError> {
+        let (graph, refused) = Self::from_nodes_leaving_out(cluster_name, nodes);
+        match refused.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(graph),
+        }
+    }
+
+    /// A graph of the `nodes` it can take, each node it refuses left out and returned with why (a
+    /// topology label missing, a device published twice): one node that cannot be described must
+    /// not keep the others from being scheduled on.
+    pub fn from_nodes_leaving_out(cluster_name: &str, nodes: &[NodeSpec]) -> (Self, Vec<InputError>) {
         let mut graph = Graph::empty(cluster_name);
+        let mut refused = Vec::new();
         for n in nodes {
-            graph.insert_node(n).map_err(|m| InputError::new("cluster", format!("node {}", n.name), m))?;
+            if let Err(m) = graph.insert_node(n) {
+                refused.push(InputError::new("cluster", format!("node {}", n.name), m));
+            }
         }
         graph.rebuild_index();
-        Ok(graph)
+        (graph, refused)
     }
 
     fn push_vertex(&mut self, mut meta: VertexMeta, role: Role, parent: VertexId) -> VertexId {

@@ -281,8 +281,12 @@ impl<S: Store> Brain<S> {
     pub fn start(&mut self, store: S, fence: Fence, now: i64) -> Result<(), crate::ControllerError> {
         let mut specs: Vec<_> = self.nodes.items.values().map(|n| n.spec.clone()).collect();
         specs.sort_by(|a, b| a.name.cmp(&b.name));
-        let graph =
-            Graph::from_nodes("kubernetes", &specs).map_err(|e| crate::ControllerError::Cluster(e.to_string()))?;
+        // A node the graph refuses is left out, as a running engine refuses it: its groups' members
+        // there are lost, and the rest of the cluster is scheduled on.
+        let (graph, refused) = Graph::from_nodes_leaving_out("kubernetes", &specs);
+        for e in refused {
+            warn!("left out of the cluster muster schedules on: {e}");
+        }
         let graph = ResourceGraph::new(graph, self.cfg.policy);
         let report = self.report();
         let (engine, recovery) = DurableEngine::recover(
