@@ -393,6 +393,16 @@ impl<S: Store> DurableEngine<S> {
             }
         }
 
+        for g in groups.values().filter(|g| g.state.holds_allocation()) {
+            if graph.graph.known_part(&g.spec.request) != g.spec.request {
+                rec.conflict(
+                    &g.spec.key,
+                    "it asks for a resource, a driver's devices or a topology level that no node has now: it runs on \
+                     where it is, holding what the nodes still have"
+                        .into(),
+                );
+            }
+        }
         for (node, held) in engine.graph().graph.over_committed() {
             let message =
                 format!("its running groups hold more than it has ({held}): nothing more goes there until enough ends");

@@ -26,6 +26,7 @@ macro_rules! both_backends {
 }
 
 both_backends!(
+    a_group_asking_what_no_node_has_any_more_is_recovered_as_it_runs,
     a_reconfigured_engine_is_what_a_recovery_under_its_configuration_gives,
     nodes_that_shrank_under_a_running_group_are_recovered_over_committed,
     a_removed_queue_is_kept_closed_while_groups_name_it,
@@ -44,6 +45,7 @@ both_backends!(
 );
 
 use suite::{
+    a_group_asking_what_no_node_has_any_more_is_recovered_as_it_runs,
     a_reconfigured_engine_is_what_a_recovery_under_its_configuration_gives,
     a_removed_queue_is_kept_closed_while_groups_name_it, admission_written_before_returned,
     failed_apply_rolls_back_and_retries, learned_run_times_survive_recovery,

@@ -15,6 +15,7 @@ pub mod free_ahead;
 pub mod graph;
 pub mod jgf;
 pub mod jobspec;
+mod known_part;
 pub mod matcher;
 pub mod names;
 pub mod policy;

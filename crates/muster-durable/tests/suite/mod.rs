@@ -1,6 +1,8 @@
 //! The suite, written once over a [`Backend`] and run against SQLite and PostgreSQL.
 
 use muster_durable::{ClusterReport, DurableEngine, DurableError, Status};
+use muster_graph::jobspec::TopologyConstraint;
+use muster_graph::{Policy, ResourceGraph};
 use muster_queue::config::DEFAULT_FAIR_SHARE_HALF_LIFE_S;
 use muster_queue::{AtStart, EngineConfig, GroupState, MemberPlacement, Reason, ReservationConfig, ReservedAmount};
 use muster_store::Store;
@@ -453,6 +455,39 @@ pub fn a_reconfigured_engine_is_what_a_recovery_under_its_configuration_gives<B:
     r.schedule(6).unwrap();
     assert_eq!(durable_groups(r.engine()), groups, "a recovery reads what the reconfigured engine had");
     assert_eq!(r.engine().reservation_windows(), windows);
+}
+
+/// A resource and a topology level gone from every node while no instance led (patched out of
+/// the nodes' status, labels removed): the group that asks for them and runs is recovered as it
+/// runs, holding what the nodes still have, and reported; it no longer stops the recovery.
+pub fn a_group_asking_what_no_node_has_any_more_is_recovered_as_it_runs<B: Backend>(b: &B) {
+    let cluster_of = |extra: &str, spread: &str| {
+        let text = format!(
+            "name: t\nnodeClasses:\n  - name: n\n    count: {NODES}\n    capacity: {{cpu: {NODE_CPU}, memory: 64Gi, pods: 110{extra}}}\n{spread}"
+        );
+        ResourceGraph::new(muster_graph::cluster::load("t.yaml", &text).unwrap(), Policy::First)
+    };
+    let before = || cluster_of(", example.com/fpga: 2", "    spread: {rack: 2}\n");
+    let mut cluster = Cluster::default();
+    let (mut d, _) = start_on(before(), config(), b.open(), "a", &cluster.report(), 0);
+    let mut g = spec("fpga", "a", 2, 2, 1, Some(100), 0);
+    g.request.requests.push(("example.com/fpga".into(), 1));
+    g.request.topology = Some(TopologyConstraint::required("rack"));
+    d.submit(g, 0).unwrap();
+    cluster.act(&d.schedule(1).unwrap());
+    d.pods_ready(&key("fpga"), 2, 2).unwrap();
+    assert_eq!(state(&d, "fpga"), Some(GroupState::Running));
+    drop(d);
+
+    let (mut d, rec) = start_on(cluster_of("", ""), config(), b.open(), "a", &cluster.report(), 10);
+    assert_eq!(state(&d, "fpga"), Some(GroupState::Running), "it runs on");
+    let conflict = rec.conflicts.iter().find(|c| c.subject == "ns/fpga").expect("reported");
+    assert!(conflict.message.contains("no node has now"), "{}", conflict.message);
+    // The cpu it holds still counts: two more cpus than the nodes have left are refused.
+    d.submit(spec("full", "a", NODES, NODES, NODE_CPU, Some(10), 11), 11).unwrap();
+    d.schedule(12).unwrap();
+    assert_eq!(state(&d, "full"), Some(GroupState::Queued));
+    d.engine().check_invariants().unwrap();
 }
 
 /// Nodes that shrank while no instance led (an unhealthy device, more set aside for the system):

@@ -133,7 +133,9 @@ impl Engine {
                 let members: Vec<ImportedMember> = (a.members.iter())
                     .map(|m| ImportedMember { index: m.index, node: m.node.clone(), devices: still_there(m) })
                     .collect();
-                let req = e.groups[&key].spec.request.clone();
+                // Recorded with what the nodes still know of: a resource, a driver's devices or a
+                // topology level gone from every node since is left out of what it holds.
+                let req = e.graph.graph.known_part(&e.groups[&key].spec.request);
                 let id = next_graph_id;
                 next_graph_id += 1;
                 // Its pods run there: a node that shrank since (an unhealthy device, more set
