@@ -298,10 +298,16 @@ async fn lead(
                     let next = match engine_config(&client).await {
                         Ok(next) => next,
                         Err(e) => {
-                            // The next session starts only once this one's brain has stopped: never two.
-                            let _ = tx.send(Message::Stop);
-                            let _ = (&mut brain).await;
-                            break (Err(e), false);
+                            // The running configuration goes on; the objects still differ from the
+                            // ones it was read from, so the change is read again after the pause.
+                            warn!("reading the changed configuration failed; the running one is kept, and it is read again in {}s: {e}", CONFIG_RETRY.as_secs());
+                            tokio::select! {
+                                () = tokio::time::sleep(CONFIG_RETRY) => continue,
+                                _ = stop.changed() => {
+                                    let _ = tx.send(Message::Stop);
+                                    break (joined((&mut brain).await), false);
+                                }
+                            }
                         }
                     };
                     accepted::write(&client, &next.verdicts).await;
@@ -333,6 +339,9 @@ async fn lead(
         }
     }
 }
+
+/// How long after a failed reading of a changed configuration it is read again.
+const CONFIG_RETRY: Duration = Duration::from_secs(5);
 
 /// Completes when the Queue, Cohort, Reservation or PriorityClass objects differ from those
 /// `loaded` was read from.
