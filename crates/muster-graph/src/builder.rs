@@ -119,6 +119,13 @@ impl Graph {
             resources.push((name.as_str(), resources::unit_of(name)?, ResourceKind::Pooled, *amount));
         }
         for (name, count) in &spec.devices {
+            if *count > crate::cluster::MAX_DEVICES_PER_NODE {
+                return Err(format!(
+                    "{count} devices of {name}: a node has at most {} of one resource, each placed by name; offer a \
+                     larger count as pooled capacity",
+                    crate::cluster::MAX_DEVICES_PER_NODE
+                ));
+            }
             resources.push((name.as_str(), resources::unit_of(name)?, ResourceKind::Device, u64::from(*count)));
         }
         for (i, d) in spec.published.iter().enumerate() {

@@ -15,6 +15,10 @@ use crate::resources;
 /// Most nodes one class may declare; a typo of a few extra zeros gets an error, not an OOM.
 pub const MAX_NODES_PER_CLASS: u64 = 100_000;
 
+/// The most devices of one resource a node has. Each is a vertex of its own (a GPU a member holds
+/// by name); a resource a node offers more of is a count, described as pooled capacity.
+pub const MAX_DEVICES_PER_NODE: u32 = 1024;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterDescription {
@@ -235,8 +239,14 @@ impl ClusterDescription {
                 if class.capacity.contains_key(name) {
                     return Err(err(path, "listed under capacity too; a resource is either pooled or devices".into()));
                 }
-                if !(1..=1024).contains(&count) {
-                    return Err(err(path, format!("{count} devices is out of range; allowed 1..=1024")));
+                if !(1..=i64::from(MAX_DEVICES_PER_NODE)).contains(&count) {
+                    return Err(err(
+                        path,
+                        format!(
+                            "{count} devices is out of range; allowed 1..={MAX_DEVICES_PER_NODE} (list a larger count under \
+                             capacity, as pooled)"
+                        ),
+                    ));
                 }
                 devices.push((name.clone(), count as u32));
                 capacity.insert(name.clone(), count.to_string());

@@ -386,3 +386,18 @@ fn jgf_sizes_and_shapes() {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_node_with_more_devices_of_a_resource_than_are_placed_by_name_is_refused() {
+    let node = |count: u32| muster_graph::NodeSpec {
+        name: "n".into(),
+        pooled: vec![("cpu".into(), 8000)],
+        devices: vec![("example.com/x".into(), count)],
+        ..muster_graph::NodeSpec::default()
+    };
+    let e = muster_graph::Graph::from_nodes("t", &[node(u32::MAX)]).unwrap_err();
+    assert_eq!(e.path, "node n");
+    assert!(e.message.contains("at most 1024") && e.message.contains("pooled"), "{e}");
+    let g = muster_graph::Graph::from_nodes("t", &[node(1024)]).unwrap();
+    assert_eq!(g.nodes[0].devices.len(), 1024);
+}

@@ -9,6 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use muster_graph::NodeSpec;
+use muster_graph::cluster::MAX_DEVICES_PER_NODE;
 use muster_graph::graph::{Taint, TaintEffect};
 use muster_graph::jobspec::MAX_MEMBERS;
 use muster_k8s::dra::{DraError, NodeSlice, PodDevices, claim_devices, node_slice};
@@ -158,9 +159,12 @@ pub fn node_view(node: &Node, levels: &Levels) -> Option<NodeView> {
         // What muster cannot count the node offers none of: pods asking for it wait, nothing is
         // over-committed.
         let Ok(amount) = amount_of(resource, q) else { continue };
-        // Extended resources (nvidia.com/gpu) are discrete devices; the rest is pooled.
-        if resource.contains('/') && !resource.starts_with("hugepages-") {
-            devices.push((resource.clone(), u32::try_from(amount).unwrap_or(u32::MAX)));
+        // Extended resources (nvidia.com/gpu) are discrete devices; the rest is pooled, and so is
+        // an extended resource offered by the thousand or more (a byte count such as
+        // sgx.intel.com/epc): as devices, each unit would be a vertex of its own.
+        let devices_of = u32::try_from(amount).ok().filter(|&n| n <= MAX_DEVICES_PER_NODE);
+        if let Some(count) = devices_of.filter(|_| resource.contains('/') && !resource.starts_with("hugepages-")) {
+            devices.push((resource.clone(), count));
         } else {
             pooled.push((resource.clone(), amount));
         }

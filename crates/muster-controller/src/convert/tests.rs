@@ -154,6 +154,24 @@ fn nodes_split_pooled_resources_from_devices_and_read_readiness() {
 }
 
 #[test]
+fn an_extended_resource_offered_by_the_thousand_is_pooled_not_one_device_per_unit() {
+    // Intel's SGX plugin offers its enclave memory in bytes; KubeVirt offers /dev/kvm by the 1000.
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "8", "sgx.intel.com/epc": "98566144", "devices.kubevirt.io/kvm": "1k",
+                                   "example.com/huge": "1e12"}}
+    }))
+    .unwrap();
+    let v = node_view(&node, &default_levels()).unwrap();
+    assert_eq!(v.spec.devices, [("devices.kubevirt.io/kvm".to_string(), 1000)]);
+    assert!(v.spec.pooled.contains(&("sgx.intel.com/epc".to_string(), 98_566_144)), "{:?}", v.spec.pooled);
+    assert!(v.spec.pooled.contains(&("example.com/huge".to_string(), 1_000_000_000_000)), "{:?}", v.spec.pooled);
+    // And the graph takes the node, with one vertex per kvm device and none per byte.
+    let g = muster_graph::Graph::from_nodes("t", &[v.spec]).unwrap();
+    assert!(g.vertices.len() < 1100, "{} vertices", g.vertices.len());
+}
+
+#[test]
 fn a_node_under_pressure_is_read_as_cordoned_not_as_tainted() {
     let node = |taint: &str| -> Node {
         serde_json::from_value(json!({
