@@ -37,6 +37,18 @@ impl Verdict {
         Self::of(ConfigKind::Cohort, c, c.status.as_ref().map(|s| s.conditions.clone()))
     }
 
+    /// An object muster cannot read, refused with why (it has no conditions muster could read).
+    pub fn unreadable(kind: ConfigKind, u: &crate::listing::Unreadable) -> Self {
+        warn!("{kind} ignored: {}", u.error);
+        Verdict {
+            kind,
+            name: u.name.clone(),
+            generation: u.generation,
+            conditions: Vec::new(),
+            refusal: Some(Refusal::invalid_spec(&u.error)),
+        }
+    }
+
     fn of(kind: ConfigKind, object: &impl Resource, conditions: Option<Vec<Condition>>) -> Self {
         let meta = object.meta();
         Verdict {

@@ -15,6 +15,7 @@ pub mod convert;
 mod executor;
 mod forecaster;
 mod leader;
+mod listing;
 pub mod metrics;
 pub mod metrics_auth;
 mod reservation_status;
@@ -135,12 +136,12 @@ pub struct Loaded {
 /// condition says why), and so is every Queue below a Cohort left out; the others still work. With no valid Queue the configuration has none and is not
 /// compiled: the controller then waits for one (`lead`).
 pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
-    let queues = Api::<Queue>::all(client.clone()).list(&ListParams::default()).await?;
-    let queue_versions = watch::Versions::of(&queues.items);
+    let queues = listing::list::<Queue>(client).await?;
     let mut cfg = EngineConfig::single_queue("unused");
     cfg.queues.clear();
-    let mut verdicts = Vec::new();
-    for q in &queues.items {
+    let mut verdicts: Vec<accepted::Verdict> =
+        queues.unreadable.iter().map(|u| accepted::Verdict::unreadable(ConfigKind::Queue, u)).collect();
+    for q in &queues.read {
         let mut verdict = accepted::Verdict::of_queue(q);
         match q.spec.to_config(&verdict.name) {
             Ok(c) => cfg.queues.push(c),
@@ -151,13 +152,16 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
         }
         verdicts.push(verdict);
     }
-    let cohorts = Api::<Cohort>::all(client.clone()).list(&ListParams::default()).await?;
-    verdicts.extend(cohorts.items.iter().map(accepted::Verdict::of_cohort));
-    let converted = cohorts.items.iter().map(|c| {
+    let cohorts = listing::list::<Cohort>(client).await?;
+    verdicts.extend(cohorts.read.iter().map(accepted::Verdict::of_cohort));
+    verdicts.extend(cohorts.unreadable.iter().map(|u| accepted::Verdict::unreadable(ConfigKind::Cohort, u)));
+    let converted = cohorts.read.iter().map(|c| {
         let name = c.metadata.name.clone().unwrap_or_default();
         let config = c.spec.to_config(&name);
         (name, config)
     });
+    // An unreadable Cohort is left out as an invalid one is, and the Queues below it with it.
+    let converted = converted.chain(cohorts.unreadable.iter().map(|u| (u.name.clone(), Err(u.error.clone()))));
     let (tree, left_out) = muster_k8s::cohort::assemble(converted.collect(), &mut cfg.queues);
     cfg.cohorts = tree;
     for l in left_out {
@@ -166,9 +170,14 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
             v.refusal = Some(l.refusal);
         }
     }
-    let reservations = Api::<Reservation>::all(client.clone()).list(&ListParams::default()).await?;
-    let mut listed_reservations = Vec::new();
-    for r in &reservations.items {
+    let reservations = listing::list::<Reservation>(client).await?;
+    let mut listed_reservations: Vec<reservation_status::Listed> = (reservations.unreadable.iter())
+        .map(|u| {
+            warn!(reservation = u.name, "reservation ignored: {}", u.error);
+            reservation_status::Listed::unreadable(u)
+        })
+        .collect();
+    for r in &reservations.read {
         let name = r.metadata.name.clone().unwrap_or_default();
         let refused = match r.spec.to_config(&name, &cfg.queues) {
             Ok(c) => {
@@ -191,9 +200,9 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
     }
     Ok(Loaded {
         config: cfg,
-        queues: queue_versions,
-        cohorts: watch::Versions::of(&cohorts.items),
-        reservations: watch::Versions::of(&reservations.items),
+        queues: queues.versions(),
+        cohorts: cohorts.versions(),
+        reservations: reservations.versions(),
         listed_reservations,
         verdicts,
     })

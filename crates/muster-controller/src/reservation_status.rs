@@ -29,6 +29,11 @@ impl Listed {
     pub fn new(r: &Reservation, refused: Option<InputError>) -> Self {
         Listed { name: r.name_any(), generation: r.metadata.generation, status: r.status.clone(), refused }
     }
+
+    /// A Reservation muster cannot read, refused with why.
+    pub fn unreadable(u: &crate::listing::Unreadable) -> Self {
+        Listed { name: u.name.clone(), generation: u.generation, status: None, refused: Some(u.error.clone()) }
+    }
 }
 
 /// The windows the engine holds, as of `now` (Unix seconds).

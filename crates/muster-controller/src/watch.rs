@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::ApiResource;
+use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use muster_k8s::external::{JobSet, MPIJob, RayCluster, RayJob, served};
@@ -190,6 +191,10 @@ async fn forward<K, V>(
 pub struct Versions(HashMap<String, Option<i64>>);
 
 impl Versions {
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, Option<i64>)>) -> Self {
+        Self(pairs.into_iter().collect())
+    }
+
     pub fn of<'a, K: Resource + 'a>(objects: impl IntoIterator<Item = &'a K>) -> Self {
         Self(objects.into_iter().map(|o| (o.meta().name.clone().unwrap_or_default(), o.meta().generation)).collect())
     }
@@ -206,8 +211,10 @@ where
     let mut known = loaded.0;
     let mut listing: HashMap<String, Option<i64>> = HashMap::new();
     let mut listed = false;
-    let mut stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff().boxed();
-    let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+    // Names and generations only: an object muster cannot read is still told apart.
+    let api = Api::<PartialObjectMeta<K>>::all(client);
+    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let name = |o: &PartialObjectMeta<K>| o.meta().name.clone().unwrap_or_default();
     while let Some(ev) = stream.next().await {
         let Ok(ev) = ev else { continue };
         match ev {

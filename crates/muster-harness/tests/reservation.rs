@@ -8,8 +8,10 @@
 //! window opens: its Job suspended again, an Evicted event naming the reservation. In the window
 //! queue B's Job still waits, `muster why` naming the reservation, and queue A's gang runs on the
 //! reserved pool. The Reservation's status lists the window and its nodes, Accepted and Active; an
-//! invalid one is refused with Accepted=False naming the field. A Reservation of an amount keeps
-//! its node, with its queue's Job inside, when muster recovers its engine from the store.
+//! invalid one is refused with Accepted=False naming the field, and so is one the apiserver takes
+//! but muster cannot read (a start with ten fractional digits), the others still honoured. A
+//! Reservation of an amount keeps its node, with its queue's Job inside, when a Queue changes and
+//! the running engine takes the new configuration.
 //!
 //! hack/e2e/test-muster-reservation.sh starts muster and the over-commit checker around this test.
 
@@ -24,7 +26,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
 use muster_k8s::{Queue, Reservation};
 use serde_json::{Value, json};
 
@@ -32,6 +35,7 @@ const A: &str = "e2e-resv-a";
 const B: &str = "e2e-resv-b";
 const RESERVATION: &str = "e2e-training";
 const BAD: &str = "e2e-no-length";
+const UNREADABLE: &str = "e2e-ten-digits";
 const AMOUNT: &str = "e2e-amount";
 const MANAGER: &str = "muster-e2e";
 /// Seconds from the Reservation's making to its window's opening: room for the checks before it.
@@ -60,6 +64,20 @@ async fn a_calendar_reservation_keeps_its_pool_for_its_queue_over_its_window() {
     })
     .await;
     assert!(refused.1.starts_with("spec.end: ") && refused.1.contains("is not after spec.start"), "{refused:?}");
+    // The CRD's date-time format allows any number of fractional digits; muster reads nine.
+    let unreadable = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<Reservation>(&()));
+    let mut doc = reservation(UNREADABLE, start, end);
+    doc["spec"]["start"] = json!(start.strftime("%Y-%m-%dT%H:%M:%S.1234567891Z").to_string());
+    let pp = PatchParams::apply(MANAGER).force();
+    unreadable.patch(UNREADABLE, &pp, &Patch::Apply(&doc)).await.expect("the apiserver takes ten digits");
+    let unread = eventually(30, "the Reservation muster cannot read is refused", || async {
+        let o = unreadable.get(UNREADABLE).await.ok()?;
+        let conditions = o.data["status"]["conditions"].as_array()?.clone();
+        let accepted = conditions.into_iter().find(|c| c["type"] == "Accepted" && c["status"] == "False")?;
+        accepted["message"].as_str().map(str::to_string)
+    })
+    .await;
+    assert!(unread.contains("muster cannot read it"), "{unread}");
     let held = eventually(30, "the Reservation is accepted and holds its window on the reserved pool", || async {
         let r = reservations.get(RESERVATION).await.ok()?;
         condition(&r, "Accepted").filter(|(s, _)| s == "True")?;
@@ -195,7 +213,7 @@ async fn fresh_namespaces_and_queue_a(client: &Client) {
 /// What a test leaves: namespaces, Queues and Reservations.
 async fn clean_up(client: &Client) {
     let dp = DeleteParams::default();
-    for name in [RESERVATION, BAD, AMOUNT] {
+    for name in [RESERVATION, BAD, UNREADABLE, AMOUNT] {
         let _ = Api::<Reservation>::all(client.clone()).delete(name, &dp).await;
     }
     for ns in [A, B] {
