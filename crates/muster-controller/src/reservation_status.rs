@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
 use muster_graph::InputError;
 use muster_k8s::{Reservation, ReservationStatus, labels};
@@ -74,7 +75,9 @@ impl WindowsPublisher {
 /// brain published last and each time it publishes again. Runs until aborted (the session's
 /// end, or a new configuration with its own list).
 pub async fn run(client: Client, listed: Vec<Listed>, mut windows: watch::Receiver<Option<HeldWindows>>) {
-    let api = Api::<Reservation>::all(client);
+    // Untyped: the object the apiserver answers with is not read back, so a Reservation muster
+    // cannot read (`listing.rs`) still gets its status.
+    let api = Api::<DynamicObject>::all_with(client, &ApiResource::erase::<Reservation>(&()));
     let mut written: BTreeMap<String, ReservationStatus> = BTreeMap::new();
     for r in listed.iter().filter(|r| r.refused.is_some()) {
         let status =
@@ -101,7 +104,7 @@ pub async fn run(client: Client, listed: Vec<Listed>, mut windows: watch::Receiv
 
 /// Applies `status` to Reservation `name`; false (and a warning) if that failed: it is written
 /// again at the next change.
-async fn write(api: &Api<Reservation>, name: &str, status: &ReservationStatus) -> bool {
+async fn write(api: &Api<DynamicObject>, name: &str, status: &ReservationStatus) -> bool {
     let patch = Patch::Apply(json!({"apiVersion": "muster.dev/v1alpha1", "kind": "Reservation", "status": status}));
     match api.patch_status(name, &PatchParams::apply(labels::FIELD_MANAGER).force(), &patch).await {
         Ok(_) => true,
