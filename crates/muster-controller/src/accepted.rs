@@ -5,7 +5,8 @@
 //! conditions and would otherwise remove it under server-side apply.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
 use kube::{Client, Resource};
 use muster_k8s::cohort::ConfigKind;
 use muster_k8s::condition::{self, Refusal};
@@ -39,7 +40,6 @@ impl Verdict {
 
     /// An object muster cannot read, refused with why (it has no conditions muster could read).
     pub fn unreadable(kind: ConfigKind, u: &crate::listing::Unreadable) -> Self {
-        warn!("{kind} ignored: {}", u.error);
         Verdict {
             kind,
             name: u.name.clone(),
@@ -77,15 +77,14 @@ pub async fn write(client: &Client, verdicts: &[Verdict]) {
         let patch = Patch::Apply(
             json!({"apiVersion": "muster.dev/v1alpha1", "kind": v.kind.to_string(), "status": {"conditions": [fresh]}}),
         );
-        let written = match v.kind {
-            ConfigKind::Queue => {
-                Api::<Queue>::all(client.clone()).patch_status(&v.name, &apply, &patch).await.map(drop)
-            }
-            ConfigKind::Cohort => {
-                Api::<Cohort>::all(client.clone()).patch_status(&v.name, &apply, &patch).await.map(drop)
-            }
+        // Untyped: the object the apiserver answers with is not read back, so one muster cannot
+        // read (`listing.rs`) still gets its condition.
+        let resource = match v.kind {
+            ConfigKind::Queue => ApiResource::erase::<Queue>(&()),
+            ConfigKind::Cohort => ApiResource::erase::<Cohort>(&()),
         };
-        if let Err(e) = written {
+        let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+        if let Err(e) = api.patch_status(&v.name, &apply, &patch).await {
             warn!(kind = %v.kind, name = v.name, "cannot write the Accepted condition: {e}");
         }
     }

@@ -171,12 +171,8 @@ pub async fn engine_config(client: &Client) -> Result<Loaded, ControllerError> {
         }
     }
     let reservations = listing::list::<Reservation>(client).await?;
-    let mut listed_reservations: Vec<reservation_status::Listed> = (reservations.unreadable.iter())
-        .map(|u| {
-            warn!(reservation = u.name, "reservation ignored: {}", u.error);
-            reservation_status::Listed::unreadable(u)
-        })
-        .collect();
+    let mut listed_reservations: Vec<reservation_status::Listed> =
+        reservations.unreadable.iter().map(reservation_status::Listed::unreadable).collect();
     for r in &reservations.read {
         let name = r.metadata.name.clone().unwrap_or_default();
         let refused = match r.spec.to_config(&name, &cfg.queues) {

@@ -8,6 +8,7 @@ use kube::core::ApiResource;
 use kube::{Api, Client, Resource};
 use muster_graph::InputError;
 use serde::de::DeserializeOwned;
+use tracing::warn;
 
 use crate::watch::Versions;
 
@@ -32,7 +33,7 @@ impl<K: Resource> Listing<K> {
     }
 }
 
-/// Lists every object of kind `K` and reads each on its own.
+/// Lists every object of kind `K` and reads each on its own; one it cannot read is logged.
 pub async fn list<K>(client: &Client) -> Result<Listing<K>, kube::Error>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
@@ -45,15 +46,15 @@ where
         let name = o.metadata.name.clone().unwrap_or_default();
         match serde_json::to_value(&o).and_then(serde_json::from_value::<K>) {
             Ok(k) => listing.read.push(k),
-            Err(e) => listing.unreadable.push(Unreadable {
-                error: InputError::new(
+            Err(e) => {
+                let error = InputError::new(
                     &format!("{}/{name}", resource.kind),
                     "spec",
                     format!("muster cannot read it: {e}"),
-                ),
-                generation: o.metadata.generation,
-                name,
-            }),
+                );
+                warn!("left out of the configuration: {error}");
+                listing.unreadable.push(Unreadable { error, generation: o.metadata.generation, name });
+            }
         }
     }
     Ok(listing)

@@ -194,10 +194,6 @@ impl Versions {
     pub fn from_pairs(pairs: impl IntoIterator<Item = (String, Option<i64>)>) -> Self {
         Self(pairs.into_iter().collect())
     }
-
-    pub fn of<'a, K: Resource + 'a>(objects: impl IntoIterator<Item = &'a K>) -> Self {
-        Self(objects.into_iter().map(|o| (o.meta().name.clone().unwrap_or_default(), o.meta().generation)).collect())
-    }
 }
 
 /// Completes when the objects of kind `K` differ from `loaded`, the ones the running

@@ -316,11 +316,8 @@ impl<S: Store> Brain<S> {
         }
         let claims: Vec<String> = self.claim_holds().map(|(id, _)| id).collect();
         self.foreign_waiting.extend(claims);
-        let keys: Vec<String> = self.workloads().map(|j| j.key.to_string()).collect();
-        self.dirty_jobs.extend(keys);
+        self.reconsider_every_workload();
         self.dirty_groups.extend(self.group_pods.keys().cloned());
-        let plain: Vec<GroupKey> = self.group_pods.keys().filter(|k| self.is_plain(k)).cloned().collect();
-        self.dirty_plain.extend(plain);
         // The last instance may have died before writing a status: every placed group's status
         // is written again, since its allocation is what says where the pods belong.
         let placed: Vec<GroupKey> = (self.engine.iter().flat_map(|e| e.engine().groups()))
@@ -361,11 +358,16 @@ impl<S: Store> Brain<S> {
         // Every Queue's status is written again: one deleted and made anew has none.
         self.queue_statuses.clear();
         self.queue_statuses_stale = true;
+        self.plain_refused.clear();
+        self.reconsider_every_workload();
+    }
+
+    /// Marks every workload and plain group to be looked at by the next reconcile.
+    fn reconsider_every_workload(&mut self) {
         let keys: Vec<String> = self.workloads().map(|j| j.key.to_string()).collect();
         self.dirty_jobs.extend(keys);
         let plain: Vec<GroupKey> = self.group_pods.keys().filter(|k| self.is_plain(k)).cloned().collect();
         self.dirty_plain.extend(plain);
-        self.plain_refused.clear();
     }
 
     /// What the cluster runs, for recovery: bound pods with their members (a member whose pod
